@@ -1,0 +1,126 @@
+"""The database tables. An audit row is the truth about its job; Celery only carries its id.
+
+Deleting a graph sets ``audits.graph_id`` to NULL (``ON DELETE SET NULL``), so finished audits keep their
+results; the API refuses to delete a graph while a queued or running audit still needs it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    UniqueConstraint,
+    Uuid,
+)
+from sqlalchemy.orm import Mapped, deferred, mapped_column
+
+from app.db.base import Base, JSONType, UTCDateTime, utcnow
+
+AUDIT_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+ACTIVE_STATES = ("queued", "running")
+FINAL_STATES = ("succeeded", "failed", "cancelled")
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ApiKey(Base):
+    """An API key, stored as the SHA-256 of the whole key; ``prefix`` narrows the lookup."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    prefix: Mapped[str] = mapped_column(String(16), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Graph(Base):
+    """An uploaded graph, stored as ``bind_core.datasets.save_npz`` bytes (loaded only when asked for)."""
+
+    __tablename__ = "graphs"
+    __table_args__ = (Index(None, "tenant_id", "created_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    summary: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    data: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Audit(Base):
+    """One audit job and, once it ran, everything it produced."""
+
+    __tablename__ = "audits"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "idempotency_key"),
+        Index(None, "tenant_id", "created_at"),
+        Index(None, "state", "heartbeat_at"),
+        CheckConstraint(f"state IN {AUDIT_STATES!r}", name="state"),
+        CheckConstraint("(graph_id IS NULL) OR (dataset IS NULL)", name="one_source"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    graph_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("graphs.id", ondelete="SET NULL"), index=True)
+    dataset: Mapped[str | None] = mapped_column(String(100))
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    stage: Mapped[str | None] = mapped_column(String(32))
+    progress: Mapped[float] = mapped_column(Double, default=0.0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    device: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    results: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    model_weights: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))
+    model_config: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class InfluenceRow(Base):
+    """The estimated effect on the bias Γ of deleting one training node (BIND's ΔΓ).
+
+    Sign: ``delta = Γ(after deleting the node and retraining) − Γ(before)``; negative means the node is
+    harmful (deleting it reduces bias). ``delta_sp`` and ``delta_eo`` are its ΔSP and ΔEO parts.
+    """
+
+    __tablename__ = "influence_rows"
+    __table_args__ = (
+        Index(None, "audit_id", "delta", "position"),
+        Index(None, "audit_id", "node_index"),
+    )
+
+    audit_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("audits.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_index: Mapped[int] = mapped_column(Integer)
+    node_id: Mapped[int] = mapped_column(BigInteger)
+    grp: Mapped[int] = mapped_column(Integer)
+    label: Mapped[int] = mapped_column(Integer)
+    delta: Mapped[float] = mapped_column(Double)
+    delta_sp: Mapped[float] = mapped_column(Double)
+    delta_eo: Mapped[float] = mapped_column(Double)

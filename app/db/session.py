@@ -1,0 +1,65 @@
+"""Engines and sessions for Postgres (``postgresql+psycopg://``) and SQLite (the embedded default).
+
+The API opens one session per request through :func:`app.deps.get_session`; the worker opens its own
+with :func:`session_factory` (``with factory() as session, session.begin(): ...``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def ensure_sqlite_dir(url: str) -> None:
+    """Create the folder of a file-backed SQLite URL (``sqlite:///./var/bind.db``, ``sqla+sqlite:///...``)."""
+    parsed = make_url(url.removeprefix("sqla+"))
+    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine for ``url`` with the settings this service relies on.
+
+    SQLite: foreign keys on (for the ``ON DELETE`` rules), WAL so that the worker and the API can read and
+    write together, a busy timeout, and transactions that SQLAlchemy controls (so SAVEPOINTs work).
+    Postgres: a short connect timeout and a pre-ping, so an outage fails fast instead of hanging requests.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        ensure_sqlite_dir(url)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, **kwargs)
+        _configure_sqlite(engine)
+        return engine
+    connect_args = {"connect_timeout": 5} if parsed.get_backend_name() == "postgresql" else {}
+    return create_engine(url, pool_pre_ping=True, connect_args=connect_args, **kwargs)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # let SQLAlchemy emit BEGIN itself
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that keep loaded attributes after commit (responses are built from them)."""
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@lru_cache(maxsize=8)
+def engine_for(url: str) -> Engine:
+    """One shared engine per URL in this process (the worker's entry point)."""
+    return make_engine(url)

@@ -1,0 +1,51 @@
+"""The service's one settings object, read from the environment (prefix ``BIND_``) or a ``.env`` file."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Configuration shared by the API and the worker.
+
+    With no environment at all the service runs embedded on one machine: SQLite under ``./var`` and a
+    Celery transport kept in a SQLite file (kombu's SQLAlchemy transport), so no server is needed.
+    ``BIND_DATABASE_URL=postgresql+psycopg://...`` and ``BIND_BROKER_URL=redis://...`` switch to servers.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="BIND_", env_file=".env", extra="ignore")
+
+    environment: Literal["development", "production"] = "development"
+    database_url: str = "sqlite:///./var/bind.db"
+    broker_url: str = "sqla+sqlite:///./var/broker.db"
+    result_backend: str | None = None
+    """Celery's result backend; unused by default, since the audit row in the database is the truth."""
+
+    data_root: Path | None = None
+    """Folder of built-in datasets (``bind_core.datasets.available``); ``None`` means none are offered."""
+
+    max_upload_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
+    max_nodes: int = Field(default=2_000_000, gt=0)
+    max_edges: int = Field(default=20_000_000, gt=0)
+    max_columns: int = Field(default=10_000, gt=0)
+
+    cors_origins: Annotated[list[str], NoDecode] = []
+    """Origins allowed by CORS (comma-separated in the environment); empty turns CORS off."""
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once (the app factory and the worker call this)."""
+    return Settings()
