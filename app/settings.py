@@ -34,6 +34,20 @@ class Settings(BaseSettings):
     max_edges: int = Field(default=20_000_000, gt=0)
     max_columns: int = Field(default=10_000, gt=0)
 
+    # Worker-only settings (read by `worker/`; the API ignores them).
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Torch device of this worker: ``auto`` takes CUDA when ``torch.cuda.is_available()``, else the CPU."""
+    progress_interval: float = Field(default=0.5, gt=0)
+    """Least seconds between two progress writes to an audit row."""
+    heartbeat_interval: float = Field(default=5.0, gt=0)
+    """Seconds between heartbeats of a running audit (written even while a stage runs long)."""
+    heartbeat_timeout: float = Field(default=60.0, gt=0)
+    """A running audit whose heartbeat is older than this is presumed dead and queued again."""
+    queued_timeout: float = Field(default=300.0, gt=0)
+    """A queued audit untouched for this long gets its task sent again (lost message, crash before send)."""
+    sweep_interval: float = Field(default=15.0, gt=0)
+    """Seconds between two sweeps for stuck audits, in each worker."""
+
     cors_origins: Annotated[list[str], NoDecode] = []
     """Origins allowed by CORS (comma-separated in the environment); empty turns CORS off."""
 
