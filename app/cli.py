@@ -1,0 +1,159 @@
+"""``bind-audit``: run an audit locally, serve the API with a worker, run a worker, migrate, create keys.
+
+The CLI starts the worker as a subprocess (``python -m celery -A worker.celery_app worker``) and never
+imports `worker`, so the arrows stay ``worker -> app -> bind_core``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+
+log = logging.getLogger("bind-audit")
+
+WORKER_ARGV = ["-m", "celery", "-A", "worker.celery_app", "worker", "--pool=solo", "--concurrency=1"]
+
+
+def worker_command(loglevel: str = "INFO", extra: Sequence[str] = ()) -> list[str]:
+    """The command line of one Celery worker process (one audit at a time)."""
+    return [sys.executable, *WORKER_ARGV, f"--loglevel={loglevel}", *extra]
+
+
+def _migrate() -> None:
+    from app.db.migrate import upgrade
+    from app.db.session import ensure_sqlite_dir
+    from app.settings import get_settings
+
+    url = get_settings().database_url
+    ensure_sqlite_dir(url)
+    upgrade(url)
+
+
+def cmd_run(argv: list[str]) -> int:
+    from bind_core.cli import main as core_main
+
+    return int(core_main(argv) or 0)
+
+
+def cmd_migrate(_: argparse.Namespace) -> int:
+    _migrate()
+    print("database is at the latest migration")
+    return 0
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    from app.db.session import engine_for, session_factory
+    from app.security import create_api_key
+    from app.settings import get_settings
+
+    with session_factory(engine_for(get_settings().database_url)).begin() as session:
+        key = create_api_key(session, args.tenant)
+    print(key)
+    print(f"(API key for tenant {args.tenant.strip()!r}; it is not stored and will not be shown again)",
+          file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    cmd = worker_command(args.loglevel, args.celery_args)
+    os.execv(cmd[0], cmd)  # replace this process: signals go straight to Celery
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Migrate, start one worker subprocess and serve the API in this process until Ctrl-C."""
+    import uvicorn
+
+    from app.db.session import ensure_sqlite_dir
+    from app.settings import get_settings
+
+    settings = get_settings()
+    os.makedirs("var", exist_ok=True)
+    if settings.broker_url.startswith("sqla+"):
+        ensure_sqlite_dir(settings.broker_url)
+    _migrate()
+    worker = subprocess.Popen(worker_command(args.loglevel.upper()))
+    config = uvicorn.Config("app.main:create_app", factory=True, host=args.host, port=args.port,
+                            log_level=args.loglevel.lower())  # fmt: skip
+    server = uvicorn.Server(config)
+
+    def watch_worker() -> None:
+        code = worker.wait()
+        if not server.should_exit:
+            log.error("the worker exited (code %s); stopping the API", code)
+            server.should_exit = True
+
+    threading.Thread(target=watch_worker, name="watch-worker", daemon=True).start()
+    print(f"bind-audit: API on http://{args.host}:{args.port} (docs at /docs), one worker (pid {worker.pid})",
+          file=sys.stderr)  # fmt: skip
+    try:
+        server.run()
+    finally:
+        _stop(worker, grace=args.grace)
+    return 0 if worker.returncode in (0, -signal.SIGTERM, None) else 1
+
+
+def _stop(process: subprocess.Popen[bytes], *, grace: float) -> None:
+    """SIGTERM (Celery's warm shutdown: finish the current audit), then SIGKILL after ``grace`` seconds.
+
+    A killed audit is not lost: its heartbeat goes stale and the next worker's sweeper re-queues it.
+    """
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        log.warning("worker still busy after %.0fs; killing it (its audit will be retried)", grace)
+        process.kill()
+        process.wait()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bind-audit", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("run", help="audit a graph locally, no service (bind_core's CLI; see 'bind-audit run -h')",
+                   add_help=False)  # fmt: skip
+
+    serve = sub.add_parser("serve", help="migrate, then run the API and one worker (embedded by default)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--grace", type=float, default=10.0,
+                       help="seconds the worker may take to finish on Ctrl-C before it is killed")  # fmt: skip
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="run one Celery worker (one audit at a time)")
+    worker.add_argument("--loglevel", default="INFO")
+    worker.add_argument("celery_args", nargs=argparse.REMAINDER, help="more arguments for 'celery worker'")
+    worker.set_defaults(func=cmd_worker)
+
+    migrate = sub.add_parser("migrate", help="upgrade the database to the latest migration")
+    migrate.set_defaults(func=cmd_migrate)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create an API key for a tenant and print it once")
+    create.add_argument("--tenant", required=True)
+    create.set_defaults(func=cmd_keys_create)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    if args_list[:1] == ["run"]:
+        return cmd_run(args_list[1:])
+    args = build_parser().parse_args(args_list)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The Celery application of the worker: ``python -m celery -A worker.celery_app worker --pool=solo``.
+
+No result backend: the audit row is the truth. Messages are acknowledged only after the task returns
+(``acks_late``), one at a time (prefetch 1), and handed back if the worker process dies; a worker killed
+with SIGKILL is covered by the sweeper, which re-queues audits whose heartbeat went stale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from celery.signals import worker_ready, worker_shutdown
+
+from app.db.session import ensure_sqlite_dir
+from app.settings import Settings, get_settings
+from worker import context
+
+
+def create_celery(settings: Settings) -> Celery:
+    """A Celery app for ``settings.broker_url`` with the delivery guarantees the audit jobs rely on."""
+    if settings.broker_url.startswith("sqla+"):
+        ensure_sqlite_dir(settings.broker_url)
+    celery = Celery("bind-audit", broker=settings.broker_url, include=["worker.tasks"])
+    celery.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        task_ignore_result=True,
+        result_backend=None,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=True,
+        worker_send_task_events=False,
+        task_track_started=False,
+        # Redis: a message unacknowledged this long is delivered again. An audit may legitimately run for
+        # hours; the sweeper, not this timeout, recovers from dead workers.
+        broker_transport_options={"visibility_timeout": 12 * 3600},
+    )
+    return celery
+
+
+app = create_celery(get_settings())
+context.device()  # a worker that cannot honour BIND_DEVICE refuses to start
+
+
+@worker_ready.connect
+def _start_sweeper(**_: Any) -> None:
+    from worker.sweeper import start_sweeper
+
+    start_sweeper(app, get_settings())
+
+
+@worker_shutdown.connect
+def _stop_sweeper(**_: Any) -> None:
+    from worker.sweeper import stop_sweeper
+
+    stop_sweeper()

@@ -1,0 +1,145 @@
+"""One attempt at one audit: claim the row, load the graph, run `bind_core`, store the outcome.
+
+Celery-free so that it can be called and tested directly; `worker.tasks` wraps it in the task.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from bind_core.audit import AuditConfig, AuditResult, run_audit
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.settings import Settings
+from bind_core import DatasetNotFoundError, Graph
+from bind_core.datasets import load, load_npz
+from worker import jobs
+from worker.jobs import Claim
+from worker.problems import problem_for
+from worker.progress import Cancelled, Lease, LeaseLost, ProgressReporter
+
+log = logging.getLogger(__name__)
+
+
+class GraphGone(LookupError):
+    """The uploaded graph an audit names was deleted before the audit ran."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an attempt did: ``skipped`` (not ours), ``succeeded``, ``failed``, ``cancelled`` or ``lost``."""
+
+    audit_id: str
+    status: str
+    attempt: int | None = None
+
+
+def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Settings, device: str) -> Outcome:
+    """Run the audit ``audit_id`` once, if it is ours to run (see `worker.jobs.claim`).
+
+    Never raises for a problem with the audit itself: a failure is recorded on the row. Database errors
+    propagate, so that the message is not acknowledged as done.
+    """
+    try:
+        key = uuid.UUID(audit_id)
+    except ValueError:
+        log.error("bind.run_audit got a malformed audit id %r; dropping it", audit_id)
+        return Outcome(audit_id, "skipped")
+    with sessions.begin() as session:
+        claim = jobs.claim(session, key, device=device, heartbeat_timeout=settings.heartbeat_timeout)
+    if claim is None:
+        log.info("audit %s is not runnable here (finished, cancelled or running elsewhere)", audit_id)
+        return Outcome(audit_id, "skipped")
+    log.info("audit %s: attempt %d on %s", audit_id, claim.attempt, device)
+
+    def beat(stage: str | None, progress: float | None) -> Lease:
+        with sessions.begin() as session:
+            return jobs.beat(session, claim, stage, progress)
+
+    reporter = ProgressReporter(
+        beat, min_interval=settings.progress_interval, heartbeat_interval=settings.heartbeat_interval
+    )
+    stage: str | None = None
+    try:
+        with reporter:
+            graph = _load_graph(sessions, claim, settings)
+            config = AuditConfig.from_dict(claim.config)
+
+            def progress(current: str, fraction: float) -> None:
+                nonlocal stage
+                stage = current
+                reporter(current, fraction)
+
+            result = run_audit(graph, config, progress=progress, device=device)
+            reporter.check()
+    except Cancelled:
+        return _cancelled(sessions, claim)
+    except LeaseLost:
+        log.warning("audit %s: attempt %d lost its lease; another attempt owns it", audit_id, claim.attempt)
+        return Outcome(audit_id, "lost", claim.attempt)
+    except Exception as exc:
+        log.exception("audit %s failed in stage %s (attempt %d)", audit_id, stage, claim.attempt)
+        problem = problem_for(_unwrap(exc), audit_id=audit_id, stage=stage)
+        with sessions.begin() as session:
+            lease = jobs.fail(session, claim, problem)
+        return _settled(sessions, claim, lease, "failed")
+    return _store(sessions, claim, result)
+
+
+def _load_graph(sessions: sessionmaker[Session], claim: Claim, settings: Settings) -> Graph:
+    if claim.graph_id is not None:
+        with sessions() as session:
+            data = jobs.graph_bytes(session, claim.graph_id)
+        if data is None:
+            raise GraphGone(f"graph {claim.graph_id} was deleted")
+        return load_npz(data)
+    if claim.dataset is None:
+        raise GraphGone("the audit names neither a graph nor a dataset")
+    if settings.data_root is None:
+        raise DatasetNotFoundError(f"dataset {claim.dataset!r}: this worker has no data root (BIND_DATA_ROOT)")
+    return load(claim.dataset, settings.data_root)
+
+
+def _store(sessions: sessionmaker[Session], claim: Claim, result: AuditResult) -> Outcome:
+    results = result.to_dict()
+    influence = result.influence_rows()
+    weights, model_config = _model_payload(result)
+    with sessions.begin() as session:  # one transaction; a fenced miss has written nothing
+        lease = jobs.succeed(
+            session, claim, results=results, weights=weights, model_config=model_config, influence=influence
+        )
+    return _settled(sessions, claim, lease, "succeeded")
+
+
+def _model_payload(result: AuditResult) -> tuple[bytes | None, dict[str, Any] | None]:
+    model = getattr(result, "model", None)
+    if model is None:
+        return None, None
+    return model.to_bytes(), model.config_dict()
+
+
+def _settled(sessions: sessionmaker[Session], claim: Claim, lease: Lease, status: str) -> Outcome:
+    if lease is Lease.CANCELLED:
+        return _cancelled(sessions, claim)
+    if lease is Lease.LOST:
+        log.warning("audit %s: attempt %d lost its lease before storing", claim.audit_id, claim.attempt)
+        return Outcome(str(claim.audit_id), "lost", claim.attempt)
+    log.info("audit %s: %s (attempt %d)", claim.audit_id, status, claim.attempt)
+    return Outcome(str(claim.audit_id), status, claim.attempt)
+
+
+def _cancelled(sessions: sessionmaker[Session], claim: Claim) -> Outcome:
+    with sessions.begin() as session:
+        jobs.close_cancelled(session, claim)
+    log.info("audit %s: cancelled during attempt %d", claim.audit_id, claim.attempt)
+    return Outcome(str(claim.audit_id), "cancelled", claim.attempt)
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """A `GraphGone` is reported like a missing dataset: the input the audit names is not there."""
+    if isinstance(exc, GraphGone):
+        return DatasetNotFoundError(str(exc))
+    return exc
