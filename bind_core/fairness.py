@@ -1,0 +1,214 @@
+"""Utility and fairness metrics: accuracy, ROC-AUC, F1, ΔSP, ΔEO and PDD (Γ_SP, Γ_EO).
+
+PDD (the paper's probabilistic distribution disparity) is the Wasserstein-1 distance between the sensitive
+groups' distributions of predicted probabilities. In 1-D it is computed exactly by quantile matching
+(:func:`wasserstein_1d`), which is differentiable almost everywhere in the inputs, so ``Γ`` can be
+differentiated with respect to model parameters. With more than two groups every metric is the mean over
+all group pairs (ΔSP, ΔEO: mean absolute pairwise difference of rates).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from scipy.stats import rankdata
+from torch import Tensor
+
+
+# ---------------------------------------------------------------------- utility
+def accuracy(y_true: Tensor, y_pred: Tensor) -> float:
+    """Fraction of correct predictions."""
+    return float((y_true == y_pred).double().mean())
+
+
+def roc_auc(y_true: Tensor, proba: Tensor) -> float:
+    """ROC-AUC from class probabilities ``[k, C]``; macro one-vs-rest for ``C > 2``.
+
+    Computed with the Mann-Whitney rank statistic (ties get average ranks), equal to scikit-learn's value.
+    Classes absent from ``y_true`` are skipped; returns NaN if no class can be scored.
+    """
+    y = y_true.cpu().numpy()
+    p = proba.detach().double().cpu().numpy()
+    classes = [1] if p.shape[1] == 2 else list(range(p.shape[1]))
+    scores = []
+    for c in classes:
+        pos = y == c
+        n_pos, n_neg = int(pos.sum()), int((~pos).sum())
+        if n_pos == 0 or n_neg == 0:
+            continue
+        ranks = rankdata(p[:, c])
+        scores.append((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return float(np.mean(scores)) if scores else float("nan")
+
+
+def f1_score(y_true: Tensor, y_pred: Tensor, num_classes: int = 2) -> float:
+    """F1 of the positive class (label 1) for binary labels; macro F1 otherwise."""
+    classes = [1] if num_classes == 2 else list(range(num_classes))
+    values = []
+    for c in classes:
+        tp = int(((y_pred == c) & (y_true == c)).sum())
+        fp = int(((y_pred == c) & (y_true != c)).sum())
+        fn = int(((y_pred != c) & (y_true == c)).sum())
+        values.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    return float(np.mean(values))
+
+
+# ---------------------------------------------------------------------- classic group fairness
+def _pairwise_gap(rates: list[float]) -> float:
+    pairs = list(itertools.combinations(rates, 2))
+    return float(np.mean([abs(a - b) for a, b in pairs])) if pairs else 0.0
+
+
+def delta_sp(y_pred: Tensor, sens: Tensor, *, num_groups: int | None = None, num_classes: int = 2) -> float:
+    """Statistical parity difference |P(ŷ=1|s=0) − P(ŷ=1|s=1)|.
+
+    Multi-valued ``sens``: mean over group pairs. Multi-class: mean over classes of the gap in P(ŷ=c|s).
+    Groups with no node in ``sens`` are skipped.
+    """
+    groups = _groups(sens, num_groups)
+    classes = [1] if num_classes == 2 else list(range(num_classes))
+    gaps = []
+    for c in classes:
+        rates = [float((y_pred[sens == g] == c).double().mean()) for g in groups]
+        gaps.append(_pairwise_gap(rates))
+    return float(np.mean(gaps))
+
+
+def delta_eo(
+    y_true: Tensor, y_pred: Tensor, sens: Tensor, *, num_groups: int | None = None, num_classes: int = 2
+) -> float:
+    """Equal opportunity difference |P(ŷ=1|y=1,s=0) − P(ŷ=1|y=1,s=1)| (multi-group/class as :func:`delta_sp`)."""
+    classes = [1] if num_classes == 2 else list(range(num_classes))
+    gaps = []
+    for c in classes:
+        mask = y_true == c
+        groups = _groups(sens[mask], num_groups)
+        rates = [float((y_pred[mask][sens[mask] == g] == c).double().mean()) for g in groups]
+        gaps.append(_pairwise_gap(rates))
+    return float(np.mean(gaps))
+
+
+def _groups(sens: Tensor, num_groups: int | None) -> list[int]:
+    present = set(torch.unique(sens).tolist())
+    universe = range(num_groups) if num_groups is not None else sorted(present)
+    return [g for g in universe if g in present]
+
+
+# ---------------------------------------------------------------------- Wasserstein / PDD
+def wasserstein_1d(a: Tensor, b: Tensor) -> Tensor:
+    """Exact Wasserstein-1 distance between two empirical 1-D distributions (uniform weights).
+
+    ``W1 = ∫₀¹ |F_a⁻¹(t) − F_b⁻¹(t)| dt``. Both quantile functions are step functions with breakpoints at
+    ``i/len(a)`` and ``j/len(b)``; between consecutive breakpoints of the merged grid both are constant, so the
+    integral is an exact finite sum. Differentiable in ``a`` and ``b`` (through the sort) almost everywhere.
+
+    Shapes: ``a: [n]``, ``b: [m]`` → scalar. Equal to ``scipy.stats.wasserstein_distance(a, b)``.
+    """
+    n, m = a.numel(), b.numel()
+    if n == 0 or m == 0:
+        raise ValueError("wasserstein_1d needs two non-empty samples")
+    a_sorted = torch.sort(a.reshape(-1)).values
+    b_sorted = torch.sort(b.reshape(-1)).values
+    # Breakpoints as integers on the common denominator n*m: i*m (from a) and j*n (from b).
+    ticks = torch.unique(
+        torch.cat([torch.arange(n + 1, device=a.device) * m, torch.arange(m + 1, device=a.device) * n])
+    )
+    left, width = ticks[:-1], (ticks[1:] - ticks[:-1]).to(a.dtype) / (n * m)
+    return ((a_sorted[left // m] - b_sorted[left // n]).abs() * width).sum()
+
+
+def pdd(scores: Tensor, sens: Tensor, *, num_groups: int | None = None) -> Tensor:
+    """Mean Wasserstein-1 distance between the groups' score distributions over all group pairs.
+
+    Args:
+        scores: ``[k]`` (the probability of the positive class; exact 1-D W1) or ``[k, C]`` (probability
+            vectors; exact optimal transport with POT, Euclidean ground cost, differentiable in ``scores``).
+        sens: ``[k]`` group of each node. Groups absent from ``sens`` are skipped.
+    """
+    groups = _groups(sens, num_groups)
+    if len(groups) < 2:
+        return scores.new_zeros(())
+    dists = []
+    for g, h in itertools.combinations(groups, 2):
+        a, b = scores[sens == g], scores[sens == h]
+        dists.append(wasserstein_1d(a, b) if scores.ndim == 1 else _w1_vectors(a, b))
+    return torch.stack(dists).mean()
+
+
+def _w1_vectors(a: Tensor, b: Tensor) -> Tensor:
+    import ot  # POT: imported lazily, only multi-class labels need it
+
+    cost = torch.cdist(a, b)
+    wa = torch.full((a.shape[0],), 1.0 / a.shape[0], dtype=a.dtype, device=a.device)
+    wb = torch.full((b.shape[0],), 1.0 / b.shape[0], dtype=b.dtype, device=b.device)
+    return ot.emd2(wa, wb, cost)
+
+
+def _positive_scores(proba: Tensor) -> Tensor:
+    return proba[:, 1] if proba.shape[1] == 2 else proba
+
+
+def gamma_sp(proba: Tensor, sens: Tensor, *, num_groups: int | None = None) -> Tensor:
+    """Γ_SP: PDD of the predicted probabilities over the given nodes. ``proba: [k, C]``."""
+    return pdd(_positive_scores(proba), sens, num_groups=num_groups)
+
+
+def gamma_eo(proba: Tensor, y: Tensor, sens: Tensor, *, num_groups: int | None = None) -> Tensor:
+    """Γ_EO: PDD over the nodes with ``y = 1`` (binary), or the mean over classes c of the PDD of P(c)
+    over the nodes with ``y = c`` (multi-class)."""
+    if proba.shape[1] == 2:
+        mask = y == 1
+        return pdd(proba[mask, 1], sens[mask], num_groups=num_groups)
+    parts = [pdd(proba[y == c, c], sens[y == c], num_groups=num_groups) for c in range(proba.shape[1])]
+    return torch.stack(parts).mean()
+
+
+def gamma(proba: Tensor, y: Tensor, sens: Tensor, *, lam: float = 0.5, num_groups: int | None = None) -> Tensor:
+    """Γ = lam·Γ_SP + (1 − lam)·Γ_EO, differentiable in ``proba``."""
+    return lam * gamma_sp(proba, sens, num_groups=num_groups) + (1 - lam) * gamma_eo(
+        proba, y, sens, num_groups=num_groups
+    )
+
+
+# ---------------------------------------------------------------------- report
+@dataclass(frozen=True)
+class FairnessReport:
+    """Utility and fairness of predictions on one set of nodes. Rates are fractions in [0, 1]."""
+
+    nodes: int
+    accuracy: float
+    auc: float
+    f1: float
+    delta_sp: float
+    delta_eo: float
+    gamma_sp: float
+    gamma_eo: float
+    gamma: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def evaluate(
+    proba: Tensor, y: Tensor, sens: Tensor, *, lam: float = 0.5, num_groups: int | None = None
+) -> FairnessReport:
+    """All metrics for predicted probabilities ``proba: [k, C]`` of nodes with labels ``y`` and groups ``sens``."""
+    proba = proba.detach()
+    num_classes = proba.shape[1]
+    pred = proba.argmax(dim=1)
+    g_sp = float(gamma_sp(proba, sens, num_groups=num_groups))
+    g_eo = float(gamma_eo(proba, y, sens, num_groups=num_groups))
+    return FairnessReport(
+        nodes=int(y.numel()),
+        accuracy=accuracy(y, pred),
+        auc=roc_auc(y, proba),
+        f1=f1_score(y, pred, num_classes),
+        delta_sp=delta_sp(pred, sens, num_groups=num_groups, num_classes=num_classes),
+        delta_eo=delta_eo(y, pred, sens, num_groups=num_groups, num_classes=num_classes),
+        gamma_sp=g_sp,
+        gamma_eo=g_eo,
+        gamma=lam * g_sp + (1 - lam) * g_eo,
+    )

@@ -1,0 +1,186 @@
+"""GNN node classifiers built from PyTorch Geometric layers: GCN, GIN, GraphSAGE and GAT.
+
+Every model is ``L`` message-passing layers with ReLU and dropout *between* them, then a linear head on the
+last layer's output, as in the paper's GCN (one GCN layer with 16 hidden units, then a linear layer, with no
+activation or dropout in between: the reference code's one-layer GCN applies none). Binary labels use one output logit
+(sigmoid / binary cross-entropy, as the paper's code); ``C > 2`` classes use ``C`` logits (softmax).
+
+A one-layer GCN is linear in its aggregation: ``GCNConv(X) = Â·X·W + b``. :meth:`GNN.prepare` computes
+``Z = Â·X`` once per graph, after which the model is an MLP on the rows of ``Z`` (training touches only the
+training rows, and influence estimation can recompute single rows of ``Z``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
+
+from bind_core.errors import ConfigError
+from bind_core.graph import Graph
+
+ARCHS = ("gcn", "gin", "sage", "gat")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture settings (defaults: the paper's GCN).
+
+    Args:
+        arch: ``"gcn"``, ``"gin"``, ``"sage"`` or ``"gat"``.
+        layers: number of message-passing layers (the receptive field, in hops).
+        hidden: hidden width.
+        dropout: dropout after each layer during training, in ``[0, 1)``.
+        heads: attention heads (GAT only; heads are averaged).
+    """
+
+    arch: str = "gcn"
+    layers: int = 1
+    hidden: int = 16
+    dropout: float = 0.5
+    heads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHS:
+            raise ConfigError(f"arch: {self.arch!r} is not one of {', '.join(ARCHS)}")
+        if not 1 <= self.layers <= 8:
+            raise ConfigError(f"layers: {self.layers!r} must be between 1 and 8")
+        if not 1 <= self.hidden <= 4096:
+            raise ConfigError(f"hidden: {self.hidden!r} must be between 1 and 4096")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout: {self.dropout!r} must be in [0, 1)")
+        if not 1 <= self.heads <= 16:
+            raise ConfigError(f"heads: {self.heads!r} must be between 1 and 16")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"model: unknown setting(s) {sorted(unknown)}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class GraphInputs:
+    """What a model needs of a graph, precomputed once (see :meth:`GNN.prepare`).
+
+    Shapes: ``x [n, d]``; ``edge_index [2, E']`` (with self-loops for GCN); ``edge_weight [E']`` (GCN's
+    symmetric normalisation) or None; ``x_prop [n, d]`` = ``Â·X`` for a one-layer GCN, else None.
+    """
+
+    x: Tensor
+    edge_index: Tensor
+    edge_weight: Tensor | None
+    x_prop: Tensor | None
+
+
+def gcn_norm(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+    """``Â = D̃^{-1/2} (A + I) D̃^{-1/2}`` as (edge_index with self-loops, edge weights).
+
+    ``edge_index`` must hold no self-loops (a :class:`Graph` guarantees it). Shapes: ``[2, E] → [2, E+n], [E+n]``.
+    """
+    loops = torch.arange(num_nodes, device=edge_index.device)
+    ei = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
+    deg = torch.bincount(ei[0], minlength=num_nodes).to(dtype)
+    dinv = deg.pow(-0.5)
+    return ei, dinv[ei[0]] * dinv[ei[1]]
+
+
+def propagate(x: Tensor, edge_index: Tensor, edge_weight: Tensor) -> Tensor:
+    """Sparse ``out[i] = Σ_j w_ij · x[j]`` over edges ``(i, j)``; shapes ``[n, d] → [n, d]``."""
+    out = torch.zeros_like(x)
+    return out.index_add_(0, edge_index[0], x[edge_index[1]] * edge_weight.unsqueeze(1))
+
+
+class GNN(nn.Module):
+    """``layers`` message-passing layers with ReLU and dropout, then a linear head.
+
+    Args:
+        config: the architecture.
+        in_dim: number of node features.
+        num_classes: number of classes; the head has one logit when it is 2.
+    """
+
+    def __init__(self, config: ModelConfig, in_dim: int, num_classes: int) -> None:
+        super().__init__()
+        self.config = config
+        self.in_dim = in_dim
+        self.num_classes = num_classes
+        dims = [in_dim] + [config.hidden] * config.layers
+        self.convs = nn.ModuleList(_conv(config, a, b) for a, b in itertools.pairwise(dims))
+        self.head = nn.Linear(config.hidden, 1 if num_classes == 2 else num_classes)
+        nn.init.xavier_uniform_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    @property
+    def row_separable(self) -> bool:
+        """True for a one-layer GCN: its output rows depend only on the rows of ``Â·X``."""
+        return self.config.arch == "gcn" and self.config.layers == 1
+
+    def prepare(
+        self, graph: Graph, dtype: torch.dtype | None = None, device: torch.device | str | None = None
+    ) -> GraphInputs:
+        """Precompute what does not change between epochs: self-loops, GCN normalisation, ``Â·X``."""
+        dtype = dtype or next(self.parameters()).dtype
+        device = device or next(self.parameters()).device
+        x = graph.x.to(device=device, dtype=dtype)
+        ei = graph.edge_index.to(device)
+        if self.config.arch != "gcn":
+            return GraphInputs(x=x, edge_index=ei, edge_weight=None, x_prop=None)
+        ei, w = gcn_norm(ei, graph.num_nodes, dtype)
+        x_prop = propagate(x, ei, w) if self.row_separable else None
+        return GraphInputs(x=x, edge_index=ei, edge_weight=w, x_prop=x_prop)
+
+    def forward(self, inputs: GraphInputs, rows: Tensor | None = None) -> Tensor:
+        """Logits ``[n, out]`` (or ``[len(rows), out]`` for the given rows)."""
+        if inputs.x_prop is not None and self.row_separable:
+            z = inputs.x_prop if rows is None else inputs.x_prop[rows]
+            return self.forward_propagated(z)
+        h = inputs.x
+        for i, conv in enumerate(self.convs):
+            if i > 0:
+                h = F.dropout(F.relu(h), p=self.config.dropout, training=self.training)
+            if inputs.edge_weight is not None:
+                h = conv(h, inputs.edge_index, inputs.edge_weight)
+            else:
+                h = conv(h, inputs.edge_index)
+        out = self.head(h)
+        return out if rows is None else out[rows]
+
+    def forward_propagated(self, z: Tensor) -> Tensor:
+        """One-layer GCN from propagated rows ``z = (Â·X)[rows]``: ``head(z·W + b)``."""
+        conv = self.convs[0]
+        return self.head(conv.lin(z) + conv.bias)
+
+
+def _conv(config: ModelConfig, a: int, b: int) -> nn.Module:
+    if config.arch == "gcn":
+        return GCNConv(a, b, normalize=False)
+    if config.arch == "gin":
+        return GINConv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)), train_eps=False)
+    if config.arch == "sage":
+        return SAGEConv(a, b, aggr="mean")
+    return GATConv(a, b, heads=config.heads, concat=False, add_self_loops=True)
+
+
+def probabilities(logits: Tensor) -> Tensor:
+    """Class probabilities ``[k, C]`` from logits (one logit → ``[1 − σ, σ]``)."""
+    if logits.shape[1] == 1:
+        p = torch.sigmoid(logits[:, 0])
+        return torch.stack([1 - p, p], dim=1)
+    return torch.softmax(logits, dim=1)
+
+
+def node_losses(logits: Tensor, y: Tensor) -> Tensor:
+    """Per-node cross-entropy ``[k]`` (binary: with logits on the single output)."""
+    if logits.shape[1] == 1:
+        return F.binary_cross_entropy_with_logits(logits[:, 0], y.to(logits.dtype), reduction="none")
+    return F.cross_entropy(logits, y, reduction="none")
