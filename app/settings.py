@@ -37,7 +37,7 @@ class Settings(BaseSettings):
     # Worker-only settings (read by `worker/`; the API ignores them).
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Torch device of this worker: ``auto`` takes CUDA when ``torch.cuda.is_available()``, else the CPU."""
-    progress_interval: float = Field(default=0.5, gt=0)
+    progress_interval: float = Field(default=0.5, ge=0)
     """Least seconds between two progress writes to an audit row."""
     heartbeat_interval: float = Field(default=5.0, gt=0)
     """Seconds between heartbeats of a running audit (written even while a stage runs long)."""

@@ -16,6 +16,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, Protocol
 
 from celery import Celery
 from sqlalchemy import update
@@ -60,7 +61,11 @@ def sweep(sessions: sessionmaker[Session], *, heartbeat_timeout: float, queued_t
     return Sweep(list(requeued), list(resent))
 
 
-def sweep_and_send(celery: Celery, settings: Settings, sessions: sessionmaker[Session]) -> Sweep:
+class TaskSender(Protocol):
+    def send_task(self, name: str, args: list[str], task_id: str | None = None, **options: Any) -> Any: ...
+
+
+def sweep_and_send(celery: TaskSender, settings: Settings, sessions: sessionmaker[Session]) -> Sweep:
     """One sweep, then the tasks of every audit it found."""
     found = sweep(sessions, heartbeat_timeout=settings.heartbeat_timeout, queued_timeout=settings.queued_timeout)
     for audit_id in found.requeued:

@@ -1,0 +1,243 @@
+"""`worker.runner.execute`: claim, progress, cancellation, fencing and the stored outcome."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import Audit, InfluenceRow
+from app.settings import Settings
+from bind_core import ConfigError
+from worker import runner
+from worker.jobs import now
+
+Progress = Callable[[str, float], None]
+
+
+class FakeModel:
+    def to_bytes(self) -> bytes:
+        return b"safetensors-bytes"
+
+    def config_dict(self) -> dict[str, Any]:
+        return {"arch": "gcn", "hidden": 16}
+
+
+@dataclass
+class FakeResult:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    model: FakeModel = field(default_factory=FakeModel)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metrics": {"accuracy": 0.75}, "influence_summary": None}
+
+    def influence_rows(self) -> list[dict[str, Any]]:
+        return self.rows
+
+
+def rows(n: int) -> list[dict[str, Any]]:
+    return [
+        {"position": i, "node_index": 10 + i, "node_id": 100 + i, "group": i % 2, "label": 1, "delta": -0.1 * i,
+         "delta_sp": -0.05 * i, "delta_eo": -0.05 * i}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def fake_audit(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[Progress], FakeResult]], None]:
+    """Replace graph loading, config parsing and `run_audit`; the body gets the progress callback."""
+
+    def install(body: Callable[[Progress], FakeResult]) -> None:
+        monkeypatch.setattr(runner, "load", lambda name, root: object())
+        monkeypatch.setattr(runner.AuditConfig, "from_dict", classmethod(lambda cls, d: d))
+
+        def fake_run_audit(graph: object, config: object, *, progress: Progress, device: str) -> FakeResult:
+            return body(progress)
+
+        monkeypatch.setattr(runner, "run_audit", fake_run_audit)
+
+    return install
+
+
+def run(audit_id: uuid.UUID, sessions: sessionmaker[Session], settings: Settings) -> runner.Outcome:
+    return runner.execute(str(audit_id), sessions=sessions, settings=settings, device="cpu")
+
+
+def get(sessions: sessionmaker[Session], audit_id: uuid.UUID) -> Audit:
+    with sessions() as session:
+        audit = session.get(Audit, audit_id)
+        assert audit is not None
+        _ = audit.model_weights  # load the deferred column before the session closes
+        return audit
+
+
+def count_rows(sessions: sessionmaker[Session], audit_id: uuid.UUID) -> int:
+    with sessions() as session:
+        return session.scalar(select(func.count()).where(InfluenceRow.audit_id == audit_id)) or 0
+
+
+def test_success_stores_results_weights_and_rows_once(sessions, settings, new_audit, fake_audit) -> None:
+    seen: list[tuple[str, float]] = []
+
+    def body(progress: Progress) -> FakeResult:
+        progress("training", 0.5)
+        with sessions() as session:
+            audit = session.get(Audit, audit_id)
+            assert audit is not None
+            seen.append((audit.stage or "", audit.progress))
+        return FakeResult(rows(3))
+
+    fake_audit(body)
+    audit_id = new_audit()
+    assert run(audit_id, sessions, settings).status == "succeeded"
+    audit = get(sessions, audit_id)
+    assert seen == [("training", 0.5)]
+    assert (audit.state, audit.attempts, audit.device, audit.stage, audit.progress) == (
+        "succeeded", 1, "cpu", None, 1.0)  # fmt: skip
+    assert audit.results == {"metrics": {"accuracy": 0.75}, "influence_summary": None}
+    assert audit.model_weights == b"safetensors-bytes"
+    assert audit.model_config == {"arch": "gcn", "hidden": 16}
+    assert audit.started_at is not None and audit.finished_at is not None
+    assert count_rows(sessions, audit_id) == 3
+
+    # A redelivered message for a finished audit is a no-op.
+    assert run(audit_id, sessions, settings).status == "skipped"
+    assert get(sessions, audit_id).attempts == 1
+
+
+def test_takeover_of_a_dead_attempt_replaces_its_rows(sessions, settings, new_audit, fake_audit) -> None:
+    fake_audit(lambda progress: FakeResult(rows(2)))
+    stale = now() - timedelta(seconds=settings.heartbeat_timeout + 5)
+    audit_id = new_audit(state="running", attempts=1, heartbeat_at=stale)
+    with sessions.begin() as session:  # leftovers of an earlier attempt
+        session.add_all(InfluenceRow(audit_id=audit_id, **_db_row(r)) for r in rows(5))
+    assert run(audit_id, sessions, settings).status == "succeeded"
+    assert get(sessions, audit_id).attempts == 2
+    assert count_rows(sessions, audit_id) == 2
+
+
+def _db_row(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    out["grp"] = out.pop("group")
+    return out
+
+
+def test_running_elsewhere_with_fresh_heartbeat_is_skipped(sessions, settings, new_audit, fake_audit) -> None:
+    fake_audit(lambda progress: FakeResult())
+    audit_id = new_audit(state="running", attempts=1, heartbeat_at=now())
+    assert run(audit_id, sessions, settings).status == "skipped"
+    assert get(sessions, audit_id).attempts == 1
+
+
+def test_bind_error_fails_with_a_problem_document(sessions, settings, new_audit, fake_audit) -> None:
+    def body(progress: Progress) -> FakeResult:
+        progress("training", 0.1)
+        raise ConfigError("solver: expected one of auto, exact, cg, lissa, got 'magic'")
+
+    fake_audit(body)
+    audit_id = new_audit()
+    assert run(audit_id, sessions, settings).status == "failed"
+    audit = get(sessions, audit_id)
+    assert audit.state == "failed" and audit.results is None and audit.finished_at is not None
+    assert audit.error is not None
+    assert audit.error["status"] == 422
+    assert audit.error["type"].endswith("/invalid-config")
+    assert "'magic'" in audit.error["detail"]
+    assert audit.error["stage"] == "training"
+    assert audit.error["instance"] == f"/v1/audits/{audit_id}"
+
+
+def test_internal_error_shows_no_message_and_no_trace(sessions, settings, new_audit, fake_audit) -> None:
+    def body(progress: Progress) -> FakeResult:
+        raise RuntimeError("secret: /home/svc/.cache password=hunter2")
+
+    fake_audit(body)
+    audit_id = new_audit()
+    assert run(audit_id, sessions, settings).status == "failed"
+    error = get(sessions, audit_id).error
+    assert error is not None and error["status"] == 500
+    text = json.dumps(error)
+    assert "hunter2" not in text and "Traceback" not in text and "RuntimeError" in text
+
+
+def test_missing_dataset_fails_with_422(sessions, settings, new_audit) -> None:
+    audit_id = new_audit(dataset="income")  # the data root is an empty folder
+    assert run(audit_id, sessions, settings).status == "failed"
+    error = get(sessions, audit_id).error
+    assert error is not None and error["status"] == 422
+    assert error["type"].endswith("/dataset-not-found")
+
+
+def test_cancel_during_run_stops_without_results(sessions, settings, new_audit, fake_audit) -> None:
+    def body(progress: Progress) -> FakeResult:
+        progress("training", 0.1)
+        with sessions.begin() as session:  # the API's cancel
+            session.execute(update(Audit).where(Audit.id == audit_id).values(state="cancelled"))
+        progress("training", 0.2)
+        raise AssertionError("the progress callback should have raised")
+
+    fake_audit(body)
+    audit_id = new_audit()
+    assert run(audit_id, sessions, settings).status == "cancelled"
+    audit = get(sessions, audit_id)
+    assert (audit.state, audit.results, audit.error) == ("cancelled", None, None)
+    assert audit.finished_at is not None
+    assert count_rows(sessions, audit_id) == 0
+
+
+def test_cancel_after_the_last_callback_discards_the_result(sessions, settings, new_audit, fake_audit) -> None:
+    def body(progress: Progress) -> FakeResult:
+        with sessions.begin() as session:
+            session.execute(update(Audit).where(Audit.id == audit_id).values(state="cancelled"))
+        return FakeResult(rows(3))
+
+    fake_audit(body)
+    audit_id = new_audit()
+    assert run(audit_id, sessions, settings).status == "cancelled"
+    assert get(sessions, audit_id).results is None
+    assert count_rows(sessions, audit_id) == 0
+
+
+def test_an_attempt_taken_over_writes_nothing(sessions, settings, new_audit, fake_audit) -> None:
+    def body(progress: Progress) -> FakeResult:
+        with sessions.begin() as session:  # another worker claimed it after our heartbeat went stale
+            session.execute(update(Audit).where(Audit.id == audit_id).values(attempts=Audit.attempts + 1))
+        progress("metrics", 0.5)
+        return FakeResult(rows(3))
+
+    fake_audit(body)
+    audit_id = new_audit()
+    assert run(audit_id, sessions, settings).status == "lost"
+    audit = get(sessions, audit_id)
+    assert (audit.state, audit.attempts, audit.results) == ("running", 2, None)
+    assert count_rows(sessions, audit_id) == 0
+
+
+def test_heartbeat_runs_between_callbacks(sessions, settings, new_audit, fake_audit) -> None:
+    beats: list[Any] = []
+
+    def body(progress: Progress) -> FakeResult:
+        time.sleep(0.3)  # a long stretch without a progress callback
+        beats.append(get(sessions, audit_id).heartbeat_at)
+        return FakeResult()
+
+    fake_audit(body)
+    audit_id = new_audit()
+    run(audit_id, sessions, settings)
+    assert beats[0] > get(sessions, audit_id).started_at
+
+
+def test_malformed_id_is_dropped(sessions, settings) -> None:
+    assert run_raw("not-a-uuid", sessions, settings).status == "skipped"
+
+
+def run_raw(audit_id: str, sessions: sessionmaker[Session], settings: Settings) -> runner.Outcome:
+    return runner.execute(audit_id, sessions=sessions, settings=settings, device="cpu")

@@ -1,0 +1,53 @@
+"""`worker.sweeper`: dead workers' audits are re-queued, lost messages re-sent, nothing else touched."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import Audit
+from worker.jobs import now
+from worker.sweeper import sweep, sweep_and_send
+
+
+class FakeCelery:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, list[str], str | None]] = []
+
+    def send_task(self, name: str, args: list[str], task_id: str | None = None, **_: Any) -> None:
+        self.sent.append((name, args, task_id))
+
+
+def state(sessions: sessionmaker[Session], audit_id: Any) -> str:
+    with sessions() as session:
+        audit = session.get(Audit, audit_id)
+        assert audit is not None
+        return audit.state
+
+
+def test_sweep_requeues_dead_and_resends_lost(sessions, settings, new_audit) -> None:
+    t = now()
+    dead = new_audit(state="running", attempts=1, heartbeat_at=t - timedelta(seconds=120))
+    alive = new_audit(state="running", attempts=1, heartbeat_at=t)
+    lost = new_audit(updated_at=t - timedelta(seconds=600))
+    fresh = new_audit()
+    done = new_audit(state="succeeded", heartbeat_at=t - timedelta(seconds=600))
+
+    found = sweep(sessions, heartbeat_timeout=60, queued_timeout=300)
+    assert found.requeued == [dead]
+    assert found.resent == [lost]
+    assert [state(sessions, a) for a in (dead, alive, lost, fresh, done)] == [
+        "queued", "running", "queued", "queued", "succeeded"]  # fmt: skip
+
+    # The re-queued audit was touched: the next sweep leaves it (and the re-sent one) alone.
+    again = sweep(sessions, heartbeat_timeout=60, queued_timeout=300)
+    assert (again.requeued, again.resent) == ([], [])
+
+
+def test_sweep_and_send_sends_after_commit(sessions, settings, new_audit) -> None:
+    dead = new_audit(state="running", attempts=1, heartbeat_at=now() - timedelta(seconds=120))
+    celery = FakeCelery()
+    sweep_and_send(celery, settings.model_copy(update={"heartbeat_timeout": 60}), sessions)
+    assert celery.sent == [("bind.run_audit", [str(dead)], str(dead))]
