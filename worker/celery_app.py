@@ -46,14 +46,14 @@ app = create_celery(get_settings())
 context.device()  # a worker that cannot honour BIND_DEVICE refuses to start
 
 
-@worker_ready.connect
+@worker_ready.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
 def _start_sweeper(**_: Any) -> None:
     from worker.sweeper import start_sweeper
 
     start_sweeper(app, get_settings())
 
 
-@worker_shutdown.connect
+@worker_shutdown.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
 def _stop_sweeper(**_: Any) -> None:
     from worker.sweeper import stop_sweeper
 

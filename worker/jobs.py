@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy import CursorResult, Executable, and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.db.models import Audit, Graph, InfluenceRow
@@ -64,6 +64,12 @@ def claim(session: Session, audit_id: uuid.UUID, *, device: str, heartbeat_timeo
     return Claim(audit_id, row.attempts, row.graph_id, row.dataset, row.config)
 
 
+def _rowcount(session: Session, statement: Executable) -> int:
+    result = session.execute(statement)
+    assert isinstance(result, CursorResult)
+    return result.rowcount
+
+
 def graph_bytes(session: Session, graph_id: uuid.UUID) -> bytes | None:
     """The stored npz of an uploaded graph (``None`` if it was deleted)."""
     return session.scalar(select(Graph.data).where(Graph.id == graph_id))
@@ -86,7 +92,7 @@ def beat(session: Session, claim: Claim, stage: str | None, progress: float | No
         values["stage"] = stage
     if progress is not None:
         values["progress"] = progress
-    hit = session.execute(update(Audit).where(_fence(claim)).values(**values)).rowcount
+    hit = _rowcount(session, update(Audit).where(_fence(claim)).values(**values))
     return Lease.HELD if hit else _lease_after_miss(session, claim)
 
 
@@ -110,7 +116,7 @@ def succeed(
         state="succeeded", stage=None, progress=1.0, results=results, model_weights=weights,
         model_config=model_config, error=None, finished_at=t, heartbeat_at=t, updated_at=t,
     )  # fmt: skip
-    hit = session.execute(update(Audit).where(_fence(claim)).values(**values)).rowcount
+    hit = _rowcount(session, update(Audit).where(_fence(claim)).values(**values))
     if not hit:
         return _lease_after_miss(session, claim)
     session.execute(delete(InfluenceRow).where(InfluenceRow.audit_id == claim.audit_id))
@@ -136,11 +142,8 @@ def _influence_row(audit_id: uuid.UUID, row: dict[str, Any]) -> dict[str, Any]:
 def fail(session: Session, claim: Claim, problem: dict[str, Any]) -> Lease:
     """Mark the audit ``failed`` with ``problem`` (an RFC 9457 document)."""
     t = now()
-    hit = session.execute(
-        update(Audit)
-        .where(_fence(claim))
-        .values(state="failed", error=problem, finished_at=t, heartbeat_at=t, updated_at=t)
-    ).rowcount
+    values = dict(state="failed", error=problem, finished_at=t, heartbeat_at=t, updated_at=t)
+    hit = _rowcount(session, update(Audit).where(_fence(claim)).values(**values))
     return Lease.HELD if hit else _lease_after_miss(session, claim)
 
 

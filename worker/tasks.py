@@ -9,7 +9,7 @@ from worker.celery_app import app
 from worker.runner import execute
 
 
-@app.task(name=RUN_AUDIT_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@app.task(name=RUN_AUDIT_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)  # type: ignore[untyped-decorator]  # Celery ships no type hints
 def run_audit_task(audit_id: str) -> str:
     """Run the audit ``audit_id`` once if it is queued (a no-op for finished or cancelled audits)."""
     outcome = execute(audit_id, sessions=context.sessions(), settings=get_settings(), device=context.device())
