@@ -6,6 +6,7 @@ with :func:`session_factory` (``with factory() as session, session.begin(): ...`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+_AFTER_COMMIT = "bind_after_commit"
 
 
 def ensure_sqlite_dir(url: str) -> None:
@@ -57,6 +60,17 @@ def _configure_sqlite(engine: Engine) -> None:
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     """Sessions that keep loaded attributes after commit (responses are built from them)."""
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def after_commit(session: Session, callback: Callable[[], object]) -> None:
+    """Queue ``callback`` to run after ``session`` commits (see :func:`run_after_commit`)."""
+    session.info.setdefault(_AFTER_COMMIT, []).append(callback)
+
+
+def run_after_commit(session: Session) -> None:
+    """Run, once, the callbacks queued on ``session``; call it right after a successful commit."""
+    for callback in session.info.pop(_AFTER_COMMIT, []):
+        callback()
 
 
 @lru_cache(maxsize=8)

@@ -1,0 +1,95 @@
+"""``/v1/graphs``: upload, list, read and delete graphs."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
+
+from app.deps import SessionDep, SettingsDep, TenantDep
+from app.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from app.schemas.graphs import GraphPage, GraphRead
+from app.schemas.problem import problem_responses
+from app.services import graphs as service
+from app.services.uploads import receive_upload, remove_folder
+
+router = APIRouter(prefix="/graphs", tags=["graphs"])
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "nodes": {"type": "string", "format": "binary", "description": "Node table (CSV or Parquet)."},
+                    "edges": {"type": "string", "format": "binary", "description": "Edge list, two columns."},
+                    "npz": {"type": "string", "format": "binary", "description": "Or: one .npz graph archive."},
+                    "label": {"type": "string", "description": "Label column of the node table."},
+                    "sensitive": {"type": "string", "description": "Sensitive-attribute column."},
+                    "features": {"type": "string", "description": "Feature columns, comma-separated (default: all)."},
+                    "split": {"type": "string", "description": "Column of train/val/test (default: paper split)."},
+                    "node_id": {"type": "string", "description": "Column of node ids the edge list uses."},
+                    "name": {"type": "string", "description": "A name for the graph."},
+                },
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=GraphRead,
+    openapi_extra={"requestBody": _UPLOAD_BODY},
+    responses=problem_responses(400, 413, 415),
+)
+async def upload_graph(
+    request: Request, response: Response, session: SessionDep, tenant: TenantDep, settings: SettingsDep
+) -> Any:
+    """Upload a graph: a node table and an edge list, or one ``.npz``; validated with bind_core's rules.
+
+    The body is limited to ``BIND_MAX_UPLOAD_BYTES`` (413 past it) and the graph to the configured node,
+    edge and column limits (422). Validation errors name the file or column at fault.
+    """
+    # Only the API-key lookup has run on this session: end its transaction so that no database connection
+    # is held while a slow client streams the body (the insert below starts a new one).
+    await run_in_threadpool(session.rollback)
+    folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-upload-"))
+    try:
+        upload = await receive_upload(request, folder, settings.max_upload_bytes)
+        parsed = await run_in_threadpool(service.parse_upload, upload, settings)
+    finally:
+        await run_in_threadpool(remove_folder, folder)
+    graph = await run_in_threadpool(service.create_graph, session, tenant, parsed)
+    response.headers["Location"] = f"/v1/graphs/{graph.id}"
+    return graph
+
+
+@router.get("", response_model=GraphPage)
+def list_graphs(
+    session: SessionDep,
+    tenant: TenantDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    page_token: Annotated[str | None, Query(max_length=500)] = None,
+) -> GraphPage:
+    """The tenant's graphs, newest first."""
+    rows, token = service.list_graphs(session, tenant, limit=limit, page_token=page_token)
+    return GraphPage(items=[GraphRead.model_validate(r) for r in rows], next_page_token=token)
+
+
+@router.get("/{graph_id}", response_model=GraphRead, responses=problem_responses(404))
+def read_graph(graph_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+    return service.get_graph(session, tenant, graph_id)
+
+
+@router.delete("/{graph_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404, 409))
+def delete_graph(graph_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+    """Delete a graph. Finished audits of it keep their results; 409 while an audit still needs it."""
+    service.delete_graph(session, tenant, graph_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

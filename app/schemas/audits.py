@@ -1,0 +1,97 @@
+"""Audit requests and audit state. Defaults are the BIND paper's (GCN, 1 layer, 16 hidden, 1000 epochs)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+AuditState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+AuditStage = Literal["training", "metrics", "influence", "debiasing", "validation"]
+
+
+class ModelSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    arch: Literal["gcn", "gin", "sage", "gat"] = "gcn"
+    layers: int = Field(1, ge=1, le=8)
+    hidden: int = Field(16, ge=1, le=4096)
+    dropout: float = Field(0.5, ge=0.0, lt=1.0)
+    heads: int = Field(1, ge=1, le=16, description="Attention heads (GAT only).")
+
+
+class TrainingSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    epochs: int = Field(1000, ge=1, le=100_000)
+    lr: float = Field(1e-3, gt=0.0, le=10.0)
+    weight_decay: float = Field(1e-4, ge=0.0, le=10.0)
+    seed: int = Field(10, ge=0, le=2**31 - 1)
+
+
+class AuditCreate(BaseModel):
+    """What to audit (an uploaded graph or a built-in dataset, exactly one) and how."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    graph_id: uuid.UUID | None = None
+    dataset: str | None = Field(None, min_length=1, max_length=100)
+    model: ModelSettings = ModelSettings()
+    training: TrainingSettings = TrainingSettings()
+    lam: float = Field(0.5, ge=0.0, le=1.0, description="Γ = lam·Γ_SP + (1−lam)·Γ_EO.")
+    solver: Literal["auto", "exact", "cg", "lissa"] = "auto"
+    non_iid: bool = Field(True, description="Include BIND's non-i.i.d. (neighbourhood) term.")
+    budgets: list[float] = Field(
+        [0.01, 0.1],
+        max_length=32,
+        description="Debiasing budgets: fractions (<1) or counts (>=1) of the training set to delete.",
+    )
+    validation_sample: int = Field(
+        50, ge=0, le=10_000, description="Nodes retrained from scratch to check the estimates; 0 disables."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.graph_id is None) == (self.dataset is None):
+            raise ValueError("give exactly one of graph_id and dataset")
+        if any(not (b > 0) for b in self.budgets):
+            raise ValueError("budgets must be positive")
+        return self
+
+    def config_dict(self) -> dict[str, Any]:
+        """The input of ``bind_core.audit.AuditConfig.from_dict``."""
+        return self.model_dump(mode="json", exclude={"graph_id", "dataset"})
+
+
+class AuditRead(BaseModel):
+    """An audit's state and, when it is done, its results (or the problem that stopped it)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    state: AuditState
+    stage: str | None
+    """The stage running now or last: training, metrics, influence, debiasing, validation."""
+    progress: float
+    """Overall progress, 0 to 1."""
+    attempts: int
+    device: str | None
+    """Where it ran: ``cpu`` or ``cuda:N``."""
+    graph_id: uuid.UUID | None
+    dataset: str | None
+    config: dict[str, Any]
+    results: dict[str, Any] | None
+    """When succeeded: ``metrics``, ``influence_summary``, ``debiasing``, ``validation``, ``timings``..."""
+    error: dict[str, Any] | None
+    """When failed: an RFC 9457 problem document."""
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+
+class AuditPage(BaseModel):
+    items: list[AuditRead]
+    next_page_token: str | None = None

@@ -1,0 +1,44 @@
+"""Graphs as the API shows them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+
+class GraphSummary(BaseModel):
+    """Sizes of an uploaded graph (``bind_core.Graph.summary()``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    nodes: int
+    edges: int
+    """Undirected edges, after self-loops were dropped and duplicates merged."""
+    features: int
+    classes: int
+    groups: int
+    """Sensitive groups."""
+    group_sizes: list[int]
+    class_sizes: list[int]
+    train: int
+    val: int
+    test: int
+
+
+class GraphRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    name: str
+    summary: GraphSummary
+    size_bytes: int
+    """Size of the stored ``.npz``."""
+    created_at: datetime
+
+
+class GraphPage(BaseModel):
+    items: list[GraphRead]
+    next_page_token: str | None = None
+    """Pass as ``page_token`` for the next page; ``null`` on the last page."""

@@ -1,0 +1,47 @@
+"""Per-training-node influence on bias (BIND's ΔΓ), one page at a time."""
+
+from __future__ import annotations
+
+import uuid
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SIGN_CONVENTION = (
+    "delta = Γ(model retrained without the node) − Γ(original model), with Γ = lam·Γ_SP + (1−lam)·Γ_EO; "
+    "delta_sp and delta_eo are the same difference for Γ_SP and Γ_EO. Negative: deleting the node reduces "
+    "bias (a harmful node). Positive: deleting it increases bias (a helpful node)."
+)
+
+
+class InfluenceOrder(StrEnum):
+    harmful = "harmful"
+    """Most negative delta first (ties: lower position first)."""
+    helpful = "helpful"
+    """Most positive delta first: exactly the reverse of ``harmful``."""
+    node = "node"
+    """By node index in the graph."""
+
+
+class InfluenceRowRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True, populate_by_name=True)
+
+    position: int
+    """Rank of the node in the training split (0-based)."""
+    node_index: int
+    """Index of the node in the graph (0-based)."""
+    node_id: int
+    """The node's original id (the ``node_id`` column of an upload)."""
+    group: int = Field(validation_alias="grp")
+    label: int
+    delta: float
+    delta_sp: float
+    delta_eo: float
+
+
+class InfluencePage(BaseModel):
+    audit_id: uuid.UUID
+    order: InfluenceOrder
+    sign_convention: str
+    items: list[InfluenceRowRead]
+    next_page_token: str | None = None

@@ -1,0 +1,1 @@
+"""Domain logic behind the routes. Services only ``flush()``: the request's session commits once."""

@@ -1,0 +1,130 @@
+"""Uploaded graphs: validating an upload with bind_core, and storing, listing and deleting graphs."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from sqlalchemy import delete, exists, select
+from sqlalchemy.orm import Session
+
+from app.db.models import ACTIVE_STATES, Audit, Graph, Tenant
+from app.errors import Conflict, NotFound, ValidationProblem
+from app.pagination import newest_first
+from app.problems import bind_error_problem
+from app.services.uploads import ReceivedUpload
+from app.settings import Settings
+from bind_core import BindError
+from bind_core.datasets import from_files, load_npz, save_npz
+
+_TABLE_FIELDS = ("label", "sensitive", "features", "split", "node_id")
+
+
+@dataclass(frozen=True)
+class ParsedGraph:
+    name: str
+    summary: dict[str, Any]
+    data: bytes
+    """The graph as ``bind_core.datasets.save_npz`` bytes."""
+
+
+def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
+    """Validate an upload with bind_core's rules (CPU-heavy: call it from a worker thread).
+
+    Raises:
+        ValidationProblem: missing or conflicting parts, or a graph bind_core rejects (naming the field).
+    """
+    files, fields = upload.files, upload.fields
+    limits = {"max_nodes": settings.max_nodes, "max_edges": settings.max_edges, "max_columns": settings.max_columns}
+    name = _graph_name(fields.get("name"), upload.client_names.get("npz") or upload.client_names.get("nodes"))
+    try:
+        if "npz" in files:
+            clash = [k for k in ("nodes", "edges", *_TABLE_FIELDS) if k in files or k in fields]
+            if clash:
+                raise ValidationProblem(
+                    "Send either one npz file, or a nodes table with an edges file.",
+                    errors=[{"field": k, "message": "does not apply to an npz upload"} for k in clash],
+                )
+            graph = load_npz(files["npz"], name=name, **limits)
+        else:
+            required = [k for k in ("nodes", "edges") if k not in files]
+            required += [k for k in ("label", "sensitive") if not fields.get(k, "").strip()]
+            if required:
+                raise ValidationProblem(
+                    "A graph upload is a nodes table, an edges file and the label and sensitive column names "
+                    "(or one npz file).",
+                    errors=[{"field": k, "message": "required"} for k in required],
+                )
+            graph = from_files(
+                files["nodes"],
+                files["edges"],
+                label=fields["label"].strip(),
+                sensitive=fields["sensitive"].strip(),
+                features=_columns(fields.get("features")),
+                split=fields.get("split", "").strip() or None,
+                node_id=fields.get("node_id", "").strip() or None,
+                name=name,
+                **limits,
+            )
+    except BindError as exc:
+        raise bind_error_problem(exc) from exc
+    buffer = io.BytesIO()
+    save_npz(graph, buffer)
+    return ParsedGraph(name=graph.name, summary=graph.summary(), data=buffer.getvalue())
+
+
+def _columns(value: str | None) -> list[str] | None:
+    if value is None or not value.strip():
+        return None
+    return [c.strip() for c in value.split(",") if c.strip()]
+
+
+def _graph_name(given: str | None, client_file: str | None) -> str:
+    name = (given or "").strip() or PurePath(client_file or "").stem.strip() or "graph"
+    return "".join(ch for ch in name if ch.isprintable())[:200] or "graph"
+
+
+def create_graph(session: Session, tenant: Tenant, parsed: ParsedGraph) -> Graph:
+    graph = Graph(
+        tenant_id=tenant.id, name=parsed.name, summary=parsed.summary, data=parsed.data, size_bytes=len(parsed.data)
+    )
+    session.add(graph)
+    session.flush()
+    return graph
+
+
+def get_graph(session: Session, tenant: Tenant, graph_id: uuid.UUID, *, lock: bool = False) -> Graph:
+    """The tenant's graph, or 404 (also for another tenant's graph); ``lock`` takes a row lock."""
+    stmt = select(Graph).where(Graph.id == graph_id, Graph.tenant_id == tenant.id)
+    graph = session.scalar(stmt.with_for_update() if lock else stmt)
+    if graph is None:
+        raise NotFound("graph", graph_id)
+    return graph
+
+
+def list_graphs(
+    session: Session, tenant: Tenant, *, limit: int, page_token: str | None
+) -> tuple[list[Graph], str | None]:
+    stmt = select(Graph).where(Graph.tenant_id == tenant.id)
+    return newest_first(session, stmt, Graph, kind="graphs", limit=limit, token=page_token)
+
+
+def delete_graph(session: Session, tenant: Tenant, graph_id: uuid.UUID) -> None:
+    """Delete a graph; finished audits keep their results (their ``graph_id`` becomes null).
+
+    Raises:
+        NotFound: no such graph for this tenant.
+        Conflict: a queued or running audit still needs the graph.
+    """
+    # The row lock orders this against an audit being created for the graph (which takes a share lock).
+    graph = get_graph(session, tenant, graph_id, lock=True)
+    busy = session.scalar(select(exists().where(Audit.graph_id == graph.id, Audit.state.in_(ACTIVE_STATES))))
+    if busy:
+        raise Conflict(
+            "A queued or running audit uses this graph; cancel it or wait for it to finish.", slug="graph-in-use"
+        )
+    session.execute(delete(Graph).where(Graph.id == graph.id))
+    session.expunge(graph)

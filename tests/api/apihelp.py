@@ -1,0 +1,38 @@
+"""Helpers shared by the API tests."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import httpx
+
+from bind_core.datasets import save_npz, synthetic
+
+PROBLEM_BASE = "https://bind-audit.dev/problems/"
+
+
+def npz_bytes(num_nodes: int = 120, seed: int = 0) -> bytes:
+    """A small synthetic graph as ``.npz`` bytes."""
+    buffer = io.BytesIO()
+    save_npz(synthetic(num_nodes, seed=seed, train_per_class=20), buffer)
+    return buffer.getvalue()
+
+
+def assert_problem(response: httpx.Response, status: int, slug: str | None = None) -> dict[str, Any]:
+    """Check an RFC 9457 answer (status, media type, members, no stack trace) and return its body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status
+    assert body["title"]
+    assert str(body["type"]).startswith(PROBLEM_BASE)
+    if slug is not None:
+        assert body["type"] == PROBLEM_BASE + slug, body
+    assert "Traceback" not in response.text
+    return body
+
+
+def fields(problem: dict[str, Any]) -> set[str]:
+    """The field names in a problem's ``errors``."""
+    return {str(e["field"]) for e in problem.get("errors") or []}
