@@ -1,0 +1,169 @@
+"""A Graph as one ``.npz`` archive (the format the service stores uploaded graphs in)."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zipfile
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from bind_core.datasets.limits import check_limit
+from bind_core.datasets.split import PAPER_SPLIT_SEED, paper_split
+from bind_core.errors import BindError, GraphValidationError
+from bind_core.graph import Graph
+
+REQUIRED_KEYS = ("x", "edge_index", "y", "sens")
+SPLIT_KEYS = ("train_idx", "val_idx", "test_idx")
+OPTIONAL_KEYS = (*SPLIT_KEYS, "node_ids", "feature_names", "name")
+
+
+def save_npz(graph: Graph, file: str | Path | BinaryIO) -> None:
+    """Write ``graph`` as a compressed ``.npz`` that :func:`load_npz` reads back exactly.
+
+    Keys: ``x`` (float32), ``edge_index`` (int64 ``[2, E]``), ``y``, ``sens``, ``train_idx``, ``val_idx``,
+    ``test_idx``, ``node_ids`` (int64), ``feature_names`` (unicode), ``name`` (0-d unicode). No pickled
+    objects, so it loads with ``allow_pickle=False``.
+
+    Args:
+        graph: the graph.
+        file: a path or a writable binary file object.
+    """
+    np.savez_compressed(
+        file,  # type: ignore[arg-type]
+        x=graph.x.numpy(),
+        edge_index=graph.edge_index.numpy(),
+        y=graph.y.numpy(),
+        sens=graph.sens.numpy(),
+        train_idx=graph.train_idx.numpy(),
+        val_idx=graph.val_idx.numpy(),
+        test_idx=graph.test_idx.numpy(),
+        node_ids=graph.node_ids.numpy(),
+        feature_names=np.array(graph.feature_names, dtype=np.str_),
+        name=np.array(graph.name, dtype=np.str_),
+    )
+
+
+def _header_shapes(zf: zipfile.ZipFile) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Shape and dtype of each ``.npy`` member, read from headers only (nothing is decompressed in bulk)."""
+    shapes: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    for info in zf.infolist():
+        if not info.filename.endswith(".npy"):
+            continue
+        with zf.open(info) as member:
+            version = np.lib.format.read_magic(member)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+        declared = int(np.prod(shape, dtype=np.float64) * dtype.itemsize) if dtype.itemsize else 0
+        if declared > info.file_size:
+            key = info.filename[: -len(".npy")]
+            raise GraphValidationError(key, f"array header declares {declared} bytes but the member holds fewer")
+        shapes[info.filename[: -len(".npy")]] = (tuple(shape), dtype)
+    return shapes
+
+
+def load_npz(
+    file: str | Path | bytes | BinaryIO,
+    *,
+    split_seed: int = PAPER_SPLIT_SEED,
+    max_nodes: int | None = None,
+    max_edges: int | None = None,
+    max_columns: int | None = None,
+    name: str | None = None,
+) -> Graph:
+    """Read a graph from an ``.npz`` archive (``allow_pickle=False``).
+
+    Required keys: ``x`` ``[n, d]``, ``edge_index`` (``[2, E]`` or ``[E, 2]``, either or both directions),
+    ``y``, ``sens``. Optional: ``train_idx``, ``val_idx``, ``test_idx`` (all three or none; without them
+    :func:`paper_split` with ``split_seed`` is used), ``node_ids``, ``feature_names``, ``name``. Edges are
+    cleaned by :meth:`Graph.build` (self-loops dropped, duplicates merged), so a file written by
+    :func:`save_npz` round-trips exactly.
+
+    Args:
+        file: a path, the archive's bytes, or a readable binary file object.
+        split_seed: seed of the paper split when the archive holds none.
+        max_nodes: the most nodes accepted (``None``: unlimited), checked from the array headers.
+        max_edges: the most ``edge_index`` pairs accepted.
+        max_columns: the most feature columns accepted.
+        name: the graph's name, overriding the archive's ``name``.
+
+    Raises:
+        GraphValidationError: not a readable ``.npz``, a key missing, object arrays, a limit exceeded,
+            or the arrays do not form a valid graph.
+    """
+    source: str | Path | BinaryIO = io.BytesIO(file) if isinstance(file, bytes | bytearray) else file
+    try:
+        with zipfile.ZipFile(source) as zf:
+            shapes = _header_shapes(zf)
+        if hasattr(source, "seek"):
+            source.seek(0)  # type: ignore[union-attr]
+        missing = [key for key in REQUIRED_KEYS if key not in shapes]
+        if missing:
+            raise GraphValidationError(missing[0], f"key {missing[0]!r} missing from the .npz archive")
+        x_shape = shapes["x"][0]
+        if x_shape:
+            check_limit("x", "nodes", int(x_shape[0]), max_nodes)
+        if len(x_shape) == 2:
+            check_limit("x", "feature columns", int(x_shape[1]), max_columns)
+        e_shape = shapes["edge_index"][0]
+        if len(e_shape) == 2:
+            pairs = e_shape[1] if e_shape[0] == 2 else e_shape[0]
+            check_limit("edge_index", "edges", int(pairs), max_edges)
+        present_splits = [key for key in SPLIT_KEYS if key in shapes]
+        if present_splits and len(present_splits) != len(SPLIT_KEYS):
+            absent = sorted(set(SPLIT_KEYS) - set(present_splits))
+            raise GraphValidationError(absent[0], "give train_idx, val_idx and test_idx together, or none")
+        with np.load(source, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in (*REQUIRED_KEYS, *OPTIONAL_KEYS) if key in shapes}
+    except BindError:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        raise GraphValidationError("npz", f"not a valid .npz (zip) archive ({exc})") from exc
+    except (
+        ValueError,
+        OSError,
+        EOFError,
+        KeyError,
+        TypeError,
+        RuntimeError,
+        NotImplementedError,
+        SyntaxError,
+        struct.error,
+        zlib.error,
+    ) as exc:
+        raise GraphValidationError("npz", f"cannot read the .npz archive ({type(exc).__name__}: {exc})") from exc
+    for key, arr in arrays.items():
+        if key in ("feature_names", "name"):
+            if arr.dtype.kind not in "U" and arr.size:
+                raise GraphValidationError(key, f"expected unicode strings, got dtype {arr.dtype}")
+        elif arr.dtype.kind not in "biuf":
+            raise GraphValidationError(key, f"expected a numeric array, got dtype {arr.dtype}")
+    if arrays["x"].ndim != 2:
+        raise GraphValidationError("x", f"expected a 2-D [nodes, features] matrix, got {list(arrays['x'].shape)}")
+    if "train_idx" in arrays:
+        train, val, test = (arrays[key] for key in SPLIT_KEYS)
+    else:
+        train, val, test = paper_split(arrays["y"].reshape(-1), seed=split_seed)
+    feature_names = tuple(str(s) for s in arrays["feature_names"].reshape(-1)) if "feature_names" in arrays else ()
+    if feature_names and len(feature_names) != arrays["x"].shape[1]:
+        raise GraphValidationError(
+            "feature_names", f"{len(feature_names)} names for {arrays['x'].shape[1]} feature columns"
+        )
+    stored_name = str(arrays["name"].reshape(-1)[0]) if "name" in arrays and arrays["name"].size else "graph"
+    return Graph.build(
+        arrays["x"],
+        arrays["edge_index"],
+        arrays["y"],
+        arrays["sens"],
+        train,
+        val,
+        test,
+        feature_names=feature_names,
+        node_ids=arrays.get("node_ids"),
+        name=name if name is not None else stored_name,
+    )

@@ -1,0 +1,167 @@
+"""Reading node tables (CSV, TSV or Parquet) and turning their columns into arrays."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bind_core.datasets.limits import check_limit
+from bind_core.errors import BindError, GraphValidationError
+
+TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".parquet": None, ".pq": None}
+"""Node-table file suffixes and their delimiter (``None``: Parquet)."""
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [
+        ValueError,
+        UnicodeDecodeError,
+        OSError,
+        pd.errors.ParserError,
+        csv.Error,
+        TypeError,
+        NotImplementedError,
+    ]
+    try:
+        import pyarrow
+
+        errors.append(pyarrow.ArrowException)
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        pass
+    return tuple(errors)
+
+
+def read_node_table(
+    path: str | Path,
+    *,
+    max_nodes: int | None = None,
+    max_columns: int | None = None,
+    field: str = "nodes",
+) -> pd.DataFrame:
+    """Read a node table, one row per node, choosing the reader by file suffix.
+
+    Args:
+        path: a ``.csv``, ``.tsv``, ``.parquet`` or ``.pq`` file with a header row (CSV/TSV).
+        max_nodes: the most rows accepted, ``None`` for no limit.
+        max_columns: the most columns accepted, ``None`` for no limit.
+        field: the field named in errors.
+
+    Returns:
+        The table with string column names.
+
+    Raises:
+        GraphValidationError: unknown suffix, missing or unreadable file, a parse error, duplicate
+            column names, no rows, or a limit exceeded.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise GraphValidationError(
+            field, f"unsupported file type {suffix or '(none)'!r}; use one of {sorted(TABLE_SUFFIXES)} or .npz"
+        )
+    if not path.is_file():
+        raise GraphValidationError(field, f"no such file: {path.name}")
+    try:
+        if suffix in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            meta = pq.ParquetFile(path).metadata
+            check_limit(field, "columns", int(meta.num_columns), max_columns)
+            check_limit(field, "rows", int(meta.num_rows), max_nodes)
+            frame = pd.read_parquet(path)
+        else:
+            sep = TABLE_SUFFIXES[suffix]
+            header = pd.read_csv(path, sep=sep, nrows=0, encoding="utf-8")
+            check_limit(field, "columns", len(header.columns), max_columns)
+            frame = pd.read_csv(path, sep=sep, encoding="utf-8", nrows=None if max_nodes is None else max_nodes + 1)
+    except BindError:
+        raise
+    except pd.errors.EmptyDataError as exc:
+        raise GraphValidationError(field, f"{path.name} is empty") from exc
+    except UnicodeDecodeError as exc:
+        raise GraphValidationError(field, f"{path.name} is not UTF-8 text ({exc.reason})") from exc
+    except _read_errors() as exc:
+        raise GraphValidationError(field, f"cannot read {path.name} ({type(exc).__name__}: {exc})") from exc
+    frame.columns = [str(c) for c in frame.columns]
+    check_limit(field, "rows", len(frame), max_nodes)
+    check_limit(field, "columns", frame.shape[1], max_columns)
+    dupes = sorted({c for c in frame.columns if list(frame.columns).count(c) > 1})
+    if dupes:
+        raise GraphValidationError(field, f"duplicate column names {dupes}")
+    if len(frame) == 0:
+        raise GraphValidationError(field, f"{path.name} has no rows")
+    return frame
+
+
+def require_columns(frame: pd.DataFrame, columns: Sequence[str], field: str = "nodes") -> None:
+    """Raise naming the first of ``columns`` that ``frame`` lacks."""
+    for column in columns:
+        if column not in frame.columns:
+            shown = ", ".join(list(frame.columns)[:20])
+            raise GraphValidationError(column, f"no column {column!r} in the node table (columns: {shown})")
+
+
+def _first_missing(series: pd.Series) -> int | None:
+    missing = series.isna().to_numpy()
+    if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
+        missing = missing | (series.astype(str).str.strip() == "").to_numpy()
+    return int(np.flatnonzero(missing)[0]) if missing.any() else None
+
+
+def encode_codes(series: pd.Series, column: str) -> tuple[np.ndarray, list[str]]:
+    """Map a label or sensitive column to contiguous codes ``0..k-1`` in sorted order of its values.
+
+    Numbers sort numerically and anything else as strings (``"10" < "9"``).
+
+    Returns:
+        ``(codes, values)``: int64 codes per row and the original value (as text) of each code.
+
+    Raises:
+        GraphValidationError: a missing value (naming the row).
+    """
+    row = _first_missing(series)
+    if row is not None:
+        raise GraphValidationError(column, f"missing value in row {row} (first data row is 0)")
+    if pd.api.types.is_bool_dtype(series.dtype):
+        values = series.to_numpy(dtype=np.int64)
+    elif pd.api.types.is_numeric_dtype(series.dtype):
+        values = series.to_numpy(dtype=np.float64)
+        if not np.isfinite(values).all():
+            bad = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise GraphValidationError(column, f"non-finite value in row {bad}")
+    else:
+        values = np.array([str(v).strip() for v in series.tolist()], dtype=object)
+    uniques, codes = np.unique(values, return_inverse=True)
+    names = [f"{u:g}" if isinstance(u, float | np.floating) else str(u) for u in uniques.tolist()]
+    return codes.astype(np.int64).reshape(-1), names
+
+
+def numeric_matrix(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """Stack numeric (or boolean) columns into a float64 ``[n, d]`` matrix.
+
+    Raises:
+        GraphValidationError: a column is not numeric, or holds a missing or infinite value.
+    """
+    blocks = []
+    for column in columns:
+        series = frame[column]
+        if pd.api.types.is_bool_dtype(series.dtype):
+            values = series.to_numpy(dtype=np.float64)
+        elif pd.api.types.is_numeric_dtype(series.dtype):
+            values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            sample = next((v for v in series.tolist() if isinstance(v, str)), series.iloc[0])
+            raise GraphValidationError(
+                column, f"feature column is not numeric (dtype {series.dtype}, e.g. {str(sample)[:40]!r})"
+            )
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            raise GraphValidationError(column, f"missing or infinite value in row {int(bad[0])}")
+        blocks.append(values)
+    if not blocks:
+        return np.empty((len(frame), 0), dtype=np.float64)
+    return np.stack(blocks, axis=1)

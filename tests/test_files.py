@@ -1,0 +1,302 @@
+"""Graphs from user files (node tables, edge lists, .npz) and the .npz round trip."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bind_core.datasets import from_files, load_npz, save_npz, synthetic
+from bind_core.errors import BindError, GraphValidationError
+from bind_core.graph import Graph
+
+N = 40
+
+
+def _table(n: int = N) -> pd.DataFrame:
+    i = np.arange(n)
+    return pd.DataFrame(
+        {
+            "id": 500 + i * 3,
+            "age": 20.0 + i,
+            "score": (i * 7) % 11,
+            "flag": i % 3 == 0,
+            "gender": np.where(i % 2 == 0, "f", "m"),
+            "outcome": np.where(i % 4 < 2, "approved", "denied"),
+        }
+    )
+
+
+def _ring(n: int = N) -> list[tuple[int, int]]:
+    return [(i, (i + 1) % n) for i in range(n)]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def nodes_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "nodes.csv"
+    _table().to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def edges_txt(tmp_path: Path) -> Path:
+    return _write(tmp_path / "edges.txt", "".join(f"{a} {b}\n" for a, b in _ring()))
+
+
+def _build(nodes: Path, edges: Path | None = None, **kwargs) -> Graph:
+    kwargs.setdefault("label", "outcome")
+    kwargs.setdefault("sensitive", "gender")
+    return from_files(nodes, edges, **kwargs)
+
+
+# ---------------------------------------------------------------------- happy paths
+def test_csv_with_position_edges(nodes_csv: Path, edges_txt: Path) -> None:
+    g = _build(nodes_csv, edges_txt, features=["age", "score", "flag"])
+    assert g.name == "nodes"
+    assert (g.num_nodes, g.num_edges, g.num_features) == (N, N, 3)
+    assert g.feature_names == ("age", "score", "flag")
+    assert g.y.tolist() == [0 if i % 4 < 2 else 1 for i in range(N)]  # "approved" < "denied"
+    assert g.sens.tolist() == [i % 2 for i in range(N)]  # "f" < "m"
+    assert float(g.x.min()) == -1.0 and float(g.x.max()) == 1.0
+    assert torch.bincount(g.y[g.train_idx]).tolist() == [10, 10]  # the paper split, half per class
+
+
+def test_default_features_keep_the_sensitive_column(nodes_csv: Path) -> None:
+    g = _build(nodes_csv, node_id="id")
+    assert g.feature_names == ("age", "score", "flag", "gender")
+    assert g.x[:, 3].tolist() == [-1.0 if i % 2 == 0 else 1.0 for i in range(N)]
+    assert g.num_edges == 0
+
+
+def test_unscaled(nodes_csv: Path) -> None:
+    g = _build(nodes_csv, features=["age"], scale=False)
+    assert g.x[:, 0].tolist() == [20.0 + i for i in range(N)]
+
+
+@pytest.mark.parametrize(
+    ("text", "sep"),
+    [
+        ("source,target\n{rows}", ","),
+        ("src\tdst\n{rows}", "\t"),
+        ("# a comment\n\n{rows}", " "),
+        ("u v\n{rows}", "  "),
+    ],
+)
+def test_edge_list_formats_and_node_ids(nodes_csv: Path, tmp_path: Path, text: str, sep: str) -> None:
+    ids = _table()["id"].to_numpy()
+    rows = "".join(f"{ids[a]}{sep}{ids[b]}\n" for a, b in _ring())
+    path = _write(tmp_path / "edges.csv", text.format(rows=rows))
+    g = _build(nodes_csv, path, node_id="id")
+    assert g.num_edges == N
+    assert g.node_ids.tolist() == ids.tolist()
+    assert sorted(g.edge_index[:, g.edge_index[0] == 0][1].tolist()) == [1, N - 1]
+
+
+def test_float_formatted_positions_and_duplicates(nodes_csv: Path, tmp_path: Path) -> None:
+    rows = "".join(f"{float(a):.18e} {float(b):.18e}\n{b} {a}\n" for a, b in _ring())
+    path = _write(tmp_path / "edges.txt", rows + "3 3\n")
+    g = _build(nodes_csv, path)
+    assert g.num_edges == N  # both directions merged, the self-loop dropped
+
+
+def test_string_node_ids(tmp_path: Path) -> None:
+    table = _table()
+    table["id"] = [f"user-{i}" for i in range(N)]
+    nodes = tmp_path / "nodes.csv"
+    table.to_csv(nodes, index=False)
+    edges = _write(tmp_path / "e.tsv", "a\tb\n" + "".join(f"user-{a}\tuser-{b}\n" for a, b in _ring()))
+    g = _build(nodes, edges, node_id="id")
+    assert g.num_edges == N
+    assert g.node_ids.tolist() == list(range(N))
+
+
+def test_parquet_and_split_column(tmp_path: Path, edges_txt: Path) -> None:
+    table = _table()
+    table["part"] = (["train", "VAL", "test", "", "other"] * N)[:N]
+    nodes = tmp_path / "nodes.parquet"
+    table.to_parquet(nodes)
+    g = _build(nodes, edges_txt, split="part", name="custom")
+    assert g.name == "custom"
+    assert g.train_idx.tolist() == list(range(0, N, 5))
+    assert g.val_idx.tolist() == list(range(1, N, 5))
+    assert g.test_idx.tolist() == list(range(2, N, 5))
+    assert "part" not in g.feature_names
+
+
+def test_numeric_labels_are_recoded(tmp_path: Path, edges_txt: Path) -> None:
+    table = _table()
+    table["outcome"] = np.where(np.arange(N) % 4 < 2, 5, 9)
+    table["gender"] = np.where(np.arange(N) % 2 == 0, -1.0, 2.5)
+    nodes = tmp_path / "n.csv"
+    table.to_csv(nodes, index=False)
+    g = _build(nodes, edges_txt)
+    assert set(g.y.tolist()) == {0, 1} and set(g.sens.tolist()) == {0, 1}
+
+
+def test_npz_round_trip_exact(tmp_path: Path) -> None:
+    g = synthetic(num_nodes=200, seed=4, name="roundtrip")
+    g, _ = g.without_nodes([0, 5, 7])  # node ids no longer arange(n)
+    buffer = io.BytesIO()
+    save_npz(g, buffer)
+    path = tmp_path / "g.npz"
+    save_npz(g, path)
+    for loaded in (load_npz(buffer.getvalue()), load_npz(io.BytesIO(buffer.getvalue())), load_npz(path)):
+        for field in ("x", "edge_index", "y", "sens", "train_idx", "val_idx", "test_idx", "node_ids"):
+            assert torch.equal(getattr(loaded, field), getattr(g, field)), field
+        assert loaded.feature_names == g.feature_names
+        assert loaded.name == "roundtrip"
+    assert from_files(path).name == "roundtrip"
+
+
+def test_npz_without_split_uses_paper_split(tmp_path: Path) -> None:
+    g = synthetic(num_nodes=100, seed=2)
+    path = tmp_path / "plain.npz"
+    np.savez(
+        path,
+        x=g.x.numpy(),
+        edge_index=g.edge_index.numpy()[:, g.edge_index[0] < g.edge_index[1]].T,
+        y=g.y.numpy(),
+        sens=g.sens.numpy(),
+    )
+    loaded = load_npz(path, split_seed=7)
+    assert torch.equal(loaded.edge_index, g.edge_index)
+    assert loaded.name == "graph"
+    assert torch.bincount(loaded.y[loaded.train_idx]).tolist() == [n // 2 for n in torch.bincount(g.y).tolist()]
+
+
+# ---------------------------------------------------------------------- errors
+def _error(call, *args, **kwargs) -> GraphValidationError:
+    with pytest.raises(GraphValidationError) as info:
+        call(*args, **kwargs)
+    assert isinstance(info.value, BindError) and isinstance(info.value, ValueError)
+    return info.value
+
+
+def test_missing_and_non_numeric_columns(nodes_csv: Path) -> None:
+    assert _error(_build, nodes_csv, label="nope").field == "nope"
+    assert _error(_build, nodes_csv, features=["age", "ghost"]).field == "ghost"
+    err = _error(_build, nodes_csv, features=["age", "outcome"])
+    assert err.field == "outcome"
+    err = _error(_build, nodes_csv, sensitive="flag", features=["gender", "score"])
+    assert err.field == "gender" and "not numeric" in str(err)
+    assert _error(from_files, nodes_csv, sensitive="gender").field == "label"
+
+
+def test_missing_values(tmp_path: Path) -> None:
+    table = _table()
+    table.loc[3, "age"] = np.nan
+    table.loc[4, "outcome"] = None
+    nodes = tmp_path / "n.csv"
+    table.to_csv(nodes, index=False)
+    err = _error(_build, nodes)
+    assert err.field == "outcome" and "row 4" in str(err)
+    err = _error(_build, nodes, label="gender", sensitive="flag", features=["age"])
+    assert err.field == "age" and "row 3" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("nodes.csv", b""),
+        ("nodes.csv", b"a,b\n"),
+        ("nodes.csv", b'age,outcome\n1,"unterminated\n'),
+        ("nodes.csv", b"\xff\xfe\x00garbage\x00,\x81\n1,2\n"),
+        ("nodes.parquet", b"PAR1 not really parquet"),
+        ("nodes.npz", b"not a zip"),
+        ("nodes.json", b"{}"),
+        ("nodes.xlsx", b"PK"),
+    ],
+)
+def test_unreadable_node_files(tmp_path: Path, name: str, content: bytes) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    _error(_build, path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    assert "no such file" in str(_error(_build, tmp_path / "absent.csv"))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"0 1\n1 2 3\n",  # three columns on a line
+        b"0 1 2\n1 2 3\n",  # three columns
+        b"0 1\n2 x\n",  # not a number
+        b"0 1\n2\n",  # one value
+        b"0 1\n1.5 2\n",  # not an integer
+        b"0 1\n0 400\n",  # out of range
+        b"0 1\n-1 2\n",  # negative
+        b"\xff\xfe\x81\n",  # not UTF-8
+        b'0,1\n"2,3\n',  # broken quoting
+    ],
+)
+def test_malformed_edge_lists(nodes_csv: Path, tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "edges.txt"
+    path.write_bytes(content)
+    _error(_build, nodes_csv, path)
+
+
+def test_unknown_node_id_in_edges(nodes_csv: Path, tmp_path: Path) -> None:
+    edges = _write(tmp_path / "e.csv", "500,503\n503,9999\n")
+    err = _error(_build, nodes_csv, edges, node_id="id")
+    assert err.field == "edges" and "9999" in str(err)
+
+
+def test_duplicate_node_ids(tmp_path: Path) -> None:
+    table = _table()
+    table.loc[1, "id"] = table.loc[0, "id"]
+    nodes = tmp_path / "n.csv"
+    table.to_csv(nodes, index=False)
+    assert _error(_build, nodes, node_id="id").field == "id"
+
+
+def test_split_column_errors(tmp_path: Path) -> None:
+    table = _table()
+    table["part"] = "train"
+    nodes = tmp_path / "n.csv"
+    table.to_csv(nodes, index=False)
+    assert "'val'" in str(_error(_build, nodes, split="part"))
+
+
+def test_limits(nodes_csv: Path, edges_txt: Path, tmp_path: Path) -> None:
+    assert "limit" in str(_error(_build, nodes_csv, max_nodes=N - 1))
+    assert "limit" in str(_error(_build, nodes_csv, edges_txt, max_edges=N - 1))
+    assert "limit" in str(_error(_build, nodes_csv, max_columns=5))
+    _build(nodes_csv, edges_txt, max_nodes=N, max_edges=N, max_columns=6)
+    path = tmp_path / "g.npz"
+    save_npz(synthetic(num_nodes=100), path)
+    assert _error(load_npz, path, max_nodes=99).field == "x"
+    assert _error(load_npz, path, max_columns=7).field == "x"
+    assert _error(load_npz, path, max_edges=10).field == "edge_index"
+
+
+def test_bad_npz_archives(tmp_path: Path) -> None:
+    g = synthetic(num_nodes=100)
+    arrays = {"x": g.x.numpy(), "edge_index": g.edge_index.numpy(), "y": g.y.numpy(), "sens": g.sens.numpy()}
+
+    def saved(**changes) -> bytes:
+        buffer = io.BytesIO()
+        np.savez(buffer, **{k: v for k, v in {**arrays, **changes}.items() if v is not None})
+        return buffer.getvalue()
+
+    assert _error(load_npz, saved(sens=None)).field == "sens"
+    assert _error(load_npz, saved(train_idx=g.train_idx.numpy())).field in ("val_idx", "test_idx")
+    assert _error(load_npz, saved(y=np.array(["a"] * 100))).field == "y"
+    assert _error(load_npz, saved(x=np.array([object()] * 100, dtype=object))).field in ("x", "npz")
+    assert _error(load_npz, saved(x=g.x.numpy()[:, 0])).field == "x"
+    assert _error(load_npz, saved(y=g.y.numpy()[:50])).field == "y"
+    assert _error(load_npz, saved(feature_names=np.array(["a", "b"]))).field == "feature_names"
+    assert _error(load_npz, saved()[:100]).field == "npz"  # truncated
+    assert _error(load_npz, b"").field == "npz"
+    with pytest.raises(GraphValidationError):
+        from_files(tmp_path / "g.npz", tmp_path / "edges.txt")
