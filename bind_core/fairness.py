@@ -105,37 +105,42 @@ def wasserstein_1d(a: Tensor, b: Tensor) -> Tensor:
     ``i/len(a)`` and ``j/len(b)``; between consecutive breakpoints of the merged grid both are constant, so the
     integral is an exact finite sum. Differentiable in ``a`` and ``b`` (through the sort) almost everywhere.
 
-    Shapes: ``a: [n]``, ``b: [m]`` → scalar. Equal to ``scipy.stats.wasserstein_distance(a, b)``.
+    Shapes: ``a: [..., n]``, ``b: [..., m]`` → ``[...]`` (leading dimensions are a batch of independent
+    pairs). Equal to ``scipy.stats.wasserstein_distance(a, b)``.
     """
-    n, m = a.numel(), b.numel()
+    n, m = a.shape[-1], b.shape[-1]
     if n == 0 or m == 0:
         raise ValueError("wasserstein_1d needs two non-empty samples")
-    a_sorted = torch.sort(a.reshape(-1)).values
-    b_sorted = torch.sort(b.reshape(-1)).values
+    a_sorted = torch.sort(a, dim=-1).values
+    b_sorted = torch.sort(b, dim=-1).values
     # Breakpoints as integers on the common denominator n*m: i*m (from a) and j*n (from b).
     ticks = torch.unique(
         torch.cat([torch.arange(n + 1, device=a.device) * m, torch.arange(m + 1, device=a.device) * n])
     )
     left, width = ticks[:-1], (ticks[1:] - ticks[:-1]).to(a.dtype) / (n * m)
-    return ((a_sorted[left // m] - b_sorted[left // n]).abs() * width).sum()
+    return ((a_sorted[..., left // m] - b_sorted[..., left // n]).abs() * width).sum(dim=-1)
 
 
-def pdd(scores: Tensor, sens: Tensor, *, num_groups: int | None = None) -> Tensor:
+def pdd(scores: Tensor, sens: Tensor, *, num_groups: int | None = None, batched: bool = False) -> Tensor:
     """Mean Wasserstein-1 distance between the groups' score distributions over all group pairs.
 
     Args:
         scores: ``[k]`` (the probability of the positive class; exact 1-D W1) or ``[k, C]`` (probability
             vectors; exact optimal transport with POT, Euclidean ground cost, differentiable in ``scores``).
         sens: ``[k]`` group of each node. Groups absent from ``sens`` are skipped.
+        batched: ``scores`` is ``[B, k]``, a batch of 1-D score vectors over the same nodes → ``[B]``.
     """
     groups = _groups(sens, num_groups)
     if len(groups) < 2:
-        return scores.new_zeros(())
+        return scores.new_zeros(scores.shape[:1] if batched else ())
     dists = []
     for g, h in itertools.combinations(groups, 2):
+        if batched:
+            dists.append(wasserstein_1d(scores[:, sens == g], scores[:, sens == h]))
+            continue
         a, b = scores[sens == g], scores[sens == h]
         dists.append(wasserstein_1d(a, b) if scores.ndim == 1 else _w1_vectors(a, b))
-    return torch.stack(dists).mean()
+    return torch.stack(dists).mean(dim=0)
 
 
 def _w1_vectors(a: Tensor, b: Tensor) -> Tensor:

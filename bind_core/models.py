@@ -139,8 +139,15 @@ class GNN(nn.Module):
         x_prop = propagate(x, ei, w) if self.row_separable else None
         return GraphInputs(x=x, edge_index=ei, edge_weight=w, x_prop=x_prop)
 
-    def forward(self, inputs: GraphInputs, rows: Tensor | None = None) -> Tensor:
-        """Logits ``[n, out]`` (or ``[len(rows), out]`` for the given rows)."""
+    def forward(self, inputs: GraphInputs | None, rows: Tensor | None = None, *, z: Tensor | None = None) -> Tensor:
+        """Logits ``[n, out]`` (or ``[len(rows), out]`` for the given rows).
+
+        For a one-layer GCN, ``z`` (rows of ``Â·X``) may be given instead of ``inputs``.
+        """
+        if z is not None:
+            return self.forward_propagated(z)
+        if inputs is None:
+            raise ValueError("forward needs inputs (or z for a one-layer GCN)")
         if inputs.x_prop is not None and self.row_separable:
             z = inputs.x_prop if rows is None else inputs.x_prop[rows]
             return self.forward_propagated(z)

@@ -1,0 +1,165 @@
+"""Outputs of the nodes affected by deleting one training node, on the graph without it, in batches.
+
+Deleting training node ``v`` changes the output of every node whose computation graph (its ``L``-hop
+neighbourhood, ``L`` the number of message-passing layers) contains ``v``. For each such affected node ``j``
+that matters to the estimate (a training node: the non-i.i.d. loss term; a test node: the direct change of
+Γ), we need ``j``'s logits on ``G − v`` as a function of the parameters. These come in *pairs* ``(v, j)``.
+
+* One-layer GCN: ``j``'s row of ``Â·X`` on ``G − v`` is recomputed directly,
+  ``z'_j = Σ_{u ∈ N[j] \\ {v}} x_u / sqrt(d̃'_j·d̃'_u)`` with ``d̃' = d̃ − [adjacent to v]`` (all pairs at once,
+  vectorised; no graph forward at all).
+* Any other model: for each ``v``, the subgraph induced by the nodes within ``2L`` hops of ``v`` minus ``v``
+  holds the full computation graph of every affected node; GCN normalisation uses the degrees of ``G − v``
+  (global degree minus adjacency to ``v``), not the subgraph's. The subgraphs of a chunk of ``v``'s are
+  batched as one disjoint union and go through the model in one forward pass.
+
+Approximation (documented in docs/METHOD.md): for GCN the degree change of ``v``'s neighbours also shifts the
+rows of nodes two hops from ``v``; those second-order normalisation effects are left out, as in the paper,
+whose computation graph of a one-layer GCN is the 1-hop neighbourhood.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import k_hop_subgraph, subgraph
+
+from bind_core.influence.functional import FunctionalModel
+from bind_core.models import GraphInputs
+
+
+@dataclass
+class PairBatch:
+    """Affected pairs ``(v, j)``: ``v_pos`` (position of ``v`` in ``train_idx``), ``node`` (``j``), and
+    ``logits(θ)``: the logits ``[P, out]`` of each ``j`` on ``G − v``."""
+
+    v_pos: Tensor
+    node: Tensor
+    logits: Callable[[Tensor], Tensor]
+
+
+def _relevant(fm: FunctionalModel) -> Tensor:
+    g = fm.graph
+    mask = torch.zeros(g.num_nodes, dtype=torch.bool)
+    mask[g.train_idx] = True
+    mask[g.test_idx] = True
+    return mask
+
+
+def _edge_lookup(edge_index: Tensor, n: int) -> Callable[[Tensor, Tensor], Tensor]:
+    keys = edge_index[0] * n + edge_index[1]  # sorted: a Graph's edge_index is sorted by (source, target)
+
+    def has_edge(a: Tensor, b: Tensor) -> Tensor:
+        q = a * n + b
+        pos = torch.searchsorted(keys, q).clamp(max=max(keys.numel() - 1, 0))
+        return (keys[pos] == q) if keys.numel() else torch.zeros_like(q, dtype=torch.bool)
+
+    return has_edge
+
+
+def pair_batches(fm: FunctionalModel, *, max_pairs: int = 200_000, max_nodes: int = 400_000) -> Iterator[PairBatch]:
+    """All affected pairs, in batches (see the module docstring)."""
+    if fm.module.row_separable:
+        yield from _gcn1_batches(fm, max_pairs)
+    else:
+        yield from _subgraph_batches(fm, max_nodes)
+
+
+def _gcn1_batches(fm: FunctionalModel, max_pairs: int) -> Iterator[PairBatch]:
+    g = fm.graph
+    n = g.num_nodes
+    src, dst = g.edge_index
+    pos = torch.full((n,), -1, dtype=torch.long)
+    pos[g.train_idx] = torch.arange(g.train_idx.numel())
+    keep = (pos[src] >= 0) & _relevant(fm)[dst]
+    v_all, j_all = src[keep], dst[keep]
+    deg = g.degree
+    dtilde = (deg + 1).to(torch.float64)
+    rowptr = torch.zeros(n + 1, dtype=torch.long)
+    rowptr[1:] = torch.cumsum(deg, 0)
+    has_edge = _edge_lookup(g.edge_index, n)
+    x = fm.inputs.x.cpu()
+    for start in range(0, v_all.numel(), max_pairs):
+        v, j = v_all[start : start + max_pairs], j_all[start : start + max_pairs]
+        counts = deg[j]
+        rep = torch.repeat_interleave(torch.arange(j.numel()), counts)
+        offsets = torch.arange(rep.numel()) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
+        u = g.edge_index[1][rowptr[j][rep] + offsets]
+        vv = v[rep]
+        ok = u != vv
+        rep, u, vv = rep[ok], u[ok], vv[ok]
+        d_j = dtilde[j] - 1.0
+        d_u = dtilde[u] - has_edge(u, vv).to(torch.float64)
+        w = 1.0 / torch.sqrt(d_j[rep] * d_u)
+        z = x[j] / d_j.unsqueeze(1)
+        z = z.index_add(0, rep, x[u] * w.unsqueeze(1)).to(fm.device)
+
+        def logits(flat: Tensor, z: Tensor = z) -> Tensor:
+            return fm.logits_z(flat, z)
+
+        yield PairBatch(pos[v], j, logits)
+
+
+def _subgraph_batches(fm: FunctionalModel, max_nodes: int) -> Iterator[PairBatch]:
+    g = fm.graph
+    n, hops = g.num_nodes, fm.module.config.layers
+    ei = g.edge_index
+    relevant = _relevant(fm)
+    has_edge = _edge_lookup(ei, n)
+    is_gcn = fm.module.config.arch == "gcn"
+    dtilde = (g.degree + 1).to(torch.float64)
+    parts: list[tuple[int, Tensor, Tensor, Tensor, Tensor | None, Tensor]] = []
+    size = 0
+    for v_pos, v in enumerate(g.train_idx.tolist()):
+        near = k_hop_subgraph(v, hops, ei, num_nodes=n)[0]
+        targets = near[(near != v) & relevant[near]]
+        if targets.numel() == 0:
+            continue
+        nodes = k_hop_subgraph(v, 2 * hops, ei, num_nodes=n)[0]
+        nodes = nodes[nodes != v]
+        sub_ei, _ = subgraph(nodes, ei, relabel_nodes=True, num_nodes=n)
+        local = torch.full((n,), -1, dtype=torch.long)
+        local[nodes] = torch.arange(nodes.numel())
+        weights = None
+        if is_gcn:
+            d = dtilde[nodes] - has_edge(nodes, torch.full_like(nodes, v)).to(torch.float64)
+            loops = torch.arange(nodes.numel())
+            sub_ei = torch.cat([sub_ei, torch.stack([loops, loops])], dim=1)
+            dinv = d.pow(-0.5)
+            weights = dinv[sub_ei[0]] * dinv[sub_ei[1]]
+        parts.append((v_pos, nodes, sub_ei, local[targets], weights, targets))
+        size += nodes.numel()
+        if size >= max_nodes:
+            yield _union(fm, parts)
+            parts, size = [], 0
+    if parts:
+        yield _union(fm, parts)
+
+
+def _union(fm: FunctionalModel, parts: list[tuple[int, Tensor, Tensor, Tensor, Tensor | None, Tensor]]) -> PairBatch:
+    xs, eis, ws, rows, v_pos, nodes_out = [], [], [], [], [], []
+    offset = 0
+    for vp, nodes, sub_ei, target_local, weights, targets in parts:
+        xs.append(fm.inputs.x[nodes.to(fm.device)])
+        eis.append(sub_ei + offset)
+        if weights is not None:
+            ws.append(weights)
+        rows.append(target_local + offset)
+        v_pos.append(torch.full((targets.numel(),), vp, dtype=torch.long))
+        nodes_out.append(targets)
+        offset += nodes.numel()
+    inputs = GraphInputs(
+        x=torch.cat(xs),
+        edge_index=torch.cat(eis, dim=1).to(fm.device),
+        edge_weight=torch.cat(ws).to(fm.device, torch.float64) if ws else None,
+        x_prop=None,
+    )
+    row_index = torch.cat(rows).to(fm.device)
+
+    def logits(flat: Tensor) -> Tensor:
+        return fm.logits(flat, row_index, inputs)
+
+    return PairBatch(torch.cat(v_pos), torch.cat(nodes_out), logits)

@@ -1,0 +1,112 @@
+"""The trained model as a function of one flat float64 parameter vector (for ``torch.func``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.func import functional_call
+
+from bind_core.fairness import pdd
+from bind_core.graph import Graph
+from bind_core.models import GNN, GraphInputs, node_losses, probabilities
+from bind_core.training import TrainedModel
+
+
+@dataclass
+class FunctionalModel:
+    """``θ ↦ logits`` for a copy of a trained module in float64 and evaluation mode.
+
+    Attributes:
+        module: the float64 copy (dropout off).
+        theta: the trained parameters, flattened ``[p]``.
+        graph: the graph the model was trained on; ``inputs`` its precomputed model inputs.
+        weight_decay: λ of the objective ``L(θ) = mean(ℓ_train) + (λ/2)·‖θ‖²``.
+    """
+
+    module: GNN
+    names: list[str]
+    shapes: list[torch.Size]
+    theta: Tensor
+    graph: Graph
+    inputs: GraphInputs
+    weight_decay: float
+
+    @classmethod
+    def from_trained(cls, trained: TrainedModel, graph: Graph) -> FunctionalModel:
+        import copy
+
+        module = copy.deepcopy(trained.module).double().eval()
+        names = [n for n, _ in module.named_parameters()]
+        params = [p.detach() for _, p in module.named_parameters()]
+        theta = torch.cat([p.reshape(-1) for p in params])
+        inputs = module.prepare(graph, torch.float64, theta.device)
+        return cls(module, names, [p.shape for p in params], theta, graph, inputs, trained.train_config.weight_decay)
+
+    @property
+    def num_parameters(self) -> int:
+        return int(self.theta.numel())
+
+    @property
+    def device(self) -> torch.device:
+        return self.theta.device
+
+    def unflatten(self, flat: Tensor) -> dict[str, Tensor]:
+        out, start = {}, 0
+        for name, shape in zip(self.names, self.shapes, strict=True):
+            size = math.prod(shape)
+            out[name] = flat[start : start + size].view(shape)
+            start += size
+        return out
+
+    # ------------------------------------------------------------------ forward passes
+    def logits(self, flat: Tensor, rows: Tensor | None = None, inputs: GraphInputs | None = None) -> Tensor:
+        """Logits of ``rows`` (all nodes if None) on ``inputs`` (default: the training graph)."""
+        return functional_call(self.module, self.unflatten(flat), (inputs or self.inputs, rows))
+
+    def logits_z(self, flat: Tensor, z: Tensor) -> Tensor:
+        """One-layer GCN only: logits from rows ``z`` of ``Â·X``."""
+        return functional_call(self.module, self.unflatten(flat), (None, None), {"z": z})
+
+    def train_losses(self, flat: Tensor) -> Tensor:
+        """``ℓ_j(θ)`` for every training node ``j`` (order of ``graph.train_idx``), ``[m]``."""
+        train = self.graph.train_idx.to(self.device)
+        return node_losses(self.logits(flat, train), self.graph.y.to(self.device)[train])
+
+    def objective(self, flat: Tensor) -> Tensor:
+        """``L(θ) = (1/m)·Σ_j ℓ_j(θ) + (λ/2)·‖θ‖²``."""
+        return self.train_losses(flat).mean() + 0.5 * self.weight_decay * (flat * flat).sum()
+
+    def test_proba(self, flat: Tensor) -> Tensor:
+        test = self.graph.test_idx.to(self.device)
+        return probabilities(self.logits(flat, test))
+
+    def gammas(self, flat: Tensor) -> Tensor:
+        """``[Γ_SP(θ), Γ_EO(θ)]`` on the test nodes."""
+        return gammas_from_proba(self.test_proba(flat), self.graph)
+
+
+def gammas_from_proba(proba: Tensor, graph: Graph) -> Tensor:
+    """``[Γ_SP, Γ_EO]`` from test probabilities ``[t, C]`` (or a batch ``[B, t, C]`` → ``[B, 2]``, binary only)."""
+    test = graph.test_idx.to(proba.device)
+    sens, y = graph.sens.to(proba.device)[test], graph.y.to(proba.device)[test]
+    groups = graph.num_groups
+    if proba.ndim == 3:
+        scores = proba[..., 1]
+        pos = y == 1
+        sp = pdd(scores, sens, num_groups=groups, batched=True)
+        eo = pdd(scores[:, pos], sens[pos], num_groups=groups, batched=True)
+        return torch.stack([sp, eo], dim=1)
+    from bind_core.fairness import gamma_eo, gamma_sp
+
+    return torch.stack([gamma_sp(proba, sens, num_groups=groups), gamma_eo(proba, y, sens, num_groups=groups)])
+
+
+def dloss_dlogits(logits: Tensor, y: Tensor) -> Tensor:
+    """``∂ℓ/∂logits`` of the per-node cross-entropy, ``[k, out]`` (binary: ``σ(z) − y``)."""
+    if logits.shape[1] == 1:
+        return torch.sigmoid(logits) - y.to(logits.dtype).unsqueeze(1)
+    onehot = torch.nn.functional.one_hot(y, logits.shape[1]).to(logits.dtype)
+    return torch.softmax(logits, dim=1) - onehot
