@@ -1,0 +1,187 @@
+"""POST/GET /v1/audits and cancel: defaults, validation, enqueueing, idempotency, isolation, paging."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from apihelp import assert_problem, fields
+from fastapi.testclient import TestClient
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import Audit
+from app.main import create_app
+from app.settings import Settings
+
+
+def queued_task_ids(redis_client: redis.Redis) -> list[str]:
+    """Task ids of the messages waiting in Celery's default queue."""
+    messages: list[Any] = redis_client.lrange("celery", 0, -1)  # type: ignore[assignment]  # sync client
+    return [json.loads(m)["headers"]["id"] for m in messages]
+
+
+def test_create_audit_with_paper_defaults(
+    client: TestClient, auth: dict[str, str], graph_id: str, redis_client: redis.Redis
+) -> None:
+    response = client.post("/v1/audits", headers=auth, json={"graph_id": graph_id})
+    assert response.status_code == 202, response.text
+    audit = response.json()
+    assert response.headers["location"] == f"/v1/audits/{audit['id']}"
+    assert audit["state"] == "queued" and audit["progress"] == 0 and audit["graph_id"] == graph_id
+    assert audit["results"] is None and audit["error"] is None
+    config = audit["config"]
+    assert config["model"]["arch"] == "gcn" and config["model"]["hidden"] == 16
+    assert config["training"]["epochs"] == 1000 and config["training"]["seed"] == 10
+    assert config["lam"] == 0.5 and config["budgets"] == [0.01, 0.1] and config["validation_sample"] == 50
+    assert audit["id"] in queued_task_ids(redis_client)  # sent to the real broker after the commit
+    again = client.get(f"/v1/audits/{audit['id']}", headers=auth).json()
+    assert again["id"] == audit["id"] and again["state"] == "queued"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "body"),
+        ({"graph_id": str(uuid.uuid4()), "dataset": "income"}, "body"),
+        ({"graph_id": str(uuid.uuid4())}, "graph_id"),
+        ({"dataset": "income"}, "dataset"),
+        ({"dataset": "no-such-dataset"}, "dataset"),
+        ({"dataset": "x", "model": {"arch": "mlp"}}, "model.arch"),
+        ({"dataset": "x", "training": {"epochs": 100_001}}, "training.epochs"),
+        ({"dataset": "x", "lam": 1.5}, "lam"),
+        ({"dataset": "x", "budgets": [0.1, -1]}, "body"),
+        ({"dataset": "x", "solver": "magic"}, "solver"),
+        ({"dataset": "x", "surprise": 1}, "surprise"),
+    ],
+)
+def test_invalid_audit_requests(client: TestClient, auth: dict[str, str], body: dict[str, Any], field: str) -> None:
+    problem = assert_problem(client.post("/v1/audits", headers=auth, json=body), 422)
+    assert field in fields(problem), problem
+
+
+def test_malformed_json(client: TestClient, auth: dict[str, str]) -> None:
+    headers = auth | {"Content-Type": "application/json"}
+    assert_problem(client.post("/v1/audits", headers=headers, content=b"{not json"), 422)
+
+
+def test_idempotency(client: TestClient, auth: dict[str, str], graph_id: str, redis_client: redis.Redis) -> None:
+    headers = auth | {"Idempotency-Key": "req-1"}
+    first = client.post("/v1/audits", headers=headers, json={"graph_id": graph_id, "lam": 0.3})
+    assert first.status_code == 202
+    # The same body, spelled differently (a default made explicit), is the same request.
+    second = client.post("/v1/audits", headers=headers, json={"lam": 0.3, "graph_id": graph_id, "solver": "auto"})
+    assert second.status_code == 202 and second.json()["id"] == first.json()["id"]
+    assert second.headers["idempotent-replayed"] == "true"
+    assert queued_task_ids(redis_client).count(first.json()["id"]) == 1
+    other = client.post("/v1/audits", headers=headers, json={"graph_id": graph_id, "lam": 0.4})
+    assert_problem(other, 409, "idempotency-key-reused")
+    # Keys belong to a tenant; no key, no deduplication.
+    assert client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"] != first.json()["id"]
+
+
+def test_idempotency_keys_are_per_tenant(
+    client: TestClient, auth: dict[str, str], other_auth: dict[str, str], graph_id: str, graph_npz: bytes
+) -> None:
+    other_graph = client.post("/v1/graphs", headers=other_auth, files={"npz": ("g.npz", graph_npz)}).json()["id"]
+    mine = client.post("/v1/audits", headers=auth | {"Idempotency-Key": "k"}, json={"graph_id": graph_id})
+    theirs = client.post("/v1/audits", headers=other_auth | {"Idempotency-Key": "k"}, json={"graph_id": other_graph})
+    assert mine.status_code == theirs.status_code == 202
+    assert mine.json()["id"] != theirs.json()["id"]
+
+
+def test_broker_down_leaves_the_audit_queued(settings: Settings, auth: dict[str, str], graph_id: str) -> None:
+    app = create_app(settings.model_copy(update={"broker_url": "redis://127.0.0.1:1/0"}))
+    with TestClient(app) as down_client:
+        response = down_client.post("/v1/audits", headers=auth, json={"graph_id": graph_id})
+        assert response.status_code == 202, response.text
+        assert down_client.get(response.headers["location"], headers=auth).json()["state"] == "queued"
+
+
+def test_cancel(client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session]) -> None:
+    audit_id = client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"]
+    response = client.post(f"/v1/audits/{audit_id}/cancel", headers=auth)
+    assert response.status_code == 200
+    assert response.json()["state"] == "cancelled" and response.json()["finished_at"] is not None
+    assert client.post(f"/v1/audits/{audit_id}/cancel", headers=auth).json()["state"] == "cancelled"
+
+    running = client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"]
+    with sessions.begin() as session:
+        session.execute(update(Audit).where(Audit.id == uuid.UUID(running)).values(state="running"))
+    assert client.post(f"/v1/audits/{running}/cancel", headers=auth).json()["state"] == "cancelled"
+
+    done = client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"]
+    with sessions.begin() as session:
+        session.execute(update(Audit).where(Audit.id == uuid.UUID(done)).values(state="succeeded"))
+    assert_problem(client.post(f"/v1/audits/{done}/cancel", headers=auth), 409, "audit-finished")
+    with sessions.begin() as session:
+        assert session.scalar(select(Audit.state).where(Audit.id == uuid.UUID(done))) == "succeeded"
+
+
+def test_failed_audit_shows_its_problem(
+    client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session]
+) -> None:
+    audit_id = client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"]
+    problem = {"type": "https://bind-audit.dev/problems/audit-failed", "title": "Audit failed", "status": 500}
+    with sessions.begin() as session:
+        session.execute(
+            update(Audit).where(Audit.id == uuid.UUID(audit_id)).values(state="failed", stage="training", error=problem)
+        )
+    audit = client.get(f"/v1/audits/{audit_id}", headers=auth).json()
+    assert audit["state"] == "failed" and audit["error"] == problem and audit["stage"] == "training"
+
+
+def test_tenant_isolation(client: TestClient, auth: dict[str, str], other_auth: dict[str, str], graph_id: str) -> None:
+    audit_id = client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"]
+    assert_problem(client.get(f"/v1/audits/{audit_id}", headers=other_auth), 404, "audit-not-found")
+    assert_problem(client.post(f"/v1/audits/{audit_id}/cancel", headers=other_auth), 404)
+    assert_problem(client.get(f"/v1/audits/{audit_id}/influence", headers=other_auth), 404)
+    assert client.get("/v1/audits", headers=other_auth).json()["items"] == []
+    assert client.get(f"/v1/audits/{audit_id}", headers=auth).json()["state"] == "queued"
+
+
+def test_list_filter_and_paginate(
+    client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes, sessions: sessionmaker[Session]
+) -> None:
+    other_graph = client.post("/v1/graphs", headers=auth, files={"npz": ("g.npz", graph_npz)}).json()["id"]
+    ids = [client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"] for _ in range(3)]
+    extra = client.post("/v1/audits", headers=auth, json={"graph_id": other_graph}).json()["id"]
+    client.post(f"/v1/audits/{ids[0]}/cancel", headers=auth)
+
+    def listing(**params: Any) -> list[str]:
+        out: list[str] = []
+        token = None
+        while True:
+            query = params | {"limit": 2} | ({"page_token": token} if token else {})
+            body = client.get("/v1/audits", headers=auth, params=query).json()
+            out += [a["id"] for a in body["items"]]
+            if (token := body["next_page_token"]) is None:
+                return out
+
+    assert listing() == [extra, *ids[::-1]]
+    assert listing(graph_id=graph_id) == ids[::-1]
+    assert listing(state="cancelled") == [ids[0]]
+    assert listing(state="queued", graph_id=graph_id) == ids[:0:-1]
+    assert_problem(client.get("/v1/audits", headers=auth, params={"state": "sleeping"}), 422)
+    graphs_token = client.get("/v1/graphs", headers=auth, params={"limit": 1}).json()["next_page_token"]
+    assert_problem(client.get("/v1/audits", headers=auth, params={"page_token": graphs_token}), 400)
+
+
+def test_datasets_and_a_dataset_audit(settings: Settings, auth: dict[str, str], data_root: Path) -> None:
+    """With the paper's data root, Income is listed as present and can be audited by name."""
+    with TestClient(create_app(settings.model_copy(update={"data_root": data_root}))) as data_client:
+        listed = {d["name"]: d for d in data_client.get("/v1/datasets", headers=auth).json()["items"]}
+        assert listed["income"]["present"] is True
+        response = data_client.post("/v1/audits", headers=auth, json={"dataset": "Income"})
+        assert response.status_code == 202, response.text
+        assert response.json()["dataset"] == "income" and response.json()["graph_id"] is None
+
+
+def test_datasets_without_data_root(settings: Settings, auth: dict[str, str]) -> None:
+    with TestClient(create_app(settings.model_copy(update={"data_root": None}))) as bare:
+        assert bare.get("/v1/datasets", headers=auth).json() == {"items": []}
+        assert_problem(bare.post("/v1/audits", headers=auth, json={"dataset": "income"}), 422)

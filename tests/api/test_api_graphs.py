@@ -1,0 +1,75 @@
+"""GET/DELETE /v1/graphs: reading, cursor pagination, deletion rules and tenant isolation."""
+
+from __future__ import annotations
+
+import uuid
+
+from apihelp import assert_problem
+from fastapi.testclient import TestClient
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import Audit
+
+
+def upload(client: TestClient, auth: dict[str, str], npz: bytes, name: str) -> str:
+    response = client.post("/v1/graphs", headers=auth, files={"npz": ("g.npz", npz)}, data={"name": name})
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def test_read_graph(client: TestClient, auth: dict[str, str], graph_id: str) -> None:
+    response = client.get(f"/v1/graphs/{graph_id}", headers=auth)
+    assert response.status_code == 200
+    assert response.json()["id"] == graph_id and response.json()["summary"]["nodes"] == 120
+    assert_problem(client.get(f"/v1/graphs/{uuid.uuid4()}", headers=auth), 404, "graph-not-found")
+
+
+def test_pagination_walks_every_graph_once(client: TestClient, auth: dict[str, str], graph_npz: bytes) -> None:
+    ids = [upload(client, auth, graph_npz, f"g{i}") for i in range(5)]
+    seen: list[str] = []
+    token = None
+    pages = 0
+    while True:
+        params = {"limit": 2} | ({"page_token": token} if token else {})
+        body = client.get("/v1/graphs", headers=auth, params=params).json()
+        seen += [item["id"] for item in body["items"]]
+        pages += 1
+        token = body["next_page_token"]
+        if token is None:
+            break
+    assert pages == 3
+    assert seen == ids[::-1]  # newest first
+    assert len(client.get("/v1/graphs", headers=auth, params={"limit": 200}).json()["items"]) == 5
+    assert_problem(client.get("/v1/graphs", headers=auth, params={"page_token": "garbage"}), 400, "invalid-page-token")
+    assert_problem(client.get("/v1/graphs", headers=auth, params={"limit": 201}), 422)
+
+
+def test_tenant_isolation(client: TestClient, auth: dict[str, str], other_auth: dict[str, str], graph_id: str) -> None:
+    assert_problem(client.get(f"/v1/graphs/{graph_id}", headers=other_auth), 404)
+    assert_problem(client.delete(f"/v1/graphs/{graph_id}", headers=other_auth), 404)
+    assert client.get("/v1/graphs", headers=other_auth).json()["items"] == []
+    audit = client.post("/v1/audits", headers=other_auth, json={"graph_id": graph_id})
+    assert_problem(audit, 422)
+    assert client.get(f"/v1/graphs/{graph_id}", headers=auth).status_code == 200
+
+
+def test_delete_graph(client: TestClient, auth: dict[str, str], graph_id: str) -> None:
+    response = client.delete(f"/v1/graphs/{graph_id}", headers=auth)
+    assert response.status_code == 204 and response.content == b""
+    assert_problem(client.get(f"/v1/graphs/{graph_id}", headers=auth), 404)
+    assert_problem(client.delete(f"/v1/graphs/{graph_id}", headers=auth), 404)
+
+
+def test_delete_refused_while_an_audit_needs_the_graph(
+    client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session]
+) -> None:
+    audit_id = client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"]
+    assert_problem(client.delete(f"/v1/graphs/{graph_id}", headers=auth), 409, "graph-in-use")
+    with sessions.begin() as session:
+        session.execute(
+            update(Audit).where(Audit.id == uuid.UUID(audit_id)).values(state="succeeded", results={"metrics": {}})
+        )
+    assert client.delete(f"/v1/graphs/{graph_id}", headers=auth).status_code == 204
+    audit = client.get(f"/v1/audits/{audit_id}", headers=auth).json()
+    assert audit["graph_id"] is None and audit["state"] == "succeeded" and audit["results"] == {"metrics": {}}
