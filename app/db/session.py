@@ -28,8 +28,8 @@ def ensure_sqlite_dir(url: str) -> None:
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """An engine for ``url`` with the settings this service relies on.
 
-    SQLite: foreign keys on (for the ``ON DELETE`` rules), WAL so that the worker and the API can read and
-    write together, a busy timeout, and transactions that SQLAlchemy controls (so SAVEPOINTs work).
+    SQLite: foreign keys on (for the ``ON DELETE`` rules), WAL, a busy timeout, and ``BEGIN IMMEDIATE``
+    transactions that SQLAlchemy controls (so SAVEPOINTs work and concurrent writers wait, not fail).
     Postgres: a short connect timeout and a pre-ping, so an outage fails fast instead of hanging requests.
     """
     parsed = make_url(url)
@@ -54,7 +54,10 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN")
+        # IMMEDIATE takes the write lock up front: two deferred transactions that both read and then
+        # write would deadlock ("database is locked") instead of waiting their turn. Our transactions are
+        # short (no transaction spans an audit's computation), so serialising them costs little.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
