@@ -48,7 +48,7 @@ M = TypeVar("M", Graph, Audit)
 
 
 def newest_first(
-    session: Session, stmt: Select[tuple[M]], model: type[M], *, kind: str, limit: int, token: str | None
+    session: Session, stmt: Select[M], model: type[M], *, kind: str, limit: int, token: str | None
 ) -> tuple[list[M], str | None]:
     """One page of ``stmt``'s rows, newest first, keyed on ``(created_at, id)``: stable and O(limit)."""
     if token is not None:

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 AuditState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 AuditStage = Literal["training", "metrics", "influence", "debiasing", "validation"]
@@ -16,19 +16,19 @@ class ModelSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     arch: Literal["gcn", "gin", "sage", "gat"] = "gcn"
-    layers: int = Field(1, ge=1, le=8)
-    hidden: int = Field(16, ge=1, le=4096)
-    dropout: float = Field(0.5, ge=0.0, lt=1.0)
-    heads: int = Field(1, ge=1, le=16, description="Attention heads (GAT only).")
+    layers: int = Field(default=1, ge=1, le=8)
+    hidden: int = Field(default=16, ge=1, le=4096)
+    dropout: float = Field(default=0.5, ge=0.0, lt=1.0)
+    heads: int = Field(default=1, ge=1, le=16, description="Attention heads (GAT only).")
 
 
 class TrainingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    epochs: int = Field(1000, ge=1, le=100_000)
-    lr: float = Field(1e-3, gt=0.0, le=10.0)
-    weight_decay: float = Field(1e-4, ge=0.0, le=10.0)
-    seed: int = Field(10, ge=0, le=2**31 - 1)
+    epochs: int = Field(default=1000, ge=1, le=100_000)
+    lr: float = Field(default=1e-3, gt=0.0, le=10.0)
+    weight_decay: float = Field(default=1e-4, ge=0.0, le=10.0)
+    seed: int = Field(default=10, ge=0, le=2**31 - 1)
 
 
 class AuditCreate(BaseModel):
@@ -37,28 +37,35 @@ class AuditCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     graph_id: uuid.UUID | None = None
-    dataset: str | None = Field(None, min_length=1, max_length=100)
-    model: ModelSettings = ModelSettings()
-    training: TrainingSettings = TrainingSettings()
-    lam: float = Field(0.5, ge=0.0, le=1.0, description="Γ = lam·Γ_SP + (1−lam)·Γ_EO.")
+    dataset: str | None = Field(default=None, min_length=1, max_length=100)
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
+    lam: float = Field(default=0.5, ge=0.0, le=1.0, description="Γ = lam·Γ_SP + (1−lam)·Γ_EO.")
     solver: Literal["auto", "exact", "cg", "lissa"] = "auto"
-    non_iid: bool = Field(True, description="Include BIND's non-i.i.d. (neighbourhood) term.")
+    non_iid: bool = Field(default=True, description="Include BIND's non-i.i.d. (neighbourhood) term.")
     budgets: list[float] = Field(
-        [0.01, 0.1],
+        default=[0.01, 0.1],
         max_length=32,
         description="Debiasing budgets: fractions (<1) or counts (>=1) of the training set to delete.",
     )
     validation_sample: int = Field(
-        50, ge=0, le=10_000, description="Nodes retrained from scratch to check the estimates; 0 disables."
+        default=50, ge=0, le=10_000, description="Nodes retrained from scratch to check the estimates; 0 disables."
     )
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
         if (self.graph_id is None) == (self.dataset is None):
             raise ValueError("give exactly one of graph_id and dataset")
-        if any(not (b > 0) for b in self.budgets):
-            raise ValueError("budgets must be positive")
         return self
+
+    @field_validator("budgets")
+    @classmethod
+    def _positive_budgets(cls, budgets: list[float]) -> list[float]:
+        if any(not (0 < b < float("inf")) for b in budgets):
+            raise ValueError("budgets must be positive and finite")
+        if any(b >= 1 and b != int(b) for b in budgets):
+            raise ValueError("a budget of 1 or more is a count of nodes and must be a whole number")
+        return budgets
 
     def config_dict(self) -> dict[str, Any]:
         """The input of ``bind_core.audit.AuditConfig.from_dict``."""

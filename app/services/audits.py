@@ -59,11 +59,11 @@ def create_audit(
         earlier = _replay(session, tenant, idempotency_key, digest)
         if earlier is not None:
             return earlier, False
-    dataset = _check_source(session, tenant, body, settings)
     try:
         config = AuditConfig.from_dict(body.config_dict()).to_dict()
     except BindError as exc:
         raise ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration") from exc
+    dataset = _check_source(session, tenant, body, settings)
     audit = Audit(
         tenant_id=tenant.id,
         graph_id=body.graph_id,

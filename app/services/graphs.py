@@ -38,7 +38,6 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
         ValidationProblem: missing or conflicting parts, or a graph bind_core rejects (naming the field).
     """
     files, fields = upload.files, upload.fields
-    limits = {"max_nodes": settings.max_nodes, "max_edges": settings.max_edges, "max_columns": settings.max_columns}
     name = _graph_name(fields.get("name"), upload.client_names.get("npz") or upload.client_names.get("nodes"))
     try:
         if "npz" in files:
@@ -48,7 +47,13 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
                     "Send either one npz file, or a nodes table with an edges file.",
                     errors=[{"field": k, "message": "does not apply to an npz upload"} for k in clash],
                 )
-            graph = load_npz(files["npz"], name=name, **limits)
+            graph = load_npz(
+                files["npz"],
+                name=name,
+                max_nodes=settings.max_nodes,
+                max_edges=settings.max_edges,
+                max_columns=settings.max_columns,
+            )
         else:
             required = [k for k in ("nodes", "edges") if k not in files]
             required += [k for k in ("label", "sensitive") if not fields.get(k, "").strip()]
@@ -67,7 +72,9 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
                 split=fields.get("split", "").strip() or None,
                 node_id=fields.get("node_id", "").strip() or None,
                 name=name,
-                **limits,
+                max_nodes=settings.max_nodes,
+                max_edges=settings.max_edges,
+                max_columns=settings.max_columns,
             )
     except BindError as exc:
         raise bind_error_problem(exc) from exc
