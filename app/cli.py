@@ -93,6 +93,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
           file=sys.stderr)  # fmt: skip
     try:
         server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
+        pass
     finally:
         _stop(worker, grace=args.grace)
     return 0 if worker.returncode in (0, -signal.SIGTERM, None) else 1
@@ -125,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
-    serve.add_argument("--grace", type=float, default=10.0,
+    serve.add_argument("--grace", type=float, default=20.0,
                        help="seconds the worker may take to finish on Ctrl-C before it is killed")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
 

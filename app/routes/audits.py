@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 
 from app.deps import QueueDep, SessionDep, SettingsDep, TenantDep
 from app.pagination import DEFAULT_LIMIT, MAX_LIMIT
-from app.schemas.audits import AuditCreate, AuditPage, AuditRead, AuditState
+from app.schemas.audits import AuditCreate, AuditPage, AuditRead, AuditState, AuditSummary
 from app.schemas.influence import SIGN_CONVENTION, InfluenceOrder, InfluencePage, InfluenceRowRead
 from app.schemas.problem import problem_responses
 from app.services import audits as service
@@ -63,7 +63,7 @@ def list_audits(
     rows, token = service.list_audits(
         session, tenant, graph_id=graph_id, state=state, limit=limit, page_token=page_token
     )
-    return AuditPage(items=[AuditRead.model_validate(r) for r in rows], next_page_token=token)
+    return AuditPage(items=[AuditSummary.model_validate(r) for r in rows], next_page_token=token)
 
 
 @router.get("/{audit_id}", response_model=AuditRead, responses=problem_responses(404))

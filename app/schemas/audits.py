@@ -72,8 +72,8 @@ class AuditCreate(BaseModel):
         return self.model_dump(mode="json", exclude={"graph_id", "dataset"})
 
 
-class AuditRead(BaseModel):
-    """An audit's state and, when it is done, its results (or the problem that stopped it)."""
+class AuditSummary(BaseModel):
+    """An audit's state, as listed (``GET /v1/audits/{id}`` adds its config and results)."""
 
     model_config = ConfigDict(from_attributes=True)
 
@@ -82,15 +82,13 @@ class AuditRead(BaseModel):
     stage: str | None
     """The stage running now or last: training, metrics, influence, debiasing, validation."""
     progress: float
-    """Overall progress, 0 to 1."""
+    """Progress of the audit, 0 to 1."""
     attempts: int
     device: str | None
     """Where it ran: ``cpu`` or ``cuda:N``."""
     graph_id: uuid.UUID | None
+    """Null for a dataset audit, or once the graph was deleted."""
     dataset: str | None
-    config: dict[str, Any]
-    results: dict[str, Any] | None
-    """When succeeded: ``metrics``, ``influence_summary``, ``debiasing``, ``validation``, ``timings``..."""
     error: dict[str, Any] | None
     """When failed: an RFC 9457 problem document."""
     created_at: datetime
@@ -99,6 +97,15 @@ class AuditRead(BaseModel):
     updated_at: datetime
 
 
+class AuditRead(AuditSummary):
+    """An audit's state and, when it succeeded, its results."""
+
+    config: dict[str, Any]
+    """The full ``bind_core.audit.AuditConfig`` it runs with (defaults filled in)."""
+    results: dict[str, Any] | None
+    """When succeeded: ``metrics``, ``influence_summary``, ``debiasing``, ``validation``, ``timings``..."""
+
+
 class AuditPage(BaseModel):
-    items: list[AuditRead]
+    items: list[AuditSummary]
     next_page_token: str | None = None

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from app.db.base import utcnow
 from app.db.models import ACTIVE_STATES, Audit, Graph, Tenant
@@ -144,7 +144,12 @@ def list_audits(
     limit: int,
     page_token: str | None,
 ) -> tuple[list[Audit], str | None]:
-    stmt = select(Audit).where(Audit.tenant_id == tenant.id)
+    # Listings show summaries: leave the large JSON columns in the database.
+    stmt = (
+        select(Audit)
+        .options(defer(Audit.config), defer(Audit.results), defer(Audit.model_config))
+        .where(Audit.tenant_id == tenant.id)
+    )
     if graph_id is not None:
         stmt = stmt.where(Audit.graph_id == graph_id)
     if state is not None:
