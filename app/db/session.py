@@ -6,6 +6,8 @@ with :func:`session_factory` (``with factory() as session, session.begin(): ...`
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -25,13 +27,30 @@ def ensure_sqlite_dir(url: str) -> None:
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
 
 
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_dumps(value: Any) -> str:
+    """JSON for the database: NaN and ±inf become ``null`` (Postgres refuses them in JSON/JSONB)."""
+    return json.dumps(_finite(value), allow_nan=False)
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """An engine for ``url`` with the settings this service relies on.
 
     SQLite: foreign keys on (for the ``ON DELETE`` rules), WAL, a busy timeout, and ``BEGIN IMMEDIATE``
     transactions that SQLAlchemy controls (so SAVEPOINTs work and concurrent writers wait, not fail).
     Postgres: a short connect timeout and a pre-ping, so an outage fails fast instead of hanging requests.
+    Both: JSON columns store NaN and ±inf as ``null`` (:func:`json_dumps`), the same on either backend.
     """
+    kwargs.setdefault("json_serializer", json_dumps)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         ensure_sqlite_dir(url)

@@ -186,3 +186,15 @@ def test_datasets_without_data_root(settings: Settings, auth: dict[str, str]) ->
     with TestClient(create_app(settings.model_copy(update={"data_root": None}))) as bare:
         assert bare.get("/v1/datasets", headers=auth).json() == {"items": []}
         assert_problem(bare.post("/v1/audits", headers=auth, json={"dataset": "income"}), 422)
+
+
+def test_non_finite_results_are_stored_as_null(
+    client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session]
+) -> None:
+    """Postgres refuses NaN in JSON; the engine stores it (and ±inf) as null instead of failing the audit."""
+    audit_id = client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"]
+    results = {"validation": {"pearson": float("nan"), "spearman": [1.0, float("inf")]}}
+    with sessions.begin() as session:
+        session.execute(update(Audit).where(Audit.id == uuid.UUID(audit_id)).values(state="succeeded", results=results))
+    stored = client.get(f"/v1/audits/{audit_id}", headers=auth).json()["results"]
+    assert stored == {"validation": {"pearson": None, "spearman": [1.0, None]}}
