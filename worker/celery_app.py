@@ -35,10 +35,14 @@ def create_celery(settings: Settings) -> Celery:
         worker_hijack_root_logger=True,
         worker_send_task_events=False,
         task_track_started=False,
-        # Redis: a message unacknowledged this long is delivered again. An audit may legitimately run for
-        # hours; the sweeper, not this timeout, recovers from dead workers.
-        broker_transport_options={"visibility_timeout": 12 * 3600},
     )
+    if settings.broker_url.startswith(("redis://", "rediss://")):
+        # A message unacknowledged this long is delivered again. An audit may legitimately run for hours;
+        # the sweeper, not this timeout, recovers from dead workers.
+        celery.conf.broker_transport_options = {"visibility_timeout": 12 * 3600}
+    elif settings.broker_url.startswith("sqla+sqlite"):
+        # kombu passes these to create_engine: wait for the API's writes instead of failing on a lock.
+        celery.conf.broker_transport_options = {"connect_args": {"timeout": 30}}
     return celery
 
 
