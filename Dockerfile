@@ -31,7 +31,8 @@ COPY app ./app
 COPY worker ./worker
 COPY migrations ./migrations
 COPY alembic.ini ./
-RUN pip install . && mkdir -p /srv/bind-audit/var /data && chown -R bind:bind /srv/bind-audit/var /data
+# Editable, so that app.db.migrate finds alembic.ini and migrations/ beside the code.
+RUN pip install -e . && mkdir -p /srv/bind-audit/var /data && chown -R bind:bind /srv/bind-audit/var /data
 
 USER bind
 ENV BIND_DATA_ROOT=/data

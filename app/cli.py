@@ -61,7 +61,8 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    cmd = worker_command(args.loglevel, args.celery_args)
+    extra = args.celery_args[1:] if args.celery_args[:1] == ["--"] else args.celery_args
+    cmd = worker_command(args.loglevel, extra)
     os.execv(cmd[0], cmd)  # replace this process: signals go straight to Celery
 
 
@@ -133,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run one Celery worker (one audit at a time)")
     worker.add_argument("--loglevel", default="INFO")
-    worker.add_argument("celery_args", nargs=argparse.REMAINDER, help="more arguments for 'celery worker'")
+    worker.add_argument("celery_args", nargs=argparse.REMAINDER, help="more arguments for 'celery worker', after '--'")
     worker.set_defaults(func=cmd_worker)
 
     migrate = sub.add_parser("migrate", help="upgrade the database to the latest migration")

@@ -30,7 +30,7 @@ def create_celery(settings: Settings) -> Celery:
         accept_content=["json"],
         result_serializer="json",
         task_ignore_result=True,
-        result_backend=None,
+        result_backend=settings.result_backend,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=True,
         worker_send_task_events=False,

@@ -1,0 +1,68 @@
+"""``bind-audit``: argument handling, ``run`` forwarding, ``migrate`` and ``keys create`` on SQLite."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from app import cli
+from app.db.models import ApiKey
+from app.db.session import make_engine, session_factory
+from app.security import authenticate
+from app.settings import get_settings
+
+
+@pytest.fixture
+def sqlite_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path / 'var' / 'bind.db'}"
+    monkeypatch.setenv("BIND_DATABASE_URL", url)
+    get_settings.cache_clear()
+    yield url
+    get_settings.cache_clear()
+
+
+def test_run_forwards_everything_to_bind_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+    import bind_core.cli
+
+    monkeypatch.setattr(bind_core.cli, "main", lambda argv: seen.append(argv) or 0)
+    assert cli.main(["run", "--dataset", "income", "-h"]) == 0
+    assert seen == [["--dataset", "income", "-h"]]
+
+
+def test_worker_command_passes_extra_celery_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+
+    def execv(path: str, argv: list[str]) -> None:
+        calls.append(argv)
+        raise SystemExit(0)  # the real execv never returns
+
+    monkeypatch.setattr(os, "execv", execv)
+    with pytest.raises(SystemExit):
+        cli.main(["worker", "--loglevel", "DEBUG", "--", "-n", "gpu0@%h"])
+    assert calls == [[sys.executable, *cli.WORKER_ARGV, "--loglevel=DEBUG", "-n", "gpu0@%h"]]
+    assert "--pool=solo" in cli.WORKER_ARGV and "--concurrency=1" in cli.WORKER_ARGV
+
+
+def test_migrate_then_keys_create_prints_a_working_key(sqlite_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["migrate"]) == 0
+    assert cli.main(["keys", "create", "--tenant", "acme"]) == 0
+    key = capsys.readouterr().out.strip().splitlines()[-1]
+    engine = make_engine(sqlite_env)
+    with session_factory(engine)() as session:
+        tenant = authenticate(session, key)
+        assert tenant is not None and tenant.name == "acme"
+        assert session.scalar(select(func.count()).select_from(ApiKey)) == 1
+    engine.dispose()
+
+
+def test_serve_and_keys_need_their_arguments() -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["keys", "create"])
+    with pytest.raises(SystemExit):
+        cli.main([])
