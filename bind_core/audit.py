@@ -51,6 +51,8 @@ class AuditConfig:
             raise ConfigError(f"solver: {self.solver!r} is not one of {', '.join(SOLVERS)}")
         if any(not b > 0 for b in self.budgets):
             raise ConfigError(f"budgets: {list(self.budgets)!r} must all be positive")
+        if any(b >= 1 and b != int(b) for b in self.budgets):
+            raise ConfigError(f"budgets: {list(self.budgets)!r}: a count (>= 1) must be a whole number")
         if self.validation_sample < 0:
             raise ConfigError(f"validation_sample: {self.validation_sample!r} must be >= 0")
         unknown = set(self.stages) - set(STAGES)
@@ -120,6 +122,7 @@ class AuditResult:
             "graph": self.graph.summary(),
             "timings": self.timings,
             "device": self.device,
+            "warnings": warnings_for(self.graph),
             "sign_convention": SIGN_CONVENTION,
         }
 
@@ -160,6 +163,24 @@ class AuditResult:
         rows = self.influence_rows()
         rows.sort(key=lambda r: r["delta"], reverse=direction == "helpful")
         return [r for r in rows[:k] if (r["delta"] < 0) == (direction == "harmful")]
+
+
+MIN_TEST_POSITIVES = 30
+
+
+def warnings_for(graph: Graph) -> list[str]:
+    """Caveats a reader of the audit must see: groups too small for stable Γ_EO estimates."""
+    out = []
+    test = graph.test_idx
+    y, s = graph.y[test], graph.sens[test]
+    for grp in range(graph.num_groups):
+        pos = int(((s == grp) & (y == 1)).sum())
+        if graph.num_classes == 2 and pos < MIN_TEST_POSITIVES:
+            out.append(
+                f"group {grp} has only {pos} positive test nodes: Γ_EO and ΔEO rest on them, and per-node "
+                f"estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}"
+            )
+    return out
 
 
 def group_breakdown(model: TrainedModel, graph: Graph) -> list[dict[str, Any]]:

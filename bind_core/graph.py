@@ -223,14 +223,18 @@ def _as_tensor(value: ArrayLike, dtype: torch.dtype, name: str) -> Tensor:
             arr = np.asarray(value)
             if arr.dtype == object:
                 raise GraphValidationError(name, "object arrays are not accepted")
-            t = torch.from_numpy(np.ascontiguousarray(arr))
+            arr = np.ascontiguousarray(arr)
+            t = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
     except (TypeError, ValueError) as exc:
         if isinstance(exc, GraphValidationError):
             raise
         raise GraphValidationError(name, f"cannot be read as an array ({exc})") from exc
-    if dtype == torch.long and t.is_floating_point():
-        if not bool(torch.isfinite(t).all()) or not bool((t == t.round()).all()):
-            raise GraphValidationError(name, "expected integers, got non-integral values")
+    if (
+        dtype == torch.long
+        and t.is_floating_point()
+        and (not bool(torch.isfinite(t).all()) or not bool((t == t.round()).all()))
+    ):
+        raise GraphValidationError(name, "expected integers, got non-integral values")
     if t.dtype == torch.bool and dtype == torch.long:
         t = t.long()
     return t.to(dtype).contiguous()

@@ -49,7 +49,10 @@ class AuditCreate(BaseModel):
         description="Debiasing budgets: fractions (<1) or counts (>=1) of the training set to delete.",
     )
     validation_sample: int = Field(
-        default=50, ge=0, le=10_000, description="Nodes retrained from scratch to check the estimates; 0 disables."
+        default=50,
+        ge=0,
+        le=10_000,
+        description="Training nodes whose estimate is checked by re-optimising the model without them; 0 disables.",
     )
 
     @model_validator(mode="after")

@@ -1,0 +1,78 @@
+"""The audit facade and the `bind-audit run` command line on a small synthetic graph."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bind_core.audit import AuditConfig, run_audit, warnings_for
+from bind_core.cli import main
+from bind_core.datasets import synthetic
+from bind_core.errors import ConfigError
+from bind_core.models import ModelConfig
+from bind_core.training import TrainConfig
+
+
+def test_config_roundtrip_and_errors() -> None:
+    cfg = AuditConfig(model=ModelConfig(arch="gin", layers=2), training=TrainConfig(epochs=7), budgets=(0.05, 3))
+    assert AuditConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    assert AuditConfig.from_dict({}) == AuditConfig()
+    for bad in ({"lam": 2}, {"solver": "newton"}, {"budgets": [1.5]}, {"stages": ["x"]}, {"colour": 1}):
+        with pytest.raises(ConfigError):
+            AuditConfig.from_dict(bad)
+    with pytest.raises(ConfigError, match="arch"):
+        AuditConfig.from_dict({"model": {"arch": "mlp"}})
+
+
+def test_run_audit_produces_every_block() -> None:
+    graph = synthetic(300, seed=5, train_per_class=40)
+    stages: list[str] = []
+    result = run_audit(
+        graph,
+        AuditConfig(training=TrainConfig(epochs=60), budgets=(0.1,), validation_sample=8),
+        progress=lambda stage, frac: stages.append(stage),
+    )
+    doc = json.loads(json.dumps(result.to_dict()))
+    assert doc["metrics"]["test"]["nodes"] == graph.test_idx.numel()
+    assert len(doc["metrics"]["groups"]) == 2
+    assert doc["influence_summary"]["count"] == graph.train_idx.numel()
+    assert len(doc["debiasing"]) == 1 and doc["validation"]["count"] == 8
+    assert set(doc["timings"]) == {"training", "metrics", "influence", "debiasing", "validation"}
+    assert "negative" in doc["sign_convention"]
+    assert list(dict.fromkeys(stages)) == ["training", "metrics", "influence", "debiasing", "validation"]
+    rows = result.influence_rows()
+    assert [r["position"] for r in rows] == list(range(graph.train_idx.numel()))
+    assert all(r["delta"] < 0 for r in doc["top_harmful"])
+
+
+def test_stages_can_be_skipped() -> None:
+    graph = synthetic(200, seed=1)
+    result = run_audit(graph, AuditConfig(training=TrainConfig(epochs=20), stages=("training", "metrics")))
+    assert result.influence is None and result.influence_rows() == []
+    assert result.to_dict()["influence_summary"] is None
+
+
+def test_small_groups_are_flagged() -> None:
+    graph = synthetic(200, seed=1)
+    assert warnings_for(graph)  # a 200-node graph has far fewer than 30 positives per group in its test split
+
+
+def test_command_line_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "audit.json"
+    args = ["--synthetic", "--nodes", "300", "--epochs", "40", "--validation-sample", "6", "--budgets", "0.1"]
+    code = main([*args, "--quiet", "--json", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "test metrics" in text and "most harmful" in text and "self-check" in text
+    doc = json.loads(out.read_text())
+    assert len(doc["influence"]) == doc["graph"]["train"]
+    assert {"node_id", "delta", "delta_sp", "delta_eo"} <= set(doc["influence"][0])
+    assert doc["validation"]["pearson"] is not None and "spearman" in doc["validation"]
+    assert doc["config"]["budgets"] == [0.1]
+
+
+def test_command_line_reports_a_missing_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--dataset", "income", "--data-root", str(tmp_path), "--quiet"]) == 2
+    assert "income" in capsys.readouterr().err
