@@ -13,14 +13,15 @@ training rows, and influence estimation can recompute single rows of ``Z``).
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 
+from bind_core.config import DictConfig
 from bind_core.errors import ConfigError
 from bind_core.graph import Graph
 
@@ -29,7 +30,7 @@ ACTIVATIONS = ("gelu", "relu", "tanh")
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(DictConfig):
     """Architecture settings (defaults: the paper's GCN).
 
     Args:
@@ -43,6 +44,8 @@ class ModelConfig:
             polish stalls and the Hessian misleads (Koh & Liang 2017 smooth ReLU for the same reason).
             The paper's one-layer GCN has no activation, so this does not touch it.
     """
+
+    section: ClassVar[str] = "model"
 
     arch: str = "gcn"
     layers: int = 1
@@ -64,16 +67,6 @@ class ModelConfig:
             raise ConfigError(f"activation: {self.activation!r} is not one of {', '.join(ACTIVATIONS)}")
         if not 1 <= self.heads <= 16:
             raise ConfigError(f"heads: {self.heads!r} must be between 1 and 16")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"model: unknown setting(s) {sorted(unknown)}")
-        return cls(**data)
 
 
 @dataclass(frozen=True)

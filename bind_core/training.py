@@ -14,15 +14,16 @@ import copy
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from torch import Tensor
 
+from bind_core.config import DictConfig
 from bind_core.errors import ConfigError
 from bind_core.graph import Graph
 from bind_core.models import GNN, GraphInputs, ModelConfig, node_losses, probabilities
@@ -32,7 +33,7 @@ ProgressCallback = Callable[[str, float], None]
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(DictConfig):
     """Optimisation settings (defaults: the paper's: 1000 epochs of Adam, lr 1e-3, weight decay 1e-4).
 
     Args:
@@ -47,6 +48,8 @@ class TrainConfig:
             ``"last"`` keeps the final epoch's (what the reference code ends up using). With ``polish`` the
             L-BFGS polish then moves either to a stationary point of the training objective.
     """
+
+    section: ClassVar[str] = "training"
 
     epochs: int = 1000
     lr: float = 1e-3
@@ -68,16 +71,6 @@ class TrainConfig:
             raise ConfigError("polish_max_iter must be >= 0 and polish_tol > 0")
         if self.keep not in ("best_val", "last"):
             raise ConfigError(f"keep: {self.keep!r} is not one of best_val, last")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"training: unknown setting(s) {sorted(unknown)}")
-        return cls(**data)
 
 
 @dataclass
