@@ -10,6 +10,14 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread() -> None:
+    """The tests' graphs are tiny: one thread is faster and does not fight the worker processes for cores."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def data_root() -> Path:
     """The folder of the paper's datasets: ``$BIND_DATA_ROOT``, else ``<repo>/../shared/datasets``.
