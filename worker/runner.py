@@ -10,16 +10,17 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from bind_core.audit import AuditConfig, AuditResult, run_audit
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
 from bind_core import DatasetNotFoundError, Graph
+from bind_core.audit import AuditConfig, AuditResult, run_audit
 from bind_core.datasets import load, load_npz
 from worker import jobs
 from worker.jobs import Claim
 from worker.problems import problem_for
 from worker.progress import Cancelled, Lease, LeaseLost, ProgressReporter
+from worker.stages import OverallProgress, planned_stages
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +68,12 @@ def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Setting
         with reporter:
             graph = _load_graph(sessions, claim, settings)
             config = AuditConfig.from_dict(claim.config)
+            overall = OverallProgress(planned_stages(config))
 
             def progress(current: str, fraction: float) -> None:
                 nonlocal stage
-                stage = current
-                reporter(current, fraction)
+                stage, total = overall(current, fraction)
+                reporter(stage, total)
 
             result = run_audit(graph, config, progress=progress, device=device)
             reporter.check()
