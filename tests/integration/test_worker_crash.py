@@ -20,9 +20,9 @@ def test_killed_worker_audit_is_finished_exactly_once_by_the_next(
     client: TestClient, graph_id: str, workers: WorkerPool, api_settings: Settings
 ) -> None:
     first = workers.start()
-    response = client.post("/v1/audits", json=make_audit_body(graph_id, epochs=400))
+    response = client.post("/v1/audits", json=make_audit_body(graph_id, epochs=2000))
     audit_id = response.json()["id"]
-    running = wait_for_audit(client, audit_id, {"running"}, until=lambda a: a["progress"] > 0.1, pool=workers)
+    running = wait_for_audit(client, audit_id, {"running"}, until=lambda a: a["progress"] > 0.05, pool=workers)
     assert running["attempts"] == 1
     first.kill()
 
