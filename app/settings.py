@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     """A queued audit untouched for this long gets its task sent again (lost message, crash before send)."""
     sweep_interval: float = Field(default=15.0, gt=0)
     """Seconds between two sweeps for stuck audits, in each worker."""
+    max_attempts: int = Field(default=3, ge=1)
+    """An audit whose worker died this many times (killed, out of memory) is failed instead of retried."""
 
     cors_origins: Annotated[list[str], NoDecode] = []
     """Origins allowed by CORS (comma-separated in the environment); empty turns CORS off."""

@@ -35,11 +35,13 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def claim(session: Session, audit_id: uuid.UUID, *, device: str, heartbeat_timeout: float) -> Claim | None:
+def claim(
+    session: Session, audit_id: uuid.UUID, *, device: str, heartbeat_timeout: float, max_attempts: int
+) -> Claim | None:
     """Take the audit for this worker, or return ``None`` when it is not ours to run.
 
-    Not ours: it is finished or cancelled (a redelivered message: no-op), or another worker is running it
-    with a fresh heartbeat.
+    Not ours: it is finished or cancelled (a redelivered message: no-op), another worker is running it
+    with a fresh heartbeat, or its dead worker used up the last attempt (the sweeper fails it).
     """
     t = now()
     stale = t - timedelta(seconds=heartbeat_timeout)
@@ -53,7 +55,11 @@ def claim(session: Session, audit_id: uuid.UUID, *, device: str, heartbeat_timeo
             Audit.id == audit_id,
             or_(
                 Audit.state == "queued",
-                and_(Audit.state == "running", or_(Audit.heartbeat_at.is_(None), Audit.heartbeat_at < stale)),
+                and_(
+                    Audit.state == "running",
+                    Audit.attempts < max_attempts,
+                    or_(Audit.heartbeat_at.is_(None), Audit.heartbeat_at < stale),
+                ),
             ),
         )
         .values(**values)

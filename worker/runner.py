@@ -42,7 +42,8 @@ def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Setting
     """Run the audit ``audit_id`` once, if it is ours to run (see `worker.jobs.claim`).
 
     Never raises for a problem with the audit itself: a failure is recorded on the row. Database errors
-    propagate, so that the message is not acknowledged as done.
+    propagate: the attempt's heartbeat then stops, and the sweeper retries the audit (at most
+    ``BIND_MAX_ATTEMPTS`` attempts in all).
     """
     try:
         key = uuid.UUID(audit_id)
@@ -50,7 +51,10 @@ def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Setting
         log.error("bind.run_audit got a malformed audit id %r; dropping it", audit_id)
         return Outcome(audit_id, "skipped")
     with sessions.begin() as session:
-        claim = jobs.claim(session, key, device=device, heartbeat_timeout=settings.heartbeat_timeout)
+        claim = jobs.claim(
+            session, key, device=device, heartbeat_timeout=settings.heartbeat_timeout,
+            max_attempts=settings.max_attempts,
+        )  # fmt: skip
     if claim is None:
         log.info("audit %s is not runnable here (finished, cancelled or running elsewhere)", audit_id)
         return Outcome(audit_id, "skipped")
@@ -77,6 +81,7 @@ def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Setting
 
             result = run_audit(graph, config, progress=progress, device=device)
             reporter.check()
+            payload = _payload(result)
     except Cancelled:
         return _cancelled(sessions, claim)
     except LeaseLost:
@@ -88,7 +93,9 @@ def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Setting
         with sessions.begin() as session:
             lease = jobs.fail(session, claim, problem)
         return _settled(sessions, claim, lease, "failed")
-    return _store(sessions, claim, result)
+    with sessions.begin() as session:  # one transaction; a fenced miss has written nothing
+        lease = jobs.succeed(session, claim, **payload)
+    return _settled(sessions, claim, lease, "succeeded")
 
 
 def _load_graph(sessions: sessionmaker[Session], claim: Claim, settings: Settings) -> Graph:
@@ -105,22 +112,15 @@ def _load_graph(sessions: sessionmaker[Session], claim: Claim, settings: Setting
     return load(claim.dataset, settings.data_root)
 
 
-def _store(sessions: sessionmaker[Session], claim: Claim, result: AuditResult) -> Outcome:
-    results = result.to_dict()
-    influence = result.influence_rows()
-    weights, model_config = _model_payload(result)
-    with sessions.begin() as session:  # one transaction; a fenced miss has written nothing
-        lease = jobs.succeed(
-            session, claim, results=results, weights=weights, model_config=model_config, influence=influence
-        )
-    return _settled(sessions, claim, lease, "succeeded")
-
-
-def _model_payload(result: AuditResult) -> tuple[bytes | None, dict[str, Any] | None]:
+def _payload(result: AuditResult) -> dict[str, Any]:
+    """What `jobs.succeed` stores, prepared before its transaction (an error here fails the audit)."""
     model = getattr(result, "model", None)
-    if model is None:
-        return None, None
-    return model.to_bytes(), model.config_dict()
+    return {
+        "results": result.to_dict(),
+        "influence": result.influence_rows(),
+        "weights": None if model is None else model.to_bytes(),
+        "model_config": None if model is None else model.config_dict(),
+    }
 
 
 def _settled(sessions: sessionmaker[Session], claim: Claim, lease: Lease, status: str) -> Outcome:

@@ -14,15 +14,16 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
 from celery import Celery
-from sqlalchemy import update
+from sqlalchemy import and_, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Audit
+from app.errors import ProblemError
 from app.queue import RUN_AUDIT_TASK
 from app.settings import Settings
 from worker import context
@@ -33,24 +34,41 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Sweep:
-    """The audits one sweep re-queued (dead worker) and re-sent (lost message)."""
+    """The audits one sweep re-queued (dead worker), re-sent (lost message) and abandoned (no attempts left)."""
 
     requeued: list[uuid.UUID]
     resent: list[uuid.UUID]
+    abandoned: list[uuid.UUID] = field(default_factory=list)
 
 
-def sweep(sessions: sessionmaker[Session], *, heartbeat_timeout: float, queued_timeout: float) -> Sweep:
+def abandoned_problem(max_attempts: int) -> dict[str, Any]:
+    detail = (
+        f"The worker running this audit stopped without a result {max_attempts} times (killed, out of memory "
+        "or its machine lost); it is not retried again."
+    )
+    return ProblemError(detail, status=500, title="Audit abandoned", slug="audit-abandoned").to_problem()
+
+
+def sweep(
+    sessions: sessionmaker[Session], *, heartbeat_timeout: float, queued_timeout: float, max_attempts: int = 3
+) -> Sweep:
     """Find stuck audits and mark them for re-sending (touching ``updated_at``); commit; return their ids.
 
-    The caller sends the tasks, after the commit.
+    A dead worker's audit with ``max_attempts`` attempts behind it is failed instead (an audit that kills
+    its worker every time, by running out of memory say, must not loop forever). The caller sends the
+    tasks, after the commit.
     """
     t = now()
+    dead = and_(Audit.state == "running", Audit.heartbeat_at < t - timedelta(seconds=heartbeat_timeout))
     with sessions.begin() as session:
-        requeued = session.scalars(
+        abandoned = session.scalars(
             update(Audit)
-            .where(Audit.state == "running", Audit.heartbeat_at < t - timedelta(seconds=heartbeat_timeout))
-            .values(state="queued", stage=None, updated_at=t)
+            .where(dead, Audit.attempts >= max_attempts)
+            .values(state="failed", error=abandoned_problem(max_attempts), finished_at=t, updated_at=t)
             .returning(Audit.id)
+        ).all()
+        requeued = session.scalars(
+            update(Audit).where(dead).values(state="queued", stage=None, updated_at=t).returning(Audit.id)
         ).all()
         resent = session.scalars(
             update(Audit)
@@ -58,7 +76,7 @@ def sweep(sessions: sessionmaker[Session], *, heartbeat_timeout: float, queued_t
             .values(updated_at=t)
             .returning(Audit.id)
         ).all()
-    return Sweep(list(requeued), list(resent))
+    return Sweep(list(requeued), list(resent), list(abandoned))
 
 
 class TaskSender(Protocol):
@@ -67,7 +85,12 @@ class TaskSender(Protocol):
 
 def sweep_and_send(celery: TaskSender, settings: Settings, sessions: sessionmaker[Session]) -> Sweep:
     """One sweep, then the tasks of every audit it found."""
-    found = sweep(sessions, heartbeat_timeout=settings.heartbeat_timeout, queued_timeout=settings.queued_timeout)
+    found = sweep(
+        sessions, heartbeat_timeout=settings.heartbeat_timeout, queued_timeout=settings.queued_timeout,
+        max_attempts=settings.max_attempts,
+    )  # fmt: skip
+    for audit_id in found.abandoned:
+        log.error("audit %s: its worker died %d times; failed, not retried", audit_id, settings.max_attempts)
     for audit_id in found.requeued:
         log.warning("audit %s: heartbeat older than %ss, worker presumed dead; re-queued", audit_id,
                     settings.heartbeat_timeout)  # fmt: skip

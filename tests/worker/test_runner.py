@@ -130,6 +130,13 @@ def _db_row(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def test_a_stale_audit_with_no_attempts_left_is_not_claimed(sessions, settings, new_audit, fake_audit) -> None:
+    fake_audit(lambda progress: FakeResult())
+    stale = now() - timedelta(seconds=settings.heartbeat_timeout + 5)
+    audit_id = new_audit(state="running", attempts=settings.max_attempts, heartbeat_at=stale)
+    assert run(audit_id, sessions, settings).status == "skipped"  # the sweeper fails it instead
+
+
 def test_running_elsewhere_with_fresh_heartbeat_is_skipped(sessions, settings, new_audit, fake_audit) -> None:
     fake_audit(lambda progress: FakeResult())
     audit_id = new_audit(state="running", attempts=1, heartbeat_at=now())
@@ -233,6 +240,18 @@ def test_heartbeat_runs_between_callbacks(sessions, settings, new_audit, fake_au
     audit_id = new_audit()
     run(audit_id, sessions, settings)
     assert beats[0] > get(sessions, audit_id).started_at
+
+
+def test_an_unstorable_result_fails_the_audit(sessions, settings, new_audit, fake_audit) -> None:
+    class Broken(FakeResult):
+        def to_dict(self) -> dict[str, Any]:
+            raise TypeError("not serialisable")
+
+    fake_audit(lambda progress: Broken())
+    audit_id = new_audit()
+    assert run(audit_id, sessions, settings).status == "failed"
+    error = get(sessions, audit_id).error
+    assert error is not None and error["status"] == 500
 
 
 def test_malformed_id_is_dropped(sessions, settings) -> None:

@@ -46,6 +46,19 @@ def test_sweep_requeues_dead_and_resends_lost(sessions, settings, new_audit) -> 
     assert (again.requeued, again.resent) == ([], [])
 
 
+def test_a_dead_workers_last_attempt_fails_the_audit(sessions, settings, new_audit) -> None:
+    stale = now() - timedelta(seconds=120)
+    poison = new_audit(state="running", attempts=3, heartbeat_at=stale)
+    retry = new_audit(state="running", attempts=2, heartbeat_at=stale)
+    found = sweep(sessions, heartbeat_timeout=60, queued_timeout=300, max_attempts=3)
+    assert (found.abandoned, found.requeued) == ([poison], [retry])
+    with sessions() as session:
+        audit = session.get(Audit, poison)
+        assert audit is not None and audit.state == "failed" and audit.finished_at is not None
+        assert audit.error is not None and audit.error["type"].endswith("/audit-abandoned")
+        assert audit.error["status"] == 500
+
+
 def test_sweep_and_send_sends_after_commit(sessions, settings, new_audit) -> None:
     dead = new_audit(state="running", attempts=1, heartbeat_at=now() - timedelta(seconds=120))
     celery = FakeCelery()
