@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from bind_core.bootstrap import bootstrap_metrics
 from bind_core.debias import debias, report
 from bind_core.errors import ConfigError
 from bind_core.graph import Graph
@@ -33,6 +34,8 @@ class AuditConfig:
         budgets: debiasing budgets, fractions (< 1) or counts (>= 1) of the training set.
         validation_sample: training nodes whose estimate is checked against re-optimisation; 0 skips.
         stages: the stages to run, a subset of :data:`STAGES` (training always runs unless a model is given).
+        bootstrap: resamples for the metrics' percentile confidence intervals (binary labels); 0 skips.
+        level: the intervals' coverage.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -43,6 +46,8 @@ class AuditConfig:
     budgets: tuple[float, ...] = (0.01, 0.1)
     validation_sample: int = 50
     stages: tuple[str, ...] = STAGES
+    bootstrap: int = 1000
+    level: float = 0.95
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lam <= 1.0:
@@ -55,6 +60,10 @@ class AuditConfig:
             raise ConfigError(f"budgets: {list(self.budgets)!r}: a count (>= 1) must be a whole number")
         if self.validation_sample < 0:
             raise ConfigError(f"validation_sample: {self.validation_sample!r} must be >= 0")
+        if not 0 <= self.bootstrap <= 100_000 or self.bootstrap == 1:
+            raise ConfigError(f"bootstrap: {self.bootstrap!r} must be 0 (off) or between 2 and 100000")
+        if not 0 < self.level < 1:
+            raise ConfigError(f"level: {self.level!r} must be in (0, 1)")
         unknown = set(self.stages) - set(STAGES)
         if unknown:
             raise ConfigError(f"stages: {sorted(unknown)} are not among {', '.join(STAGES)}")
@@ -69,6 +78,8 @@ class AuditConfig:
             "budgets": list(self.budgets),
             "validation_sample": self.validation_sample,
             "stages": list(self.stages),
+            "bootstrap": self.bootstrap,
+            "level": self.level,
         }
 
     @classmethod
@@ -233,10 +244,25 @@ def run_audit(
 
     start = time.perf_counter()
     tick("metrics", 0.0)
-    metrics = {
+    metrics: dict[str, Any] = {
         "test": report(model, graph, config.lam),
         "groups": group_breakdown(model, graph),
     }
+    if config.bootstrap and graph.num_classes == 2:
+        test = graph.test_idx
+        intervals = bootstrap_metrics(
+            model.predict_proba(graph, test).double(),
+            graph.y[test],
+            graph.sens[test],
+            resamples=config.bootstrap,
+            level=config.level,
+            seed=config.training.seed,
+        )
+        metrics["intervals"] = {
+            "level": config.level,
+            "resamples": config.bootstrap,
+            **{k: v.to_dict() for k, v in intervals.items()},
+        }
     timings["metrics"] = time.perf_counter() - start
     tick("metrics", 1.0)
     result = AuditResult(graph, config, model, metrics, timings=timings, device=str(device))

@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budgets", default="0.01,0.1", help="debiasing budgets (fractions <1 or counts), comma-separated")
     p.add_argument("--validation-sample", type=int, default=50, help="nodes checked against re-optimisation")
     p.add_argument("--skip", default="", help=f"stages to skip, comma-separated, from {', '.join(STAGES[2:])}")
+    p.add_argument("--bootstrap", type=int, default=1000, help="resamples for confidence intervals (0: none)")
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes to print")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
@@ -63,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             budgets=tuple(float(b) for b in args.budgets.split(",") if b.strip()),
             validation_sample=args.validation_sample,
             stages=tuple(s for s in STAGES if s not in skip),
+            bootstrap=args.bootstrap,
         )
     except (BindError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -117,6 +119,13 @@ def render(result: AuditResult, *, top: int = 10) -> str:
         "                "
         + " ".join(_pct(t[k]) for k in ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo")),
     ]
+    ci = d["metrics"].get("intervals")
+    if ci:
+        keys = ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo")
+        lines.append(
+            f"{round(100 * ci['level'])}% interval".ljust(16) + " ".join(f"{100 * ci[k]['low']:6.2f}" for k in keys)
+        )
+        lines.append("  (bootstrap)".ljust(16) + " ".join(f"{100 * ci[k]['high']:6.2f}" for k in keys))
     inf = d["influence_summary"]
     if inf is not None:
         lines += [

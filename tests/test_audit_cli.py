@@ -19,7 +19,8 @@ def test_config_roundtrip_and_errors() -> None:
     cfg = AuditConfig(model=ModelConfig(arch="gin", layers=2), training=TrainConfig(epochs=7), budgets=(0.05, 3))
     assert AuditConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     assert AuditConfig.from_dict({}) == AuditConfig()
-    for bad in ({"lam": 2}, {"solver": "newton"}, {"budgets": [1.5]}, {"stages": ["x"]}, {"colour": 1}):
+    bad_configs = ({"lam": 2}, {"solver": "newton"}, {"budgets": [1.5]}, {"stages": ["x"]}, {"colour": 1}, {"level": 1})
+    for bad in bad_configs:
         with pytest.raises(ConfigError):
             AuditConfig.from_dict(bad)
     with pytest.raises(ConfigError, match="arch"):
@@ -37,6 +38,8 @@ def test_run_audit_produces_every_block() -> None:
     doc = json.loads(json.dumps(result.to_dict()))
     assert doc["metrics"]["test"]["nodes"] == graph.test_idx.numel()
     assert len(doc["metrics"]["groups"]) == 2
+    ci = doc["metrics"]["intervals"]
+    assert ci["level"] == 0.95 and ci["accuracy"]["low"] <= ci["accuracy"]["estimate"] <= ci["accuracy"]["high"]
     assert doc["influence_summary"]["count"] == graph.train_idx.numel()
     assert len(doc["debiasing"]) == 1 and doc["validation"]["count"] == 8
     assert set(doc["timings"]) == {"training", "metrics", "influence", "debiasing", "validation"}

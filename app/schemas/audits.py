@@ -48,6 +48,10 @@ class AuditCreate(BaseModel):
         max_length=32,
         description="Debiasing budgets: fractions (<1) or counts (>=1) of the training set to delete.",
     )
+    bootstrap: int = Field(
+        1000, ge=0, le=100_000, description="Bootstrap resamples for the metrics' confidence intervals; 0 disables."
+    )
+    level: float = Field(0.95, gt=0.0, lt=1.0, description="Coverage of the confidence intervals.")
     validation_sample: int = Field(
         default=50,
         ge=0,
