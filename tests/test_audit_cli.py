@@ -79,3 +79,14 @@ def test_command_line_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_command_line_reports_a_missing_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--dataset", "income", "--data-root", str(tmp_path), "--quiet"]) == 2
     assert "income" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("shape", [{"num_groups": 3}, {"num_classes": 3}, {"num_classes": 3, "num_groups": 3}])
+def test_multi_group_and_multi_class_audits(shape: dict[str, int]) -> None:
+    graph = synthetic(400, seed=2, train_per_class=40, **shape)
+    result = run_audit(graph, AuditConfig(training=TrainConfig(epochs=30), budgets=(0.1,), validation_sample=0))
+    doc = json.loads(json.dumps(result.to_dict()))
+    assert doc["metrics"]["test"]["gamma"] > 0
+    assert doc["influence_summary"]["count"] == graph.train_idx.numel()
+    assert result.influence is not None and bool(result.influence.delta.isfinite().all())
+    assert len(doc["metrics"]["groups"]) == graph.num_groups

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.func import jacrev, jvp
+from torch.func import jvp
 
 from bind_core.influence.deletion import pair_batches
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, gammas_from_proba
@@ -134,7 +134,7 @@ def estimate(
     theta, m = fm.theta, int(graph.train_idx.numel())
     grad_norm = float(torch.func.grad(fm.objective)(theta).norm())
     gam = fm.gammas(theta).detach()
-    grad_gamma = jacrev(fm.gammas)(theta).detach()  # [2, p]
+    grad_gamma = _gamma_gradients(fm, theta)  # [2, p]
     timings["gradients"] = time.perf_counter() - t0
     report(0.1)
 
@@ -184,6 +184,15 @@ def estimate(
         grad_norm=grad_norm,
         timings=timings,
     )
+
+
+def _gamma_gradients(fm: FunctionalModel, theta: Tensor) -> Tensor:
+    """``[∇Γ_SP, ∇Γ_EO]`` by reverse-mode autograd (POT's exact transport, used for multi-class labels, is an
+    autograd function that ``torch.func`` transforms cannot trace)."""
+    probe = theta.clone().requires_grad_(True)
+    values = fm.gammas(probe)
+    rows = [torch.autograd.grad(values[i], probe, retain_graph=i == 0)[0] for i in range(2)]
+    return torch.stack(rows).detach()
 
 
 def _directional_loss_derivatives(logits_fn: Any, theta: Tensor, s: Tensor, y: Tensor) -> Tensor:
