@@ -194,6 +194,23 @@ def warnings_for(graph: Graph) -> list[str]:
     return out
 
 
+def probability_histograms(model: TrainedModel, graph: Graph, bins: int = 20) -> dict[str, Any]:
+    """Each group's histogram of P(y=1) over the test nodes (all, and those with y=1): the picture behind PDD."""
+    test = graph.test_idx
+    score = model.predict_proba(graph, test).double()[:, -1]
+    y, s = graph.y[test], graph.sens[test]
+    edges = torch.linspace(0, 1, bins + 1, dtype=torch.float64)
+
+    def hist(mask: torch.Tensor) -> list[int]:
+        return torch.histc(score[mask], bins=bins, min=0.0, max=1.0).long().tolist()
+
+    return {
+        "bin_edges": edges.tolist(),
+        "all": {str(g): hist(s == g) for g in range(graph.num_groups)},
+        "positives": {str(g): hist((s == g) & (y == 1)) for g in range(graph.num_groups)},
+    }
+
+
 def group_breakdown(model: TrainedModel, graph: Graph) -> list[dict[str, Any]]:
     """Per sensitive group on the test nodes: size, positive-prediction rate, TPR, mean P(y=1), accuracy."""
     test = graph.test_idx
@@ -247,6 +264,7 @@ def run_audit(
     metrics: dict[str, Any] = {
         "test": report(model, graph, config.lam),
         "groups": group_breakdown(model, graph),
+        "histograms": probability_histograms(model, graph),
     }
     if config.bootstrap and graph.num_classes == 2:
         test = graph.test_idx
