@@ -1,0 +1,392 @@
+"""Issue 3 benchmark: RQ1 (speed) and RQ2 (faithfulness) of BIND's influence estimate.
+
+RQ2 (run first): estimated vs actual ΔΓ (Γ, Γ_SP, Γ_EO), Pearson and Spearman, on (a) single training nodes
+drawn at random and (b) the paper's node-set protocol (sets of growing size from the top of the harmful and
+the helpful ranking; estimate = sum over the set), each against re-optimisation to convergence
+(``mode="reoptimize"``, the ground truth of an influence function) and against retraining from scratch
+(``mode="scratch"``). Ablations (no non-i.i.d. term, no direct term, neither), the LiSSA and CG solvers, and
+the naive implementation are scored against the *same* deletions (for the node sets: the sets chosen by the
+default estimate). GIN: per node against re-optimisation.
+
+RQ1 (run last, the timing-critical part): the default estimate's cold first call and its warm time (best of
+``--repeats``), the naive implementation of the paper's algorithm in the same run (``naive_bind.py``), and
+the mean time of one retraining from scratch and of one warm-started re-optimisation.
+
+    python bench/bench_influence.py [--datasets income,recidivism] [--seeds 10] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import _common as C
+import numpy as np
+import torch
+from naive_bind import naive_estimate
+from scipy.stats import pearsonr, spearmanr
+
+from bind_core.graph import Graph
+from bind_core.influence import InfluenceResult, estimate
+from bind_core.models import ModelConfig
+from bind_core.training import TrainConfig, TrainedModel, train
+from bind_core.validation import ValidationResult, gammas, retrain_without, validate
+
+NAMES = ("gamma", "gamma_sp", "gamma_eo")
+_COLD: dict[str, float] = {}
+
+
+def corr(est: np.ndarray, act: np.ndarray) -> dict[str, float | None]:
+    if est.size < 3 or np.std(est) == 0 or np.std(act) == 0:
+        return {"pearson": None, "spearman": None}
+    return {"pearson": float(pearsonr(est, act)[0]), "spearman": float(spearmanr(est, act)[0])}
+
+
+def rescore(val: ValidationResult, graph: Graph, delta: torch.Tensor, sp: torch.Tensor, eo: torch.Tensor) -> dict:
+    """Correlations of another estimate (aligned with ``train_idx``) against the deletions of ``val``."""
+    where = {int(v): i for i, v in enumerate(graph.train_idx.tolist())}
+    est_all = torch.stack([delta, sp, eo], dim=1).double()
+    est = np.asarray([est_all[[where[n] for n in s]].sum(0).tolist() for s in val.sets])
+    return {nm: corr(est[:, i], val.actual[:, i]) for i, nm in enumerate(NAMES)}
+
+
+def scores(val: ValidationResult, graph: Graph, variants: dict[str, InfluenceResult | dict]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, r in variants.items():
+        if isinstance(r, InfluenceResult):
+            out[key] = rescore(val, graph, r.delta, r.delta_sp, r.delta_eo)
+        else:  # naive: only Γ
+            d = r["delta"]
+            out[key] = {"gamma": rescore(val, graph, d, d, d)["gamma"]}
+    return out
+
+
+def timed_estimate(model: TrainedModel, graph: Graph, **kw: Any) -> tuple[InfluenceResult, float]:
+    t0 = time.perf_counter()
+    r = estimate(model, graph, **kw)
+    return r, time.perf_counter() - t0
+
+
+def validation_record(val: ValidationResult, extra: dict[str, Any]) -> dict[str, Any]:
+    d = val.to_dict()
+    d["seconds_per_deletion"] = val.seconds / max(1, len(val.sets))
+    d["set_sizes"] = [len(s) for s in val.sets]
+    d["scores"] = extra
+    return d
+
+
+def rq2(name: str, graph: Graph, model: TrainedModel, args: argparse.Namespace, naive: dict | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    full, cold = timed_estimate(model, graph)
+    _COLD.setdefault(name, cold)
+    variants: dict[str, InfluenceResult | dict] = {
+        "default": full,
+        "no_non_iid": estimate(model, graph, non_iid=False),
+        "no_direct": estimate(model, graph, direct=False),
+        "no_non_iid_no_direct": estimate(model, graph, non_iid=False, direct=False),
+        "direct_exact": estimate(model, graph, direct_exact=True),
+        "cg": estimate(model, graph, solver="cg"),
+    }
+    lissa, lissa_s = timed_estimate(model, graph, solver="lissa", lissa_depth=args.lissa_depth)
+    variants["lissa"] = lissa
+    out["lissa_seconds"] = lissa_s
+    out["lissa_details"] = lissa.solve.details
+    if naive is not None:
+        variants["naive"] = naive
+    out["agreement_with_default"] = {
+        k: corr(full.delta.numpy(), (v.delta if isinstance(v, InfluenceResult) else v["delta"]).numpy())
+        for k, v in variants.items()
+        if k != "default"
+    }
+    out["stationarity"] = model.stationarity
+    out["solve"] = full.solve.details
+    plan = [
+        ("sample", "reoptimize", {"sample": args.sample}),
+        ("sets", "reoptimize", {"num_sets": args.num_sets}),
+        ("sample", "scratch", {"sample": args.scratch_sample}),
+        ("sets", "scratch", {"num_sets": args.scratch_num_sets}),
+    ]
+    for protocol, mode, kw in plan:
+        if next(iter(kw.values())) <= 0:
+            continue
+        val = validate(model, graph, full, protocol=protocol, mode=mode, **kw)
+        rec = validation_record(val, scores(val, graph, variants))
+        out[f"{protocol}/{mode}"] = rec
+        d = rec["scores"]["default"]
+        print(
+            f"  {name} {protocol}/{mode} ({len(val.sets)} deletions, {val.seconds:.0f}s): Pearson Γ "
+            f"{d['gamma']['pearson']:.4f} SP {d['gamma_sp']['pearson']:.4f} EO {d['gamma_eo']['pearson']:.4f}; "
+            f"no non-iid {rec['scores']['no_non_iid']['gamma']['pearson']:.4f}  [load {C.load_average():.1f}]",
+            flush=True,
+        )
+    return out
+
+
+def rq2_gin(name: str, graph: Graph, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    model = train(graph, TrainConfig(seed=seed), ModelConfig(arch="gin"))
+    train_s = time.perf_counter() - t0
+    full, est_s = timed_estimate(model, graph)
+    variants: dict[str, InfluenceResult | dict] = {
+        "default": full,
+        "no_non_iid": estimate(model, graph, non_iid=False),
+        "no_direct": estimate(model, graph, direct=False),
+    }
+    val = validate(model, graph, full, protocol="sample", mode="reoptimize", sample=args.gin_sample)
+    rec = validation_record(val, scores(val, graph, variants))
+    # Control: the same re-optimisation with nothing deleted. If the model is not at a stationary point, the
+    # polish moves Γ by itself (the same for every deletion, to first order, so correlations cannot show it);
+    # compare this drift with the spread of the actual changes.
+    before = gammas(model, graph)
+    after = gammas(retrain_without(model, graph, [], "reoptimize"), graph)
+    d_sp, d_eo = after[0] - before[0], after[1] - before[1]
+    rec["drift_no_deletion"] = [full.lam * d_sp + (1 - full.lam) * d_eo, d_sp, d_eo]
+    rec["actual_std"] = val.actual.std(axis=0).tolist()
+    d = rec["scores"]["default"]
+    print(
+        f"  {name} GIN sample/reoptimize ({len(val.sets)} nodes, {val.seconds:.0f}s): Pearson Γ "
+        f"{d['gamma']['pearson']:.4f} SP {d['gamma_sp']['pearson']:.4f} EO {d['gamma_eo']['pearson']:.4f}",
+        flush=True,
+    )
+    return {
+        "train_seconds": train_s,
+        "estimate_seconds": est_s,
+        "timings": full.timings,
+        "parameters": model.num_parameters,
+        "stationarity": model.stationarity,
+        "solve": full.solve.details,
+        "sample/reoptimize": rec,
+    }
+
+
+def rq1(name: str, graph: Graph, model: TrainedModel, args: argparse.Namespace) -> dict[str, Any]:
+    m = int(graph.train_idx.numel())
+    out: dict[str, Any] = {"train_nodes": m, "load_before": C.load_average()}
+    if name not in _COLD:
+        _COLD[name] = timed_estimate(model, graph)[1]
+    out["cold_first_call_seconds"] = _COLD[name]
+    estimate(model, graph)  # warm-up
+    warm = []
+    for _ in range(args.repeats):
+        r, s = timed_estimate(model, graph)
+        warm.append({"seconds": s, "timings": r.timings, "load": C.load_average()})
+    best = min(warm, key=lambda w: w["seconds"])
+    out["warm_runs"] = warm
+    out["warm_seconds"] = best["seconds"]
+    out["warm_breakdown"] = best["timings"]
+    no_extra = min(timed_estimate(model, graph, non_iid=False, direct=False)[1] for _ in range(args.repeats))
+    out["warm_seconds_iid_only"] = no_extra
+
+    gen = torch.Generator().manual_seed(1)
+    picks = graph.train_idx[torch.randperm(m, generator=gen)[: args.retrain_runs]].tolist()
+    scratch, reopt = [], []
+    for v in picks:
+        t0 = time.perf_counter()
+        retrain_without(model, graph, [v], "scratch")
+        scratch.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        retrain_without(model, graph, [v], "reoptimize")
+        reopt.append(time.perf_counter() - t0)
+    out["scratch_seconds"] = scratch
+    out["reoptimize_seconds"] = reopt
+    out["scratch_mean"] = float(np.mean(scratch))
+    out["reoptimize_mean"] = float(np.mean(reopt))
+
+    if args.naive_nodes != 0:
+        limit = None if args.naive_nodes < 0 else args.naive_nodes
+        t0 = time.perf_counter()
+        nv = naive_estimate(model, graph, depth=args.naive_depth, limit=limit)
+        wall = time.perf_counter() - t0
+        done = m if limit is None else min(limit, m)
+        per_node = nv.timings["per_node_gradients"] + nv.timings["non_iid"]
+        projected = nv.timings["lissa"] * (5000 / args.naive_depth) + per_node * m / done
+        out["naive"] = {
+            "nodes_timed": done,
+            "depth": args.naive_depth,
+            "seconds": wall,
+            "timings": nv.timings,
+            "projected_full_seconds": projected,
+            "extrapolated": done < m or args.naive_depth != 5000,
+            "load": C.load_average(),
+        }
+        out["speedup_vs_naive"] = projected / out["warm_seconds"]
+        ours = estimate(model, graph)
+        ours_paper_terms = estimate(model, graph, direct=False)
+        out["naive"]["pearson_vs_ours"] = corr((nv.delta + nv.direct)[:done].numpy(), ours.delta[:done].numpy())
+        out["naive"]["pearson_paper_terms_vs_ours_no_direct"] = corr(
+            nv.delta[:done].numpy(), ours_paper_terms.delta[:done].numpy()
+        )
+        out["naive"]["lissa_scale"] = nv.lissa["scale"]
+    out["speedup_vs_retraining_per_node"] = out["scratch_mean"] * m / out["warm_seconds"]
+    out["speedup_vs_one_retraining"] = out["scratch_mean"] / out["warm_seconds"]
+    out["speedup_vs_reoptimize_per_node"] = out["reoptimize_mean"] * m / out["warm_seconds"]
+    out["load_after"] = C.load_average()
+    print(
+        f"  {name} RQ1: ours cold {out['cold_first_call_seconds']:.2f}s, warm {out['warm_seconds']:.3f}s "
+        f"(best of {args.repeats}: {[round(w['seconds'], 3) for w in warm]}); scratch retraining "
+        f"{out['scratch_mean']:.2f}s, re-optimisation {out['reoptimize_mean']:.2f}s"
+        + (
+            f"; naive {out['naive']['seconds']:.1f}s (projected full {out['naive']['projected_full_seconds']:.0f}s)"
+            if "naive" in out
+            else ""
+        )
+        + f"  [load {out['load_before']:.1f} → {out['load_after']:.1f}]",
+        flush=True,
+    )
+    return out
+
+
+def naive_for_rq2(model: TrainedModel, graph: Graph, args: argparse.Namespace) -> dict | None:
+    """The naive estimate over all training nodes for the correlation (only when RQ1 runs it in full)."""
+    if args.naive_nodes >= 0:
+        return None
+    nv = naive_estimate(model, graph, depth=args.naive_depth)
+    return {"delta": nv.delta + nv.direct, "delta_paper_terms": nv.delta, "timings": nv.timings}
+
+
+def main() -> None:
+    p = C.parser("RQ1 speed and RQ2 faithfulness of BIND's influence estimate", seeds="10")
+    p.add_argument("--parts", default="rq2,gin,rq1", help="which parts to run (rq2, gin, rq1)")
+    p.add_argument("--sample", type=int, default=50, help="random training nodes, per-node vs reoptimize")
+    p.add_argument("--num-sets", type=int, default=10, help="node sets per direction, vs reoptimize")
+    p.add_argument("--scratch-sample", type=int, default=20, help="random nodes vs retraining from scratch")
+    p.add_argument("--scratch-num-sets", type=int, default=5, help="node sets per direction vs scratch")
+    p.add_argument("--gin-sample", type=int, default=50, help="random nodes for GIN vs reoptimize")
+    p.add_argument("--lissa-depth", type=int, default=5000, help="depth of our LiSSA solver variant")
+    p.add_argument("--naive-nodes", type=int, default=-1, help="training nodes the naive run covers (-1: all)")
+    p.add_argument("--naive-depth", type=int, default=5000, help="LiSSA depth of the naive run")
+    p.add_argument("--retrain-runs", type=int, default=3, help="retrainings from scratch to time")
+    p.add_argument("--repeats", type=int, default=3, help="timed warm estimates (best is reported)")
+    p.add_argument("--quick", action="store_true", help="a small, fast subset")
+    args = p.parse_args()
+    if args.quick:
+        args.sample, args.num_sets, args.scratch_sample, args.scratch_num_sets = 10, 3, 0, 0
+        args.gin_sample, args.lissa_depth, args.naive_nodes, args.naive_depth = 5, 200, 10, 50
+        args.retrain_runs, args.repeats = 1, 1
+    C.setup(args)
+    parts = set(args.parts.split(","))
+    result: dict[str, Any] = {"machine": C.machine(), "args": vars(args), "datasets": {}}
+    graphs = C.datasets(args)
+    models: dict[tuple[str, int], TrainedModel] = {}
+    for name, graph in graphs:
+        for seed in C.seeds(args):
+            models[name, seed] = train(graph, TrainConfig(seed=seed), ModelConfig())
+            result["datasets"].setdefault(name, {})[str(seed)] = {}
+    if "rq2" in parts:
+        for name, graph in graphs:
+            for seed in C.seeds(args):
+                print(f"RQ2 {name} seed {seed}", flush=True)
+                naive = naive_for_rq2(models[name, seed], graph, args) if "rq1" in parts else None
+                rec = rq2(name, graph, models[name, seed], args, naive)
+                if naive is not None:
+                    rec["naive_full_timings"] = naive["timings"]
+                result["datasets"][name][str(seed)]["rq2"] = rec
+                C.write_json("bench_influence", result, args.out)
+    if "gin" in parts:
+        for name, graph in graphs:
+            for seed in C.seeds(args):
+                print(f"RQ2 GIN {name} seed {seed}", flush=True)
+                result["datasets"][name][str(seed)]["gin"] = rq2_gin(name, graph, seed, args)
+                C.write_json("bench_influence", result, args.out)
+    if "rq1" in parts:
+        for name, graph in graphs:
+            for seed in C.seeds(args):
+                print(f"RQ1 {name} seed {seed}", flush=True)
+                result["datasets"][name][str(seed)]["rq1"] = rq1(name, graph, models[name, seed], args)
+                C.write_json("bench_influence", result, args.out)
+    print_tables(result)
+    result["machine_end"] = C.machine()
+    C.write_json("bench_influence", result, args.out)
+
+
+def _p(d: dict | None, key: str = "pearson") -> str:
+    v = None if d is None else d.get(key)
+    return "–" if v is None else f"{v:.4f}"
+
+
+def print_tables(result: dict[str, Any]) -> None:
+    rows1, rows2 = [], []
+    for name, by_seed in result["datasets"].items():
+        for seed, rec in by_seed.items():
+            if "rq1" in rec:
+                r = rec["rq1"]
+                naive = r.get("naive", {})
+                rows1.append(
+                    [
+                        f"{name} s{seed}",
+                        f"{r['cold_first_call_seconds']:.2f}",
+                        f"{r['warm_seconds']:.3f}",
+                        f"{naive.get('projected_full_seconds', float('nan')):.0f}"
+                        + (" (extrap.)" if naive.get("extrapolated") else ""),
+                        f"{r.get('speedup_vs_naive', float('nan')):.0f}×",
+                        f"{r['scratch_mean']:.2f}",
+                        f"{r['speedup_vs_retraining_per_node']:.0f}×",
+                        f"{r['reoptimize_mean']:.2f}",
+                    ]
+                )
+            if "rq2" in rec:
+                for key in ("sample/reoptimize", "sets/reoptimize", "sample/scratch", "sets/scratch"):
+                    if key not in rec["rq2"]:
+                        continue
+                    v = rec["rq2"][key]
+                    s = v["scores"]
+                    rows2.append(
+                        [
+                            f"{name} s{seed} GCN",
+                            f"{key} ({v['count']})",
+                            _p(s["default"]["gamma"]),
+                            _p(s["default"]["gamma"], "spearman"),
+                            _p(s["default"]["gamma_sp"]),
+                            _p(s["default"]["gamma_eo"]),
+                            _p(s["no_non_iid"]["gamma"]),
+                            _p(s["no_direct"]["gamma"]),
+                            _p(s["no_non_iid_no_direct"]["gamma"]),
+                            _p(s["lissa"]["gamma"]),
+                            _p(s.get("naive", {}).get("gamma")),
+                        ]
+                    )
+            gin_rows = []
+            if "gin" in rec:
+                v = rec["gin"]["sample/reoptimize"]
+                gin_rows = [("", v["scores"])]
+            for label, s in gin_rows:
+                rows2.append(
+                    [
+                        f"{name} s{seed} GIN",
+                        f"sample/reoptimize{label} ({v['count']})",
+                        _p(s["default"]["gamma"]),
+                        _p(s["default"]["gamma"], "spearman"),
+                        _p(s["default"]["gamma_sp"]),
+                        _p(s["default"]["gamma_eo"]),
+                        _p(s["no_non_iid"]["gamma"]),
+                        _p(s["no_direct"]["gamma"]),
+                        "–",
+                        "–",
+                        "–",
+                    ]
+                )
+    if rows1:
+        print("\n## RQ1: seconds for all training nodes (ours: warm, best of repeats)\n")
+        heads = ["run", "ours cold", "ours warm", "naive", "vs naive", "scratch 1×", "vs retrain/node", "reopt 1×"]
+        print(C.table(heads, rows1))
+    if rows2:
+        print("\n## RQ2: Pearson (Spearman) of estimated vs actual ΔΓ\n")
+        heads = [
+            "model",
+            "protocol/ground truth (n)",
+            "Γ",
+            "Γ Spearman",
+            "Γ_SP",
+            "Γ_EO",
+            "Γ no non-iid",
+            "Γ no direct",
+            "Γ neither",
+            "Γ LiSSA",
+            "Γ naive",
+        ]
+        print(C.table(heads, rows2))
+
+
+if __name__ == "__main__":
+    main()
