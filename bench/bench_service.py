@@ -4,8 +4,9 @@ Starts a private stack on this machine: a fresh Postgres database, a Redis DB nu
 and one Celery worker process (loopback only). Then:
 
 1. ``POST /v1/audits`` for a built-in dataset (Income by default) and polls ``GET /v1/audits/{id}`` every
-   0.1 s until ``succeeded``; the same audit is then run directly with ``bind_core.audit.run_audit`` in this
-   process (dataset load included, as the worker loads it too). Overhead = service time − direct time.
+   0.1 s until ``succeeded``; the same audit is then run directly with ``bind_core.audit.run_audit`` in a
+   fresh process (dataset load included, as the worker loads it too). ``--repeat`` pairs, alternated;
+   overhead = median service time − median direct time, and the time outside the worker's run.
 2. ``--threads`` threads × ``--requests`` requests each of ``GET /v1/audits/{id}`` and of one influence page
    (``order=harmful&limit=50``) against the finished audit: p50, p99 and throughput.
 
@@ -165,15 +166,27 @@ def service_audit(base: str, key: str, body: dict[str, Any], timeout: float) -> 
     }
 
 
-def direct_audit(dataset: str, data_root: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """The same audit through ``bind_core`` alone, as the worker runs it (dataset load included)."""
-    from bind_core.audit import AuditConfig, run_audit
-    from bind_core.datasets import load
+DIRECT = """
+import json, sys, time
+from bind_core.audit import AuditConfig, run_audit
+from bind_core.datasets import load
+dataset, root, config = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+t0 = time.perf_counter()
+graph = load(dataset, root)
+result = run_audit(graph, AuditConfig.from_dict(config), device="cpu")
+print(json.dumps({"wall_s": time.perf_counter() - t0, "stage_timings_s": result.to_dict().get("timings", {})}))
+"""
 
-    t0 = time.perf_counter()
-    graph = load(dataset, data_root)
-    result = run_audit(graph, AuditConfig.from_dict(config), device="cpu")
-    return {"wall_s": time.perf_counter() - t0, "stage_timings_s": result.to_dict().get("timings", {})}
+
+def direct_audit(dataset: str, data_root: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The same audit through ``bind_core`` alone, in a fresh process like a worker's (dataset load
+    included, interpreter and import time excluded)."""
+    from app.schemas.audits import AuditCreate
+
+    full = AuditCreate.model_validate({"dataset": dataset, **config}).config_dict()  # the API's defaults
+    out = subprocess.run([sys.executable, "-c", DIRECT, dataset, str(data_root), json.dumps(full)], cwd=ROOT,
+                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    return dict(json.loads(out.strip().splitlines()[-1]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                         "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"))  # fmt: skip
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15")
     parser.add_argument("--timeout", type=float, default=3600)
-    parser.add_argument("--skip-direct", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3, help="service and direct runs, alternated")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "service.json")
     args = parser.parse_args(argv)
 
@@ -210,21 +223,27 @@ def main(argv: list[str] | None = None) -> int:
         env.update(BIND_DATABASE_URL=url, BIND_BROKER_URL=args.redis_url, BIND_DATA_ROOT=str(args.data_root),
                    BIND_DEVICE="cpu", PYTHONPATH=str(ROOT))  # fmt: skip
         with stack(env, free_port(), args.out.parent / "logs") as base:
-            print(f"stack up at {base}; running the {args.dataset} audit through the service ...", flush=True)
-            report["service"] = service_audit(base, key, {"dataset": args.dataset, **config}, args.timeout)
-            print(json.dumps(report["service"], indent=2), flush=True)
-            path = f"/v1/audits/{report['service']['audit_id']}"
+            report["service"], report["direct"] = [], []
+            for i in range(args.repeat):
+                print(f"[{i + 1}/{args.repeat}] {args.dataset} audit through the service ...", flush=True)
+                report["service"].append(service_audit(base, key, {"dataset": args.dataset, **config}, args.timeout))
+                print(json.dumps(report["service"][-1]), flush=True)
+                print(f"[{i + 1}/{args.repeat}] the same audit directly through bind_core ...", flush=True)
+                report["direct"].append(direct_audit(args.dataset, args.data_root, config))
+                print(json.dumps(report["direct"][-1]), flush=True)
+            service = statistics.median(r["wall_s"] for r in report["service"])
+            direct = statistics.median(r["wall_s"] for r in report["direct"])
+            outside = statistics.median(r["wall_s"] - r["worker_run_s"] for r in report["service"])
+            report["summary"] = {"service_median_s": service, "direct_median_s": direct,
+                                 "overhead_median_s": service - direct, "outside_worker_median_s": outside}  # fmt: skip
+            print(json.dumps(report["summary"]), flush=True)
+            path = f"/v1/audits/{report['service'][-1]['audit_id']}"
             report["get_audit"] = load_test(base, key, path, {}, args.threads, args.requests)
             print("GET audit:", json.dumps(report["get_audit"]), flush=True)
             page = {"order": "harmful", "limit": 50}
             report["influence_page"] = load_test(base, key, f"{path}/influence", page, args.threads, args.requests)
             print("GET influence page:", json.dumps(report["influence_page"]), flush=True)
     broker.flushdb()
-    if not args.skip_direct:
-        print("running the same audit directly through bind_core ...", flush=True)
-        report["direct"] = direct_audit(args.dataset, args.data_root, config)
-        report["overhead_s"] = report["service"]["wall_s"] - report["direct"]["wall_s"]
-        print(json.dumps(report["direct"], indent=2), f"\noverhead: {report['overhead_s']:.2f} s", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
