@@ -1,0 +1,142 @@
+"""Exports of an audit: per-node influence as CSV or Parquet, and the audit as a model card's quantitative analysis.
+
+Pure functions over plain data (the rows of ``AuditResult.influence_rows()``, the JSON of
+``AuditResult.to_dict()``); they return bytes or JSON-ready dicts and touch no file, network or database.
+
+**CSV injection.** A spreadsheet treats a cell that starts with ``=``, ``+``, ``-`` or ``@`` (and, in some
+programs, a tab or a carriage return) as a formula. :func:`csv_cell` prefixes such *string* cells with a single
+quote, as OWASP recommends. Numbers are written as numbers and never escaped: a negative ΔΓ such as
+``-0.0149`` starts with ``-`` but is a number, it stays numeric for every program that reads the file, and a
+number cannot carry a formula. Every column of an influence row is numeric today; the escaping guards string
+cells (original node ids or group names) that uploads may bring.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+INFLUENCE_COLUMNS = ("position", "node_index", "node_id", "group", "label", "delta", "delta_sp", "delta_eo")
+INFLUENCE_SCHEMA = pa.schema(
+    [("position", pa.int32()), ("node_index", pa.int64()), ("node_id", pa.int64()), ("group", pa.int32()),
+     ("label", pa.int32()), ("delta", pa.float64()), ("delta_sp", pa.float64()), ("delta_eo", pa.float64())]
+)  # fmt: skip
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+EXPORT_FORMAT = "bind-audit/model-card-quantitative-analysis/v1"
+
+# (key in metrics.test, model-card type); their intervals, where computed, sit under metrics.intervals[key].
+TEST_METRICS = (("accuracy", "accuracy"), ("auc", "roc_auc"), ("f1", "f1"), ("delta_sp", "delta_sp"),
+                ("delta_eo", "delta_eo"), ("gamma_sp", "gamma_sp"), ("gamma_eo", "gamma_eo"),
+                ("gamma", "gamma"))  # fmt: skip
+GROUP_METRICS = (("accuracy", "accuracy"), ("positive_rate", "positive_rate"), ("tpr", "true_positive_rate"),
+                 ("mean_probability", "mean_predicted_probability"), ("size", "test_nodes"))  # fmt: skip
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` made safe for a spreadsheet: a string starting with a formula character gets a leading ``'``.
+
+    Numbers (``int``, ``float``; not ``bool``) pass through unchanged, so negative numbers stay numeric.
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def influence_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str] = INFLUENCE_COLUMNS) -> bytes:
+    """The rows as UTF-8 CSV (RFC 4180: header row, CRLF line ends), string cells escaped by :func:`csv_cell`.
+
+    Floats are written with Python's shortest round-trip representation, so the file reproduces them exactly.
+    """
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerow([csv_cell(c) for c in columns])
+    for row in rows:
+        writer.writerow([csv_cell(row.get(c)) for c in columns])
+    return buffer.getvalue().encode("utf-8")
+
+
+def influence_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
+    """The rows as a Parquet file (:data:`INFLUENCE_SCHEMA`, zstd-compressed). Typed columns: no escaping."""
+    rows = list(rows)
+    table = pa.table({c: [r[c] for r in rows] for c in INFLUENCE_COLUMNS}, schema=INFLUENCE_SCHEMA)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> dict[str, Any]:
+    """The audit as a JSON document shaped like a model card's quantitative analysis (Mitchell et al., 2019;
+    the Model Card Toolkit's ``quantitative_analysis.performance_metrics``), plus BIND's own blocks.
+
+    Shape::
+
+        {"format": EXPORT_FORMAT, "audit_id": ..., "sign_convention": ...,
+         "quantitative_analysis": {"performance_metrics": [
+             {"type": "accuracy", "value": 0.89, "slice": "test",
+              "confidence_interval": {"lower_bound": 0.83, "upper_bound": 0.96}},   # only where computed
+             {"type": "true_positive_rate", "value": 0.95, "slice": "group=0"}, ...]},
+         "influence": {summary: count, harmful, helpful, quantiles, ...; "top_harmful", "top_helpful"} | None,
+         "debiasing": [{budget, requested, deleted, nodes, estimated_delta, before, after}] | None,
+         "validation": {count, pearson, spearman, correlations} | None,
+         "warnings": [...], "graph": {...}, "model": {...}}
+
+    Slices: ``test`` for the whole test set (the fairness gaps ΔSP, ΔEO, Γ compare the groups within it),
+    ``group=g`` for the test nodes of sensitive group g. Non-finite numbers become ``null``.
+    """
+    metrics = results.get("metrics") or {}
+    test, intervals = metrics.get("test") or {}, metrics.get("intervals") or {}
+    performance = []
+    for key, kind in TEST_METRICS:
+        if test.get(key) is None:
+            continue
+        entry: dict[str, Any] = {"type": kind, "value": test[key], "slice": "test"}
+        if isinstance(band := intervals.get(key), Mapping):
+            entry["confidence_interval"] = {"lower_bound": band.get("low"), "upper_bound": band.get("high")}
+        performance.append(entry)
+    for group in metrics.get("groups") or []:
+        for key, kind in GROUP_METRICS:
+            if group.get(key) is not None:
+                performance.append({"type": kind, "value": group[key], "slice": f"group={group.get('group')}"})
+    summary = results.get("influence_summary")
+    influence = (
+        {**{k: v for k, v in summary.items() if k not in ("timings", "solver_details")},
+         "top_harmful": results.get("top_harmful") or [], "top_helpful": results.get("top_helpful") or []}
+        if summary else None
+    )  # fmt: skip
+    validation = results.get("validation")
+    document = {
+        "format": EXPORT_FORMAT,
+        "audit_id": audit_id,
+        "sign_convention": results.get("sign_convention"),
+        "quantitative_analysis": {
+            "performance_metrics": performance,
+            "confidence_level": intervals.get("level"),
+        },
+        "influence": influence,
+        "debiasing": [{k: v for k, v in run.items() if k != "seconds"} for run in results.get("debiasing") or []]
+        or None,
+        "validation": {k: validation.get(k) for k in ("count", "mode", "pearson", "spearman", "correlations")}
+        if validation
+        else None,
+        "warnings": list(results.get("warnings") or []),
+        "graph": results.get("graph"),
+        "model": results.get("model"),
+    }
+    return _finite(document)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by ``None`` (strict JSON has neither)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,182 @@
+"""The HTML report and the exports, on the results of a tiny real audit; the page rendered in headless Chromium."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from bind_core.audit import AuditConfig, run_audit
+from bind_core.datasets import synthetic
+from bind_core.exports import INFLUENCE_COLUMNS, csv_cell, influence_csv, influence_parquet, model_card
+from bind_core.report import render_report
+from bind_core.training import TrainConfig
+
+SECTIONS = ("warnings", "metrics", "groups", "influence", "top-harmful", "trust", "debiasing")
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def audit() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(results, influence_rows)`` of a real audit, through JSON as the service stores them."""
+    config = AuditConfig(training=TrainConfig(epochs=30), validation_sample=5, bootstrap=200)
+    result = run_audit(synthetic(300, seed=1), config)
+    return json.loads(json.dumps(result.to_dict())), result.influence_rows()
+
+
+@pytest.fixture(scope="module")
+def page(audit: tuple[dict[str, Any], list[dict[str, Any]]]) -> str:
+    return render_report(*audit, meta={"audit": "<script>alert(1)</script>"})
+
+
+class Outline(HTMLParser):
+    """Tags, ids, attributes and the title of a page; ``html.parser`` raises on nothing, so count what matters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.ids: set[str] = set()
+        self.refs: list[str] = []
+        self.title = ""
+        self._in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self._in_title = tag == "title"
+        for name, value in attrs:
+            if name == "id" and value:
+                self.ids.add(value)
+            if name in {"src", "href", "xlink:href", "action", "data"} and value is not None:
+                self.refs.append(value)
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title += data
+            self._in_title = False
+
+
+def outline(html: str) -> Outline:
+    parser = Outline()
+    parser.feed(html)
+    parser.close()
+    return parser
+
+
+def test_report_is_one_offline_page(page: str) -> None:
+    found = outline(page)
+    assert page.startswith("<!DOCTYPE html>") and found.title == "BIND audit report"
+    assert set(SECTIONS) <= found.ids
+    assert page.count("<svg") == 4 and found.tags.count("svg") == 4
+    assert "script" not in found.tags and "<script>alert" not in page and "&lt;script&gt;alert(1)" in page
+    assert all(ref.startswith("#") for ref in found.refs), [r for r in found.refs if not r.startswith("#")]
+    assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", page) and not re.search(r"https?:", page)
+    assert len(set(re.findall(r'\bid="([^"]+)"', page))) == len(re.findall(r'\bid="([^"]+)"', page))  # unique ids
+    assert "harmful" in page and "ΔΓ = Γ(retrained without the node) − Γ(now)" in page
+    assert "95% CI [" in page and "Pearson" in page and "Spearman" in page
+
+
+def test_report_shows_the_data(page: str, audit: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+    results, rows = audit
+    worst = min(rows, key=lambda r: r["delta"])
+    assert f"<td>{worst['node_id']}</td>" in page and f"{worst['delta']:.4f}" in page
+    for warning in results["warnings"]:
+        assert warning.replace("<", "&lt;") in page
+    for run in results["debiasing"]:
+        assert f"after deleting {run['deleted']} " in page
+
+
+def test_report_without_optional_blocks_and_hostile_text(audit: tuple[dict[str, Any], Any]) -> None:
+    results = dict(audit[0], influence_summary=None, top_harmful=None, debiasing=None, validation=None)
+    results["graph"] = dict(results["graph"], name='<img src="http://x/y.png">')
+    results["warnings"] = ["<b onmouseover=alert(1)>&"]
+    html = render_report(results, title="a <b> & c")
+    found = outline(html)
+    assert (
+        found.title == "a <b> & c"
+        and all(r.startswith("#") for r in found.refs)
+        and "img" not in found.tags
+        and "<b onmouseover" not in html
+    )
+    assert html.count("<svg") == 1 and "Not computed" in html and "Not run" in html
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("=1+2", "'=1+2"), ("+31", "'+31"), ("-x", "'-x"), ("@SUM(A1)", "'@SUM(A1)"), ("\tcmd", "'\tcmd"),
+     ("plain", "plain"), ("", ""), (-0.5, -0.5), (-3, -3), (0, 0), (None, None)],
+)  # fmt: skip
+def test_csv_cell_escapes_only_formula_strings(value: Any, expected: Any) -> None:
+    assert csv_cell(value) == expected
+
+
+def test_influence_csv(audit: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+    rows = audit[1]
+    text = influence_csv(rows).decode()
+    assert text.splitlines()[0] == ",".join(INFLUENCE_COLUMNS) and "\r\n" in text
+    frame = pd.read_csv(io.StringIO(text))
+    assert len(frame) == len(rows) and frame["delta"].dtype == "float64" and (frame["delta"] < 0).any()
+    assert frame["delta"].tolist() == [r["delta"] for r in rows]  # negative numbers stay numbers, exactly
+    hostile = influence_csv([{**rows[0], "node_id": "=HYPERLINK(1)", "group": "@g"}]).decode()
+    assert ",'=HYPERLINK(1)," in hostile and ",'@g," in hostile
+
+
+def test_influence_parquet_round_trip(audit: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+    rows = audit[1]
+    frame = pd.read_parquet(io.BytesIO(influence_parquet(rows)))
+    assert list(frame.columns) == list(INFLUENCE_COLUMNS)
+    assert frame.to_dict("records") == rows
+    assert str(frame["node_id"].dtype) == "int64" and str(frame["delta"].dtype) == "float64"
+
+
+def test_model_card(audit: tuple[dict[str, Any], Any]) -> None:
+    results = audit[0]
+    card = model_card(dict(results, validation=dict(results["validation"], pearson=math.nan)), audit_id="a1")
+    json.dumps(card, allow_nan=False)
+    metrics = card["quantitative_analysis"]["performance_metrics"]
+    accuracy = next(m for m in metrics if m["type"] == "accuracy" and m["slice"] == "test")
+    band = results["metrics"]["intervals"]["accuracy"]
+    assert accuracy["value"] == results["metrics"]["test"]["accuracy"]
+    assert accuracy["confidence_interval"] == {"lower_bound": band["low"], "upper_bound": band["high"]}
+    assert {m["slice"] for m in metrics} == {"test", "group=0", "group=1"}
+    assert "confidence_interval" not in next(m for m in metrics if m["type"] == "gamma")
+    assert card["influence"]["count"] == len(audit[1]) and card["influence"]["top_harmful"]
+    assert [d["budget"] for d in card["debiasing"]] == [0.01, 0.1] and card["validation"]["pearson"] is None
+
+
+def chromium(html: Path, png: Path) -> tuple[int, list[str], str]:
+    """Open ``html`` in headless Chromium, offline, screenshot it to ``png``; returns its console lines."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={png.with_suffix('.profile')}", f"--screenshot={png}", "--window-size=1280,2000",
+             "--enable-logging=stderr", "--v=0"]  # fmt: skip
+    done = subprocess.run([str(CHROMIUM), *flags, html.as_uri()], capture_output=True, text=True, timeout=60)
+    # Chromium logs console messages (errors and uncaught exceptions included) as ``INFO:CONSOLE``.
+    console = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    return done.returncode, console, done.stderr[-2000:]
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (apt-get install chromium)")
+def test_report_in_headless_chromium(page: str, tmp_path: Path) -> None:
+    """The page loads in a real browser, offline, with no console message at all; the screenshot shows a page.
+
+    A page that throws is opened first, to prove that this Chromium reports console errors on stderr.
+    """
+    broken = tmp_path / "broken.html"
+    broken.write_text("<!DOCTYPE html><title>x</title><script>throw new Error('probe')</script>", encoding="utf-8")
+    _, console, _ = chromium(broken, tmp_path / "broken.png")
+    assert any("Uncaught" in line and "probe" in line for line in console), console
+
+    html, png = tmp_path / "report.html", tmp_path / "report.png"
+    html.write_text(page, encoding="utf-8")
+    code, console, stderr = chromium(html, png)
+    assert code == 0, stderr
+    assert console == []
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 50_000
