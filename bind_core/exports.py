@@ -19,8 +19,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 INFLUENCE_COLUMNS = ("position", "node_index", "node_id", "group", "label", "delta", "delta_sp", "delta_eo")
 INFLUENCE_SCHEMA = pa.schema(
@@ -128,7 +128,8 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
         "graph": results.get("graph"),
         "model": results.get("model"),
     }
-    return _finite(document)
+    finite: dict[str, Any] = _finite(document)
+    return finite
 
 
 def _finite(value: Any) -> Any:

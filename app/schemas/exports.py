@@ -1,0 +1,49 @@
+"""The audit export: a model card's quantitative analysis plus BIND's influence and debiasing blocks.
+
+Built by :func:`bind_core.exports.model_card`; these models only declare (and check) its shape in OpenAPI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ConfidenceInterval(BaseModel):
+    lower_bound: float | None
+    upper_bound: float | None
+
+
+class PerformanceMetric(BaseModel):
+    type: str
+    """``accuracy``, ``roc_auc``, ``f1``, ``delta_sp``, ``delta_eo``, ``gamma_sp``, ``gamma_eo``, ``gamma``;
+    per group also ``positive_rate``, ``true_positive_rate``, ``mean_predicted_probability``, ``test_nodes``."""
+    value: float | None
+    slice: str
+    """``test`` (all test nodes) or ``group=g`` (the test nodes of sensitive group g)."""
+    confidence_interval: ConfidenceInterval | None = None
+    """Percentile bootstrap interval at ``confidence_level``, where computed (binary labels, test slice)."""
+
+
+class QuantitativeAnalysis(BaseModel):
+    performance_metrics: list[PerformanceMetric]
+    confidence_level: float | None = None
+
+
+class AuditExport(BaseModel):
+    format: str
+    """``bind-audit/model-card-quantitative-analysis/v1``."""
+    audit_id: str | None = None
+    sign_convention: str | None = None
+    quantitative_analysis: QuantitativeAnalysis
+    influence: dict[str, Any] | None = None
+    """The influence summary (count, harmful, helpful, quantiles, Γ, λ, solver) with the top harmful and
+    helpful nodes."""
+    debiasing: list[dict[str, Any]] | None = None
+    """Per budget: requested, deleted, the deleted nodes, the estimated ΔΓ, and the metrics before and after."""
+    validation: dict[str, Any] | None = None
+    """Estimated against actual ΔΓ: count, Pearson, Spearman, per-part correlations."""
+    warnings: list[str] = Field(default_factory=list)
+    graph: dict[str, Any] | None = None
+    model: dict[str, Any] | None = None
