@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     # Worker-only settings (read by `worker/`; the API ignores them).
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Torch device of this worker: ``auto`` takes CUDA when ``torch.cuda.is_available()``, else the CPU."""
+    torch_threads: int = Field(default=1, ge=0)
+    """CPU threads torch may use in a worker (0: torch's default, one per core). One suits the paper's small
+    models and keeps a worker from fighting the API and other workers for cores."""
     progress_interval: float = Field(default=0.5, ge=0)
     """Least seconds between two progress writes to an audit row."""
     heartbeat_interval: float = Field(default=5.0, gt=0)

@@ -44,7 +44,8 @@ def debias(
         start = time.perf_counter()
         nodes = select(influence, graph, budget, "harmful", hops=model.model_config.layers)
         reduced, _ = graph.without_nodes(nodes)
-        retrained = train(reduced, model.train_config, model.model_config, device=model.device)
+        step = None if progress is None else (lambda _s, f, i=i: progress("debiasing", (i + f) / len(budgets)))
+        retrained = train(reduced, model.train_config, model.model_config, progress=step, device=model.device)
         pos = torch.searchsorted(graph.train_idx.sort().values, nodes)
         order = torch.argsort(graph.train_idx)
         est = float(influence[order[pos]].sum()) if nodes.numel() else 0.0
@@ -60,6 +61,4 @@ def debias(
                 "seconds": time.perf_counter() - start,
             }
         )
-        if progress is not None:
-            progress("debiasing", (i + 1) / len(budgets))
     return rows

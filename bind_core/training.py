@@ -243,6 +243,7 @@ def _adam(
 ) -> TrainedModel:
     module = trained.module
     keep_best = config.keep == "best_val"
+    share = 0.8 if config.polish else 1.0  # of the stage's progress; the polish reports the rest
     inputs = trained.prepare(graph)
     dev = inputs.x.device
     train_idx, val_idx = graph.train_idx.to(dev), graph.val_idx.to(dev)
@@ -270,7 +271,7 @@ def _adam(
             best_val, best_epoch = val_loss, epoch
             best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
         if progress is not None and (epoch % every == 0 or epoch == config.epochs - 1):
-            progress(stage, (epoch + 1) / config.epochs)
+            progress(stage, share * (epoch + 1) / config.epochs)
     if keep_best and best_epoch >= 0:
         module.load_state_dict(best_state)
     module.eval()
@@ -283,7 +284,13 @@ def _adam(
     adam_grad = gradient_norm(trained, graph)
     trained.stationarity = {"adam_grad_norm": adam_grad, "grad_norm": adam_grad, "polished": False}
     if config.polish:
-        polish(trained, graph, max_iter=config.polish_max_iter, tol=config.polish_tol)
+        polish(
+            trained,
+            graph,
+            max_iter=config.polish_max_iter,
+            tol=config.polish_tol,
+            progress=None if progress is None else (lambda f: progress(stage, share + (1 - share) * f)),
+        )
         trained.stationarity["adam_grad_norm"] = adam_grad
     return trained
 
@@ -308,11 +315,19 @@ def gradient_norm(trained: TrainedModel, graph: Graph) -> float:
     return float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads)))
 
 
-def polish(trained: TrainedModel, graph: Graph, *, max_iter: int = 1000, tol: float = 1e-7) -> TrainedModel:
+def polish(
+    trained: TrainedModel,
+    graph: Graph,
+    *,
+    max_iter: int = 1000,
+    tol: float = 1e-7,
+    progress: Callable[[float], None] | None = None,
+) -> TrainedModel:
     """Re-optimise ``trained`` in place to a stationary point: float64 full-batch L-BFGS, no dropout.
 
     The model is converted to float64. Records ``grad_norm``, ``iterations`` and ``seconds`` in
     ``trained.stationarity``. Used after training and, warm-started, as the ground truth of a deletion.
+    ``progress(fraction)`` is called every 25 objective evaluations (fraction of ``max_iter``); it may raise.
     """
     module = trained.module.double()
     module.eval()
@@ -329,7 +344,13 @@ def polish(trained: TrainedModel, graph: Graph, *, max_iter: int = 1000, tol: fl
         line_search_fn="strong_wolfe",
     )
 
+    evaluations = 0
+
     def closure() -> Tensor:
+        nonlocal evaluations
+        evaluations += 1
+        if progress is not None and evaluations % 25 == 0:
+            progress(min(1.0, evaluations / max(max_iter, 1)))
         optimizer.zero_grad(set_to_none=True)
         obj = training_objective(module, inputs, graph, wd)
         obj.backward()
@@ -338,6 +359,8 @@ def polish(trained: TrainedModel, graph: Graph, *, max_iter: int = 1000, tol: fl
     start = time.perf_counter()
     if max_iter > 0:
         optimizer.step(closure)
+    if progress is not None:
+        progress(1.0)
     state = optimizer.state[optimizer._params[0]]
     trained.stationarity = {
         **trained.stationarity,

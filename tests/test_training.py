@@ -62,6 +62,10 @@ def test_progress_is_reported_up_to_one(small_graph: Graph) -> None:
     train(small_graph, TrainConfig(epochs=30, polish=False), progress=lambda s, f: seen.append((s, f)))
     fracs = [f for _, f in seen]
     assert {s for s, _ in seen} == {"training"} and fracs == sorted(fracs) and fracs[-1] == 1.0
+    seen.clear()
+    train(small_graph, TrainConfig(epochs=30), progress=lambda s, f: seen.append((s, f)))  # with the polish
+    fracs = [f for _, f in seen]
+    assert fracs == sorted(fracs) and fracs[-1] == 1.0 and any(0.8 < f < 1.0 for f in fracs)
 
 
 def test_keep_best_val_vs_last(small_graph: Graph) -> None:

@@ -48,6 +48,10 @@ def create_celery(settings: Settings) -> Celery:
 
 app = create_celery(get_settings())
 context.device()  # a worker that cannot honour BIND_DEVICE refuses to start
+if get_settings().torch_threads:
+    import torch
+
+    torch.set_num_threads(get_settings().torch_threads)
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
