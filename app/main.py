@@ -14,7 +14,7 @@ from app.db.session import make_engine, session_factory
 from app.middleware import SecurityHeadersMiddleware
 from app.problems import install_problem_handlers
 from app.queue import AuditQueue
-from app.routes import audits, datasets, graphs, health, reports
+from app.routes import audits, datasets, graphs, health, models, reports
 from app.schemas.problem import problem_responses, problem_schemas
 from app.settings import Settings, get_settings
 
@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     v1 = APIRouter(prefix="/v1", responses=problem_responses(401, 422, 500))
-    for module in (graphs, datasets, audits, reports):
+    for module in (graphs, datasets, models, audits, reports):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)

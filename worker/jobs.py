@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import CursorResult, Executable, and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
-from app.db.models import Audit, Graph, InfluenceRow
+from app.db.models import Audit, Graph, InfluenceRow, SuppliedModel
 from worker.progress import Lease
 
 
@@ -29,6 +29,8 @@ class Claim:
     graph_id: uuid.UUID | None
     dataset: str | None
     config: dict[str, Any]
+    model_id: uuid.UUID | None = None
+    """A supplied model to audit instead of training one."""
 
 
 def now() -> datetime:
@@ -63,11 +65,11 @@ def claim(
             ),
         )
         .values(**values)
-        .returning(Audit.attempts, Audit.graph_id, Audit.dataset, Audit.config)
+        .returning(Audit.attempts, Audit.graph_id, Audit.dataset, Audit.config, Audit.model_id)
     ).one_or_none()
     if row is None:
         return None
-    return Claim(audit_id, row.attempts, row.graph_id, row.dataset, row.config)
+    return Claim(audit_id, row.attempts, row.graph_id, row.dataset, row.config, row.model_id)
 
 
 def _rowcount(session: Session, statement: Executable) -> int:
@@ -79,6 +81,14 @@ def _rowcount(session: Session, statement: Executable) -> int:
 def graph_bytes(session: Session, graph_id: uuid.UUID) -> bytes | None:
     """The stored npz of an uploaded graph (``None`` if it was deleted)."""
     return session.scalar(select(Graph.data).where(Graph.id == graph_id))
+
+
+def model_parts(session: Session, model_id: uuid.UUID) -> tuple[bytes, dict[str, Any]] | None:
+    """The stored safetensors weights and config of a supplied model (``None`` if it was deleted)."""
+    row = session.execute(
+        select(SuppliedModel.weights, SuppliedModel.config).where(SuppliedModel.id == model_id)
+    ).one_or_none()
+    return None if row is None else (row.weights, row.config)
 
 
 def _fence(claim: Claim) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
-from bind_core import DatasetNotFoundError, Graph
+from bind_core import ConfigError, DatasetNotFoundError, Graph
 from bind_core.audit import AuditConfig, AuditResult, run_audit
 from bind_core.datasets import load, load_npz
 from worker import jobs
@@ -21,6 +21,7 @@ from worker.jobs import Claim
 from worker.problems import problem_for
 from worker.progress import Cancelled, Lease, LeaseLost, ProgressReporter
 from worker.stages import OverallProgress, planned_stages
+from worker.supplied import ModelGone, prepare_model
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +80,17 @@ def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Setting
                 stage, total = overall(current, fraction)
                 reporter(stage, total)
 
-            result = run_audit(graph, config, progress=progress, device=device)
+            model, supplied = None, None
+            if claim.model_id is not None:
+                with sessions() as session:
+                    parts = jobs.model_parts(session, claim.model_id)
+                reporter("training", 0.0)
+                model, supplied = prepare_model(parts, claim.model_id, graph, device)
+            result = run_audit(graph, config, progress=progress, device=device, model=model)
             reporter.check()
             payload = _payload(result)
+            if supplied is not None:
+                payload["results"]["supplied_model"] = supplied
     except Cancelled:
         return _cancelled(sessions, claim)
     except LeaseLost:
@@ -144,4 +153,6 @@ def _unwrap(exc: BaseException) -> BaseException:
     """A `GraphGone` is reported like a missing dataset: the input the audit names is not there."""
     if isinstance(exc, GraphGone):
         return DatasetNotFoundError(str(exc))
+    if isinstance(exc, ModelGone):
+        return ConfigError(str(exc))
     return exc

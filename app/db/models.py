@@ -83,6 +83,10 @@ class Audit(Base):
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
     graph_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("graphs.id", ondelete="SET NULL"), index=True)
     dataset: Mapped[str | None] = mapped_column(String(100))
+    model_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("supplied_models.id", ondelete="SET NULL"), index=True
+    )
+    """A supplied model audited instead of training one (null: the audit trains its own)."""
     config: Mapped[dict[str, Any]] = mapped_column(JSONType)
     request_hash: Mapped[str] = mapped_column(String(64))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
@@ -124,3 +128,22 @@ class InfluenceRow(Base):
     delta: Mapped[float] = mapped_column(Double)
     delta_sp: Mapped[float] = mapped_column(Double)
     delta_eo: Mapped[float] = mapped_column(Double)
+
+
+class SuppliedModel(Base):
+    """A GNN the tenant trained elsewhere, registered for one graph: safetensors weights and a JSON config.
+
+    Checked against the graph when registered (``bind_core.training.TrainedModel.from_bytes``); never a pickle.
+    """
+
+    __tablename__ = "supplied_models"
+    __table_args__ = (Index(None, "tenant_id", "created_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    graph_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("graphs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    weights: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -38,6 +38,9 @@ class AuditCreate(BaseModel):
 
     graph_id: uuid.UUID | None = None
     dataset: str | None = Field(default=None, min_length=1, max_length=100)
+    model_id: uuid.UUID | None = Field(
+        default=None, description="Audit this supplied model (POST /v1/models) instead of training one; its graph."
+    )
     model: ModelSettings = Field(default_factory=ModelSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     lam: float = Field(default=0.5, ge=0.0, le=1.0, description="Γ = lam·Γ_SP + (1−lam)·Γ_EO.")
@@ -61,7 +64,9 @@ class AuditCreate(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
-        if (self.graph_id is None) == (self.dataset is None):
+        if self.model_id is not None and self.dataset is not None:
+            raise ValueError("a supplied model (model_id) is audited on its own graph, not a dataset")
+        if self.model_id is None and (self.graph_id is None) == (self.dataset is None):
             raise ValueError("give exactly one of graph_id and dataset")
         return self
 
@@ -76,7 +81,7 @@ class AuditCreate(BaseModel):
 
     def config_dict(self) -> dict[str, Any]:
         """The input of ``bind_core.audit.AuditConfig.from_dict``."""
-        return self.model_dump(mode="json", exclude={"graph_id", "dataset"})
+        return self.model_dump(mode="json", exclude={"graph_id", "dataset", "model_id"})
 
 
 class AuditSummary(BaseModel):
@@ -96,6 +101,8 @@ class AuditSummary(BaseModel):
     graph_id: uuid.UUID | None
     """Null for a dataset audit, or once the graph was deleted."""
     dataset: str | None
+    model_id: uuid.UUID | None = None
+    """The supplied model audited, if any (null: the audit trained its own, or the model was deleted)."""
     error: dict[str, Any] | None
     """When failed: an RFC 9457 problem document."""
     created_at: datetime

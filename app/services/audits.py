@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
 from app.db.base import utcnow
-from app.db.models import ACTIVE_STATES, Audit, Graph, Tenant
+from app.db.models import ACTIVE_STATES, Audit, Graph, SuppliedModel, Tenant
 from app.db.session import after_commit
 from app.errors import Conflict, NotFound, ValidationProblem
 from app.pagination import newest_first
@@ -63,11 +63,14 @@ def create_audit(
         config = AuditConfig.from_dict(body.config_dict()).to_dict()
     except BindError as exc:
         raise ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration") from exc
+    if body.model_id is not None:
+        body = _model_source(session, tenant, body)
     dataset = _check_source(session, tenant, body, settings)
     audit = Audit(
         tenant_id=tenant.id,
         graph_id=body.graph_id,
         dataset=dataset,
+        model_id=body.model_id,
         config=config,
         request_hash=digest,
         idempotency_key=idempotency_key,
@@ -99,6 +102,24 @@ def _replay(session: Session, tenant: Tenant, key: str, digest: str) -> Audit | 
             title="Idempotency key reused",
         )
     return earlier
+
+
+def _model_source(session: Session, tenant: Tenant, body: AuditCreate) -> AuditCreate:
+    """The request with the supplied model's graph filled in; 422 for an unknown model or another graph."""
+    stmt = select(SuppliedModel.graph_id).where(
+        SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id
+    )
+    graph_id = session.scalar(stmt.with_for_update(read=True))
+    if graph_id is None:
+        raise ValidationProblem(
+            f"No model with id {body.model_id}.", errors=[{"field": "model_id", "message": "no such model"}]
+        )
+    if body.graph_id is not None and body.graph_id != graph_id:
+        raise ValidationProblem(
+            "The model was registered for another graph.",
+            errors=[{"field": "graph_id", "message": f"the model's graph is {graph_id}"}],
+        )
+    return body.model_copy(update={"graph_id": graph_id})
 
 
 def _check_source(session: Session, tenant: Tenant, body: AuditCreate, settings: Settings) -> str | None:

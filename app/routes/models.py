@@ -1,0 +1,118 @@
+"""``/v1/models``: register a GNN trained elsewhere (safetensors weights + JSON config) for a graph."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException
+
+from app.deps import SessionDep, SettingsDep, TenantDep
+from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationProblem
+from app.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from app.schemas.models import ModelPage, ModelRead
+from app.schemas.problem import problem_responses
+from app.services import models as service
+
+router = APIRouter(prefix="/models", tags=["models"])
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["weights", "config", "graph_id"],
+                "properties": {
+                    "weights": {"type": "string", "format": "binary", "description": "safetensors weights."},
+                    "config": {"type": "string", "description": "The model's JSON config (a file or a field)."},
+                    "graph_id": {"type": "string", "format": "uuid", "description": "The graph it was trained on."},
+                    "name": {"type": "string", "description": "A name for the model."},
+                },
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ModelRead,
+    openapi_extra={"requestBody": _UPLOAD_BODY},
+    responses=problem_responses(400, 413, 415),
+)
+async def register_model(
+    request: Request, response: Response, session: SessionDep, tenant: TenantDep, settings: SettingsDep
+) -> Any:
+    """Register a trained GNN for a graph; 422 when the weights are not safetensors, do not fit the config,
+    or the config's ``in_dim`` / ``num_classes`` do not fit the graph."""
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise UnsupportedMediaType("Send the model as multipart/form-data.")
+    length = request.headers.get("content-length", "")
+    if not length.isdigit() or int(length) > settings.max_upload_bytes:
+        raise PayloadTooLarge(f"The upload needs a Content-Length of at most {settings.max_upload_bytes} bytes.")
+    try:
+        form = await request.form(max_files=2, max_fields=4)
+    except MultiPartException as exc:
+        raise BadRequest(f"Malformed multipart body: {exc.message}", slug="malformed-multipart") from exc
+    try:
+        weights_part, config_part = form.get("weights"), form.get("config")
+        graph_part, name = form.get("graph_id"), form.get("name")
+        missing = [
+            k for k, v in (("weights", weights_part), ("config", config_part), ("graph_id", graph_part)) if v is None
+        ]
+        if missing or not isinstance(weights_part, UploadFile):
+            raise ValidationProblem(
+                "A model is a weights file, a config and a graph_id.",
+                errors=[{"field": k, "message": "required"} for k in missing or ["weights"]],
+            )
+        try:
+            graph_id = uuid.UUID(str(graph_part))
+        except ValueError as exc:
+            raise ValidationProblem(
+                "graph_id is not a UUID.", errors=[{"field": "graph_id", "message": "not a UUID"}]
+            ) from exc
+        weights = await weights_part.read()
+        raw = await config_part.read() if isinstance(config_part, UploadFile) else str(config_part)
+    finally:
+        await form.close()
+    config = service.parse_config(raw)
+    summary = await run_in_threadpool(service.graph_summary, session, tenant, graph_id)
+    canonical = await run_in_threadpool(service.check_model, weights, config, summary)
+    label = (str(name).strip() if isinstance(name, str) else "") or str(canonical["model"].get("arch", "model"))
+    row = await run_in_threadpool(
+        lambda: service.create_model(
+            session, tenant, graph_id=graph_id, name=label[:200], weights=weights, config=canonical
+        )
+    )
+    response.headers["Location"] = f"/v1/models/{row.id}"
+    return row
+
+
+@router.get("", response_model=ModelPage)
+def list_models(
+    session: SessionDep,
+    tenant: TenantDep,
+    graph_id: uuid.UUID | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    page_token: Annotated[str | None, Query(max_length=500)] = None,
+) -> ModelPage:
+    """The tenant's models, newest first, optionally of one graph."""
+    rows, token = service.list_models(session, tenant, graph_id=graph_id, limit=limit, page_token=page_token)
+    return ModelPage(items=[ModelRead.model_validate(r) for r in rows], next_page_token=token)
+
+
+@router.get("/{model_id}", response_model=ModelRead, responses=problem_responses(404))
+def read_model(model_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+    return service.get_model(session, tenant, model_id)
+
+
+@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404))
+def delete_model(model_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+    """Delete a model; audits of it keep their results."""
+    service.delete_model(session, tenant, model_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

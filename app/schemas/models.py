@@ -1,0 +1,29 @@
+"""Supplied models (``/v1/models``) as the API shows them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ModelRead(BaseModel):
+    """A registered GNN: its graph, its ``bind_core`` config (architecture, dimensions) and size."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    graph_id: uuid.UUID
+    name: str
+    config: dict[str, Any]
+    """``format``, ``model`` (arch, layers, hidden...), ``training``, ``in_dim``, ``num_classes``, ``dtype``."""
+    size_bytes: int
+    """Size of the safetensors weights."""
+    created_at: datetime
+
+
+class ModelPage(BaseModel):
+    items: list[ModelRead]
+    next_page_token: str | None = None

@@ -1,0 +1,57 @@
+"""Auditing a supplied model and graph versions, through the real service (Postgres, Redis, a worker)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from bind_it import WorkerPool, synthetic_npz, wait_for_audit
+from fastapi.testclient import TestClient
+
+from bind_core.datasets import load_npz
+from bind_core.training import TrainConfig, train
+
+pytestmark = pytest.mark.integration
+
+TINY = {"training": {"epochs": 20}, "budgets": [1], "validation_sample": 0, "bootstrap": 0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_worker(workers: WorkerPool) -> WorkerPool:
+    workers.start()
+    return workers
+
+
+def test_supplied_model_is_polished_and_audited(client: TestClient, workers: WorkerPool) -> None:
+    npz = synthetic_npz(200, seed=5)
+    graph = client.post("/v1/graphs", files={"npz": ("g.npz", npz)}, data={"name": "supplied"}).json()
+    model = train(load_npz(io.BytesIO(npz)), TrainConfig(epochs=30, lr=0.01, polish=False))
+    registered = client.post(
+        "/v1/models",
+        files={"weights": ("m.safetensors", model.to_bytes())},
+        data={"config": json.dumps(model.config_dict()), "graph_id": graph["id"]},
+    )
+    assert registered.status_code == 201, registered.text
+
+    response = client.post("/v1/audits", json={"model_id": registered.json()["id"], **TINY})
+    assert response.status_code == 202, response.text
+    assert response.json()["graph_id"] == graph["id"]
+    audit = wait_for_audit(client, response.json()["id"], {"succeeded", "failed"}, pool=workers)
+    assert audit["state"] == "succeeded", audit["error"]
+    supplied = audit["results"]["supplied_model"]
+    assert supplied["polished_by_service"] is True
+    assert supplied["grad_norm"] < supplied["grad_norm_supplied"]
+    assert audit["results"]["metrics"]["test"]["delta_sp"] >= 0
+
+
+def test_model_of_the_wrong_shape_is_422(client: TestClient, graph_id: str) -> None:
+    model = train(load_npz(io.BytesIO(synthetic_npz(200, seed=5))), TrainConfig(epochs=2, polish=False))
+    config = {**model.config_dict(), "num_classes": 3}
+    response = client.post(
+        "/v1/models",
+        files={"weights": ("m", model.to_bytes())},
+        data={"config": json.dumps(config), "graph_id": graph_id},
+    )
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
