@@ -11,9 +11,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Tenant
 from app.db.session import run_after_commit
-from app.errors import Unauthorized
+from app.errors import TooManyRequests, Unauthorized
 from app.queue import AuditQueue
-from app.security import authenticate
+from app.ratelimit import RateLimiter
+from app.security import authenticate, hash_key
 from app.settings import Settings
 
 
@@ -55,14 +56,22 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from `bind-audit 
 
 
 def get_tenant(
-    session: SessionDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+    request: Request, session: SessionDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Tenant:
-    """The tenant whose API key is in ``Authorization: Bearer <key>``; 401 otherwise."""
+    """The tenant whose API key is in ``Authorization: Bearer <key>``; 401 otherwise, 429 past the key's rate."""
     if credentials is None:
         raise Unauthorized()
     tenant = authenticate(session, credentials.credentials)
     if tenant is None:
         raise Unauthorized("The API key is unknown or revoked.")
+    limiter: RateLimiter | None = getattr(request.app.state, "rate_limiter", None)
+    if limiter is not None:
+        decision = limiter.check(hash_key(credentials.credentials))
+        if not decision.allowed:
+            raise TooManyRequests(
+                f"Rate limit of {int(limiter.capacity)} requests per minute for this API key exceeded.",
+                headers={"Retry-After": str(decision.retry_after)},
+            )
     return tenant
 
 

@@ -101,5 +101,9 @@ class ValidationProblem(ProblemError):
     status, title, slug = 422, "Validation error", "validation-error"
 
 
+class TooManyRequests(ProblemError):
+    status, title, slug = 429, "Too many requests", "rate-limited"
+
+
 class ServiceUnavailable(ProblemError):
     status, title, slug = 503, "Service unavailable", "service-unavailable"

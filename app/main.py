@@ -11,9 +11,14 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
 from app.db.session import make_engine, session_factory
+from app.logs import configure_logging
+from app.metrics import ApiMetrics
+from app.metrics import router as metrics_router
 from app.middleware import SecurityHeadersMiddleware
+from app.observability import RequestContextMiddleware
 from app.problems import install_problem_handlers
 from app.queue import AuditQueue
+from app.ratelimit import make_rate_limiter
 from app.routes import audits, datasets, graphs, health, models, reports
 from app.schemas.problem import problem_responses, problem_schemas
 from app.settings import Settings, get_settings
@@ -26,6 +31,7 @@ the most harmful nodes and validate the estimates. Every error is an RFC 9457 pr
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the API for ``settings`` (default: from the environment). Nothing connects until used."""
     settings = settings or get_settings()
+    configure_logging(settings.log_format)
     engine = make_engine(settings.database_url)
 
     @asynccontextmanager
@@ -45,6 +51,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.session_factory = session_factory(engine)
     app.state.queue = AuditQueue(settings.broker_url)
+    app.state.rate_limiter = make_rate_limiter(settings.rate_limit_per_minute, settings.broker_url)
+    app.state.metrics = ApiMetrics(app.state.session_factory) if settings.metrics_enabled else None
 
     install_problem_handlers(app)
     app.add_middleware(SecurityHeadersMiddleware)
@@ -54,14 +62,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_origins=settings.cors_origins,
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
-            expose_headers=["Location", "Idempotent-Replayed"],
+            expose_headers=["Location", "Idempotent-Replayed", "Retry-After", "X-Request-ID"],
         )
+    app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
     v1 = APIRouter(prefix="/v1", responses=problem_responses(401, 422, 500))
     for module in (graphs, datasets, models, audits, reports):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)
+    if settings.metrics_enabled:
+        app.include_router(metrics_router)
     _install_openapi(app)
     return app
 

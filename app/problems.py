@@ -9,9 +9,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.errors import PROBLEM_CONTENT_TYPE, ProblemError, ValidationProblem
+from app.errors import PROBLEM_CONTENT_TYPE, ProblemError, ServiceUnavailable, ValidationProblem
 from bind_core import BindError, GraphValidationError
 
 logger = logging.getLogger("app.errors")
@@ -77,6 +78,19 @@ async def _on_http(request: Request, exc: Exception) -> ProblemResponse:
     return problem_response(request, error)
 
 
+DATABASE_RETRY_AFTER = 5
+"""Seconds a client is told to wait (``Retry-After``) when the database cannot be reached."""
+
+
+async def _on_database_unavailable(request: Request, exc: Exception) -> ProblemResponse:
+    logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+    error = ServiceUnavailable(
+        "The database cannot be reached; try again shortly.", slug="database-unavailable",
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
+    )  # fmt: skip
+    return problem_response(request, error)
+
+
 async def _on_unexpected(request: Request, exc: Exception) -> ProblemResponse:
     logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(request, ProblemError("The server failed to handle this request."))
@@ -88,4 +102,7 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(BindError, _on_bind_error)
     app.add_exception_handler(StarletteHTTPException, _on_http)
+    # Connection lost, refused or timed out (server down, restarting, pool exhausted): 503, not 500.
+    for db_error in (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError):
+        app.add_exception_handler(db_error, _on_database_unavailable)
     app.add_exception_handler(Exception, _on_unexpected)

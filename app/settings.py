@@ -33,6 +33,16 @@ class Settings(BaseSettings):
     max_nodes: int = Field(default=2_000_000, gt=0)
     max_edges: int = Field(default=20_000_000, gt=0)
     max_columns: int = Field(default=10_000, gt=0)
+    max_unpacked_bytes: int = Field(default=2 * 1024**3, gt=0)
+    """Most bytes an uploaded ``.npz`` may unpack to (its arrays' declared sizes summed): zip bombs get a 422."""
+    rate_limit_per_minute: int = Field(default=600, ge=0)
+    """Requests per minute per API key (a token bucket holding as many); 0 turns rate limiting off."""
+    log_format: Literal["json", "text"] = "json"
+    """``json``: one JSON object per log line (with request and audit ids); secrets are redacted either way."""
+    metrics_enabled: bool = True
+    """Serve Prometheus metrics at ``/metrics`` (the API) and on ``worker_metrics_port`` (each worker)."""
+    worker_metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    """Port of a worker's own Prometheus endpoint (stage durations, outcomes); unset: none."""
 
     # Worker-only settings (read by `worker/`; the API ignores them).
     device: Literal["auto", "cpu", "cuda"] = "auto"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import io
 import uuid
+import zipfile
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from sqlalchemy import delete, exists, select
@@ -31,6 +32,24 @@ class ParsedGraph:
     """The graph as ``bind_core.datasets.save_npz`` bytes."""
 
 
+def _check_unpacked_size(path: Path, limit: int) -> None:
+    """Refuse an archive whose members would unpack to more than ``limit`` bytes (a zip bomb).
+
+    The sizes are the archive's own declarations; Python's zipfile never inflates a member past its
+    declared size, so the sum bounds what loading can allocate. An unreadable archive is left to bind_core.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return
+    if unpacked > limit:
+        raise ValidationProblem(
+            f"The npz archive unpacks to {unpacked} bytes, over the limit of {limit}.", slug="invalid-graph",
+            title="Invalid graph", errors=[{"field": "npz", "message": f"unpacks to more than {limit} bytes"}],
+        )  # fmt: skip
+
+
 def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
     """Validate an upload with bind_core's rules (CPU-heavy: call it from a worker thread).
 
@@ -47,6 +66,7 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
                     "Send either one npz file, or a nodes table with an edges file.",
                     errors=[{"field": k, "message": "does not apply to an npz upload"} for k in clash],
                 )
+            _check_unpacked_size(files["npz"], settings.max_unpacked_bytes)
             graph = load_npz(
                 files["npz"],
                 name=name,

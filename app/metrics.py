@@ -1,0 +1,72 @@
+"""Prometheus metrics of the API at ``/metrics``: HTTP requests and latency, and the audit queue from the DB.
+
+Each app has its own registry (several apps live in one test process). Queue depth and audit counts are
+read from the database at scrape time (one ``GROUP BY``), so they are right whichever process changed the
+rows. Stage durations and outcomes as they happen are observed by the workers (``worker/metrics.py``, on
+``BIND_WORKER_METRICS_PORT``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import AUDIT_STATES, Audit
+
+log = logging.getLogger(__name__)
+router = APIRouter(include_in_schema=False)
+
+
+class AuditCollector(Collector):
+    """``bind_audits{state}`` (``queued`` is the queue depth) and ``bind_queue_depth``, from the database."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            with self.sessions() as session:
+                counts = dict(session.execute(select(Audit.state, func.count()).group_by(Audit.state)).tuples().all())
+        except Exception as exc:  # a scrape during a database outage reports nothing rather than failing
+            log.warning("metrics: cannot count audits (%s)", type(exc).__name__)
+            return
+        by_state = GaugeMetricFamily("bind_audits", "Audits in the database by state.", labels=["state"])
+        for state in AUDIT_STATES:
+            by_state.add_metric([state], float(counts.get(state, 0)))
+        yield by_state
+        yield GaugeMetricFamily("bind_queue_depth", "Audits queued and not yet claimed.", value=counts.get("queued", 0))
+
+
+class ApiMetrics:
+    """The registry of one app, with its HTTP metrics and the audit collector."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "bind_http_requests", "HTTP requests by method, route template and status.",
+            ["method", "route", "status"], registry=self.registry,
+        )  # fmt: skip
+        self.latency = Histogram(
+            "bind_http_request_duration_seconds", "Time to the response's first byte, by route template.",
+            ["method", "route"], registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )  # fmt: skip
+        self.registry.register(AuditCollector(sessions))
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+
+@router.get("/metrics")
+def metrics(request: Request) -> Response:
+    """The Prometheus text format (mounted only when ``BIND_METRICS_ENABLED``)."""
+    registry: ApiMetrics = request.app.state.metrics
+    return Response(generate_latest(registry.registry), media_type=CONTENT_TYPE_LATEST)
