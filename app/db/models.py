@@ -56,11 +56,13 @@ class Graph(Base):
     """An uploaded graph, stored as ``bind_core.datasets.save_npz`` bytes (loaded only when asked for)."""
 
     __tablename__ = "graphs"
-    __table_args__ = (Index(None, "tenant_id", "created_at"),)
+    __table_args__ = (Index(None, "tenant_id", "created_at"), UniqueConstraint("tenant_id", "name", "version"))
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(200))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    """1 for the first upload of ``name`` by the tenant; each later upload of the name is the next version."""
     summary: Mapped[dict[str, Any]] = mapped_column(JSONType)
     data: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
     size_bytes: Mapped[int] = mapped_column(BigInteger)
@@ -87,6 +89,8 @@ class Audit(Base):
         ForeignKey("supplied_models.id", ondelete="SET NULL"), index=True
     )
     """A supplied model audited instead of training one (null: the audit trains its own)."""
+    graph_version: Mapped[int | None] = mapped_column(Integer)
+    """The version of the graph audited (kept when the graph is deleted)."""
     config: Mapped[dict[str, Any]] = mapped_column(JSONType)
     request_hash: Mapped[str] = mapped_column(String(64))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))

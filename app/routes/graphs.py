@@ -77,9 +77,10 @@ def list_graphs(
     tenant: TenantDep,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
     page_token: Annotated[str | None, Query(max_length=500)] = None,
+    name: Annotated[str | None, Query(max_length=200, description="Only the versions of this name.")] = None,
 ) -> GraphPage:
-    """The tenant's graphs, newest first."""
-    rows, token = service.list_graphs(session, tenant, limit=limit, page_token=page_token)
+    """The tenant's graphs, newest first (with ``name``: that graph's versions, the latest first)."""
+    rows, token = service.list_graphs(session, tenant, limit=limit, page_token=page_token, name=name)
     return GraphPage(items=[GraphRead.model_validate(r) for r in rows], next_page_token=token)
 
 

@@ -38,6 +38,9 @@ class AuditCreate(BaseModel):
 
     graph_id: uuid.UUID | None = None
     dataset: str | None = Field(default=None, min_length=1, max_length=100)
+    graph_name: str | None = Field(
+        default=None, min_length=1, max_length=200, description="A graph by name: its latest version when queued."
+    )
     model_id: uuid.UUID | None = Field(
         default=None, description="Audit this supplied model (POST /v1/models) instead of training one; its graph."
     )
@@ -66,8 +69,10 @@ class AuditCreate(BaseModel):
     def _one_source(self) -> Self:
         if self.model_id is not None and self.dataset is not None:
             raise ValueError("a supplied model (model_id) is audited on its own graph, not a dataset")
-        if self.model_id is None and (self.graph_id is None) == (self.dataset is None):
-            raise ValueError("give exactly one of graph_id and dataset")
+        if self.graph_name is not None and (self.graph_id is not None or self.dataset is not None):
+            raise ValueError("give one of graph_id, graph_name and dataset")
+        if self.graph_name is None and self.model_id is None and (self.graph_id is None) == (self.dataset is None):
+            raise ValueError("give exactly one of graph_id, graph_name and dataset")
         return self
 
     @field_validator("budgets")
@@ -81,7 +86,7 @@ class AuditCreate(BaseModel):
 
     def config_dict(self) -> dict[str, Any]:
         """The input of ``bind_core.audit.AuditConfig.from_dict``."""
-        return self.model_dump(mode="json", exclude={"graph_id", "dataset", "model_id"})
+        return self.model_dump(mode="json", exclude={"graph_id", "dataset", "model_id", "graph_name"})
 
 
 class AuditSummary(BaseModel):
@@ -100,6 +105,8 @@ class AuditSummary(BaseModel):
     """Where it ran: ``cpu`` or ``cuda:N``."""
     graph_id: uuid.UUID | None
     """Null for a dataset audit, or once the graph was deleted."""
+    graph_version: int | None = None
+    """The version of the graph audited (see ``GET /v1/graphs?name=``)."""
     dataset: str | None
     model_id: uuid.UUID | None = None
     """The supplied model audited, if any (null: the audit trained its own, or the model was deleted)."""

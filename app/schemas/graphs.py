@@ -32,6 +32,8 @@ class GraphRead(BaseModel):
 
     id: uuid.UUID
     name: str
+    version: int
+    """1 for the first upload of ``name``; each later upload of the same name adds the next version."""
     summary: GraphSummary
     size_bytes: int
     """Size of the stored ``.npz``."""

@@ -24,6 +24,7 @@ from app.errors import Conflict, NotFound, ValidationProblem
 from app.pagination import newest_first
 from app.queue import AuditQueue
 from app.schemas.audits import AuditCreate
+from app.services.versions import resolve_name
 from app.settings import Settings
 from bind_core import BindError
 from bind_core.audit import AuditConfig
@@ -63,14 +64,17 @@ def create_audit(
         config = AuditConfig.from_dict(body.config_dict()).to_dict()
     except BindError as exc:
         raise ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration") from exc
+    if body.graph_name is not None:
+        body = body.model_copy(update={"graph_id": resolve_name(session, tenant, body.graph_name).id})
     if body.model_id is not None:
         body = _model_source(session, tenant, body)
-    dataset = _check_source(session, tenant, body, settings)
+    dataset, graph_version = _check_source(session, tenant, body, settings)
     audit = Audit(
         tenant_id=tenant.id,
         graph_id=body.graph_id,
         dataset=dataset,
         model_id=body.model_id,
+        graph_version=graph_version,
         config=config,
         request_hash=digest,
         idempotency_key=idempotency_key,
@@ -106,9 +110,7 @@ def _replay(session: Session, tenant: Tenant, key: str, digest: str) -> Audit | 
 
 def _model_source(session: Session, tenant: Tenant, body: AuditCreate) -> AuditCreate:
     """The request with the supplied model's graph filled in; 422 for an unknown model or another graph."""
-    stmt = select(SuppliedModel.graph_id).where(
-        SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id
-    )
+    stmt = select(SuppliedModel.graph_id).where(SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id)
     graph_id = session.scalar(stmt.with_for_update(read=True))
     if graph_id is None:
         raise ValidationProblem(
@@ -122,16 +124,20 @@ def _model_source(session: Session, tenant: Tenant, body: AuditCreate) -> AuditC
     return body.model_copy(update={"graph_id": graph_id})
 
 
-def _check_source(session: Session, tenant: Tenant, body: AuditCreate, settings: Settings) -> str | None:
-    """Check the graph or dataset exists for this tenant; return the canonical dataset name."""
+def _check_source(
+    session: Session, tenant: Tenant, body: AuditCreate, settings: Settings
+) -> tuple[str | None, int | None]:
+    """Check the graph or dataset exists for this tenant; return the canonical dataset name or the graph's
+    version."""
     if body.graph_id is not None:
         # A share lock, so that the graph cannot be deleted before this audit is committed.
-        stmt = select(Graph.id).where(Graph.id == body.graph_id, Graph.tenant_id == tenant.id)
-        if session.scalar(stmt.with_for_update(read=True)) is None:
+        stmt = select(Graph.version).where(Graph.id == body.graph_id, Graph.tenant_id == tenant.id)
+        version = session.scalar(stmt.with_for_update(read=True))
+        if version is None:
             raise ValidationProblem(
                 f"No graph with id {body.graph_id}.", errors=[{"field": "graph_id", "message": "no such graph"}]
             )
-        return None
+        return None, version
     assert body.dataset is not None
     problem = ValidationProblem(
         f"No built-in dataset {body.dataset!r} on this server; see GET /v1/datasets.",
@@ -145,7 +151,7 @@ def _check_source(session: Session, tenant: Tenant, body: AuditCreate, settings:
         raise problem from exc
     if not any(info.name == name and info.present for info in available(settings.data_root)):
         raise problem
-    return name
+    return name, None
 
 
 def get_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit:

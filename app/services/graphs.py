@@ -17,6 +17,7 @@ from app.errors import Conflict, NotFound, ValidationProblem
 from app.pagination import newest_first
 from app.problems import bind_error_problem
 from app.services.uploads import ReceivedUpload
+from app.services.versions import add_version
 from app.settings import Settings
 from bind_core import BindError
 from bind_core.datasets import from_files, load_npz, save_npz
@@ -115,12 +116,8 @@ def _graph_name(given: str | None, client_file: str | None) -> str:
 
 
 def create_graph(session: Session, tenant: Tenant, parsed: ParsedGraph) -> Graph:
-    graph = Graph(
-        tenant_id=tenant.id, name=parsed.name, summary=parsed.summary, data=parsed.data, size_bytes=len(parsed.data)
-    )
-    session.add(graph)
-    session.flush()
-    return graph
+    """Store a graph as the next version of its name (version 1 for a new name; old versions are kept)."""
+    return add_version(session, tenant, parsed.name, summary=parsed.summary, data=parsed.data)
 
 
 def get_graph(session: Session, tenant: Tenant, graph_id: uuid.UUID, *, lock: bool = False) -> Graph:
@@ -133,9 +130,11 @@ def get_graph(session: Session, tenant: Tenant, graph_id: uuid.UUID, *, lock: bo
 
 
 def list_graphs(
-    session: Session, tenant: Tenant, *, limit: int, page_token: str | None
+    session: Session, tenant: Tenant, *, limit: int, page_token: str | None, name: str | None = None
 ) -> tuple[list[Graph], str | None]:
     stmt = select(Graph).where(Graph.tenant_id == tenant.id)
+    if name is not None:
+        stmt = stmt.where(Graph.name == name)
     return newest_first(session, stmt, Graph, kind="graphs", limit=limit, token=page_token)
 
 

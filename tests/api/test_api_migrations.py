@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, inspect
 from app.db.migrate import downgrade, upgrade
 from app.db.models import Base
 
-TABLES = {"tenants", "api_keys", "graphs", "audits", "influence_rows"}
+TABLES = {"tenants", "api_keys", "graphs", "audits", "influence_rows", "supplied_models"}
 
 
 def test_upgrade_downgrade_upgrade(make_database: Callable[[], str]) -> None:
@@ -23,6 +23,10 @@ def test_upgrade_downgrade_upgrade(make_database: Callable[[], str]) -> None:
         assert set(inspect(engine).get_table_names()) >= TABLES
         with engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        downgrade(url, "0001")  # every later migration steps down on a migrated schema
+        engine.dispose()
+        assert "supplied_models" not in inspect(engine).get_table_names()
+        upgrade(url)
         downgrade(url, "base")
         engine.dispose()
         assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
