@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     """Seconds between two sweeps for stuck audits, in each worker."""
     max_attempts: int = Field(default=3, ge=1)
     """An audit whose worker died this many times (killed, out of memory) is failed instead of retried."""
+    scheduler_interval: float = Field(default=1.0, ge=0)
+    """Seconds between two ticks of the scheduler thread in each worker (0: this worker schedules nothing)."""
 
     cors_origins: Annotated[list[str], NoDecode] = []
     """Origins allowed by CORS (comma-separated in the environment); empty turns CORS off."""

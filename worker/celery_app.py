@@ -66,3 +66,17 @@ def _stop_sweeper(**_: Any) -> None:
     from worker.sweeper import stop_sweeper
 
     stop_sweeper()
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
+def _start_scheduler(**_: Any) -> None:
+    from worker.scheduler import start_scheduler
+
+    start_scheduler(app, get_settings())
+
+
+@worker_shutdown.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
+def _stop_scheduler(**_: Any) -> None:
+    from worker.scheduler import stop_scheduler
+
+    stop_scheduler()

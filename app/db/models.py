@@ -79,6 +79,7 @@ class Audit(Base):
         Index(None, "state", "heartbeat_at"),
         CheckConstraint(f"state IN {AUDIT_STATES!r}", name="state"),
         CheckConstraint("(graph_id IS NULL) OR (dataset IS NULL)", name="one_source"),
+        UniqueConstraint("schedule_id", "slot_time"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
@@ -91,6 +92,9 @@ class Audit(Base):
     """A supplied model audited instead of training one (null: the audit trains its own)."""
     graph_version: Mapped[int | None] = mapped_column(Integer)
     """The version of the graph audited (kept when the graph is deleted)."""
+    schedule_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("schedules.id", ondelete="SET NULL"))
+    """The schedule that started this audit; with ``slot_time``, unique: a slot never runs twice."""
+    slot_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
     config: Mapped[dict[str, Any]] = mapped_column(JSONType)
     request_hash: Mapped[str] = mapped_column(String(64))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
@@ -151,3 +155,39 @@ class SuppliedModel(Base):
     weights: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+SCHEDULE_STATES = ("active", "paused")
+
+
+class Schedule(Base):
+    """A recurring audit of a graph's latest version (by name) or of a dataset, every interval or by cron.
+
+    ``next_run_at`` is the next slot; a scheduler claims a due schedule by moving it on in the transaction
+    that inserts the slot's audit, and ``audits (schedule_id, slot_time)`` is unique, so a slot runs once.
+    """
+
+    __tablename__ = "schedules"
+    __table_args__ = (
+        Index(None, "tenant_id", "created_at"),
+        Index(None, "state", "next_run_at"),
+        CheckConstraint(f"state IN {SCHEDULE_STATES!r}", name="state"),
+        CheckConstraint("(graph_name IS NULL) <> (dataset IS NULL)", name="one_source"),
+        CheckConstraint("(interval_seconds IS NULL) <> (cron IS NULL)", name="one_timing"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    graph_name: Mapped[str | None] = mapped_column(String(200))
+    dataset: Mapped[str | None] = mapped_column(String(100))
+    settings: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    """The audit settings as requested (the body of ``POST /v1/audits`` without its source)."""
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    """The full ``bind_core.audit.AuditConfig`` each run uses."""
+    interval_seconds: Mapped[int | None] = mapped_column(Integer)
+    cron: Mapped[str | None] = mapped_column(String(100))
+    thresholds: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    state: Mapped[str] = mapped_column(String(16), default="active")
+    next_run_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)

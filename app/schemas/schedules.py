@@ -1,0 +1,92 @@
+"""Scheduled audits (``/v1/schedules``) and their runs, the history of the bias metrics over time."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MetricName = Literal["delta_sp", "delta_eo", "gamma"]
+
+
+class Thresholds(BaseModel):
+    """Alert thresholds on the test-set metrics: a run whose value exceeds one emits
+    ``schedule.threshold_exceeded``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    delta_sp: float | None = Field(default=None, ge=0.0)
+    delta_eo: float | None = Field(default=None, ge=0.0)
+    gamma: float | None = Field(default=None, ge=0.0)
+
+
+class ScheduleCreate(BaseModel):
+    """What to audit (a graph by name, whose latest version each run takes, or a built-in dataset), how
+    (``audit``: the body of ``POST /v1/audits`` without its source) and when (an interval or a cron)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    graph_name: str | None = Field(default=None, min_length=1, max_length=200)
+    dataset: str | None = Field(default=None, min_length=1, max_length=100)
+    audit: dict[str, Any] = Field(default_factory=dict, description="Audit settings (model, training, budgets...).")
+    interval_seconds: int | None = Field(default=None, ge=1, le=366 * 86400)
+    cron: str | None = Field(default=None, min_length=1, max_length=100, description="Five fields, in UTC.")
+    thresholds: Thresholds | None = None
+
+    @model_validator(mode="after")
+    def _one_each(self) -> Self:
+        if (self.graph_name is None) == (self.dataset is None):
+            raise ValueError("give exactly one of graph_name and dataset")
+        if (self.interval_seconds is None) == (self.cron is None):
+            raise ValueError("give exactly one of interval_seconds and cron")
+        return self
+
+
+class ScheduleRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    graph_name: str | None
+    dataset: str | None
+    settings: dict[str, Any]
+    interval_seconds: int | None
+    cron: str | None
+    thresholds: dict[str, Any] | None
+    state: Literal["active", "paused"]
+    next_run_at: datetime
+    """The next slot (for a paused schedule: where it stood when paused)."""
+    created_at: datetime
+    updated_at: datetime
+
+
+class SchedulePage(BaseModel):
+    items: list[ScheduleRead]
+    next_page_token: str | None = None
+
+
+class Breach(BaseModel):
+    metric: MetricName
+    value: float
+    threshold: float
+
+
+class RunRead(BaseModel):
+    """One slot of a schedule: its audit and, once it succeeded, the test-set bias metrics."""
+
+    slot_time: datetime
+    audit_id: uuid.UUID
+    state: str
+    graph_version: int | None
+    delta_sp: float | None
+    delta_eo: float | None
+    gamma: float | None
+    breaches: list[Breach]
+    """The thresholds this run exceeded (empty until it succeeded)."""
+
+
+class RunPage(BaseModel):
+    schedule_id: uuid.UUID
+    items: list[RunRead]
+    """Newest slot first."""

@@ -1,0 +1,43 @@
+"""The slots of a schedule: every ``interval_seconds`` from its start, or the times of a cron expression (UTC).
+
+Missed slots (no scheduler ran for a while) are not replayed one by one: the next slot after ``now`` follows
+the one that ran, so a schedule catches up with a single run.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+from croniter import croniter
+
+
+def check_cron(expression: str) -> str | None:
+    """``None`` if ``expression`` is a valid five-field cron expression, else why not."""
+    if len(expression.split()) != 5:
+        return "a cron expression has five fields: minute hour day-of-month month day-of-week"
+    if not croniter.is_valid(expression):
+        return "not a valid cron expression"
+    return None
+
+
+def first_slot(*, interval_seconds: int | None, cron: str | None, now: datetime) -> datetime:
+    """An interval schedule runs at once (on the whole second); a cron one at its next time."""
+    if cron is not None:
+        return _cron_next(cron, now)
+    return now.replace(microsecond=0)
+
+
+def next_slot(slot: datetime, *, interval_seconds: int | None, cron: str | None, now: datetime) -> datetime:
+    """The first slot after both ``slot`` and ``now`` (on the interval's grid from ``slot``)."""
+    if cron is not None:
+        return _cron_next(cron, max(slot, now))
+    assert interval_seconds is not None
+    steps = max(1, math.floor((now - slot).total_seconds() / interval_seconds) + 1)
+    return slot + timedelta(seconds=steps * interval_seconds)
+
+
+def _cron_next(cron: str, after: datetime) -> datetime:
+    value = croniter(cron, after.astimezone(UTC)).get_next(datetime)
+    assert isinstance(value, datetime)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
