@@ -12,7 +12,9 @@ import torch
 from bind_core.bootstrap import bootstrap_metrics
 from bind_core.debias import debias, report
 from bind_core.errors import ConfigError
+from bind_core.fairness import worst_pairs
 from bind_core.graph import Graph
+from bind_core.groups import exclusion_warnings, group_name, groups_arg, included_groups
 from bind_core.influence import SIGN_CONVENTION, SOLVERS, InfluenceResult, estimate
 from bind_core.models import ModelConfig
 from bind_core.training import ProgressCallback, TrainConfig, TrainedModel, train
@@ -36,6 +38,11 @@ class AuditConfig:
         stages: the stages to run, a subset of :data:`STAGES` (training always runs unless a model is given).
         bootstrap: resamples for the metrics' percentile confidence intervals (binary labels); 0 skips.
         level: the intervals' coverage.
+        min_group_size: groups with fewer test nodes are reported (breakdown, warning) but kept out of every
+            fairness metric, Γ and the influence objective; 0 keeps every group.
+        stability_seeds: retrain with each of these training seeds and report the overlap of the top-k
+            harmful sets (:func:`bind_core.stability.topk_stability`); empty skips (it retrains).
+        stability_k: the k of that top-k set.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -48,6 +55,9 @@ class AuditConfig:
     stages: tuple[str, ...] = STAGES
     bootstrap: int = 1000
     level: float = 0.95
+    min_group_size: int = 0
+    stability_seeds: tuple[int, ...] = ()
+    stability_k: int = 10
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lam <= 1.0:
@@ -64,6 +74,12 @@ class AuditConfig:
             raise ConfigError(f"bootstrap: {self.bootstrap!r} must be 0 (off) or between 2 and 100000")
         if not 0 < self.level < 1:
             raise ConfigError(f"level: {self.level!r} must be in (0, 1)")
+        if self.min_group_size < 0:
+            raise ConfigError(f"min_group_size: {self.min_group_size!r} must be >= 0")
+        if len(self.stability_seeds) == 1 or len(set(self.stability_seeds)) != len(self.stability_seeds):
+            raise ConfigError(f"stability_seeds: {list(self.stability_seeds)!r} must be empty or 2+ distinct seeds")
+        if self.stability_k < 1:
+            raise ConfigError(f"stability_k: {self.stability_k!r} must be >= 1")
         unknown = set(self.stages) - set(STAGES)
         if unknown:
             raise ConfigError(f"stages: {sorted(unknown)} are not among {', '.join(STAGES)}")
@@ -80,6 +96,9 @@ class AuditConfig:
             "stages": list(self.stages),
             "bootstrap": self.bootstrap,
             "level": self.level,
+            "min_group_size": self.min_group_size,
+            "stability_seeds": list(self.stability_seeds),
+            "stability_k": self.stability_k,
         }
 
     @classmethod
@@ -98,6 +117,8 @@ class AuditConfig:
                 kwargs["budgets"] = tuple(float(b) for b in kwargs["budgets"])
             if "stages" in kwargs:
                 kwargs["stages"] = tuple(kwargs["stages"])
+            if "stability_seeds" in kwargs:
+                kwargs["stability_seeds"] = tuple(int(s) for s in kwargs["stability_seeds"])
             return cls(**kwargs)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, ConfigError):
@@ -116,6 +137,7 @@ class AuditResult:
     influence: InfluenceResult | None = None
     debiasing: list[dict[str, Any]] | None = None
     validation: dict[str, Any] | None = None
+    stability: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
 
@@ -127,13 +149,14 @@ class AuditResult:
             "top_helpful": self._top("helpful"),
             "debiasing": self.debiasing,
             "validation": self.validation,
+            "stability": self.stability,
             "stationarity": self.model.stationarity,
             "training": self.model.history,
             "model": {"parameters": self.model.num_parameters, **self.model.model_config.to_dict()},
             "graph": self.graph.summary(),
             "timings": self.timings,
             "device": self.device,
-            "warnings": warnings_for(self.graph),
+            "warnings": warnings_for(self.graph, self.config.min_group_size),
             "sign_convention": SIGN_CONVENTION,
         }
 
@@ -179,17 +202,18 @@ class AuditResult:
 MIN_TEST_POSITIVES = 30
 
 
-def warnings_for(graph: Graph) -> list[str]:
-    """Caveats a reader of the audit must see: groups too small for stable Γ_EO estimates."""
-    out = []
+def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
+    """Caveats a reader of the audit must see: groups kept out for their size, groups too small for stable
+    Γ_EO estimates."""
+    out = exclusion_warnings(graph, min_group_size)
     test = graph.test_idx
     y, s = graph.y[test], graph.sens[test]
-    for grp in range(graph.num_groups):
+    for grp in included_groups(graph, min_group_size):
         pos = int(((s == grp) & (y == 1)).sum())
         if graph.num_classes == 2 and pos < MIN_TEST_POSITIVES:
             out.append(
-                f"group {grp} has only {pos} positive test nodes: Γ_EO and ΔEO rest on them, and per-node "
-                f"estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}"
+                f"group {grp} ({group_name(graph, grp)}) has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
+                f"them, and per-node estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}"
             )
     return out
 
@@ -211,8 +235,9 @@ def probability_histograms(model: TrainedModel, graph: Graph, bins: int = 20) ->
     }
 
 
-def group_breakdown(model: TrainedModel, graph: Graph) -> list[dict[str, Any]]:
-    """Per sensitive group on the test nodes: size, positive-prediction rate, TPR, mean P(y=1), accuracy."""
+def group_breakdown(model: TrainedModel, graph: Graph, min_group_size: int = 0) -> list[dict[str, Any]]:
+    """Per sensitive group on the test nodes: name, size, positive-prediction rate, TPR, mean P(y=1), accuracy,
+    and whether the metrics include it (``included``: at least ``min_group_size`` test nodes)."""
     test = graph.test_idx
     proba = model.predict_proba(graph, test).double()
     pred, y, s = proba.argmax(1), graph.y[test], graph.sens[test]
@@ -223,7 +248,9 @@ def group_breakdown(model: TrainedModel, graph: Graph) -> list[dict[str, Any]]:
         rows.append(
             {
                 "group": grp,
+                "name": group_name(graph, grp),
                 "size": int(mask.sum()),
+                "included": int(mask.sum()) >= min_group_size,
                 "positive_rate": float((pred[mask] == 1).double().mean()) if mask.any() else None,
                 "tpr": float((pred[pos] == 1).double().mean()) if pos.any() else None,
                 "mean_probability": float(proba[mask, -1].mean()) if mask.any() else None,
@@ -261,20 +288,27 @@ def run_audit(
 
     start = time.perf_counter()
     tick("metrics", 0.0)
+    groups = groups_arg(graph, included_groups(graph, config.min_group_size))
+    test = graph.test_idx
+    proba = model.predict_proba(graph, test).double()
     metrics: dict[str, Any] = {
-        "test": report(model, graph, config.lam),
-        "groups": group_breakdown(model, graph),
+        "test": {
+            **report(model, graph, config.lam, groups),
+            "worst_pairs": worst_pairs(proba, graph.y[test], graph.sens[test], groups=groups),
+        },
+        "groups": group_breakdown(model, graph, config.min_group_size),
+        "included_groups": groups if groups is not None else list(range(graph.num_groups)),
         "histograms": probability_histograms(model, graph),
     }
     if config.bootstrap and graph.num_classes == 2:
-        test = graph.test_idx
         intervals = bootstrap_metrics(
-            model.predict_proba(graph, test).double(),
+            proba,
             graph.y[test],
             graph.sens[test],
             resamples=config.bootstrap,
             level=config.level,
             seed=config.training.seed,
+            groups=groups,
         )
         metrics["intervals"] = {
             "level": config.level,
@@ -290,7 +324,7 @@ def run_audit(
     start = time.perf_counter()
     tick("influence", 0.0)
     result.influence = estimate(
-        model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, progress=tick
+        model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, progress=tick, groups=groups
     )
     timings["influence"] = time.perf_counter() - start
 
@@ -298,7 +332,7 @@ def run_audit(
         start = time.perf_counter()
         tick("debiasing", 0.0)
         result.debiasing = debias(
-            model, graph, result.influence.delta, budgets=config.budgets, lam=config.lam, progress=tick
+            model, graph, result.influence.delta, budgets=config.budgets, lam=config.lam, progress=tick, groups=groups
         )
         timings["debiasing"] = time.perf_counter() - start
 
@@ -306,8 +340,24 @@ def run_audit(
         start = time.perf_counter()
         tick("validation", 0.0)
         checked = validate(
-            model, graph, result.influence, protocol="sample", sample=config.validation_sample, progress=tick
+            model,
+            graph,
+            result.influence,
+            protocol="sample",
+            sample=config.validation_sample,
+            progress=tick,
+            groups=groups,
         )
         result.validation = checked.to_dict()
         timings["validation"] = time.perf_counter() - start
+
+    if config.stability_seeds:
+        from bind_core.stability import topk_stability
+
+        start = time.perf_counter()
+        result.stability = topk_stability(
+            graph, config, seeds=config.stability_seeds, k=config.stability_k, device=device, reference=result,
+            progress=lambda _stage, frac: tick("stability", frac),
+        )  # fmt: skip
+        timings["stability"] = time.perf_counter() - start
     return result

@@ -86,6 +86,7 @@ def bootstrap_metrics(
     resamples: int = 1000,
     level: float = 0.95,
     seed: int = 0,
+    groups: list[int] | None = None,
 ) -> dict[str, Interval]:
     """Percentile bootstrap intervals (resampling nodes) for :data:`METRICS`.
 
@@ -94,6 +95,7 @@ def bootstrap_metrics(
         y, sens: ``[k]`` labels and groups.
         resamples: number of bootstrap resamples ``B``.
         level: coverage of the interval, e.g. 0.95.
+        groups: the fairness metrics are means over pairs of these groups (default: all present).
 
     Returns:
         ``{metric: Interval(estimate on the full sample, low, high)}``; metrics are fractions in [0, 1].
@@ -104,7 +106,7 @@ def bootstrap_metrics(
         raise ConfigError("level must be in (0, 1) and resamples >= 2")
     k = y.numel()
     weights = torch.cat([torch.ones(1, k, dtype=torch.float64), resample_weights(k, resamples, seed=seed)])
-    values = _metrics(weights, proba.double()[:, 1], y, sens)
+    values = _metrics(weights, proba.double()[:, 1], y, sens, groups)
     alpha = (1 - level) / 2
     out = {}
     for name, v in values.items():
@@ -117,10 +119,10 @@ def bootstrap_metrics(
     return out
 
 
-def _metrics(w: Tensor, score: Tensor, y: Tensor, sens: Tensor) -> dict[str, Tensor]:
+def _metrics(w: Tensor, score: Tensor, y: Tensor, sens: Tensor, only: list[int] | None) -> dict[str, Tensor]:
     pred = score > 0.5
     truth = y == 1
-    groups = sorted(set(sens.tolist()))
+    groups = sorted(set(sens.tolist()) & (set(only) if only is not None else set(sens.tolist())))
     tp = (w * (pred & truth)).sum(1)
     fp = (w * (pred & ~truth)).sum(1)
     fn = (w * (~pred & truth)).sum(1)

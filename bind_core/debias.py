@@ -14,11 +14,15 @@ from bind_core.nodesets import resolve_budget, select
 from bind_core.training import ProgressCallback, TrainedModel, train
 
 
-def report(model: TrainedModel, graph: Graph, lam: float = 0.5) -> dict[str, float | int]:
-    """Accuracy, AUC, F1, ΔSP, ΔEO, Γ_SP, Γ_EO, Γ of ``model`` on ``graph``'s test nodes."""
+def report(
+    model: TrainedModel, graph: Graph, lam: float = 0.5, groups: list[int] | None = None
+) -> dict[str, float | int]:
+    """Accuracy, AUC, F1, ΔSP, ΔEO, Γ_SP, Γ_EO, Γ of ``model`` on ``graph``'s test nodes; the fairness metrics
+    over pairs of ``groups`` (default: all)."""
     test = graph.test_idx
     proba = model.predict_proba(graph, test).double()
-    return evaluate(proba, graph.y[test], graph.sens[test], lam=lam, num_groups=graph.num_groups).to_dict()
+    y, sens = graph.y[test], graph.sens[test]
+    return evaluate(proba, y, sens, lam=lam, num_groups=graph.num_groups, groups=groups).to_dict()
 
 
 def debias(
@@ -29,6 +33,7 @@ def debias(
     budgets: Sequence[float] = (0.01, 0.1),
     lam: float = 0.5,
     progress: ProgressCallback | None = None,
+    groups: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """For each budget: delete the harmful node set (:func:`~bind_core.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
@@ -36,9 +41,9 @@ def debias(
     Returns:
         One dict per budget: ``budget``, ``requested`` (node count), ``deleted`` (count), ``nodes`` (original
         ids), ``estimated_delta`` (sum of the set's estimates), ``before`` and ``after`` (metric dicts),
-        ``seconds``.
+        ``seconds``. The fairness metrics are over pairs of ``groups`` (default: all).
     """
-    before = report(model, graph, lam)
+    before = report(model, graph, lam, groups)
     rows = []
     for i, budget in enumerate(budgets):
         start = time.perf_counter()
@@ -57,7 +62,7 @@ def debias(
                 "nodes": graph.node_ids[nodes].tolist(),
                 "estimated_delta": est,
                 "before": before,
-                "after": report(retrained, reduced, lam),
+                "after": report(retrained, reduced, lam, groups),
                 "seconds": time.perf_counter() - start,
             }
         )

@@ -10,6 +10,7 @@ all group pairs (ΔSP, ΔEO: mean absolute pairwise difference of rates).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -62,13 +63,21 @@ def _pairwise_gap(rates: list[float]) -> float:
     return float(np.mean([abs(a - b) for a, b in pairs])) if pairs else 0.0
 
 
-def delta_sp(y_pred: Tensor, sens: Tensor, *, num_groups: int | None = None, num_classes: int = 2) -> float:
+def delta_sp(
+    y_pred: Tensor,
+    sens: Tensor,
+    *,
+    num_groups: int | None = None,
+    num_classes: int = 2,
+    groups: Sequence[int] | None = None,
+) -> float:
     """Statistical parity difference |P(ŷ=1|s=0) − P(ŷ=1|s=1)|.
 
     Multi-valued ``sens``: mean over group pairs. Multi-class: mean over classes of the gap in P(ŷ=c|s).
-    Groups with no node in ``sens`` are skipped.
+    Groups with no node in ``sens`` are skipped; ``groups`` restricts the pairs to those groups (the groups
+    an audit includes, see :func:`bind_core.groups.included_groups`).
     """
-    groups = _groups(sens, num_groups)
+    groups = _groups(sens, num_groups, groups)
     classes = [1] if num_classes == 2 else list(range(num_classes))
     gaps = []
     for c in classes:
@@ -78,22 +87,31 @@ def delta_sp(y_pred: Tensor, sens: Tensor, *, num_groups: int | None = None, num
 
 
 def delta_eo(
-    y_true: Tensor, y_pred: Tensor, sens: Tensor, *, num_groups: int | None = None, num_classes: int = 2
+    y_true: Tensor,
+    y_pred: Tensor,
+    sens: Tensor,
+    *,
+    num_groups: int | None = None,
+    num_classes: int = 2,
+    groups: Sequence[int] | None = None,
 ) -> float:
     """Equal opportunity difference |P(ŷ=1|y=1,s=0) − P(ŷ=1|y=1,s=1)| (multi-group/class as :func:`delta_sp`)."""
     classes = [1] if num_classes == 2 else list(range(num_classes))
     gaps = []
     for c in classes:
         mask = y_true == c
-        groups = _groups(sens[mask], num_groups)
-        rates = [float((y_pred[mask][sens[mask] == g] == c).double().mean()) for g in groups]
+        present = _groups(sens[mask], num_groups, groups)
+        rates = [float((y_pred[mask][sens[mask] == g] == c).double().mean()) for g in present]
         gaps.append(_pairwise_gap(rates))
     return float(np.mean(gaps))
 
 
-def _groups(sens: Tensor, num_groups: int | None) -> list[int]:
+def _groups(sens: Tensor, num_groups: int | None, groups: Sequence[int] | None = None) -> list[int]:
     present = set(torch.unique(sens).tolist())
     universe = range(num_groups) if num_groups is not None else sorted(present)
+    if groups is not None:
+        chosen = {int(g) for g in groups}
+        universe = [g for g in universe if g in chosen]
     return [g for g in universe if g in present]
 
 
@@ -121,7 +139,14 @@ def wasserstein_1d(a: Tensor, b: Tensor) -> Tensor:
     return ((a_sorted[..., left // m] - b_sorted[..., left // n]).abs() * width).sum(dim=-1)
 
 
-def pdd(scores: Tensor, sens: Tensor, *, num_groups: int | None = None, batched: bool = False) -> Tensor:
+def pdd(
+    scores: Tensor,
+    sens: Tensor,
+    *,
+    num_groups: int | None = None,
+    batched: bool = False,
+    groups: Sequence[int] | None = None,
+) -> Tensor:
     """Mean Wasserstein-1 distance between the groups' score distributions over all group pairs.
 
     Args:
@@ -129,12 +154,13 @@ def pdd(scores: Tensor, sens: Tensor, *, num_groups: int | None = None, batched:
             vectors; exact optimal transport with POT, Euclidean ground cost, differentiable in ``scores``).
         sens: ``[k]`` group of each node. Groups absent from ``sens`` are skipped.
         batched: ``scores`` is ``[B, k]``, a batch of 1-D score vectors over the same nodes → ``[B]``.
+        groups: only pairs of these groups (default: all).
     """
-    groups = _groups(sens, num_groups)
-    if len(groups) < 2:
+    present = _groups(sens, num_groups, groups)
+    if len(present) < 2:
         return scores.new_zeros(scores.shape[:1] if batched else ())
     dists = []
-    for g, h in itertools.combinations(groups, 2):
+    for g, h in itertools.combinations(present, 2):
         if batched:
             dists.append(wasserstein_1d(scores[:, sens == g], scores[:, sens == h]))
             continue
@@ -156,25 +182,38 @@ def _positive_scores(proba: Tensor) -> Tensor:
     return proba[:, 1] if proba.shape[1] == 2 else proba
 
 
-def gamma_sp(proba: Tensor, sens: Tensor, *, num_groups: int | None = None) -> Tensor:
+GroupsArg = Sequence[int] | None
+
+
+def gamma_sp(proba: Tensor, sens: Tensor, *, num_groups: int | None = None, groups: GroupsArg = None) -> Tensor:
     """Γ_SP: PDD of the predicted probabilities over the given nodes. ``proba: [k, C]``."""
-    return pdd(_positive_scores(proba), sens, num_groups=num_groups)
+    return pdd(_positive_scores(proba), sens, num_groups=num_groups, groups=groups)
 
 
-def gamma_eo(proba: Tensor, y: Tensor, sens: Tensor, *, num_groups: int | None = None) -> Tensor:
+def gamma_eo(
+    proba: Tensor, y: Tensor, sens: Tensor, *, num_groups: int | None = None, groups: GroupsArg = None
+) -> Tensor:
     """Γ_EO: PDD over the nodes with ``y = 1`` (binary), or the mean over classes c of the PDD of P(c)
     over the nodes with ``y = c`` (multi-class)."""
     if proba.shape[1] == 2:
         mask = y == 1
-        return pdd(proba[mask, 1], sens[mask], num_groups=num_groups)
-    parts = [pdd(proba[y == c, c], sens[y == c], num_groups=num_groups) for c in range(proba.shape[1])]
+        return pdd(proba[mask, 1], sens[mask], num_groups=num_groups, groups=groups)
+    parts = [pdd(proba[y == c, c], sens[y == c], num_groups=num_groups, groups=groups) for c in range(proba.shape[1])]
     return torch.stack(parts).mean()
 
 
-def gamma(proba: Tensor, y: Tensor, sens: Tensor, *, lam: float = 0.5, num_groups: int | None = None) -> Tensor:
+def gamma(
+    proba: Tensor,
+    y: Tensor,
+    sens: Tensor,
+    *,
+    lam: float = 0.5,
+    num_groups: int | None = None,
+    groups: GroupsArg = None,
+) -> Tensor:
     """Γ = lam·Γ_SP + (1 − lam)·Γ_EO, differentiable in ``proba``."""
-    return lam * gamma_sp(proba, sens, num_groups=num_groups) + (1 - lam) * gamma_eo(
-        proba, y, sens, num_groups=num_groups
+    return lam * gamma_sp(proba, sens, num_groups=num_groups, groups=groups) + (1 - lam) * gamma_eo(
+        proba, y, sens, num_groups=num_groups, groups=groups
     )
 
 
@@ -198,22 +237,55 @@ class FairnessReport:
 
 
 def evaluate(
-    proba: Tensor, y: Tensor, sens: Tensor, *, lam: float = 0.5, num_groups: int | None = None
+    proba: Tensor,
+    y: Tensor,
+    sens: Tensor,
+    *,
+    lam: float = 0.5,
+    num_groups: int | None = None,
+    groups: GroupsArg = None,
 ) -> FairnessReport:
-    """All metrics for predicted probabilities ``proba: [k, C]`` of nodes with labels ``y`` and groups ``sens``."""
+    """All metrics for predicted probabilities ``proba: [k, C]`` of nodes with labels ``y`` and groups ``sens``.
+
+    ``groups``: the fairness metrics are means over pairs of these groups only; accuracy, AUC and F1 are
+    over all the given nodes.
+    """
     proba = proba.detach()
     num_classes = proba.shape[1]
     pred = proba.argmax(dim=1)
-    g_sp = float(gamma_sp(proba, sens, num_groups=num_groups))
-    g_eo = float(gamma_eo(proba, y, sens, num_groups=num_groups))
+    g_sp = float(gamma_sp(proba, sens, num_groups=num_groups, groups=groups))
+    g_eo = float(gamma_eo(proba, y, sens, num_groups=num_groups, groups=groups))
     return FairnessReport(
         nodes=int(y.numel()),
         accuracy=accuracy(y, pred),
         auc=roc_auc(y, proba),
         f1=f1_score(y, pred, num_classes),
-        delta_sp=delta_sp(pred, sens, num_groups=num_groups, num_classes=num_classes),
-        delta_eo=delta_eo(y, pred, sens, num_groups=num_groups, num_classes=num_classes),
+        delta_sp=delta_sp(pred, sens, num_groups=num_groups, num_classes=num_classes, groups=groups),
+        delta_eo=delta_eo(y, pred, sens, num_groups=num_groups, num_classes=num_classes, groups=groups),
         gamma_sp=g_sp,
         gamma_eo=g_eo,
         gamma=lam * g_sp + (1 - lam) * g_eo,
     )
+
+
+WORST_PAIR_METRICS = ("delta_sp", "delta_eo", "gamma_sp", "gamma_eo")
+
+
+def worst_pairs(
+    proba: Tensor, y: Tensor, sens: Tensor, *, groups: Sequence[int] | None = None
+) -> dict[str, dict[str, float | list[int]] | None]:
+    """For ΔSP, ΔEO, Γ_SP and Γ_EO: the largest value over pairs of ``groups`` (default: all present) and
+    the pair, ``{metric: {"value": v, "groups": [a, b]}}`` (``None`` with fewer than two groups).
+
+    Each pair's value is the metric restricted to that pair, so the mean over pairs is the audit's figure.
+    """
+    proba = proba.detach()
+    present = _groups(sens, None, groups)
+    out: dict[str, dict[str, float | list[int]] | None] = dict.fromkeys(WORST_PAIR_METRICS)
+    for a, b in itertools.combinations(present, 2):
+        values = evaluate(proba, y, sens, groups=[a, b]).to_dict()
+        for name in WORST_PAIR_METRICS:
+            best = out[name]
+            if best is None or float(values[name]) > float(best["value"]):  # type: ignore[arg-type]
+                out[name] = {"value": float(values[name]), "groups": [int(a), int(b)]}
+    return out

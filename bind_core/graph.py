@@ -34,6 +34,8 @@ class Graph:
         node_ids: int64 original id of each node (``arange(n)`` unless nodes were removed).
         feature_names: optional names of the ``d`` feature columns.
         name: a label for reports.
+        group_names: optional names of the ``G`` sensitive groups (e.g. ``"gender=F, race=B"`` for an
+            intersectional group), empty or one per group.
     """
 
     x: Tensor
@@ -46,6 +48,7 @@ class Graph:
     node_ids: Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
     feature_names: tuple[str, ...] = ()
     name: str = "graph"
+    group_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.node_ids.numel() == 0 and self.x.ndim == 2 and self.x.shape[0] > 0:
@@ -89,6 +92,7 @@ class Graph:
             "classes": self.num_classes,
             "groups": self.num_groups,
             "group_sizes": torch.bincount(self.sens, minlength=self.num_groups).tolist(),
+            "group_names": list(self.group_names),
             "class_sizes": torch.bincount(self.y, minlength=self.num_classes).tolist(),
             "train": int(self.train_idx.numel()),
             "val": int(self.val_idx.numel()),
@@ -112,6 +116,7 @@ class Graph:
         feature_names: Sequence[str] = (),
         name: str = "graph",
         node_ids: ArrayLike | None = None,
+        group_names: Sequence[str] = (),
     ) -> Graph:
         """Build a graph from arrays, cleaning the edge list.
 
@@ -160,6 +165,7 @@ class Graph:
             ),
             feature_names=tuple(feature_names),
             name=name,
+            group_names=tuple(str(n) for n in group_names),
         )
 
     # ------------------------------------------------------------------ editing
@@ -195,6 +201,7 @@ class Graph:
             node_ids=self.node_ids[keep],
             feature_names=self.feature_names,
             name=self.name,
+            group_names=self.group_names,
         )
         return reduced, mapping
 
@@ -211,6 +218,7 @@ class Graph:
             node_ids=self.node_ids,
             feature_names=self.feature_names,
             name=self.name,
+            group_names=self.group_names,
         )
 
 
@@ -268,6 +276,10 @@ def _validate(g: Graph) -> None:
             raise GraphValidationError(name, f"expected shape [{n}] (one per node), got {list(t.shape)}")
     _validate_values(g.y, "y", "classes")
     _validate_values(g.sens, "sens", "sensitive groups")
+    if g.group_names and len(g.group_names) != int(g.sens.max()) + 1:
+        raise GraphValidationError(
+            "group_names", f"{len(g.group_names)} names for {int(g.sens.max()) + 1} sensitive groups"
+        )
     _validate_edges(g.edge_index, n)
     _validate_splits(g, n)
 

@@ -32,14 +32,14 @@ from bind_core.training import ProgressCallback, TrainedModel, fine_tune, polish
 MODES = ("reoptimize", "scratch", "fine_tune")
 
 
-def gammas(model: TrainedModel, graph: Graph) -> tuple[float, float]:
-    """``(Γ_SP, Γ_EO)`` of ``model`` on ``graph``'s test nodes."""
+def gammas(model: TrainedModel, graph: Graph, groups: list[int] | None = None) -> tuple[float, float]:
+    """``(Γ_SP, Γ_EO)`` of ``model`` on ``graph``'s test nodes, over pairs of ``groups`` (default: all)."""
     test = graph.test_idx
     proba = model.predict_proba(graph, test).double()
     sens, y = graph.sens[test], graph.y[test]
     return (
-        float(gamma_sp(proba, sens, num_groups=graph.num_groups)),
-        float(gamma_eo(proba, y, sens, num_groups=graph.num_groups)),
+        float(gamma_sp(proba, sens, num_groups=graph.num_groups, groups=groups)),
+        float(gamma_eo(proba, y, sens, num_groups=graph.num_groups, groups=groups)),
     )
 
 
@@ -122,6 +122,7 @@ def validate(
     mode: str = "reoptimize",
     seed: int = 0,
     progress: ProgressCallback | None = None,
+    groups: list[int] | None = None,
 ) -> ValidationResult:
     """Compare the estimate with actual retraining.
 
@@ -132,6 +133,7 @@ def validate(
             helpful ranking (``num_sets`` of each, up to ``max_set_fraction`` of the training set), whose
             estimate is the sum over the set (running totals inflate correlation; report both).
         mode: how the actual ΔΓ is obtained (``reoptimize``, ``scratch`` or ``fine_tune``).
+        groups: the groups Γ is measured over (default: all), as in the estimate.
     """
     if protocol not in ("sample", "sets"):
         raise ConfigError(f"protocol: {protocol!r} is not one of sample, sets")
@@ -148,12 +150,12 @@ def validate(
         top = max(1, int(max_set_fraction * m))
         sizes = sorted({max(1, round(top * (i + 1) / num_sets)) for i in range(num_sets)})
         positions = [order[:k].tolist() for k in sizes] + [order.flip(0)[:k].tolist() for k in sizes]
-    before = gammas(model, graph)
+    before = gammas(model, graph, groups)
     est, act = [], []
     for i, pos in enumerate(positions):
         nodes = train_idx[torch.tensor(pos)]
         reduced, _ = graph.without_nodes(nodes)
-        after = gammas(retrain_without(model, graph, nodes, mode), reduced)
+        after = gammas(retrain_without(model, graph, nodes, mode), reduced, groups)
         d_sp, d_eo = after[0] - before[0], after[1] - before[1]
         act.append([influence.lam * d_sp + (1 - influence.lam) * d_eo, d_sp, d_eo])
         est.append(est_all[torch.tensor(pos)].sum(0).tolist())

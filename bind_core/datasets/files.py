@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bind_core.datasets.edgelist import read_edges
+from bind_core.datasets.intersect import encode_groups, sensitive_columns
 from bind_core.datasets.npz import load_npz
 from bind_core.datasets.scaling import minmax_scale
 from bind_core.datasets.split import PAPER_SPLIT_SEED, paper_split
@@ -24,7 +25,7 @@ def from_files(
     edges: str | Path | None = None,
     *,
     label: str | None = None,
-    sensitive: str | None = None,
+    sensitive: str | Sequence[str] | None = None,
     features: Sequence[str] | None = None,
     split: str | None = None,
     node_id: str | None = None,
@@ -41,6 +42,9 @@ def from_files(
 
     * ``label`` and ``sensitive`` values may be numbers or strings; each is mapped to codes ``0..k-1`` in
       sorted order of its distinct values.
+    * ``sensitive`` may name several columns (a list, or one comma-separated string): the value combinations
+      that occur become the groups (intersectional groups, codes in sorted order of the combinations), named
+      ``"col=value, col=value"`` in ``Graph.group_names``.
     * ``features``: the numeric feature columns. ``None`` takes every column except ``label``, ``split``
       and ``node_id``; the sensitive column stays a feature as in the BIND paper (as its codes when it
       is not numeric). Booleans count as numeric.
@@ -60,7 +64,7 @@ def from_files(
         nodes: the node table or ``.npz`` archive.
         edges: the edge list, or ``None``.
         label: the label column (required for a node table).
-        sensitive: the sensitive-attribute column (required for a node table).
+        sensitive: the sensitive-attribute column(s) (required for a node table).
         features: the feature columns, or ``None`` for all (see above).
         split: the split column, or ``None`` for the paper split.
         node_id: the node id column, or ``None``.
@@ -92,7 +96,9 @@ def from_files(
     if label is None or sensitive is None:
         raise GraphValidationError("label" if label is None else "sensitive", "required for a node table")
     table = read_node_table(nodes, max_nodes=max_nodes, max_columns=max_columns)
-    special = [label, sensitive, *(c for c in (split, node_id) if c is not None)]
+    require_columns(table, [label])
+    sens_columns = sensitive_columns(table, sensitive)
+    special = [label, *sens_columns, *(c for c in (split, node_id) if c is not None)]
     require_columns(table, special)
     if features is not None:
         features = [str(c) for c in features]
@@ -100,8 +106,9 @@ def from_files(
         if label in features:
             raise GraphValidationError(label, "the label column cannot also be a feature")
     y, _ = encode_codes(table[label], label)
-    sens, _ = encode_codes(table[sensitive], sensitive)
-    x, feature_names = _features(table, features, label=label, sensitive=sensitive, sens=sens, skip=special)
+    sens, group_names, per_column = encode_groups(table, sens_columns)
+    sens_codes = dict(zip(sens_columns, per_column, strict=True))
+    x, feature_names = _features(table, features, sens_codes=sens_codes, skip=special)
     if scale:
         x = minmax_scale(x)
     ids, node_ids = _node_ids(table, node_id)
@@ -121,6 +128,7 @@ def from_files(
         feature_names=feature_names,
         node_ids=node_ids,
         name=name if name is not None else nodes.stem,
+        group_names=group_names,
     )
 
 
@@ -128,21 +136,23 @@ def _features(
     table: pd.DataFrame,
     features: Sequence[str] | None,
     *,
-    label: str,
-    sensitive: str,
-    sens: np.ndarray,
+    sens_codes: dict[str, np.ndarray],
     skip: Sequence[str],
 ) -> tuple[np.ndarray, list[str]]:
-    default = [c for c in table.columns if c not in skip or c == sensitive]
+    default = [c for c in table.columns if c not in skip or c in sens_codes]
     columns = list(features) if features is not None else default
     if not columns:
         raise GraphValidationError("features", "no feature columns")
-    sens_is_text = not (
-        pd.api.types.is_numeric_dtype(table[sensitive].dtype) or pd.api.types.is_bool_dtype(table[sensitive].dtype)
-    )
-    if sensitive in columns and sens_is_text:
+    text = [
+        c
+        for c in sens_codes
+        if c in columns
+        and not (pd.api.types.is_numeric_dtype(table[c].dtype) or pd.api.types.is_bool_dtype(table[c].dtype))
+    ]
+    if text:
         frame = table[columns].copy()
-        frame[sensitive] = sens.astype(np.float64)
+        for c in text:
+            frame[c] = sens_codes[c].astype(np.float64)
         return numeric_matrix(frame, columns), columns
     return numeric_matrix(table, columns), columns
 

@@ -18,14 +18,15 @@ from bind_core.graph import Graph
 
 REQUIRED_KEYS = ("x", "edge_index", "y", "sens")
 SPLIT_KEYS = ("train_idx", "val_idx", "test_idx")
-OPTIONAL_KEYS = (*SPLIT_KEYS, "node_ids", "feature_names", "name")
+OPTIONAL_KEYS = (*SPLIT_KEYS, "node_ids", "feature_names", "name", "group_names")
 
 
 def save_npz(graph: Graph, file: str | Path | BinaryIO) -> None:
     """Write ``graph`` as a compressed ``.npz`` that :func:`load_npz` reads back exactly.
 
     Keys: ``x`` (float32), ``edge_index`` (int64 ``[2, E]``), ``y``, ``sens``, ``train_idx``, ``val_idx``,
-    ``test_idx``, ``node_ids`` (int64), ``feature_names`` (unicode), ``name`` (0-d unicode). No pickled
+    ``test_idx``, ``node_ids`` (int64), ``feature_names`` and ``group_names`` (unicode), ``name`` (0-d unicode).
+    No pickled
     objects, so it loads with ``allow_pickle=False``.
 
     Args:
@@ -44,6 +45,7 @@ def save_npz(graph: Graph, file: str | Path | BinaryIO) -> None:
         node_ids=graph.node_ids.numpy(),
         feature_names=np.array(graph.feature_names, dtype=np.str_),
         name=np.array(graph.name, dtype=np.str_),
+        group_names=np.array(graph.group_names, dtype="U"),
     )
 
 
@@ -80,9 +82,9 @@ def load_npz(
 
     Required keys: ``x`` ``[n, d]``, ``edge_index`` (``[2, E]`` or ``[E, 2]``, either or both directions),
     ``y``, ``sens``. Optional: ``train_idx``, ``val_idx``, ``test_idx`` (all three or none; without them
-    :func:`paper_split` with ``split_seed`` is used), ``node_ids``, ``feature_names``, ``name``. Edges are
-    cleaned by :meth:`Graph.build` (self-loops dropped, duplicates merged), so a file written by
-    :func:`save_npz` round-trips exactly.
+    :func:`paper_split` with ``split_seed`` is used), ``node_ids``, ``feature_names``, ``name``,
+    ``group_names``. Edges are cleaned by :meth:`Graph.build` (self-loops dropped, duplicates merged), so a
+    file written by :func:`save_npz` round-trips exactly.
 
     Args:
         file: a path, the archive's bytes, or a readable binary file object.
@@ -138,7 +140,7 @@ def load_npz(
     ) as exc:
         raise GraphValidationError("npz", f"cannot read the .npz archive ({type(exc).__name__}: {exc})") from exc
     for key, arr in arrays.items():
-        if key in ("feature_names", "name"):
+        if key in ("feature_names", "name", "group_names"):
             if arr.dtype.kind not in "U" and arr.size:
                 raise GraphValidationError(key, f"expected unicode strings, got dtype {arr.dtype}")
         elif arr.dtype.kind not in "biuf":
@@ -154,6 +156,7 @@ def load_npz(
         raise GraphValidationError(
             "feature_names", f"{len(feature_names)} names for {arrays['x'].shape[1]} feature columns"
         )
+    group_names = tuple(str(s) for s in arrays["group_names"].reshape(-1)) if "group_names" in arrays else ()
     stored_name = str(arrays["name"].reshape(-1)[0]) if "name" in arrays and arrays["name"].size else "graph"
     return Graph.build(
         arrays["x"],
@@ -166,4 +169,5 @@ def load_npz(
         feature_names=feature_names,
         node_ids=arrays.get("node_ids"),
         name=name if name is not None else stored_name,
+        group_names=group_names,
     )

@@ -104,6 +104,7 @@ def estimate(
     lissa_depth: int = 1000,
     lissa_damping: float = 0.01,
     progress: ProgressCallback | None = None,
+    groups: list[int] | None = None,
 ) -> InfluenceResult:
     """Estimate ΔΓ of deleting each training node (see the module docstring for the math and the sign).
 
@@ -119,6 +120,7 @@ def estimate(
             (exact up to 5000 parameters, else CG).
         damping: added to the Hessian's eigenvalues (exact, cg); 0 by default.
         progress: ``progress("influence", fraction)``.
+        groups: the groups Γ is measured over (default: all; an audit's minimum group size narrows them).
 
     Returns:
         An :class:`InfluenceResult` aligned with ``graph.train_idx``.
@@ -130,7 +132,7 @@ def estimate(
             progress("influence", frac)
 
     t0 = time.perf_counter()
-    fm = FunctionalModel.from_trained(model, graph)
+    fm = FunctionalModel.from_trained(model, graph, groups)
     theta, m = fm.theta, int(graph.train_idx.numel())
     grad_norm = float(torch.func.grad(fm.objective)(theta).norm())
     gam = fm.gammas(theta).detach()
@@ -227,8 +229,8 @@ def _deletion_terms(
     base_proba = fm.test_proba(theta).detach()
     if direct and not exact:
         probe = base_proba.clone().requires_grad_(True)
-        d_sp = torch.autograd.grad(gammas_from_proba(probe, g)[0], probe)[0]
-        d_eo = torch.autograd.grad(gammas_from_proba(probe, g)[1], probe)[0]
+        d_sp = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[0], probe)[0]
+        d_eo = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[1], probe)[0]
     for batch in pair_batches(fm):
         is_train = train_pos[batch.node] >= 0
         if non_iid and bool(is_train.any()):
@@ -242,7 +244,7 @@ def _deletion_terms(
                 proba = probabilities(batch.logits(theta))[is_test.to(fm.device)]
             t_pos = test_pos[batch.node[is_test]]
             if exact:
-                _direct(g, base_proba, gam, batch.v_pos[is_test], t_pos, proba, direct_part)
+                _direct(g, base_proba, gam, batch.v_pos[is_test], t_pos, proba, direct_part, fm.groups)
             else:
                 change = proba - base_proba[t_pos]
                 lin = torch.stack([(d_sp[t_pos] * change).sum(1), (d_eo[t_pos] * change).sum(1)], dim=1)
@@ -257,6 +259,7 @@ def _direct(
     t_pos: Tensor,
     proba: Tensor,
     out: Tensor,
+    groups: list[int] | None = None,
     chunk: int = 128,
 ) -> None:
     """Exact ``Γ(θ̂; G−v) − Γ(θ̂; G)`` for each ``v`` among ``v_pos``, the test probabilities patched per ``v``."""
@@ -267,7 +270,7 @@ def _direct(
         batch = base.unsqueeze(0).repeat(k, 1, 1)
         batch[inverse[sel] - start, t_pos[sel]] = proba[sel.to(proba.device)]
         if base.shape[1] == 2:
-            new = gammas_from_proba(batch, graph)
+            new = gammas_from_proba(batch, graph, groups)
         else:
-            new = torch.stack([gammas_from_proba(p, graph) for p in batch])
+            new = torch.stack([gammas_from_proba(p, graph, groups) for p in batch])
         out[users[start : start + k].to(out.device)] += new - gam

@@ -33,9 +33,11 @@ class FunctionalModel:
     graph: Graph
     inputs: GraphInputs
     weight_decay: float
+    groups: list[int] | None = None
+    """The groups Γ is measured over (``None``: all); see :func:`bind_core.groups.included_groups`."""
 
     @classmethod
-    def from_trained(cls, trained: TrainedModel, graph: Graph) -> FunctionalModel:
+    def from_trained(cls, trained: TrainedModel, graph: Graph, groups: list[int] | None = None) -> FunctionalModel:
         import copy
 
         module = copy.deepcopy(trained.module).double().eval()
@@ -43,7 +45,8 @@ class FunctionalModel:
         params = [p.detach() for _, p in module.named_parameters()]
         theta = torch.cat([p.reshape(-1) for p in params])
         inputs = module.prepare(graph, torch.float64, theta.device)
-        return cls(module, names, [p.shape for p in params], theta, graph, inputs, trained.train_config.weight_decay)
+        wd = trained.train_config.weight_decay
+        return cls(module, names, [p.shape for p in params], theta, graph, inputs, wd, groups)
 
     @property
     def num_parameters(self) -> int:
@@ -85,23 +88,26 @@ class FunctionalModel:
 
     def gammas(self, flat: Tensor) -> Tensor:
         """``[Γ_SP(θ), Γ_EO(θ)]`` on the test nodes."""
-        return gammas_from_proba(self.test_proba(flat), self.graph)
+        return gammas_from_proba(self.test_proba(flat), self.graph, self.groups)
 
 
-def gammas_from_proba(proba: Tensor, graph: Graph) -> Tensor:
-    """``[Γ_SP, Γ_EO]`` from test probabilities ``[t, C]`` (or a batch ``[B, t, C]`` → ``[B, 2]``, binary only)."""
+def gammas_from_proba(proba: Tensor, graph: Graph, groups: list[int] | None = None) -> Tensor:
+    """``[Γ_SP, Γ_EO]`` from test probabilities ``[t, C]`` (or a batch ``[B, t, C]`` → ``[B, 2]``, binary only),
+    over pairs of ``groups`` (default: all groups)."""
     test = graph.test_idx.to(proba.device)
     sens, y = graph.sens.to(proba.device)[test], graph.y.to(proba.device)[test]
-    groups = graph.num_groups
+    num = graph.num_groups
     if proba.ndim == 3:
         scores = proba[..., 1]
         pos = y == 1
-        sp = pdd(scores, sens, num_groups=groups, batched=True)
-        eo = pdd(scores[:, pos], sens[pos], num_groups=groups, batched=True)
+        sp = pdd(scores, sens, num_groups=num, batched=True, groups=groups)
+        eo = pdd(scores[:, pos], sens[pos], num_groups=num, batched=True, groups=groups)
         return torch.stack([sp, eo], dim=1)
     from bind_core.fairness import gamma_eo, gamma_sp
 
-    return torch.stack([gamma_sp(proba, sens, num_groups=groups), gamma_eo(proba, y, sens, num_groups=groups)])
+    return torch.stack(
+        [gamma_sp(proba, sens, num_groups=num, groups=groups), gamma_eo(proba, y, sens, num_groups=num, groups=groups)]
+    )
 
 
 def dloss_dlogits(logits: Tensor, y: Tensor) -> Tensor:

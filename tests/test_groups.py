@@ -1,0 +1,128 @@
+"""Intersectional groups, the minimum group size and the worst pair (issue 8)."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bind_core.audit import AuditConfig, run_audit
+from bind_core.datasets import from_files, load_npz, save_npz, synthetic
+from bind_core.errors import ConfigError, GraphValidationError
+from bind_core.fairness import evaluate, worst_pairs
+from bind_core.groups import included_groups
+from bind_core.training import TrainConfig
+
+COMBOS = [("F", "A", "old"), ("F", "B", "young"), ("M", "A", "old"), ("M", "A", "young"), ("M", "B", "old")]
+
+
+def _table(path: Path) -> Path:
+    rows = []
+    for gender, race, age in reversed(COMBOS):  # order of rows must not matter
+        for label, split in ((0, "train"), (1, "train"), (1, "test"), (0, "test"), (1, "val")):
+            rows.append({"gender": gender, "race": race, "age": age, "income": label, "split": split, "f": len(rows)})
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_three_columns_become_their_combinations(tmp_path: Path) -> None:
+    g = from_files(_table(tmp_path / "people.csv"), label="income", sensitive="gender, race,age", split="split")
+    assert g.num_groups == 5
+    assert g.group_names == (
+        "gender=F, race=A, age=old",
+        "gender=F, race=B, age=young",
+        "gender=M, race=A, age=old",
+        "gender=M, race=A, age=young",
+        "gender=M, race=B, age=old",
+    )
+    # Rows come in reversed combination order, five rows each.
+    assert g.sens.tolist() == [c for c in (4, 3, 2, 1, 0) for _ in range(5)]
+    # The sensitive columns stay features, as their codes (text columns).
+    assert {"gender", "race", "age", "f"} <= set(g.feature_names)
+    assert g.summary()["group_names"] == list(g.group_names)
+    buffer = io.BytesIO()
+    save_npz(g, buffer)
+    with np.load(io.BytesIO(buffer.getvalue()), allow_pickle=False) as archive:
+        assert archive["group_names"].dtype.kind == "U"
+    back = load_npz(buffer.getvalue())
+    assert back.group_names == g.group_names and torch.equal(back.sens, g.sens)
+    assert g.without_nodes([0])[0].group_names == g.group_names
+    # One column: its values are the names; a list works like the comma-separated string.
+    one = from_files(tmp_path / "people.csv", label="income", sensitive="gender", split="split", features=["f"])
+    assert one.group_names == ("F", "M")
+    listed = from_files(tmp_path / "people.csv", label="income", sensitive=["gender", "race", "age"], split="split")
+    assert torch.equal(listed.sens, g.sens)
+    with pytest.raises(GraphValidationError, match="nope"):
+        from_files(tmp_path / "people.csv", label="income", sensitive="gender,nope", split="split")
+
+
+def test_worst_pair_on_a_hand_case() -> None:
+    p1 = torch.tensor([0.9, 0.8, 0.7, 0.2, 0.1, 0.3], dtype=torch.float64)
+    proba = torch.stack([1 - p1, p1], 1)
+    y = torch.tensor([1, 1, 1, 1, 1, 0])
+    sens = torch.tensor([0, 0, 1, 1, 2, 2])
+    worst = worst_pairs(proba, y, sens)
+    # Positive-prediction rates 1, 0.5, 0: ΔSP pairs 0.5, 1, 0.5 (mean 2/3).
+    assert worst["delta_sp"] == {"value": 1.0, "groups": [0, 2]}
+    assert evaluate(proba, y, sens).delta_sp == pytest.approx(2 / 3)
+    # W1 of P(y=1): (0,1) 0.4, (0,2) 0.65, (1,2) 0.25.
+    assert worst["gamma_sp"]["value"] == pytest.approx(0.65) and worst["gamma_sp"]["groups"] == [0, 2]
+    # Among positives group 2 holds only 0.1: TPR 1, 0.5, 0; W1 (0,2) = 0.75.
+    assert worst["delta_eo"] == {"value": 1.0, "groups": [0, 2]}
+    assert worst["gamma_eo"]["value"] == pytest.approx(0.75)
+    only = worst_pairs(proba, y, sens, groups=[1, 2])
+    assert only["delta_sp"] == {"value": 0.5, "groups": [1, 2]}
+
+
+def _with_small_group(size: int = 6) -> tuple:
+    g = synthetic(160, seed=3)
+    sens = g.sens.clone()
+    test = g.test_idx
+    major = g.sens[test] == 0  # taken from the majority group, so groups 0 and 1 keep their positives
+    pos = test[major & (g.y[test] == 1)][: size // 2]
+    neg = test[major & (g.y[test] == 0)][: size - pos.numel()]
+    sens[torch.cat([pos, neg])] = 2
+    sens[g.train_idx[:4]] = 2
+    small = replace(g, sens=sens, group_names=("a", "b", "tiny"))
+    return small, int((sens[test] == 2).sum())
+
+
+def test_a_group_below_the_minimum_is_reported_but_kept_out() -> None:
+    g, tiny = _with_small_group()
+    assert included_groups(g, tiny + 1) == [0, 1]
+    with pytest.raises(ConfigError):
+        included_groups(g, 10_000)
+    config = AuditConfig(
+        training=TrainConfig(epochs=30),
+        stages=("training", "metrics", "influence"),
+        bootstrap=50,
+        min_group_size=tiny + 1,
+    )
+    result = run_audit(g, config)
+    d = result.to_dict()
+    rows = d["metrics"]["groups"]
+    assert [r["name"] for r in rows] == ["a", "b", "tiny"]
+    assert [r["included"] for r in rows] == [True, True, False] and rows[2]["size"] == tiny
+    assert any("tiny" in w and "min_group_size" in w for w in d["warnings"])
+    assert d["metrics"]["included_groups"] == [0, 1]
+    # By hand: the test nodes of groups 0 and 1 only, as a two-group problem.
+    test = g.test_idx
+    proba = result.model.predict_proba(g, test).double()
+    keep = g.sens[test] < 2
+    hand = evaluate(proba[keep], g.y[test][keep], g.sens[test][keep]).to_dict()
+    everyone = evaluate(proba, g.y[test], g.sens[test]).to_dict()
+    t = d["metrics"]["test"]
+    for name in ("delta_sp", "delta_eo", "gamma_sp", "gamma_eo", "gamma"):
+        assert t[name] == pytest.approx(hand[name], abs=1e-12), name
+        assert d["metrics"]["intervals"][name if name != "gamma" else "gamma_sp"]["estimate"] == pytest.approx(
+            hand[name if name != "gamma" else "gamma_sp"], abs=1e-12
+        )
+    assert t["gamma"] != pytest.approx(everyone["gamma"], abs=1e-9)  # the exclusion matters here
+    assert t["accuracy"] == pytest.approx(everyone["accuracy"])  # utility stays over every test node
+    assert d["influence_summary"]["gamma"]["total"] == pytest.approx(hand["gamma"], abs=1e-9)
+    assert t["worst_pairs"]["delta_sp"]["groups"] == [0, 1]
