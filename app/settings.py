@@ -29,6 +29,11 @@ class Settings(BaseSettings):
     data_root: Path | None = None
     """Folder of built-in datasets (``bind_core.datasets.available``); ``None`` means none are offered."""
 
+    mlflow_tracking_uri: str | None = None
+    """MLflow tracking URI; when set, workers log each succeeded audit there (needs the ``mlflow`` extra)."""
+    mlflow_experiment: str = "bind-audit"
+    """The MLflow experiment audits are logged under."""
+
     max_upload_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
     max_nodes: int = Field(default=2_000_000, gt=0)
     max_edges: int = Field(default=20_000_000, gt=0)

@@ -41,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--validation-sample", type=int, default=50, help="nodes checked against re-optimisation")
     p.add_argument("--skip", default="", help=f"stages to skip, comma-separated, from {', '.join(STAGES[2:])}")
     p.add_argument("--bootstrap", type=int, default=1000, help="resamples for confidence intervals (0: none)")
+    p.add_argument("--min-group-size", type=int, default=0, help="groups with fewer test nodes are kept out")
+    p.add_argument("--stability-seeds", default="", help="retrain with these seeds (e.g. 1,10,100): top-k overlap")
+    p.add_argument("--stability-k", type=int, default=10, help="k of the top-k harmful sets compared across seeds")
+    p.add_argument("--mlflow", metavar="URI", help="log the audit to this MLflow tracking URI (extra: mlflow)")
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes to print")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
@@ -65,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             validation_sample=args.validation_sample,
             stages=tuple(s for s in STAGES if s not in skip),
             bootstrap=args.bootstrap,
+            min_group_size=args.min_group_size,
+            stability_seeds=tuple(int(s) for s in args.stability_seeds.split(",") if s.strip()),
+            stability_k=args.stability_k,
         )
     except (BindError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -90,6 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc = result.to_dict() | {"config": config.to_dict(), "influence": result.influence_rows()}
         args.json.write_text(json.dumps(doc, indent=2, default=float))
         print(f"\nwrote {args.json}")
+    if args.mlflow:
+        from bind_core.mlflow_log import log_audit
+
+        try:
+            run_id = log_audit(args.mlflow, config.to_dict(), result.to_dict(), result.influence_rows())
+        except Exception as exc:  # the audit itself succeeded; say why logging did not
+            print(f"warning: MLflow logging failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+            return 1
+        print(f"logged MLflow run {run_id} to {args.mlflow}")
     return 0
 
 
@@ -126,6 +142,7 @@ def render(result: AuditResult, *, top: int = 10) -> str:
             f"{round(100 * ci['level'])}% interval".ljust(16) + " ".join(f"{100 * ci[k]['low']:6.2f}" for k in keys)
         )
         lines.append("  (bootstrap)".ljust(16) + " ".join(f"{100 * ci[k]['high']:6.2f}" for k in keys))
+    lines += _group_lines(d)
     inf = d["influence_summary"]
     if inf is not None:
         lines += [
@@ -158,8 +175,35 @@ def render(result: AuditResult, *, top: int = 10) -> str:
             if v["pearson"] is not None
             else f"self-check on {v['count']} nodes: correlation undefined",
         ]
+    st = d.get("stability")
+    if st:
+        lines += [
+            "",
+            f"top-{st['k']} harmful set across seeds {', '.join(map(str, st['seeds']))}: Jaccard "
+            f"{st['all']['jaccard']:.2f} over all ({st['all']['intersection']} in every set), "
+            f"mean pairwise {st['mean_pairwise_jaccard']:.2f}",
+        ]
     lines += ["", "seconds: " + ", ".join(f"{k} {s:.2f}" for k, s in d["timings"].items())]
     return "\n".join(lines)
+
+
+def _group_lines(d: dict[str, Any]) -> list[str]:
+    """Worst pairs (when there are more than two groups) and the groups kept out by the minimum size."""
+    m = d["metrics"]
+    names = {r["group"]: r.get("name", str(r["group"])) for r in m.get("groups", [])}
+    lines = []
+    worst = m["test"].get("worst_pairs") or {}
+    if len(names) > 2 and worst:
+        lines.append("")
+        for key, label in (("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma_sp", "Γ_SP"), ("gamma_eo", "Γ_EO")):
+            w = worst.get(key)
+            if w:
+                a, b = w["groups"]
+                lines.append(f"worst pair {label:<5} {100 * w['value']:6.2f}  ({names.get(a, a)} vs {names.get(b, b)})")
+    out = [r for r in m.get("groups", []) if not r.get("included", True)]
+    if out:
+        lines.append("kept out (below the minimum group size): " + ", ".join(f"{r['name']} ({r['size']})" for r in out))
+    return lines
 
 
 if __name__ == "__main__":

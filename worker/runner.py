@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.integrations.mlflow_log import log_succeeded_audit
 from app.settings import Settings
 from bind_core import ConfigError, DatasetNotFoundError, Graph
 from bind_core.audit import AuditConfig, AuditResult, run_audit
@@ -104,7 +105,10 @@ def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Setting
         return _settled(sessions, claim, lease, "failed")
     with sessions.begin() as session:  # one transaction; a fenced miss has written nothing
         lease = jobs.succeed(session, claim, **payload)
-    return _settled(sessions, claim, lease, "succeeded")
+    outcome = _settled(sessions, claim, lease, "succeeded")
+    if outcome.status == "succeeded":
+        log_succeeded_audit(settings, audit_id, result.config.to_dict(), payload["results"], payload["influence"])
+    return outcome
 
 
 def _load_graph(sessions: sessionmaker[Session], claim: Claim, settings: Settings) -> Graph:

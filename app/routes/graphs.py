@@ -30,7 +30,11 @@ _UPLOAD_BODY: dict[str, Any] = {
                     "edges": {"type": "string", "format": "binary", "description": "Edge list, two columns."},
                     "npz": {"type": "string", "format": "binary", "description": "Or: one .npz graph archive."},
                     "label": {"type": "string", "description": "Label column of the node table."},
-                    "sensitive": {"type": "string", "description": "Sensitive-attribute column."},
+                    "sensitive": {
+                        "type": "string",
+                        "description": "Sensitive-attribute column, or several comma-separated: their value "
+                        "combinations become the (intersectional) groups.",
+                    },
                     "features": {"type": "string", "description": "Feature columns, comma-separated (default: all)."},
                     "split": {"type": "string", "description": "Column of train/val/test (default: paper split)."},
                     "node_id": {"type": "string", "description": "Column of node ids the edge list uses."},

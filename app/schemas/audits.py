@@ -64,6 +64,27 @@ class AuditCreate(BaseModel):
         le=10_000,
         description="Training nodes whose estimate is checked by re-optimising the model without them; 0 disables.",
     )
+    min_group_size: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000,
+        description="Groups with fewer test nodes are reported (breakdown, warning) but kept out of every fairness "
+        "metric, Γ and the influence objective; 0 keeps every group.",
+    )
+    stability_seeds: list[int] = Field(
+        default=[],
+        max_length=10,
+        description="Retrain with each of these training seeds (2 or more, distinct) and report the overlap of the "
+        "top-k harmful sets; empty disables (each seed retrains the model).",
+    )
+    stability_k: int = Field(default=10, ge=1, le=100_000, description="k of the top-k harmful sets compared.")
+
+    @field_validator("stability_seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(seeds) == 1 or len(set(seeds)) != len(seeds) or any(not 0 <= s < 2**31 for s in seeds):
+            raise ValueError("give two or more distinct seeds in [0, 2^31), or none")
+        return seeds
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:

@@ -1,0 +1,1 @@
+"""Optional integrations with tools outside the service (MLflow)."""
