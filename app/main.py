@@ -19,7 +19,7 @@ from app.observability import RequestContextMiddleware
 from app.problems import install_problem_handlers
 from app.queue import AuditQueue
 from app.ratelimit import make_rate_limiter
-from app.routes import audits, datasets, graphs, health, models, reports, schedules
+from app.routes import audits, datasets, graphs, health, models, reports, schedules, webhooks
 from app.schemas.problem import problem_responses, problem_schemas
 from app.settings import Settings, get_settings
 
@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
     v1 = APIRouter(prefix="/v1", responses=problem_responses(401, 422, 500))
-    for module in (graphs, datasets, models, audits, reports, schedules):
+    for module in (graphs, datasets, models, audits, reports, schedules, webhooks):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Select, tuple_
 from sqlalchemy.orm import Session
 
-from app.db.models import Audit, Graph, Schedule, SuppliedModel
+from app.db.models import Audit, Graph, Schedule, SuppliedModel, Webhook
 from app.errors import BadRequest
 
 DEFAULT_LIMIT = 50
@@ -44,7 +44,7 @@ def decode_token(token: str, kind: str, arity: int) -> list[Any]:
     return list(key)
 
 
-M = TypeVar("M", Graph, Audit, SuppliedModel, Schedule)
+M = TypeVar("M", Graph, Audit, SuppliedModel, Schedule, Webhook)
 
 
 def newest_first(

@@ -68,6 +68,14 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=3, ge=1)
     """An audit whose worker died this many times (killed, out of memory) is failed instead of retried."""
     scheduler_interval: float = Field(default=1.0, ge=0)
+    webhook_max_attempts: int = Field(default=8, ge=1)
+    """Attempts at one webhook delivery before it is marked failed."""
+    webhook_retry_base: float = Field(default=10.0, gt=0)
+    """Seconds before the first retry of a failed delivery; doubled for each later one."""
+    webhook_retry_max: float = Field(default=3600.0, gt=0)
+    """Longest wait between two attempts of a delivery."""
+    webhook_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a receiver has to answer one delivery."""
     """Seconds between two ticks of the scheduler thread in each worker (0: this worker schedules nothing)."""
 
     cors_origins: Annotated[list[str], NoDecode] = []

@@ -21,7 +21,7 @@ def create_celery(settings: Settings) -> Celery:
     """A Celery app for ``settings.broker_url`` with the delivery guarantees the audit jobs rely on."""
     if settings.broker_url.startswith("sqla+"):
         ensure_sqlite_dir(settings.broker_url)
-    celery = Celery("bind-audit", broker=settings.broker_url, include=["worker.tasks"])
+    celery = Celery("bind-audit", broker=settings.broker_url, include=["worker.tasks", "worker.webhooks"])
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,

@@ -17,7 +17,7 @@ from app.settings import Settings
 from bind_core import ConfigError, DatasetNotFoundError, Graph
 from bind_core.audit import AuditConfig, AuditResult, run_audit
 from bind_core.datasets import load, load_npz
-from worker import jobs
+from worker import events, jobs
 from worker.jobs import Claim
 from worker.problems import problem_for
 from worker.progress import Cancelled, Lease, LeaseLost, ProgressReporter
@@ -102,13 +102,25 @@ def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Setting
         problem = problem_for(_unwrap(exc), audit_id=audit_id, stage=stage)
         with sessions.begin() as session:
             lease = jobs.fail(session, claim, problem)
+            deliveries = events.audit_finished(session, claim.audit_id) if lease is Lease.HELD else []
+        _send(deliveries)
         return _settled(sessions, claim, lease, "failed")
     with sessions.begin() as session:  # one transaction; a fenced miss has written nothing
         lease = jobs.succeed(session, claim, **payload)
+        deliveries = events.audit_finished(session, claim.audit_id) if lease is Lease.HELD else []
+    _send(deliveries)
     outcome = _settled(sessions, claim, lease, "succeeded")
     if outcome.status == "succeeded":
         log_succeeded_audit(settings, audit_id, result.config.to_dict(), payload["results"], payload["influence"])
     return outcome
+
+
+def _send(deliveries: list[uuid.UUID]) -> None:
+    """Send the webhook deliveries the outcome's transaction wrote (a lost send is re-sent later)."""
+    try:
+        events.send_deliveries(deliveries)
+    except Exception:
+        log.warning("could not send %d webhook deliveries; they are re-sent later", len(deliveries), exc_info=True)
 
 
 def _load_graph(sessions: sessionmaker[Session], claim: Claim, settings: Settings) -> Graph:

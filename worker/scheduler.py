@@ -30,7 +30,7 @@ from app.queue import RUN_AUDIT_TASK
 from app.services.slots import next_slot
 from app.services.versions import latest_version
 from app.settings import Settings
-from worker import context
+from worker import context, events
 from worker.jobs import now
 
 log = logging.getLogger(__name__)
@@ -39,9 +39,13 @@ BATCH = 50
 
 
 def tick(sessions: sessionmaker[Session], at: datetime | None = None) -> list[uuid.UUID]:
-    """Start the due slots of every schedule; commit; return the ids of the queued audits to send."""
+    """Start the due slots of every schedule; commit; return the ids of the queued audits to send.
+
+    A slot whose graph is gone is recorded as a failed audit at once (its ``audit.failed`` webhooks are sent).
+    """
     t = at or now()
     queued: list[uuid.UUID] = []
+    deliveries: list[uuid.UUID] = []
     with sessions.begin() as session:
         due = session.scalars(
             select(Schedule)
@@ -65,6 +69,9 @@ def tick(sessions: sessionmaker[Session], at: datetime | None = None) -> list[uu
             log.info("schedule %s: slot %s -> audit %s (%s)", schedule.id, slot.isoformat(), audit.id, audit.state)
             if audit.state == "queued":
                 queued.append(audit.id)
+            else:
+                deliveries.extend(events.audit_finished(session, audit.id))
+    events.send_deliveries(deliveries)
     return queued
 
 
@@ -88,7 +95,11 @@ def _slot_audit(session: Session, schedule: Schedule, slot: datetime, t: datetim
 
 
 def tick_and_send(celery: Celery, sessions: sessionmaker[Session]) -> list[uuid.UUID]:
+    """One tick, then the tasks of its audits; and webhook deliveries whose task was lost are re-sent."""
     queued = tick(sessions)
+    from worker.webhooks import resend_stale
+
+    resend_stale(sessions)
     for audit_id in queued:
         celery.send_task(RUN_AUDIT_TASK, args=[str(audit_id)], task_id=str(audit_id))
     return queued

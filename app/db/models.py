@@ -191,3 +191,45 @@ class Schedule(Base):
     next_run_at: Mapped[datetime] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+WEBHOOK_EVENTS = ("audit.succeeded", "audit.failed", "schedule.threshold_exceeded")
+DELIVERY_STATES = ("pending", "succeeded", "failed")
+
+
+class Webhook(Base):
+    """A subscription of a URL to events. ``secret`` (``whsec_`` + base64) signs every delivery."""
+
+    __tablename__ = "webhooks"
+    __table_args__ = (Index(None, "tenant_id", "created_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    url: Mapped[str] = mapped_column(String(2000))
+    events: Mapped[list[str]] = mapped_column(JSONType)
+    secret: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WebhookDelivery(Base):
+    """One event for one subscription and what became of it (the delivery log). Written in the transaction
+    that finishes the audit (an outbox), sent after the commit, retried with exponential backoff."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        Index(None, "webhook_id", "created_at"),
+        Index(None, "state", "next_attempt_at"),
+        CheckConstraint(f"state IN {DELIVERY_STATES!r}", name="state"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    webhook_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
+    event: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    response_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(String(500))
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -1,4 +1,5 @@
-"""Scheduled audits on the real stack: slots become audits once, across scheduler restarts and races."""
+"""Scheduled audits and webhooks on the real stack: slots become audits once, across scheduler restarts and
+races; deliveries are signed, verified by a local receiver and retried after a 500."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from bind_it import WorkerPool, synthetic_npz
 from fastapi.testclient import TestClient
+from receiver import Receiver, serve
 from sqlalchemy import update
 
 from app.db.models import Schedule
@@ -18,6 +20,7 @@ from worker.scheduler import tick
 
 pytestmark = pytest.mark.integration
 
+FAST = {"BIND_SCHEDULER_INTERVAL": "0.2", "BIND_WEBHOOK_RETRY_BASE": "0.5"}
 TINY = {"training": {"epochs": 20}, "budgets": [1], "validation_sample": 0, "bootstrap": 0}
 
 
@@ -72,12 +75,12 @@ def test_interval_schedule_survives_a_scheduler_restart(client: TestClient, work
     assert upload.status_code == 201, upload.text
     body = {"graph_name": "sched", "interval_seconds": 2, "audit": TINY, "thresholds": {"delta_sp": 0.0}}
     schedule_id = client.post("/v1/schedules", json=body).json()["id"]
-    worker = workers.start(BIND_SCHEDULER_INTERVAL="0.2")
+    worker = workers.start(**FAST)
     first = wait_runs(client, schedule_id, lambda r: len(r) >= 2 and any(x["state"] == "succeeded" for x in r), workers)
     worker.stop()  # the scheduler goes down with the worker (after its current audit)
     before = len(runs(client, schedule_id))
     assert before >= len(first)
-    workers.start(BIND_SCHEDULER_INTERVAL="0.2")
+    workers.start(**FAST)
     wait_runs(client, schedule_id, lambda r: len(r) >= before + 2, workers)
     assert client.post(f"/v1/schedules/{schedule_id}/pause").json()["state"] == "paused"
     items = runs(client, schedule_id)
@@ -91,3 +94,38 @@ def test_interval_schedule_survives_a_scheduler_restart(client: TestClient, work
     for r in items:
         if r["state"] in ("queued", "running"):
             client.post(f"/v1/audits/{r['audit_id']}/cancel")
+
+
+def test_signed_webhooks_with_a_retry(client: TestClient, workers: WorkerPool) -> None:
+    if not any(w.process.poll() is None for w in workers.workers):
+        workers.start(**FAST)
+    receiver = Receiver(fail_first=1)
+    server, url = serve(receiver)
+    events = ["audit.succeeded", "schedule.threshold_exceeded"]
+    hook = client.post("/v1/webhooks", json={"url": url, "events": events}).json()
+    receiver.secret = hook["secret"]
+    try:
+        client.post("/v1/graphs", files={"npz": ("h.npz", synthetic_npz(200, seed=8))}, data={"name": "hooked"})
+        body = {"graph_name": "hooked", "interval_seconds": 3600, "audit": TINY, "thresholds": {"gamma": 0.0}}
+        schedule_id = client.post("/v1/schedules", json=body).json()["id"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sorted(set(receiver.events())) != sorted(events):
+            time.sleep(0.2)
+        assert sorted(receiver.events()) == sorted(events), (receiver.requests, workers.logs())
+        assert receiver.rejected == 0
+        run = runs(client, schedule_id)[0]
+        by_type = {e["type"]: e for _, e in receiver.received}
+        assert by_type["audit.succeeded"]["data"]["audit_id"] == run["audit_id"]
+        exceeded = by_type["schedule.threshold_exceeded"]["data"]
+        assert exceeded["schedule_id"] == schedule_id and exceeded["breaches"][0]["metric"] == "gamma"
+        log = client.get(f"/v1/webhooks/{hook['id']}/deliveries").json()["items"]
+        assert sorted(d["event"] for d in log) == sorted(events)
+        assert all(d["state"] == "succeeded" for d in log)
+        assert sorted(d["attempts"] for d in log) == [1, 2]  # the first answer was a 500, then a retry
+        retried = next(d for d in log if d["attempts"] == 2)
+        assert (retried["response_status"], retried["last_error"]) == (204, None)
+        assert {f"msg_{d['id'].replace('-', '')}" for d in log} == {m for m, _ in receiver.received}
+        client.post(f"/v1/schedules/{schedule_id}/pause")
+    finally:
+        client.delete(f"/v1/webhooks/{hook['id']}")
+        server.shutdown()

@@ -1,0 +1,107 @@
+"""Webhook delivery: one signed POST per attempt, retried with bounded exponential backoff, all logged.
+
+An attempt succeeds on any 2xx answer. Otherwise (another status, a timeout, a refused connection) the
+delivery's ``attempts`` goes up and, until ``BIND_WEBHOOK_MAX_ATTEMPTS``, the task is sent again with a
+countdown of ``BIND_WEBHOOK_RETRY_BASE · 2^(attempts−1)`` seconds, capped at ``BIND_WEBHOOK_RETRY_MAX``; after
+that it is ``failed``. Every retry of one delivery keeps its ``webhook-id`` so receivers can drop duplicates.
+Redirects are not followed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from datetime import timedelta
+
+import httpx
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import Webhook, WebhookDelivery
+from app.settings import Settings, get_settings
+from app.webhook_verify import sign
+from worker import context
+from worker.celery_app import app
+from worker.events import DELIVER_WEBHOOK_TASK, send_deliveries
+from worker.jobs import now
+
+log = logging.getLogger(__name__)
+
+
+def backoff(attempts: int, settings: Settings) -> float:
+    return float(min(settings.webhook_retry_base * 2 ** max(attempts - 1, 0), settings.webhook_retry_max))
+
+
+def deliver(delivery_id: uuid.UUID, sessions: sessionmaker[Session], settings: Settings) -> float | None:
+    """Make one attempt at a pending delivery; return the countdown of the retry, or ``None``."""
+    with sessions() as session:
+        row = session.execute(
+            select(
+                WebhookDelivery.payload, WebhookDelivery.state, WebhookDelivery.attempts, Webhook.url, Webhook.secret
+            )
+            .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
+            .where(WebhookDelivery.id == delivery_id)
+        ).one_or_none()
+    if row is None or row.state != "pending":
+        return None
+    body = json.dumps(row.payload, separators=(",", ":"))
+    msg_id, timestamp = f"msg_{delivery_id.hex}", int(time.time())
+    headers = {
+        "content-type": "application/json", "user-agent": "bind-audit-webhooks/1",
+        "webhook-id": msg_id, "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign(msg_id, timestamp, body, row.secret),
+    }  # fmt: skip
+    status, error = None, None
+    try:
+        response = httpx.post(row.url, content=body, headers=headers, timeout=settings.webhook_timeout)
+        status = response.status_code
+        if not 200 <= status < 300:
+            error = f"HTTP {status}"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}"[:500]
+    attempts, t = row.attempts + 1, now()
+    values: dict[str, object] = {"attempts": attempts, "response_status": status, "last_error": error}
+    retry = None
+    if error is None:
+        values.update(state="succeeded", delivered_at=t, next_attempt_at=None)
+    elif attempts >= settings.webhook_max_attempts:
+        values.update(state="failed", next_attempt_at=None)
+    else:
+        retry = backoff(attempts, settings)
+        values.update(next_attempt_at=t + timedelta(seconds=retry))
+    with sessions.begin() as session:
+        session.execute(
+            update(WebhookDelivery)
+            .where(
+                WebhookDelivery.id == delivery_id,
+                WebhookDelivery.state == "pending",
+                WebhookDelivery.attempts == row.attempts,
+            )
+            .values(**values)
+        )
+    log.info("webhook delivery %s attempt %d: %s", delivery_id, attempts, error or f"HTTP {status}")
+    return retry
+
+
+def resend_stale(sessions: sessionmaker[Session], *, grace: float = 60.0) -> list[uuid.UUID]:
+    """Re-send pending deliveries overdue by ``grace`` seconds (their task was lost); returns their ids."""
+    t = now()
+    with sessions.begin() as session:
+        ids = session.scalars(
+            update(WebhookDelivery)
+            .where(WebhookDelivery.state == "pending", WebhookDelivery.next_attempt_at < t - timedelta(seconds=grace))
+            .values(next_attempt_at=t)
+            .returning(WebhookDelivery.id)
+        ).all()
+    send_deliveries(list(ids))
+    return list(ids)
+
+
+@app.task(name=DELIVER_WEBHOOK_TASK, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]  # Celery ships no type hints
+def deliver_webhook_task(delivery_id: str) -> None:
+    """One attempt at the delivery ``delivery_id``; schedules the next attempt on failure."""
+    retry = deliver(uuid.UUID(delivery_id), context.sessions(), get_settings())
+    if retry is not None:
+        send_deliveries([uuid.UUID(delivery_id)], countdown=retry)
