@@ -1,4 +1,5 @@
-"""``bind-audit``: run an audit locally, serve the API with a worker, run a worker, migrate, create keys.
+"""``bind-audit``: run an audit locally, serve the API with a worker, run a worker, migrate, create keys, and
+talk to a server (``submit``, ``status``, ``results``, ``report``: see :mod:`app.client`).
 
 The CLI starts the worker as a subprocess (``python -m celery -A worker.celery_app worker``) and never
 imports `worker`, so the arrows stay ``worker -> app -> bind_core``.
@@ -145,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys_sub.add_parser("create", help="create an API key for a tenant and print it once")
     create.add_argument("--tenant", required=True)
     create.set_defaults(func=cmd_keys_create)
+
+    from app.client import add_commands
+
+    add_commands(sub)
     return parser
 
 

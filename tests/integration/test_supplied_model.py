@@ -55,3 +55,15 @@ def test_model_of_the_wrong_shape_is_422(client: TestClient, graph_id: str) -> N
     )
     assert response.status_code == 422, response.text
     assert response.headers["content-type"].startswith("application/problem+json")
+
+
+def test_cli_submit_waits_and_fails_on_a_threshold(client: TestClient, workers: WorkerPool) -> None:
+    from app.cli import build_parser
+    from app.client import THRESHOLD, run
+
+    client.post("/v1/graphs", files={"npz": ("c.npz", synthetic_npz(200, seed=6))}, data={"name": "ci"})
+    argv = ["submit", "--graph-name", "ci", "--settings", json.dumps(TINY), "--wait", "--poll", "0.2"]
+    lines: list[str] = []
+    code = run(build_parser().parse_args([*argv, "--timeout", "90", "--fail-on", "gamma>0"]), client, lines.append)
+    assert code == THRESHOLD, (lines, workers.logs())
+    assert json.loads(lines[-1])["thresholds_crossed"]

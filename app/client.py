@@ -1,0 +1,174 @@
+"""``bind-audit submit|status|results|report``: a command-line client of the API, for cron jobs and CI.
+
+The server and key come from ``--url``/``BIND_URL`` and ``--key``/``BIND_API_KEY``. ``submit --wait
+--fail-on 'delta_sp>0.1'`` waits for the audit and exits 1 when a test-set metric crosses a threshold.
+
+Exit codes: 0 fine; 1 a ``--fail-on`` threshold was crossed; 2 the audit failed or was cancelled, or the
+command was wrong; 3 the server answered with an error or could not be reached; 4 ``--wait`` timed out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import operator
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+OK, THRESHOLD, AUDIT_FAILED, HTTP_ERROR, TIMED_OUT = 0, 1, 2, 3, 4
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
+}  # fmt: skip
+_RULE = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|>|<)\s*([-+0-9.eE]+)\s*$")
+
+
+class ClientError(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parse_rule(text: str) -> tuple[str, str, float]:
+    """``"delta_sp>0.1"`` → ``("delta_sp", ">", 0.1)``; the metric is a key of ``results.metrics.test``."""
+    match = _RULE.match(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not METRIC(>|>=|<|<=)NUMBER, e.g. delta_sp>0.1")
+    return match[1], match[2], float(match[3])
+
+
+def crossed(results: dict[str, Any] | None, rules: list[tuple[str, str, float]]) -> list[str]:
+    """The rules that hold for the test-set metrics (a missing metric counts as crossed: fail closed)."""
+    test = ((results or {}).get("metrics") or {}).get("test") or {}
+    out = []
+    for metric, op, limit in rules:
+        value = test.get(metric)
+        if not isinstance(value, int | float) or _OPS[op](float(value), limit):
+            out.append(f"{metric}={value} {op} {limit}")
+    return out
+
+
+def _call(http: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    try:
+        response = http.request(method, path, **kwargs)
+    except httpx.HTTPError as exc:
+        raise ClientError(f"cannot reach the server: {exc}", HTTP_ERROR) from exc
+    if response.status_code >= 400:
+        try:
+            doc = response.json()
+            detail = doc.get("detail") or doc.get("title")
+        except ValueError:
+            detail = response.text[:500]
+        raise ClientError(f"HTTP {response.status_code}: {detail}", HTTP_ERROR)
+    return response
+
+
+def _settings(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    raw = Path(text[1:]).read_text() if text.startswith("@") else text
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ClientError("--settings must be a JSON object", AUDIT_FAILED)
+    return value
+
+
+def wait(http: httpx.Client, audit_id: str, *, timeout: float, poll: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        audit: dict[str, Any] = _call(http, "GET", f"/v1/audits/{audit_id}").json()
+        if audit["state"] in ("succeeded", "failed", "cancelled"):
+            return audit
+        if time.monotonic() > deadline:
+            raise ClientError(f"audit {audit_id} still {audit['state']} after {timeout:.0f}s", TIMED_OUT)
+        time.sleep(poll)
+
+
+def _finish(audit: dict[str, Any], rules: list[tuple[str, str, float]], out: Callable[[str], None]) -> int:
+    if audit["state"] != "succeeded":
+        out(json.dumps({"id": audit["id"], "state": audit["state"], "error": audit.get("error")}))
+        return AUDIT_FAILED
+    test = ((audit.get("results") or {}).get("metrics") or {}).get("test") or {}
+    hits = crossed(audit.get("results"), rules)
+    out(json.dumps({"id": audit["id"], "state": "succeeded", "metrics": test, "thresholds_crossed": hits}))
+    return THRESHOLD if hits else OK
+
+
+def run(args: argparse.Namespace, http: httpx.Client, out: Callable[[str], None] = print) -> int:
+    """Run one client command with ``http`` (its base URL and auth header set); return the exit code."""
+    try:
+        return _run(args, http, out)
+    except ClientError as exc:
+        print(f"bind-audit: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def _run(args: argparse.Namespace, http: httpx.Client, out: Callable[[str], None]) -> int:
+    if args.command == "submit":
+        body = _settings(args.settings)
+        for flag in ("dataset", "graph_id", "graph_name", "model_id"):
+            if getattr(args, flag):
+                body[flag] = getattr(args, flag)
+        audit = _call(http, "POST", "/v1/audits", json=body).json()
+        if not args.wait:
+            out(json.dumps({"id": audit["id"], "state": audit["state"]}))
+            return OK
+        return _finish(wait(http, audit["id"], timeout=args.timeout, poll=args.poll), args.fail_on, out)
+    if args.command == "status":
+        audit = _call(http, "GET", f"/v1/audits/{args.audit_id}").json()
+        keys = ("id", "state", "stage", "progress", "attempts", "created_at", "finished_at", "error")
+        out(json.dumps({k: audit.get(k) for k in keys}))
+        return OK
+    if args.command == "results":
+        audit = _call(http, "GET", f"/v1/audits/{args.audit_id}").json()
+        if args.fail_on:
+            return _finish(audit, args.fail_on, out)
+        out(json.dumps(audit.get("results"), indent=2))
+        return OK if audit["state"] == "succeeded" else AUDIT_FAILED
+    html = _call(http, "GET", f"/v1/audits/{args.audit_id}/report").text
+    Path(args.output).write_text(html, encoding="utf-8")
+    out(args.output)
+    return OK
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``submit``, ``status``, ``results`` and ``report`` to the ``bind-audit`` parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=os.environ.get("BIND_URL", "http://127.0.0.1:8000"),
+                        help="the server (default: $BIND_URL or http://127.0.0.1:8000)")  # fmt: skip
+    common.add_argument("--key", default=os.environ.get("BIND_API_KEY"), help="API key (default: $BIND_API_KEY)")
+    common.add_argument("--fail-on", action="append", type=parse_rule, default=[], metavar="RULE",
+                        help="exit 1 when a test metric satisfies RULE, e.g. 'delta_sp>0.1' (repeatable)")  # fmt: skip
+    submit = sub.add_parser("submit", parents=[common], help="queue an audit on a server (see --wait, --fail-on)")
+    source = submit.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset")
+    source.add_argument("--graph-id")
+    source.add_argument("--graph-name", help="a graph by name: its latest version")
+    source.add_argument("--model-id", help="a registered model, audited on its graph")
+    submit.add_argument("--settings", help="audit settings as JSON, or @file.json (e.g. '{\"budgets\": [1]}')")
+    submit.add_argument("--wait", action="store_true", help="wait for the audit to finish; print its metrics")
+    submit.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits (exit 4 past it)")
+    submit.add_argument("--poll", type=float, default=2.0, help="seconds between two polls")
+    for name, text in (("status", "an audit's state"), ("results", "an audit's results (JSON)")):
+        command = sub.add_parser(name, parents=[common], help=text)
+        command.add_argument("audit_id")
+    report = sub.add_parser("report", parents=[common], help="save an audit's HTML report")
+    report.add_argument("audit_id")
+    report.add_argument("-o", "--output", default="report.html")
+    for command in (submit, *[sub.choices[n] for n in ("status", "results", "report")]):
+        command.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.key:
+        print("bind-audit: an API key is needed (--key or BIND_API_KEY)", file=sys.stderr)
+        return AUDIT_FAILED
+    headers = {"Authorization": f"Bearer {args.key}"}
+    with httpx.Client(base_url=args.url, headers=headers, timeout=60.0) as http:
+        return run(args, http)
