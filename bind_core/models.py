@@ -5,9 +5,11 @@ last layer's output, as in the paper's GCN (one GCN layer with 16 hidden units, 
 activation or dropout in between: the reference code's one-layer GCN applies none). Binary labels use one output logit
 (sigmoid / binary cross-entropy, as the paper's code); ``C > 2`` classes use ``C`` logits (softmax).
 
-A one-layer GCN is linear in its aggregation: ``GCNConv(X) = Â·X·W + b``. :meth:`GNN.prepare` computes
-``Z = Â·X`` once per graph, after which the model is an MLP on the rows of ``Z`` (training touches only the
-training rows, and influence estimation can recompute single rows of ``Z``).
+One-layer GCN, GIN and GraphSAGE aggregate linearly and without parameters before any weight is applied
+(``GCNConv(X) = Â·X·W + b``; ``GINConv(X) = MLP(X + A·X)``; mean-``SAGEConv(X) = mean_N(X)·W_l + X·W_r``), so
+:meth:`GNN.prepare` computes the aggregated rows ``Z`` once per graph (``Â·X``; ``X + A·X``; ``[mean_N(X), X]``),
+after which the model is an MLP on the rows of ``Z``: training touches only the training rows, and influence
+estimation recomputes single rows of ``Z`` for a deleted node. GAT's attention and deeper models are not.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ class GraphInputs:
     """What a model needs of a graph, precomputed once (see :meth:`GNN.prepare`).
 
     Shapes: ``x [n, d]``; ``edge_index [2, E']`` (with self-loops for GCN); ``edge_weight [E']`` (GCN's
-    symmetric normalisation) or None; ``x_prop [n, d]`` = ``Â·X`` for a one-layer GCN, else None.
+    symmetric normalisation) or None; ``x_prop`` the aggregated rows of a one-layer GCN/GIN/SAGE (``[n, d]``,
+    ``[n, d]``, ``[n, 2d]``), else None.
     """
 
     x: Tensor
@@ -123,32 +126,41 @@ class GNN(nn.Module):
 
     @property
     def row_separable(self) -> bool:
-        """True for a one-layer GCN: its output rows depend only on the rows of ``Â·X``."""
-        return self.config.arch == "gcn" and self.config.layers == 1
+        """True for one-layer GCN, GIN and SAGE: output rows depend only on rows of the aggregated features."""
+        return self.config.arch in ("gcn", "gin", "sage") and self.config.layers == 1
 
     def prepare(
         self, graph: Graph, dtype: torch.dtype | None = None, device: torch.device | str | None = None
     ) -> GraphInputs:
-        """Precompute what does not change between epochs: self-loops, GCN normalisation, ``Â·X``."""
+        """Precompute what does not change between epochs: self-loops, GCN normalisation, aggregated rows."""
         dtype = dtype or next(self.parameters()).dtype
         device = device or next(self.parameters()).device
         x = graph.x.to(device=device, dtype=dtype)
         ei = graph.edge_index.to(device)
-        if self.config.arch != "gcn":
-            return GraphInputs(x=x, edge_index=ei, edge_weight=None, x_prop=None)
-        ei, w = gcn_norm(ei, graph.num_nodes, dtype)
-        x_prop = propagate(x, ei, w) if self.row_separable else None
-        return GraphInputs(x=x, edge_index=ei, edge_weight=w, x_prop=x_prop)
+        arch = self.config.arch
+        if arch == "gcn":
+            ei, w = gcn_norm(ei, graph.num_nodes, dtype)
+            x_prop = propagate(x, ei, w) if self.row_separable else None
+            return GraphInputs(x=x, edge_index=ei, edge_weight=w, x_prop=x_prop)
+        x_prop = None
+        if self.row_separable:
+            ones = torch.ones(ei.shape[1], dtype=dtype, device=device)
+            if arch == "gin":
+                x_prop = propagate(x, ei, ones) + (1 + float(self.convs[0].eps)) * x
+            else:  # sage, mean aggregation (an isolated node aggregates to zero, as in PyG)
+                deg = torch.bincount(ei[0], minlength=graph.num_nodes).to(dtype).clamp(min=1)
+                x_prop = torch.cat([propagate(x, ei, ones / deg[ei[0]]), x], dim=1)
+        return GraphInputs(x=x, edge_index=ei, edge_weight=None, x_prop=x_prop)
 
     def forward(self, inputs: GraphInputs | None, rows: Tensor | None = None, *, z: Tensor | None = None) -> Tensor:
         """Logits ``[n, out]`` (or ``[len(rows), out]`` for the given rows).
 
-        For a one-layer GCN, ``z`` (rows of ``Â·X``) may be given instead of ``inputs``.
+        For a row-separable model, ``z`` (rows of the aggregated features) may be given instead of ``inputs``.
         """
         if z is not None:
             return self.forward_propagated(z)
         if inputs is None:
-            raise ValueError("forward needs inputs (or z for a one-layer GCN)")
+            raise ValueError("forward needs inputs (or z for a row-separable model)")
         if inputs.x_prop is not None and self.row_separable:
             z = inputs.x_prop if rows is None else inputs.x_prop[rows]
             return self.forward_propagated(z)
@@ -164,9 +176,13 @@ class GNN(nn.Module):
         return out if rows is None else out[rows]
 
     def forward_propagated(self, z: Tensor) -> Tensor:
-        """One-layer GCN from propagated rows ``z = (Â·X)[rows]``: ``head(z·W + b)``."""
+        """A row-separable model from aggregated rows ``z`` (see :meth:`prepare`) to logits."""
         conv = self.convs[0]
-        return self.head(conv.lin(z) + conv.bias)
+        if self.config.arch == "gcn":
+            return self.head(conv.lin(z) + conv.bias)
+        if self.config.arch == "gin":
+            return self.head(conv.nn(z))
+        return self.head(conv.lin_l(z[:, : self.in_dim]) + conv.lin_r(z[:, self.in_dim :]))
 
 
 _ACT = {"gelu": F.gelu, "relu": F.relu, "tanh": torch.tanh}

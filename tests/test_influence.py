@@ -17,7 +17,7 @@ import torch
 from bind_core.datasets import synthetic
 from bind_core.graph import Graph
 from bind_core.influence import estimate
-from bind_core.influence.deletion import _gcn1_batches, _subgraph_batches
+from bind_core.influence.deletion import _row_batches, _subgraph_batches
 from bind_core.influence.functional import FunctionalModel
 from bind_core.models import ModelConfig
 from bind_core.training import TrainConfig, TrainedModel, train
@@ -102,8 +102,11 @@ def test_non_iid_term_acts_where_training_nodes_share_neighbourhoods() -> None:
     assert torch.equal(changed, has_train_neighbour)
 
 
-def test_generic_subgraph_path_equals_gcn_shortcut(small_model: TrainedModel, small_graph: Graph) -> None:
-    fm = FunctionalModel.from_trained(small_model, small_graph)
+@pytest.mark.parametrize("arch", ["gcn", "gin", "sage"])
+def test_generic_subgraph_path_equals_the_row_shortcut(small_graph: Graph, arch: str) -> None:
+    model = train(small_graph, TrainConfig(epochs=5, polish=False), ModelConfig(arch=arch))
+    fm = FunctionalModel.from_trained(model, small_graph)
+    assert fm.module.row_separable
 
     def collect(batches):  # type: ignore[no-untyped-def]
         out = {}
@@ -113,7 +116,7 @@ def test_generic_subgraph_path_equals_gcn_shortcut(small_model: TrainedModel, sm
                 out[(v, j)] = z
         return out
 
-    fast, generic = collect(_gcn1_batches(fm, 10_000)), collect(_subgraph_batches(fm, 10_000))
+    fast, generic = collect(_row_batches(fm, 10_000)), collect(_subgraph_batches(fm, 10_000))
     assert fast.keys() == generic.keys() and len(fast) > 0
     assert all(torch.allclose(fast[k], generic[k], atol=1e-10) for k in fast)
 

@@ -9,7 +9,7 @@ from torch_geometric.nn import GCNConv
 from bind_core.errors import ConfigError
 from bind_core.fairness import accuracy
 from bind_core.graph import Graph
-from bind_core.models import ARCHS, GNN, ModelConfig
+from bind_core.models import ARCHS, GNN, GraphInputs, ModelConfig
 from bind_core.training import TrainConfig, TrainedModel, fine_tune, gradient_norm, train
 
 
@@ -23,6 +23,16 @@ def test_one_layer_gcn_shortcut_equals_pyg_gcnconv(small_graph: Graph) -> None:
     reference.bias.data = model.convs[0].bias.data.clone()
     expected = model.head(reference(small_graph.x.double(), small_graph.edge_index))
     assert torch.allclose(model(inputs), expected, atol=1e-10)
+
+
+@pytest.mark.parametrize("arch", ["gin", "sage"])
+def test_one_layer_gin_and_sage_shortcuts_equal_pyg(small_graph: Graph, arch: str) -> None:
+    torch.manual_seed(0)
+    model = GNN(ModelConfig(arch=arch), small_graph.num_features, 2).double().eval()
+    inputs = model.prepare(small_graph)
+    assert inputs.x_prop is not None and model.row_separable
+    through_pyg = model(GraphInputs(inputs.x, inputs.edge_index, None, None))  # PyG's message passing
+    assert torch.allclose(model(inputs), through_pyg, atol=1e-10)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

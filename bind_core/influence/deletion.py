@@ -5,9 +5,9 @@ neighbourhood, ``L`` the number of message-passing layers) contains ``v``. For e
 that matters to the estimate (a training node: the non-i.i.d. loss term; a test node: the direct change of
 Γ), we need ``j``'s logits on ``G − v`` as a function of the parameters. These come in *pairs* ``(v, j)``.
 
-* One-layer GCN: ``j``'s row of ``Â·X`` on ``G − v`` is recomputed directly,
-  ``z'_j = Σ_{u ∈ N[j] \\ {v}} x_u / sqrt(d̃'_j·d̃'_u)`` with ``d̃' = d̃ − [adjacent to v]`` (all pairs at once,
-  vectorised; no graph forward at all).
+* One-layer GCN, GIN and SAGE (row-separable models): ``j``'s aggregated row on ``G − v`` is recomputed
+  directly, all pairs at once, with no graph forward: GCN ``z'_j = Σ_{u ∈ N[j] \\ {v}} x_u / sqrt(d̃'_j·d̃'_u)``
+  with ``d̃' = d̃ − [adjacent to v]``; GIN ``z'_j = z_j − x_v``; SAGE ``mean'_j = (deg_j·mean_j − x_v)/(deg_j − 1)``.
 * Any other model: for each ``v``, the subgraph induced by the nodes within ``2L`` hops of ``v`` minus ``v``
   holds the full computation graph of every affected node; GCN normalisation uses the degrees of ``G − v``
   (global degree minus adjacency to ``v``), not the subgraph's. The subgraphs of a chunk of ``v``'s are
@@ -63,12 +63,12 @@ def _edge_lookup(edge_index: Tensor, n: int) -> Callable[[Tensor, Tensor], Tenso
 def pair_batches(fm: FunctionalModel, *, max_pairs: int = 200_000, max_nodes: int = 400_000) -> Iterator[PairBatch]:
     """All affected pairs, in batches (see the module docstring)."""
     if fm.module.row_separable:
-        yield from _gcn1_batches(fm, max_pairs)
+        yield from _row_batches(fm, max_pairs)
     else:
         yield from _subgraph_batches(fm, max_nodes)
 
 
-def _gcn1_batches(fm: FunctionalModel, max_pairs: int) -> Iterator[PairBatch]:
+def _row_batches(fm: FunctionalModel, max_pairs: int) -> Iterator[PairBatch]:
     g = fm.graph
     n = g.num_nodes
     src, dst = g.edge_index
@@ -82,25 +82,55 @@ def _gcn1_batches(fm: FunctionalModel, max_pairs: int) -> Iterator[PairBatch]:
     rowptr[1:] = torch.cumsum(deg, 0)
     has_edge = _edge_lookup(g.edge_index, n)
     x = fm.inputs.x.cpu()
+    arch = fm.module.config.arch
     for start in range(0, v_all.numel(), max_pairs):
         v, j = v_all[start : start + max_pairs], j_all[start : start + max_pairs]
-        counts = deg[j]
-        rep = torch.repeat_interleave(torch.arange(j.numel()), counts)
-        offsets = torch.arange(rep.numel()) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
-        u = g.edge_index[1][rowptr[j][rep] + offsets]
-        vv = v[rep]
-        ok = u != vv
-        rep, u, vv = rep[ok], u[ok], vv[ok]
-        d_j = dtilde[j] - 1.0
-        d_u = dtilde[u] - has_edge(u, vv).to(torch.float64)
-        w = 1.0 / torch.sqrt(d_j[rep] * d_u)
-        z = x[j] / d_j.unsqueeze(1)
-        z = z.index_add(0, rep, x[u] * w.unsqueeze(1)).to(fm.device)
+        gcn = arch == "gcn"
+        z = _gcn_rows(fm, v, j, deg, dtilde, rowptr, has_edge, x) if gcn else _gin_sage_rows(fm, v, j, deg)
 
         def logits(flat: Tensor, z: Tensor = z) -> Tensor:
             return fm.logits_z(flat, z)
 
         yield PairBatch(pos[v], j, logits)
+
+
+def _gin_sage_rows(fm: FunctionalModel, v: Tensor, j: Tensor, deg: Tensor) -> Tensor:
+    """Aggregated rows of ``j`` on ``G − v``: GIN's sum loses ``x_v``; SAGE's mean is taken over one fewer."""
+    assert fm.inputs.x_prop is not None
+    x, z = fm.inputs.x, fm.inputs.x_prop[j.to(fm.device)]
+    xv = x[v.to(fm.device)]
+    if fm.module.config.arch == "gin":
+        return z - xv
+    d = fm.module.in_dim
+    dj = deg[j].to(x.dtype).to(fm.device).unsqueeze(1)
+    mean = torch.where(dj > 1, (dj * z[:, :d] - xv) / (dj - 1).clamp(min=1), torch.zeros_like(xv))
+    return torch.cat([mean, z[:, d:]], dim=1)
+
+
+def _gcn_rows(
+    fm: FunctionalModel,
+    v: Tensor,
+    j: Tensor,
+    deg: Tensor,
+    dtilde: Tensor,
+    rowptr: Tensor,
+    has_edge: Callable[[Tensor, Tensor], Tensor],
+    x: Tensor,
+) -> Tensor:
+    """Rows of ``Â·X`` for ``j`` on ``G − v`` with the degrees of ``G − v``."""
+    g = fm.graph
+    counts = deg[j]
+    rep = torch.repeat_interleave(torch.arange(j.numel()), counts)
+    offsets = torch.arange(rep.numel()) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
+    u = g.edge_index[1][rowptr[j][rep] + offsets]
+    vv = v[rep]
+    ok = u != vv
+    rep, u, vv = rep[ok], u[ok], vv[ok]
+    d_j = dtilde[j] - 1.0
+    d_u = dtilde[u] - has_edge(u, vv).to(torch.float64)
+    w = 1.0 / torch.sqrt(d_j[rep] * d_u)
+    z = x[j] / d_j.unsqueeze(1)
+    return z.index_add(0, rep, x[u] * w.unsqueeze(1)).to(fm.device)
 
 
 def _subgraph_batches(fm: FunctionalModel, max_nodes: int) -> Iterator[PairBatch]:
