@@ -58,6 +58,9 @@ def test_create_audit_with_paper_defaults(
         ({"dataset": "x", "budgets": [1.5]}, "budgets"),
         ({"dataset": "x", "solver": "magic"}, "solver"),
         ({"dataset": "x", "surprise": 1}, "surprise"),
+        ({"dataset": "x", "min_group_size": -1}, "min_group_size"),
+        ({"dataset": "x", "stability_seeds": [1]}, "stability_seeds"),
+        ({"dataset": "x", "stability_seeds": [1, 1]}, "stability_seeds"),
     ],
 )
 def test_invalid_audit_requests(client: TestClient, auth: dict[str, str], body: dict[str, Any], field: str) -> None:

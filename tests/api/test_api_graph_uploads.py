@@ -68,6 +68,17 @@ def test_csv_upload(client: TestClient, auth: dict[str, str]) -> None:
     assert summary["features"] == 3
 
 
+def test_several_sensitive_columns_give_intersectional_groups(client: TestClient, auth: dict[str, str]) -> None:
+    table = node_table()
+    table["region"] = np.where(np.arange(len(table)) % 8 < 4, "n", "s")
+    files, data = csv_upload(table, edge_list(), sensitive="gender, region")
+    response = client.post("/v1/graphs", headers=auth, files=files, data=data)
+    assert response.status_code == 201, response.text
+    summary = response.json()["summary"]
+    assert summary["groups"] == 4 and summary["features"] == 4  # both sensitive columns stay features
+    assert summary["group_names"] == [f"gender={g}, region={r}" for g in "fm" for r in "ns"]
+
+
 def test_parquet_upload_with_chosen_features(client: TestClient, auth: dict[str, str]) -> None:
     buffer = io.BytesIO()
     node_table().to_parquet(buffer)
