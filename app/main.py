@@ -66,7 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
-    v1 = APIRouter(prefix="/v1", responses=problem_responses(401, 422, 500))
+    v1 = APIRouter(prefix="/v1", responses=problem_responses(400, 401, 422, 429, 500, 503))
     for module in (graphs, datasets, models, audits, reports, schedules, webhooks):
         v1.include_router(module.router)
     app.include_router(v1)
