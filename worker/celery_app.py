@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_ready, worker_shutdown
 
 from app.db.session import ensure_sqlite_dir
+from app.logs import JsonFormatter, RedactingFilter
 from app.settings import Settings, get_settings
 from worker import context
 
@@ -54,11 +55,25 @@ if get_settings().torch_threads:
     torch.set_num_threads(get_settings().torch_threads)
 
 
+@after_setup_logger.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
+@after_setup_task_logger.connect  # type: ignore[untyped-decorator]
+def _structured_logs(logger: Any, **_: Any) -> None:
+    """Celery's handlers: secrets redacted always; one JSON object a line (with the audit id) by default."""
+    for handler in logger.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+        if get_settings().log_format == "json":
+            handler.setFormatter(JsonFormatter())
+
+
 @worker_ready.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
 def _start_sweeper(**_: Any) -> None:
+    from worker.metrics import serve
     from worker.sweeper import start_sweeper
 
     start_sweeper(app, get_settings())
+    if get_settings().metrics_enabled:
+        serve(get_settings().worker_metrics_port)
 
 
 @worker_shutdown.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
