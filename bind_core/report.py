@@ -170,9 +170,13 @@ def _headline(metrics: Mapping[str, Any]) -> str:
 
 def _groups(metrics: Mapping[str, Any]) -> str:
     groups, histograms = metrics.get("groups") or [], metrics.get("histograms")
-    head = ["group", "test nodes", "positive rate", "TPR", "mean P(y=1)", "accuracy"]
+    head = ["group", "name", "test nodes", "positive rate", "TPR", "mean P(y=1)", "accuracy", "in metrics"]
     keys = ("size", "positive_rate", "tpr", "mean_probability", "accuracy")
-    rows = [[fmt(g.get("group")), *(fmt(g.get(k)) for k in keys)] for g in groups]
+    rows = [
+        [fmt(g.get("group")), fmt(g.get("name", "")), *(fmt(g.get(k)) for k in keys),
+         "yes" if g.get("included", True) else "no (below the minimum size)"]
+        for g in groups
+    ]  # fmt: skip
     figure = (
         _figure(
             plots.probability_histograms(histograms, ident="probabilities"),
@@ -182,7 +186,21 @@ def _groups(metrics: Mapping[str, Any]) -> str:
         if histograms
         else "<p>No histograms in this audit.</p>"
     )
-    return f'<section id="groups"><h2>Per group</h2>{_table(head, rows, 1)}{figure}</section>'
+    worst = _worst_pairs(metrics, {g.get("group"): g.get("name", g.get("group")) for g in groups})
+    return f'<section id="groups"><h2>Per group</h2>{_table(head, rows, 2)}{worst}{figure}</section>'
+
+
+def _worst_pairs(metrics: Mapping[str, Any], names: Mapping[Any, Any]) -> str:
+    """The largest value over group pairs of ΔSP, ΔEO, Γ_SP, Γ_EO (shown with more than two groups)."""
+    worst = (metrics.get("test") or {}).get("worst_pairs") or {}
+    if len(names) <= 2 or not worst:
+        return ""
+    rows = [
+        [label, fmt(w.get("value")), " vs ".join(fmt(names.get(g, g)) for g in w.get("groups", []))]
+        for key, label in (("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma_sp", "Γ_SP"), ("gamma_eo", "Γ_EO"))
+        if (w := worst.get(key))
+    ]
+    return "<h3>Worst pair of groups</h3>" + _table(["metric", "value", "pair"], rows, 1)
 
 
 def _influence(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None) -> str:

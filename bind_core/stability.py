@@ -82,13 +82,14 @@ def topk_stability(
         sets[seed] = topk_harmful(delta, node_ids, k)
         if progress is not None:
             progress("stability", (i + 1) / len(seeds))
-    pairs = itertools.combinations(seeds, 2)
-    pairwise = [{"seeds": [a, b], **_overlap([set(sets[a]), set(sets[b])])} for a, b in pairs]
+    pairs = list(itertools.combinations(seeds, 2))
+    overlaps = [_overlap([set(sets[a]), set(sets[b])]) for a, b in pairs]
+    pairwise: list[dict[str, Any]] = [{"seeds": [a, b], **o} for (a, b), o in zip(pairs, overlaps, strict=True)]
     return {
         "k": k,
         "seeds": seeds,
         "sets": {str(s): v for s, v in sets.items()},
         "pairwise": pairwise,
         "all": _overlap([set(v) for v in sets.values()]),
-        "mean_pairwise_jaccard": sum(float(p["jaccard"]) for p in pairwise) / len(pairwise),
+        "mean_pairwise_jaccard": sum(float(o["jaccard"]) for o in overlaps) / len(overlaps),
     }

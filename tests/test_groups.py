@@ -16,6 +16,7 @@ from bind_core.datasets import from_files, load_npz, save_npz, synthetic
 from bind_core.errors import ConfigError, GraphValidationError
 from bind_core.fairness import evaluate, worst_pairs
 from bind_core.groups import included_groups
+from bind_core.report import render_report
 from bind_core.training import TrainConfig
 
 COMBOS = [("F", "A", "old"), ("F", "B", "young"), ("M", "A", "old"), ("M", "A", "young"), ("M", "B", "old")]
@@ -126,3 +127,5 @@ def test_a_group_below_the_minimum_is_reported_but_kept_out() -> None:
     assert t["accuracy"] == pytest.approx(everyone["accuracy"])  # utility stays over every test node
     assert d["influence_summary"]["gamma"]["total"] == pytest.approx(hand["gamma"], abs=1e-9)
     assert t["worst_pairs"]["delta_sp"]["groups"] == [0, 1]
+    html = render_report(d)
+    assert "Worst pair of groups" in html and "no (below the minimum size)" in html
