@@ -39,16 +39,15 @@ def audit_finished(session: Session, audit_id: uuid.UUID) -> list[uuid.UUID]:
         data["metrics"] = test_metrics(audit.results)
         events.append(("audit.succeeded", data))
         schedule = session.get(Schedule, audit.schedule_id) if audit.schedule_id else None
-        found = breaches(audit.results, schedule.thresholds) if schedule else []
+        thresholds = schedule.thresholds if schedule is not None else None
+        found = breaches(audit.results, thresholds)
         if found:
-            events.append(
-                ("schedule.threshold_exceeded", {**data, "thresholds": schedule.thresholds, "breaches": found})
-            )  # type: ignore[union-attr]  # found implies schedule
+            events.append(("schedule.threshold_exceeded", {**data, "thresholds": thresholds, "breaches": found}))
     else:
         data["error"] = audit.error
         events.append(("audit.failed", data))
     t = now()
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"id": uuid.uuid4(), "webhook_id": hook.id, "event": name, "state": "pending", "attempts": 0,
          "payload": {"type": name, "timestamp": t.isoformat(), "data": body}, "next_attempt_at": t, "created_at": t}
         for name, body in events
