@@ -51,7 +51,14 @@ class RequestContextMiddleware:
 
 
 def _route(scope: Scope) -> str:
-    """The matched route's template (``/v1/audits/{audit_id}``), so labels stay few; else ``unmatched``."""
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    return str(path) if path else "unmatched"
+    """The matched path as a template (``/v1/audits/{audit_id}``), so labels stay few; else ``unmatched``.
+
+    Built from the request path and its path parameters: with nested routers the matched route's own
+    ``path`` lacks the prefixes.
+    """
+    if scope.get("route") is None:
+        return "unmatched"
+    path = str(scope.get("path", ""))
+    for name, value in (scope.get("path_params") or {}).items():
+        path = path.replace(f"/{value}", "/{" + str(name) + "}", 1)
+    return path
