@@ -18,7 +18,10 @@ request_id: ContextVar[str | None] = ContextVar("bind_request_id", default=None)
 audit_id: ContextVar[str | None] = ContextVar("bind_audit_id", default=None)
 
 _REDACTIONS = (
-    (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?[^\s,\"'}]+"), r"\1[REDACTED]"),
+    (
+        re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?[^\s,\"'}]+"),
+        r"\1[REDACTED]",
+    ),
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), "Bearer [REDACTED]"),
     (re.compile(r"\bbind_[A-Za-z0-9_-]{8,}"), "bind_[REDACTED]"),
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^:/@\s]*):[^@\s]+@"), r"\1:[REDACTED]@"),
