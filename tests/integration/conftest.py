@@ -46,7 +46,7 @@ WORKER_ENV = {
 def database_url() -> Iterator[str]:
     """A new, migrated Postgres database; dropped at the end of the session."""
     name = f"bind_it_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", pool_pre_ping=True)  # survives test_faults
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
