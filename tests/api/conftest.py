@@ -28,7 +28,9 @@ REDIS_URL = os.environ.get("BIND_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 
 
 def _admin() -> Engine:
-    return create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", pool_pre_ping=True, connect_args={"connect_timeout": 5})
+    return create_engine(
+        ADMIN_URL, isolation_level="AUTOCOMMIT", pool_pre_ping=True, connect_args={"connect_timeout": 5}
+    )
 
 
 @pytest.fixture(scope="session")
