@@ -33,7 +33,7 @@ class AuditCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         try:
             with self.sessions() as session:
-                counts = dict(session.execute(select(Audit.state, func.count()).group_by(Audit.state)).tuples().all())
+                counts = dict(session.execute(select(Audit.state, func.count()).group_by(Audit.state)).all())
         except Exception as exc:  # a scrape during a database outage reports nothing rather than failing
             log.warning("metrics: cannot count audits (%s)", type(exc).__name__)
             return
