@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from load_test import run_load  # noqa: E402
+from load_test import run_load
 
 pytestmark = pytest.mark.integration
 
