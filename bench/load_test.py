@@ -90,10 +90,11 @@ def _read_while_running(base: str, key: str, ids: list[str], stop: threading.Eve
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
         while not stop.is_set():
             audit_id = rng.choice(ids)
-            path, params = rng.choice([
+            choices: list[tuple[str, dict[str, str | int]]] = [
                 (f"/v1/audits/{audit_id}", {}), ("/v1/audits", {"limit": 20}),
                 (f"/v1/audits/{audit_id}/influence", {"order": "harmful", "limit": 50}),
-            ])  # fmt: skip
+            ]  # fmt: skip
+            path, params = rng.choice(choices)
             start = time.perf_counter()
             response = http.get(path, params=params)
             out.append(time.perf_counter() - start)
