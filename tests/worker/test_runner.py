@@ -59,7 +59,9 @@ def fake_audit(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[Progress]
         monkeypatch.setattr(runner, "load", lambda name, root: object())
         monkeypatch.setattr(runner.AuditConfig, "from_dict", classmethod(lambda cls, d: d))
 
-        def fake_run_audit(graph: object, config: object, *, progress: Progress, device: str) -> FakeResult:
+        def fake_run_audit(
+            graph: object, config: object, *, progress: Progress, device: str, model: object = None
+        ) -> FakeResult:
             return body(progress)
 
         monkeypatch.setattr(runner, "run_audit", fake_run_audit)
