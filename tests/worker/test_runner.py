@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -35,6 +36,7 @@ class FakeModel:
 class FakeResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
     model: FakeModel = field(default_factory=FakeModel)
+    config: Any = field(default_factory=lambda: SimpleNamespace(to_dict=dict))  # the runner logs config.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         return {"metrics": {"accuracy": 0.75}, "influence_summary": None}
