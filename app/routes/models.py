@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
-from starlette.formparsers import MultiPartException
 
 from app.deps import SessionDep, SettingsDep, TenantDep
-from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationProblem
+from app.errors import ValidationProblem
 from app.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.schemas.models import ModelPage, ModelRead
 from app.schemas.problem import problem_responses
 from app.services import models as service
+from app.services.uploads import receive_upload, remove_folder
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -50,36 +51,37 @@ async def register_model(
 ) -> Any:
     """Register a trained GNN for a graph; 422 when the weights are not safetensors, do not fit the config,
     or the config's ``in_dim`` / ``num_classes`` do not fit the graph."""
-    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-        raise UnsupportedMediaType("Send the model as multipart/form-data.")
-    length = request.headers.get("content-length", "")
-    if not length.isdigit() or int(length) > settings.max_upload_bytes:
-        raise PayloadTooLarge(f"The upload needs a Content-Length of at most {settings.max_upload_bytes} bytes.")
+    await run_in_threadpool(session.rollback)  # hold no connection while the body streams (as for graphs)
+    folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-model-"))
     try:
-        form = await request.form(max_files=2, max_fields=4)
-    except MultiPartException as exc:
-        raise BadRequest(f"Malformed multipart body: {exc.message}", slug="malformed-multipart") from exc
-    try:
-        weights_part, config_part = form.get("weights"), form.get("config")
-        graph_part, name = form.get("graph_id"), form.get("name")
-        missing = [
-            k for k, v in (("weights", weights_part), ("config", config_part), ("graph_id", graph_part)) if v is None
-        ]
-        if missing or not isinstance(weights_part, UploadFile):
+        upload = await receive_upload(
+            request,
+            folder,
+            settings.max_upload_bytes,
+            file_parts=("weights", "config"),
+            field_parts=("config", "graph_id", "name"),
+            what="model",
+        )
+        fields, files = upload.fields, upload.files
+        missing = [k for k in ("weights", "config", "graph_id") if k not in fields and k not in files]
+        if missing or "weights" not in files:
             raise ValidationProblem(
                 "A model is a weights file, a config and a graph_id.",
                 errors=[{"field": k, "message": "required"} for k in missing or ["weights"]],
             )
         try:
-            graph_id = uuid.UUID(str(graph_part))
+            graph_id = uuid.UUID(fields["graph_id"])
         except ValueError as exc:
             raise ValidationProblem(
                 "graph_id is not a UUID.", errors=[{"field": "graph_id", "message": "not a UUID"}]
             ) from exc
-        weights = await weights_part.read()
-        raw = await config_part.read() if isinstance(config_part, UploadFile) else str(config_part)
+        weights = await run_in_threadpool(files["weights"].read_bytes)
+        raw: bytes | str = (
+            await run_in_threadpool(files["config"].read_bytes) if "config" in files else fields["config"]
+        )
+        name = fields.get("name")
     finally:
-        await form.close()
+        await run_in_threadpool(remove_folder, folder)
     config = service.parse_config(raw)
     summary = await run_in_threadpool(service.graph_summary, session, tenant, graph_id)
     canonical = await run_in_threadpool(service.check_model, weights, config, summary)

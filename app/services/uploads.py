@@ -48,8 +48,19 @@ async def _limited(request: Request, max_bytes: int) -> AsyncGenerator[bytes, No
         yield chunk
 
 
-async def receive_upload(request: Request, folder: Path, max_bytes: int) -> ReceivedUpload:
+async def receive_upload(
+    request: Request,
+    folder: Path,
+    max_bytes: int,
+    *,
+    file_parts: tuple[str, ...] = FILE_PARTS,
+    field_parts: tuple[str, ...] = FIELD_PARTS,
+    what: str = "graph",
+) -> ReceivedUpload:
     """Parse ``request``'s multipart body, saving its files under ``folder``.
+
+    ``file_parts`` and ``field_parts`` name the parts accepted as files and as plain fields (a name in both
+    may come either way); ``what`` names the upload in the error for a body that is not multipart.
 
     Raises:
         PayloadTooLarge: the body is over ``max_bytes``.
@@ -58,7 +69,7 @@ async def receive_upload(request: Request, folder: Path, max_bytes: int) -> Rece
         ValidationProblem: an unknown or repeated part.
     """
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-        raise UnsupportedMediaType("Send the graph as multipart/form-data.")
+        raise UnsupportedMediaType(f"Send the {what} as multipart/form-data.")
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_bytes:
         raise _too_large(max_bytes)
@@ -73,14 +84,14 @@ async def receive_upload(request: Request, folder: Path, max_bytes: int) -> Rece
         for key, value in form.multi_items():
             if key in upload.fields or key in upload.files:
                 errors.append({"field": key, "message": "given more than once"})
-            elif isinstance(value, UploadFile) and key in FILE_PARTS:
+            elif isinstance(value, UploadFile) and key in file_parts:
                 upload.files[key] = await _save(value, folder, key)
                 upload.client_names[key] = value.filename or ""
-            elif isinstance(value, str) and key in FIELD_PARTS:
+            elif isinstance(value, str) and key in field_parts:
                 upload.fields[key] = value
             else:
                 kind = "file" if isinstance(value, UploadFile) else "field"
-                expected = FILE_PARTS if kind == "file" else FIELD_PARTS
+                expected = file_parts if kind == "file" else field_parts
                 errors.append({"field": key, "message": f"unexpected {kind}; expected one of {list(expected)}"})
         if errors:
             raise ValidationProblem("The upload has unexpected parts.", errors=errors)
@@ -109,6 +120,8 @@ def _suffix(part: str, head: bytes, client_name: str | None) -> str:
         return ".npz"
     if part == "edges":
         return ".txt"
+    if part != "nodes":
+        return ".bin"
     if head == _PARQUET_MAGIC:
         return ".parquet"
     return ".tsv" if PurePath(client_name or "").suffix.lower() == ".tsv" else ".csv"
