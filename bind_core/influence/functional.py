@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch.func import functional_call
 
-from bind_core.fairness import pdd
+from bind_core.fairness import gamma_eo, gamma_sp, pdd
 from bind_core.graph import Graph
 from bind_core.models import GNN, GraphInputs, node_losses, probabilities
 from bind_core.training import TrainedModel
@@ -103,8 +103,6 @@ def gammas_from_proba(proba: Tensor, graph: Graph, groups: list[int] | None = No
         sp = pdd(scores, sens, num_groups=num, batched=True, groups=groups)
         eo = pdd(scores[:, pos], sens[pos], num_groups=num, batched=True, groups=groups)
         return torch.stack([sp, eo], dim=1)
-    from bind_core.fairness import gamma_eo, gamma_sp
-
     return torch.stack(
         [gamma_sp(proba, sens, num_groups=num, groups=groups), gamma_eo(proba, y, sens, num_groups=num, groups=groups)]
     )
