@@ -1,6 +1,27 @@
 """Training-node influence on bias (BIND): estimation, node sets, solvers."""
 
-from bind_core.influence.estimate import SIGN_CONVENTION, InfluenceResult, estimate
+from bind_core.influence.estimate import (
+    SIGN_CONVENTION,
+    ChunkRunner,
+    InfluenceResult,
+    combine,
+    estimate,
+    estimate_chunk,
+    plan,
+)
+from bind_core.influence.plan import InfluenceChunk, InfluencePlan, chunk_bounds
 from bind_core.influence.solvers import SOLVERS
 
-__all__ = ["SIGN_CONVENTION", "SOLVERS", "InfluenceResult", "estimate"]
+__all__ = [
+    "SIGN_CONVENTION",
+    "SOLVERS",
+    "ChunkRunner",
+    "InfluenceChunk",
+    "InfluencePlan",
+    "InfluenceResult",
+    "chunk_bounds",
+    "combine",
+    "estimate",
+    "estimate_chunk",
+    "plan",
+]

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch_geometric.utils import k_hop_subgraph, subgraph
 
 from bind_core.influence.functional import FunctionalModel
 from bind_core.models import GraphInputs
+from bind_core.neighbourhood import Csr
 
 
 @dataclass
@@ -60,21 +60,30 @@ def _edge_lookup(edge_index: Tensor, n: int) -> Callable[[Tensor, Tensor], Tenso
     return has_edge
 
 
-def pair_batches(fm: FunctionalModel, *, max_pairs: int = 200_000, max_nodes: int = 400_000) -> Iterator[PairBatch]:
-    """All affected pairs, in batches (see the module docstring)."""
+def pair_batches(
+    fm: FunctionalModel,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    max_pairs: int = 200_000,
+    max_nodes: int = 400_000,
+) -> Iterator[PairBatch]:
+    """The affected pairs of the deleted nodes ``train_idx[start:stop]``, in batches (see the module docstring)."""
+    stop = int(fm.graph.train_idx.numel()) if stop is None else stop
     if fm.module.row_separable:
-        yield from _row_batches(fm, max_pairs)
+        yield from _row_batches(fm, max_pairs, start, stop)
     else:
-        yield from _subgraph_batches(fm, max_nodes)
+        yield from _subgraph_batches(fm, max_nodes, start, stop)
 
 
-def _row_batches(fm: FunctionalModel, max_pairs: int) -> Iterator[PairBatch]:
+def _row_batches(fm: FunctionalModel, max_pairs: int, first: int = 0, stop: int | None = None) -> Iterator[PairBatch]:
     g = fm.graph
     n = g.num_nodes
     src, dst = g.edge_index
+    stop = int(g.train_idx.numel()) if stop is None else stop
     pos = torch.full((n,), -1, dtype=torch.long)
     pos[g.train_idx] = torch.arange(g.train_idx.numel())
-    keep = (pos[src] >= 0) & _relevant(fm)[dst]
+    keep = (pos[src] >= first) & (pos[src] < stop) & _relevant(fm)[dst]
     v_all, j_all = src[keep], dst[keep]
     deg = g.degree
     dtilde = (deg + 1).to(torch.float64)
@@ -133,26 +142,30 @@ def _gcn_rows(
     return z.index_add(0, rep, x[u] * w.unsqueeze(1)).to(fm.device)
 
 
-def _subgraph_batches(fm: FunctionalModel, max_nodes: int) -> Iterator[PairBatch]:
+def _subgraph_batches(
+    fm: FunctionalModel, max_nodes: int, first: int = 0, stop: int | None = None
+) -> Iterator[PairBatch]:
     g = fm.graph
     n, hops = g.num_nodes, fm.module.config.layers
     ei = g.edge_index
+    csr = Csr.from_edge_index(ei, n)
     relevant = _relevant(fm)
     has_edge = _edge_lookup(ei, n)
     is_gcn = fm.module.config.arch == "gcn"
     dtilde = (g.degree + 1).to(torch.float64)
     parts: list[tuple[int, Tensor, Tensor, Tensor, Tensor | None, Tensor]] = []
     size = 0
-    for v_pos, v in enumerate(g.train_idx.tolist()):
-        near = k_hop_subgraph(v, hops, ei, num_nodes=n)[0]
+    stop = int(g.train_idx.numel()) if stop is None else stop
+    for v_pos in range(first, stop):
+        v = int(g.train_idx[v_pos])
+        seed = torch.tensor([v])
+        near = csr.k_hop(seed, hops)
         targets = near[(near != v) & relevant[near]]
         if targets.numel() == 0:
             continue
-        nodes = k_hop_subgraph(v, 2 * hops, ei, num_nodes=n)[0]
+        nodes = csr.k_hop(seed, 2 * hops)
         nodes = nodes[nodes != v]
-        sub_ei, _ = subgraph(nodes, ei, relabel_nodes=True, num_nodes=n)
-        local = torch.full((n,), -1, dtype=torch.long)
-        local[nodes] = torch.arange(nodes.numel())
+        sub_ei = csr.induced(nodes)
         weights = None
         if is_gcn:
             d = dtilde[nodes] - has_edge(nodes, torch.full_like(nodes, v)).to(torch.float64)
@@ -160,7 +173,7 @@ def _subgraph_batches(fm: FunctionalModel, max_nodes: int) -> Iterator[PairBatch
             sub_ei = torch.cat([sub_ei, torch.stack([loops, loops])], dim=1)
             dinv = d.pow(-0.5)
             weights = dinv[sub_ei[0]] * dinv[sub_ei[1]]
-        parts.append((v_pos, nodes, sub_ei, local[targets], weights, targets))
+        parts.append((v_pos, nodes, sub_ei, torch.searchsorted(nodes, targets), weights, targets))
         size += nodes.numel()
         if size >= max_nodes:
             yield _union(fm, parts)

@@ -25,6 +25,7 @@ one batched ``jvp`` over the affected pairs for the non-i.i.d. and direct terms.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,11 +33,16 @@ import torch
 from torch import Tensor
 from torch.func import jvp
 
+from bind_core.errors import ConfigError
 from bind_core.influence.deletion import pair_batches
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, gammas_from_proba
+from bind_core.influence.plan import InfluenceChunk, InfluencePlan, stack_chunks
 from bind_core.influence.solvers import SolveInfo, choose, make_hvp, solve_cg, solve_exact, solve_lissa
 from bind_core.models import probabilities
 from bind_core.training import ProgressCallback, TrainedModel
+
+ChunkRunner = Callable[[InfluencePlan], list[InfluenceChunk]]
+"""Computes the per-node terms for a plan, e.g. as chunks on several workers (see ``plan.chunk_bounds``)."""
 
 SIGN_CONVENTION = (
     "delta = Γ(model retrained without node v) − Γ(current model); positive: deleting v increases bias "
@@ -105,6 +111,7 @@ def estimate(
     lissa_damping: float = 0.01,
     progress: ProgressCallback | None = None,
     groups: list[int] | None = None,
+    chunk_runner: ChunkRunner | None = None,
 ) -> InfluenceResult:
     """Estimate ΔΓ of deleting each training node (see the module docstring for the math and the sign).
 
@@ -121,24 +128,62 @@ def estimate(
         damping: added to the Hessian's eigenvalues (exact, cg); 0 by default.
         progress: ``progress("influence", fraction)``.
         groups: the groups Γ is measured over (default: all; an audit's minimum group size narrows them).
+        chunk_runner: computes the per-node terms from the plan (``chunk_runner(plan) -> chunks``), for
+            instance spread over several workers; default: all of them here, in one chunk.
 
     Returns:
         An :class:`InfluenceResult` aligned with ``graph.train_idx``.
     """
-    timings: dict[str, float] = {}
 
     def report(frac: float) -> None:
         if progress is not None:
             progress("influence", frac)
 
-    t0 = time.perf_counter()
     fm = FunctionalModel.from_trained(model, graph, groups)
-    theta, m = fm.theta, int(graph.train_idx.numel())
+    the_plan = plan(
+        model, graph, lam=lam, non_iid=non_iid, direct=direct, direct_exact=direct_exact, solver=solver,
+        damping=damping, rtol=rtol, cg_tol=cg_tol, cg_max_iter=cg_max_iter, lissa_depth=lissa_depth,
+        lissa_damping=lissa_damping, groups=groups, progress=lambda f: report(0.5 * f), fm=fm,
+    )  # fmt: skip
+    if chunk_runner is None:
+        m = the_plan.num_train
+        chunks = [estimate_chunk(the_plan, model, graph, 0, m, fm=fm)]
+    else:
+        chunks = chunk_runner(the_plan)
+    report(1.0)
+    return combine(the_plan, graph, chunks)
+
+
+def plan(
+    model: TrainedModel,
+    graph: Any,
+    *,
+    lam: float = 0.5,
+    non_iid: bool = True,
+    direct: bool = True,
+    direct_exact: bool = False,
+    solver: str = "auto",
+    damping: float = 0.0,
+    rtol: float = 1e-6,
+    cg_tol: float = 1e-10,
+    cg_max_iter: int = 2000,
+    lissa_depth: int = 1000,
+    lissa_damping: float = 0.01,
+    groups: list[int] | None = None,
+    progress: Callable[[float], None] | None = None,
+    fm: FunctionalModel | None = None,
+) -> InfluencePlan:
+    """The part of :func:`estimate` done once: ``∇Γ``, the solve ``s = H⁻¹·∇Γ`` and ``a_j = ∇ℓ_jᵀ·s``."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    fm = fm or FunctionalModel.from_trained(model, graph, groups)
+    theta = fm.theta
     grad_norm = float(torch.func.grad(fm.objective)(theta).norm())
     gam = fm.gammas(theta).detach()
     grad_gamma = _gamma_gradients(fm, theta)  # [2, p]
     timings["gradients"] = time.perf_counter() - t0
-    report(0.1)
+    if progress is not None:
+        progress(0.2)
 
     t0 = time.perf_counter()
     chosen = choose(solver, fm.num_parameters)
@@ -151,39 +196,75 @@ def estimate(
         s, info = solve_lissa(make_hvp(fm.objective, theta), rhs, depth=lissa_depth, damping=lissa_damping)
     info.seconds = time.perf_counter() - t0
     timings["solve"] = info.seconds
-    report(0.4)
+    if progress is not None:
+        progress(0.8)
 
     t0 = time.perf_counter()
     train = graph.train_idx.to(fm.device)
     y = graph.y.to(fm.device)
     a = _directional_loss_derivatives(lambda f: fm.logits(f, train), theta, s, y[train])  # [m, 2]
-    iid = a / m
-    timings["iid"] = time.perf_counter() - t0
-    report(0.5)
+    timings["loss_derivatives"] = time.perf_counter() - t0
+    if progress is not None:
+        progress(1.0)
+    return InfluencePlan(
+        lam=lam, theta=theta.detach(), s=s, a=a, gamma=gam, grad_norm=grad_norm, solve=info, non_iid=non_iid,
+        direct=direct, direct_exact=direct_exact, groups=groups, timings=timings,
+    )  # fmt: skip
 
+
+def estimate_chunk(
+    plan: InfluencePlan,
+    model: TrainedModel,
+    graph: Any,
+    start: int,
+    stop: int,
+    *,
+    fm: FunctionalModel | None = None,
+) -> InfluenceChunk:
+    """The per-node terms of training positions ``start..stop-1`` (see :mod:`bind_core.influence.plan`)."""
     t0 = time.perf_counter()
-    non_iid_part = torch.zeros(m, 2, dtype=torch.float64, device=fm.device)
-    direct_part = torch.zeros(m, 2, dtype=torch.float64, device=fm.device)
-    if non_iid or direct:
+    fm = fm or FunctionalModel.from_trained(model, graph, plan.groups)
+    theta = fm.theta
+    ref = plan.theta.to(theta.device, theta.dtype)
+    if ref.shape != theta.shape or not torch.equal(ref, theta):
+        raise ConfigError("the model's weights are not the ones the influence plan was made for")
+    m = int(graph.train_idx.numel())
+    if plan.num_train != m or not 0 <= start <= stop <= m:
+        raise ConfigError(f"chunk {start}..{stop} does not fit a plan of {plan.num_train} training nodes ({m} here)")
+    s = plan.s.to(fm.device)
+    a = plan.a.to(fm.device)
+    k = stop - start
+    non_iid_part = torch.zeros(k, 2, dtype=torch.float64, device=fm.device)
+    direct_part = torch.zeros(k, 2, dtype=torch.float64, device=fm.device)
+    if plan.non_iid or plan.direct:
         _deletion_terms(
-            fm, theta, s, a, gam, non_iid_part, direct_part, non_iid=non_iid, direct=direct, exact=direct_exact
-        )
-    non_iid_part /= m
-    timings["non_iid_and_direct"] = time.perf_counter() - t0
-    report(1.0)
+            fm, theta, s, a, plan.gamma.to(fm.device), non_iid_part, direct_part, non_iid=plan.non_iid,
+            direct=plan.direct, exact=plan.direct_exact, start=start, stop=stop,
+        )  # fmt: skip
+    return InfluenceChunk(
+        start, stop, iid=a[start:stop] / m, non_iid=non_iid_part / m, direct=direct_part,
+        seconds=time.perf_counter() - t0,
+    )  # fmt: skip
 
-    total = iid + non_iid_part + direct_part
-    delta = lam * total[:, 0] + (1 - lam) * total[:, 1]
+
+def combine(plan: InfluencePlan, graph: Any, chunks: list[InfluenceChunk]) -> InfluenceResult:
+    """The estimate from its plan and chunks covering every training position exactly once."""
+    parts = stack_chunks(chunks, plan.num_train)
+    total = parts["iid"] + parts["non_iid"] + parts["direct"]
+    lam, gam = plan.lam, plan.gamma
+    timings = dict(plan.timings)
+    timings["per_node_terms"] = float(sum(c.seconds for c in chunks))
+    timings["chunks"] = float(len(chunks))
     return InfluenceResult(
         train_idx=graph.train_idx.clone(),
-        delta=delta.cpu(),
-        delta_sp=total[:, 0].cpu(),
-        delta_eo=total[:, 1].cpu(),
-        parts={"iid": iid.cpu(), "non_iid": non_iid_part.cpu(), "direct": direct_part.cpu()},
+        delta=lam * total[:, 0] + (1 - lam) * total[:, 1],
+        delta_sp=total[:, 0],
+        delta_eo=total[:, 1],
+        parts=parts,
         lam=lam,
         gamma={"sp": float(gam[0]), "eo": float(gam[1]), "total": float(lam * gam[0] + (1 - lam) * gam[1])},
-        solve=info,
-        grad_norm=grad_norm,
+        solve=plan.solve,
+        grad_norm=plan.grad_norm,
         timings=timings,
     )
 
@@ -218,7 +299,10 @@ def _deletion_terms(
     non_iid: bool,
     direct: bool,
     exact: bool,
+    start: int,
+    stop: int,
 ) -> None:
+    """Adds the non-i.i.d. and direct terms of training positions ``start..stop-1`` (rows ``0..stop-start-1``)."""
     g = fm.graph
     n = g.num_nodes
     train_pos = torch.full((n,), -1, dtype=torch.long)
@@ -231,24 +315,24 @@ def _deletion_terms(
         probe = base_proba.clone().requires_grad_(True)
         d_sp = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[0], probe)[0]
         d_eo = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[1], probe)[0]
-    for batch in pair_batches(fm):
+    for batch in pair_batches(fm, start=start, stop=stop):
         is_train = train_pos[batch.node] >= 0
         if non_iid and bool(is_train.any()):
             # ℓ_j(G) − ℓ_j(G−v) for training j affected by v, differentiated along s.
             b = _directional_loss_derivatives(batch.logits, theta, s, y[batch.node.to(fm.device)])
             contrib = a[train_pos[batch.node[is_train]]] - b[is_train.to(fm.device)]
-            non_iid_part.index_add_(0, batch.v_pos[is_train].to(fm.device), contrib)
+            non_iid_part.index_add_(0, (batch.v_pos[is_train] - start).to(fm.device), contrib)
         is_test = test_pos[batch.node] >= 0
         if direct and bool(is_test.any()):
             with torch.no_grad():
                 proba = probabilities(batch.logits(theta))[is_test.to(fm.device)]
             t_pos = test_pos[batch.node[is_test]]
             if exact:
-                _direct(g, base_proba, gam, batch.v_pos[is_test], t_pos, proba, direct_part, fm.groups)
+                _direct(g, base_proba, gam, batch.v_pos[is_test] - start, t_pos, proba, direct_part, fm.groups)
             else:
                 change = proba - base_proba[t_pos]
                 lin = torch.stack([(d_sp[t_pos] * change).sum(1), (d_eo[t_pos] * change).sum(1)], dim=1)
-                direct_part.index_add_(0, batch.v_pos[is_test].to(fm.device), lin)
+                direct_part.index_add_(0, (batch.v_pos[is_test] - start).to(fm.device), lin)
 
 
 def _direct(
