@@ -13,7 +13,7 @@ from app.db.models import Tenant
 from app.db.session import run_after_commit
 from app.errors import TooManyRequests, Unauthorized
 from app.queue import AuditQueue
-from app.ratelimit import RateLimiter
+from app.ratelimit import AuthFailureGuard, RateLimiter
 from app.security import authenticate, hash_key
 from app.settings import Settings
 
@@ -58,12 +58,17 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from `bind-audit 
 def get_tenant(
     request: Request, session: SessionDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Tenant:
-    """The tenant whose API key is in ``Authorization: Bearer <key>``; 401 otherwise, 429 past the key's rate."""
-    if credentials is None:
-        raise Unauthorized()
-    tenant = authenticate(session, credentials.credentials)
-    if tenant is None:
-        raise Unauthorized("The API key is unknown or revoked.")
+    """The tenant whose API key is in ``Authorization: Bearer <key>``; 401 otherwise, 429 past the key's rate
+    or past the client address's failed authentications."""
+    guard: AuthFailureGuard | None = getattr(request.app.state, "auth_failure_guard", None)
+    client = request.client.host if request.client else "unknown"
+    if guard is not None:
+        guard.before(client)
+    tenant = authenticate(session, credentials.credentials) if credentials is not None else None
+    if tenant is None or credentials is None:
+        if guard is not None:
+            guard.failed(client)
+        raise Unauthorized() if credentials is None else Unauthorized("The API key is unknown or revoked.")
     limiter: RateLimiter | None = getattr(request.app.state, "rate_limiter", None)
     if limiter is not None:
         decision = limiter.check(hash_key(credentials.credentials))

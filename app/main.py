@@ -18,7 +18,7 @@ from app.middleware import SecurityHeadersMiddleware
 from app.observability import RequestContextMiddleware
 from app.problems import install_problem_handlers
 from app.queue import AuditQueue
-from app.ratelimit import make_rate_limiter
+from app.ratelimit import make_auth_failure_guard, make_rate_limiter
 from app.routes import audits, datasets, graphs, health, models, reports, schedules, webhooks
 from app.schemas.problem import problem_responses, problem_schemas
 from app.settings import Settings, get_settings
@@ -52,6 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.session_factory = session_factory(engine)
     app.state.queue = AuditQueue(settings.broker_url)
     app.state.rate_limiter = make_rate_limiter(settings.rate_limit_per_minute, settings.broker_url)
+    app.state.auth_failure_guard = make_auth_failure_guard(settings.auth_failure_limit_per_minute, settings.broker_url)
     app.state.metrics = ApiMetrics(app.state.session_factory) if settings.metrics_enabled else None
 
     install_problem_handlers(app)

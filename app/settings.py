@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     """Most bytes an uploaded ``.npz`` may unpack to (its arrays' declared sizes summed): zip bombs get a 422."""
     rate_limit_per_minute: int = Field(default=600, ge=0)
     """Requests per minute per API key (a token bucket holding as many); 0 turns rate limiting off."""
+    auth_failure_limit_per_minute: int = Field(default=30, ge=0)
+    """Failed authentications (missing, unknown or revoked key) per minute per client address; past them every
+    request from that address that needs a key gets a 429 until the bucket refills. 0 turns it off."""
     log_format: Literal["json", "text"] = "json"
     """``json``: one JSON object per log line (with request and audit ids); secrets are redacted either way."""
     metrics_enabled: bool = True
@@ -68,6 +71,8 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=3, ge=1)
     """An audit whose worker died this many times (killed, out of memory) is failed instead of retried."""
     scheduler_interval: float = Field(default=1.0, ge=0)
+    """Seconds between two ticks of the scheduler (the thread in each worker, or ``bind-audit scheduler``);
+    0 turns a worker's scheduler thread off (a standalone scheduler needs it above 0)."""
     webhook_max_attempts: int = Field(default=8, ge=1)
     """Attempts at one webhook delivery before it is marked failed."""
     webhook_retry_base: float = Field(default=10.0, gt=0)
@@ -76,7 +81,10 @@ class Settings(BaseSettings):
     """Longest wait between two attempts of a delivery."""
     webhook_timeout: float = Field(default=10.0, gt=0)
     """Seconds a receiver has to answer one delivery."""
-    """Seconds between two ticks of the scheduler thread in each worker (0: this worker schedules nothing)."""
+    webhook_allow_private: bool = False
+    """Allow webhook URLs whose host is or resolves to a private, loopback, link-local, multicast or reserved
+    address (checked when subscribing, by the API, and before every delivery, by the worker). Off by default
+    (server-side request forgery); a receiver on this machine or the LAN needs it on in the API and workers."""
 
     cors_origins: Annotated[list[str], NoDecode] = []
     """Origins allowed by CORS (comma-separated in the environment); empty turns CORS off."""

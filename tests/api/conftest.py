@@ -86,6 +86,7 @@ def settings(database_url: str, redis_client: redis.Redis, tmp_path_factory: pyt
         data_root=tmp_path_factory.mktemp("data"),
         max_upload_bytes=2 * 1024 * 1024,
         environment="development",
+        auth_failure_limit_per_minute=0,  # many tests send bad keys from one address (see test_auth_throttle)
     )
 
 
