@@ -14,8 +14,8 @@ from bind_core.debias import debias, report
 from bind_core.errors import ConfigError
 from bind_core.fairness import worst_pairs
 from bind_core.graph import Graph
-from bind_core.groups import exclusion_warnings, group_name, groups_arg, included_groups
 from bind_core.influence import SIGN_CONVENTION, SOLVERS, InfluenceResult, estimate
+from bind_core.groups import exclusion_reasons, exclusion_warnings, group_name, groups_arg, included_groups
 from bind_core.models import ModelConfig
 from bind_core.training import ProgressCallback, TrainConfig, TrainedModel, train
 from bind_core.validation import validate
@@ -203,8 +203,8 @@ MIN_TEST_POSITIVES = 30
 
 
 def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
-    """Caveats a reader of the audit must see: groups kept out for their size, groups too small for stable
-    Γ_EO estimates."""
+    """Caveats a reader of the audit must see: groups kept out of the metrics (absent from the test split,
+    below the minimum size, without a positive test node), groups too small for stable Γ_EO estimates."""
     out = exclusion_warnings(graph, min_group_size)
     test = graph.test_idx
     y, s = graph.y[test], graph.sens[test]
@@ -237,7 +237,9 @@ def probability_histograms(model: TrainedModel, graph: Graph, bins: int = 20) ->
 
 def group_breakdown(model: TrainedModel, graph: Graph, min_group_size: int = 0) -> list[dict[str, Any]]:
     """Per sensitive group on the test nodes: name, size, positive-prediction rate, TPR, mean P(y=1), accuracy,
-    and whether the metrics include it (``included``: at least ``min_group_size`` test nodes)."""
+    whether the metrics include it (``included``, see :func:`bind_core.groups.included_groups`) and, when not,
+    why (``excluded_reason``, else ``None``)."""
+    excluded = exclusion_reasons(graph, min_group_size)
     test = graph.test_idx
     proba = model.predict_proba(graph, test).double()
     pred, y, s = proba.argmax(1), graph.y[test], graph.sens[test]
@@ -250,7 +252,8 @@ def group_breakdown(model: TrainedModel, graph: Graph, min_group_size: int = 0) 
                 "group": grp,
                 "name": group_name(graph, grp),
                 "size": int(mask.sum()),
-                "included": int(mask.sum()) >= min_group_size,
+                "included": grp not in excluded,
+                "excluded_reason": excluded.get(grp),
                 "positive_rate": float((pred[mask] == 1).double().mean()) if mask.any() else None,
                 "tpr": float((pred[pos] == 1).double().mean()) if pos.any() else None,
                 "mean_probability": float(proba[mask, -1].mean()) if mask.any() else None,

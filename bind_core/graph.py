@@ -29,8 +29,9 @@ class Graph:
             (source, target), no self-loops, no duplicates. ``E / 2`` undirected edges.
         y: int64 labels in ``[0, C)``, shape ``[n]``, ``C >= 2``.
         sens: int64 sensitive group in ``[0, G)``, shape ``[n]``, ``G >= 2``.
-        train_idx, val_idx, test_idx: int64 node indices, pairwise disjoint, none empty. Every class and
-            every group occurs in the test split, and (binary labels) every group among its positives.
+        train_idx, val_idx, test_idx: int64 node indices, pairwise disjoint, none empty. Every class
+            occurs in the test split, and at least two groups do (binary labels: among its positives); a
+            group missing there is reported by an audit and kept out of its metrics.
         node_ids: int64 original id of each node (``arange(n)`` unless nodes were removed).
         feature_names: optional names of the ``d`` feature columns.
         name: a label for reports.
@@ -337,15 +338,22 @@ def _validate_splits(g: Graph, n: int) -> None:
     missing_c = sorted(set(range(num_classes)) - set(test_y.unique().tolist()))
     if missing_c:
         raise GraphValidationError("test_idx", f"class(es) {missing_c} missing from the test split")
-    missing_g = sorted(set(range(num_groups)) - set(test_s.unique().tolist()))
-    if missing_g:
-        raise GraphValidationError("test_idx", f"sensitive group(s) {missing_g} missing from the test split")
+    # A group absent from the test split (or, binary labels, from its positives) is allowed: the audit
+    # reports it and keeps it out of the metrics (bind_core.groups.included_groups). Two groups are needed.
+    test_groups = set(test_s.unique().tolist())
+    missing_g = sorted(set(range(num_groups)) - test_groups)
+    if len(test_groups) < 2:
+        raise GraphValidationError(
+            "test_idx", f"sensitive group(s) {missing_g} missing from the test split; at least two groups must occur"
+        )
     if num_classes == 2:
         pos_groups = set(test_s[test_y == 1].unique().tolist())
         missing_p = sorted(set(range(num_groups)) - pos_groups)
-        if missing_p:
+        if len(pos_groups) < 2:
             raise GraphValidationError(
-                "test_idx", f"group(s) {missing_p} have no positive (y=1) test node, so ΔEO is undefined"
+                "test_idx",
+                f"group(s) {missing_p} have no positive (y=1) test node, so ΔEO is undefined; at least two "
+                "groups must have one",
             )
     train_classes = set(g.y[g.train_idx].unique().tolist())
     if len(train_classes) < 2:

@@ -174,7 +174,7 @@ def _groups(metrics: Mapping[str, Any]) -> str:
     keys = ("size", "positive_rate", "tpr", "mean_probability", "accuracy")
     rows = [
         [fmt(g.get("group")), fmt(g.get("name", "")), *(fmt(g.get(k)) for k in keys),
-         "yes" if g.get("included", True) else "no (below the minimum size)"]
+         "yes" if g.get("included", True) else f"no: {fmt(g.get('excluded_reason') or 'below the minimum size')}"]
         for g in groups
     ]  # fmt: skip
     figure = (

@@ -15,7 +15,9 @@ from bind_core.audit import AuditConfig, run_audit
 from bind_core.datasets import from_files, load_npz, save_npz, synthetic
 from bind_core.errors import ConfigError, GraphValidationError
 from bind_core.fairness import evaluate, worst_pairs
-from bind_core.groups import included_groups
+from bind_core.groups import exclusion_reasons, included_groups
+from bind_core.groups import test_group_positives as positives_in_test
+from bind_core.groups import test_group_sizes as sizes_in_test
 from bind_core.report import render_report
 from bind_core.training import TrainConfig
 
@@ -128,4 +130,76 @@ def test_a_group_below_the_minimum_is_reported_but_kept_out() -> None:
     assert d["influence_summary"]["gamma"]["total"] == pytest.approx(hand["gamma"], abs=1e-9)
     assert t["worst_pairs"]["delta_sp"]["groups"] == [0, 1]
     html = render_report(d)
-    assert "Worst pair of groups" in html and "no (below the minimum size)" in html
+    assert "Worst pair of groups" in html and f"no: {tiny} test node(s), fewer than min_group_size {tiny + 1}" in html
+
+
+def _table_with_unmeasurable_groups(path: Path) -> Path:
+    """Five combinations measured as above, one with members only in train/val, one without a positive test node."""
+    rows = []
+    for gender, race, age in COMBOS:
+        for label, split in ((0, "train"), (1, "train"), (1, "test"), (0, "test"), (1, "test"), (0, "val")):
+            rows.append({"gender": gender, "race": race, "age": age, "income": label, "split": split})
+    for label, split in ((0, "train"), (1, "train"), (1, "val")):  # F, A, young: never a test node
+        rows.append({"gender": "F", "race": "A", "age": "young", "income": label, "split": split})
+    for label, split in ((1, "train"), (0, "test"), (0, "test")):  # M, B, young: test nodes, no positive one
+        rows.append({"gender": "M", "race": "B", "age": "young", "income": label, "split": split})
+    frame = pd.DataFrame(rows)
+    frame["f"] = np.arange(len(frame)) % 7
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_groups_absent_from_the_test_split_are_reported_not_refused(tmp_path: Path) -> None:
+    g = from_files(
+        _table_with_unmeasurable_groups(tmp_path / "people.csv"),
+        label="income",
+        sensitive="gender,race,age",
+        split="split",
+    )
+    names = list(g.group_names)
+    absent, no_positive = names.index("gender=F, race=A, age=young"), names.index("gender=M, race=B, age=young")
+    assert len(names) == 7 and (absent, no_positive) == (1, 6)
+    assert sizes_in_test(g)[absent] == 0 and positives_in_test(g)[no_positive] == 0
+    reasons = exclusion_reasons(g)
+    assert set(reasons) == {absent, no_positive}
+    assert "absent from the test split" in reasons[absent] and "3 node(s) in the graph" in reasons[absent]
+    assert "no positive" in reasons[no_positive]
+    assert included_groups(g) == [0, 2, 3, 4, 5]
+    assert set(exclusion_reasons(g, 4)) == {0, 1, 2, 3, 4, 5, 6}  # every group has 3 test nodes or fewer
+    with pytest.raises(ConfigError, match="at least two"):
+        included_groups(g, 4)
+
+    config = AuditConfig(training=TrainConfig(epochs=20), stages=("training", "metrics"), bootstrap=40)
+    result = run_audit(g, config)
+    d = result.to_dict()
+    rows = d["metrics"]["groups"]
+    assert [r["included"] for r in rows] == [True, False, True, True, True, True, False]
+    assert rows[absent]["size"] == 0 and rows[absent]["positive_rate"] is None
+    assert rows[absent]["excluded_reason"] == reasons[absent] and rows[0]["excluded_reason"] is None
+    assert d["metrics"]["included_groups"] == [0, 2, 3, 4, 5]
+    for grp in (absent, no_positive):
+        assert sum(names[grp] in w and reasons[grp] in w for w in d["warnings"]) == 1
+    # The metrics are those of the measurable groups' test nodes, as a five-group problem.
+    test = g.test_idx
+    proba = result.model.predict_proba(g, test).double()
+    keep = torch.isin(g.sens[test], torch.tensor([0, 2, 3, 4, 5]))
+    hand = evaluate(proba[keep], g.y[test][keep], g.sens[test][keep]).to_dict()
+    for name in ("delta_sp", "delta_eo", "gamma_sp", "gamma_eo", "gamma"):
+        assert d["metrics"]["test"][name] == pytest.approx(hand[name], abs=1e-12), name
+    assert d["metrics"]["intervals"]["delta_eo"]["estimate"] == pytest.approx(hand["delta_eo"], abs=1e-12)
+    assert d["metrics"]["test"]["worst_pairs"]["delta_eo"]["groups"][0] in (0, 2, 3, 4, 5)
+    html = render_report(d)
+    assert f"no: {reasons[absent]}" in html and f"no: {reasons[no_positive]}" in html
+
+
+def test_the_graph_still_needs_two_measurable_groups() -> None:
+    g = synthetic(120, seed=2)
+    test = g.test_idx
+    sens = g.sens.clone()
+    sens[test] = 0  # every test node in group 0
+    with pytest.raises(GraphValidationError, match=r"group\(s\) \[1\] missing from the test split"):
+        replace(g, sens=sens)
+    sens = g.sens.clone()
+    sens[test[g.y[test] == 1]] = 0  # every positive test node in group 0
+    with pytest.raises(GraphValidationError, match="no positive"):
+        replace(g, sens=sens)
