@@ -36,6 +36,9 @@ TEST_METRICS = (("accuracy", "accuracy"), ("auc", "roc_auc"), ("f1", "f1"), ("de
                 ("gamma", "gamma"))  # fmt: skip
 GROUP_METRICS = (("accuracy", "accuracy"), ("positive_rate", "positive_rate"), ("tpr", "true_positive_rate"),
                  ("mean_probability", "mean_predicted_probability"), ("size", "test_nodes"))  # fmt: skip
+# (key in metrics.test.worst_pairs, model-card type): the largest value over pairs of the included groups.
+WORST_PAIR_METRICS = (("delta_sp", "delta_sp_worst_pair"), ("delta_eo", "delta_eo_worst_pair"),
+                      ("gamma_sp", "gamma_sp_worst_pair"), ("gamma_eo", "gamma_eo_worst_pair"))  # fmt: skip
 
 
 def csv_cell(value: Any) -> Any:
@@ -80,14 +83,21 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
          "quantitative_analysis": {"performance_metrics": [
              {"type": "accuracy", "value": 0.89, "slice": "test",
               "confidence_interval": {"lower_bound": 0.83, "upper_bound": 0.96}},   # only where computed
-             {"type": "true_positive_rate", "value": 0.95, "slice": "group=0"}, ...]},
+             {"type": "true_positive_rate", "value": 0.95, "slice": "group=0", "group": 0,
+              "group_name": "gender=F, race=B", "included": true}, ...,
+             {"type": "delta_sp_worst_pair", "value": 0.41, "slice": "group=0 vs group=2", "groups": [0, 2],
+              "group_names": ["gender=F, race=B", "gender=M, race=W"]}, ...]},
          "influence": {summary: count, harmful, helpful, quantiles, ...; "top_harmful", "top_helpful"} | None,
          "debiasing": [{budget, requested, deleted, nodes, estimated_delta, before, after}] | None,
          "validation": {count, pearson, spearman, correlations} | None,
          "warnings": [...], "graph": {...}, "model": {...}}
 
-    Slices: ``test`` for the whole test set (the fairness gaps ΔSP, ΔEO, Γ compare the groups within it),
-    ``group=g`` for the test nodes of sensitive group g. Non-finite numbers become ``null``.
+    Slices: ``test`` for the whole test set (the fairness gaps ΔSP, ΔEO, Γ compare the groups within it, the
+    mean over pairs of the included groups), ``group=g`` for the test nodes of sensitive group g (with its
+    ``group_name`` and whether the fairness metrics ``included`` it), and, with more than two included groups,
+    ``group=a vs group=b`` for the worst pair of ΔSP, ΔEO, Γ_SP and Γ_EO (type ``<metric>_worst_pair``: the
+    largest value over pairs, with the pair's ``groups`` and ``group_names``). Non-finite numbers become
+    ``null``.
     """
     metrics = results.get("metrics") or {}
     test, intervals = metrics.get("test") or {}, metrics.get("intervals") or {}
@@ -99,10 +109,17 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
         if isinstance(band := intervals.get(key), Mapping):
             entry["confidence_interval"] = {"lower_bound": band.get("low"), "upper_bound": band.get("high")}
         performance.append(entry)
-    for group in metrics.get("groups") or []:
+    groups = list(metrics.get("groups") or [])
+    names = {group.get("group"): str(group.get("name", group.get("group"))) for group in groups}
+    for group in groups:
+        g = group.get("group")
+        about = {"group": g, "group_name": names[g], "included": bool(group.get("included", True))}
         for key, kind in GROUP_METRICS:
             if group.get(key) is not None:
-                performance.append({"type": kind, "value": group[key], "slice": f"group={group.get('group')}"})
+                performance.append({"type": kind, "value": group[key], "slice": f"group={g}", **about})
+    included = metrics.get("included_groups")
+    if len(included if included is not None else groups) > 2:
+        performance.extend(_worst_pairs(test.get("worst_pairs") or {}, names))
     summary = results.get("influence_summary")
     influence = (
         {**{k: v for k, v in summary.items() if k not in ("timings", "solver_details")},
@@ -130,6 +147,26 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
     }
     finite: dict[str, Any] = _finite(document)
     return finite
+
+
+def _worst_pairs(worst: Mapping[str, Any], names: Mapping[Any, str]) -> list[dict[str, Any]]:
+    """One performance metric per worst pair: ``{type: <metric>_worst_pair, value, slice, groups, group_names}``."""
+    out = []
+    for key, kind in WORST_PAIR_METRICS:
+        pair = worst.get(key)
+        if not isinstance(pair, Mapping) or pair.get("value") is None:
+            continue
+        members = list(pair.get("groups") or [])
+        out.append(
+            {
+                "type": kind,
+                "value": pair["value"],
+                "slice": " vs ".join(f"group={g}" for g in members),
+                "groups": members,
+                "group_names": [names.get(g, str(g)) for g in members],
+            }
+        )
+    return out
 
 
 def _finite(value: Any) -> Any:

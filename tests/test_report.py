@@ -149,6 +149,51 @@ def test_model_card(audit: tuple[dict[str, Any], Any]) -> None:
     assert "confidence_interval" not in next(m for m in metrics if m["type"] == "gamma")
     assert card["influence"]["count"] == len(audit[1]) and card["influence"]["top_harmful"]
     assert [d["budget"] for d in card["debiasing"]] == [0.01, 0.1] and card["validation"]["pearson"] is None
+    names = {g["group"]: g["name"] for g in results["metrics"]["groups"]}
+    for m in metrics:
+        if m["slice"] != "test":
+            assert m["slice"] == f"group={m['group']}" and m["group_name"] == names[m["group"]] and m["included"]
+    assert not any(m["type"].endswith("_worst_pair") for m in metrics)  # two groups: the worst pair is the mean
+
+
+def test_model_card_names_groups_and_worst_pairs(audit: tuple[dict[str, Any], Any]) -> None:
+    """Three groups, one kept out: every group slice carries its name; each multi-group metric its worst pair."""
+    results = json.loads(json.dumps(audit[0]))
+    metrics = results["metrics"]
+    base = metrics["groups"][0]
+    metrics["groups"] = [
+        dict(base, group=0, name="gender=F, race=A"),
+        dict(base, group=1, name="gender=F, race=B", included=False, excluded_reason="absent from the test split"),
+        dict(base, group=2, name="gender=M, race=A"),
+        dict(base, group=3, name="gender=M, race=B"),
+    ]
+    metrics["included_groups"] = [0, 2, 3]
+    metrics["test"]["worst_pairs"] = {
+        "delta_sp": {"value": 0.4, "groups": [0, 3]},
+        "delta_eo": {"value": 0.3, "groups": [2, 3]},
+        "gamma_sp": {"value": 0.2, "groups": [0, 2]},
+        "gamma_eo": {"value": math.nan, "groups": [0, 3]},
+    }
+    card = model_card(results)
+    json.dumps(card, allow_nan=False)
+    performance = card["quantitative_analysis"]["performance_metrics"]
+    tpr = {m["slice"]: m for m in performance if m["type"] == "true_positive_rate"}
+    assert list(tpr) == ["group=0", "group=1", "group=2", "group=3"]
+    assert tpr["group=1"]["group_name"] == "gender=F, race=B" and tpr["group=1"]["included"] is False
+    assert tpr["group=3"]["group_name"] == "gender=M, race=B" and tpr["group=3"]["included"] is True
+    worst = {m["type"]: m for m in performance if m["type"].endswith("_worst_pair")}
+    assert worst["delta_sp_worst_pair"] == {
+        "type": "delta_sp_worst_pair",
+        "value": 0.4,
+        "slice": "group=0 vs group=3",
+        "groups": [0, 3],
+        "group_names": ["gender=F, race=A", "gender=M, race=B"],
+    }
+    assert worst["delta_eo_worst_pair"]["group_names"] == ["gender=M, race=A", "gender=M, race=B"]
+    assert worst["gamma_sp_worst_pair"]["value"] == 0.2 and worst["gamma_eo_worst_pair"]["value"] is None
+    metrics["included_groups"] = [0, 2]  # two measured groups: no worst pair beyond the mean
+    assert not any(m["type"].endswith("_worst_pair") for m in model_card(results)["quantitative_analysis"][
+        "performance_metrics"])  # fmt: skip
 
 
 def chromium(html: Path, png: Path) -> tuple[int, list[str], str]:
