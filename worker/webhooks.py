@@ -5,6 +5,11 @@ delivery's ``attempts`` goes up and, until ``BIND_WEBHOOK_MAX_ATTEMPTS``, the ta
 countdown of ``BIND_WEBHOOK_RETRY_BASE · 2^(attempts−1)`` seconds, capped at ``BIND_WEBHOOK_RETRY_MAX``; after
 that it is ``failed``. Every retry of one delivery keeps its ``webhook-id`` so receivers can drop duplicates.
 Redirects are not followed.
+
+Unless ``BIND_WEBHOOK_ALLOW_PRIVATE`` is on, each attempt first resolves the URL's host and refuses (a failed
+attempt, retried like any other: DNS may change back) when any address is not globally routable; it then
+connects to the first checked address, with the URL's host in ``Host`` and, for https, in SNI and the
+certificate check, so a second DNS answer (rebinding) cannot send the request elsewhere.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Webhook, WebhookDelivery
+from app.services.webhooks import IPAddress, UnsafeDestination, public_addresses
 from app.settings import Settings, get_settings
 from app.webhook_verify import sign
 from worker import context
@@ -32,6 +38,25 @@ log = logging.getLogger(__name__)
 
 def backoff(attempts: int, settings: Settings) -> float:
     return float(min(settings.webhook_retry_base * 2 ** max(attempts - 1, 0), settings.webhook_retry_max))
+
+
+def pinned(url: str, address: IPAddress) -> tuple[httpx.URL, dict[str, str], dict[str, str]]:
+    """The request for ``url`` sent to ``address``: its URL, its ``Host`` header and its httpx extensions."""
+    original = httpx.URL(url)
+    extensions = {"sni_hostname": original.host} if original.scheme == "https" else {}
+    return original.copy_with(host=str(address)), {"host": original.netloc.decode("ascii")}, extensions
+
+
+def post(url: str, body: str, headers: dict[str, str], settings: Settings) -> httpx.Response:
+    """One POST to ``url``: to an address checked just now unless private addresses are allowed.
+
+    Raises :class:`UnsafeDestination` when the host resolves to an address webhooks may not reach.
+    """
+    if settings.webhook_allow_private:
+        return httpx.post(url, content=body, headers=headers, timeout=settings.webhook_timeout)
+    target, host, extensions = pinned(url, public_addresses(url)[0])
+    with httpx.Client(timeout=settings.webhook_timeout, follow_redirects=False) as client:
+        return client.post(target, content=body, headers={**headers, **host}, extensions=extensions)
 
 
 def deliver(delivery_id: uuid.UUID, sessions: sessionmaker[Session], settings: Settings) -> float | None:
@@ -55,10 +80,12 @@ def deliver(delivery_id: uuid.UUID, sessions: sessionmaker[Session], settings: S
     }  # fmt: skip
     status, error = None, None
     try:
-        response = httpx.post(row.url, content=body, headers=headers, timeout=settings.webhook_timeout)
+        response = post(row.url, body, headers, settings)
         status = response.status_code
         if not 200 <= status < 300:
             error = f"HTTP {status}"
+    except UnsafeDestination as exc:
+        error = f"refused: {exc}"[:500]
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {exc}"[:500]
     attempts, t = row.attempts + 1, now()

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
-from app.deps import SessionDep, TenantDep
+from app.deps import SessionDep, SettingsDep, TenantDep
 from app.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.schemas.problem import problem_responses
 from app.schemas.webhooks import DeliveryPage, DeliveryRead, WebhookCreate, WebhookCreated, WebhookPage, WebhookRead
@@ -19,9 +19,13 @@ LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT)]
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=WebhookCreated)
-def create_webhook(body: WebhookCreate, response: Response, session: SessionDep, tenant: TenantDep) -> Any:
-    """Subscribe ``url`` to ``events``. The answer holds the signing ``secret``, shown this once."""
-    row, secret = service.create_webhook(session, tenant, body)
+def create_webhook(
+    body: WebhookCreate, response: Response, session: SessionDep, tenant: TenantDep, settings: SettingsDep
+) -> Any:
+    """Subscribe ``url`` to ``events``. The answer holds the signing ``secret``, shown this once. A URL whose
+    host is or resolves to a private, loopback, link-local, multicast or reserved address is refused (422)
+    unless the server allows them (``BIND_WEBHOOK_ALLOW_PRIVATE``)."""
+    row, secret = service.create_webhook(session, tenant, body, settings=settings)
     response.headers["Location"] = f"/v1/webhooks/{row.id}"
     return WebhookCreated(id=row.id, url=row.url, events=row.events, created_at=row.created_at, secret=secret)  # type: ignore[arg-type]  # validated event names
 

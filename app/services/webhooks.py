@@ -1,9 +1,18 @@
-"""Webhook subscriptions: creating (with a new secret), listing, deleting, and reading the delivery log."""
+"""Webhook subscriptions: creating (with a new secret), listing, deleting, and reading the delivery log.
+
+Server-side request forgery: unless ``BIND_WEBHOOK_ALLOW_PRIVATE`` is on, a URL whose host is, or resolves
+to, an address that is not globally routable (private, loopback, link-local, multicast, reserved, shared,
+unspecified; IPv4 inside IPv6 included) is refused when subscribing (422), and again by the worker before
+each delivery (:func:`public_addresses`), since a name's DNS records can change after it was checked. The
+worker then connects to the address it checked, not to a second lookup of the name.
+"""
 
 from __future__ import annotations
 
 import base64
+import ipaddress
 import secrets
+import socket
 import uuid
 from urllib.parse import urlsplit
 
@@ -14,7 +23,69 @@ from app.db.models import Tenant, Webhook, WebhookDelivery
 from app.errors import NotFound, ValidationProblem
 from app.pagination import newest_first
 from app.schemas.webhooks import WebhookCreate
+from app.settings import Settings
 from app.webhook_verify import SECRET_PREFIX
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+ALLOW_HINT = "set BIND_WEBHOOK_ALLOW_PRIVATE=true to deliver to such addresses"
+
+
+class UnsafeDestination(ValueError):
+    """The URL's host is or resolves to an address webhooks may not reach."""
+
+
+def blocked_reason(address: IPAddress) -> str | None:
+    """Why webhooks may not reach ``address`` (``None``: a global unicast address, allowed)."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
+        if embedded is not None:
+            return blocked_reason(embedded)
+    for flag, name in (
+        ("is_loopback", "loopback"), ("is_link_local", "link-local"), ("is_multicast", "multicast"),
+        ("is_unspecified", "unspecified"), ("is_private", "private"), ("is_reserved", "reserved"),
+    ):  # fmt: skip
+        if getattr(address, flag):
+            return name
+    return None if address.is_global else "not globally routable"
+
+
+def resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address ``host`` resolves to (an IP literal, in any form ``getaddrinfo`` reads, is itself)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    addresses: list[IPAddress] = []
+    for *_, sockaddr in infos:
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    assert parts.hostname is not None
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def unsafe_addresses(addresses: list[IPAddress]) -> list[str]:
+    """``"<address> (<why>)"`` for each address webhooks may not reach."""
+    return [f"{a} ({why})" for a in addresses if (why := blocked_reason(a)) is not None]
+
+
+def public_addresses(url: str) -> list[IPAddress]:
+    """The addresses of ``url``'s host, all of them globally routable; :class:`UnsafeDestination` otherwise.
+
+    The worker calls this before each delivery (``BIND_WEBHOOK_ALLOW_PRIVATE`` off) and connects to the first.
+    """
+    host, port = _host_port(url)
+    try:
+        addresses = resolve(host, port)
+    except (OSError, UnicodeError) as exc:
+        raise UnsafeDestination(f"cannot resolve {host!r} ({exc})") from exc
+    if not addresses:
+        raise UnsafeDestination(f"{host!r} has no address")
+    if bad := unsafe_addresses(addresses):
+        raise UnsafeDestination(f"{host!r} resolves to {', '.join(bad)}; {ALLOW_HINT}")
+    return addresses
 
 
 def new_secret() -> str:
@@ -43,9 +114,28 @@ def check_url(url: str) -> str:
     return url.strip()
 
 
-def create_webhook(session: Session, tenant: Tenant, body: WebhookCreate) -> tuple[Webhook, str]:
+def check_destination(url: str) -> None:
+    """422 when ``url``'s host is or resolves to an address webhooks may not reach.
+
+    A name that does not resolve now is accepted: what it resolves to is checked at each delivery anyway.
+    """
+    host, port = _host_port(url)
+    try:
+        addresses = resolve(host, port)
+    except (OSError, UnicodeError):
+        return
+    if bad := unsafe_addresses(addresses):
+        why = f"the host resolves to {', '.join(bad)}, which webhooks may not reach"
+        raise ValidationProblem(f"url: {why} ({ALLOW_HINT}).", errors=[{"field": "url", "message": why}])
+
+
+def create_webhook(session: Session, tenant: Tenant, body: WebhookCreate, *, settings: Settings) -> tuple[Webhook, str]:
+    """Subscribe after checking the URL (and, unless ``webhook_allow_private``, where it points): 422 otherwise."""
+    url = check_url(body.url)
+    if not settings.webhook_allow_private:
+        check_destination(url)
     secret = new_secret()
-    row = Webhook(tenant_id=tenant.id, url=check_url(body.url), events=sorted(set(body.events)), secret=secret)
+    row = Webhook(tenant_id=tenant.id, url=url, events=sorted(set(body.events)), secret=secret)
     session.add(row)
     session.flush()
     return row, secret

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,11 +17,14 @@ from sqlalchemy import update
 
 from app.db.models import Schedule
 from app.db.session import engine_for, session_factory
+from app.main import create_app
+from app.settings import Settings
 from worker.scheduler import tick
 
 pytestmark = pytest.mark.integration
 
-FAST = {"BIND_SCHEDULER_INTERVAL": "0.2", "BIND_WEBHOOK_RETRY_BASE": "0.5"}
+# The receiver listens on 127.0.0.1: both the API (subscription) and the workers (delivery) must allow it.
+FAST = {"BIND_SCHEDULER_INTERVAL": "0.2", "BIND_WEBHOOK_RETRY_BASE": "0.5", "BIND_WEBHOOK_ALLOW_PRIVATE": "true"}
 TINY = {"training": {"epochs": 20}, "budgets": [1], "validation_sample": 0, "bootstrap": 0}
 
 
@@ -96,13 +100,23 @@ def test_interval_schedule_survives_a_scheduler_restart(client: TestClient, work
             client.post(f"/v1/audits/{r['audit_id']}/cancel")
 
 
-def test_signed_webhooks_with_a_retry(client: TestClient, workers: WorkerPool) -> None:
+@pytest.fixture(scope="module")
+def loopback_client(api_settings: Settings, client: TestClient) -> Iterator[TestClient]:
+    """The same tenant on an API that accepts webhook URLs on loopback (``BIND_WEBHOOK_ALLOW_PRIVATE``)."""
+    allowing = api_settings.model_copy(update={"webhook_allow_private": True})
+    with TestClient(create_app(allowing), headers=dict(client.headers)) as test_client:
+        yield test_client
+
+
+def test_signed_webhooks_with_a_retry(client: TestClient, loopback_client: TestClient, workers: WorkerPool) -> None:
     if not any(w.process.poll() is None for w in workers.workers):
         workers.start(**FAST)
     receiver = Receiver(fail_first=1)
     server, url = serve(receiver)
     events = ["audit.succeeded", "schedule.threshold_exceeded"]
-    hook = client.post("/v1/webhooks", json={"url": url, "events": events}).json()
+    refused = client.post("/v1/webhooks", json={"url": url, "events": events})  # the default refuses loopback
+    assert refused.status_code == 422 and "BIND_WEBHOOK_ALLOW_PRIVATE" in refused.json()["detail"], refused.text
+    hook = loopback_client.post("/v1/webhooks", json={"url": url, "events": events}).json()
     receiver.secret = hook["secret"]
     try:
         client.post("/v1/graphs", files={"npz": ("h.npz", synthetic_npz(200, seed=8))}, data={"name": "hooked"})
