@@ -83,6 +83,7 @@ def render_report(
         _groups(metrics),
         _influence(results, influence_rows),
         _top_harmful(results, influence_rows),
+        _stability(results.get("stability")),
         _trust(results.get("validation")),
         _debiasing(results.get("debiasing")),
         _footer(results),
@@ -243,6 +244,54 @@ def _top_harmful(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] |
         f'<section id="top-harmful"><h2>Most harmful training nodes</h2><p>Deleting any one of these is estimated '
         f"to reduce bias the most (most negative ΔΓ first; group is the sensitive attribute).</p>"
         f"{_table(head, table, 1)}</section>"
+    )
+
+
+STABILITY_IDS = 20  # node ids shown per seed's top-k set
+
+
+def _stability(stability: Mapping[str, Any] | None) -> str:
+    """The overlap of the top-k harmful sets across training seeds: numbers, the sets and a pairwise grid."""
+    heading = "<h2>Stability of the ranking across training seeds</h2>"
+    if not stability or not stability.get("seeds"):
+        return (
+            f'<section id="stability">{heading}<p>Not computed (the audit named no stability seeds; the check '
+            "retrains the model once per seed).</p></section>"
+        )
+    k, seeds = stability.get("k"), [escape(str(s)) for s in stability["seeds"]]
+    everywhere = stability.get("all") or {}
+    intro = (
+        f"<p>The model was trained with each of {len(seeds)} seeds ({', '.join(seeds)}) and every training node's "
+        f"ΔΓ estimated again; each seed's top-{fmt(k)} harmful set holds its {fmt(k)} most negative estimates. "
+        f"In every set: <b>{fmt(everywhere.get('intersection'))}</b> node(s) of {fmt(everywhere.get('union'))} "
+        f"in any; Jaccard over all seeds <b>{fmt(everywhere.get('jaccard'))}</b>, mean over pairs "
+        f"<b>{fmt(stability.get('mean_pairwise_jaccard'))}</b> (1: the same set from every seed).</p>"
+    )
+    pairs = [
+        [" vs ".join(escape(str(s)) for s in p.get("seeds", [])), fmt(p.get("intersection")), fmt(p.get("union")),
+         fmt(p.get("jaccard"))]
+        for p in stability.get("pairwise") or []
+    ]  # fmt: skip
+    pairs.append(["all seeds", fmt(everywhere.get("intersection")), fmt(everywhere.get("union")),
+                  fmt(everywhere.get("jaccard"))])  # fmt: skip
+    sets = stability.get("sets") or {}
+    members = []
+    for seed in stability["seeds"]:
+        ids = list(sets.get(str(seed)) or [])
+        shown = ", ".join(fmt(i) for i in ids[:STABILITY_IDS]) + (
+            f", … ({len(ids)} in all)" if len(ids) > STABILITY_IDS else ""
+        )
+        members.append([escape(str(seed)), shown or "none harmful"])
+    figure = _figure(
+        plots.stability_heatmap(stability, ident="stability"),
+        "Each cell compares the top-k harmful sets of two training seeds: the Jaccard index |A ∩ B| / |A ∪ B| "
+        "(darker is more overlap) and the number of nodes in both; the diagonal is each seed's own set. Low "
+        "values mean the ranking depends on the training run, so single nodes should not be acted on alone.",
+    )
+    return (
+        f'<section id="stability">{heading}{intro}'
+        f"{_table(['seeds', 'in both', 'in either', 'Jaccard'], pairs, 1)}"
+        f"{_table(['seed', f'top-{fmt(k)} harmful node ids, most harmful first'], members, 2)}{figure}</section>"
     )
 
 

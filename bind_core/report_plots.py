@@ -16,6 +16,7 @@ from typing import Any
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 HARMFUL, HELPFUL, BEFORE = "#c0392b", "#2471a3", "#7f8c8d"
 GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
@@ -128,6 +129,50 @@ def debiasing_bars(runs: Sequence[Mapping[str, Any]], metrics: Sequence[tuple[st
         ax.set_xticks(range(len(metrics)), [name for _, name in metrics])
         ax.set_ylabel("value on the test nodes")
         ax.legend(frameon=False, ncols=min(len(series), 3), loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    return _svg(fig, ident)
+
+
+def stability_heatmap(stability: Mapping[str, Any], *, ident: str) -> str:
+    """Pairwise overlap of the top-k harmful sets across training seeds: a seeds × seeds grid whose cells hold
+    the Jaccard index (shade and number) and the size of the intersection; the diagonal is each seed's set.
+
+    Args:
+        stability: ``bind_core.stability.topk_stability``'s result (``k``, ``seeds``, ``sets``, ``pairwise``).
+
+    Drawn as rectangles (no raster image), so the SVG holds only vector shapes and text.
+    """
+    seeds = [int(s) for s in stability["seeds"]]
+    where = {s: i for i, s in enumerate(seeds)}
+    sets = stability.get("sets") or {}
+    jaccard = [[1.0 if i == j else math.nan for j in seeds] for i in seeds]
+    counts = [[len(sets.get(str(s)) or []) if s == t else 0 for t in seeds] for s in seeds]
+    for pair in stability.get("pairwise") or []:
+        i, j = (where[int(s)] for s in pair["seeds"])
+        jaccard[i][j] = jaccard[j][i] = float(pair["jaccard"])
+        counts[i][j] = counts[j][i] = int(pair["intersection"])
+    n = len(seeds)
+    side = min(max(2.2 + 0.6 * n, 3.4), 7.5)
+    fig, (ax,) = _figure(side, side - 0.4)
+    with matplotlib.rc_context(_RC):
+        shades = matplotlib.colormaps["Blues"]
+        for i in range(n):
+            for j in range(n):
+                value = jaccard[i][j]
+                known = math.isfinite(value)
+                colour = shades(0.1 + 0.8 * value) if known else "#f2f3f4"
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=colour, edgecolor="white", linewidth=1.5))
+                text = f"{value:.2f}\n{counts[i][j]} node(s)" if known else "n/a"
+                ink = "white" if known and value > 0.55 else "#1c2833"
+                ax.text(j, i, text, ha="center", va="center", color=ink, fontsize=8 if n <= 6 else 6.5)
+        ax.set_xlim(-0.5, n - 0.5)
+        ax.set_ylim(n - 0.5, -0.5)
+        ax.set_aspect("equal")
+        ax.set_xticks(range(n), [str(s) for s in seeds])
+        ax.set_yticks(range(n), [str(s) for s in seeds])
+        ax.set(xlabel="training seed", ylabel="training seed")
+        ax.set_title(f"Overlap of the top-{stability.get('k')} harmful sets:\nJaccard, and nodes in both")
+        ax.spines[["left", "bottom"]].set_visible(False)
+        ax.tick_params(length=0)
     return _svg(fig, ident)
 
 

@@ -20,14 +20,16 @@ from bind_core.exports import INFLUENCE_COLUMNS, csv_cell, influence_csv, influe
 from bind_core.report import render_report
 from bind_core.training import TrainConfig
 
-SECTIONS = ("warnings", "metrics", "groups", "influence", "top-harmful", "trust", "debiasing")
+SECTIONS = ("warnings", "metrics", "groups", "influence", "top-harmful", "stability", "trust", "debiasing")
 CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
 def audit() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(results, influence_rows)`` of a real audit, through JSON as the service stores them."""
-    config = AuditConfig(training=TrainConfig(epochs=30), validation_sample=5, bootstrap=200)
+    config = AuditConfig(
+        training=TrainConfig(epochs=30), validation_sample=5, bootstrap=200, stability_seeds=(10, 11), stability_k=5
+    )
     result = run_audit(synthetic(300, seed=1), config)
     return json.loads(json.dumps(result.to_dict())), result.influence_rows()
 
@@ -74,7 +76,7 @@ def test_report_is_one_offline_page(page: str) -> None:
     found = outline(page)
     assert page.startswith("<!DOCTYPE html>") and found.title == "BIND audit report"
     assert set(SECTIONS) <= found.ids
-    assert page.count("<svg") == 4 and found.tags.count("svg") == 4
+    assert page.count("<svg") == 5 and found.tags.count("svg") == 5 and "<image" not in page
     assert "script" not in found.tags and "<script>alert" not in page and "&lt;script&gt;alert(1)" in page
     assert all(ref.startswith("#") for ref in found.refs), [r for r in found.refs if not r.startswith("#")]
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", page) and not re.search(r"https?:", page)
@@ -91,10 +93,16 @@ def test_report_shows_the_data(page: str, audit: tuple[dict[str, Any], list[dict
         assert warning.replace("<", "&lt;") in page
     for run in results["debiasing"]:
         assert f"after deleting {run['deleted']} " in page
+    stability = results["stability"]
+    pair = stability["pairwise"][0]
+    assert f"<td class=l>10 vs 11</td><td>{pair['intersection']}</td><td>{pair['union']}</td>" in page
+    assert f"<td>{pair['jaccard']:.3f}</td>" in page and "Overlap of the top-5 harmful sets:" in page
+    for ids in stability["sets"].values():
+        assert ", ".join(str(i) for i in ids) in page
 
 
 def test_report_without_optional_blocks_and_hostile_text(audit: tuple[dict[str, Any], Any]) -> None:
-    results = dict(audit[0], influence_summary=None, top_harmful=None, debiasing=None, validation=None)
+    results = dict(audit[0], influence_summary=None, top_harmful=None, debiasing=None, validation=None, stability=None)
     results["graph"] = dict(results["graph"], name='<img src="http://x/y.png">')
     results["warnings"] = ["<b onmouseover=alert(1)>&"]
     html = render_report(results, title="a <b> & c")
@@ -106,6 +114,42 @@ def test_report_without_optional_blocks_and_hostile_text(audit: tuple[dict[str, 
         and "<b onmouseover" not in html
     )
     assert html.count("<svg") == 1 and "Not computed" in html and "Not run" in html
+
+
+def _section(html: str, ident: str) -> str:
+    return html[html.index(f'<section id="{ident}">') :].split("</section>", 1)[0]
+
+
+def test_report_draws_the_stability_of_the_ranking(audit: tuple[dict[str, Any], Any]) -> None:
+    """Three seeds with known overlaps: the numbers, the sets and the grid's cells and labels appear."""
+    stability = {
+        "k": 3,
+        "seeds": [1, 10, 100],
+        "sets": {"1": [5, 7, 9], "10": [5, 7, 11], "100": [5, 12, 13]},
+        "pairwise": [
+            {"seeds": [1, 10], "intersection": 2, "union": 4, "jaccard": 0.5},
+            {"seeds": [1, 100], "intersection": 1, "union": 5, "jaccard": 0.2},
+            {"seeds": [10, 100], "intersection": 1, "union": 5, "jaccard": 0.2},
+        ],
+        "all": {"intersection": 1, "union": 6, "jaccard": 1 / 6},
+        "mean_pairwise_jaccard": 0.3,
+    }
+    html = render_report(dict(audit[0], stability=stability))
+    section = _section(html, "stability")
+    assert "<td class=l>1 vs 10</td><td>2</td><td>4</td><td>0.500</td>" in section
+    assert "<td class=l>10 vs 100</td><td>1</td><td>5</td><td>0.200</td>" in section
+    assert "<td class=l>all seeds</td><td>1</td><td>6</td><td>0.167</td>" in section
+    assert "mean over pairs <b>0.300</b>" in section and "top-3 harmful set" in section
+    assert "<td class=l>100</td><td class=l>5, 12, 13</td>" in section
+    svg = section[section.index("<svg") : section.index("</svg>")]
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert texts.count("0.50") == 2 and texts.count("0.20") == 4 and texts.count("1.00") == 3, texts
+    assert texts.count("2 node(s)") == 2 and texts.count("3 node(s)") == 3, texts
+    assert {"1", "10", "100"} <= set(texts) and "<image" not in svg
+    assert len(re.findall(r'id="stability-', svg)) >= 1 and not re.findall(r'id="(?!stability-)', svg)
+    assert "Not computed (the audit named no stability seeds" in _section(
+        render_report(audit[0] | {"stability": None}), "stability"
+    )
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,9 @@ ROUTES = ("report", "influence.csv", "influence.parquet", "export")
 @pytest.fixture(scope="module")
 def outcome() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A tiny real audit's stored results and influence rows."""
-    config = AuditConfig(training=TrainConfig(epochs=30), validation_sample=3, bootstrap=100)
+    config = AuditConfig(
+        training=TrainConfig(epochs=30), validation_sample=3, bootstrap=100, stability_seeds=(10, 11), stability_k=4
+    )
     result = run_audit(synthetic(120, seed=0, train_per_class=20), config)
     return json.loads(json.dumps(result.to_dict())), result.influence_rows()
 
@@ -57,7 +59,9 @@ def audit_id(
     return audit_id
 
 
-def test_report_page(client: TestClient, auth: dict[str, str], audit_id: str) -> None:
+def test_report_page(
+    client: TestClient, auth: dict[str, str], audit_id: str, outcome: tuple[dict[str, Any], list[dict[str, Any]]]
+) -> None:
     response = client.get(f"/v1/audits/{audit_id}/report", headers=auth)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "text/html; charset=utf-8"
@@ -65,7 +69,12 @@ def test_report_page(client: TestClient, auth: dict[str, str], audit_id: str) ->
     assert response.headers["cache-control"] == "no-store"
     page = response.text
     assert page.startswith("<!DOCTYPE html>") and f"<title>BIND audit {audit_id}</title>" in page
-    assert page.count("<svg") == 4 and "<script" not in page and 'id="top-harmful"' in page
+    assert page.count("<svg") == 5 and "<script" not in page and 'id="top-harmful"' in page
+    stability = outcome[0]["stability"]  # the top-k stability across seeds: numbers and the grid
+    pair = stability["pairwise"][0]
+    assert 'id="stability"' in page and 'id="stability-' in page and "Overlap of the top-4 harmful sets:" in page
+    assert f"<td class=l>10 vs 11</td><td>{pair['intersection']}</td><td>{pair['union']}</td>" in page
+    assert f"<td>{pair['jaccard']:.3f}</td>" in page
 
 
 def test_influence_files(
@@ -115,7 +124,7 @@ def test_auth_isolation_and_missing_rows(
     for route in ("influence.csv", "influence.parquet"):
         assert_problem(client.get(f"/v1/audits/{audit_id}/{route}", headers=auth), 409, "influence-not-ready")
     page = client.get(f"/v1/audits/{audit_id}/report", headers=auth)  # the report falls back to the summary
-    assert page.status_code == 200 and page.text.count("<svg") == 3
+    assert page.status_code == 200 and page.text.count("<svg") == 4
     assert client.get(f"/v1/audits/{audit_id}/export", headers=auth).status_code == 200
 
 
