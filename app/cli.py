@@ -1,8 +1,9 @@
-"""``bind-audit``: run an audit locally, serve the API with a worker, run a worker, migrate, create keys, and
-talk to a server (``submit``, ``status``, ``results``, ``report``: see :mod:`app.client`).
+"""``bind-audit``: run an audit locally, serve the API with a worker, run a worker or the scheduler, migrate,
+create keys, and talk to a server (``submit``, ``status``, ``results``, ``report``: see :mod:`app.client`).
 
-The CLI starts the worker as a subprocess (``python -m celery -A worker.celery_app worker``) and never
-imports `worker`, so the arrows stay ``worker -> app -> bind_core``.
+The CLI starts the worker (``python -m celery -A worker.celery_app worker``) and the scheduler
+(``python -m worker.scheduler``) as processes and never imports `worker`, so the arrows stay
+``worker -> app -> bind_core``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 log = logging.getLogger("bind-audit")
 
 WORKER_ARGV = ["-m", "celery", "-A", "worker.celery_app", "worker", "--pool=solo", "--concurrency=1"]
+SCHEDULER_ARGV = ["-m", "worker.scheduler"]
 
 
 def worker_command(loglevel: str = "INFO", extra: Sequence[str] = ()) -> list[str]:
@@ -65,6 +67,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
     extra = args.celery_args[1:] if args.celery_args[:1] == ["--"] else args.celery_args
     cmd = worker_command(args.loglevel, extra)
     os.execv(cmd[0], cmd)  # replace this process: signals go straight to Celery
+
+
+def scheduler_command(interval: float | None = None) -> list[str]:
+    """The command line of a standalone scheduler process."""
+    return [sys.executable, *SCHEDULER_ARGV, *([f"--interval={interval}"] if interval is not None else [])]
+
+
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    cmd = scheduler_command(args.interval)
+    os.execv(cmd[0], cmd)  # replace this process: SIGTERM goes straight to the scheduler
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -137,6 +149,15 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--loglevel", default="INFO")
     worker.add_argument("celery_args", nargs=argparse.REMAINDER, help="more arguments for 'celery worker', after '--'")
     worker.set_defaults(func=cmd_worker)
+
+    scheduler = sub.add_parser(
+        "scheduler",
+        help="run the scheduler as its own process (turns due schedule slots into audits; safe beside the "
+        "workers' scheduler threads and other schedulers)",
+    )
+    scheduler.add_argument("--interval", type=float, default=None,
+                           help="seconds between two ticks (default: BIND_SCHEDULER_INTERVAL)")  # fmt: skip
+    scheduler.set_defaults(func=cmd_scheduler)
 
     migrate = sub.add_parser("migrate", help="upgrade the database to the latest migration")
     migrate.set_defaults(func=cmd_migrate)

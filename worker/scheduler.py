@@ -1,4 +1,7 @@
-"""The scheduler: a thread in every worker that turns due schedule slots into queued audits.
+"""The scheduler: turns due schedule slots into queued audits, as a thread in every worker (the default,
+``BIND_SCHEDULER_INTERVAL`` > 0) or as a process of its own (``bind-audit scheduler``, i.e.
+``python -m worker.scheduler``), or both at once: every scheduler runs the same tick, and the tick is safe
+to run concurrently from any number of threads and processes.
 
 Each tick, in one transaction: take the active schedules whose ``next_run_at`` has come
 (``SELECT ... FOR UPDATE SKIP LOCKED``, so two schedulers never take the same schedule at once), insert one
@@ -13,11 +16,16 @@ the graph no longer exists, the slot's audit is recorded as failed with a 422 pr
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import logging
+import signal
+import sys
 import threading
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
+from types import FrameType
 
 from celery import Celery
 from sqlalchemy import select
@@ -26,10 +34,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Audit, Schedule
 from app.errors import ProblemError
+from app.logs import configure_logging
 from app.queue import RUN_AUDIT_TASK
 from app.services.slots import next_slot
 from app.services.versions import latest_version
-from app.settings import Settings
+from app.settings import Settings, get_settings
 from worker import context, events
 from worker.jobs import now
 
@@ -105,6 +114,17 @@ def tick_and_send(celery: Celery, sessions: sessionmaker[Session]) -> list[uuid.
     return queued
 
 
+def run_until(stopped: threading.Event, celery: Celery, sessions: sessionmaker[Session], interval: float) -> None:
+    """Tick every ``interval`` seconds until ``stopped`` is set; a failed tick is logged and tried again."""
+    while not stopped.is_set():
+        try:
+            tick_and_send(celery, sessions)
+        except Exception:  # the database or broker is down: try again next tick
+            log.warning("scheduler tick failed", exc_info=True)
+        if stopped.wait(interval):
+            return
+
+
 class _Scheduler(threading.Thread):
     def __init__(self, celery: Celery, settings: Settings) -> None:
         super().__init__(name="bind-scheduler", daemon=True)
@@ -112,13 +132,7 @@ class _Scheduler(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                tick_and_send(self.celery, context.sessions())
-            except Exception:  # the database or broker is down: try again next tick
-                log.warning("scheduler tick failed", exc_info=True)
-            if self.stopped.wait(self.settings.scheduler_interval):
-                return
+        run_until(self.stopped, self.celery, context.sessions(), self.settings.scheduler_interval)
 
 
 _scheduler: _Scheduler | None = None
@@ -135,3 +149,38 @@ def start_scheduler(celery: Celery, settings: Settings) -> None:
 def stop_scheduler() -> None:
     if _scheduler is not None:
         _scheduler.stopped.set()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``bind-audit scheduler``: the scheduler as a process of its own, until SIGTERM or Ctrl-C.
+
+    It needs the database and the broker (it sends the audits' tasks), not a GPU nor the datasets. Workers
+    may keep their scheduler threads or turn them off (``BIND_SCHEDULER_INTERVAL=0`` in their environment).
+    """
+    parser = argparse.ArgumentParser(prog="bind-audit scheduler", description="Run the scheduler as a process.")
+    parser.add_argument("--interval", type=float, default=None,
+                        help="seconds between two ticks (default: BIND_SCHEDULER_INTERVAL)")  # fmt: skip
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    interval = settings.scheduler_interval if args.interval is None else args.interval
+    if interval <= 0:
+        parser.error("the interval must be above 0 (BIND_SCHEDULER_INTERVAL or --interval)")
+    configure_logging(settings.log_format)
+    from worker.celery_app import app as celery  # the workers' app: the same broker and task routing
+
+    stopped = threading.Event()
+
+    def stop(signum: int, _: FrameType | None) -> None:
+        log.info("scheduler: %s, stopping after this tick", signal.Signals(signum).name)
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("scheduler started: a tick every %g s", interval)
+    run_until(stopped, celery, context.sessions(), interval)
+    log.info("scheduler stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
