@@ -233,3 +233,54 @@ class WebhookDelivery(Base):
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+CHUNK_STATES = ("pending", "running", "done")
+
+
+class InfluencePlanRecord(Base):
+    """The shared half of one audit attempt's influence estimate, while its per-node chunks are computed.
+
+    ``plan`` is ``bind_core.influence.plan.InfluencePlan.to_bytes()`` (``s = H⁻¹·∇Γ`` and the per-node loss
+    derivatives); ``model_weights``/``model_config`` the model it was made for (``TrainedModel.to_bytes()``,
+    ``config_dict()``), so that any worker can compute a chunk. Written by the attempt (``attempt`` is its
+    fencing token) and deleted when the estimate is complete; a new attempt replaces an older one's.
+    """
+
+    __tablename__ = "influence_plans"
+    __table_args__ = (UniqueConstraint("audit_id", "attempt"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    audit_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("audits.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    plan: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    model_weights: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    model_config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    chunks: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class InfluenceChunkRecord(Base):
+    """One chunk of a plan: the per-node terms of training positions ``start..stop-1``.
+
+    ``pending`` → ``running`` (claimed by ``worker``, which keeps ``heartbeat_at`` fresh; a stale one may be
+    claimed again) → ``done`` (``result`` holds ``InfluenceChunk.to_bytes()``; written once).
+    """
+
+    __tablename__ = "influence_chunks"
+    __table_args__ = (CheckConstraint(f"status IN {CHUNK_STATES!r}", name="status"),)
+
+    plan_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("influence_plans.id", ondelete="CASCADE"), primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    start: Mapped[int] = mapped_column(Integer)
+    stop: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    claims: Mapped[int] = mapped_column(Integer, default=0)
+    """How often the chunk was claimed; the current claim's fencing token."""
+    worker: Mapped[str | None] = mapped_column(String(200))
+    """Who holds the claim (``running``) or computed the result (``done``): ``host:pid``."""
+    device: Mapped[str | None] = mapped_column(String(64))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    seconds: Mapped[float | None] = mapped_column(Double)
+    result: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
