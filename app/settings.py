@@ -70,6 +70,11 @@ class Settings(BaseSettings):
     """Seconds between two sweeps for stuck audits, in each worker."""
     max_attempts: int = Field(default=3, ge=1)
     """An audit whose worker died this many times (killed, out of memory) is failed instead of retried."""
+    influence_chunks: int = Field(default=0, ge=0)
+    """Split the per-training-node part of each audit's influence estimate into this many chunks, computed by
+    every worker that is free (the Hessian solve is done once, by the audit's worker); 0 or 1: off."""
+    influence_chunk_min_train: int = Field(default=5000, ge=1)
+    """Only audits with at least this many training nodes are split (below it a chunk is not worth a message)."""
     scheduler_interval: float = Field(default=1.0, ge=0)
     """Seconds between two ticks of the scheduler (the thread in each worker, or ``bind-audit scheduler``);
     0 turns a worker's scheduler thread off (a standalone scheduler needs it above 0)."""
