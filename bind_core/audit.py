@@ -36,7 +36,8 @@ class AuditConfig:
         budgets: debiasing budgets, fractions (< 1) or counts (>= 1) of the training set.
         validation_sample: training nodes whose estimate is checked against re-optimisation; 0 skips.
         stages: the stages to run, a subset of :data:`STAGES` (training always runs unless a model is given).
-        bootstrap: resamples for the metrics' percentile confidence intervals (binary labels); 0 skips.
+        bootstrap: resamples for the metrics' percentile confidence intervals (Γ_SP has none for more than
+            two classes, see :mod:`bind_core.bootstrap`); 0 skips.
         level: the intervals' coverage.
         min_group_size: groups with fewer test nodes are reported (breakdown, warning) but kept out of every
             fairness metric, Γ and the influence objective; 0 keeps every group.
@@ -303,7 +304,7 @@ def run_audit(
         "included_groups": groups if groups is not None else list(range(graph.num_groups)),
         "histograms": probability_histograms(model, graph),
     }
-    if config.bootstrap and graph.num_classes == 2:
+    if config.bootstrap:
         intervals = bootstrap_metrics(
             proba,
             graph.y[test],

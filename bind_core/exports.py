@@ -82,7 +82,7 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
         {"format": EXPORT_FORMAT, "audit_id": ..., "sign_convention": ...,
          "quantitative_analysis": {"performance_metrics": [
              {"type": "accuracy", "value": 0.89, "slice": "test",
-              "confidence_interval": {"lower_bound": 0.83, "upper_bound": 0.96}},   # only where computed
+              "confidence_interval": {"lower_bound": 0.83, "upper_bound": 0.96}},   # only where finite
              {"type": "true_positive_rate", "value": 0.95, "slice": "group=0", "group": 0,
               "group_name": "gender=F, race=B", "included": true}, ...,
              {"type": "delta_sp_worst_pair", "value": 0.41, "slice": "group=0 vs group=2", "groups": [0, 2],
@@ -106,8 +106,9 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
         if test.get(key) is None:
             continue
         entry: dict[str, Any] = {"type": kind, "value": test[key], "slice": "test"}
-        if isinstance(band := intervals.get(key), Mapping):
-            entry["confidence_interval"] = {"lower_bound": band.get("low"), "upper_bound": band.get("high")}
+        band = intervals.get(key)
+        if isinstance(band, Mapping) and all(_is_finite(band.get(end)) for end in ("low", "high")):
+            entry["confidence_interval"] = {"lower_bound": band["low"], "upper_bound": band["high"]}
         performance.append(entry)
     groups = list(metrics.get("groups") or [])
     names = {group.get("group"): str(group.get("name", group.get("group"))) for group in groups}
@@ -167,6 +168,10 @@ def _worst_pairs(worst: Mapping[str, Any], names: Mapping[Any, str]) -> list[dic
             }
         )
     return out
+
+
+def _is_finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _finite(value: Any) -> Any:

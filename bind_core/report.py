@@ -110,6 +110,10 @@ def fmt(value: Any, digits: int = 3) -> str:
     return escape(str(value))
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0) -> str:
     """An HTML table of already-escaped cells; the first ``left`` columns are left-aligned."""
 
@@ -153,7 +157,11 @@ def _headline(metrics: Mapping[str, Any]) -> str:
         if key not in test:
             continue
         ci = intervals.get(key)
-        band = f"{fmt(level * 100, 0)}% CI [{fmt(ci['low'])}, {fmt(ci['high'])}]" if ci and level else "no interval"
+        band = (
+            f"{fmt(level * 100, 0)}% CI [{fmt(ci['low'])}, {fmt(ci['high'])}]"
+            if ci and level and _finite(ci.get("low")) and _finite(ci.get("high"))
+            else "no interval"
+        )
         cards.append(
             f"<div class=card><div>{name}</div><div class=v>{fmt(test[key])}</div>"
             f"<div class=ci>{band}</div><div class=d>{escape(what)}</div></div>"
@@ -163,6 +171,11 @@ def _headline(metrics: Mapping[str, Any]) -> str:
         if intervals
         else "No confidence intervals were computed."
     )
+    if intervals and any(isinstance(v, Mapping) and not _finite(v.get("low")) for v in intervals.values()):
+        how += (
+            " A metric without an interval was not resampled (Γ_SP for more than two classes is an exact optimal"
+            " transport between probability vectors) or undefined in every resample."
+        )
     return (
         f'<section id="metrics"><h2>Fairness and utility on {fmt(test.get("nodes"))} test nodes</h2>'
         f"<div class=cards>{''.join(cards)}</div><p class=meta>{how}</p></section>"
