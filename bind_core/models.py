@@ -15,6 +15,9 @@ estimation recomputes single rows of ``Z`` for a deleted node. GAT's attention a
 from __future__ import annotations
 
 import itertools
+import threading
+import warnings
+import weakref
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -99,9 +102,40 @@ def gcn_norm(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.floa
 
 
 def propagate(x: Tensor, edge_index: Tensor, edge_weight: Tensor) -> Tensor:
-    """Sparse ``out[i] = Σ_j w_ij · x[j]`` over edges ``(i, j)``; shapes ``[n, d] → [n, d]``."""
-    out = torch.zeros_like(x)
-    return out.index_add_(0, edge_index[0], x[edge_index[1]] * edge_weight.unsqueeze(1))
+    """Sparse ``out[i] = Σ_j w_ij · x[j]`` over edges ``(i, j)``; shapes ``[n, d] → [n, d]``.
+
+    A CSR sparse-dense product (about ten times faster than a gather and ``index_add`` on a CPU, and far less
+    memory: no ``[E, d]`` message tensor); the edges are sorted by ``i`` first unless they already are.
+    """
+    n = x.shape[0]
+    row, col = edge_index[0], edge_index[1]
+    if row.numel() > 1 and not bool((row[1:] >= row[:-1]).all()):
+        order = torch.argsort(row, stable=True)
+        row, col, edge_weight = row[order], col[order], edge_weight[order]
+    rowptr = torch.zeros(n + 1, dtype=torch.long, device=x.device)
+    rowptr[1:] = torch.cumsum(torch.bincount(row, minlength=n), 0)
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": the product used here is long stable
+        warnings.simplefilter("ignore", UserWarning)
+        adj = torch.sparse_csr_tensor(rowptr, col, edge_weight.to(x.dtype), (n, n), check_invariants=False)
+    return adj @ x
+
+
+_PREPARED: dict[int, tuple[weakref.ref[Graph], dict[tuple[object, ...], GraphInputs]]] = {}
+_PREPARED_LOCK = threading.Lock()
+
+
+def _prepared(
+    graph: Graph, key: tuple[object, ...]
+) -> tuple[GraphInputs | None, dict[tuple[object, ...], GraphInputs]]:
+    """The cache of a graph's prepared inputs (keyed by what they depend on), emptied when the graph goes."""
+    with _PREPARED_LOCK:
+        entry = _PREPARED.get(id(graph))
+        if entry is None or entry[0]() is not graph:
+            ident = id(graph)
+            ref = weakref.ref(graph, lambda _r: _PREPARED.pop(ident, None))
+            entry = (ref, {})
+            _PREPARED[ident] = entry
+        return entry[1].get(key), entry[1]
 
 
 class GNN(nn.Module):
@@ -132,9 +166,27 @@ class GNN(nn.Module):
     def prepare(
         self, graph: Graph, dtype: torch.dtype | None = None, device: torch.device | str | None = None
     ) -> GraphInputs:
-        """Precompute what does not change between epochs: self-loops, GCN normalisation, aggregated rows."""
+        """Precompute what does not change between epochs: self-loops, GCN normalisation, aggregated rows.
+
+        The result depends only on the graph and the architecture (not on the weights), and a graph is
+        immutable, so it is cached per graph, architecture, dtype and device (a few entries per graph, freed
+        with it): an audit prepares each large graph once rather than at every evaluation.
+        """
         dtype = dtype or next(self.parameters()).dtype
-        device = device or next(self.parameters()).device
+        device = torch.device(device or next(self.parameters()).device)
+        eps = float(self.convs[0].eps) if self.config.arch == "gin" else 0.0
+        key = (self.config.arch, self.row_separable, eps, dtype, str(device))
+        cached, store = _prepared(graph, key)
+        if cached is not None:
+            return cached
+        inputs = self._prepare(graph, dtype, device)
+        with _PREPARED_LOCK:
+            if len(store) >= 4:
+                store.pop(next(iter(store)))
+            store[key] = inputs
+        return inputs
+
+    def _prepare(self, graph: Graph, dtype: torch.dtype, device: torch.device) -> GraphInputs:
         x = graph.x.to(device=device, dtype=dtype)
         ei = graph.edge_index.to(device)
         arch = self.config.arch

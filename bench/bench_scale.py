@@ -1,0 +1,111 @@
+"""Issue 7 benchmark: one audit of a large synthetic graph, time and peak memory per stage.
+
+The audit is ``bind_core.audit.run_audit`` (training with the L-BFGS polish, metrics with 1000 bootstrap
+resamples, influence for every training node), on ``bind_core.datasets.synthetic`` with ``--nodes`` nodes,
+``--nodes * --avg-degree / 2`` undirected edges and ``--train`` training nodes. Stages come from the audit's
+own progress callback; memory is the peak resident set size sampled while each stage ran (and, on CUDA, the
+peak GPU allocation).
+
+    python bench/bench_scale.py --nodes 1000000 --avg-degree 20 --train 10000     # the issue's audit
+    python bench/bench_scale.py --nodes 1000000 --device cuda                     # on a GPU, when present
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import _common as C
+import torch
+from _stages import StageMeter
+
+from bind_core.audit import AuditConfig, run_audit
+from bind_core.datasets import synthetic
+from bind_core.models import ModelConfig
+from bind_core.training import TrainConfig
+
+
+def audit_once(
+    nodes: int,
+    avg_degree: float,
+    train: int,
+    *,
+    features: int = 16,
+    arch: str = "gcn",
+    layers: int = 1,
+    epochs: int = 1000,
+    bootstrap: int = 1000,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    meter = StageMeter(device=device)
+    with meter.stage("generate"):
+        graph = synthetic(nodes, num_features=features, avg_degree=avg_degree, train_per_class=train // 2, seed=0)
+    config = AuditConfig(
+        model=ModelConfig(arch=arch, layers=layers),
+        training=TrainConfig(epochs=epochs),
+        stages=("training", "metrics", "influence"),
+        bootstrap=bootstrap,
+        validation_sample=0,
+    )
+    result = run_audit(graph, config, progress=lambda stage, _f: meter.switch(stage), device=device)
+    stages = meter.close()
+    inf = result.influence
+    assert inf is not None
+    return {
+        "nodes": graph.num_nodes,
+        "edges": graph.num_edges,
+        "train": int(graph.train_idx.numel()),
+        "test": int(graph.test_idx.numel()),
+        "features": graph.num_features,
+        "model": f"{arch}-{layers}",
+        "parameters": result.model.num_parameters,
+        "avg_train_neighbours": float(graph.degree[graph.train_idx].double().mean()),
+        "stages": stages,
+        "audit_timings": result.timings,
+        "influence_timings": inf.timings,
+        "grad_norm": inf.grad_norm,
+        "gamma": inf.gamma,
+        "accuracy": result.metrics["test"].get("accuracy"),
+        "device": device,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", type=int, default=1_000_000)
+    p.add_argument("--avg-degree", type=float, default=20.0)
+    p.add_argument("--train", type=int, default=10_000)
+    p.add_argument("--features", type=int, default=16)
+    p.add_argument("--arch", default="gcn")
+    p.add_argument("--layers", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=1000)
+    p.add_argument("--bootstrap", type=int, default=1000)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    row = audit_once(
+        args.nodes, args.avg_degree, args.train, features=args.features, arch=args.arch, layers=args.layers,
+        epochs=args.epochs, bootstrap=args.bootstrap, device=args.device,
+    )  # fmt: skip
+    row["wall_seconds"] = time.perf_counter() - t0
+    print(f"{row['nodes']:,} nodes, {row['edges']:,} edges, {row['train']:,} training nodes, {row['model']}")
+    print(
+        C.table(
+            ["stage", "seconds", "peak RSS (GiB)", "peak CUDA (GiB)"],
+            [
+                [k, f"{v['seconds']:.2f}", f"{v['peak_rss_gb']:.2f}", f"{v.get('peak_cuda_gb', float('nan')):.2f}"]
+                for k, v in row["stages"].items()
+            ],
+        )
+    )
+    print(f"grad norm {row['grad_norm']:.2e}; influence parts {row['influence_timings']}")
+    name = f"scale_{args.nodes}_{args.arch}{args.layers}_{args.device.split(':')[0]}"
+    C.write_json(name, {"machine": C.machine(), "args": vars(args), "result": row}, args.out)
+
+
+if __name__ == "__main__":
+    main()
