@@ -12,10 +12,13 @@ from app.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.schemas.problem import problem_responses
 from app.schemas.schedules import RunPage, ScheduleCreate, SchedulePage, ScheduleRead
 from app.services import schedules as service
+from bind_core.report import CSP
+from bind_core.report_history import render_history
 
 router = APIRouter(prefix="/schedules", tags=["schedules"])
 
 LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT)]
+REPORT_MAX_RUNS = 1000
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ScheduleRead)
@@ -69,3 +72,26 @@ def schedule_runs(schedule_id: uuid.UUID, session: SessionDep, tenant: TenantDep
     """The history of the bias metrics: one run per slot, newest first, with ΔSP, ΔEO, Γ and breaches."""
     schedule = service.get_schedule(session, tenant, schedule_id)
     return RunPage(schedule_id=schedule.id, items=service.runs(session, schedule, limit=limit))
+
+
+@router.get(
+    "/{schedule_id}/report",
+    response_class=Response,
+    responses={
+        200: {"description": "The history as one self-contained HTML5 page (no script, no external files)",
+              "content": {"text/html": {"schema": {"type": "string"}}}},
+        **problem_responses(404),
+    },
+)  # fmt: skip
+def schedule_report(
+    schedule_id: uuid.UUID,
+    session: SessionDep,
+    tenant: TenantDep,
+    limit: Annotated[int, Query(ge=1, le=REPORT_MAX_RUNS)] = 365,
+) -> Response:
+    """The schedule's metrics over time as an HTML page: ΔSP, ΔEO and Γ of its latest ``limit`` runs with the
+    alert thresholds drawn as lines, accuracy, and a table of the runs with the thresholds each crossed."""
+    schedule = service.get_schedule(session, tenant, schedule_id)
+    runs = service.history(session, schedule, limit=limit)
+    page = render_history(service.schedule_facts(schedule), runs, title=f"BIND schedule {schedule.id}")
+    return Response(page, media_type="text/html; charset=utf-8", headers={"Content-Security-Policy": CSP})

@@ -113,6 +113,22 @@ def delete_schedule(session: Session, tenant: Tenant, schedule_id: uuid.UUID) ->
 
 def runs(session: Session, schedule: Schedule, *, limit: int) -> list[RunRead]:
     """The schedule's latest ``limit`` slots, newest first, with their metrics and threshold breaches."""
+    out = []
+    for r in history(session, schedule, limit=limit):
+        breaches_found = [Breach.model_validate(b) for b in r["breaches"]]
+        out.append(
+            RunRead(
+                slot_time=r["slot_time"], audit_id=r["audit_id"], state=r["state"], graph_version=r["graph_version"],
+                delta_sp=r["delta_sp"], delta_eo=r["delta_eo"], gamma=r["gamma"], breaches=breaches_found,
+            )
+        )  # fmt: skip
+    return out
+
+
+def history(session: Session, schedule: Schedule, *, limit: int) -> list[dict[str, Any]]:
+    """The latest ``limit`` slots as plain dicts, newest first: ``slot_time``, ``audit_id``, ``state``,
+    ``graph_version``, the test-set ``accuracy``, ``delta_sp``, ``delta_eo``, ``gamma`` (``None`` until the
+    audit succeeded) and ``breaches``; the runs of :func:`bind_core.report_history.render_history`."""
     rows = session.execute(
         select(Audit.id, Audit.slot_time, Audit.state, Audit.graph_version, Audit.results)
         .where(Audit.schedule_id == schedule.id)
@@ -122,13 +138,21 @@ def runs(session: Session, schedule: Schedule, *, limit: int) -> list[RunRead]:
     out = []
     for row in rows:
         done = row.state == "succeeded"
-        metrics = test_metrics(row.results if done else None)
-        found = breaches(row.results, schedule.thresholds) if done else []
+        results = row.results if done else None
+        test = ((results or {}).get("metrics") or {}).get("test") or {}
+        accuracy = test.get("accuracy")
         out.append(
-            RunRead(
-                slot_time=row.slot_time, audit_id=row.id, state=row.state, graph_version=row.graph_version,
-                delta_sp=metrics["delta_sp"], delta_eo=metrics["delta_eo"], gamma=metrics["gamma"],
-                breaches=[Breach.model_validate(b) for b in found],
-            )
+            {"slot_time": row.slot_time, "audit_id": row.id, "state": row.state, "graph_version": row.graph_version,
+             "accuracy": float(accuracy) if isinstance(accuracy, int | float) else None, **test_metrics(results),
+             "breaches": breaches(row.results, schedule.thresholds) if done else []}
         )  # fmt: skip
     return out
+
+
+def schedule_facts(schedule: Schedule) -> dict[str, Any]:
+    """The schedule as the plain dict :func:`bind_core.report_history.render_history` takes."""
+    return {
+        "id": str(schedule.id), "graph_name": schedule.graph_name, "dataset": schedule.dataset,
+        "interval_seconds": schedule.interval_seconds, "cron": schedule.cron, "state": schedule.state,
+        "thresholds": schedule.thresholds, "next_run_at": schedule.next_run_at, "created_at": schedule.created_at,
+    }  # fmt: skip

@@ -1,9 +1,15 @@
-"""``/v1/schedules``: validation, pause and resume, delete, and an empty run history."""
+"""``/v1/schedules``: validation, pause and resume, delete, an empty run history, and the history report."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime, timedelta
+
 from apihelp import assert_problem, fields
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import Audit, Schedule
 
 
 def test_schedule_lifecycle(client: TestClient, auth: dict[str, str], other_auth: dict[str, str]) -> None:
@@ -45,3 +51,47 @@ def test_cron_and_bad_schedules(client: TestClient, auth: dict[str, str]) -> Non
     assert_problem(threshold, 422)
     # Leave nothing active for a worker that might share this database.
     client.post(f"/v1/schedules/{cron.json()['id']}/pause", headers=auth)
+
+
+def test_schedule_report_page(
+    client: TestClient, auth: dict[str, str], other_auth: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    """``GET /v1/schedules/{id}/report``: the runs' metrics over time as HTML, tenant-isolated."""
+    body = {"graph_name": "g", "interval_seconds": 86400, "thresholds": {"delta_sp": 0.1}}
+    schedule = client.post("/v1/schedules", headers=auth, json=body).json()
+    url = f"/v1/schedules/{schedule['id']}/report"
+    client.post(f"/v1/schedules/{schedule['id']}/pause", headers=auth)  # nothing active for a shared database
+    empty = client.get(url, headers=auth)
+    assert empty.status_code == 200 and "No run yet" in empty.text and "<svg" not in empty.text
+
+    start = datetime(2026, 11, 1, 3, tzinfo=UTC)
+    with sessions.begin() as session:
+        row = session.get(Schedule, uuid.UUID(schedule["id"]))
+        assert row is not None
+        for day, (state, sp) in enumerate([("succeeded", 0.05), ("failed", None), ("succeeded", 0.25)]):
+            test = {"accuracy": 0.9 - day / 100, "delta_sp": sp, "delta_eo": 0.02, "gamma": 0.01}
+            session.add(
+                Audit(
+                    tenant_id=row.tenant_id, dataset="toy", config={}, request_hash=f"{day}" * 64, state=state,
+                    schedule_id=row.id, slot_time=start + timedelta(days=day), graph_version=1,
+                    results={"metrics": {"test": test}} if state == "succeeded" else None,
+                )
+            )  # fmt: skip
+    response = client.get(url, headers=auth)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "text/html; charset=utf-8"
+    assert "default-src 'none'" in response.headers["content-security-policy"]
+    page = response.text
+    assert page.startswith("<!DOCTYPE html>") and f"<title>BIND schedule {schedule['id']}</title>" in page
+    assert page.count("<svg") == 1 and "<script" not in page and "ΔSP threshold 0.1" in page
+    assert "<span class=breach>▲ 0.250</span>" in page and "ΔSP 0.250 &gt; 0.100" in page  # the third run crossed
+    assert page.index("2026-11-03 03:00:00") < page.index("2026-11-01 03:00:00")  # newest first
+    assert ">failed<" in page and "0.880" in page  # the latest accuracy
+    limited = client.get(url + "?limit=1", headers=auth).text
+    assert "2026-11-03 03:00:00" in limited and "2026-11-01 03:00:00" not in limited
+    assert_problem(client.get(url + "?limit=0", headers=auth), 422)
+    assert_problem(client.get(url), 401, "unauthorized")
+    assert_problem(client.get(url, headers=other_auth), 404, "schedule-not-found")
+    assert_problem(client.get(f"/v1/schedules/{uuid.uuid4()}/report", headers=auth), 404, "schedule-not-found")
+    responses = client.get("/openapi.json").json()["paths"]["/v1/schedules/{schedule_id}/report"]["get"]["responses"]
+    assert "text/html" in responses["200"]["content"] and "404" in responses
