@@ -54,7 +54,7 @@ def test_worker_metrics_after_real_audits(client: TestClient, graph_id: str, wor
     assert after[("bind_audit_attempt_seconds_count", succeeded)] == 1.0
     wall = (datetime.fromisoformat(audit["finished_at"]) - datetime.fromisoformat(audit["started_at"])).total_seconds()
     attempt = after[("bind_audit_attempt_seconds_sum", succeeded)]
-    assert 0 < attempt <= wall + 1.0, (attempt, wall)  # the task's own time, inside the row's timestamps
+    assert 0 < attempt <= wall + 3.0, (attempt, wall)  # the task's own time: the row's span plus claim and commit
     timings = audit["results"]["timings"]
     stages = {k: float(v) for k, v in timings.items() if isinstance(v, int | float)}
     assert {"training", "influence"} <= set(stages), timings
