@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -93,7 +94,11 @@ def test_each_resample_equals_the_metrics_on_the_resampled_nodes(case: str, grou
             assert float(values[b]) == pytest.approx(want[name], abs=1e-9, nan_ok=True), (b, name)
 
 
-def _coverage(trials: int, draw, truth: dict[str, float], resamples: int = 200) -> dict[str, float]:  # type: ignore[no-untyped-def]
+Draw = Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+def _coverage(trials: int, draw: Draw, truth: dict[str, float], resamples: int = 200) -> dict[str, float]:
+    """The share of ``trials`` samples (``draw``) whose interval holds each metric's true value."""
     hits = dict.fromkeys(truth, 0)
     for t in range(trials):
         proba, y, sens = draw(torch.Generator().manual_seed(1000 + t))

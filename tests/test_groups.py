@@ -25,7 +25,7 @@ COMBOS = [("F", "A", "old"), ("F", "B", "young"), ("M", "A", "old"), ("M", "A", 
 
 
 def _table(path: Path) -> Path:
-    rows = []
+    rows: list[dict[str, object]] = []
     for gender, race, age in reversed(COMBOS):  # order of rows must not matter
         for label, split in ((0, "train"), (1, "train"), (1, "test"), (0, "test"), (1, "val")):
             rows.append({"gender": gender, "race": race, "age": age, "income": label, "split": split, "f": len(rows)})
@@ -74,10 +74,12 @@ def test_worst_pair_on_a_hand_case() -> None:
     assert worst["delta_sp"] == {"value": 1.0, "groups": [0, 2]}
     assert evaluate(proba, y, sens).delta_sp == pytest.approx(2 / 3)
     # W1 of P(y=1): (0,1) 0.4, (0,2) 0.65, (1,2) 0.25.
-    assert worst["gamma_sp"]["value"] == pytest.approx(0.65) and worst["gamma_sp"]["groups"] == [0, 2]
+    gamma_sp, gamma_eo = worst["gamma_sp"], worst["gamma_eo"]
+    assert gamma_sp is not None and gamma_eo is not None
+    assert gamma_sp["value"] == pytest.approx(0.65) and gamma_sp["groups"] == [0, 2]
     # Among positives group 2 holds only 0.1: TPR 1, 0.5, 0; W1 (0,2) = 0.75.
     assert worst["delta_eo"] == {"value": 1.0, "groups": [0, 2]}
-    assert worst["gamma_eo"]["value"] == pytest.approx(0.75)
+    assert gamma_eo["value"] == pytest.approx(0.75)
     only = worst_pairs(proba, y, sens, groups=[1, 2])
     assert only["delta_sp"] == {"value": 0.5, "groups": [1, 2]}
 
@@ -135,7 +137,7 @@ def test_a_group_below_the_minimum_is_reported_but_kept_out() -> None:
 
 def _table_with_unmeasurable_groups(path: Path) -> Path:
     """Five combinations measured as above, one with members only in train/val, one without a positive test node."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for gender, race, age in COMBOS:
         for label, split in ((0, "train"), (1, "train"), (1, "test"), (0, "test"), (1, "test"), (0, "val")):
             rows.append({"gender": gender, "race": race, "age": age, "income": label, "split": split})
