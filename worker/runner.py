@@ -6,6 +6,7 @@ Celery-free so that it can be called and tested directly; `worker.tasks` wraps i
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,8 @@ from app.settings import Settings
 from bind_core import ConfigError, DatasetNotFoundError, Graph
 from bind_core.audit import AuditConfig, AuditResult, run_audit
 from bind_core.datasets import load, load_npz
-from worker import events, jobs
+from bind_core.training import TrainedModel, train
+from worker import chunks, events, jobs
 from worker.jobs import Claim
 from worker.problems import problem_for
 from worker.progress import Cancelled, Lease, LeaseLost, ProgressReporter
@@ -40,8 +42,19 @@ class Outcome:
     attempt: int | None = None
 
 
-def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Settings, device: str) -> Outcome:
+def execute(
+    audit_id: str,
+    *,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    device: str,
+    send_chunks: chunks.SendChunks | None = None,
+) -> Outcome:
     """Run the audit ``audit_id`` once, if it is ours to run (see `worker.jobs.claim`).
+
+    With ``BIND_INFLUENCE_CHUNKS`` above 1 and a training set of at least ``BIND_INFLUENCE_CHUNK_MIN_TRAIN``
+    nodes, the influence estimate's per-node part is split into chunks (`worker.chunks`): ``send_chunks``
+    sends their tasks to the other workers, and this one computes whatever they have not taken.
 
     Never raises for a problem with the audit itself: a failure is recorded on the row. Database errors
     propagate: the attempt's heartbeat then stops, and the sweeper retries the audit (at most
@@ -87,11 +100,21 @@ def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Setting
                     parts = jobs.model_parts(session, claim.model_id)
                 reporter("training", 0.0)
                 model, supplied = prepare_model(parts, claim.model_id, graph, device)
-            result = run_audit(graph, config, progress=progress, device=device, model=model)
+            distributed: dict[str, Any] | None = None
+            n_chunks = chunks.wanted(settings, graph)
+            if n_chunks and "influence" in config.stages:
+                result, distributed = _run_distributed(
+                    graph, config, claim, model, n_chunks, sessions=sessions, settings=settings, device=device,
+                    progress=progress, send_chunks=send_chunks,
+                )  # fmt: skip
+            else:
+                result = run_audit(graph, config, progress=progress, device=device, model=model)
             reporter.check()
             payload = _payload(result)
             if supplied is not None:
                 payload["results"]["supplied_model"] = supplied
+            if distributed is not None and payload["results"].get("influence_summary") is not None:
+                payload["results"]["influence_summary"]["distributed"] = distributed
     except Cancelled:
         return _cancelled(sessions, claim)
     except LeaseLost:
@@ -115,6 +138,39 @@ def execute(audit_id: str, *, sessions: sessionmaker[Session], settings: Setting
     return outcome
 
 
+def _run_distributed(
+    graph: Graph,
+    config: AuditConfig,
+    claim: Claim,
+    model: TrainedModel | None,
+    n_chunks: int,
+    *,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    device: str,
+    progress: chunks.Progress,
+    send_chunks: chunks.SendChunks | None,
+) -> tuple[AuditResult, dict[str, Any] | None]:
+    """`run_audit` with the influence estimate's per-node part spread over workers (`worker.chunks`).
+
+    The chunk workers need the model's weights, which `run_audit` would only make inside; so the model is
+    trained here first, exactly as `run_audit` trains it, and handed in (its training time is restored in the
+    result's timings). Also returns how many chunks ran, on which workers and devices.
+    """
+    trained_for = None
+    if model is None:
+        start = time.perf_counter()
+        model = train(graph, config.training, config.model, progress=progress, device=device)
+        trained_for = time.perf_counter() - start
+    coordinator = chunks.Coordinator(
+        sessions, settings, claim.audit_id, claim.attempt, model, graph, device, n_chunks, progress, send_chunks
+    )
+    result = run_audit(graph, config, progress=progress, device=device, model=model, chunk_runner=coordinator)
+    if trained_for is not None:
+        result.timings["training"] = trained_for
+    return result, coordinator.record
+
+
 def _send(deliveries: list[uuid.UUID]) -> None:
     """Send the webhook deliveries the outcome's transaction wrote (a lost send is re-sent later)."""
     try:
@@ -124,17 +180,24 @@ def _send(deliveries: list[uuid.UUID]) -> None:
 
 
 def _load_graph(sessions: sessionmaker[Session], claim: Claim, settings: Settings) -> Graph:
-    if claim.graph_id is not None:
+    return load_graph(sessions, settings, claim.graph_id, claim.dataset)
+
+
+def load_graph(
+    sessions: sessionmaker[Session], settings: Settings, graph_id: uuid.UUID | None, dataset: str | None
+) -> Graph:
+    """An audit's graph: the uploaded one (from the database) or the built-in dataset (from the data root)."""
+    if graph_id is not None:
         with sessions() as session:
-            data = jobs.graph_bytes(session, claim.graph_id)
+            data = jobs.graph_bytes(session, graph_id)
         if data is None:
-            raise GraphGone(f"graph {claim.graph_id} was deleted")
+            raise GraphGone(f"graph {graph_id} was deleted")
         return load_npz(data)
-    if claim.dataset is None:
+    if dataset is None:
         raise GraphGone("the audit names neither a graph nor a dataset")
     if settings.data_root is None:
-        raise DatasetNotFoundError(f"dataset {claim.dataset!r}: this worker has no data root (BIND_DATA_ROOT)")
-    return load(claim.dataset, settings.data_root)
+        raise DatasetNotFoundError(f"dataset {dataset!r}: this worker has no data root (BIND_DATA_ROOT)")
+    return load(dataset, settings.data_root)
 
 
 def _payload(result: AuditResult) -> dict[str, Any]:

@@ -1,15 +1,23 @@
-"""Celery tasks. They take ids only and open their own sessions; the logic lives in `worker.runner`."""
+"""Celery tasks. They take ids only and open their own sessions; the logic lives in `worker.runner` and
+`worker.chunks`."""
 
 from __future__ import annotations
 
 import time
+import uuid
+
+from celery import group
 
 from app.logs import audit_id as audit_id_var
 from app.queue import RUN_AUDIT_TASK
 from app.settings import get_settings
 from worker import context, metrics
 from worker.celery_app import app
-from worker.runner import execute
+from worker.chunks import execute_chunk
+from worker.runner import execute, load_graph
+
+INFLUENCE_CHUNK_TASK = "bind.influence_chunk"
+"""One chunk of a distributed influence estimate; its arguments are the plan id (a string) and the index."""
 
 
 @app.task(name=RUN_AUDIT_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)  # type: ignore[untyped-decorator]  # Celery ships no type hints
@@ -23,8 +31,28 @@ def run_audit_task(audit_id: str) -> str:
     start = time.perf_counter()
     try:
         sessions = context.sessions()
-        outcome = execute(audit_id, sessions=sessions, settings=get_settings(), device=context.device())
+        outcome = execute(
+            audit_id, sessions=sessions, settings=get_settings(), device=context.device(), send_chunks=send_chunks
+        )
         metrics.observe(audit_id, outcome.status, time.perf_counter() - start, sessions)
         return outcome.status
     finally:
         audit_id_var.reset(token)
+
+
+@app.task(name=INFLUENCE_CHUNK_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)  # type: ignore[untyped-decorator]  # Celery ships no type hints
+def influence_chunk_task(plan_id: str, index: int) -> str:
+    """Compute chunk ``index`` of a distributed influence estimate, unless it is done, held by a live worker
+    or no longer wanted (see `worker.chunks.execute_chunk`)."""
+    sessions, settings = context.sessions(), get_settings()
+    return execute_chunk(
+        plan_id, int(index), sessions=sessions, settings=settings, device=context.device(),
+        load_graph=lambda graph_id, dataset: load_graph(sessions, settings, graph_id, dataset),
+    )  # fmt: skip
+
+
+def send_chunks(plan_id: uuid.UUID, indices: list[int]) -> None:
+    """Send one chunk task per index, as a Celery group (after the commit that stored the plan)."""
+    group(
+        influence_chunk_task.signature((str(plan_id), i), task_id=f"{plan_id}:{i}", immutable=True) for i in indices
+    ).apply_async()
