@@ -42,7 +42,7 @@ from app.settings import Settings, get_settings
 from worker import context, events
 from worker.jobs import now
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("worker.scheduler")  # the same name when run as `python -m worker.scheduler`
 
 BATCH = 50
 
