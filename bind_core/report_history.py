@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
 
@@ -108,6 +108,9 @@ def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, flo
             xs, ys = zip(*points, strict=True)
             accuracy.plot(xs, ys, color=ACCURACY[2], marker="o", markersize=3.5, linewidth=1.4)
         accuracy.set(ylabel="accuracy", xlabel="slot time (UTC)")
+        times = [_time(r.get("slot_time")) for r in runs]
+        pad = max((max(times) - min(times)) * 0.04, timedelta(hours=1))  # one run: a day around it, not years
+        accuracy.set_xlim(min(times) - pad, max(times) + pad)
         locator = AutoDateLocator(tz=UTC)
         accuracy.xaxis.set_major_locator(locator)
         accuracy.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))
