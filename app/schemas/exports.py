@@ -23,7 +23,17 @@ class PerformanceMetric(BaseModel):
     slice: str
     """``test`` (all test nodes) or ``group=g`` (the test nodes of sensitive group g)."""
     confidence_interval: ConfidenceInterval | None = None
-    """Percentile bootstrap interval at ``confidence_level``, where computed (binary labels, test slice)."""
+    """Percentile bootstrap interval at ``confidence_level``, where computed (test slice)."""
+    group: int | None = None
+    """The sensitive group of a ``group=g`` slice."""
+    group_name: str | None = None
+    """Its name (an intersectional group's is its combination, e.g. ``female|black``)."""
+    included: bool | None = None
+    """Whether the metrics include that group (see the audit's warnings for why not)."""
+    groups: list[int] | None = None
+    """The two groups of a ``*_worst_pair`` entry."""
+    group_names: list[str] | None = None
+    """Their names."""
 
 
 class QuantitativeAnalysis(BaseModel):

@@ -102,6 +102,8 @@ def test_export(
     accuracy = next(m for m in metrics if m["type"] == "accuracy" and m["slice"] == "test")
     assert accuracy["value"] == outcome[0]["metrics"]["test"]["accuracy"]
     assert set(accuracy["confidence_interval"]) == {"lower_bound", "upper_bound"}
+    per_group = [m for m in metrics if m["slice"].startswith("group=")]
+    assert per_group and all(m["group_name"] is not None and m["included"] is not None for m in per_group)
     assert body["influence"]["count"] == len(outcome[1]) and len(body["debiasing"]) == 2
 
 
