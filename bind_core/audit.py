@@ -14,8 +14,8 @@ from bind_core.debias import debias, report
 from bind_core.errors import ConfigError
 from bind_core.fairness import worst_pairs
 from bind_core.graph import Graph
-from bind_core.influence import SIGN_CONVENTION, SOLVERS, InfluenceResult, estimate
 from bind_core.groups import exclusion_reasons, exclusion_warnings, group_name, groups_arg, included_groups
+from bind_core.influence import SIGN_CONVENTION, SOLVERS, ChunkRunner, InfluenceResult, estimate
 from bind_core.models import ModelConfig
 from bind_core.training import ProgressCallback, TrainConfig, TrainedModel, train
 from bind_core.validation import validate
@@ -271,11 +271,14 @@ def run_audit(
     progress: ProgressCallback | None = None,
     model: TrainedModel | None = None,
     device: str | torch.device = "cpu",
+    chunk_runner: ChunkRunner | None = None,
 ) -> AuditResult:
     """Run the audit's stages on ``graph`` (see :data:`STAGES`) and return everything they produced.
 
     ``progress(stage, fraction)`` is called as each stage advances; it may raise to abort. A supplied
-    ``model`` skips training (the paper's setting: a given GNN trained on the graph).
+    ``model`` skips training (the paper's setting: a given GNN trained on the graph). ``chunk_runner``
+    computes the influence estimate's per-node terms from its plan (e.g. spread over workers; see
+    :mod:`bind_core.influence.plan`); by default they are computed here.
     """
     config = config or AuditConfig()
     timings: dict[str, float] = {}
@@ -328,8 +331,9 @@ def run_audit(
     start = time.perf_counter()
     tick("influence", 0.0)
     result.influence = estimate(
-        model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, progress=tick, groups=groups
-    )
+        model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, progress=tick, groups=groups,
+        chunk_runner=chunk_runner,
+    )  # fmt: skip
     timings["influence"] = time.perf_counter() - start
 
     if "debiasing" in config.stages and config.budgets:
