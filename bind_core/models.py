@@ -237,7 +237,9 @@ class GNN(nn.Module):
         return self.head(conv.lin_l(z[:, : self.in_dim]) + conv.lin_r(z[:, self.in_dim :]))
 
 
-_ACT = {"gelu": F.gelu, "relu": F.relu, "tanh": torch.tanh}
+ACTIVATION_FNS = {"gelu": F.gelu, "relu": F.relu, "tanh": torch.tanh}
+"""The activation functions by name (between layers; see :class:`ModelConfig`)."""
+_ACT = ACTIVATION_FNS
 
 
 def _conv(config: ModelConfig, a: int, b: int) -> nn.Module:

@@ -56,7 +56,7 @@ class Csr:
             if frontier.numel() == 0:
                 break
             reached = torch.unique(self.neighbours(frontier)[1])
-            new = reached[~_member(reached, nodes)]
+            new = reached[~member(reached, nodes)]
             nodes = torch.unique(torch.cat([nodes, new]))
             frontier = new
         return nodes
@@ -64,11 +64,11 @@ class Csr:
     def induced(self, nodes: Tensor) -> Tensor:
         """Edges among the sorted unique ``nodes``, relabelled to positions in ``nodes``: ``[2, E']``."""
         owner, nb = self.neighbours(nodes)
-        keep = _member(nb, nodes)
+        keep = member(nb, nodes)
         return torch.stack([owner[keep], torch.searchsorted(nodes, nb[keep])])
 
 
-def _member(values: Tensor, sorted_set: Tensor) -> Tensor:
+def member(values: Tensor, sorted_set: Tensor) -> Tensor:
     """``values[i] ∈ sorted_set`` for a sorted 1-D ``sorted_set``."""
     if sorted_set.numel() == 0:
         return torch.zeros_like(values, dtype=torch.bool)

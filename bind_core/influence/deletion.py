@@ -25,8 +25,10 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch.func import jvp
 
 from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.incremental import IncrementalBatch, incremental_batches
 from bind_core.models import GraphInputs
 from bind_core.neighbourhood import Csr
 
@@ -39,6 +41,14 @@ class PairBatch:
     v_pos: Tensor
     node: Tensor
     logits: Callable[[Tensor], Tensor]
+
+    def jvp(self, flat: Tensor, s: Tensor, column: int) -> tuple[Tensor, Tensor]:
+        """The logits and their derivative along ``s[:, column]``."""
+        return jvp(self.logits, (flat,), (s[:, column],))
+
+
+Batch = PairBatch | IncrementalBatch
+"""What :func:`pair_batches` yields: ``v_pos``, ``node``, ``logits(θ)`` and ``jvp(θ, s, column)``."""
 
 
 def _relevant(fm: FunctionalModel) -> Tensor:
@@ -67,13 +77,17 @@ def pair_batches(
     stop: int | None = None,
     max_pairs: int = 200_000,
     max_nodes: int = 400_000,
-) -> Iterator[PairBatch]:
-    """The affected pairs of the deleted nodes ``train_idx[start:stop]``, in batches (see the module docstring)."""
+) -> Iterator[Batch]:
+    """The affected pairs of the deleted nodes ``train_idx[start:stop]``, in batches (see the module docstring).
+
+    Row-separable models take the row shortcut; any other model the incremental path
+    (:mod:`bind_core.influence.incremental`), which recomputes only the rows the deletion changes.
+    """
     stop = int(fm.graph.train_idx.numel()) if stop is None else stop
     if fm.module.row_separable:
         yield from _row_batches(fm, max_pairs, start, stop)
     else:
-        yield from _subgraph_batches(fm, max_nodes, start, stop)
+        yield from incremental_batches(fm, max_nodes, start, stop)
 
 
 def _row_batches(fm: FunctionalModel, max_pairs: int, first: int = 0, stop: int | None = None) -> Iterator[PairBatch]:
@@ -142,7 +156,7 @@ def _gcn_rows(
     return z.index_add(0, rep, x[u] * w.unsqueeze(1)).to(fm.device)
 
 
-def _subgraph_batches(
+def _subgraph_batches(  # the reference the incremental path is tested against: whole model, 2L-hop subgraphs
     fm: FunctionalModel, max_nodes: int, first: int = 0, stop: int | None = None
 ) -> Iterator[PairBatch]:
     g = fm.graph

@@ -34,7 +34,7 @@ from torch import Tensor
 from torch.func import jvp
 
 from bind_core.errors import ConfigError
-from bind_core.influence.deletion import pair_batches
+from bind_core.influence.deletion import Batch, pair_batches
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, gammas_from_proba
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, stack_chunks
 from bind_core.influence.solvers import SolveInfo, choose, make_hvp, solve_cg, solve_exact, solve_lissa
@@ -287,6 +287,15 @@ def _directional_loss_derivatives(logits_fn: Any, theta: Tensor, s: Tensor, y: T
     return torch.stack(cols, dim=1).detach()
 
 
+def _batch_loss_derivatives(batch: Batch, theta: Tensor, s: Tensor, y: Tensor) -> Tensor:
+    """``∇ℓ_jᵀ·s[:, c]`` on ``G − v`` for every pair ``(v, j)`` of a batch and column ``c``: ``[P, 2]``."""
+    cols = []
+    for c in range(s.shape[1]):
+        z, dz = batch.jvp(theta, s, c)
+        cols.append((dloss_dlogits(z, y) * dz).sum(dim=1))
+    return torch.stack(cols, dim=1).detach()
+
+
 def _deletion_terms(
     fm: FunctionalModel,
     theta: Tensor,
@@ -319,7 +328,7 @@ def _deletion_terms(
         is_train = train_pos[batch.node] >= 0
         if non_iid and bool(is_train.any()):
             # ℓ_j(G) − ℓ_j(G−v) for training j affected by v, differentiated along s.
-            b = _directional_loss_derivatives(batch.logits, theta, s, y[batch.node.to(fm.device)])
+            b = _batch_loss_derivatives(batch, theta, s, y[batch.node.to(fm.device)])
             contrib = a[train_pos[batch.node[is_train]]] - b[is_train.to(fm.device)]
             non_iid_part.index_add_(0, (batch.v_pos[is_train] - start).to(fm.device), contrib)
         is_test = test_pos[batch.node] >= 0
