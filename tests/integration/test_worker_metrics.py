@@ -40,21 +40,19 @@ def test_worker_metrics_after_real_audits(client: TestClient, graph_id: str, wor
 
     response = client.post("/v1/audits", json=make_audit_body(graph_id, epochs=20))
     assert response.status_code == 202, response.text
-    audit = wait_for_audit(client, response.json()["id"], {"succeeded", "failed"}, pool=workers)
+    audit = wait_for_audit(client, response.json()["id"], {"succeeded", "failed"}, timeout=300, pool=workers)
     assert audit["state"] == "succeeded", audit
     failing = SHARED_DATASETS.is_dir()  # the API lists income from the shared folder; the worker's is empty
     if failing:
         response = client.post("/v1/audits", json={"dataset": "income", "training": {"epochs": 5}})
         assert response.status_code == 202, response.text
-        assert wait_for_audit(client, response.json()["id"], {"succeeded", "failed"}, pool=workers)["state"] == "failed"
+        done = wait_for_audit(client, response.json()["id"], {"succeeded", "failed"}, timeout=300, pool=workers)
+        assert done["state"] == "failed", done
 
     after = scrape(port)
     succeeded = (("outcome", "succeeded"),)
     assert after[("bind_audit_attempts_total", succeeded)] == 1.0
     assert after[("bind_audit_attempt_seconds_count", succeeded)] == 1.0
-    wall = (datetime.fromisoformat(audit["finished_at"]) - datetime.fromisoformat(audit["started_at"])).total_seconds()
-    attempt = after[("bind_audit_attempt_seconds_sum", succeeded)]
-    assert 0 < attempt <= wall + 3.0, (attempt, wall)  # the task's own time: the row's span plus claim and commit
     timings = audit["results"]["timings"]
     stages = {k: float(v) for k, v in timings.items() if isinstance(v, int | float)}
     assert {"training", "influence"} <= set(stages), timings
@@ -62,6 +60,11 @@ def test_worker_metrics_after_real_audits(client: TestClient, graph_id: str, wor
         labels = (("stage", stage),)
         assert after[("bind_audit_stage_seconds_count", labels)] == 1.0, stage
         assert after[("bind_audit_stage_seconds_sum", labels)] == pytest.approx(seconds), stage
+    # The attempt's wall time holds its stages, and is about the row's started_at..finished_at (it also
+    # covers the claim before and the storing of the results after; generous on a loaded machine).
+    wall = (datetime.fromisoformat(audit["finished_at"]) - datetime.fromisoformat(audit["started_at"])).total_seconds()
+    attempt = after[("bind_audit_attempt_seconds_sum", succeeded)]
+    assert sum(stages.values()) * 0.99 <= attempt <= wall + 30.0, (stages, attempt, wall)
     if failing:
         failed = (("outcome", "failed"),)
         assert after[("bind_audit_attempts_total", failed)] == 1.0
