@@ -562,7 +562,7 @@ def _record(rows: list[DoneChunk], coordinator: str) -> dict[str, Any]:
 
 
 def empty_cache() -> None:
-    """Forget the plan kept by :func:`load_plan` (tests; a worker replaces it with the next plan)."""
+    """Forget the plan kept by :func:`load_plan` (a worker does before each audit it runs, to free memory)."""
     global _cache
     with _cache_lock:
         _cache = None

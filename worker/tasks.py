@@ -13,7 +13,7 @@ from app.queue import RUN_AUDIT_TASK
 from app.settings import get_settings
 from worker import context, metrics
 from worker.celery_app import app
-from worker.chunks import execute_chunk
+from worker.chunks import empty_cache, execute_chunk
 from worker.runner import execute, load_graph
 
 INFLUENCE_CHUNK_TASK = "bind.influence_chunk"
@@ -29,6 +29,7 @@ def run_audit_task(audit_id: str) -> str:
     """
     token = audit_id_var.set(audit_id[:64])
     start = time.perf_counter()
+    empty_cache()  # the graph and model kept from another audit's chunks: this audit needs the memory
     try:
         sessions = context.sessions()
         outcome = execute(
