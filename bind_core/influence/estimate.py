@@ -37,7 +37,15 @@ from bind_core.errors import ConfigError
 from bind_core.influence.deletion import Batch, pair_batches
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, gammas_from_proba
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, stack_chunks
-from bind_core.influence.solvers import SolveInfo, choose, make_hvp, solve_cg, solve_exact, solve_lissa
+from bind_core.influence.solvers import (
+    SolveInfo,
+    choose,
+    hessian_chunk,
+    make_hvp,
+    solve_cg,
+    solve_exact,
+    solve_lissa,
+)
 from bind_core.models import probabilities
 from bind_core.training import ProgressCallback, TrainedModel
 
@@ -189,7 +197,7 @@ def plan(
     chosen = choose(solver, fm.num_parameters)
     rhs = grad_gamma.T.contiguous()  # [p, 2]
     if chosen == "exact":
-        s, info = solve_exact(fm.objective, theta, rhs, rtol=rtol, damping=damping)
+        s, info = solve_exact(fm.objective, theta, rhs, rtol=rtol, damping=damping, chunk=_hessian_chunk(fm))
     elif chosen == "cg":
         s, info = solve_cg(make_hvp(fm.objective, theta), rhs, tol=cg_tol, max_iter=cg_max_iter, damping=damping)
     else:
@@ -267,6 +275,16 @@ def combine(plan: InfluencePlan, graph: Any, chunks: list[InfluenceChunk]) -> In
         grad_norm=plan.grad_norm,
         timings=timings,
     )
+
+
+def _hessian_chunk(fm: FunctionalModel) -> int:
+    """Columns of the Hessian formed at once: bounded by the size of one forward pass's activations (the
+    training rows of a row-separable model; every node and edge of the graph otherwise)."""
+    g, module = fm.graph, fm.module
+    width = max(module.in_dim, module.config.hidden * module.config.heads)
+    full_graph = int(fm.inputs.edge_index.shape[1]) + g.num_nodes
+    rows = int(g.train_idx.numel()) if module.row_separable else full_graph
+    return hessian_chunk(rows * width * (module.config.layers + 1), fm.num_parameters)
 
 
 def _gamma_gradients(fm: FunctionalModel, theta: Tensor) -> Tensor:

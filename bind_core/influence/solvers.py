@@ -55,12 +55,17 @@ def choose(solver: str, num_parameters: int) -> str:
     return "exact" if num_parameters <= EXACT_MAX_PARAMETERS else "cg"
 
 
-def dense_hessian(objective: Callable[[Tensor], Tensor], theta: Tensor, chunk: int = 256) -> Tensor:
-    """The ``[p, p]`` Hessian: ``torch.func.hessian`` when it applies, else columns by batched HVPs."""
+def dense_hessian(objective: Callable[[Tensor], Tensor], theta: Tensor, chunk: int | None = None) -> Tensor:
+    """The ``[p, p]`` Hessian: ``torch.func.hessian`` (all ``p`` columns at once) when ``chunk`` is None and it
+    applies, else columns by HVPs, ``chunk`` at a time under ``vmap`` (memory: ``chunk`` copies of the
+    activations; see :func:`hessian_chunk`)."""
     p = theta.numel()
     try:
+        if chunk is not None and chunk < p:
+            raise NotImplementedError("chunked")
         h = hessian(objective)(theta)
     except (RuntimeError, NotImplementedError):
+        chunk = chunk or 256
         hvp = make_hvp(objective, theta)
         eye = torch.eye(p, dtype=theta.dtype, device=theta.device)
         cols = []
@@ -73,11 +78,24 @@ def dense_hessian(objective: Callable[[Tensor], Tensor], theta: Tensor, chunk: i
     return 0.5 * (h + h.T)
 
 
+def hessian_chunk(activation_elements: int, num_parameters: int, budget: int = 2**24) -> int:
+    """How many Hessian columns to form at once so that each intermediate stays near ``budget`` elements
+    (128 MiB in float64), given the elements one forward pass's largest activations hold: ``vmap`` over all
+    ``p`` columns at once multiplies them by ``p`` (a two-layer GCN on a 10⁵-node graph: ~10¹¹ elements)."""
+    return max(1, min(num_parameters, budget // max(activation_elements, 1)))
+
+
 def solve_exact(
-    objective: Callable[[Tensor], Tensor], theta: Tensor, rhs: Tensor, *, rtol: float = 1e-6, damping: float = 0.0
+    objective: Callable[[Tensor], Tensor],
+    theta: Tensor,
+    rhs: Tensor,
+    *,
+    rtol: float = 1e-6,
+    damping: float = 0.0,
+    chunk: int | None = None,
 ) -> tuple[Tensor, SolveInfo]:
     """Pseudo-inverse solve by eigendecomposition (see the module docstring for the treatment of ``λ``)."""
-    h = dense_hessian(objective, theta)
+    h = dense_hessian(objective, theta, chunk)
     evals, evecs = torch.linalg.eigh(h)
     scale = float(evals.abs().max())
     threshold = rtol * scale
@@ -96,6 +114,7 @@ def solve_exact(
             "negative_eigenvalues_flipped": int(negative.sum()),
             "rtol": rtol,
             "damping": damping,
+            "hessian_columns_at_once": chunk or int(theta.numel()),
         },
     )
     return x, info
