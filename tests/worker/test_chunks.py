@@ -291,13 +291,16 @@ def coordinator(
     *,
     send: chunks.SendChunks | None = None,
     progress: chunks.Progress | None = None,
+    seen: list[float] | None = None,
     n: int = 4,
 ) -> Coordinator:
-    seen: list[float] = []
+    deadline = time.monotonic() + 60  # a coordinator that waits for a chunk forever fails instead of hanging
 
     def report(stage: str, fraction: float) -> None:
         assert stage == "influence"
-        seen.append(fraction)
+        assert time.monotonic() < deadline, "the coordinator is still waiting for chunks"
+        if seen is not None:
+            seen.append(fraction)
 
     return Coordinator(
         pg, settings, audit_id, 1, model, graph, "cpu", n, progress or report, send, worker="coordinator:1", poll=0.02
@@ -312,11 +315,15 @@ def test_alone_the_coordinator_computes_every_chunk_and_matches_the_single_run(
     graph: Graph,
 ) -> None:
     sent: list[tuple[uuid.UUID, list[int]]] = []
-    run = coordinator(pg, pg_settings, running_audit(), model, graph, send=lambda p, i: sent.append((p, i)), n=5)
+    seen: list[float] = []
+    run = coordinator(
+        pg, pg_settings, running_audit(), model, graph, send=lambda p, i: sent.append((p, i)), seen=seen, n=5
+    )
     split = estimate(model, graph, chunk_runner=run)
     whole = estimate(model, graph)
     assert torch.allclose(split.delta, whole.delta, rtol=1e-9, atol=1e-15)
     assert len(sent) == 1 and sent[0][1] == [0, 1, 2, 3, 4]
+    assert seen == pytest.approx([0.5 + 0.1 * k for k in range(1, 6)])  # the stage's second half, chunk by chunk
     assert run.record is not None and run.record["chunks"] == 5 and run.record["reclaimed"] == 0
     assert run.record["workers"] == [
         {"worker": "coordinator:1", "device": "cpu", "chunks": 5, "nodes": graph.train_idx.numel(),
@@ -325,6 +332,22 @@ def test_alone_the_coordinator_computes_every_chunk_and_matches_the_single_run(
     with pg() as session:  # the rows are gone once the estimate is complete
         assert session.scalar(select(func.count()).where(InfluencePlanRecord.id == sent[0][0])) == 0
         assert session.scalar(select(func.count()).where(InfluenceChunkRecord.plan_id == sent[0][0])) == 0
+
+
+def test_without_a_broker_the_coordinator_computes_every_chunk(
+    pg: sessionmaker[Session],
+    pg_settings: Settings,
+    running_audit: Callable[..., uuid.UUID],
+    model: TrainedModel,
+    graph: Graph,
+) -> None:
+    def send(plan_id: uuid.UUID, indices: list[int]) -> None:
+        raise ConnectionError("redis is down")
+
+    run = coordinator(pg, pg_settings, running_audit(), model, graph, send=send, n=3)
+    split = estimate(model, graph, chunk_runner=run)
+    assert torch.allclose(split.delta, estimate(model, graph).delta, rtol=1e-9, atol=1e-15)
+    assert run.record is not None and [w["chunks"] for w in run.record["workers"]] == [3]
 
 
 def test_other_workers_chunks_are_used_and_a_dead_ones_reclaimed(
