@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch

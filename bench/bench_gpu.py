@@ -77,6 +77,7 @@ def main() -> None:
     p.add_argument("--nodes", type=int, default=1_000_000)
     p.add_argument("--train", type=int, default=10_000)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--scale-layers", default="1,2", help="GCN depths of the large audit (2: on nodes/10)")
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -91,7 +92,7 @@ def main() -> None:
     print("agreement:", out["agreement"], flush=True)
     out["income"] = income(Path(args.data_root), args.device, args.repeats)
     print("income:", out["income"], flush=True)
-    for layers in (1, 2):
+    for layers in [int(v) for v in args.scale_layers.split(",") if v.strip()]:
         t0 = time.perf_counter()
         row = audit_once(args.nodes if layers == 1 else args.nodes // 10, 20.0, args.train, layers=layers,
                          device=args.device)  # fmt: skip
@@ -101,8 +102,10 @@ def main() -> None:
         print(
             C.table(
                 ["stage", "seconds", "peak RSS (GiB)", "peak CUDA (GiB)"],
-                [[k, f"{v['seconds']:.2f}", f"{v['peak_rss_gb']:.2f}", f"{v.get('peak_cuda_gb', float('nan')):.2f}"]
-                 for k, v in row["stages"].items()],  # fmt: skip
+                [
+                    [k, f"{v['seconds']:.2f}", f"{v['peak_rss_gb']:.2f}", f"{v.get('peak_cuda_gb', float('nan')):.2f}"]
+                    for k, v in row["stages"].items()
+                ],
             ),
             flush=True,
         )
