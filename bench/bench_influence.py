@@ -18,7 +18,9 @@ the mean time of one retraining from scratch and of one warm-started re-optimisa
 from __future__ import annotations
 
 import argparse
+import copy
 import time
+from collections.abc import Callable
 from typing import Any
 
 import _common as C
@@ -30,7 +32,7 @@ from scipy.stats import pearsonr, spearmanr
 from bind_core.graph import Graph
 from bind_core.influence import InfluenceResult, estimate
 from bind_core.models import ModelConfig
-from bind_core.training import TrainConfig, TrainedModel, train
+from bind_core.training import TrainConfig, TrainedModel, polish, train
 from bind_core.validation import ValidationResult, gammas, retrain_without, validate
 
 NAMES = ("gamma", "gamma_sp", "gamma_eo")
@@ -88,10 +90,11 @@ def rq2(name: str, graph: Graph, model: TrainedModel, args: argparse.Namespace, 
         "direct_exact": estimate(model, graph, direct_exact=True),
         "cg": estimate(model, graph, solver="cg"),
     }
-    lissa, lissa_s = timed_estimate(model, graph, solver="lissa", lissa_depth=args.lissa_depth)
-    variants["lissa"] = lissa
-    out["lissa_seconds"] = lissa_s
-    out["lissa_details"] = lissa.solve.details
+    if args.lissa_depth > 0:  # --lissa-depth 0 skips the (slow) LiSSA variant
+        lissa, lissa_s = timed_estimate(model, graph, solver="lissa", lissa_depth=args.lissa_depth)
+        variants["lissa"] = lissa
+        out["lissa_seconds"] = lissa_s
+        out["lissa_details"] = lissa.solve.details
     if naive is not None:
         variants["naive"] = naive
     out["agreement_with_default"] = {
@@ -123,41 +126,139 @@ def rq2(name: str, graph: Graph, model: TrainedModel, args: argparse.Namespace, 
     return out
 
 
-def rq2_gin(name: str, graph: Graph, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+def gin_ground_truth(
+    model: TrainedModel,
+    graph: Graph,
+    influence: InfluenceResult,
+    positions: list[list[int]],
+    protocol: str,
+    args: argparse.Namespace,
+    newton_seconds: float = 0.0,
+) -> ValidationResult:
+    """Actual ΔΓ of deleting each set of training positions: warm start from θ̂ on G − S, then the polish (L-BFGS
+    capped at ``--gin-reopt-lbfgs-iter``, then the Newton finish) to convergence, as ``validate(mode="reoptimize")``
+    but with the GIN's iteration caps. Each deletion's stationarity is kept in ``extra``."""
+    start = time.perf_counter()
+    train_idx = graph.train_idx
+    est_all = torch.stack([influence.delta, influence.delta_sp, influence.delta_eo], dim=1).double().cpu()
+    before = gammas(model, graph)
+    est, act, stat = [], [], []
+    for pos in positions:
+        nodes = train_idx[torch.tensor(pos, dtype=torch.long)]
+        reduced, _ = graph.without_nodes(nodes)
+        clone = TrainedModel(copy.deepcopy(model.module), model.model_config, model.train_config, {}, {})
+        polish(
+            clone,
+            reduced,
+            max_iter=args.gin_reopt_lbfgs_iter,
+            newton_max_iter=args.gin_reopt_newton_iter,
+            newton_max_seconds=newton_seconds or None,
+        )
+        after = gammas(clone, reduced)
+        d_sp, d_eo = after[0] - before[0], after[1] - before[1]
+        act.append([influence.lam * d_sp + (1 - influence.lam) * d_eo, d_sp, d_eo])
+        est.append(est_all[torch.tensor(pos, dtype=torch.long)].sum(0).tolist())
+        stat.append({k: v for k, v in clone.stationarity.items() if k != "polished"})
+    return ValidationResult(
+        protocol=protocol,
+        mode="reoptimize",
+        sets=[train_idx[torch.tensor(p, dtype=torch.long)].tolist() for p in positions],
+        estimated=np.asarray(est),
+        actual=np.asarray(act),
+        lam=influence.lam,
+        seconds=time.perf_counter() - start,
+        extra={"deletion_stationarity": stat},
+    )
+
+
+def rq2_gin(
+    name: str, graph: Graph, seed: int, args: argparse.Namespace, save: Callable[[dict], None] | None = None
+) -> dict[str, Any]:
+    """One-layer GIN: Adam, then the polish (L-BFGS + trust-region Newton finish) with the ``--gin-*`` caps;
+    per-node and node-set correlation against re-optimisation, and the drift of re-optimising with nothing
+    deleted (a control: if the model is not at a stationary point, the polish moves Γ by itself)."""
     t0 = time.perf_counter()
-    model = train(graph, TrainConfig(seed=seed), ModelConfig(arch="gin"))
+    model = train(graph, TrainConfig(seed=seed, polish=False), ModelConfig(arch="gin"), device=args.device)
+    adam_s = time.perf_counter() - t0
+    polish(
+        model,
+        graph,
+        max_iter=args.gin_lbfgs_iter,
+        newton_max_iter=args.gin_newton_iter,
+        newton_max_seconds=args.gin_newton_seconds or None,
+    )
     train_s = time.perf_counter() - t0
-    full, est_s = timed_estimate(model, graph)
+    print(f"  {name} GIN trained in {train_s:.0f}s (Adam {adam_s:.0f}s): {model.stationarity}", flush=True)
+    on = model
+    try:
+        full, est_s = timed_estimate(on, graph)
+    except Exception as exc:  # an estimate that fails on an accelerator: estimate a CPU copy instead
+        print(f"  estimate on {model.device} failed ({exc!r}); estimating a CPU copy", flush=True)
+        cpu = copy.deepcopy(model.module).cpu()
+        on = TrainedModel(cpu, model.model_config, model.train_config, model.history, model.stationarity)
+        full, est_s = timed_estimate(on, graph)
     variants: dict[str, InfluenceResult | dict] = {
         "default": full,
-        "no_non_iid": estimate(model, graph, non_iid=False),
-        "no_direct": estimate(model, graph, direct=False),
+        "no_non_iid": estimate(on, graph, non_iid=False),
+        "no_direct": estimate(on, graph, direct=False),
+        # the exact solver drops eigenvalues below rtol·max|λ|; GIN's max|λ| (~10⁵ on Income) makes the default
+        # 1e-6 discard real curvature directions, so score a tighter threshold too
+        "rtol_1e-12": estimate(on, graph, rtol=1e-12),
     }
-    val = validate(model, graph, full, protocol="sample", mode="reoptimize", sample=args.gin_sample)
-    rec = validation_record(val, scores(val, graph, variants))
-    # Control: the same re-optimisation with nothing deleted. If the model is not at a stationary point, the
-    # polish moves Γ by itself (the same for every deletion, to first order, so correlations cannot show it);
-    # compare this drift with the spread of the actual changes.
-    before = gammas(model, graph)
-    after = gammas(retrain_without(model, graph, [], "reoptimize"), graph)
-    d_sp, d_eo = after[0] - before[0], after[1] - before[1]
-    rec["drift_no_deletion"] = [full.lam * d_sp + (1 - full.lam) * d_eo, d_sp, d_eo]
-    rec["actual_std"] = val.actual.std(axis=0).tolist()
-    d = rec["scores"]["default"]
-    print(
-        f"  {name} GIN sample/reoptimize ({len(val.sets)} nodes, {val.seconds:.0f}s): Pearson Γ "
-        f"{d['gamma']['pearson']:.4f} SP {d['gamma_sp']['pearson']:.4f} EO {d['gamma_eo']['pearson']:.4f}",
-        flush=True,
-    )
-    return {
+    variant_solves = {k: v.solve.details for k, v in variants.items() if isinstance(v, InfluenceResult)}
+    if args.gin_save:
+        model.save(f"{args.gin_save}_{name}")
+    m = int(graph.train_idx.numel())
+    out: dict[str, Any] = {
         "train_seconds": train_s,
+        "adam_seconds": adam_s,
         "estimate_seconds": est_s,
         "timings": full.timings,
         "parameters": model.num_parameters,
         "stationarity": model.stationarity,
         "solve": full.solve.details,
-        "sample/reoptimize": rec,
+        "variant_solves": variant_solves,
+        "device": str(model.device),
+        "estimate_device": str(on.device),
     }
+    te = graph.test_idx
+    pred = model.predict_proba(graph, te).argmax(1)
+    out["test_accuracy"] = float((pred == graph.y[te]).double().mean())
+    control = gin_ground_truth(model, graph, full, [[]], "control", args, args.gin_reopt_newton_seconds)
+    out["drift_no_deletion"] = control.actual[0].tolist()
+    out["drift_stationarity"] = control.extra["deletion_stationarity"][0]
+    caps = {
+        "sample": args.gin_reopt_newton_seconds,
+        "sets": args.gin_sets_newton_seconds or args.gin_reopt_newton_seconds,
+    }
+    plan: list[tuple[str, list[list[int]]]] = []
+    if args.gin_sample > 0:
+        picks = torch.randperm(m, generator=torch.Generator().manual_seed(0))[: min(args.gin_sample, m)]
+        plan.append(("sample", [[int(p)] for p in picks]))
+    if args.gin_num_sets > 0:
+        order = torch.argsort(full.delta.cpu())
+        top = max(1, int(0.1 * m))
+        sizes = sorted({max(1, round(top * (i + 1) / args.gin_num_sets)) for i in range(args.gin_num_sets)})
+        plan.append(("sets", [order[:k].tolist() for k in sizes] + [order.flip(0)[:k].tolist() for k in sizes]))
+    for protocol, positions in plan:
+        val = gin_ground_truth(model, graph, full, positions, protocol, args, caps[protocol])
+        rec = validation_record(val, scores(val, graph, variants))
+        rec["actual_std"] = val.actual.std(axis=0).tolist()
+        stat = val.extra["deletion_stationarity"]
+        rec["deletions_converged"] = sum(bool(s.get("converged")) for s in stat)
+        rec["max_deletion_grad_norm"] = max(float(s["grad_norm"]) for s in stat)
+        out[f"{protocol}/reoptimize"] = rec
+        if save is not None:
+            save(out)
+        d = rec["scores"]["default"]
+        print(
+            f"  {name} GIN {protocol}/reoptimize ({len(val.sets)} deletions, {val.seconds:.0f}s, "
+            f"{rec['deletions_converged']} converged): Pearson Γ {_p(d['gamma'])} "
+            f"(Spearman {_p(d['gamma'], 'spearman')}) SP {_p(d['gamma_sp'])} "
+            f"EO {_p(d['gamma_eo'])}; no non-iid {_p(rec['scores']['no_non_iid']['gamma'])}",
+            flush=True,
+        )
+    return out
 
 
 def rq1(name: str, graph: Graph, model: TrainedModel, args: argparse.Namespace) -> dict[str, Any]:
@@ -253,7 +354,19 @@ def main() -> None:
     p.add_argument("--scratch-sample", type=int, default=20, help="random nodes vs retraining from scratch")
     p.add_argument("--scratch-num-sets", type=int, default=5, help="node sets per direction vs scratch")
     p.add_argument("--gin-sample", type=int, default=50, help="random nodes for GIN vs reoptimize")
-    p.add_argument("--lissa-depth", type=int, default=5000, help="depth of our LiSSA solver variant")
+    p.add_argument("--gin-num-sets", type=int, default=10, help="GIN node sets per direction vs reoptimize")
+    p.add_argument("--gin-lbfgs-iter", type=int, default=1000, help="GIN: L-BFGS iterations of the polish")
+    p.add_argument("--gin-newton-iter", type=int, default=200, help="GIN: Newton iterations of the polish finish")
+    p.add_argument(
+        "--gin-reopt-lbfgs-iter", type=int, default=1000, help="GIN ground truth: L-BFGS iterations before Newton"
+    )
+    p.add_argument("--gin-newton-seconds", type=float, default=0, help="GIN: time cap of the Newton finish (0: none)")
+    p.add_argument("--gin-reopt-newton-iter", type=int, default=200, help="GIN ground truth: Newton iterations")
+    p.add_argument("--gin-reopt-newton-seconds", type=float, default=0, help="GIN ground truth: Newton time cap")
+    p.add_argument("--gin-sets-newton-seconds", type=float, default=0, help="the same for node sets (0: as nodes)")
+    p.add_argument("--gin-save", default="", help="save the polished GIN to <this>_<dataset>/ (empty: do not)")
+    p.add_argument("--device", default="cpu", help="torch device for the GIN part (cpu, cuda)")
+    p.add_argument("--lissa-depth", type=int, default=5000, help="depth of our LiSSA solver variant (0: skip it)")
     p.add_argument("--naive-nodes", type=int, default=-1, help="training nodes the naive run covers (-1: all)")
     p.add_argument("--naive-depth", type=int, default=5000, help="LiSSA depth of the naive run")
     p.add_argument("--retrain-runs", type=int, default=3, help="retrainings from scratch to time")
@@ -263,6 +376,7 @@ def main() -> None:
     if args.quick:
         args.sample, args.num_sets, args.scratch_sample, args.scratch_num_sets = 10, 3, 0, 0
         args.gin_sample, args.lissa_depth, args.naive_nodes, args.naive_depth = 5, 200, 10, 50
+        args.gin_num_sets = 2
         args.retrain_runs, args.repeats = 1, 1
     C.setup(args)
     parts = set(args.parts.split(","))
@@ -271,7 +385,8 @@ def main() -> None:
     models: dict[tuple[str, int], TrainedModel] = {}
     for name, graph in graphs:
         for seed in C.seeds(args):
-            models[name, seed] = train(graph, TrainConfig(seed=seed), ModelConfig())
+            if parts & {"rq1", "rq2"}:
+                models[name, seed] = train(graph, TrainConfig(seed=seed), ModelConfig())
             result["datasets"].setdefault(name, {})[str(seed)] = {}
     if "rq2" in parts:
         for name, graph in graphs:
@@ -287,7 +402,13 @@ def main() -> None:
         for name, graph in graphs:
             for seed in C.seeds(args):
                 print(f"RQ2 GIN {name} seed {seed}", flush=True)
-                result["datasets"][name][str(seed)]["gin"] = rq2_gin(name, graph, seed, args)
+                slot = result["datasets"][name][str(seed)]
+
+                def save(partial: dict, slot: dict = slot) -> None:
+                    slot["gin"] = partial
+                    C.write_json("bench_influence", result, args.out)
+
+                slot["gin"] = rq2_gin(name, graph, seed, args, save)
                 C.write_json("bench_influence", result, args.out)
     if "rq1" in parts:
         for name, graph in graphs:
@@ -342,19 +463,17 @@ def print_tables(result: dict[str, Any]) -> None:
                             _p(s["no_non_iid"]["gamma"]),
                             _p(s["no_direct"]["gamma"]),
                             _p(s["no_non_iid_no_direct"]["gamma"]),
-                            _p(s["lissa"]["gamma"]),
+                            _p(s.get("lissa", {}).get("gamma")),
                             _p(s.get("naive", {}).get("gamma")),
                         ]
                     )
-            gin_rows = []
-            if "gin" in rec:
-                v = rec["gin"]["sample/reoptimize"]
-                gin_rows = [("", v["scores"])]
-            for label, s in gin_rows:
+            gin_rows = [(k, rec["gin"][k]) for k in ("sample/reoptimize", "sets/reoptimize") if k in rec.get("gin", {})]
+            for label, v in gin_rows:
+                s = v["scores"]
                 rows2.append(
                     [
                         f"{name} s{seed} GIN",
-                        f"sample/reoptimize{label} ({v['count']})",
+                        f"{label} ({v['count']})",
                         _p(s["default"]["gamma"]),
                         _p(s["default"]["gamma"], "spearman"),
                         _p(s["default"]["gamma_sp"]),

@@ -4,8 +4,10 @@
 ``(λ/2)·‖θ‖²`` in the objective) and keeps the weights with the best validation loss, as the paper does.
 Influence functions need a stationary point of the training objective, which 1000 Adam epochs do not reach, so
 by default the result is then *polished*: full-batch L-BFGS in float64 on the same objective without dropout,
-warm-started from the Adam weights, until the gradient norm is ~1e-7. The polished weights are the model that
-is audited; both gradient norms are reported in ``TrainedModel.stationarity``.
+warm-started from the Adam weights, until the gradient norm is ~1e-7; where L-BFGS stops short (a one-layer GIN
+on a graph with a high-degree hub), a trust-region Newton finish with the exact Hessian completes it
+(:mod:`bind_core.hessian`). The polished weights are the model that is audited; both gradient norms are
+reported in ``TrainedModel.stationarity``.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from torch import Tensor
+from torch.func import functional_call
 
 from bind_core.config import DictConfig
 from bind_core.errors import ConfigError
 from bind_core.graph import Graph
+from bind_core.hessian import NEWTON_MAX_PARAMETERS, newton_finish
 from bind_core.models import GNN, GraphInputs, ModelConfig, node_losses, probabilities
 
 ProgressCallback = Callable[[str, float], None]
@@ -322,12 +326,20 @@ def polish(
     max_iter: int = 1000,
     tol: float = 1e-7,
     progress: Callable[[float], None] | None = None,
+    newton: bool = True,
+    newton_max_iter: int = 200,
+    newton_max_seconds: float | None = None,
 ) -> TrainedModel:
     """Re-optimise ``trained`` in place to a stationary point: float64 full-batch L-BFGS, no dropout.
 
-    The model is converted to float64. Records ``grad_norm``, ``iterations`` and ``seconds`` in
-    ``trained.stationarity``. Used after training and, warm-started, as the ground truth of a deletion.
-    ``progress(fraction)`` is called every 25 objective evaluations (fraction of ``max_iter``); it may raise.
+    The model is converted to float64. When L-BFGS stops with a gradient entry above ``tol`` and the model has
+    at most :data:`~bind_core.hessian.NEWTON_MAX_PARAMETERS` parameters, a trust-region Newton finish with the
+    exact Hessian (:func:`bind_core.hessian.newton_finish`, at most ``newton_max_iter`` Hessians) takes over
+    (``newton=False`` skips it; ``newton_max_seconds`` bounds its time); models that L-BFGS converges never
+    form a Hessian. Records ``grad_norm``, ``iterations`` (L-BFGS), ``seconds``, ``converged`` (the largest
+    gradient entry is at most ``tol``) and, when it ran, ``newton`` (its record) in ``trained.stationarity``.
+    Used after training and, warm-started, as the ground truth of a deletion. ``progress(fraction)`` is called
+    every 25 objective evaluations and after each Newton step; it may raise.
     """
     module = trained.module.double()
     module.eval()
@@ -345,12 +357,14 @@ def polish(
     )
 
     evaluations = 0
+    run_newton = newton and newton_max_iter > 0 and trained.num_parameters <= NEWTON_MAX_PARAMETERS
+    lbfgs_share = 0.9 if run_newton else 1.0  # of the progress; a Newton finish reports the rest
 
     def closure() -> Tensor:
         nonlocal evaluations
         evaluations += 1
         if progress is not None and evaluations % 25 == 0:
-            progress(min(1.0, evaluations / max(max_iter, 1)))
+            progress(lbfgs_share * min(1.0, evaluations / max(max_iter, 1)))
         optimizer.zero_grad(set_to_none=True)
         obj = training_objective(module, inputs, graph, wd)
         obj.backward()
@@ -359,14 +373,62 @@ def polish(
     start = time.perf_counter()
     if max_iter > 0:
         optimizer.step(closure)
+    state = optimizer.state[optimizer._params[0]]
+    record: dict[str, Any] = {}
+    if run_newton and _max_abs_grad(module, inputs, graph, wd) > tol:
+        objective, theta, write_back = _flat_objective(module, inputs, graph, wd)
+        report = None if progress is None else (lambda f: progress(lbfgs_share + (1 - lbfgs_share) * f))
+        theta, record = newton_finish(
+            objective, theta, tol=tol, max_iter=newton_max_iter, max_seconds=newton_max_seconds, progress=report
+        )
+        write_back(theta)
     if progress is not None:
         progress(1.0)
-    state = optimizer.state[optimizer._params[0]]
+    grad_norm = gradient_norm(trained, graph)
     trained.stationarity = {
         **trained.stationarity,
-        "grad_norm": gradient_norm(trained, graph),
+        "grad_norm": grad_norm,
         "polished": True,
         "iterations": int(state.get("n_iter", 0)),
+        "converged": _max_abs_grad(module, inputs, graph, wd) <= tol,
         "seconds": time.perf_counter() - start,
     }
+    if record:
+        trained.stationarity["newton"] = record
+    else:
+        trained.stationarity.pop("newton", None)
     return trained
+
+
+def _max_abs_grad(module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float) -> float:
+    """``max|∂L/∂θ|``, the quantity ``polish_tol`` bounds (as L-BFGS's ``tolerance_grad``)."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(training_objective(module, inputs, graph, weight_decay), params)
+    return max(float(g.abs().max()) for g in grads)
+
+
+def _flat_objective(
+    module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float
+) -> tuple[Callable[[Tensor], Tensor], Tensor, Callable[[Tensor], None]]:
+    """The training objective as a function of one flat parameter vector, that vector, and a setter for it."""
+    names = [n for n, _ in module.named_parameters()]
+    params = [p for _, p in module.named_parameters()]
+    shapes = [p.shape for p in params]
+    sizes = [p.numel() for p in params]
+    train = graph.train_idx.to(inputs.x.device)
+    y = graph.y.to(inputs.x.device)[train]
+
+    def unflatten(flat: Tensor) -> dict[str, Tensor]:
+        return {n: t.view(s) for n, t, s in zip(names, flat.split(sizes), shapes, strict=True)}
+
+    def objective(flat: Tensor) -> Tensor:
+        logits = functional_call(module, unflatten(flat), (inputs, train))
+        return node_losses(logits, y).mean() + 0.5 * weight_decay * (flat * flat).sum()
+
+    def write_back(flat: Tensor) -> None:
+        with torch.no_grad():
+            for p, t in zip(params, flat.split(sizes), strict=True):
+                p.copy_(t.view_as(p))
+
+    theta = torch.cat([p.detach().reshape(-1) for p in params])
+    return objective, theta, write_back
