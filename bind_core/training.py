@@ -326,7 +326,7 @@ def polish(
     max_iter: int = 1000,
     tol: float = 1e-7,
     progress: Callable[[float], None] | None = None,
-    newton: bool = True,
+    newton: bool | None = None,
     newton_max_iter: int = 200,
     newton_max_seconds: float | None = None,
 ) -> TrainedModel:
@@ -334,10 +334,14 @@ def polish(
 
     The model is converted to float64. When L-BFGS stops with a gradient entry above ``tol`` and the model has
     at most :data:`~bind_core.hessian.NEWTON_MAX_PARAMETERS` parameters, a trust-region Newton finish with the
-    exact Hessian (:func:`bind_core.hessian.newton_finish`, at most ``newton_max_iter`` Hessians) takes over
-    (``newton=False`` skips it; ``newton_max_seconds`` bounds its time); models that L-BFGS converges never
-    form a Hessian. Records ``grad_norm``, ``iterations`` (L-BFGS), ``seconds``, ``converged`` (the largest
-    gradient entry is at most ``tol``) and, when it ran, ``newton`` (its record) in ``trained.stationarity``.
+    exact Hessian (:func:`bind_core.hessian.newton_finish`, at most ``newton_max_iter`` Hessians,
+    ``newton_max_seconds`` bounds its time) takes over; models that L-BFGS converges never form a Hessian.
+    ``newton=None`` (default) does this for row-separable models only (one-layer GCN, GIN, SAGE), whose Hessian
+    runs over the training rows alone; for message-passing models each Hessian is ``p`` full-graph
+    Hessian-vector products (seconds per step even on an 800-node graph), so they need ``newton=True``.
+    ``newton=False`` never runs it. Records ``grad_norm``, ``iterations`` (L-BFGS), ``seconds``, ``converged``
+    (the largest gradient entry is at most ``tol``) and, when it ran, ``newton`` (its record) in
+    ``trained.stationarity``.
     Used after training and, warm-started, as the ground truth of a deletion. ``progress(fraction)`` is called
     every 25 objective evaluations and after each Newton step; it may raise.
     """
@@ -357,6 +361,8 @@ def polish(
     )
 
     evaluations = 0
+    if newton is None:
+        newton = trained.module.row_separable
     run_newton = newton and newton_max_iter > 0 and trained.num_parameters <= NEWTON_MAX_PARAMETERS
     lbfgs_share = 0.9 if run_newton else 1.0  # of the progress; a Newton finish reports the rest
 

@@ -112,6 +112,13 @@ def test_newton_finish_completes_a_capped_polish(small_graph: Graph) -> None:
     assert torch.allclose(finished.predict_proba(small_graph), reference.predict_proba(small_graph), atol=1e-5)
 
 
+def test_newton_finish_is_opt_in_for_message_passing_models(small_graph: Graph) -> None:
+    # a two-layer model's Hessian is p full-graph HVPs per step: by default the polish leaves it to L-BFGS
+    adam = train(small_graph, TrainConfig(epochs=20, polish=False), ModelConfig(layers=2, hidden=4))
+    capped = polish(adam, small_graph, max_iter=3)
+    assert not capped.stationarity["converged"] and "newton" not in capped.stationarity
+
+
 def _ill_conditioned_logistic() -> tuple[Callable[[torch.Tensor], torch.Tensor], int]:
     """Logistic regression whose feature scales span 10⁻³..10³: a Hessian condition number of ~10¹²."""
     gen = torch.Generator().manual_seed(0)
