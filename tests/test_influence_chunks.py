@@ -38,10 +38,11 @@ def test_chunks_spread_over_processes_give_the_single_run(small_model: TrainedMo
 def test_chunk_runner_hook_is_used(small_model: TrainedModel, small_graph: Graph) -> None:
     seen: list[tuple[int, int]] = []
 
-    def runner(p: InfluencePlan) -> list[InfluenceChunk]:
+    def runner(p: InfluencePlan, model: TrainedModel) -> list[InfluenceChunk]:
+        assert model is small_model
         bounds = chunk_bounds(p.num_train, chunk_size=37)
         seen.extend(bounds)
-        return [estimate_chunk(p, small_model, small_graph, a, b) for a, b in bounds]
+        return [estimate_chunk(p, model, small_graph, a, b) for a, b in bounds]
 
     result = estimate(small_model, small_graph, chunk_runner=runner)
     assert len(seen) == -(-int(small_graph.train_idx.numel()) // 37)

@@ -478,7 +478,8 @@ class Coordinator:
     settings: Settings
     audit_id: uuid.UUID
     attempt: int
-    model: TrainedModel
+    model: TrainedModel | None
+    """The model the plan was made for; ``None``: the one `run_audit` passes in with the plan."""
     graph: Graph
     device: str
     chunks: int
@@ -488,7 +489,10 @@ class Coordinator:
     poll: float = 0.2
     record: dict[str, Any] | None = None
 
-    def __call__(self, plan: InfluencePlan) -> list[InfluenceChunk]:
+    def __call__(self, plan: InfluencePlan, model: TrainedModel | None = None) -> list[InfluenceChunk]:
+        self.model = model or self.model
+        if self.model is None:
+            raise ValueError("the coordinator needs the model the influence plan was made for")
         bounds = chunk_bounds(plan.num_train, self.chunks)
         weights, config = self.model.to_bytes(), self.model.config_dict()
         with self.sessions.begin() as session:

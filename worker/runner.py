@@ -6,7 +6,6 @@ Celery-free so that it can be called and tested directly; `worker.tasks` wraps i
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from app.settings import Settings
 from bind_core import ConfigError, DatasetNotFoundError, Graph
 from bind_core.audit import AuditConfig, AuditResult, run_audit
 from bind_core.datasets import load, load_npz
-from bind_core.training import TrainedModel, train
+from bind_core.training import TrainedModel
 from worker import chunks, events, jobs
 from worker.jobs import Claim
 from worker.problems import problem_for
@@ -151,23 +150,13 @@ def _run_distributed(
     progress: chunks.Progress,
     send_chunks: chunks.SendChunks | None,
 ) -> tuple[AuditResult, dict[str, Any] | None]:
-    """`run_audit` with the influence estimate's per-node part spread over workers (`worker.chunks`).
-
-    The chunk workers need the model's weights, which `run_audit` would only make inside; so the model is
-    trained here first, exactly as `run_audit` trains it, and handed in (its training time is restored in the
-    result's timings). Also returns how many chunks ran, on which workers and devices.
-    """
-    trained_for = None
-    if model is None:
-        start = time.perf_counter()
-        model = train(graph, config.training, config.model, progress=progress, device=device)
-        trained_for = time.perf_counter() - start
+    """`run_audit` with the influence estimate's per-node part spread over workers (`worker.chunks`): the
+    coordinator receives the plan and the model (trained by `run_audit`, or the supplied one) and returns the
+    chunks. Also returns how many chunks ran, on which workers and devices."""
     coordinator = chunks.Coordinator(
         sessions, settings, claim.audit_id, claim.attempt, model, graph, device, n_chunks, progress, send_chunks
     )
     result = run_audit(graph, config, progress=progress, device=device, model=model, chunk_runner=coordinator)
-    if trained_for is not None:
-        result.timings["training"] = trained_for
     return result, coordinator.record
 
 

@@ -49,8 +49,9 @@ from bind_core.influence.solvers import (
 from bind_core.models import probabilities
 from bind_core.training import ProgressCallback, TrainedModel
 
-ChunkRunner = Callable[[InfluencePlan], list[InfluenceChunk]]
-"""Computes the per-node terms for a plan, e.g. as chunks on several workers (see ``plan.chunk_bounds``)."""
+ChunkRunner = Callable[[InfluencePlan, TrainedModel], list[InfluenceChunk]]
+"""Computes the per-node terms of a plan for the model it was made for, e.g. as chunks on several workers (see
+``plan.chunk_bounds`` and :func:`estimate_chunk`)."""
 
 SIGN_CONVENTION = (
     "delta = Γ(model retrained without node v) − Γ(current model); positive: deleting v increases bias "
@@ -136,7 +137,7 @@ def estimate(
         damping: added to the Hessian's eigenvalues (exact, cg); 0 by default.
         progress: ``progress("influence", fraction)``.
         groups: the groups Γ is measured over (default: all; an audit's minimum group size narrows them).
-        chunk_runner: computes the per-node terms from the plan (``chunk_runner(plan) -> chunks``), for
+        chunk_runner: computes the per-node terms from the plan (``chunk_runner(plan, model) -> chunks``), for
             instance spread over several workers; default: all of them here, in one chunk.
 
     Returns:
@@ -157,7 +158,7 @@ def estimate(
         m = the_plan.num_train
         chunks = [estimate_chunk(the_plan, model, graph, 0, m, fm=fm)]
     else:
-        chunks = chunk_runner(the_plan)
+        chunks = chunk_runner(the_plan, model)
     report(1.0)
     return combine(the_plan, graph, chunks)
 
