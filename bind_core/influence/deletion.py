@@ -140,20 +140,31 @@ def _gcn_rows(
     has_edge: Callable[[Tensor, Tensor], Tensor],
     x: Tensor,
 ) -> Tensor:
-    """Rows of ``Â·X`` for ``j`` on ``G − v`` with the degrees of ``G − v``."""
+    """Rows of ``Â·X`` for ``j`` on ``G − v`` with the degrees of ``G − v``, from the full graph's rows.
+
+    With ``S_j = Σ_{u∈N[j]} x_u/√d̃_u = √d̃_j·z_j`` (``N[j]`` with ``j``), deleting ``v`` (a neighbour of ``j``)
+    removes ``v``'s term and lowers by one the degree of every node adjacent to ``v`` (``j`` itself and the
+    common neighbours of ``j`` and ``v``), so
+
+        z'_j = [S_j − x_v/√d̃_v + Σ_{u ∈ {j} ∪ (N(j) ∩ N(v))} x_u·(1/√(d̃_u − 1) − 1/√d̃_u)] / √(d̃_j − 1).
+
+    Only the triangles ``(v, j, u)`` touch feature rows; finding them scans ``j``'s neighbour list (integer
+    work), so the float work grows with the number of affected pairs, not with pairs times degree.
+    """
+    assert fm.inputs.x_prop is not None
     g = fm.graph
     counts = deg[j]
     rep = torch.repeat_interleave(torch.arange(j.numel()), counts)
     offsets = torch.arange(rep.numel()) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
     u = g.edge_index[1][rowptr[j][rep] + offsets]
-    vv = v[rep]
-    ok = u != vv
-    rep, u, vv = rep[ok], u[ok], vv[ok]
-    d_j = dtilde[j] - 1.0
-    d_u = dtilde[u] - has_edge(u, vv).to(torch.float64)
-    w = 1.0 / torch.sqrt(d_j[rep] * d_u)
-    z = x[j] / d_j.unsqueeze(1)
-    return z.index_add(0, rep, x[u] * w.unsqueeze(1)).to(fm.device)
+    triangle = has_edge(u, v[rep])  # u is adjacent to both j and v (never v itself: no self-loops)
+    rep, u = rep[triangle], u[triangle]
+    inv = dtilde.rsqrt()
+    change = (dtilde - 1.0).clamp(min=1.0).rsqrt() - inv  # 1/√(d̃ − 1) − 1/√d̃, for nodes adjacent to v
+    z = fm.inputs.x_prop[j.to(fm.device)].cpu().to(torch.float64)
+    s = z * dtilde[j].sqrt().unsqueeze(1) - x[v] * inv[v].unsqueeze(1) + x[j] * change[j].unsqueeze(1)
+    s.index_add_(0, rep, x[u] * change[u].unsqueeze(1))
+    return (s * (dtilde[j] - 1.0).rsqrt().unsqueeze(1)).to(fm.device, fm.inputs.x_prop.dtype)
 
 
 def _subgraph_batches(  # the reference the incremental path is tested against: whole model, 2L-hop subgraphs
