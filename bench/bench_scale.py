@@ -65,6 +65,7 @@ def audit_once(
         "audit_timings": result.timings,
         "influence_timings": inf.timings,
         "grad_norm": inf.grad_norm,
+        "stationarity": result.model.stationarity,
         "gamma": inf.gamma,
         "accuracy": result.metrics["test"].get("accuracy"),
         "device": device,
