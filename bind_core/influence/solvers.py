@@ -23,6 +23,7 @@ from torch import Tensor
 from torch.func import grad, hessian, jvp
 
 from bind_core.errors import ConfigError
+from bind_core.hessian import dense_hessian as chunked_hessian
 
 SOLVERS = ("auto", "exact", "cg", "lissa")
 EXACT_MAX_PARAMETERS = 5000
@@ -57,25 +58,16 @@ def choose(solver: str, num_parameters: int) -> str:
 
 def dense_hessian(objective: Callable[[Tensor], Tensor], theta: Tensor, chunk: int | None = None) -> Tensor:
     """The ``[p, p]`` Hessian: ``torch.func.hessian`` (all ``p`` columns at once) when ``chunk`` is None and it
-    applies, else columns by HVPs, ``chunk`` at a time under ``vmap`` (memory: ``chunk`` copies of the
-    activations; see :func:`hessian_chunk`)."""
+    applies, else columns by HVPs, ``chunk`` at a time (:func:`bind_core.hessian.dense_hessian`; memory:
+    ``chunk`` copies of the activations, see :func:`hessian_chunk`)."""
     p = theta.numel()
-    try:
-        if chunk is not None and chunk < p:
-            raise NotImplementedError("chunked")
-        h = hessian(objective)(theta)
-    except (RuntimeError, NotImplementedError):
-        chunk = chunk or 256
-        hvp = make_hvp(objective, theta)
-        eye = torch.eye(p, dtype=theta.dtype, device=theta.device)
-        cols = []
-        for start in range(0, p, chunk):
-            try:
-                cols.append(torch.vmap(hvp)(eye[start : start + chunk]))
-            except (RuntimeError, NotImplementedError):
-                cols.append(torch.stack([hvp(e) for e in eye[start : start + chunk]]))
-        h = torch.cat(cols)
-    return 0.5 * (h + h.T)
+    if chunk is None or chunk >= p:
+        try:
+            h = hessian(objective)(theta)
+            return 0.5 * (h + h.T)
+        except (RuntimeError, NotImplementedError):
+            chunk = 256
+    return chunked_hessian(objective, theta, chunk=chunk)
 
 
 def hessian_chunk(activation_elements: int, num_parameters: int, budget: int = 2**24) -> int:
