@@ -20,6 +20,7 @@ whose computation graph of a one-layer GCN is the 1-hop neighbourhood.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -103,18 +104,44 @@ def _row_batches(fm: FunctionalModel, max_pairs: int, first: int = 0, stop: int 
     dtilde = (deg + 1).to(torch.float64)
     rowptr = torch.zeros(n + 1, dtype=torch.long)
     rowptr[1:] = torch.cumsum(deg, 0)
-    has_edge = _edge_lookup(g.edge_index, n)
+    adjacent = _adjacency_marks(g.edge_index[1], rowptr, n)
     x = fm.inputs.x.cpu()
     arch = fm.module.config.arch
     for start in range(0, v_all.numel(), max_pairs):
         v, j = v_all[start : start + max_pairs], j_all[start : start + max_pairs]
         gcn = arch == "gcn"
-        z = _gcn_rows(fm, v, j, deg, dtilde, rowptr, has_edge, x) if gcn else _gin_sage_rows(fm, v, j, deg)
+        z = _gcn_rows(fm, v, j, deg, dtilde, rowptr, adjacent, x) if gcn else _gin_sage_rows(fm, v, j, deg)
 
         def logits(flat: Tensor, z: Tensor = z) -> Tensor:
             return fm.logits_z(flat, z)
 
         yield PairBatch(pos[v], j, logits)
+
+
+def _adjacency_marks(col: Tensor, rowptr: Tensor, n: int) -> Callable[[Tensor, Tensor], Tensor]:
+    """``adjacent(u, v)``: is ``u`` a neighbour of ``v``, for queries grouped by ``v`` (runs of equal ``v``).
+
+    Each run marks ``v``'s neighbours in one reusable ``[n]`` mask, reads the mask at its ``u``'s and clears
+    it: ``O(deg v)`` per run plus ``O(1)`` per query, where a sorted-key lookup costs ``O(log E)`` per query
+    (the difference between 0.5 s and several seconds at 10⁷ edges).
+    """
+    mask = torch.zeros(n, dtype=torch.bool)
+
+    def adjacent(u: Tensor, v: Tensor) -> Tensor:
+        out = torch.empty(u.numel(), dtype=torch.bool)
+        if v.numel() == 0:
+            return out
+        starts = torch.nonzero(torch.cat([torch.tensor([True]), v[1:] != v[:-1]])).flatten().tolist()
+        bounds = [*starts, v.numel()]
+        for a, b in itertools.pairwise(bounds):
+            node = int(v[a])
+            nb = col[int(rowptr[node]) : int(rowptr[node + 1])]
+            mask[nb] = True
+            out[a:b] = mask[u[a:b]]
+            mask[nb] = False
+        return out
+
+    return adjacent
 
 
 def _gin_sage_rows(fm: FunctionalModel, v: Tensor, j: Tensor, deg: Tensor) -> Tensor:
@@ -137,7 +164,7 @@ def _gcn_rows(
     deg: Tensor,
     dtilde: Tensor,
     rowptr: Tensor,
-    has_edge: Callable[[Tensor, Tensor], Tensor],
+    adjacent: Callable[[Tensor, Tensor], Tensor],
     x: Tensor,
 ) -> Tensor:
     """Rows of ``Â·X`` for ``j`` on ``G − v`` with the degrees of ``G − v``, from the full graph's rows.
@@ -157,7 +184,7 @@ def _gcn_rows(
     rep = torch.repeat_interleave(torch.arange(j.numel()), counts)
     offsets = torch.arange(rep.numel()) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
     u = g.edge_index[1][rowptr[j][rep] + offsets]
-    triangle = has_edge(u, v[rep])  # u is adjacent to both j and v (never v itself: no self-loops)
+    triangle = adjacent(u, v[rep])  # u is adjacent to both j and v (never v itself: no self-loops)
     rep, u = rep[triangle], u[triangle]
     inv = dtilde.rsqrt()
     change = (dtilde - 1.0).clamp(min=1.0).rsqrt() - inv  # 1/√(d̃ − 1) − 1/√d̃, for nodes adjacent to v
