@@ -279,13 +279,15 @@ def combine(plan: InfluencePlan, graph: Any, chunks: list[InfluenceChunk]) -> In
 
 
 def _hessian_chunk(fm: FunctionalModel) -> int:
-    """Columns of the Hessian formed at once: bounded by the size of one forward pass's activations (the
-    training rows of a row-separable model; every node and edge of the graph otherwise)."""
-    g, module = fm.graph, fm.module
+    """How the dense Hessian is formed: for a row-separable model, columns by forward-over-reverse products,
+    as many at once as keep the activations of the training rows near a memory budget; for a message-passing
+    model, row by row on one retained gradient graph (``0``: a forward-mode pass through PyG's scatter costs
+    about three backward passes)."""
+    module = fm.module
+    if not module.row_separable:
+        return 0
     width = max(module.in_dim, module.config.hidden * module.config.heads)
-    full_graph = int(fm.inputs.edge_index.shape[1]) + g.num_nodes
-    rows = int(g.train_idx.numel()) if module.row_separable else full_graph
-    return hessian_chunk(rows * width * (module.config.layers + 1), fm.num_parameters)
+    return hessian_chunk(int(fm.graph.train_idx.numel()) * width * 2, fm.num_parameters)
 
 
 def _gamma_gradients(fm: FunctionalModel, theta: Tensor) -> Tensor:

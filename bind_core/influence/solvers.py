@@ -24,6 +24,7 @@ from torch.func import grad, hessian, jvp
 
 from bind_core.errors import ConfigError
 from bind_core.hessian import dense_hessian as chunked_hessian
+from bind_core.hessian import dense_hessian_by_rows
 
 SOLVERS = ("auto", "exact", "cg", "lissa")
 EXACT_MAX_PARAMETERS = 5000
@@ -59,8 +60,11 @@ def choose(solver: str, num_parameters: int) -> str:
 def dense_hessian(objective: Callable[[Tensor], Tensor], theta: Tensor, chunk: int | None = None) -> Tensor:
     """The ``[p, p]`` Hessian: ``torch.func.hessian`` (all ``p`` columns at once) when ``chunk`` is None and it
     applies, else columns by HVPs, ``chunk`` at a time (:func:`bind_core.hessian.dense_hessian`; memory:
-    ``chunk`` copies of the activations, see :func:`hessian_chunk`)."""
+    ``chunk`` copies of the activations, see :func:`hessian_chunk`); ``chunk=0``: row by row on one retained
+    gradient graph (:func:`bind_core.hessian.dense_hessian_by_rows`, for message-passing models)."""
     p = theta.numel()
+    if chunk == 0:
+        return dense_hessian_by_rows(objective, theta)
     if chunk is None or chunk >= p:
         try:
             h = hessian(objective)(theta)
