@@ -94,28 +94,38 @@ def pair_batches(
 def _row_batches(fm: FunctionalModel, max_pairs: int, first: int = 0, stop: int | None = None) -> Iterator[PairBatch]:
     g = fm.graph
     n = g.num_nodes
-    src, dst = g.edge_index
     stop = int(g.train_idx.numel()) if stop is None else stop
-    pos = torch.full((n,), -1, dtype=torch.long)
-    pos[g.train_idx] = torch.arange(g.train_idx.numel())
-    keep = (pos[src] >= first) & (pos[src] < stop) & _relevant(fm)[dst]
-    v_all, j_all = src[keep], dst[keep]
     deg = g.degree
     dtilde = (deg + 1).to(torch.float64)
     rowptr = torch.zeros(n + 1, dtype=torch.long)
     rowptr[1:] = torch.cumsum(deg, 0)
+    # the deleted nodes' neighbour lists, read from the CSR rows (no scan of every edge)
+    v_pos_all = torch.repeat_interleave(torch.arange(first, stop), deg[g.train_idx[first:stop]])
+    v_all, j_all = _rows_of(g.train_idx[first:stop], g.edge_index[1], rowptr, deg)
+    keep = _relevant(fm)[j_all]
+    v_pos_all, v_all, j_all = v_pos_all[keep], v_all[keep], j_all[keep]
     adjacent = _adjacency_marks(g.edge_index[1], rowptr, n)
     x = fm.inputs.x.cpu()
     arch = fm.module.config.arch
     for start in range(0, v_all.numel(), max_pairs):
         v, j = v_all[start : start + max_pairs], j_all[start : start + max_pairs]
+        v_pos = v_pos_all[start : start + max_pairs]
         gcn = arch == "gcn"
         z = _gcn_rows(fm, v, j, deg, dtilde, rowptr, adjacent, x) if gcn else _gin_sage_rows(fm, v, j, deg)
 
         def logits(flat: Tensor, z: Tensor = z) -> Tensor:
             return fm.logits_z(flat, z)
 
-        yield PairBatch(pos[v], j, logits)
+        yield PairBatch(v_pos, j, logits)
+
+
+def _rows_of(nodes: Tensor, col: Tensor, rowptr: Tensor, deg: Tensor) -> tuple[Tensor, Tensor]:
+    """``(owner, neighbour)`` for every edge leaving ``nodes`` (CSR rows, in the order of ``nodes``)."""
+    counts = deg[nodes]
+    owner = torch.repeat_interleave(nodes, counts)
+    first = torch.cumsum(counts, 0) - counts
+    offsets = torch.arange(owner.numel()) - torch.repeat_interleave(first, counts)
+    return owner, col[torch.repeat_interleave(rowptr[nodes], counts) + offsets]
 
 
 def _adjacency_marks(col: Tensor, rowptr: Tensor, n: int) -> Callable[[Tensor, Tensor], Tensor]:
