@@ -18,6 +18,7 @@ import itertools
 import threading
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -174,7 +175,7 @@ class GNN(nn.Module):
         """
         dtype = dtype or next(self.parameters()).dtype
         device = torch.device(device or next(self.parameters()).device)
-        eps = float(self.convs[0].eps) if self.config.arch == "gin" else 0.0
+        eps = float(getattr(self.convs[0], "eps", 0.0)) if self.config.arch == "gin" else 0.0
         key = (self.config.arch, self.row_separable, eps, dtype, str(device))
         cached, store = _prepared(graph, key)
         if cached is not None:
@@ -237,7 +238,7 @@ class GNN(nn.Module):
         return self.head(conv.lin_l(z[:, : self.in_dim]) + conv.lin_r(z[:, self.in_dim :]))
 
 
-ACTIVATION_FNS = {"gelu": F.gelu, "relu": F.relu, "tanh": torch.tanh}
+ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {"gelu": F.gelu, "relu": F.relu, "tanh": torch.tanh}
 """The activation functions by name (between layers; see :class:`ModelConfig`)."""
 _ACT = ACTIVATION_FNS
 

@@ -529,8 +529,10 @@ class Coordinator:
                 )  # fmt: skip
             if claim is not None:
                 if loaded is None:
-                    fm = FunctionalModel.from_trained(self.model, self.graph, plan.groups)
-                    loaded = Loaded(plan_id, plan, self.model, self.graph, fm)
+                    model = self.model
+                    assert model is not None  # set at the top of __call__
+                    fm = FunctionalModel.from_trained(model, self.graph, plan.groups)
+                    loaded = Loaded(plan_id, plan, model, self.graph, fm)
                 compute(self.sessions, claim, loaded, self.settings.heartbeat_interval)
             with self.sessions() as session:
                 done, total = counts(session, plan_id)

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch.func import jvp
 
-from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.functional import FunctionalModel, forward_derivative
 from bind_core.influence.incremental import IncrementalBatch, incremental_batches
 from bind_core.models import GraphInputs
 from bind_core.neighbourhood import Csr
@@ -45,7 +44,7 @@ class PairBatch:
 
     def jvp(self, flat: Tensor, s: Tensor, column: int) -> tuple[Tensor, Tensor]:
         """The logits and their derivative along ``s[:, column]``."""
-        return jvp(self.logits, (flat,), (s[:, column],))
+        return forward_derivative(self.logits, (flat,), (s[:, column],))
 
 
 Batch = PairBatch | IncrementalBatch

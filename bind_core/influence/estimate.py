@@ -31,11 +31,10 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.func import jvp
 
 from bind_core.errors import ConfigError
 from bind_core.influence.deletion import Batch, pair_batches
-from bind_core.influence.functional import FunctionalModel, dloss_dlogits, gammas_from_proba
+from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, stack_chunks
 from bind_core.influence.solvers import (
     SolveInfo,
@@ -303,7 +302,7 @@ def _directional_loss_derivatives(logits_fn: Any, theta: Tensor, s: Tensor, y: T
     """``∇ℓ_kᵀ·s[:, c]`` for every output row ``k`` and column ``c`` of ``s``, by forward-mode AD: ``[k, 2]``."""
     cols = []
     for c in range(s.shape[1]):
-        z, dz = jvp(logits_fn, (theta,), (s[:, c],))
+        z, dz = forward_derivative(logits_fn, (theta,), (s[:, c],))
         cols.append((dloss_dlogits(z, y) * dz).sum(dim=1))
     return torch.stack(cols, dim=1).detach()
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
-from torch.func import functional_call
+from torch.func import functional_call, jvp
 
 from bind_core.fairness import gamma_eo, gamma_sp, pdd
 from bind_core.graph import Graph
@@ -106,6 +108,14 @@ def gammas_from_proba(proba: Tensor, graph: Graph, groups: list[int] | None = No
     return torch.stack(
         [gamma_sp(proba, sens, num_groups=num, groups=groups), gamma_eo(proba, y, sens, num_groups=num, groups=groups)]
     )
+
+
+def forward_derivative(
+    fn: Callable[..., Any], primals: tuple[Tensor, ...], tangents: tuple[Tensor, ...]
+) -> tuple[Any, Any]:
+    """``torch.func.jvp`` typed: ``(fn(*primals), its derivative along tangents)``."""
+    out = jvp(fn, primals, tangents)
+    return out[0], out[1]
 
 
 def dloss_dlogits(logits: Tensor, y: Tensor) -> Tensor:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch.func import functional_call, jvp
+from torch.func import functional_call
 
-from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.functional import FunctionalModel, forward_derivative
 from bind_core.models import ACTIVATION_FNS
 from bind_core.neighbourhood import Csr, member
 
@@ -66,7 +66,9 @@ class FullGraphRows:
         if self._s is not s:
             self._tangents, self._s = {}, s
         if column not in self._tangents:
-            primal, tangent = jvp(lambda f: tuple(layer_outputs(self.fm, f)[:-1]), (self.fm.theta,), (s[:, column],))
+            primal, tangent = forward_derivative(
+                lambda f: tuple(layer_outputs(self.fm, f)[:-1]), (self.fm.theta,), (s[:, column],)
+            )
             self._values = [h.detach() for h in primal]
             self._tangents[column] = [t.detach() for t in tangent]
         return self._tangents[column]
@@ -144,7 +146,7 @@ class IncrementalBatch:
         """Logits and their derivative along ``s[:, column]`` (through the full graph's rows too)."""
         tangents = self._base_rows(lambda: self.full.tangents(s, column))
         primals = self._base_rows(self.full.values)
-        return jvp(self._forward, (flat, *primals), (s[:, column], *tangents))
+        return forward_derivative(self._forward, (flat, *primals), (s[:, column], *tangents))
 
 
 def _base_positions(spec: _Layer) -> Tensor:
