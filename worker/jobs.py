@@ -72,7 +72,7 @@ def claim(
     return Claim(audit_id, row.attempts, row.graph_id, row.dataset, row.config, row.model_id)
 
 
-def _rowcount(session: Session, statement: Executable) -> int:
+def rowcount(session: Session, statement: Executable) -> int:
     result = session.execute(statement)
     assert isinstance(result, CursorResult)
     return result.rowcount
@@ -108,7 +108,7 @@ def beat(session: Session, claim: Claim, stage: str | None, progress: float | No
         values["stage"] = stage
     if progress is not None:
         values["progress"] = progress
-    hit = _rowcount(session, update(Audit).where(_fence(claim)).values(**values))
+    hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
     return Lease.HELD if hit else _lease_after_miss(session, claim)
 
 
@@ -132,7 +132,7 @@ def succeed(
         state="succeeded", stage=None, progress=1.0, results=results, model_weights=weights,
         model_config=model_config, error=None, finished_at=t, heartbeat_at=t, updated_at=t,
     )  # fmt: skip
-    hit = _rowcount(session, update(Audit).where(_fence(claim)).values(**values))
+    hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
     if not hit:
         return _lease_after_miss(session, claim)
     session.execute(delete(InfluenceRow).where(InfluenceRow.audit_id == claim.audit_id))
@@ -159,7 +159,7 @@ def fail(session: Session, claim: Claim, problem: dict[str, Any]) -> Lease:
     """Mark the audit ``failed`` with ``problem`` (an RFC 9457 document)."""
     t = now()
     values = dict(state="failed", error=problem, finished_at=t, heartbeat_at=t, updated_at=t)
-    hit = _rowcount(session, update(Audit).where(_fence(claim)).values(**values))
+    hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
     return Lease.HELD if hit else _lease_after_miss(session, claim)
 
 

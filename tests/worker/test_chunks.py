@@ -34,8 +34,10 @@ from bind_core.influence import estimate
 from bind_core.influence.estimate import plan
 from bind_core.influence.plan import InfluencePlan
 from bind_core.training import TrainConfig, TrainedModel, train
+from worker import chunk_rows as stored
 from worker import chunks, runner
-from worker.chunks import ChunkClaim, Coordinator
+from worker.chunk_rows import ChunkClaim
+from worker.chunks import Coordinator
 from worker.jobs import now
 from worker.progress import Cancelled
 
@@ -127,7 +129,7 @@ def store_plan(
     from bind_core.influence.plan import chunk_bounds
 
     with pg.begin() as session:
-        return chunks.create_plan(
+        return stored.create_plan(
             session, audit_id=audit_id, attempt=1, plan=the_plan.to_bytes(), weights=model.to_bytes(),
             model_config=model.config_dict(), bounds=chunk_bounds(the_plan.num_train, n),
         )  # fmt: skip
@@ -135,7 +137,7 @@ def store_plan(
 
 def claim(pg: sessionmaker[Session], plan_id: uuid.UUID, worker: str, **kwargs: Any) -> ChunkClaim | None:
     with pg.begin() as session:
-        return chunks.claim_chunk(session, plan_id, worker=worker, device="cpu", lease_timeout=LEASE, **kwargs)
+        return stored.claim_chunk(session, plan_id, worker=worker, device="cpu", lease_timeout=LEASE, **kwargs)
 
 
 def chunk_rows(pg: sessionmaker[Session], plan_id: uuid.UUID) -> list[InfluenceChunkRecord]:
@@ -152,7 +154,7 @@ def test_concurrent_claims_skip_each_others_locked_rows(
 ) -> None:
     plan_id = store_plan(pg, running_audit(), the_plan, model, n=3)
     with pg.begin() as first:  # holds its row locked until it commits
-        a = chunks.claim_chunk(first, plan_id, worker="a", device="cpu", lease_timeout=LEASE)
+        a = stored.claim_chunk(first, plan_id, worker="a", device="cpu", lease_timeout=LEASE)
         b = claim(pg, plan_id, "b")  # another transaction, meanwhile: skips the locked row, does not wait
         c = claim(pg, plan_id, "c", newest_first=True)
     assert a is not None and b is not None and c is not None
@@ -171,7 +173,7 @@ def test_a_stale_claim_is_reclaimed_and_the_old_holder_fenced(
     assert dead is not None and dead.token == 1
     assert claim(pg, plan_id, "other", index=0) is None  # fresh heartbeat: held by a live worker
     with pg.begin() as session:
-        assert chunks.touch(session, dead)
+        assert stored.touch(session, dead)
         session.execute(
             update(InfluenceChunkRecord)
             .where(InfluenceChunkRecord.plan_id == plan_id, InfluenceChunkRecord.idx == 0)
@@ -180,12 +182,12 @@ def test_a_stale_claim_is_reclaimed_and_the_old_holder_fenced(
     taken = claim(pg, plan_id, "other", index=0)
     assert taken is not None and taken.token == 2 and taken.worker == "other"
     with pg.begin() as session:
-        assert not chunks.touch(session, dead)  # the dead worker's heartbeat no longer counts
-        chunks.release(session, dead)  # nor does its release
-        assert chunks.touch(session, taken)
+        assert not stored.touch(session, dead)  # the dead worker's heartbeat no longer counts
+        stored.release(session, dead)  # nor does its release
+        assert stored.touch(session, taken)
     assert chunk_rows(pg, plan_id)[0].status == "running"
     with pg.begin() as session:
-        chunks.release(session, taken)
+        stored.release(session, taken)
     row = chunk_rows(pg, plan_id)[0]
     assert (row.status, row.worker) == ("pending", None)
 
@@ -201,13 +203,13 @@ def test_a_result_is_stored_once(
     second = claim(pg, plan_id, "second", index=1)
     assert second is not None
     with pg.begin() as session:
-        assert chunks.store(session, second, b"from second", 0.5)
+        assert stored.store(session, second, b"from second", 0.5)
     with pg.begin() as session:
-        assert not chunks.store(session, first, b"from first", 0.7)  # the slow one finishes: nothing written
+        assert not stored.store(session, first, b"from first", 0.7)  # the slow one finishes: nothing written
     assert claim(pg, plan_id, "third", index=1) is None  # done chunks are never claimed again
     with pg() as session:
-        done = chunks.done_chunks(session, plan_id)
-        assert chunks.counts(session, plan_id) == (1, 2)
+        done = stored.done_chunks(session, plan_id)
+        assert stored.counts(session, plan_id) == (1, 2)
     assert [(d.index, d.result, d.worker, d.claims) for d in done] == [(1, b"from second", "second", 2)]
 
 
@@ -218,11 +220,11 @@ def test_a_plan_belongs_to_its_running_attempt(
     old = store_plan(pg, audit_id, the_plan, model)
     finished = store_plan(pg, running_audit(), the_plan, model)
     with pg() as session:
-        assert chunks.plan_source(session, old) is not None
+        assert stored.plan_source(session, old) is not None
     with pg.begin() as session:
         session.execute(update(Audit).where(Audit.id == audit_id).values(attempts=2))
     with pg() as session:
-        assert chunks.plan_source(session, old) is None  # a newer attempt owns the audit
+        assert stored.plan_source(session, old) is None  # a newer attempt owns the audit
     with pg.begin() as session:
         session.execute(update(Audit).where(Audit.id == audit_id).values(attempts=1))
         gone = session.scalar(select(InfluencePlanRecord.audit_id).where(InfluencePlanRecord.id == finished))
@@ -371,7 +373,7 @@ def test_other_workers_chunks_are_used_and_a_dead_ones_reclaimed(
         dead = claim(pg, plan_id, "dead:3", index=1)
         assert slow is not None and dead is not None
         with pg() as session:
-            source = chunks.plan_source(session, plan_id)
+            source = stored.plan_source(session, plan_id)
         assert source is not None
         loaded = chunks.load_plan(pg, source, load_graph, "cpu")
         assert loaded is not None
