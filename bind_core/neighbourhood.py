@@ -33,6 +33,17 @@ class Csr:
         rowptr[1:] = torch.cumsum(counts, 0)
         return cls(rowptr, edge_index[1].contiguous())
 
+    @classmethod
+    def of_degrees(cls, edge_index: Tensor, degree: Tensor) -> Csr:
+        """From an edge list already sorted by source and its out-degrees (a graph's cached ``degree``)."""
+        rowptr = torch.zeros(degree.numel() + 1, dtype=torch.long)
+        rowptr[1:] = torch.cumsum(degree, 0)
+        return cls(rowptr, edge_index[1].contiguous())
+
+    def neighbours_of(self, node: int) -> Tensor:
+        """The sorted neighbours of one node."""
+        return self.col[int(self.rowptr[node]) : int(self.rowptr[node + 1])]
+
     @property
     def num_nodes(self) -> int:
         return int(self.rowptr.numel() - 1)

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bind_core.influence.functional import FunctionalModel, forward_derivative
+from bind_core.influence.functional import FunctionalModel, estimate_targets, forward_derivative
 from bind_core.influence.incremental import IncrementalBatch, incremental_batches
 from bind_core.models import GraphInputs
-from bind_core.neighbourhood import Csr
+from bind_core.neighbourhood import Csr, member
 
 
 @dataclass
@@ -49,25 +49,6 @@ class PairBatch:
 
 Batch = PairBatch | IncrementalBatch
 """What :func:`pair_batches` yields: ``v_pos``, ``node``, ``logits(θ)`` and ``jvp(θ, s, column)``."""
-
-
-def _relevant(fm: FunctionalModel) -> Tensor:
-    g = fm.graph
-    mask = torch.zeros(g.num_nodes, dtype=torch.bool)
-    mask[g.train_idx] = True
-    mask[g.test_idx] = True
-    return mask
-
-
-def _edge_lookup(edge_index: Tensor, n: int) -> Callable[[Tensor, Tensor], Tensor]:
-    keys = edge_index[0] * n + edge_index[1]  # sorted: a Graph's edge_index is sorted by (source, target)
-
-    def has_edge(a: Tensor, b: Tensor) -> Tensor:
-        q = a * n + b
-        pos = torch.searchsorted(keys, q).clamp(max=max(keys.numel() - 1, 0))
-        return (keys[pos] == q) if keys.numel() else torch.zeros_like(q, dtype=torch.bool)
-
-    return has_edge
 
 
 def pair_batches(
@@ -92,25 +73,23 @@ def pair_batches(
 
 def _row_batches(fm: FunctionalModel, max_pairs: int, first: int = 0, stop: int | None = None) -> Iterator[PairBatch]:
     g = fm.graph
-    n = g.num_nodes
     stop = int(g.train_idx.numel()) if stop is None else stop
     deg = g.degree
     dtilde = (deg + 1).to(torch.float64)
-    rowptr = torch.zeros(n + 1, dtype=torch.long)
-    rowptr[1:] = torch.cumsum(deg, 0)
-    # the deleted nodes' neighbour lists, read from the CSR rows (no scan of every edge)
-    v_pos_all = torch.repeat_interleave(torch.arange(first, stop), deg[g.train_idx[first:stop]])
-    v_all, j_all = _rows_of(g.train_idx[first:stop], g.edge_index[1], rowptr, deg)
-    keep = _relevant(fm)[j_all]
-    v_pos_all, v_all, j_all = v_pos_all[keep], v_all[keep], j_all[keep]
-    adjacent = _adjacency_marks(g.edge_index[1], rowptr, n)
+    csr = Csr.of_degrees(g.edge_index, deg)
+    # the deleted nodes' neighbour lists, read from their CSR rows (no scan of every edge)
+    deleted = g.train_idx[first:stop]
+    owner, j_all = csr.neighbours(deleted)
+    keep = estimate_targets(fm.graph)[j_all]
+    owner, j_all = owner[keep], j_all[keep]
+    v_pos_all, v_all = owner + first, deleted[owner]
+    adjacent = _adjacency_marks(csr)
     x = fm.inputs.x.cpu()
-    arch = fm.module.config.arch
+    gcn = fm.module.config.arch == "gcn"
     for start in range(0, v_all.numel(), max_pairs):
         v, j = v_all[start : start + max_pairs], j_all[start : start + max_pairs]
         v_pos = v_pos_all[start : start + max_pairs]
-        gcn = arch == "gcn"
-        z = _gcn_rows(fm, v, j, deg, dtilde, rowptr, adjacent, x) if gcn else _gin_sage_rows(fm, v, j, deg)
+        z = _gcn_rows(fm, v, j, dtilde, csr, adjacent, x) if gcn else _gin_sage_rows(fm, v, j, deg)
 
         def logits(flat: Tensor, z: Tensor = z) -> Tensor:
             return fm.logits_z(flat, z)
@@ -118,33 +97,22 @@ def _row_batches(fm: FunctionalModel, max_pairs: int, first: int = 0, stop: int 
         yield PairBatch(v_pos, j, logits)
 
 
-def _rows_of(nodes: Tensor, col: Tensor, rowptr: Tensor, deg: Tensor) -> tuple[Tensor, Tensor]:
-    """``(owner, neighbour)`` for every edge leaving ``nodes`` (CSR rows, in the order of ``nodes``)."""
-    counts = deg[nodes]
-    owner = torch.repeat_interleave(nodes, counts)
-    first = torch.cumsum(counts, 0) - counts
-    offsets = torch.arange(owner.numel()) - torch.repeat_interleave(first, counts)
-    return owner, col[torch.repeat_interleave(rowptr[nodes], counts) + offsets]
-
-
-def _adjacency_marks(col: Tensor, rowptr: Tensor, n: int) -> Callable[[Tensor, Tensor], Tensor]:
+def _adjacency_marks(csr: Csr) -> Callable[[Tensor, Tensor], Tensor]:
     """``adjacent(u, v)``: is ``u`` a neighbour of ``v``, for queries grouped by ``v`` (runs of equal ``v``).
 
     Each run marks ``v``'s neighbours in one reusable ``[n]`` mask, reads the mask at its ``u``'s and clears
     it: ``O(deg v)`` per run plus ``O(1)`` per query, where a sorted-key lookup costs ``O(log E)`` per query
     (the difference between 0.5 s and several seconds at 10⁷ edges).
     """
-    mask = torch.zeros(n, dtype=torch.bool)
+    mask = torch.zeros(csr.num_nodes, dtype=torch.bool)
 
     def adjacent(u: Tensor, v: Tensor) -> Tensor:
         out = torch.empty(u.numel(), dtype=torch.bool)
         if v.numel() == 0:
             return out
         starts = torch.nonzero(torch.cat([torch.tensor([True]), v[1:] != v[:-1]])).flatten().tolist()
-        bounds = [*starts, v.numel()]
-        for a, b in itertools.pairwise(bounds):
-            node = int(v[a])
-            nb = col[int(rowptr[node]) : int(rowptr[node + 1])]
+        for a, b in itertools.pairwise([*starts, v.numel()]):
+            nb = csr.neighbours_of(int(v[a]))
             mask[nb] = True
             out[a:b] = mask[u[a:b]]
             mask[nb] = False
@@ -170,9 +138,8 @@ def _gcn_rows(
     fm: FunctionalModel,
     v: Tensor,
     j: Tensor,
-    deg: Tensor,
     dtilde: Tensor,
-    rowptr: Tensor,
+    csr: Csr,
     adjacent: Callable[[Tensor, Tensor], Tensor],
     x: Tensor,
 ) -> Tensor:
@@ -188,11 +155,7 @@ def _gcn_rows(
     work), so the float work grows with the number of affected pairs, not with pairs times degree.
     """
     assert fm.inputs.x_prop is not None
-    g = fm.graph
-    counts = deg[j]
-    rep = torch.repeat_interleave(torch.arange(j.numel()), counts)
-    offsets = torch.arange(rep.numel()) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
-    u = g.edge_index[1][rowptr[j][rep] + offsets]
+    rep, u = csr.neighbours(j)
     triangle = adjacent(u, v[rep])  # u is adjacent to both j and v (never v itself: no self-loops)
     rep, u = rep[triangle], u[triangle]
     inv = dtilde.rsqrt()
@@ -207,11 +170,10 @@ def _subgraph_batches(  # the reference the incremental path is tested against: 
     fm: FunctionalModel, max_nodes: int, first: int = 0, stop: int | None = None
 ) -> Iterator[PairBatch]:
     g = fm.graph
-    n, hops = g.num_nodes, fm.module.config.layers
+    hops = fm.module.config.layers
     ei = g.edge_index
-    csr = Csr.from_edge_index(ei, n)
-    relevant = _relevant(fm)
-    has_edge = _edge_lookup(ei, n)
+    csr = Csr.of_degrees(ei, g.degree)
+    relevant = estimate_targets(fm.graph)
     is_gcn = fm.module.config.arch == "gcn"
     dtilde = (g.degree + 1).to(torch.float64)
     parts: list[tuple[int, Tensor, Tensor, Tensor, Tensor | None, Tensor]] = []
@@ -229,7 +191,7 @@ def _subgraph_batches(  # the reference the incremental path is tested against: 
         sub_ei = csr.induced(nodes)
         weights = None
         if is_gcn:
-            d = dtilde[nodes] - has_edge(nodes, torch.full_like(nodes, v)).to(torch.float64)
+            d = dtilde[nodes] - member(nodes, csr.neighbours_of(v)).to(torch.float64)
             loops = torch.arange(nodes.numel())
             sub_ei = torch.cat([sub_ei, torch.stack([loops, loops])], dim=1)
             dinv = d.pow(-0.5)

@@ -110,6 +110,15 @@ def gammas_from_proba(proba: Tensor, graph: Graph, groups: list[int] | None = No
     )
 
 
+def estimate_targets(graph: Graph) -> Tensor:
+    """``[n]`` mask of the nodes whose outputs the estimate reads: training nodes (their losses) and test
+    nodes (Γ)."""
+    mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
+    mask[graph.train_idx] = True
+    mask[graph.test_idx] = True
+    return mask
+
+
 def forward_derivative(
     fn: Callable[..., Any], primals: tuple[Tensor, ...], tangents: tuple[Tensor, ...]
 ) -> tuple[Any, Any]:

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from torch.func import functional_call
 
-from bind_core.influence.functional import FunctionalModel, forward_derivative
+from bind_core.influence.functional import FunctionalModel, estimate_targets, forward_derivative
 from bind_core.models import ACTIVATION_FNS
 from bind_core.neighbourhood import Csr, member
 
@@ -161,12 +161,10 @@ def _to(t: Tensor | None, fm: FunctionalModel) -> Tensor | None:
 def incremental_batches(fm: FunctionalModel, max_rows: int, first: int, stop: int) -> Iterator[IncrementalBatch]:
     """The affected pairs of ``train_idx[first:stop]``, batched to about ``max_rows`` input rows per layer."""
     g = fm.graph
-    n, depth = g.num_nodes, len(fm.module.convs)
+    depth = len(fm.module.convs)
     gcn = fm.module.config.arch == "gcn"
-    csr = Csr.from_edge_index(g.edge_index, n)
-    relevant = torch.zeros(n, dtype=torch.bool)
-    relevant[g.train_idx] = True
-    relevant[g.test_idx] = True
+    csr = Csr.of_degrees(g.edge_index, g.degree)
+    relevant = estimate_targets(g)
     dtilde = (g.degree + 1).to(torch.float64)
     full = FullGraphRows(fm)
     pending: list[tuple[int, Tensor, list[tuple[Tensor, Tensor, Tensor, Tensor | None]]]] = []
@@ -192,7 +190,7 @@ def incremental_batches(fm: FunctionalModel, max_rows: int, first: int, stop: in
                 loops = torch.searchsorted(sources, out_nodes)
                 src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
                 adjacent = torch.zeros(sources.numel(), dtype=torch.float64)
-                adjacent[member(sources, csr.col[csr.rowptr[v] : csr.rowptr[v + 1]])] = 1.0
+                adjacent[member(sources, csr.neighbours_of(v))] = 1.0
                 dinv = (dtilde[sources] - adjacent).pow(-0.5)
                 weight = dinv[src] * dinv[dst]
             per_layer.append((sources, torch.stack([src, dst]), torch.searchsorted(sources, out_nodes), weight))
