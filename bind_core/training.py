@@ -313,10 +313,7 @@ def gradient_norm(trained: TrainedModel, graph: Graph) -> float:
     """Euclidean norm of the gradient of the training objective (no dropout) at the current weights."""
     module = trained.module
     module.eval()
-    params = [p for p in module.parameters() if p.requires_grad]
-    obj = training_objective(module, trained.prepare(graph), graph, trained.train_config.weight_decay)
-    grads = torch.autograd.grad(obj, params)
-    return float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads)))
+    return _norm(_gradient(module, trained.prepare(graph), graph, trained.train_config.weight_decay))
 
 
 def polish(
@@ -390,13 +387,13 @@ def polish(
         write_back(theta)
     if progress is not None:
         progress(1.0)
-    grad_norm = gradient_norm(trained, graph)
+    grads = _gradient(module, inputs, graph, wd)
     trained.stationarity = {
         **trained.stationarity,
-        "grad_norm": grad_norm,
+        "grad_norm": _norm(grads),
         "polished": True,
         "iterations": int(state.get("n_iter", 0)),
-        "converged": _max_abs_grad(module, inputs, graph, wd) <= tol,
+        "converged": max(float(g.abs().max()) for g in grads) <= tol,
         "seconds": time.perf_counter() - start,
     }
     if record:
@@ -406,11 +403,19 @@ def polish(
     return trained
 
 
+def _gradient(module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float) -> list[Tensor]:
+    """``∂L/∂θ`` of the training objective at the current weights, per parameter tensor."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    return list(torch.autograd.grad(training_objective(module, inputs, graph, weight_decay), params))
+
+
+def _norm(grads: list[Tensor]) -> float:
+    return float(torch.sqrt(torch.stack([(g.double() ** 2).sum() for g in grads]).sum()))
+
+
 def _max_abs_grad(module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float) -> float:
     """``max|∂L/∂θ|``, the quantity ``polish_tol`` bounds (as L-BFGS's ``tolerance_grad``)."""
-    params = [p for p in module.parameters() if p.requires_grad]
-    grads = torch.autograd.grad(training_objective(module, inputs, graph, weight_decay), params)
-    return max(float(g.abs().max()) for g in grads)
+    return max(float(g.abs().max()) for g in _gradient(module, inputs, graph, weight_decay))
 
 
 def _flat_objective(
