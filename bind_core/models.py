@@ -15,6 +15,7 @@ estimation recomputes single rows of ``Z`` for a deleted node. GAT's attention a
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import warnings
 import weakref
@@ -252,6 +253,19 @@ def _conv(config: ModelConfig, a: int, b: int) -> nn.Module:
     if config.arch == "sage":
         return SAGEConv(a, b, aggr="mean")
     return GATConv(a, b, heads=config.heads, concat=False, add_self_loops=True)
+
+
+def flat_parameters(module: nn.Module) -> tuple[list[str], list[torch.Size], Tensor]:
+    """The module's parameter names, shapes, and values as one flat detached vector (for ``torch.func``)."""
+    named = list(module.named_parameters())
+    flat = torch.cat([p.detach().reshape(-1) for _, p in named])
+    return [n for n, _ in named], [p.shape for _, p in named], flat
+
+
+def unflatten_parameters(flat: Tensor, names: list[str], shapes: list[torch.Size]) -> dict[str, Tensor]:
+    """``{name: view of flat}``, the inverse of :func:`flat_parameters`, for ``functional_call``."""
+    sizes = [math.prod(shape) for shape in shapes]
+    return {n: t.view(s) for n, t, s in zip(names, flat.split(sizes), shapes, strict=True)}
 
 
 def probabilities(logits: Tensor) -> Tensor:

@@ -30,7 +30,15 @@ from bind_core.config import DictConfig
 from bind_core.errors import ConfigError
 from bind_core.graph import Graph
 from bind_core.hessian import NEWTON_MAX_PARAMETERS, newton_finish
-from bind_core.models import GNN, GraphInputs, ModelConfig, node_losses, probabilities
+from bind_core.models import (
+    GNN,
+    GraphInputs,
+    ModelConfig,
+    flat_parameters,
+    node_losses,
+    probabilities,
+    unflatten_parameters,
+)
 
 ProgressCallback = Callable[[str, float], None]
 """``progress(stage, fraction_done)``; it may raise to abort the work."""
@@ -422,24 +430,18 @@ def _flat_objective(
     module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float
 ) -> tuple[Callable[[Tensor], Tensor], Tensor, Callable[[Tensor], None]]:
     """The training objective as a function of one flat parameter vector, that vector, and a setter for it."""
-    names = [n for n, _ in module.named_parameters()]
-    params = [p for _, p in module.named_parameters()]
-    shapes = [p.shape for p in params]
-    sizes = [p.numel() for p in params]
+    names, shapes, theta = flat_parameters(module)
+    params = dict(module.named_parameters())
     train = graph.train_idx.to(inputs.x.device)
     y = graph.y.to(inputs.x.device)[train]
 
-    def unflatten(flat: Tensor) -> dict[str, Tensor]:
-        return {n: t.view(s) for n, t, s in zip(names, flat.split(sizes), shapes, strict=True)}
-
     def objective(flat: Tensor) -> Tensor:
-        logits = functional_call(module, unflatten(flat), (inputs, train))
+        logits = functional_call(module, unflatten_parameters(flat, names, shapes), (inputs, train))
         return node_losses(logits, y).mean() + 0.5 * weight_decay * (flat * flat).sum()
 
     def write_back(flat: Tensor) -> None:
         with torch.no_grad():
-            for p, t in zip(params, flat.split(sizes), strict=True):
-                p.copy_(t.view_as(p))
+            for name, value in unflatten_parameters(flat, names, shapes).items():
+                params[name].copy_(value)
 
-    theta = torch.cat([p.detach().reshape(-1) for p in params])
     return objective, theta, write_back

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +12,7 @@ from torch.func import functional_call, jvp
 
 from bind_core.fairness import gamma_eo, gamma_sp, pdd
 from bind_core.graph import Graph
-from bind_core.models import GNN, GraphInputs, node_losses, probabilities
+from bind_core.models import GNN, GraphInputs, flat_parameters, node_losses, probabilities, unflatten_parameters
 from bind_core.training import TrainedModel
 
 
@@ -43,12 +42,10 @@ class FunctionalModel:
         import copy
 
         module = copy.deepcopy(trained.module).double().eval()
-        names = [n for n, _ in module.named_parameters()]
-        params = [p.detach() for _, p in module.named_parameters()]
-        theta = torch.cat([p.reshape(-1) for p in params])
+        names, shapes, theta = flat_parameters(module)
         inputs = module.prepare(graph, torch.float64, theta.device)
         wd = trained.train_config.weight_decay
-        return cls(module, names, [p.shape for p in params], theta, graph, inputs, wd, groups)
+        return cls(module, names, shapes, theta, graph, inputs, wd, groups)
 
     @property
     def num_parameters(self) -> int:
@@ -59,12 +56,7 @@ class FunctionalModel:
         return self.theta.device
 
     def unflatten(self, flat: Tensor) -> dict[str, Tensor]:
-        out, start = {}, 0
-        for name, shape in zip(self.names, self.shapes, strict=True):
-            size = math.prod(shape)
-            out[name] = flat[start : start + size].view(shape)
-            start += size
-        return out
+        return unflatten_parameters(flat, self.names, self.shapes)
 
     # ------------------------------------------------------------------ forward passes
     def logits(self, flat: Tensor, rows: Tensor | None = None, inputs: GraphInputs | None = None) -> Tensor:
