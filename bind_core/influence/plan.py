@@ -158,7 +158,7 @@ def _metadata(data: bytes) -> dict[str, Any]:
     return meta
 
 
-def stack_chunks(chunks: list[InfluenceChunk], num_train: int, device: torch.device | None = None) -> dict[str, Tensor]:
+def stack_chunks(chunks: list[InfluenceChunk], num_train: int) -> dict[str, Tensor]:
     """The chunks' terms laid out over all ``num_train`` positions; every position must be covered once."""
     covered = torch.zeros(num_train, dtype=torch.int64)
     out = {k: torch.zeros(num_train, 2, dtype=torch.float64) for k in ("iid", "non_iid", "direct")}
@@ -172,4 +172,4 @@ def stack_chunks(chunks: list[InfluenceChunk], num_train: int, device: torch.dev
         missing = int((covered == 0).sum())
         twice = int((covered > 1).sum())
         raise ConfigError(f"chunks cover the training set badly: {missing} positions missing, {twice} repeated")
-    return {k: v.to(device) if device is not None else v for k, v in out.items()}
+    return out
