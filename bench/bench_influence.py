@@ -492,6 +492,18 @@ def _p(d: dict | None, key: str = "pearson") -> str:
     return "–" if v is None else f"{v:.4f}"
 
 
+def _rq2_row(model: str, key: str, v: dict[str, Any], *, with_baselines: bool) -> list[str]:
+    """One RQ2 table row: the default estimate's correlations, then the ablations and baselines."""
+    s = v["scores"]
+    row = [model, f"{key} ({v['count']})", _p(s["default"]["gamma"]), _p(s["default"]["gamma"], "spearman")]
+    row += [_p(s["default"]["gamma_sp"]), _p(s["default"]["gamma_eo"])]
+    row += [_p(s["no_non_iid"]["gamma"]), _p(s["no_direct"]["gamma"])]
+    if not with_baselines:
+        return [*row, "–", "–", "–"]
+    return [*row, _p(s["no_non_iid_no_direct"]["gamma"]), _p(s.get("lissa", {}).get("gamma")),
+            _p(s.get("naive", {}).get("gamma"))]  # fmt: skip
+
+
 def print_tables(result: dict[str, Any]) -> None:
     rows1, rows2 = [], []
     for name, by_seed in result["datasets"].items():
@@ -514,43 +526,11 @@ def print_tables(result: dict[str, Any]) -> None:
                 )
             if "rq2" in rec:
                 for key in ("sample/reoptimize", "sets/reoptimize", "sample/scratch", "sets/scratch"):
-                    if key not in rec["rq2"]:
-                        continue
-                    v = rec["rq2"][key]
-                    s = v["scores"]
-                    rows2.append(
-                        [
-                            f"{name} s{seed} GCN",
-                            f"{key} ({v['count']})",
-                            _p(s["default"]["gamma"]),
-                            _p(s["default"]["gamma"], "spearman"),
-                            _p(s["default"]["gamma_sp"]),
-                            _p(s["default"]["gamma_eo"]),
-                            _p(s["no_non_iid"]["gamma"]),
-                            _p(s["no_direct"]["gamma"]),
-                            _p(s["no_non_iid_no_direct"]["gamma"]),
-                            _p(s.get("lissa", {}).get("gamma")),
-                            _p(s.get("naive", {}).get("gamma")),
-                        ]
-                    )
-            gin_rows = [(k, rec["gin"][k]) for k in ("sample/reoptimize", "sets/reoptimize") if k in rec.get("gin", {})]
-            for label, v in gin_rows:
-                s = v["scores"]
-                rows2.append(
-                    [
-                        f"{name} s{seed} GIN",
-                        f"{label} ({v['count']})",
-                        _p(s["default"]["gamma"]),
-                        _p(s["default"]["gamma"], "spearman"),
-                        _p(s["default"]["gamma_sp"]),
-                        _p(s["default"]["gamma_eo"]),
-                        _p(s["no_non_iid"]["gamma"]),
-                        _p(s["no_direct"]["gamma"]),
-                        "–",
-                        "–",
-                        "–",
-                    ]
-                )
+                    if key in rec["rq2"]:
+                        rows2.append(_rq2_row(f"{name} s{seed} GCN", key, rec["rq2"][key], with_baselines=True))
+            for key in ("sample/reoptimize", "sets/reoptimize"):
+                if key in rec.get("gin", {}):
+                    rows2.append(_rq2_row(f"{name} s{seed} GIN", key, rec["gin"][key], with_baselines=False))
     if rows1:
         print("\n## RQ1: seconds for all training nodes (ours: warm, best of repeats)\n")
         heads = ["run", "ours cold", "ours warm", "naive", "vs naive", "scratch 1×", "vs retrain/node", "reopt 1×"]
