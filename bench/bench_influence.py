@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,7 @@ from scipy.stats import pearsonr, spearmanr
 from bind_core.graph import Graph
 from bind_core.hessian import dense_hessian
 from bind_core.influence import InfluenceResult, estimate
+from bind_core.influence.refinement import Refinement, refine_deletions
 from bind_core.models import ModelConfig
 from bind_core.training import TrainConfig, TrainedModel, _flat_objective, polish, train
 from bind_core.validation import ValidationResult, gammas, retrain_without, validate
@@ -181,17 +183,22 @@ def rq2_gin(
     per-node and node-set correlation against re-optimisation, and the drift of re-optimising with nothing
     deleted (a control: if the model is not at a stationary point, the polish moves Γ by itself)."""
     t0 = time.perf_counter()
-    model = train(graph, TrainConfig(seed=seed, polish=False), ModelConfig(arch="gin"), device=args.device)
-    adam_s = time.perf_counter() - t0
-    polish(
-        model,
-        graph,
-        max_iter=args.gin_lbfgs_iter,
-        newton_max_iter=args.gin_newton_iter,
-        newton_max_seconds=args.gin_newton_seconds or None,
-    )
+    if args.gin_load:  # a model saved by an earlier run's --gin-save (already polished)
+        model = TrainedModel.load(f"{args.gin_load}_{name}")
+        model.module.to(args.device)
+        adam_s = math.nan
+    else:
+        model = train(graph, TrainConfig(seed=seed, polish=False), ModelConfig(arch="gin"), device=args.device)
+        adam_s = time.perf_counter() - t0
+        polish(
+            model,
+            graph,
+            max_iter=args.gin_lbfgs_iter,
+            newton_max_iter=args.gin_newton_iter,
+            newton_max_seconds=args.gin_newton_seconds or None,
+        )
     train_s = time.perf_counter() - t0
-    print(f"  {name} GIN trained in {train_s:.0f}s (Adam {adam_s:.0f}s): {model.stationarity}", flush=True)
+    print(f"  {name} GIN ready in {train_s:.0f}s (Adam {adam_s:.0f}s): {model.stationarity}", flush=True)
     on = model
     try:
         full, est_s = timed_estimate(on, graph)
@@ -223,6 +230,7 @@ def rq2_gin(
         "variant_solves": variant_solves,
         "device": str(model.device),
         "estimate_device": str(on.device),
+        "loaded_from": args.gin_load or None,
     }
     te = graph.test_idx
     pred = model.predict_proba(graph, te).argmax(1)
@@ -250,6 +258,8 @@ def rq2_gin(
         stat = val.extra["deletion_stationarity"]
         rec["deletions_converged"] = sum(bool(s.get("converged")) for s in stat)
         rec["max_deletion_grad_norm"] = max(float(s["grad_norm"]) for s in stat)
+        if args.gin_refine_iter > 0:
+            rec["refined"] = refined_scores(on, graph, val.actual, positions, args)
         out[f"{protocol}/reoptimize"] = rec
         if save is not None:
             save(out)
@@ -261,6 +271,67 @@ def rq2_gin(
             f"EO {_p(d['gamma_eo'])}; no non-iid {_p(rec['scores']['no_non_iid']['gamma'])}",
             flush=True,
         )
+        for key, r in rec.get("refined", {}).items():
+            print(
+                f"  {name} GIN {protocol} refined ({key}, {r['converged']}/{r['deletions']} converged, "
+                f"{r['seconds']:.0f}s): Pearson Γ {_p(r['gamma'])} (Spearman {_p(r['gamma'], 'spearman')}) "
+                f"SP {_p(r['gamma_sp'])} EO {_p(r['gamma_eo'])}",
+                flush=True,
+            )
+    return out
+
+
+def _refinement_scores(ref: Refinement, actual: np.ndarray, est: np.ndarray | None = None) -> dict[str, Any]:
+    """Correlations of refined ΔΓ (``est``, default the refinement's own per deletion) with ``actual``."""
+    if est is None:
+        est = torch.cat([ref.delta.unsqueeze(1), ref.refined], dim=1).numpy()
+    out: dict[str, Any] = ref.record()
+    out.update({nm: corr(est[:, i], actual[:, i]) for i, nm in enumerate(NAMES)})
+    out["estimated"] = est.tolist()
+    return out
+
+
+def refined_scores(
+    model: TrainedModel, graph: Graph, actual: np.ndarray, positions: list[list[int]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """``refine`` (bind_core.influence.refinement) scored against the same deletions (``actual``: ``[k, 3]``):
+    each deletion re-optimised from θ̂ with the Hessian there frozen (``deletion``), and for node sets also the
+    sum of the members' refined per-node values (``per_node_sum``, the additive estimate of Theorem 3)."""
+    kw = {"max_iter": args.gin_refine_iter, "refresh_after": args.gin_refine_refresh}
+    ref = refine_deletions(model, graph, positions, **kw)
+    out = {"deletion": _refinement_scores(ref, actual)}
+    if any(len(p) > 1 for p in positions):
+        members = sorted({q for p in positions for q in p})
+        single = refine_deletions(model, graph, [[q] for q in members], **kw)
+        by_pos = dict(zip(members, torch.cat([single.delta.unsqueeze(1), single.refined], dim=1).tolist(), strict=True))
+        summed = np.asarray([np.sum([by_pos[q] for q in p], axis=0) if p else np.zeros(3) for p in positions])
+        out["per_node_sum"] = _refinement_scores(single, actual, summed)
+    return out
+
+
+def gin_refine(name: str, graph: Graph, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Score ``refine`` (``--gin-refine-iter``, ``--gin-refine-refresh``) against the ground truth of a saved GIN
+    run (``--gin-load`` for the model, ``--gin-json`` for its deletions and actual ΔΓ), without recomputing it."""
+    model = TrainedModel.load(f"{args.gin_load}_{name}")
+    saved = json.loads(Path(args.gin_json.format(name=name)).read_text())["datasets"][name][str(seed)]["gin"]
+    where = {int(v): i for i, v in enumerate(graph.train_idx.tolist())}
+    out: dict[str, Any] = {"settings": {"max_iter": args.gin_refine_iter, "refresh_after": args.gin_refine_refresh}}
+    for protocol in ("sample", "sets"):
+        rec = saved.get(f"{protocol}/reoptimize")
+        if rec is None:
+            continue
+        positions = [[where[int(v)] for v in p["nodes"]] for p in rec["points"]]
+        actual = np.asarray([p["actual"] for p in rec["points"]])
+        out[protocol] = refined_scores(model, graph, actual, positions, args)
+        out[protocol]["ground_truth_converged"] = rec.get("deletions_converged")
+        for key, r in out[protocol].items():
+            if isinstance(r, dict) and "gamma" in r:
+                print(
+                    f"  {name} GIN {protocol} refined ({key}, {r['converged']}/{r['deletions']} converged, "
+                    f"{r['hessians']} Hessians, {r['seconds']:.0f}s): Pearson Γ {_p(r['gamma'])} "
+                    f"(Spearman {_p(r['gamma'], 'spearman')}) SP {_p(r['gamma_sp'])} EO {_p(r['gamma_eo'])}",
+                    flush=True,
+                )
     return out
 
 
@@ -406,7 +477,9 @@ def naive_for_rq2(model: TrainedModel, graph: Graph, args: argparse.Namespace) -
 
 def main() -> None:
     p = C.parser("RQ1 speed and RQ2 faithfulness of BIND's influence estimate", seeds="10")
-    p.add_argument("--parts", default="rq2,gin,rq1", help="which parts to run (rq2, gin, rq1, gin_one_step)")
+    p.add_argument(
+        "--parts", default="rq2,gin,rq1", help="which parts to run (rq2, gin, rq1, gin_one_step, gin_refine)"
+    )
     p.add_argument("--sample", type=int, default=50, help="random training nodes, per-node vs reoptimize")
     p.add_argument("--num-sets", type=int, default=10, help="node sets per direction, vs reoptimize")
     p.add_argument("--scratch-sample", type=int, default=20, help="random nodes vs retraining from scratch")
@@ -422,6 +495,9 @@ def main() -> None:
     p.add_argument("--gin-reopt-newton-iter", type=int, default=200, help="GIN ground truth: Newton iterations")
     p.add_argument("--gin-reopt-newton-seconds", type=float, default=0, help="GIN ground truth: Newton time cap")
     p.add_argument("--gin-sets-newton-seconds", type=float, default=0, help="the same for node sets (0: as nodes)")
+    p.add_argument("--gin-load", default="", help="load the polished GIN from <this>_<dataset>/ instead of training")
+    p.add_argument("--gin-refine-iter", type=int, default=300, help="GIN: refine's steps per deletion (0: skip)")
+    p.add_argument("--gin-refine-refresh", type=int, default=20, help="GIN: refine's refresh_after (0: never)")
     p.add_argument("--gin-save", default="", help="save the polished GIN to <this>_<dataset>/ (empty: do not)")
     p.add_argument("--gin-one-step", type=int, default=15, help="gin_one_step: sampled nodes to check")
     p.add_argument("--gin-json", default="bench/out/gin_{name}.json", help="gin_one_step: the GIN run's JSON")
@@ -470,6 +546,12 @@ def main() -> None:
 
                 slot["gin"] = rq2_gin(name, graph, seed, args, save)
                 C.write_json("bench_influence", result, args.out)
+    if "gin_refine" in parts:
+        for name, graph in graphs:
+            print(f"GIN refine vs a saved ground truth {name}", flush=True)
+            for seed in C.seeds(args):
+                result["datasets"][name][str(seed)]["gin_refine"] = gin_refine(name, graph, seed, args)
+            C.write_json("bench_influence", result, args.out)
     if "gin_one_step" in parts:
         for name, graph in graphs:
             print(f"GIN one-step diagnostic {name}", flush=True)

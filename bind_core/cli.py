@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stability-seeds", default="", help="retrain with these seeds (e.g. 1,10,100): top-k overlap")
     p.add_argument("--stability-k", type=int, default=10, help="k of the top-k harmful sets compared across seeds")
     p.add_argument("--mlflow", metavar="URI", help="log the audit to this MLflow tracking URI (extra: mlflow)")
+    p.add_argument(
+        "--refine-steps", type=int, default=0, help="refine every estimate with up to N steps (0: off; e.g. GIN: 300)"
+    )
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes to print")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
@@ -72,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             min_group_size=args.min_group_size,
             stability_seeds=tuple(int(s) for s in args.stability_seeds.split(",") if s.strip()),
             stability_k=args.stability_k,
+            refine_steps=args.refine_steps,
         )
     except (BindError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -153,6 +157,12 @@ def render(result: AuditResult, *, top: int = 10) -> str:
             "  most harmful: " + ", ".join(f"{r['node_id']} ({r['delta']:+.2e})" for r in d["top_harmful"][:top]),
             "  most helpful: " + ", ".join(f"{r['node_id']} ({r['delta']:+.2e})" for r in d["top_helpful"][:top]),
         ]
+        ref = d.get("refinement")
+        if ref:
+            lines.append(
+                f"  refined: {ref['deletions']} deletions re-optimised (up to {ref['max_iter']} steps; "
+                f"{ref['converged']} converged), {ref['seconds']:.1f} s"
+            )
     if d["debiasing"]:
         lines += ["", "debiasing (%)        deleted   acc    ΔSP    ΔEO   Γ_SP   Γ_EO"]
         b = d["debiasing"][0]["before"]
@@ -183,6 +193,8 @@ def render(result: AuditResult, *, top: int = 10) -> str:
             f"{st['all']['jaccard']:.2f} over all ({st['all']['intersection']} in every set), "
             f"mean pairwise {st['mean_pairwise_jaccard']:.2f}",
         ]
+    if d.get("warnings"):
+        lines += ["", *(f"warning: {w}" for w in d["warnings"])]
     lines += ["", "seconds: " + ", ".join(f"{k} {s:.2f}" for k, s in d["timings"].items())]
     return "\n".join(lines)
 

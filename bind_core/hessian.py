@@ -114,11 +114,20 @@ def newton_finish(
     rtol: float = 1e-12,
     max_seconds: float | None = None,
     progress: Callable[[float], None] | None = None,
+    eigen: tuple[Tensor, Tensor] | None = None,
+    refresh_after: int = 0,
 ) -> tuple[Tensor, dict[str, Any]]:
     """Trust-region Newton with the exact Hessian from ``theta`` until ``max|∇objective| ≤ tol``.
 
-    See the module docstring for the method. Returns the new flat parameters and a record: ``iterations``
-    (Hessians formed), ``accepted`` steps, ``converged``, ``max_abs_grad`` and ``grad_norm`` at the end,
+    See the module docstring for the method. ``eigen=(λ, V)``, an eigendecomposition of the Hessian at some
+    nearby point, is used at every step instead of forming the Hessian (a frozen-Hessian, or chord, trust-region
+    method: each step costs one gradient instead of ``p`` Hessian-vector products and an ``eigh``, and the trust
+    region keeps the steps honest where the frozen curvature is wrong; convergence is linear instead of
+    quadratic). With ``refresh_after = k > 0`` the frozen Hessian is replaced by the exact one at the current point
+    whenever ``k`` steps in a row have not halved the gradient norm (the frozen curvature has stopped helping).
+
+    Returns the new flat parameters and a record: ``iterations`` (steps tried), ``hessians`` (formed here),
+    ``accepted`` steps, ``converged``, ``max_abs_grad`` and ``grad_norm`` at the end,
     ``negative_eigenvalues`` and ``min_eigenvalue`` of the last Hessian, ``seconds`` and the stop ``reason``
     (``converged``, ``max_iter``, ``max_seconds``, ``radius`` when the trust radius collapsed to round-off).
     ``progress(fraction of max_iter)`` is called after every iteration and may raise to abort.
@@ -134,6 +143,8 @@ def newton_finish(
     iterations = 0
     neg, min_ev = 0, math.nan
     eps = torch.finfo(theta.dtype).eps
+    hessians = 0
+    checkpoint, since = float(g.norm()), 0  # for refresh_after
     for it in range(max_iter):
         if float(g.abs().max()) <= tol:
             reason = "converged"
@@ -142,7 +153,17 @@ def newton_finish(
             reason = "max_seconds"
             break
         iterations = it + 1
-        lam, vec = torch.linalg.eigh(dense_hessian(objective, theta))
+        if eigen is None:
+            lam, vec = torch.linalg.eigh(dense_hessian(objective, theta))
+            hessians += 1
+        else:
+            if refresh_after and since >= refresh_after:
+                if float(g.norm()) > 0.5 * checkpoint:
+                    eigen = torch.linalg.eigh(dense_hessian(objective, theta))
+                    hessians += 1
+                checkpoint, since = float(g.norm()), 0
+            since += 1
+            lam, vec = eigen
         scale = float(lam.abs().max()) or 1.0
         flat = lam.abs() <= rtol * scale
         min_ev = float(lam.min())
@@ -190,6 +211,7 @@ def newton_finish(
             reason = "converged"
     return theta, {
         "iterations": iterations,
+        "hessians": hessians,
         "accepted": accepted,
         "converged": reason == "converged",
         "reason": reason,

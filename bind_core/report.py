@@ -237,7 +237,15 @@ def _influence(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | N
         if rows
         else "<p class=meta>Per-node rows were not supplied; the distribution is summarised by its quantiles.</p>"
     )
-    return f'<section id="influence"><h2>Influence of training nodes</h2>{_table(head, facts)}{figure}</section>'
+    refined = results.get("refinement")
+    note = (
+        f"<p class=meta>Refined: each of {fmt(refined.get('deletions'))} deletions re-optimised approximately from "
+        f"the trained weights (up to {fmt(refined.get('max_iter'))} steps; {fmt(refined.get('converged'))} "
+        f"converged) instead of the one-step influence estimate.</p>"
+        if refined
+        else ""
+    )
+    return f'<section id="influence"><h2>Influence of training nodes</h2>{_table(head, facts)}{note}{figure}</section>'
 
 
 def _top_harmful(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None) -> str:

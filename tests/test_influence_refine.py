@@ -111,6 +111,14 @@ def test_audit_refines_on_request_and_records_it(small_graph: Graph) -> None:
             AuditConfig(refine_steps=bad)
 
 
+def test_audit_refusing_a_model_too_large_to_refine_does_so_before_training(small_graph: Graph) -> None:
+    config = AuditConfig(model=ModelConfig(hidden=1024), refine_steps=10)  # 1024·(8 + 2) + 1 = 10241 parameters
+    seen: list[str] = []
+    with pytest.raises(ConfigError, match="dense Hessian"):
+        run_audit(small_graph, config, progress=lambda stage, _f: seen.append(stage))
+    assert seen == []
+
+
 def test_low_self_check_warns_and_points_to_refinement(small_model: TrainedModel, small_graph: Graph) -> None:
     result = AuditResult(small_graph, AuditConfig(), small_model, {}, validation={"pearson": 0.3})
     (warning,) = [w for w in result.to_dict()["warnings"] if "self-check" in w]

@@ -269,3 +269,11 @@ def test_report_in_headless_chromium(page: str, tmp_path: Path) -> None:
     assert code == 0, stderr
     assert console == []
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 50_000
+
+
+def test_report_says_when_estimates_were_refined(audit: tuple[dict[str, Any], Any]) -> None:
+    plain = _section(render_report(dict(audit[0], refinement=None)), "influence")
+    refined = dict(audit[0], refinement={"deletions": 200, "max_iter": 300, "converged": 187})
+    section = _section(render_report(refined), "influence")
+    assert "Refined" not in plain
+    assert "Refined" in section and "200 deletions" in section and "187" in section

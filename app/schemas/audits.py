@@ -78,6 +78,14 @@ class AuditCreate(BaseModel):
         "top-k harmful sets; empty disables (each seed retrains the model).",
     )
     stability_k: int = Field(default=10, ge=1, le=100_000, description="k of the top-k harmful sets compared.")
+    refine_steps: int = Field(
+        default=0,
+        ge=0,
+        le=10_000,
+        description="0 keeps the influence function's estimates; n > 0 re-optimises every training node's deletion "
+        "approximately with up to n trust-region steps on the trained model's Hessian (models of at most 5000 "
+        "parameters; for those where one Newton step is not enough, e.g. a one-layer GIN). Slower.",
+    )
 
     @field_validator("stability_seeds")
     @classmethod

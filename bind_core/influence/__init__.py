@@ -10,6 +10,7 @@ from bind_core.influence.estimate import (
     plan,
 )
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, chunk_bounds
+from bind_core.influence.refinement import Refinement, refine, refine_deletions
 from bind_core.influence.solvers import SOLVERS
 
 __all__ = [
@@ -19,9 +20,12 @@ __all__ = [
     "InfluenceChunk",
     "InfluencePlan",
     "InfluenceResult",
+    "Refinement",
     "chunk_bounds",
     "combine",
     "estimate",
     "estimate_chunk",
     "plan",
+    "refine",
+    "refine_deletions",
 ]

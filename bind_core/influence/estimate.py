@@ -197,7 +197,7 @@ def plan(
     chosen = choose(solver, fm.num_parameters)
     rhs = grad_gamma.T.contiguous()  # [p, 2]
     if chosen == "exact":
-        s, info = solve_exact(fm.objective, theta, rhs, rtol=rtol, damping=damping, chunk=_hessian_chunk(fm))
+        s, info = solve_exact(fm.objective, theta, rhs, rtol=rtol, damping=damping, chunk=hessian_columns(fm))
     elif chosen == "cg":
         s, info = solve_cg(make_hvp(fm.objective, theta), rhs, tol=cg_tol, max_iter=cg_max_iter, damping=damping)
     else:
@@ -277,7 +277,7 @@ def combine(plan: InfluencePlan, graph: Any, chunks: list[InfluenceChunk]) -> In
     )
 
 
-def _hessian_chunk(fm: FunctionalModel) -> int:
+def hessian_columns(fm: FunctionalModel) -> int:
     """How the dense Hessian is formed: for a row-separable model, columns by forward-over-reverse products,
     as many at once as keep the activations of the training rows near a memory budget; for a message-passing
     model, row by row on one retained gradient graph (``0``: a forward-mode pass through PyG's scatter costs
