@@ -15,7 +15,7 @@ from typing import Any
 import _common as C
 
 from bind_core.debias import debias, report
-from bind_core.influence import estimate
+from bind_core.influence import estimate, utility_influence
 from bind_core.models import ModelConfig
 from bind_core.training import TrainConfig, train
 
@@ -31,6 +31,9 @@ def main() -> None:
     p = C.parser("RQ3: debiasing by deleting harmful training nodes (the paper's Table 2)")
     p.add_argument("--keep", default="best_val", help="TrainConfig.keep (best_val: the paper's rule)")
     p.add_argument("--budgets", default="0.01,0.1", help="comma-separated budgets")
+    p.add_argument(
+        "--utility", action="store_true", help="also the utility-aware variant (debias(utility=...), rows BIND+U)"
+    )
     args = p.parse_args()
     C.setup(args)
     budgets = tuple(float(b) for b in args.budgets.split(","))
@@ -42,6 +45,12 @@ def main() -> None:
             model = train(graph, TrainConfig(seed=seed, keep=args.keep), ModelConfig())
             infl = estimate(model, graph)
             rows = debias(model, graph, infl.delta, budgets=budgets)
+            utility_rows = []
+            if args.utility:
+                t1 = time.perf_counter()
+                util = utility_influence(model, graph)
+                utility_seconds = time.perf_counter() - t1
+                utility_rows = debias(model, graph, infl.delta, budgets=budgets, utility=util)
             run = {
                 "seed": seed,
                 "vanilla": report(model, graph),
@@ -53,6 +62,13 @@ def main() -> None:
             for b, r in zip(budgets, rows, strict=True):
                 run[_key(b)] = r["after"]
                 run[f"{_key(b)}_deleted"] = r["deleted"]
+            if utility_rows:
+                run["utility_seconds"] = utility_seconds
+                run["useful_nodes"] = int((util > 0).sum())
+                run["utility_budgets"] = [{k: v for k, v in r.items() if k != "before"} for r in utility_rows]
+                for b, r in zip(budgets, utility_rows, strict=True):
+                    run[f"{_key(b)}_u"] = r["after"]
+                    run[f"{_key(b)}_u_deleted"] = r["deleted"]
             runs.append(run)
             print(
                 f"{name} seed={seed}: vanilla acc {100 * run['vanilla']['accuracy']:.1f} "
@@ -62,12 +78,20 @@ def main() -> None:
                     f"ΔSP {100 * r['after']['delta_sp']:.1f} ΔEO {100 * r['after']['delta_eo']:.1f}"
                     for b, r in zip(budgets, rows, strict=True)
                 )
+                + "".join(
+                    f"; utility-aware {b:g}: deleted {r['deleted']} acc {100 * r['after']['accuracy']:.1f} "
+                    f"ΔSP {100 * r['after']['delta_sp']:.1f} ΔEO {100 * r['after']['delta_eo']:.1f}"
+                    for b, r in zip(budgets, utility_rows, strict=True)
+                )
                 + f"  ({run['seconds']:.0f}s, load {C.load_average():.1f})"
             )
         summary: dict[str, Any] = {}
         table_rows = []
         paper = C.PAPER.get(name, {})
-        for key, label in [("vanilla", "vanilla GCN")] + [(_key(b), f"BIND {100 * b:g}%") for b in budgets]:
+        labels = [("vanilla", "vanilla GCN")] + [(_key(b), f"BIND {100 * b:g}%") for b in budgets]
+        if args.utility:
+            labels += [(f"{_key(b)}_u", f"BIND+U {100 * b:g}% (utility-aware)") for b in budgets]
+        for key, label in labels:
             stats = {short: C.mean_std(100 * r[key][long] for r in runs) for short, long in KEYS}
             stats["gamma_sp"] = C.mean_std(100 * r[key]["gamma_sp"] for r in runs)
             stats["gamma_eo"] = C.mean_std(100 * r[key]["gamma_eo"] for r in runs)

@@ -17,6 +17,7 @@ from bind_core.graph import Graph
 from bind_core.groups import exclusion_reasons, exclusion_warnings, group_name, groups_arg, included_groups
 from bind_core.hessian import NEWTON_MAX_PARAMETERS
 from bind_core.influence import SIGN_CONVENTION, SOLVERS, ChunkRunner, InfluenceResult, estimate, refine
+from bind_core.influence.utility import utility_influence
 from bind_core.models import GNN, ModelConfig
 from bind_core.training import ProgressCallback, TrainConfig, TrainedModel, train
 from bind_core.validation import validate
@@ -48,6 +49,8 @@ class AuditConfig:
         stability_seeds: retrain with each of these training seeds and report the overlap of the top-k
             harmful sets (:func:`bind_core.stability.topk_stability`); empty skips (it retrains).
         stability_k: the k of that top-k set.
+        debias_utility: debias only with harmful nodes whose deletion is not estimated to raise the validation
+            loss (:mod:`bind_core.influence.utility`); off by default (the paper's BIND).
         refine_steps: 0 (default) keeps the influence function's estimates; ``n > 0`` refines every training
             node's estimate by re-optimising its deletion approximately, with up to ``n`` trust-region steps on
             the Hessian at the trained weights (:mod:`bind_core.influence.refinement`; needs at most 5000
@@ -68,6 +71,7 @@ class AuditConfig:
     stability_seeds: tuple[int, ...] = ()
     stability_k: int = 10
     refine_steps: int = 0
+    debias_utility: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lam <= 1.0:
@@ -112,6 +116,7 @@ class AuditConfig:
             "stability_seeds": list(self.stability_seeds),
             "stability_k": self.stability_k,
             "refine_steps": self.refine_steps,
+            "debias_utility": self.debias_utility,
         }
 
     @classmethod
@@ -391,9 +396,15 @@ def run_audit(
     if "debiasing" in config.stages and config.budgets:
         start = time.perf_counter()
         tick("debiasing", 0.0)
-        result.debiasing = debias(
-            model, graph, result.influence.delta, budgets=config.budgets, lam=config.lam, progress=tick, groups=groups
+        utility = (
+            utility_influence(model, graph, non_iid=config.non_iid, solver=config.solver)
+            if config.debias_utility
+            else None
         )
+        result.debiasing = debias(
+            model, graph, result.influence.delta, budgets=config.budgets, lam=config.lam, progress=tick,
+            groups=groups, utility=utility,
+        )  # fmt: skip
         timings["debiasing"] = time.perf_counter() - start
 
     if "validation" in config.stages and config.validation_sample > 0:

@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--refine-steps", type=int, default=0, help="refine every estimate with up to N steps (0: off; e.g. GIN: 300)"
     )
+    p.add_argument(
+        "--debias-utility", action="store_true", help="debias only with nodes whose deletion keeps validation loss"
+    )
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes to print")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
@@ -76,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stability_seeds=tuple(int(s) for s in args.stability_seeds.split(",") if s.strip()),
             stability_k=args.stability_k,
             refine_steps=args.refine_steps,
+            debias_utility=args.debias_utility,
         )
     except (BindError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -34,22 +34,33 @@ def debias(
     lam: float = 0.5,
     progress: ProgressCallback | None = None,
     groups: list[int] | None = None,
+    utility: torch.Tensor | None = None,
 ) -> list[dict[str, Any]]:
     """For each budget: delete the harmful node set (:func:`~bind_core.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
 
+    ``utility`` (aligned with ``train_idx``, :func:`~bind_core.influence.utility.utility_influence`): when given,
+    nodes whose deletion is estimated to raise the validation loss (``utility > 0``) are never deleted, so the
+    set trades no estimated utility for fairness (utility-aware BIND; the paper's method is ``None``).
+
     Returns:
         One dict per budget: ``budget``, ``requested`` (node count), ``deleted`` (count), ``nodes`` (original
-        ids), ``estimated_delta`` (sum of the set's estimates), ``before`` and ``after`` (metric dicts),
+        ids), ``estimated_delta`` (sum of the set's estimates), ``utility_aware`` and, when so,
+        ``estimated_utility`` (the sum of the set's ``utility``), ``before`` and ``after`` (metric dicts),
         ``seconds``. The fairness metrics are over pairs of ``groups`` (default: all).
     """
+    candidates = influence
+    if utility is not None:
+        if utility.shape != influence.shape:
+            raise ValueError("utility must be aligned with influence (one value per training node)")
+        candidates = torch.where(utility.to(influence.device) > 0, torch.full_like(influence, torch.inf), influence)
     before = report(model, graph, lam, groups)
     position = torch.full((graph.num_nodes,), -1, dtype=torch.long)  # node -> its place in train_idx
     position[graph.train_idx] = torch.arange(graph.train_idx.numel())
     rows = []
     for i, budget in enumerate(budgets):
         start = time.perf_counter()
-        nodes = select(influence, graph, budget, "harmful", hops=model.model_config.layers)
+        nodes = select(candidates, graph, budget, "harmful", hops=model.model_config.layers)
         reduced, _ = graph.without_nodes(nodes)
         step = None if progress is None else (lambda _s, f, i=i: progress("debiasing", (i + f) / len(budgets)))
         retrained = train(reduced, model.train_config, model.model_config, progress=step, device=model.device)
@@ -61,6 +72,8 @@ def debias(
                 "deleted": int(nodes.numel()),
                 "nodes": graph.node_ids[nodes].tolist(),
                 "estimated_delta": est,
+                "utility_aware": utility is not None,
+                **({"estimated_utility": float(utility[position[nodes]].sum())} if utility is not None else {}),
                 "before": before,
                 "after": report(retrained, reduced, lam, groups),
                 "seconds": time.perf_counter() - start,

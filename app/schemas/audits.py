@@ -78,6 +78,11 @@ class AuditCreate(BaseModel):
         "top-k harmful sets; empty disables (each seed retrains the model).",
     )
     stability_k: int = Field(default=10, ge=1, le=100_000, description="k of the top-k harmful sets compared.")
+    debias_utility: bool = Field(
+        default=False,
+        description="Debias only with harmful nodes whose deletion is not estimated to raise the validation loss "
+        "(utility-aware BIND); false: the paper's method.",
+    )
     refine_steps: int = Field(
         default=0,
         ge=0,

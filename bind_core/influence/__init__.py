@@ -12,6 +12,7 @@ from bind_core.influence.estimate import (
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, chunk_bounds
 from bind_core.influence.refinement import Refinement, refine, refine_deletions
 from bind_core.influence.solvers import SOLVERS
+from bind_core.influence.utility import utility_influence
 
 __all__ = [
     "SIGN_CONVENTION",
@@ -28,4 +29,5 @@ __all__ = [
     "plan",
     "refine",
     "refine_deletions",
+    "utility_influence",
 ]

@@ -58,20 +58,26 @@ def pair_batches(
     stop: int | None = None,
     max_pairs: int = 200_000,
     max_nodes: int = 400_000,
+    targets: Tensor | None = None,
 ) -> Iterator[Batch]:
     """The affected pairs of the deleted nodes ``train_idx[start:stop]``, in batches (see the module docstring).
 
     Row-separable models take the row shortcut; any other model the incremental path
-    (:mod:`bind_core.influence.incremental`), which recomputes only the rows the deletion changes.
+    (:mod:`bind_core.influence.incremental`), which recomputes only the rows the deletion changes. ``targets``
+    (an ``[n]`` mask) are the affected nodes worth yielding; default: training and test nodes
+    (:func:`~bind_core.influence.functional.estimate_targets`).
     """
     stop = int(fm.graph.train_idx.numel()) if stop is None else stop
+    relevant = estimate_targets(fm.graph) if targets is None else targets
     if fm.module.row_separable:
-        yield from _row_batches(fm, max_pairs, start, stop)
+        yield from _row_batches(fm, max_pairs, start, stop, relevant)
     else:
-        yield from incremental_batches(fm, max_nodes, start, stop)
+        yield from incremental_batches(fm, max_nodes, start, stop, relevant)
 
 
-def _row_batches(fm: FunctionalModel, max_pairs: int, first: int = 0, stop: int | None = None) -> Iterator[PairBatch]:
+def _row_batches(
+    fm: FunctionalModel, max_pairs: int, first: int = 0, stop: int | None = None, relevant: Tensor | None = None
+) -> Iterator[PairBatch]:
     g = fm.graph
     stop = int(g.train_idx.numel()) if stop is None else stop
     deg = g.degree
@@ -80,7 +86,7 @@ def _row_batches(fm: FunctionalModel, max_pairs: int, first: int = 0, stop: int 
     # the deleted nodes' neighbour lists, read from their CSR rows (no scan of every edge)
     deleted = g.train_idx[first:stop]
     owner, j_all = csr.neighbours(deleted)
-    keep = estimate_targets(fm.graph)[j_all]
+    keep = (estimate_targets(fm.graph) if relevant is None else relevant)[j_all]
     owner, j_all = owner[keep], j_all[keep]
     v_pos_all, v_all = owner + first, deleted[owner]
     adjacent = _adjacency_marks(csr)

@@ -194,14 +194,10 @@ def plan(
         progress(0.2)
 
     t0 = time.perf_counter()
-    chosen = choose(solver, fm.num_parameters)
-    rhs = grad_gamma.T.contiguous()  # [p, 2]
-    if chosen == "exact":
-        s, info = solve_exact(fm.objective, theta, rhs, rtol=rtol, damping=damping, chunk=hessian_columns(fm))
-    elif chosen == "cg":
-        s, info = solve_cg(make_hvp(fm.objective, theta), rhs, tol=cg_tol, max_iter=cg_max_iter, damping=damping)
-    else:
-        s, info = solve_lissa(make_hvp(fm.objective, theta), rhs, depth=lissa_depth, damping=lissa_damping)
+    s, info = solve_hessian(
+        fm, grad_gamma.T.contiguous(), solver=solver, rtol=rtol, damping=damping, cg_tol=cg_tol,
+        cg_max_iter=cg_max_iter, lissa_depth=lissa_depth, lissa_damping=lissa_damping,
+    )  # fmt: skip
     info.seconds = time.perf_counter() - t0
     timings["solve"] = info.seconds
     if progress is not None:
@@ -275,6 +271,28 @@ def combine(plan: InfluencePlan, graph: Any, chunks: list[InfluenceChunk]) -> In
         grad_norm=plan.grad_norm,
         timings=timings,
     )
+
+
+def solve_hessian(
+    fm: FunctionalModel,
+    rhs: Tensor,
+    *,
+    solver: str = "auto",
+    rtol: float = 1e-6,
+    damping: float = 0.0,
+    cg_tol: float = 1e-10,
+    cg_max_iter: int = 2000,
+    lissa_depth: int = 1000,
+    lissa_damping: float = 0.01,
+) -> tuple[Tensor, SolveInfo]:
+    """``H⁻¹·rhs`` (``rhs``: ``[p, k]``) at the model's weights with the chosen solver (see :func:`estimate`)."""
+    theta = fm.theta
+    chosen = choose(solver, fm.num_parameters)
+    if chosen == "exact":
+        return solve_exact(fm.objective, theta, rhs, rtol=rtol, damping=damping, chunk=hessian_columns(fm))
+    if chosen == "cg":
+        return solve_cg(make_hvp(fm.objective, theta), rhs, tol=cg_tol, max_iter=cg_max_iter, damping=damping)
+    return solve_lissa(make_hvp(fm.objective, theta), rhs, depth=lissa_depth, damping=lissa_damping)
 
 
 def hessian_columns(fm: FunctionalModel) -> int:

@@ -158,13 +158,16 @@ def _to(t: Tensor | None, fm: FunctionalModel) -> Tensor | None:
     return None if t is None else t.to(fm.device, torch.float64)
 
 
-def incremental_batches(fm: FunctionalModel, max_rows: int, first: int, stop: int) -> Iterator[IncrementalBatch]:
-    """The affected pairs of ``train_idx[first:stop]``, batched to about ``max_rows`` input rows per layer."""
+def incremental_batches(
+    fm: FunctionalModel, max_rows: int, first: int, stop: int, relevant: Tensor | None = None
+) -> Iterator[IncrementalBatch]:
+    """The affected pairs of ``train_idx[first:stop]``, batched to about ``max_rows`` input rows per layer;
+    ``relevant`` (an ``[n]`` mask, default training and test nodes) are the affected nodes worth yielding."""
     g = fm.graph
     depth = len(fm.module.convs)
     gcn = fm.module.config.arch == "gcn"
     csr = Csr.of_degrees(g.edge_index, g.degree)
-    relevant = estimate_targets(g)
+    relevant = estimate_targets(g) if relevant is None else relevant
     dtilde = (g.degree + 1).to(torch.float64)
     full = FullGraphRows(fm)
     pending: list[tuple[int, Tensor, list[tuple[Tensor, Tensor, Tensor, Tensor | None]]]] = []
