@@ -335,7 +335,7 @@ def gin_refine(name: str, graph: Graph, seed: int, args: argparse.Namespace) -> 
     saved = json.loads(Path(args.gin_json.format(name=name)).read_text())["datasets"][name][str(seed)]["gin"]
     where = {int(v): i for i, v in enumerate(graph.train_idx.tolist())}
     out: dict[str, Any] = {"settings": {"max_iter": args.gin_refine_iter, "refresh_after": args.gin_refine_refresh}}
-    for protocol in ("sample", "sets"):
+    for protocol in args.gin_refine_protocols.split(","):
         rec = saved.get(f"{protocol}/reoptimize")
         if rec is None:
             continue
@@ -513,6 +513,7 @@ def main() -> None:
     p.add_argument("--gin-load", default="", help="load the polished GIN from <this>_<dataset>/ instead of training")
     p.add_argument("--gin-refine-iter", type=int, default=300, help="GIN: refine's steps per deletion (0: skip)")
     p.add_argument("--gin-refine-refresh", type=int, default=20, help="GIN: refine's refresh_after (0: never)")
+    p.add_argument("--gin-refine-protocols", default="sample,sets", help="gin_refine: the protocols to score")
     p.add_argument("--gin-save", default="", help="save the polished GIN to <this>_<dataset>/ (empty: do not)")
     p.add_argument("--gin-one-step", type=int, default=15, help="gin_one_step: sampled nodes to check")
     p.add_argument("--gin-json", default="bench/out/gin_{name}.json", help="gin_one_step: the GIN run's JSON")
