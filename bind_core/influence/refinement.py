@@ -7,14 +7,16 @@ on Income). A one-layer GIN breaks both assumptions: its Hessian has eigenvalues
 over hundreds of neighbour rows next to directions held only by the weight decay), so the re-optimised weights
 travel along nearly flat directions far beyond the quadratic model, and ``Γ`` is not linear along that path.
 
-:func:`refine` follows each deletion further without forming any new Hessian: from ``θ̂`` it takes trust-region
-steps on the exact objective of ``G − v`` with the eigendecomposition of the Hessian at ``θ̂`` frozen
-(:func:`bind_core.hessian.newton_finish` with ``eigen=``; a chord method whose first step, before the trust
-region intervenes, is the influence function's), stops at ``max|∇L₋ᵥ| ≤ tol`` or after ``max_iter`` steps, and
-evaluates ``Γ`` exactly on ``G − v`` at the weights reached. Each step costs one gradient of the training
-objective (no Hessian-vector products, no solve): far cheaper than re-optimising with fresh Hessians, far dearer
-than the estimate. It is an approximate re-optimisation, not an influence function; where the reduced objective
-has several minima near ``θ̂`` it may settle in another one than a Newton re-optimisation would.
+:func:`refine` follows each deletion further: from ``θ̂`` it takes trust-region steps on the exact objective of
+``G − v`` with the eigendecomposition of the Hessian at ``θ̂`` frozen (:func:`bind_core.hessian.newton_finish`
+with ``eigen=``; a chord method whose first step, before the trust region intervenes, is the influence
+function's), forms the exact Hessian of ``G − v`` only when ``refresh_after`` steps in a row have not halved the
+gradient, stops at ``max|∇L₋ᵥ| ≤ tol`` or after ``max_iter`` steps, and evaluates ``Γ`` exactly on ``G − v`` at
+the weights reached. A frozen step costs one gradient of the training objective (no Hessian-vector products, no
+solve), so this is several times cheaper than re-optimising with a fresh Hessian at every step, and far dearer
+than the estimate (0.6–2.1 s per node for the GINs of docs/RESULTS.md, against 1.3 s for all 1000 nodes'
+estimates). It is an approximate re-optimisation, not an influence function; where the reduced
+objective has several minima near ``θ̂`` it may settle in another one than a Newton re-optimisation would.
 
 The sign convention is the estimate's (:data:`bind_core.influence.SIGN_CONVENTION`).
 """
