@@ -319,7 +319,7 @@ def refined_scores(
     kw = {"max_iter": args.gin_refine_iter, "refresh_after": args.gin_refine_refresh}
     ref = refine_deletions(model, graph, positions, **kw)
     out = {"deletion": _refinement_scores(ref, actual, converged)}
-    if any(len(p) > 1 for p in positions):
+    if args.gin_refine_sum and any(len(p) > 1 for p in positions):
         members = sorted({q for p in positions for q in p})
         single = refine_deletions(model, graph, [[q] for q in members], **kw)
         by_pos = dict(zip(members, torch.cat([single.delta.unsqueeze(1), single.refined], dim=1).tolist(), strict=True))
@@ -514,6 +514,9 @@ def main() -> None:
     p.add_argument("--gin-refine-iter", type=int, default=300, help="GIN: refine's steps per deletion (0: skip)")
     p.add_argument("--gin-refine-refresh", type=int, default=20, help="GIN: refine's refresh_after (0: never)")
     p.add_argument("--gin-refine-protocols", default="sample,sets", help="gin_refine: the protocols to score")
+    p.add_argument(
+        "--no-gin-refine-sum", dest="gin_refine_sum", action="store_false", help="sets: skip the per-node-sum score"
+    )
     p.add_argument("--gin-save", default="", help="save the polished GIN to <this>_<dataset>/ (empty: do not)")
     p.add_argument("--gin-one-step", type=int, default=15, help="gin_one_step: sampled nodes to check")
     p.add_argument("--gin-json", default="bench/out/gin_{name}.json", help="gin_one_step: the GIN run's JSON")
