@@ -206,7 +206,7 @@ def plan(
     t0 = time.perf_counter()
     train = graph.train_idx.to(fm.device)
     y = graph.y.to(fm.device)
-    a = _directional_loss_derivatives(lambda f: fm.logits(f, train), theta, s, y[train])  # [m, 2]
+    a = directional_loss_derivatives(lambda f: fm.logits(f, train), theta, s, y[train])  # [m, 2]
     timings["loss_derivatives"] = time.perf_counter() - t0
     if progress is not None:
         progress(1.0)
@@ -316,7 +316,7 @@ def _gamma_gradients(fm: FunctionalModel, theta: Tensor) -> Tensor:
     return torch.stack(rows).detach()
 
 
-def _directional_loss_derivatives(logits_fn: Any, theta: Tensor, s: Tensor, y: Tensor) -> Tensor:
+def directional_loss_derivatives(logits_fn: Any, theta: Tensor, s: Tensor, y: Tensor) -> Tensor:
     """``∇ℓ_kᵀ·s[:, c]`` for every output row ``k`` and column ``c`` of ``s``, by forward-mode AD: ``[k, 2]``."""
     cols = []
     for c in range(s.shape[1]):
@@ -325,7 +325,7 @@ def _directional_loss_derivatives(logits_fn: Any, theta: Tensor, s: Tensor, y: T
     return torch.stack(cols, dim=1).detach()
 
 
-def _batch_loss_derivatives(batch: Batch, theta: Tensor, s: Tensor, y: Tensor) -> Tensor:
+def batch_loss_derivatives(batch: Batch, theta: Tensor, s: Tensor, y: Tensor) -> Tensor:
     """``∇ℓ_jᵀ·s[:, c]`` on ``G − v`` for every pair ``(v, j)`` of a batch and column ``c``: ``[P, 2]``."""
     cols = []
     for c in range(s.shape[1]):
@@ -366,7 +366,7 @@ def _deletion_terms(
         is_train = train_pos[batch.node] >= 0
         if non_iid and bool(is_train.any()):
             # ℓ_j(G) − ℓ_j(G−v) for training j affected by v, differentiated along s.
-            b = _batch_loss_derivatives(batch, theta, s, y[batch.node.to(fm.device)])
+            b = batch_loss_derivatives(batch, theta, s, y[batch.node.to(fm.device)])
             contrib = a[train_pos[batch.node[is_train]]] - b[is_train.to(fm.device)]
             non_iid_part.index_add_(0, (batch.v_pos[is_train] - start).to(fm.device), contrib)
         is_test = test_pos[batch.node] >= 0

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from bind_core.influence.deletion import pair_batches
-from bind_core.influence.estimate import _batch_loss_derivatives, _directional_loss_derivatives, solve_hessian
+from bind_core.influence.estimate import batch_loss_derivatives, directional_loss_derivatives, solve_hessian
 from bind_core.influence.functional import FunctionalModel
 from bind_core.models import node_losses
 from bind_core.training import TrainedModel
@@ -52,7 +52,7 @@ def utility_influence(
         return node_losses(fm.logits(flat, val_d), y[val_d]).mean()
 
     s, _ = solve_hessian(fm, torch.func.grad(val_loss)(theta).unsqueeze(1), solver=solver, rtol=rtol)
-    a = _directional_loss_derivatives(lambda f: fm.logits(f, train), theta, s, y[train])[:, 0]  # ∇ℓ_jᵀ·s
+    a = directional_loss_derivatives(lambda f: fm.logits(f, train), theta, s, y[train])[:, 0]  # ∇ℓ_jᵀ·s
     m, n = int(train.numel()), graph.num_nodes
     iid_plus = a.clone()
     direct_part = torch.zeros(m, dtype=torch.float64, device=device)
@@ -70,7 +70,7 @@ def utility_influence(
             nodes = batch.node
             is_train = train_pos[nodes] >= 0
             if bool(is_train.any()):
-                b = _batch_loss_derivatives(batch, theta, s, y[nodes.to(device)])[:, 0]
+                b = batch_loss_derivatives(batch, theta, s, y[nodes.to(device)])[:, 0]
                 mask = is_train.to(device)
                 contrib = a[train_pos[nodes[is_train]].to(device)] - b[mask]
                 iid_plus.index_add_(0, batch.v_pos[is_train].to(device), contrib)
