@@ -15,8 +15,8 @@ from bind_core.errors import ConfigError
 from bind_core.fairness import worst_pairs
 from bind_core.graph import Graph
 from bind_core.groups import exclusion_reasons, exclusion_warnings, group_name, groups_arg, included_groups
-from bind_core.hessian import NEWTON_MAX_PARAMETERS
 from bind_core.influence import SIGN_CONVENTION, SOLVERS, ChunkRunner, InfluenceResult, estimate, refine
+from bind_core.influence.refinement import require_refinable
 from bind_core.influence.utility import utility_influence
 from bind_core.models import GNN, ModelConfig
 from bind_core.training import ProgressCallback, TrainConfig, TrainedModel, train
@@ -241,11 +241,7 @@ def _check_refinable(model: TrainedModel | None, graph: Graph, config: AuditConf
         count = model.num_parameters
     else:
         count = sum(p.numel() for p in GNN(config.model, graph.num_features, graph.num_classes).parameters())
-    if count > NEWTON_MAX_PARAMETERS:
-        raise ConfigError(
-            f"refine_steps: refining needs a dense Hessian, and this model has {count} parameters "
-            f"(at most {NEWTON_MAX_PARAMETERS}); set refine_steps to 0 or use a smaller model"
-        )
+    require_refinable(count)
 
 
 MIN_TEST_POSITIVES = 30

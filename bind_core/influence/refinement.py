@@ -43,6 +43,15 @@ REFRESH_AFTER = 20
 """Default of ``refresh_after``: a fresh Hessian when 20 steps in a row have not halved the gradient."""
 
 
+def require_refinable(num_parameters: int) -> None:
+    """Raise :class:`ConfigError` for a model too large to refine (each step needs its dense Hessian)."""
+    if num_parameters > NEWTON_MAX_PARAMETERS:
+        raise ConfigError(
+            f"refining needs a dense Hessian, and this model has {num_parameters} parameters (at most "
+            f"{NEWTON_MAX_PARAMETERS}); set refine_steps to 0 or use a smaller model"
+        )
+
+
 @dataclass
 class Refinement:
     """What :func:`refine_deletions` did, per deletion (a set of training positions; a node is a set of one)."""
@@ -116,10 +125,7 @@ def refine_deletions(
     """
     start = time.perf_counter()
     m = int(graph.train_idx.numel())
-    if model.num_parameters > NEWTON_MAX_PARAMETERS:
-        raise ConfigError(
-            f"refine needs a dense Hessian: {model.num_parameters} parameters exceed {NEWTON_MAX_PARAMETERS}"
-        )
+    require_refinable(model.num_parameters)
     sets = [[int(p) for p in d] for d in deletions]
     if any(not 0 <= p < m for d in sets for p in d):
         raise ConfigError(f"refine positions must be in [0, {m})")
