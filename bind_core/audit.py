@@ -19,6 +19,7 @@ from bind_core.influence import SIGN_CONVENTION, SOLVERS, ChunkRunner, Influence
 from bind_core.influence.refinement import require_refinable
 from bind_core.influence.utility import utility_influence
 from bind_core.models import GNN, ModelConfig
+from bind_core.stationarity import require_stationary
 from bind_core.training import ProgressCallback, TrainConfig, TrainedModel, train
 from bind_core.validation import validate
 
@@ -157,6 +158,8 @@ class AuditResult:
     validation: dict[str, Any] | None = None
     stability: dict[str, Any] | None = None
     refinement: dict[str, Any] | None = None
+    stationarity: dict[str, Any] | None = None
+    """The check before the influence stage (:func:`bind_core.stationarity.require_stationary`)."""
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
 
@@ -170,7 +173,7 @@ class AuditResult:
             "validation": self.validation,
             "stability": self.stability,
             "refinement": self.refinement,
-            "stationarity": self.model.stationarity,
+            "stationarity": self._stationarity(),
             "training": self.model.history,
             "model": {"parameters": self.model.num_parameters, **self.model.model_config.to_dict()},
             "graph": self.graph.summary(),
@@ -179,6 +182,15 @@ class AuditResult:
             "warnings": warnings_for(self.graph, self.config.min_group_size) + self._estimate_warnings(),
             "sign_convention": SIGN_CONVENTION,
         }
+
+    def _stationarity(self) -> dict[str, Any]:
+        """The polish's record, the audit's check and, with influence, the Hessian's spectrum at the weights."""
+        out = {**self.model.stationarity, **(self.stationarity or {})}
+        if self.influence is not None:
+            d = self.influence.solve.details
+            keys = ("max_eigenvalue", "min_eigenvalue", "below_weight_decay", "dropped_eigenvalues", "damping")
+            out["spectrum"] = {k: d[k] for k in keys if k in d} or None
+        return out
 
     def influence_rows(self) -> list[dict[str, Any]]:
         """One row per training node (in ``train_idx`` order); empty when influence was not computed."""
@@ -376,6 +388,7 @@ def run_audit(
         return result
     start = time.perf_counter()
     tick("influence", 0.0)
+    result.stationarity = require_stationary(model, graph)
     share = 0.2 if config.refine_steps else 1.0  # of the influence stage's progress; refining takes the rest
     result.influence = estimate(
         model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, groups=groups,

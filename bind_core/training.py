@@ -29,7 +29,7 @@ from torch.func import functional_call
 from bind_core.config import DictConfig
 from bind_core.errors import ConfigError
 from bind_core.graph import Graph
-from bind_core.hessian import NEWTON_MAX_PARAMETERS, newton_finish
+from bind_core.hessian import NEWTON_MAX_PARAMETERS, dense_hessian_by_rows, newton_finish
 from bind_core.models import (
     GNN,
     GraphInputs,
@@ -39,6 +39,12 @@ from bind_core.models import (
     probabilities,
     unflatten_parameters,
 )
+
+FROZEN_REFRESH = 20
+"""A message-passing model's Newton finish forms a fresh Hessian when this many frozen steps have not halved the
+gradient norm (see :func:`polish`)."""
+FROZEN_STEPS_PER_HESSIAN = 5
+"""Frozen-Hessian steps allowed per Hessian step of ``newton_max_iter`` (a frozen step costs one gradient)."""
 
 ProgressCallback = Callable[[str, float], None]
 """``progress(stage, fraction_done)``; it may raise to abort the work."""
@@ -324,6 +330,13 @@ def gradient_norm(trained: TrainedModel, graph: Graph) -> float:
     return _norm(_gradient(module, trained.prepare(graph), graph, trained.train_config.weight_decay))
 
 
+def max_abs_gradient(trained: TrainedModel, graph: Graph) -> float:
+    """``max|∂L/∂θ|`` of the training objective (no dropout) at the current weights: what ``polish_tol`` bounds."""
+    module = trained.module
+    module.eval()
+    return _max_abs_grad(module, trained.prepare(graph), graph, trained.train_config.weight_decay)
+
+
 def polish(
     trained: TrainedModel,
     graph: Graph,
@@ -341,9 +354,11 @@ def polish(
     at most :data:`~bind_core.hessian.NEWTON_MAX_PARAMETERS` parameters, a trust-region Newton finish with the
     exact Hessian (:func:`bind_core.hessian.newton_finish`, at most ``newton_max_iter`` Hessians,
     ``newton_max_seconds`` bounds its time) takes over; models that L-BFGS converges never form a Hessian.
-    ``newton=None`` (default) does this for row-separable models only (one-layer GCN, GIN, SAGE), whose Hessian
-    runs over the training rows alone; for message-passing models each Hessian is ``p`` full-graph
-    Hessian-vector products (seconds per step even on an 800-node graph), so they need ``newton=True``.
+    ``newton=None`` (default) or ``True`` does this for every model: row-separable ones (one-layer GCN, GIN, SAGE),
+    whose Hessian runs over the training rows alone, form the exact Hessian at every step; message-passing models,
+    where each Hessian is ``p`` full-graph backward passes, take frozen-Hessian steps (one eigendecomposition at
+    the L-BFGS end point, a fresh one only when :data:`FROZEN_REFRESH` steps in a row have not halved the
+    gradient; each step costs one gradient), at most ``newton_max_iter·FROZEN_STEPS_PER_HESSIAN`` of them.
     ``newton=False`` never runs it. Records ``grad_norm``, ``iterations`` (L-BFGS), ``seconds``, ``converged``
     (the largest gradient entry is at most ``tol``) and, when it ran, ``newton`` (its record) in
     ``trained.stationarity``.
@@ -367,7 +382,7 @@ def polish(
 
     evaluations = 0
     if newton is None:
-        newton = trained.module.row_separable
+        newton = True
     run_newton = newton and newton_max_iter > 0 and trained.num_parameters <= NEWTON_MAX_PARAMETERS
     lbfgs_share = 0.9 if run_newton else 1.0  # of the progress; a Newton finish reports the rest
 
@@ -389,9 +404,17 @@ def polish(
     if run_newton and _max_abs_grad(module, inputs, graph, wd) > tol:
         objective, theta, write_back = _flat_objective(module, inputs, graph, wd)
         report = None if progress is None else (lambda f: progress(lbfgs_share + (1 - lbfgs_share) * f))
-        theta, record = newton_finish(
-            objective, theta, tol=tol, max_iter=newton_max_iter, max_seconds=newton_max_seconds, progress=report
-        )
+        if trained.module.row_separable:
+            theta, record = newton_finish(
+                objective, theta, tol=tol, max_iter=newton_max_iter, max_seconds=newton_max_seconds, progress=report
+            )
+        else:
+            eigen = torch.linalg.eigh(dense_hessian_by_rows(objective, theta))
+            theta, record = newton_finish(
+                objective, theta, tol=tol, max_iter=newton_max_iter * FROZEN_STEPS_PER_HESSIAN,
+                max_seconds=newton_max_seconds, progress=report, eigen=eigen, refresh_after=FROZEN_REFRESH,
+            )  # fmt: skip
+            record["hessians"] += 1
         write_back(theta)
     if progress is not None:
         progress(1.0)

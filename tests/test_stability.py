@@ -7,8 +7,9 @@ import torch
 
 from bind_core.audit import AuditConfig, run_audit
 from bind_core.datasets import synthetic
-from bind_core.errors import ConfigError
+from bind_core.errors import ConfigError, ModelNotStationaryError
 from bind_core.stability import _overlap, topk_harmful, topk_stability
+from bind_core.models import ModelConfig
 from bind_core.training import TrainConfig
 
 
@@ -22,11 +23,12 @@ def test_topk_and_overlap_by_hand() -> None:
 
 
 def test_stability_across_seeds_on_a_tiny_graph() -> None:
-    # Without the polish, 20 Adam epochs from different seeds end at different weights, so the sets differ
-    # (with the default polish the paper's GCN converges to one optimum from every seed: overlap 1.0).
+    # A two-layer model polished to a stationary point from different seeds ends at different optima, so the
+    # sets differ (the paper's one-layer GCN converges to one optimum from every seed: overlap 1.0).
     g = synthetic(120, seed=1)
     config = AuditConfig(
-        training=TrainConfig(epochs=20, polish=False, seed=1),
+        model=ModelConfig(layers=2, hidden=4),
+        training=TrainConfig(epochs=20, seed=1),
         stages=("training", "metrics", "influence"),
         bootstrap=0,
         stability_seeds=(1, 10),
@@ -45,3 +47,16 @@ def test_stability_across_seeds_on_a_tiny_graph() -> None:
         topk_stability(g, config, seeds=(1,))
     with pytest.raises(ConfigError):
         AuditConfig(stability_seeds=(1, 1))
+
+
+def test_an_audit_refuses_influence_for_weights_that_are_not_stationary() -> None:
+    # 20 Adam epochs without the polish leave the gradient far from zero: the influence stage fails with the
+    # gradient in the error instead of publishing estimates; the metrics stages alone still run
+    g = synthetic(120, seed=1)
+    config = AuditConfig(training=TrainConfig(epochs=20, polish=False), stages=("training", "metrics", "influence"))
+    with pytest.raises(ModelNotStationaryError) as caught:
+        run_audit(g, config)
+    assert caught.value.max_abs_grad > caught.value.tolerance == pytest.approx(1e-5)
+    assert "not a stationary point" in str(caught.value)
+    fine = run_audit(g, AuditConfig(training=TrainConfig(epochs=20, polish=False), stages=("training", "metrics")))
+    assert fine.influence is None

@@ -112,11 +112,18 @@ def test_newton_finish_completes_a_capped_polish(small_graph: Graph) -> None:
     assert torch.allclose(finished.predict_proba(small_graph), reference.predict_proba(small_graph), atol=1e-5)
 
 
-def test_newton_finish_is_opt_in_for_message_passing_models(small_graph: Graph) -> None:
-    # a two-layer model's Hessian is p full-graph HVPs per step: by default the polish leaves it to L-BFGS
+def test_message_passing_models_are_finished_by_frozen_hessian_newton(small_graph: Graph) -> None:
+    # L-BFGS capped at 3 iterations leaves a two-layer model far from stationary; the frozen-Hessian Newton finish
+    # brings it to the tolerance with few Hessians, and newton=False leaves it where L-BFGS stopped
     adam = train(small_graph, TrainConfig(epochs=20, polish=False), ModelConfig(layers=2, hidden=4))
+    off = polish(TrainedModel(copy.deepcopy(adam.module), adam.model_config, adam.train_config), small_graph,
+                 max_iter=3, newton=False)  # fmt: skip
+    assert not off.stationarity["converged"] and "newton" not in off.stationarity
     capped = polish(adam, small_graph, max_iter=3)
-    assert not capped.stationarity["converged"] and "newton" not in capped.stationarity
+    newton = capped.stationarity["newton"]
+    assert capped.stationarity["converged"] and newton["converged"]
+    assert _max_abs_grad(capped, small_graph) <= 1e-7
+    assert newton["accepted"] > newton["hessians"]  # most steps reuse a frozen eigendecomposition
 
 
 def _ill_conditioned_logistic() -> tuple[Callable[[torch.Tensor], torch.Tensor], int]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from app.errors import ProblemError
 from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError
+from bind_core.errors import ModelNotStationaryError
 
 
 def problem_for(exc: BaseException, *, audit_id: str, stage: str | None = None) -> dict[str, Any]:
@@ -32,6 +33,8 @@ def problem_for(exc: BaseException, *, audit_id: str, stage: str | None = None) 
             str(exc), status=422, title="Invalid graph", slug="invalid-graph",
             errors=[{"field": exc.field, "message": message}],
         )  # fmt: skip
+    elif isinstance(exc, ModelNotStationaryError):
+        error = ProblemError(str(exc), status=422, title="Model not stationary", slug="model-not-stationary")
     elif isinstance(exc, ConfigError):
         error = ProblemError(str(exc), status=422, title="Invalid audit configuration", slug="invalid-config")
     elif isinstance(exc, BindError):
@@ -40,6 +43,8 @@ def problem_for(exc: BaseException, *, audit_id: str, stage: str | None = None) 
         detail = f"The worker hit an internal error ({type(exc).__name__}); its log has the details."
         error = ProblemError(detail, status=500, title="Audit failed", slug="audit-internal-error")
     doc = error.to_problem(instance=f"/v1/audits/{audit_id}")
+    if isinstance(exc, ModelNotStationaryError):
+        doc |= {"max_abs_grad": exc.max_abs_grad, "grad_norm": exc.grad_norm, "tolerance": exc.tolerance}
     if stage is not None:
         doc["stage"] = stage
     return doc

@@ -37,6 +37,7 @@ from bind_core.influence.deletion import Batch, pair_batches
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, stack_chunks
 from bind_core.influence.solvers import (
+    EXACT_MAX_PARAMETERS,
     SolveInfo,
     choose,
     hessian_chunk,
@@ -45,6 +46,7 @@ from bind_core.influence.solvers import (
     solve_exact,
     solve_lissa,
 )
+from bind_core.influence.step import step_estimate
 from bind_core.models import probabilities
 from bind_core.training import ProgressCallback, TrainedModel
 
@@ -120,6 +122,7 @@ def estimate(
     progress: ProgressCallback | None = None,
     groups: list[int] | None = None,
     chunk_runner: ChunkRunner | None = None,
+    method: str = "auto",
 ) -> InfluenceResult:
     """Estimate ΔΓ of deleting each training node (see the module docstring for the math and the sign).
 
@@ -138,6 +141,11 @@ def estimate(
         groups: the groups Γ is measured over (default: all; an audit's minimum group size narrows them).
         chunk_runner: computes the per-node terms from the plan (``chunk_runner(plan, model) -> chunks``), for
             instance spread over several workers; default: all of them here, in one chunk.
+        method: ``"linear"``: the influence function above (one solve, Γ linearised; the paper's estimate);
+            ``"step"``: one damped Newton step per node with Γ evaluated exactly there, answering the proximal
+            response (:mod:`bind_core.influence.step`; ``solver``, ``damping``, ``non_iid``, ``direct`` and
+            ``chunk_runner`` do not apply); ``"auto"`` (default): ``"step"`` for multi-layer and attention models
+            up to :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, else ``"linear"``.
 
     Returns:
         An :class:`InfluenceResult` aligned with ``graph.train_idx``.
@@ -148,6 +156,21 @@ def estimate(
             progress("influence", frac)
 
     fm = FunctionalModel.from_trained(model, graph, groups)
+    if choose_method(method, fm) == "step":
+        delta, parts, info, timings = step_estimate(fm, progress=report)
+        gam = fm.gammas(fm.theta).detach()
+        return InfluenceResult(
+            train_idx=graph.train_idx.clone(),
+            delta=lam * delta[:, 0] + (1 - lam) * delta[:, 1],
+            delta_sp=delta[:, 0],
+            delta_eo=delta[:, 1],
+            parts=parts,
+            lam=lam,
+            gamma={"sp": float(gam[0]), "eo": float(gam[1]), "total": float(lam * gam[0] + (1 - lam) * gam[1])},
+            solve=info,
+            grad_norm=float(torch.func.grad(fm.objective)(fm.theta).norm()),
+            timings=timings,
+        )
     the_plan = plan(
         model, graph, lam=lam, non_iid=non_iid, direct=direct, direct_exact=direct_exact, solver=solver,
         damping=damping, rtol=rtol, cg_tol=cg_tol, cg_max_iter=cg_max_iter, lissa_depth=lissa_depth,
@@ -160,6 +183,18 @@ def estimate(
         chunks = chunk_runner(the_plan, model)
     report(1.0)
     return combine(the_plan, graph, chunks)
+
+
+METHODS = ("auto", "linear", "step")
+
+
+def choose_method(method: str, fm: FunctionalModel) -> str:
+    """The estimate :func:`estimate` runs for ``method`` on this model (see its ``method`` argument)."""
+    if method not in METHODS:
+        raise ConfigError(f"method: {method!r} is not one of {', '.join(METHODS)}")
+    if method != "auto":
+        return method
+    return "linear" if fm.module.row_separable or fm.num_parameters > EXACT_MAX_PARAMETERS else "step"
 
 
 def plan(
