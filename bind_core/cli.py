@@ -51,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--debias-utility", action="store_true", help="debias only with nodes whose deletion keeps validation loss"
     )
+    p.add_argument(
+        "--estimator", choices=("auto", "linear", "step"), default="auto",
+        help="linear: the influence function; step: damped Newton steps per node, Γ exact (proximal response); "
+        "auto: step for multi-layer and attention models",
+    )  # fmt: skip
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes to print")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
@@ -80,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stability_k=args.stability_k,
             refine_steps=args.refine_steps,
             debias_utility=args.debias_utility,
+            estimator=args.estimator,
         )
     except (BindError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

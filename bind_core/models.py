@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
+from torch_geometric.utils import softmax as pyg_softmax
 
 from bind_core.config import DictConfig
 from bind_core.errors import ConfigError
@@ -252,7 +253,36 @@ def _conv(config: ModelConfig, a: int, b: int) -> nn.Module:
         return GINConv(nn.Sequential(nn.Linear(a, b), act, nn.Linear(b, b)), train_eps=False)
     if config.arch == "sage":
         return SAGEConv(a, b, aggr="mean")
-    return GATConv(a, b, heads=config.heads, concat=False, add_self_loops=True)
+    return SmoothGATConv(a, b, heads=config.heads, concat=False, add_self_loops=True, activation=config.activation)
+
+
+class SmoothGATConv(GATConv):
+    """PyG's ``GATConv`` with the attention scores' leaky ReLU made as smooth as the model's activation:
+    ``s·x + (1 − s)·act(x)`` with ``s`` the negative slope (0.2). With ``act = relu`` this is GAT's own leaky ReLU;
+    with the default GELU the training objective is twice differentiable, which the polish and the influence
+    estimate need: with the leaky ReLU's kink a one-layer GAT on Income stalled at a gradient norm of 2.85e-3 after
+    686 L-BFGS iterations, and the Newton finish's trust region collapses at the kinks."""
+
+    def __init__(self, *args: object, activation: str = "gelu", **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.score_activation = activation
+
+    def edge_update(  # type: ignore[override]
+        self,
+        alpha_j: Tensor,
+        alpha_i: Tensor | None,
+        edge_attr: Tensor | None,
+        index: Tensor,
+        ptr: Tensor | None,
+        dim_size: int | None,
+    ) -> Tensor:
+        alpha = alpha_j if alpha_i is None else alpha_j + alpha_i
+        if index.numel() == 0:
+            return alpha
+        slope = self.negative_slope
+        alpha = slope * alpha + (1 - slope) * ACTIVATION_FNS[self.score_activation](alpha)
+        alpha = pyg_softmax(alpha, index, ptr, dim_size)
+        return F.dropout(alpha, p=self.dropout, training=self.training)
 
 
 def flat_parameters(module: nn.Module) -> tuple[list[str], list[torch.Size], Tensor]:

@@ -83,7 +83,7 @@ def test_chunk_bounds_cover_everything_once() -> None:
 
 def test_two_layer_chunks_match(small_graph: Graph) -> None:
     model = train(small_graph, TrainConfig(epochs=60, polish_max_iter=300), ModelConfig(arch="gcn", layers=2, hidden=8))
-    whole = estimate(model, small_graph)
+    whole = estimate(model, small_graph, method="linear")
     p = plan(model, small_graph)
     m = p.num_train
     split = combine(p, small_graph, [estimate_chunk(p, model, small_graph, a, b) for a, b in chunk_bounds(m, 2)])

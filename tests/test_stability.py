@@ -8,8 +8,8 @@ import torch
 from bind_core.audit import AuditConfig, run_audit
 from bind_core.datasets import synthetic
 from bind_core.errors import ConfigError, ModelNotStationaryError
-from bind_core.stability import _overlap, topk_harmful, topk_stability
 from bind_core.models import ModelConfig
+from bind_core.stability import _overlap, topk_harmful, topk_stability
 from bind_core.training import TrainConfig
 
 

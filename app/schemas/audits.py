@@ -92,6 +92,14 @@ class AuditCreate(BaseModel):
         "parameters; for those where one Newton step is not enough, e.g. a one-layer GIN). Slower.",
     )
 
+    estimator: Literal["auto", "linear", "step"] = Field(
+        default="auto",
+        description="linear: the paper's influence function (one solve, Γ linearised); step: damped Newton steps "
+        "per training node with Γ evaluated exactly on the graph without it, answering the proximal response "
+        "(retraining without the node while staying near the trained weights; models of at most 5000 parameters); "
+        "auto: step for multi-layer and attention models, linear otherwise. The self-check's ground truth follows.",
+    )
+
     @field_validator("stability_seeds")
     @classmethod
     def _distinct_seeds(cls, seeds: list[int]) -> list[int]:

@@ -157,7 +157,8 @@ def estimate(
 
     fm = FunctionalModel.from_trained(model, graph, groups)
     if choose_method(method, fm) == "step":
-        delta, parts, info, timings = step_estimate(fm, progress=report)
+        stepped = step_estimate(fm, progress=report)
+        delta, parts, info, timings = stepped.delta, stepped.parts, stepped.solve, stepped.timings
         gam = fm.gammas(fm.theta).detach()
         return InfluenceResult(
             train_idx=graph.train_idx.clone(),

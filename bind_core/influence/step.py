@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -48,6 +49,15 @@ from bind_core.neighbourhood import Csr
 DAMPING_RULE = 1e-3
 """``μ = DAMPING_RULE·λ_max``: the proximal damping relative to the largest Hessian eigenvalue (a condition
 number of the damped Hessian of at most ~1000; docs/METHOD.md shows where this came from)."""
+
+
+STEPS = 20
+"""Damped Newton steps per node at most (the first, then chord steps with the Hessian at ``θ̂`` frozen) towards
+the proximal optimum; each after the first costs one forward and one backward pass on ``G − v``."""
+
+
+HALVINGS = 6
+"""A chord step is halved up to this many times until the proximal gradient's norm decreases."""
 
 
 def damping_for(eigenvalues: Tensor, rule: float = DAMPING_RULE) -> float:
@@ -84,18 +94,42 @@ def full_inputs(fm: FunctionalModel) -> GraphInputs:
     return GraphInputs(x=i.x, edge_index=i.edge_index, edge_weight=i.edge_weight, x_prop=None)
 
 
+@dataclass
+class StepEstimate:
+    """What :func:`step_estimate` computed, aligned with ``train_idx``."""
+
+    delta: Tensor
+    """``[m, 2]``: ΔΓ_SP, ΔΓ_EO at the weights reached on ``G − v``."""
+    parts: dict[str, Tensor]
+    """``iid``, ``non_iid``, ``direct``: the first-order estimate's terms (damped solve); ``step``: the rest."""
+    solve: SolveInfo
+    timings: dict[str, float]
+    first_steps: Tensor
+    """``[m, p]``: the damped Newton step ``(1/m)·(H + μI)⁻¹·∇c_v`` of every node."""
+    residual: Tensor
+    """``[m]``: the largest entry of the proximal objective's gradient where each node stopped."""
+    taken: Tensor
+    """``[m]``: damped Newton steps taken per node."""
+    weights: Tensor | None = None
+    """``[m, p]``: the weights reached per node (``keep_weights=True`` only)."""
+
+
 def step_estimate(
     fm: FunctionalModel,
     *,
     rule: float = DAMPING_RULE,
     rtol: float = 1e-9,
+    steps: int = STEPS,
+    tol: float = 1e-9,
+    keep_weights: bool = False,
     progress: Callable[[float], None] | None = None,
-) -> tuple[Tensor, dict[str, Tensor], SolveInfo, dict[str, float]]:
-    """ΔΓ of every training node by one damped Newton step and Γ exactly there (see the module docstring).
+) -> StepEstimate:
+    """ΔΓ of every training node: damped Newton steps towards the proximal optimum on ``G − v``, Γ exactly there.
 
-    Returns ``(delta [m, 2], parts, solve, timings)``: ``delta``'s columns are ΔΓ_SP and ΔΓ_EO; ``parts`` holds
-    ``iid``, ``non_iid``, ``direct`` (the first-order estimate's terms with the damped solve) and ``step`` (the
-    exact value minus the first-order one); ``solve`` records the spectrum and the damping.
+    The first step is ``Δθ_v = (1/m)·(H + μI)⁻¹·∇c_v`` (the module docstring); up to ``steps − 1`` more use the
+    same frozen ``(H + μI)⁻¹`` on the exact gradient of the proximal objective on ``G − v`` (a chord method), each
+    halved up to :data:`HALVINGS` times until that gradient's norm decreases, until its largest entry is at most
+    ``tol``. ``solve.details`` records the spectrum, the damping and how many nodes did not settle.
 
     Raises:
         ConfigError: more than :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters.
@@ -106,6 +140,8 @@ def step_estimate(
             f"the per-node step estimate needs a dense Hessian, and this model has {p} parameters (at most "
             f"{EXACT_MAX_PARAMETERS})"
         )
+    if steps < 1:
+        raise ConfigError(f"steps: {steps!r} must be >= 1")
     timings: dict[str, float] = {}
     theta = fm.theta
     g = fm.graph
@@ -119,6 +155,10 @@ def step_estimate(
     kept = evals.abs() > rtol * scale
     mu = damping_for(evals, rule)
     inv = torch.where(kept, 1.0 / (evals.abs() + mu), torch.zeros_like(evals))
+
+    def solve_damped(vec: Tensor) -> Tensor:
+        return evecs @ (inv * (evecs.T @ vec))
+
     solve = SolveInfo(
         "exact",
         seconds=time.perf_counter() - t0,
@@ -147,6 +187,13 @@ def step_estimate(
     base_proba = probabilities(base_logits[test].detach())
     base_gamma = gammas_from_proba(base_proba, g, fm.groups).detach()
     grad_gamma = _gamma_gradients(fm, theta, full)  # [2, p]
+    grad_objective = torch.func.grad(fm.objective)(theta).detach()  # ≈ 0 at a stationary point
+    objective_hat = float(fm.objective(theta))
+
+    def objective_value_at_hat(pos: int, deleted: Tensor) -> float:
+        """F(θ̂) = L(θ̂) − c_v(θ̂)/m (the proximal term vanishes at θ̂)."""
+        return objective_hat - float(deleted.detach()) / m
+
     train_pos = torch.full((g.num_nodes,), -1, dtype=torch.long)
     train_pos[g.train_idx] = torch.arange(m)
     csr = Csr.of_degrees(g.edge_index, g.degree)
@@ -157,6 +204,10 @@ def step_estimate(
     first = torch.zeros(m, 2, dtype=torch.float64)
     direct = torch.zeros(m, 2, dtype=torch.float64)
     exact = torch.zeros(m, 2, dtype=torch.float64)
+    taken = torch.zeros(m, dtype=torch.long)
+    residual = torch.zeros(m, dtype=torch.float64)
+    first_steps = torch.zeros(m, p, dtype=torch.float64)
+    weights = torch.zeros(m, p, dtype=torch.float64) if keep_weights else None
     for pos in range(m):
         v = int(g.train_idx[pos])
         near = csr.k_hop(torch.tensor([v]), hops)
@@ -166,19 +217,67 @@ def step_estimate(
         kept_loss = node_losses(logits_v[train[others]], y[train[others]]).sum()
         deleted = base_losses[others].sum() + base_losses[pos] - kept_loss  # c_v(θ) around θ̂
         (grad_c,) = torch.autograd.grad(deleted, probe, retain_graph=True)
-        step = evecs @ (inv * (evecs.T @ grad_c)) / m
+        first_steps[pos] = (solve_damped(grad_c) / m).cpu()
+        rest = torch.ones(m, dtype=torch.bool, device=fm.device)
+        rest[pos] = False
+        objective = _proximal_objective(fm, reduced, train[rest], y[train[rest]], m, mu)
+        at, moved = theta, base_proba
+        value, grad_f = objective_value_at_hat(pos, deleted), grad_objective - grad_c / m  # F and ∇F at θ̂
+        while int(taken[pos]) < steps and float(grad_f.abs().max()) > tol:
+            direction = solve_damped(grad_f)
+            slope = float(grad_f @ direction)  # > 0: −direction descends F ((H + μI)⁻¹ is positive definite)
+            for _ in range(HALVINGS):  # a frozen Hessian may overshoot: halve until F decreases enough (Armijo)
+                candidate = at - direction
+                value_new, grad_new, moved_new = objective(candidate)
+                if value_new <= value - 1e-4 * slope:
+                    break
+                direction, slope = 0.5 * direction, 0.5 * slope
+            else:
+                break  # no progress along the chord direction: keep the best point reached
+            at, value, grad_f, moved = candidate, value_new, grad_new, moved_new
+            taken[pos] += 1
+        residual[pos] = float(grad_f.abs().max())
+        if weights is not None:
+            weights[pos] = at.detach().cpu()
         with torch.no_grad():
-            proba_v = probabilities(logits_v[test])
-            after_direct = gammas_from_proba(proba_v, g, fm.groups)
-            moved = probabilities(fm.logits(theta + step, test, reduced))
+            direct[pos] = (gammas_from_proba(probabilities(logits_v[test]), g, fm.groups) - base_gamma).cpu()
             exact[pos] = (gammas_from_proba(moved, g, fm.groups) - base_gamma).cpu()
-            direct[pos] = (after_direct - base_gamma).cpu()
-            first[pos] = (grad_gamma @ step).cpu()
+            first[pos] = (grad_gamma.cpu() @ first_steps[pos]).cpu()
         if progress is not None and (pos + 1) % 25 == 0:
             progress(0.1 + 0.9 * (pos + 1) / m)
     timings["per_node_terms"] = time.perf_counter() - t0
+    solve.details |= {
+        "steps_max": steps,
+        "steps_median": float(taken.double().median()),
+        "tol": tol,
+        "unsettled": int((residual > tol).sum()),
+        "max_residual": float(residual.max()),
+    }
     parts = {"iid": iid, "non_iid": first - iid, "direct": direct, "step": exact - first - direct}
-    return exact, parts, solve, timings
+    return StepEstimate(exact, parts, solve, timings, first_steps, residual, taken, weights)
+
+
+def _proximal_objective(
+    fm: FunctionalModel, reduced: GraphInputs, rows: Tensor, y: Tensor, m: int, mu: float
+) -> Callable[[Tensor], tuple[float, Tensor, Tensor]]:
+    """``θ ↦ (F(θ), ∇F(θ), test probabilities at θ)`` for the proximal objective on ``G − v``:
+    ``F(θ) = (1/m)·Σ_{rows} ℓ_j(θ; G − v) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²``."""
+    theta_hat = fm.theta
+    test = fm.graph.test_idx.to(fm.device)
+
+    def evaluate(at: Tensor) -> tuple[float, Tensor, Tensor]:
+        probe = at.detach().clone().requires_grad_(True)
+        logits = fm.logits(probe, None, reduced)
+        move = probe - theta_hat
+        value = (
+            node_losses(logits[rows], y).sum() / m
+            + 0.5 * fm.weight_decay * (probe * probe).sum()
+            + 0.5 * mu * (move * move).sum()
+        )
+        (grad_f,) = torch.autograd.grad(value, probe)
+        return float(value.detach()), grad_f, probabilities(logits[test].detach())
+
+    return evaluate
 
 
 def _hessian_chunk(fm: FunctionalModel) -> int | None:
