@@ -32,6 +32,7 @@ from torch_geometric.utils import softmax as pyg_softmax
 from bind_core.config import DictConfig
 from bind_core.errors import ConfigError
 from bind_core.graph import Graph
+from bind_core.sparse import Adjacency, is_symmetric, spmm
 
 ARCHS = ("gcn", "gin", "sage", "gat")
 ACTIVATIONS = ("gelu", "relu", "tanh")
@@ -90,6 +91,8 @@ class GraphInputs:
     edge_index: Tensor
     edge_weight: Tensor | None
     x_prop: Tensor | None
+    adjacency: Adjacency | None = None
+    """GCN's ``Â`` as a CSR product (:mod:`bind_core.sparse`), used instead of PyG's scatter when present."""
 
 
 def gcn_norm(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
@@ -195,8 +198,10 @@ class GNN(nn.Module):
         arch = self.config.arch
         if arch == "gcn":
             ei, w = gcn_norm(ei, graph.num_nodes, dtype)
-            x_prop = propagate(x, ei, w) if self.row_separable else None
-            return GraphInputs(x=x, edge_index=ei, edge_weight=w, x_prop=x_prop)
+            if self.row_separable:
+                return GraphInputs(x=x, edge_index=ei, edge_weight=w, x_prop=propagate(x, ei, w))
+            adjacency = Adjacency.from_edges(ei, w, graph.num_nodes, symmetric=is_symmetric(ei, w, graph.num_nodes))
+            return GraphInputs(x=x, edge_index=ei, edge_weight=w, x_prop=None, adjacency=adjacency)
         x_prop = None
         if self.row_separable:
             ones = torch.ones(ei.shape[1], dtype=dtype, device=device)
@@ -223,7 +228,9 @@ class GNN(nn.Module):
         for i, conv in enumerate(self.convs):
             if i > 0:
                 h = F.dropout(_ACT[self.config.activation](h), p=self.config.dropout, training=self.training)
-            if inputs.edge_weight is not None:
+            if inputs.adjacency is not None and self.config.arch == "gcn":  # GCNConv: Â·(h·Wᵀ) + b, as a CSR product
+                h = spmm(inputs.adjacency, conv.lin(h)) + conv.bias
+            elif inputs.edge_weight is not None:
                 h = conv(h, inputs.edge_index, inputs.edge_weight)
             else:
                 h = conv(h, inputs.edge_index)

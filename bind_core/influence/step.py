@@ -45,6 +45,7 @@ from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forwa
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian
 from bind_core.models import GraphInputs, node_losses, probabilities
 from bind_core.neighbourhood import Csr
+from bind_core.sparse import Adjacency
 
 DAMPING_RULE = 1e-3
 """``μ = DAMPING_RULE·λ_max``: the proximal damping relative to the largest Hessian eigenvalue (a condition
@@ -80,18 +81,25 @@ def inputs_without(fm: FunctionalModel, node: int) -> GraphInputs:
     ei = fm.inputs.edge_index
     keep = ((ei[0] != node) & (ei[1] != node)) | (ei[0] == ei[1])
     ei = ei[:, keep]
-    weight = None
+    weight, adjacency = None, None
     if fm.inputs.edge_weight is not None:
-        deg = torch.bincount(ei[0], minlength=fm.graph.num_nodes).to(fm.theta.dtype)
+        n = fm.graph.num_nodes
+        deg = torch.bincount(ei[0], minlength=n).to(fm.theta.dtype)
         dinv = deg.pow(-0.5)
         weight = dinv[ei[0]] * dinv[ei[1]]
-    return GraphInputs(x=fm.inputs.x, edge_index=ei, edge_weight=weight, x_prop=None)
+        if fm.inputs.adjacency is not None:  # removing a node's edges both ways keeps Â symmetric if it was
+            symmetric = fm.inputs.adjacency.transposed is fm.inputs.adjacency.parts
+            adjacency = Adjacency.from_edges(ei, weight, n, symmetric=symmetric)
+    return GraphInputs(x=fm.inputs.x, edge_index=ei, edge_weight=weight, x_prop=None, adjacency=adjacency)
 
 
 def full_inputs(fm: FunctionalModel) -> GraphInputs:
     """The full graph's inputs with the layers run (no precomputed aggregated rows), as :func:`inputs_without`."""
     i = fm.inputs
-    return GraphInputs(x=i.x, edge_index=i.edge_index, edge_weight=i.edge_weight, x_prop=None)
+    adjacency = i.adjacency
+    if adjacency is None and i.edge_weight is not None:  # a one-layer GCN prepared with aggregated rows instead
+        adjacency = Adjacency.from_edges(i.edge_index, i.edge_weight, fm.graph.num_nodes)
+    return GraphInputs(x=i.x, edge_index=i.edge_index, edge_weight=i.edge_weight, x_prop=None, adjacency=adjacency)
 
 
 @dataclass

@@ -1,0 +1,94 @@
+"""A sparse adjacency product that ``torch.func`` can differentiate, for message passing at memory speed.
+
+PyG's ``GCNConv`` propagates with a gather, a multiply and a scatter over an ``[E, d]`` message tensor; on the CPU a
+CSR sparse-dense product is about ten times faster (Income, 100k edges, float64: a two-layer GCN's forward pass
+from ~30 ms to a few ms). ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``), which the influence code relies
+on, cannot take sparse tensors as inputs ("Sparse CSR tensors do not have strides"), so :func:`spmm` is a custom
+autograd function whose inputs are the CSR index and value tensors (dense) and which builds the sparse matrix inside:
+its backward is the product with the transpose, its forward derivative the product itself, and its batching rule
+one product with the batch folded into the columns.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Adjacency:
+    """``A`` (``[n, n]``, ``out[i] = Σ_j A_ij·x[j]``) as CSR parts, and those of ``Aᵀ`` (the same if symmetric)."""
+
+    parts: tuple[Tensor, Tensor, Tensor]
+    transposed: tuple[Tensor, Tensor, Tensor]
+    num_nodes: int
+
+    @classmethod
+    def from_edges(cls, edge_index: Tensor, weight: Tensor, num_nodes: int, *, symmetric: bool = False) -> Adjacency:
+        """From edges ``(i, j)`` with weights ``A_ij``; ``symmetric=True`` promises ``A = Aᵀ`` (no transpose built)."""
+        parts = _csr_parts(edge_index[0], edge_index[1], weight, num_nodes)
+        transposed = parts if symmetric else _csr_parts(edge_index[1], edge_index[0], weight, num_nodes)
+        return cls(parts, transposed, num_nodes)
+
+    def __matmul__(self, x: Tensor) -> Tensor:
+        return spmm(self, x)
+
+
+def spmm(adj: Adjacency, x: Tensor) -> Tensor:
+    """``A @ x`` for ``x`` of shape ``[n, d]``, differentiable by autograd and ``torch.func``."""
+    out: Tensor = _SpMM.apply(x, adj.parts, adj.transposed, adj.num_nodes)
+    return out
+
+
+def is_symmetric(edge_index: Tensor, weight: Tensor, num_nodes: int) -> bool:
+    """Whether the weighted edge list equals its transpose."""
+    key = edge_index[0] * num_nodes + edge_index[1]
+    key_t = edge_index[1] * num_nodes + edge_index[0]
+    a, b = torch.argsort(key), torch.argsort(key_t)
+    return bool(torch.equal(key[a], key_t[b]) and torch.equal(weight[a], weight[b]))
+
+
+def _csr_parts(row: Tensor, col: Tensor, weight: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor]:
+    order = torch.argsort(row * n + col)
+    crow = torch.zeros(n + 1, dtype=torch.long, device=row.device)
+    crow[1:] = torch.cumsum(torch.bincount(row, minlength=n), 0)
+    return crow, col[order].contiguous(), weight[order].contiguous()
+
+
+def _product(parts: tuple[Tensor, Tensor, Tensor], n: int, x: Tensor) -> Tensor:
+    crow, col, values = parts
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": the product used here is long stable
+        warnings.simplefilter("ignore", UserWarning)
+        matrix = torch.sparse_csr_tensor(crow, col, values.to(x.dtype), (n, n), check_invariants=False)
+    return matrix @ x
+
+
+class _SpMM(torch.autograd.Function):
+    @staticmethod
+    def forward(x: Tensor, parts: Any, transposed: Any, n: int) -> Tensor:  # type: ignore[override]
+        return _product(parts, n, x)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
+        ctx.parts, ctx.transposed, ctx.n = inputs[1], inputs[2], inputs[3]
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Any:  # type: ignore[override]
+        return _SpMM.apply(grad, ctx.transposed, ctx.parts, ctx.n), None, None, None
+
+    @staticmethod
+    def jvp(ctx: Any, x_tangent: Tensor, *_: Any) -> Tensor:  # type: ignore[override]
+        out: Tensor = _SpMM.apply(x_tangent, ctx.parts, ctx.transposed, ctx.n)
+        return out
+
+    @staticmethod
+    def vmap(info: Any, in_dims: Any, x: Tensor, parts: Any, transposed: Any, n: int) -> Any:  # type: ignore[override]
+        if in_dims[0] is None:
+            return _SpMM.apply(x, parts, transposed, n), None
+        batched = x.movedim(in_dims[0], 1)  # [n, B, d]
+        out = _SpMM.apply(batched.reshape(batched.shape[0], -1), parts, transposed, n)
+        return out.reshape(batched.shape), 1
