@@ -57,8 +57,9 @@ STEPS = 20
 the proximal optimum; each after the first costs one forward and one backward pass on ``G − v``."""
 
 
-HALVINGS = 6
-"""A chord step is halved up to this many times until the proximal gradient's norm decreases."""
+HALVINGS = 30
+"""A step is halved up to this many times until the proximal objective decreases enough (Armijo); a damped Newton
+direction descends, so a small enough step always does."""
 
 
 def damping_for(eigenvalues: Tensor, rule: float = DAMPING_RULE) -> float:
