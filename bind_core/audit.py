@@ -62,6 +62,11 @@ class AuditConfig:
             (default: ``"step"`` for multi-layer and attention models up to 5000 parameters). With ``"step"`` the
             self-check compares against the proximal re-optimisation, otherwise against unconstrained
             re-optimisation.
+        debias_seeds: check each debiasing budget against chance (:mod:`bind_core.chance`): retrain with each of
+            these training seeds (3 or more) the unchanged graph (the noise floor), the graph without the selected
+            set, and without ``debias_random_sets`` random sets of its size; empty (default) skips (it retrains
+            ``(2 + debias_random_sets)·seeds`` times per budget).
+        debias_random_sets: random sets per budget for that check.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -80,6 +85,8 @@ class AuditConfig:
     refine_steps: int = 0
     debias_utility: bool = False
     estimator: str = "auto"
+    debias_seeds: tuple[int, ...] = ()
+    debias_random_sets: int = 3
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lam <= 1.0:
@@ -104,6 +111,10 @@ class AuditConfig:
             raise ConfigError(f"stability_k: {self.stability_k!r} must be >= 1")
         if not 0 <= self.refine_steps <= MAX_REFINE_STEPS:
             raise ConfigError(f"refine_steps: {self.refine_steps!r} must be in [0, {MAX_REFINE_STEPS}]")
+        if self.debias_seeds and (len(self.debias_seeds) < 3 or len(set(self.debias_seeds)) != len(self.debias_seeds)):
+            raise ConfigError(f"debias_seeds: {list(self.debias_seeds)!r} must be empty or 3+ distinct seeds")
+        if not 1 <= self.debias_random_sets <= 20:
+            raise ConfigError(f"debias_random_sets: {self.debias_random_sets!r} must be between 1 and 20")
         if self.estimator not in METHODS:
             raise ConfigError(f"estimator: {self.estimator!r} is not one of {', '.join(METHODS)}")
         unknown = set(self.stages) - set(STAGES)
@@ -128,6 +139,8 @@ class AuditConfig:
             "refine_steps": self.refine_steps,
             "debias_utility": self.debias_utility,
             "estimator": self.estimator,
+            "debias_seeds": list(self.debias_seeds),
+            "debias_random_sets": self.debias_random_sets,
         }
 
     @classmethod
@@ -146,6 +159,8 @@ class AuditConfig:
                 kwargs["budgets"] = tuple(float(b) for b in kwargs["budgets"])
             if "stages" in kwargs:
                 kwargs["stages"] = tuple(kwargs["stages"])
+            if "debias_seeds" in kwargs:
+                kwargs["debias_seeds"] = tuple(int(s) for s in kwargs["debias_seeds"])
             if "stability_seeds" in kwargs:
                 kwargs["stability_seeds"] = tuple(int(s) for s in kwargs["stability_seeds"])
             return cls(**kwargs)
@@ -427,7 +442,7 @@ def run_audit(
         )
         result.debiasing = debias(
             model, graph, result.influence.delta, budgets=config.budgets, lam=config.lam, progress=tick,
-            groups=groups, utility=utility,
+            groups=groups, utility=utility, chance_seeds=config.debias_seeds, random_sets=config.debias_random_sets,
         )  # fmt: skip
         timings["debiasing"] = time.perf_counter() - start
 

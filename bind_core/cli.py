@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="linear: the influence function; step: damped Newton steps per node, Γ exact (proximal response); "
         "auto: step for multi-layer and attention models",
     )  # fmt: skip
+    p.add_argument(
+        "--debias-seeds", default="",
+        help="comma-separated training seeds (3+): check each budget against deleting random nodes",
+    )  # fmt: skip
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes to print")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
@@ -86,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             refine_steps=args.refine_steps,
             debias_utility=args.debias_utility,
             estimator=args.estimator,
+            debias_seeds=tuple(int(s) for s in args.debias_seeds.split(",") if s.strip()),
         )
     except (BindError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -186,11 +191,15 @@ def render(result: AuditResult, *, top: int = 10) -> str:
                 f"  budget {row['budget']:<8} {row['deleted']:>6}   "
                 + " ".join(_pct(a[k]) for k in ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo"))
             )
+        for row in d["debiasing"]:
+            if row.get("against_random"):
+                lines.append(f"  budget {row['budget']} against chance: {row['against_random']['verdict']}")
     v = d["validation"]
     if v is not None:
         lines += [
             "",
-            f"self-check on {v['count']} random training nodes (estimate vs re-optimised model): "
+            f"self-check on {v['count']} random training nodes (estimate vs "
+            f"{'proximal' if v.get('mode') == 'proximal' else 're-optimised'} model): "
             f"Pearson {v['pearson']:.4f}, Spearman {v['spearman']:.4f}"
             if v["pearson"] is not None
             else f"self-check on {v['count']} nodes: correlation undefined",

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from bind_core.chance import against_random, seed_baselines
 from bind_core.fairness import evaluate
 from bind_core.graph import Graph
 from bind_core.nodesets import resolve_budget, select
@@ -35,6 +36,8 @@ def debias(
     progress: ProgressCallback | None = None,
     groups: list[int] | None = None,
     utility: torch.Tensor | None = None,
+    chance_seeds: Sequence[int] = (),
+    random_sets: int = 3,
 ) -> list[dict[str, Any]]:
     """For each budget: delete the harmful node set (:func:`~bind_core.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
@@ -43,11 +46,15 @@ def debias(
     nodes whose deletion is estimated to raise the validation loss (``utility > 0``) are never deleted, so the
     set trades no estimated utility for fairness (utility-aware BIND; the paper's method is ``None``).
 
+    ``chance_seeds`` (at least 3 training seeds; empty: skipped): each budget's set is also checked against chance
+    (:func:`bind_core.chance.against_random`: the set and ``random_sets`` random sets of its size, each retrained
+    with every seed, against the seeds' noise floor on the unchanged graph), in the row's ``against_random``.
+
     Returns:
         One dict per budget: ``budget``, ``requested`` (node count), ``deleted`` (count), ``nodes`` (original
         ids), ``estimated_delta`` (sum of the set's estimates), ``utility_aware`` and, when so,
         ``estimated_utility`` (the sum of the set's ``utility``), ``before`` and ``after`` (metric dicts),
-        ``seconds``. The fairness metrics are over pairs of ``groups`` (default: all).
+        ``seconds``, ``against_random`` (or ``None``). The fairness metrics are over pairs of ``groups``.
     """
     candidates = influence
     if utility is not None:
@@ -58,12 +65,27 @@ def debias(
     position = torch.full((graph.num_nodes,), -1, dtype=torch.long)  # node -> its place in train_idx
     position[graph.train_idx] = torch.arange(graph.train_idx.numel())
     rows = []
+    parts = len(budgets) * (2 if chance_seeds else 1) + (1 if chance_seeds else 0)  # progress: retraining groups
+    baselines = None
+    if chance_seeds:
+        baselines = seed_baselines(model, graph, chance_seeds, lam=lam, groups=groups)
+        if progress is not None:
+            progress("debiasing", 1 / parts)
+    done = 1 if chance_seeds else 0
     for i, budget in enumerate(budgets):
         start = time.perf_counter()
         nodes = select(candidates, graph, budget, "harmful", hops=model.model_config.layers)
         reduced, _ = graph.without_nodes(nodes)
-        step = None if progress is None else (lambda _s, f, i=i: progress("debiasing", (i + f) / len(budgets)))
+        step = None if progress is None else (lambda _s, f, d=done: progress("debiasing", (d + f) / parts))
         retrained = train(reduced, model.train_config, model.model_config, progress=step, device=model.device)
+        done += 1
+        chance = None
+        if baselines is not None:
+            tick = None if progress is None else (lambda f, d=done: progress("debiasing", (d + f) / parts))
+            chance = against_random(
+                model, graph, nodes, baselines, random_sets=random_sets, lam=lam, groups=groups, seed=i, progress=tick
+            )
+            done += 1
         est = float(influence[position[nodes]].sum())
         rows.append(
             {
@@ -76,6 +98,7 @@ def debias(
                 **({"estimated_utility": float(utility[position[nodes]].sum())} if utility is not None else {}),
                 "before": before,
                 "after": report(retrained, reduced, lam, groups),
+                "against_random": chance,
                 "seconds": time.perf_counter() - start,
             }
         )

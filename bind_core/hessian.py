@@ -116,6 +116,7 @@ def newton_finish(
     progress: Callable[[float], None] | None = None,
     eigen: tuple[Tensor, Tensor] | None = None,
     refresh_after: int = 0,
+    hessian: Callable[[Callable[[Tensor], Tensor], Tensor], Tensor] | None = None,
 ) -> tuple[Tensor, dict[str, Any]]:
     """Trust-region Newton with the exact Hessian from ``theta`` until ``max|∇objective| ≤ tol``.
 
@@ -125,6 +126,8 @@ def newton_finish(
     region keeps the steps honest where the frozen curvature is wrong; convergence is linear instead of
     quadratic). With ``refresh_after = k > 0`` the frozen Hessian is replaced by the exact one at the current point
     whenever ``k`` steps in a row have not halved the gradient norm (the frozen curvature has stopped helping).
+    ``hessian(objective, theta)`` forms each Hessian (default :func:`dense_hessian`; a message-passing model's is
+    cheaper row by row, :func:`dense_hessian_by_rows`).
 
     Returns the new flat parameters and a record: ``iterations`` (steps tried), ``hessians`` (formed here),
     ``accepted`` steps, ``converged``, ``max_abs_grad`` and ``grad_norm`` at the end,
@@ -133,6 +136,7 @@ def newton_finish(
     ``progress(fraction of max_iter)`` is called after every iteration and may raise to abort.
     """
     start = time.perf_counter()
+    form = hessian or dense_hessian
     g_fn = grad(objective)
     theta = theta.detach().clone()
     value = float(objective(theta))
@@ -154,12 +158,12 @@ def newton_finish(
             break
         iterations = it + 1
         if eigen is None:
-            lam, vec = torch.linalg.eigh(dense_hessian(objective, theta))
+            lam, vec = torch.linalg.eigh(form(objective, theta))
             hessians += 1
         else:
             if refresh_after and since >= refresh_after:
                 if float(g.norm()) > 0.5 * checkpoint:
-                    eigen = torch.linalg.eigh(dense_hessian(objective, theta))
+                    eigen = torch.linalg.eigh(form(objective, theta))
                     hessians += 1
                 checkpoint, since = float(g.norm()), 0
             since += 1

@@ -413,6 +413,7 @@ def polish(
             theta, record = newton_finish(
                 objective, theta, tol=tol, max_iter=newton_max_iter * FROZEN_STEPS_PER_HESSIAN,
                 max_seconds=newton_max_seconds, progress=report, eigen=eigen, refresh_after=FROZEN_REFRESH,
+                hessian=dense_hessian_by_rows,
             )  # fmt: skip
             record["hessians"] += 1
         write_back(theta)

@@ -100,6 +100,23 @@ class AuditCreate(BaseModel):
         "auto: step for multi-layer and attention models, linear otherwise. The self-check's ground truth follows.",
     )
 
+    debias_seeds: list[int] = Field(
+        default=[],
+        max_length=10,
+        description="Check each debiasing budget against chance: retrain with each of these training seeds (3 or "
+        "more, distinct) the unchanged graph (the seed noise floor), the graph without the selected nodes and "
+        "without debias_random_sets random sets of the same size; each budget then reports both effects, their "
+        "spread and whether the selection beats random deletion beyond twice the noise. Empty disables.",
+    )
+    debias_random_sets: int = Field(default=3, ge=1, le=20, description="Random sets per budget for that check.")
+
+    @field_validator("debias_seeds")
+    @classmethod
+    def _three_seeds(cls, seeds: list[int]) -> list[int]:
+        if seeds and (len(seeds) < 3 or len(set(seeds)) != len(seeds) or any(not 0 <= s < 2**31 for s in seeds)):
+            raise ValueError("give three or more distinct seeds in [0, 2^31), or none")
+        return seeds
+
     @field_validator("stability_seeds")
     @classmethod
     def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
