@@ -351,7 +351,40 @@ def _debiasing(runs: Sequence[Mapping[str, Any]] | None) -> str:
         "Accuracy and bias on the test nodes before debiasing and after deleting the most harmful training nodes "
         "(non-overlapping computation graphs) and retraining, per budget. Lower ΔSP, ΔEO and Γ are fairer.",
     )
-    return f'<section id="debiasing"><h2>Debiasing</h2>{_table(head, rows, 1)}{figure}</section>'
+    return f'<section id="debiasing"><h2>Debiasing</h2>{_table(head, rows, 1)}{figure}{_chance(runs)}</section>'
+
+
+def _chance(runs: Sequence[Mapping[str, Any]]) -> str:
+    """ "Does deleting these nodes help more than deleting any nodes?" (``against_random`` of each budget)."""
+    title = "<h3>Does deleting these nodes help more than deleting any nodes?</h3>"
+    checked = [r for r in runs if r.get("against_random") and r["against_random"].get("selected")]
+    if not checked:
+        return (
+            f"{title}<p>Not checked: the debiasing above was not compared with deleting random nodes "
+            "(set debias_seeds, e.g. [1, 10, 100]), so it cannot tell a real effect from retraining noise.</p>"
+        )
+    head = ["budget", "selected ΔΓ (mean ± sd)", "random ΔΓ (mean ± sd)", "noise", "beats random", "verdict"]
+    rows = []
+    for r in checked:
+        c = r["against_random"]
+        sel, rnd = c["selected"], c["random"]
+        rows.append(
+            [
+                _budget(r.get("budget")),
+                f"{fmt(sel['mean'], 4)} ± {fmt(sel['std'], 4)}",
+                f"{fmt(rnd['mean'], 4)} ± {fmt(rnd['std'], 4)}",
+                fmt(c.get("yardstick"), 4),
+                "yes" if c.get("beats_random") else "no",
+                escape(str(c.get("verdict", ""))),
+            ]
+        )
+    seeds = ", ".join(str(s) for s in checked[0]["against_random"].get("seeds", []))
+    return (
+        f"{title}<p>Each set, and random sets of the same size, retrained from scratch with seeds {seeds}; ΔΓ is "
+        "paired by seed with the unchanged graph. The selection beats random deletion when its mean ΔΓ is lower "
+        "by more than twice the noise (the larger of Γ's spread across seeds and the random sets' spread).</p>"
+        f"{_table(head, rows, 1)}"
+    )
 
 
 def _budget(budget: Any) -> str:

@@ -43,6 +43,9 @@ from bind_core.models import (
 FROZEN_REFRESH = 20
 """A message-passing model's Newton finish forms a fresh Hessian when this many frozen steps have not halved the
 gradient norm (see :func:`polish`)."""
+FROZEN_MAX_SECONDS = 300.0
+"""A message-passing model's Newton finish stops after this many seconds unless ``newton_max_seconds`` says
+otherwise (its Hessians are full-graph passes); an audit then refuses weights left short of stationary."""
 FROZEN_STEPS_PER_HESSIAN = 5
 """Frozen-Hessian steps allowed per Hessian step of ``newton_max_iter`` (a frozen step costs one gradient)."""
 
@@ -412,7 +415,8 @@ def polish(
             eigen = torch.linalg.eigh(dense_hessian_by_rows(objective, theta))
             theta, record = newton_finish(
                 objective, theta, tol=tol, max_iter=newton_max_iter * FROZEN_STEPS_PER_HESSIAN,
-                max_seconds=newton_max_seconds, progress=report, eigen=eigen, refresh_after=FROZEN_REFRESH,
+                max_seconds=FROZEN_MAX_SECONDS if newton_max_seconds is None else newton_max_seconds,
+                progress=report, eigen=eigen, refresh_after=FROZEN_REFRESH,
                 hessian=dense_hessian_by_rows,
             )  # fmt: skip
             record["hessians"] += 1

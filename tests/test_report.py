@@ -278,3 +278,19 @@ def test_report_says_when_estimates_were_refined(audit: tuple[dict[str, Any], An
     section = _section(render_report(refined), "influence")
     assert "Refined" not in plain
     assert "Refined" in section and "200 deletions" in section and "187" in section
+
+
+def test_report_says_whether_debiasing_beats_random_deletion(audit: tuple[dict[str, Any], Any]) -> None:
+    plain = _section(render_report(audit[0]), "debiasing")
+    assert "help more than deleting any nodes?" in plain and "Not checked" in plain
+    check = {
+        "size": 3, "seeds": [1, 10, 100], "noise_floor": 0.001, "yardstick": 0.002, "advantage": 0.03,
+        "selected": {"effects": [-0.03, -0.031, -0.029], "mean": -0.03, "std": 0.001},
+        "random": {"sets": [], "mean": 0.0012, "std": 0.002}, "beats_random": True, "reduces_bias": True,
+        "verdict": "deleting the selected nodes reduces bias more than deleting random nodes <b>",
+    }  # fmt: skip
+    runs = [dict(r, against_random=check) for r in audit[0]["debiasing"]]
+    section = _section(render_report(dict(audit[0], debiasing=runs)), "debiasing")
+    assert "Not checked" not in section and "seeds 1, 10, 100" in section
+    assert "-0.0300 ± 0.0010" in section and "0.0012 ± 0.0020" in section and ">yes<" in section
+    assert "&lt;b&gt;" in section and "<b>" not in section
