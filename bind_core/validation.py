@@ -33,6 +33,8 @@ from torch.func import functional_call
 from bind_core.errors import ConfigError
 from bind_core.fairness import gamma_eo, gamma_sp
 from bind_core.graph import Graph
+from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.step import Stepper
 from bind_core.models import flat_parameters, node_losses, unflatten_parameters
 from bind_core.training import ProgressCallback, TrainedModel, fine_tune, polish, train
 
@@ -195,7 +197,9 @@ def validate(
         protocol: ``"sample"``: single nodes drawn at random (``sample`` of them; the honest per-node check);
             ``"sets"``: the paper's protocol, node sets of growing size from the top of the harmful and of the
             helpful ranking (``num_sets`` of each, up to ``max_set_fraction`` of the training set), whose
-            estimate is the sum over the set (running totals inflate correlation; report both).
+            estimate is the sum over the set for the influence function (running totals inflate correlation;
+            report both) and the set's own damped step for a step estimate
+            (:class:`~bind_core.influence.step.Stepper`; a sum of flat-objective steps can exceed Γ itself).
         mode: how the actual ΔΓ is obtained (``reoptimize``, ``scratch`` or ``fine_tune``).
         groups: the groups Γ is measured over (default: all), as in the estimate.
         damping: the proximal mode's ``μ``; default: the damping the estimate's solve used.
@@ -217,6 +221,11 @@ def validate(
         positions = [order[:k].tolist() for k in sizes] + [order.flip(0)[:k].tolist() for k in sizes]
     if damping is None:
         damping = float(influence.solve.details.get("damping", 0.0))
+    stepper = None
+    if protocol == "sets" and influence.solve.details.get("method") == "step":
+        stepper = Stepper(
+            FunctionalModel.from_trained(model, graph, groups), rule=influence.solve.details["damping_rule"]
+        )
     before = gammas(model, graph, groups)
     est, act = [], []
     for i, pos in enumerate(positions):
@@ -225,7 +234,12 @@ def validate(
         after = gammas(retrain_without(model, graph, nodes, mode, damping=damping), reduced, groups)
         d_sp, d_eo = after[0] - before[0], after[1] - before[1]
         act.append([influence.lam * d_sp + (1 - influence.lam) * d_eo, d_sp, d_eo])
-        est.append(est_all[torch.tensor(pos)].sum(0).tolist())
+        if stepper is not None and len(pos) > 1:  # the set's own step, not the sum of its members'
+            out = stepper.delete(pos).delta
+            lam = influence.lam
+            est.append([lam * float(out[0]) + (1 - lam) * float(out[1]), float(out[0]), float(out[1])])
+        else:
+            est.append(est_all[torch.tensor(pos)].sum(0).tolist())
         if progress is not None:
             progress("validation", (i + 1) / len(positions))
     return ValidationResult(

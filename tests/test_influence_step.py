@@ -12,7 +12,7 @@ from bind_core.influence import estimate
 from bind_core.influence.estimate import choose_method
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.solvers import dense_hessian
-from bind_core.influence.step import damping_for, step_estimate
+from bind_core.influence.step import Stepper, damping_for, step_estimate
 from bind_core.models import ModelConfig
 from bind_core.training import TrainConfig, TrainedModel, train
 from bind_core.validation import validate
@@ -125,3 +125,23 @@ def test_a_two_layer_audit_checks_itself_against_the_proximal_response_and_repor
     assert spectrum["damping"] == pytest.approx(1e-3 * spectrum["max_eigenvalue"])
     assert spectrum["below_weight_decay"] > 0
     assert out["influence_summary"]["solver_details"]["method"] == "step"
+
+
+def test_node_sets_are_estimated_by_their_own_step_and_stay_within_what_a_set_can_do(graph: Graph) -> None:
+    model = _model(graph, arch="gcn", layers=2)
+    fm = FunctionalModel.from_trained(model, graph)
+    stepper = Stepper(fm)
+    single = step_estimate(fm)
+    assert torch.allclose(stepper.delete([5]).delta, single.delta[5], rtol=1e-9, atol=1e-13)
+    result = estimate(model, graph)
+    gamma = result.gamma
+    checked = validate(model, graph, result, protocol="sets", num_sets=3, max_set_fraction=0.25, mode="proximal")
+    lam = result.lam
+    floor = -(lam * gamma["sp"] + (1 - lam) * gamma["eo"])
+    assert (checked.estimated[:, 0] >= floor - 1e-12).all()  # deleting a set cannot take Γ below zero
+    assert checked.to_dict()["pearson"] > 0.95
+    top = torch.argsort(result.delta)[:20]
+    summed = float(result.delta[top].sum())
+    assert abs(float(checked.estimated[2, 0]) - float(checked.actual[2, 0])) <= abs(
+        summed - float(checked.actual[2, 0])
+    )

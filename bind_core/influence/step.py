@@ -74,21 +74,23 @@ def hops_affected(fm: FunctionalModel) -> int:
     return layers + 1 if fm.module.config.arch == "gcn" else layers
 
 
-def inputs_without(fm: FunctionalModel, node: int) -> GraphInputs:
-    """The model inputs of ``G − node`` in the full graph's numbering: ``node``'s edges removed (it keeps only a
-    GCN self-loop, which touches no other node), GCN normalisation recomputed with the reduced degrees, and no
-    precomputed aggregated rows (the forward pass runs the layers). Every node but ``node`` then has exactly its
-    output on ``G − node``."""
+def inputs_without(fm: FunctionalModel, nodes: int | Tensor) -> GraphInputs:
+    """The model inputs of ``G − nodes`` in the full graph's numbering: their edges removed (each keeps only a GCN
+    self-loop, which touches no other node), GCN normalisation recomputed with the reduced degrees, and no
+    precomputed aggregated rows (the forward pass runs the layers). Every other node then has exactly its output
+    on ``G − nodes``."""
+    n = fm.graph.num_nodes
+    drop = torch.zeros(n, dtype=torch.bool, device=fm.inputs.edge_index.device)
+    drop[torch.as_tensor(nodes, dtype=torch.long, device=drop.device).reshape(-1)] = True
     ei = fm.inputs.edge_index
-    keep = ((ei[0] != node) & (ei[1] != node)) | (ei[0] == ei[1])
+    keep = ~(drop[ei[0]] | drop[ei[1]]) | (ei[0] == ei[1])
     ei = ei[:, keep]
     weight, adjacency = None, None
     if fm.inputs.edge_weight is not None:
-        n = fm.graph.num_nodes
         deg = torch.bincount(ei[0], minlength=n).to(fm.theta.dtype)
         dinv = deg.pow(-0.5)
         weight = dinv[ei[0]] * dinv[ei[1]]
-        if fm.inputs.adjacency is not None:  # removing a node's edges both ways keeps Â symmetric if it was
+        if fm.inputs.adjacency is not None:  # removing nodes' edges both ways keeps Â symmetric if it was
             symmetric = fm.inputs.adjacency.transposed is fm.inputs.adjacency.parts
             adjacency = Adjacency.from_edges(ei, weight, n, symmetric=symmetric)
     return GraphInputs(x=fm.inputs.x, edge_index=ei, edge_weight=weight, x_prop=None, adjacency=adjacency)
@@ -137,79 +139,21 @@ def step_estimate(
 
     The first step is ``Δθ_v = (1/m)·(H + μI)⁻¹·∇c_v`` (the module docstring); up to ``steps − 1`` more use the
     same frozen ``(H + μI)⁻¹`` on the exact gradient of the proximal objective on ``G − v`` (a chord method), each
-    halved up to :data:`HALVINGS` times until that gradient's norm decreases, until its largest entry is at most
-    ``tol``. ``solve.details`` records the spectrum, the damping and how many nodes did not settle.
+    halved up to :data:`HALVINGS` times until the objective decreases enough (Armijo), until the gradient's
+    largest entry is at most ``tol``. ``solve.details`` records the spectrum, the damping and how many nodes did
+    not settle.
 
     Raises:
         ConfigError: more than :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters.
     """
-    p = fm.num_parameters
-    if p > EXACT_MAX_PARAMETERS:
-        raise ConfigError(
-            f"the per-node step estimate needs a dense Hessian, and this model has {p} parameters (at most "
-            f"{EXACT_MAX_PARAMETERS})"
-        )
-    if steps < 1:
-        raise ConfigError(f"steps: {steps!r} must be >= 1")
-    timings: dict[str, float] = {}
-    theta = fm.theta
-    g = fm.graph
-    m = int(g.train_idx.numel())
-    train, test = g.train_idx.to(fm.device), g.test_idx.to(fm.device)
-    y = g.y.to(fm.device)
-
     t0 = time.perf_counter()
-    evals, evecs = torch.linalg.eigh(dense_hessian(fm.objective, theta, _hessian_chunk(fm)))
-    scale = float(evals.abs().max())
-    kept = evals.abs() > rtol * scale
-    mu = damping_for(evals, rule)
-    inv = torch.where(kept, 1.0 / (evals.abs() + mu), torch.zeros_like(evals))
-
-    def solve_damped(vec: Tensor) -> Tensor:
-        return evecs @ (inv * (evecs.T @ vec))
-
-    solve = SolveInfo(
-        "exact",
-        seconds=time.perf_counter() - t0,
-        details={
-            "parameters": p,
-            "max_eigenvalue": float(evals.max()),
-            "min_eigenvalue": float(evals.min()),
-            "dropped_eigenvalues": int((~kept).sum()),
-            "negative_eigenvalues_flipped": int((evals < -rtol * scale).sum()),
-            "below_weight_decay": int((evals.abs() < fm.weight_decay).sum()),
-            "rtol": rtol,
-            "damping": mu,
-            "damping_rule": rule,
-            "method": "step",
-        },
-    )
-    timings["solve"] = solve.seconds
+    stepper = Stepper(fm, rule=rule, rtol=rtol, steps=steps, tol=tol)
+    timings = {"solve": stepper.solve.seconds}
     if progress is not None:
         progress(0.1)
-
-    t0 = time.perf_counter()
-    probe = theta.detach().clone().requires_grad_(True)
-    full = full_inputs(fm)
-    base_logits = fm.logits(probe, None, full)
-    base_losses = node_losses(base_logits[train], y[train])  # [m], graph retained for every node's backward
-    base_proba = probabilities(base_logits[test].detach())
-    base_gamma = gammas_from_proba(base_proba, g, fm.groups).detach()
-    grad_gamma = _gamma_gradients(fm, theta, full)  # [2, p]
-    grad_objective = torch.func.grad(fm.objective)(theta).detach()  # ≈ 0 at a stationary point
-    objective_hat = float(fm.objective(theta))
-
-    def objective_value_at_hat(pos: int, deleted: Tensor) -> float:
-        """F(θ̂) = L(θ̂) − c_v(θ̂)/m (the proximal term vanishes at θ̂)."""
-        return objective_hat - float(deleted.detach()) / m
-
-    train_pos = torch.full((g.num_nodes,), -1, dtype=torch.long)
-    train_pos[g.train_idx] = torch.arange(m)
-    csr = Csr.of_degrees(g.edge_index, g.degree)
-    hops = hops_affected(fm)
-
-    s_damped = evecs @ (inv.unsqueeze(1) * (evecs.T @ grad_gamma.T))  # (H + μI)⁻¹·∇Γ, [p, 2]
-    iid = _loss_derivatives(fm, theta, s_damped, full).cpu() / m  # (1/m)·∇ℓ_vᵀ·s, the first-order i.i.d. term
+    m, p = stepper.m, fm.num_parameters
+    s_damped = stepper.solve_damped(stepper.grad_gamma.T)  # (H + μI)⁻¹·∇Γ, [p, 2]
+    iid = _loss_derivatives(fm, fm.theta, s_damped, stepper.full).cpu() / m  # (1/m)·∇ℓ_vᵀ·s: first-order i.i.d.
     first = torch.zeros(m, 2, dtype=torch.float64)
     direct = torch.zeros(m, 2, dtype=torch.float64)
     exact = torch.zeros(m, 2, dtype=torch.float64)
@@ -217,23 +161,134 @@ def step_estimate(
     residual = torch.zeros(m, dtype=torch.float64)
     first_steps = torch.zeros(m, p, dtype=torch.float64)
     weights = torch.zeros(m, p, dtype=torch.float64) if keep_weights else None
+    t0 = time.perf_counter()
     for pos in range(m):
-        v = int(g.train_idx[pos])
-        near = csr.k_hop(torch.tensor([v]), hops)
-        others = train_pos[near[(near != v) & (train_pos[near] >= 0)]]  # T(v) ⊇ the truly affected ones
-        reduced = inputs_without(fm, v)
-        logits_v = fm.logits(probe, None, reduced)
-        kept_loss = node_losses(logits_v[train[others]], y[train[others]]).sum()
-        deleted = base_losses[others].sum() + base_losses[pos] - kept_loss  # c_v(θ) around θ̂
-        (grad_c,) = torch.autograd.grad(deleted, probe, retain_graph=True)
-        first_steps[pos] = (solve_damped(grad_c) / m).cpu()
-        rest = torch.ones(m, dtype=torch.bool, device=fm.device)
-        rest[pos] = False
-        objective = _proximal_objective(fm, reduced, train[rest], y[train[rest]], m, mu)
-        at, moved = theta, base_proba
-        value, grad_f = objective_value_at_hat(pos, deleted), grad_objective - grad_c / m  # F and ∇F at θ̂
-        while int(taken[pos]) < steps and float(grad_f.abs().max()) > tol:
-            direction = solve_damped(grad_f)
+        out = stepper.delete([pos])
+        exact[pos], direct[pos], first[pos] = out.delta, out.direct, out.first_order
+        first_steps[pos], taken[pos], residual[pos] = out.first_step, out.taken, out.residual
+        if weights is not None:
+            weights[pos] = out.weights
+        if progress is not None and (pos + 1) % 25 == 0:
+            progress(0.1 + 0.9 * (pos + 1) / m)
+    timings["per_node_terms"] = time.perf_counter() - t0
+    solve = stepper.solve
+    solve.details |= {
+        "steps_max": steps,
+        "steps_median": float(taken.double().median()),
+        "tol": tol,
+        "unsettled": int((residual > tol).sum()),
+        "max_residual": float(residual.max()),
+    }
+    parts = {"iid": iid, "non_iid": first - iid, "direct": direct, "step": exact - first - direct}
+    return StepEstimate(exact, parts, solve, timings, first_steps, residual, taken, weights)
+
+
+@dataclass
+class Deletion:
+    """One deletion's outcome (:meth:`Stepper.delete`)."""
+
+    delta: Tensor
+    """``[2]``: ΔΓ_SP, ΔΓ_EO at the weights reached on ``G − S``."""
+    direct: Tensor
+    """``[2]``: ``Γ(θ̂; G − S) − Γ(θ̂; G)``."""
+    first_order: Tensor
+    """``[2]``: ``∇Γᵀ·Δθ_S`` for the first step."""
+    first_step: Tensor
+    weights: Tensor
+    taken: int
+    residual: float
+
+
+class Stepper:
+    """The damped-step machinery for one model: the Hessian's eigendecomposition at ``θ̂``, the damping, the full
+    graph's outputs; :meth:`delete` settles one deletion (a node or a set of training positions)."""
+
+    def __init__(
+        self,
+        fm: FunctionalModel,
+        *,
+        rule: float = DAMPING_RULE,
+        rtol: float = 1e-9,
+        steps: int = STEPS,
+        tol: float = 1e-9,
+    ) -> None:
+        p = fm.num_parameters
+        if p > EXACT_MAX_PARAMETERS:
+            raise ConfigError(
+                f"the per-node step estimate needs a dense Hessian, and this model has {p} parameters (at most "
+                f"{EXACT_MAX_PARAMETERS})"
+            )
+        if steps < 1:
+            raise ConfigError(f"steps: {steps!r} must be >= 1")
+        self.fm, self.steps, self.tol = fm, steps, tol
+        theta, g = fm.theta, fm.graph
+        self.m = m = int(g.train_idx.numel())
+        self.train, self.test = g.train_idx.to(fm.device), g.test_idx.to(fm.device)
+        self.y = g.y.to(fm.device)
+        t0 = time.perf_counter()
+        evals, self.evecs = torch.linalg.eigh(dense_hessian(fm.objective, theta, _hessian_chunk(fm)))
+        scale = float(evals.abs().max())
+        kept = evals.abs() > rtol * scale
+        self.mu = mu = damping_for(evals, rule)
+        self.inv = torch.where(kept, 1.0 / (evals.abs() + mu), torch.zeros_like(evals))
+        self.solve = SolveInfo(
+            "exact",
+            seconds=time.perf_counter() - t0,
+            details={
+                "parameters": p,
+                "max_eigenvalue": float(evals.max()),
+                "min_eigenvalue": float(evals.min()),
+                "dropped_eigenvalues": int((~kept).sum()),
+                "negative_eigenvalues_flipped": int((evals < -rtol * scale).sum()),
+                "below_weight_decay": int((evals.abs() < fm.weight_decay).sum()),
+                "rtol": rtol,
+                "damping": mu,
+                "damping_rule": rule,
+                "method": "step",
+            },
+        )
+        self.probe = theta.detach().clone().requires_grad_(True)
+        self.full = full_inputs(fm)
+        base_logits = fm.logits(self.probe, None, self.full)
+        self.base_losses = node_losses(base_logits[self.train], self.y[self.train])  # graph kept for every backward
+        self.base_proba = probabilities(base_logits[self.test].detach())
+        self.base_gamma = gammas_from_proba(self.base_proba, g, fm.groups).detach()
+        self.grad_gamma = _gamma_gradients(fm, theta, self.full)  # [2, p]
+        self.grad_objective = torch.func.grad(fm.objective)(theta).detach()  # ≈ 0 at a stationary point
+        self.objective_hat = float(fm.objective(theta).detach())
+        self.train_pos = torch.full((g.num_nodes,), -1, dtype=torch.long)
+        self.train_pos[g.train_idx] = torch.arange(m)
+        self.csr = Csr.of_degrees(g.edge_index, g.degree)
+        self.hops = hops_affected(fm)
+
+    def solve_damped(self, vec: Tensor) -> Tensor:
+        """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out."""
+        inv = self.inv if vec.ndim == 1 else self.inv.unsqueeze(1)
+        return self.evecs @ (inv * (self.evecs.T @ vec))
+
+    def delete(self, positions: list[int]) -> Deletion:
+        """Settle the deletion of the training nodes at ``positions`` together (see :func:`step_estimate`)."""
+        fm, g, m, train, y = self.fm, self.fm.graph, self.m, self.train, self.y
+        nodes = g.train_idx[torch.tensor(positions, dtype=torch.long)]
+        near = self.csr.k_hop(nodes, self.hops)
+        gone = torch.zeros(m, dtype=torch.bool)
+        gone[torch.tensor(positions, dtype=torch.long)] = True
+        near_pos = self.train_pos[near]
+        near_pos = near_pos[near_pos >= 0]
+        others = near_pos[~gone[near_pos]]  # T(S) ⊇ the training nodes whose loss the deletion changes
+        reduced = inputs_without(fm, nodes)
+        logits_s = fm.logits(self.probe, None, reduced)
+        kept_loss = node_losses(logits_s[train[others]], y[train[others]]).sum()
+        deleted = self.base_losses[others].sum() + self.base_losses[gone.to(fm.device)].sum() - kept_loss  # c_S(θ)
+        (grad_c,) = torch.autograd.grad(deleted, self.probe, retain_graph=True)
+        first_step = self.solve_damped(grad_c) / m
+        rest = ~gone.to(fm.device)
+        objective = _proximal_objective(fm, reduced, train[rest], y[train[rest]], m, self.mu)
+        at, moved, taken = fm.theta, self.base_proba, 0
+        value = self.objective_hat - float(deleted.detach()) / m  # F(θ̂) = L(θ̂) − c_S(θ̂)/m
+        grad_f = self.grad_objective - grad_c / m
+        while taken < self.steps and float(grad_f.abs().max()) > self.tol:
+            direction = self.solve_damped(grad_f)
             slope = float(grad_f @ direction)  # > 0: −direction descends F ((H + μI)⁻¹ is positive definite)
             for _ in range(HALVINGS):  # a frozen Hessian may overshoot: halve until F decreases enough (Armijo)
                 candidate = at - direction
@@ -244,26 +299,34 @@ def step_estimate(
             else:
                 break  # no progress along the chord direction: keep the best point reached
             at, value, grad_f, moved = candidate, value_new, grad_new, moved_new
-            taken[pos] += 1
-        residual[pos] = float(grad_f.abs().max())
-        if weights is not None:
-            weights[pos] = at.detach().cpu()
+            taken += 1
         with torch.no_grad():
-            direct[pos] = (gammas_from_proba(probabilities(logits_v[test]), g, fm.groups) - base_gamma).cpu()
-            exact[pos] = (gammas_from_proba(moved, g, fm.groups) - base_gamma).cpu()
-            first[pos] = (grad_gamma.cpu() @ first_steps[pos]).cpu()
-        if progress is not None and (pos + 1) % 25 == 0:
-            progress(0.1 + 0.9 * (pos + 1) / m)
-    timings["per_node_terms"] = time.perf_counter() - t0
-    solve.details |= {
-        "steps_max": steps,
-        "steps_median": float(taken.double().median()),
-        "tol": tol,
-        "unsettled": int((residual > tol).sum()),
-        "max_residual": float(residual.max()),
-    }
-    parts = {"iid": iid, "non_iid": first - iid, "direct": direct, "step": exact - first - direct}
-    return StepEstimate(exact, parts, solve, timings, first_steps, residual, taken, weights)
+            direct = gammas_from_proba(probabilities(logits_s[self.test]), g, fm.groups) - self.base_gamma
+            return Deletion(
+                delta=(gammas_from_proba(moved, g, fm.groups) - self.base_gamma).cpu(),
+                direct=direct.detach().cpu(),
+                first_order=(self.grad_gamma @ first_step).cpu(),
+                first_step=first_step.detach().cpu(),
+                weights=at.detach().cpu(),
+                taken=taken,
+                residual=float(grad_f.abs().max()),
+            )
+
+
+def step_set_estimates(
+    fm: FunctionalModel,
+    sets: list[list[int]],
+    *,
+    rule: float = DAMPING_RULE,
+    steps: int = STEPS,
+    tol: float = 1e-9,
+    stepper: Stepper | None = None,
+) -> list[Deletion]:
+    """The step estimate of deleting each set of training positions together (one step from θ̂ for the whole set
+    on ``G − S``, Γ exactly there), rather than the sum of its members' estimates, which for a flat objective
+    can add up past anything the set can do."""
+    stepper = stepper or Stepper(fm, rule=rule, steps=steps, tol=tol)
+    return [stepper.delete(list(positions)) for positions in sets]
 
 
 def _proximal_objective(
