@@ -4,6 +4,7 @@ check the estimates against retraining. What the service's worker and the comman
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,9 @@ from bind_core.graph import Graph
 from bind_core.groups import exclusion_reasons, exclusion_warnings, group_name, groups_arg, included_groups
 from bind_core.influence import SIGN_CONVENTION, SOLVERS, ChunkRunner, InfluenceResult, estimate, refine
 from bind_core.influence.estimate import METHODS
+from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.refinement import require_refinable
+from bind_core.influence.step import Stepper
 from bind_core.influence.utility import utility_influence
 from bind_core.models import GNN, ModelConfig
 from bind_core.stationarity import require_stationary
@@ -286,6 +289,24 @@ def _check_refinable(model: TrainedModel | None, graph: Graph, config: AuditConf
     require_refinable(count)
 
 
+def _set_estimator(
+    model: TrainedModel, graph: Graph, influence: InfluenceResult, groups: list[int] | None
+) -> Callable[[list[int]], float] | None:
+    """For a step estimate, ΔΓ of deleting a set of training positions as a whole (its own damped step); else
+    ``None`` (the influence function's sets are non-overlapping and their estimates add up)."""
+    details = influence.solve.details
+    if details.get("method") != "step":
+        return None
+    stepper = Stepper(FunctionalModel.from_trained(model, graph, groups), rule=details["damping_rule"])
+    lam = influence.lam
+
+    def set_estimate(positions: list[int]) -> float:
+        delta = stepper.delete(positions).delta
+        return lam * float(delta[0]) + (1 - lam) * float(delta[1])
+
+    return set_estimate
+
+
 MIN_TEST_POSITIVES = 30
 
 
@@ -443,6 +464,7 @@ def run_audit(
         result.debiasing = debias(
             model, graph, result.influence.delta, budgets=config.budgets, lam=config.lam, progress=tick,
             groups=groups, utility=utility, chance_seeds=config.debias_seeds, random_sets=config.debias_random_sets,
+            set_estimate=_set_estimator(model, graph, result.influence, groups),
         )  # fmt: skip
         timings["debiasing"] = time.perf_counter() - start
 

@@ -18,6 +18,8 @@ from bind_core.graph import Graph
 
 def _ball(graph: Graph, node: int, hops: int, rowptr: Tensor) -> Tensor:
     """The ``hops``-hop neighbourhood of ``node``, itself included."""
+    if hops == 0:
+        return torch.tensor([node])
     if hops == 1:
         return torch.cat([torch.tensor([node]), graph.edge_index[1, rowptr[node] : rowptr[node + 1]]])
     return k_hop_subgraph(node, hops, graph.edge_index, num_nodes=graph.num_nodes)[0]
@@ -49,7 +51,8 @@ def select(
         budget: a count (``>= 1``) or a fraction of the training set (``0 < budget < 1``).
         direction: ``"harmful"`` (most negative ΔΓ first; only nodes with ΔΓ < 0) or ``"helpful"`` (most
             positive first; only ΔΓ > 0).
-        hops: the model's number of message-passing layers.
+        hops: the model's number of message-passing layers; ``0`` allows overlapping computation graphs (the
+            top of the ranking; for a set estimated as a whole).
 
     Returns:
         Node indices (into the graph), int64, in the order they were chosen.

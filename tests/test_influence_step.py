@@ -145,3 +145,22 @@ def test_node_sets_are_estimated_by_their_own_step_and_stay_within_what_a_set_ca
     assert abs(float(checked.estimated[2, 0]) - float(checked.actual[2, 0])) <= abs(
         summed - float(checked.actual[2, 0])
     )
+
+
+def test_two_layer_debiasing_reaches_its_budget_and_estimates_the_set_as_a_whole(graph: Graph) -> None:
+    from bind_core.audit import AuditConfig, run_audit
+
+    config = AuditConfig(
+        model=ModelConfig(layers=2, hidden=4),
+        training=TrainConfig(epochs=100, lr=0.01),
+        stages=("training", "metrics", "influence", "debiasing"),
+        budgets=(0.25,),
+        bootstrap=0,
+    )
+    result = run_audit(graph, config)
+    row = result.to_dict()["debiasing"][0]
+    harmful = int((result.influence.delta < 0).sum())
+    assert row["selection"] == "top_ranked" and row["deleted"] == min(row["requested"], harmful) == 20
+    assert row["estimated_delta"] >= -result.influence.gamma["total"]  # Γ cannot fall below zero
+    positions = torch.argsort(result.influence.delta)[:20]
+    assert row["estimated_delta"] != pytest.approx(float(result.influence.delta[positions].sum()))  # not the sum
