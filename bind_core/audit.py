@@ -252,10 +252,19 @@ class AuditResult:
         ]
 
     def _estimate_warnings(self) -> list[str]:
-        """A self-check whose per-node correlation is low says how far the estimates can be trusted."""
-        pearson = (self.validation or {}).get("pearson")
+        """What the estimates answer and how far they can be trusted: the question a step estimate answers, nodes
+        whose step did not settle, a self-check inside its ground truth's noise, and a low self-check."""
+        out = self._question_warnings()
+        validation = self.validation or {}
+        clear = validation.get("clear_of_noise")
+        if clear is not None and clear < 0.5:
+            out.append(
+                f"only {clear:.0%} of the self-check's deletions moved Γ by more than twice its ground truth's own "
+                f"drift ({validation.get('noise_floor', 0.0):.1e}): its correlation says little about them"
+            )
+        pearson = validation.get("pearson")
         if pearson is None or pearson >= LOW_SELF_CHECK:
-            return []
+            return out
         advice = (
             "they were refined; treat single-node values as rough"
             if self.refinement
@@ -268,9 +277,29 @@ class AuditResult:
             else "re-optimisation without the node"
         )
         return [
+            *out,
             f"the self-check's per-node Pearson correlation of estimated ΔΓ with {truth} is {pearson:.2f} "
-            f"(below {LOW_SELF_CHECK}): the influence estimates rank and size nodes only roughly; {advice}"
+            f"(below {LOW_SELF_CHECK}): the influence estimates rank and size nodes only roughly; {advice}",
         ]
+
+    def _question_warnings(self) -> list[str]:
+        if self.influence is None or self.influence.solve.details.get("method") != "step":
+            return []
+        d = self.influence.solve.details
+        out = [
+            "this model's objective is flat (multi-layer or attention): leave-one-out retraining from scratch is "
+            "ill-posed for it, so each ΔΓ is the proximal response, the change of Γ when the model is retrained "
+            f"without the node while kept near the trained weights (damping μ = {d['damping']:.2e}); read the "
+            "values as the node's pull on the trained model, and check debiasing against random deletion "
+            "(debias_seeds) before acting on it"
+        ]
+        if d.get("unsettled"):
+            out.append(
+                f"{d['unsettled']} of {self.influence.delta.numel()} nodes' steps did not settle within "
+                f"{d['steps_max']} steps (largest remaining gradient entry {d['max_residual']:.1e}): their values "
+                "are approximate"
+            )
+        return out
 
     def _top(self, direction: str, k: int = 10) -> list[dict[str, Any]] | None:
         if self.influence is None:
@@ -479,7 +508,6 @@ def run_audit(
             sample=config.validation_sample,
             progress=tick,
             groups=groups,
-            mode="proximal" if result.influence.solve.details.get("method") == "step" else "reoptimize",
         )
         result.validation = checked.to_dict()
         timings["validation"] = time.perf_counter() - start

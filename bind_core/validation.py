@@ -184,7 +184,7 @@ def validate(
     sample: int = 50,
     num_sets: int = 10,
     max_set_fraction: float = 0.1,
-    mode: str = "reoptimize",
+    mode: str | None = None,
     seed: int = 0,
     progress: ProgressCallback | None = None,
     groups: list[int] | None = None,
@@ -200,7 +200,8 @@ def validate(
             estimate is the sum over the set for the influence function (running totals inflate correlation;
             report both) and the set's own damped step for a step estimate
             (:class:`~bind_core.influence.step.Stepper`; a sum of flat-objective steps can exceed Γ itself).
-        mode: how the actual ΔΓ is obtained (``reoptimize``, ``scratch`` or ``fine_tune``).
+        mode: how the actual ΔΓ is obtained (``reoptimize``, ``proximal``, ``scratch`` or ``fine_tune``); default:
+            the question the estimate answers (``proximal`` for a step estimate, else ``reoptimize``).
         groups: the groups Γ is measured over (default: all), as in the estimate.
         damping: the proximal mode's ``μ``; default: the damping the estimate's solve used.
     """
@@ -219,6 +220,8 @@ def validate(
         top = max(1, int(max_set_fraction * m))
         sizes = sorted({max(1, round(top * (i + 1) / num_sets)) for i in range(num_sets)})
         positions = [order[:k].tolist() for k in sizes] + [order.flip(0)[:k].tolist() for k in sizes]
+    if mode is None:
+        mode = "proximal" if influence.solve.details.get("method") == "step" else "reoptimize"
     if damping is None:
         damping = float(influence.solve.details.get("damping", 0.0))
     stepper = None
@@ -242,12 +245,37 @@ def validate(
             est.append(est_all[torch.tensor(pos)].sum(0).tolist())
         if progress is not None:
             progress("validation", (i + 1) / len(positions))
+    actual = np.asarray(act)
     return ValidationResult(
         protocol=protocol,
         mode=mode,
         sets=[train_idx[torch.tensor(p)].tolist() for p in positions],
         estimated=np.asarray(est),
-        actual=np.asarray(act),
+        actual=actual,
         lam=influence.lam,
         seconds=time.perf_counter() - start,
+        extra=_noise(model, graph, mode, damping, before, influence.lam, groups, actual[:, 0]),
     )
+
+
+def _noise(
+    model: TrainedModel,
+    graph: Graph,
+    mode: str,
+    damping: float,
+    before: tuple[float, float],
+    lam: float,
+    groups: list[int] | None,
+    actual: np.ndarray,
+) -> dict[str, Any]:
+    """The ground truth's own resolution: the change of Γ when the same re-optimisation runs with nothing deleted
+    (the drift left by the audited weights' stationarity tolerance), and the share of checked deletions whose
+    actual |ΔΓ| exceeds twice it. Deterministic ground truths only; retraining from scratch or fine-tuning moves
+    Γ by its own path (its noise is the seeds' spread, :mod:`bind_core.chance`)."""
+    if mode not in ("reoptimize", "proximal"):
+        return {"noise_floor": None, "noise_floor_reason": f"{mode} retraining has no deterministic drift"}
+    again = retrain_without(model, graph, [], mode, damping=damping)
+    sp, eo = gammas(again, graph, groups)
+    drift = abs(lam * (sp - before[0]) + (1 - lam) * (eo - before[1]))
+    clear = float(np.mean(np.abs(actual) > 2 * drift)) if actual.size else None
+    return {"noise_floor": drift, "clear_of_noise": clear}
