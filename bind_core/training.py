@@ -43,9 +43,6 @@ from bind_core.models import (
 FROZEN_REFRESH = 20
 """A message-passing model's Newton finish forms a fresh Hessian when this many frozen steps have not halved the
 gradient norm (see :func:`polish`)."""
-FROZEN_MAX_SECONDS = 300.0
-"""A message-passing model's Newton finish stops after this many seconds unless ``newton_max_seconds`` says
-otherwise (its Hessians are full-graph passes); an audit then refuses weights left short of stationary."""
 FROZEN_STEPS_PER_HESSIAN = 5
 """Frozen-Hessian steps allowed per Hessian step of ``newton_max_iter`` (a frozen step costs one gradient)."""
 
@@ -65,6 +62,8 @@ class TrainConfig(DictConfig):
         polish: finish with float64 L-BFGS to a stationary point (needed for faithful influence estimates).
         polish_max_iter: L-BFGS iteration cap.
         polish_tol: stop when the largest gradient entry is below this.
+        newton_seconds: the time the polish's Newton finish may take (:func:`polish`); a model left short of a
+            stationary point is then refused by the audit's influence stage.
         keep: ``"best_val"`` keeps the Adam weights with the lowest validation loss (the paper's rule);
             ``"last"`` keeps the final epoch's (what the reference code ends up using). With ``polish`` the
             L-BFGS polish then moves either to a stationary point of the training objective.
@@ -80,6 +79,7 @@ class TrainConfig(DictConfig):
     polish_max_iter: int = 1000
     polish_tol: float = 1e-7
     keep: str = "best_val"
+    newton_seconds: float = 900.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.epochs <= 1_000_000:
@@ -90,6 +90,8 @@ class TrainConfig(DictConfig):
             raise ConfigError(f"weight_decay: {self.weight_decay!r} must be in [0, 10]")
         if self.polish_max_iter < 0 or self.polish_tol <= 0:
             raise ConfigError("polish_max_iter must be >= 0 and polish_tol > 0")
+        if not 0 < self.newton_seconds <= 86_400:
+            raise ConfigError(f"newton_seconds: {self.newton_seconds!r} must be in (0, 86400]")
         if self.keep not in ("best_val", "last"):
             raise ConfigError(f"keep: {self.keep!r} is not one of best_val, last")
 
@@ -310,6 +312,7 @@ def _adam(
             graph,
             max_iter=config.polish_max_iter,
             tol=config.polish_tol,
+            newton_max_seconds=config.newton_seconds,
             progress=None if progress is None else (lambda f: progress(stage, share + (1 - share) * f)),
         )
         trained.stationarity["adam_grad_norm"] = adam_grad
@@ -415,8 +418,7 @@ def polish(
             eigen = torch.linalg.eigh(dense_hessian_by_rows(objective, theta))
             theta, record = newton_finish(
                 objective, theta, tol=tol, max_iter=newton_max_iter * FROZEN_STEPS_PER_HESSIAN,
-                max_seconds=FROZEN_MAX_SECONDS if newton_max_seconds is None else newton_max_seconds,
-                progress=report, eigen=eigen, refresh_after=FROZEN_REFRESH,
+                max_seconds=newton_max_seconds, progress=report, eigen=eigen, refresh_after=FROZEN_REFRESH,
                 hessian=dense_hessian_by_rows,
             )  # fmt: skip
             record["hessians"] += 1

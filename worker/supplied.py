@@ -37,7 +37,7 @@ def prepare_model(
     record: dict[str, Any] = {"id": str(model_id), "polished_by_service": False}
     if not model.stationarity.get("polished"):
         record["grad_norm_supplied"] = gradient_norm(model, graph)
-        polish(model, graph)
+        polish(model, graph, newton_max_seconds=model.train_config.newton_seconds)
         record["polished_by_service"] = True
     record["grad_norm"] = float(model.stationarity.get("grad_norm", gradient_norm(model, graph)))
     return model, record

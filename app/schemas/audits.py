@@ -29,6 +29,11 @@ class TrainingSettings(BaseModel):
     lr: float = Field(default=1e-3, gt=0.0, le=10.0)
     weight_decay: float = Field(default=1e-4, ge=0.0, le=10.0)
     seed: int = Field(default=10, ge=0, le=2**31 - 1)
+    newton_seconds: float = Field(
+        default=900.0, gt=0.0, le=86_400.0,
+        description="Time the polish's Newton finish may take to bring the model to a stationary point; a model "
+        "left short of one fails the influence stage (model-not-stationary).",
+    )  # fmt: skip
 
 
 class AuditCreate(BaseModel):
