@@ -76,6 +76,22 @@ def test_command_line_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert doc["config"]["budgets"] == [0.1]
 
 
+def test_command_line_two_layer_audit_with_the_check_against_chance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "audit.json"
+    args = ["--synthetic", "--nodes", "200", "--epochs", "40", "--layers", "2", "--hidden", "4", "--budgets", "3"]
+    code = main([*args, "--validation-sample", "5", "--debias-seeds", "1,2,3", "--quiet", "--json", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "against chance:" in text and "estimate vs proximal model" in text
+    doc = json.loads(out.read_text())
+    assert doc["config"]["estimator"] == "auto" and doc["config"]["debias_seeds"] == [1, 2, 3]
+    assert doc["influence_summary"]["solver_details"]["method"] == "step"
+    check = doc["debiasing"][0]["against_random"]
+    assert check["seeds"] == [1, 2, 3] and len(check["random"]["sets"]) == 3 and isinstance(check["beats_random"], bool)
+
+
 def test_command_line_reports_a_missing_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--dataset", "income", "--data-root", str(tmp_path), "--quiet"]) == 2
     assert "income" in capsys.readouterr().err
