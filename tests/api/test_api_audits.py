@@ -38,7 +38,8 @@ def test_create_audit_with_paper_defaults(
     assert config["model"]["arch"] == "gcn" and config["model"]["hidden"] == 16
     assert config["training"]["epochs"] == 1000 and config["training"]["seed"] == 10
     assert config["lam"] == 0.5 and config["budgets"] == [0.01, 0.1] and config["validation_sample"] == 50
-    assert config["refine_steps"] == 0
+    assert config["refine_steps"] == 0 and config["estimator"] == "auto" and config["debias_seeds"] == []
+    assert config["debias_random_sets"] == 3 and config["training"]["newton_seconds"] == 900.0
     assert audit["id"] in queued_task_ids(redis_client)  # sent to the real broker after the commit
     again = client.get(f"/v1/audits/{audit['id']}", headers=auth).json()
     assert again["id"] == audit["id"] and again["state"] == "queued"
@@ -64,6 +65,11 @@ def test_create_audit_with_paper_defaults(
         ({"dataset": "x", "stability_seeds": [1, 1]}, "stability_seeds"),
         ({"dataset": "x", "refine_steps": -1}, "refine_steps"),
         ({"dataset": "x", "refine_steps": 10_001}, "refine_steps"),
+        ({"dataset": "x", "estimator": "exact"}, "estimator"),
+        ({"dataset": "x", "debias_seeds": [1, 2]}, "debias_seeds"),
+        ({"dataset": "x", "debias_seeds": [1, 1, 2]}, "debias_seeds"),
+        ({"dataset": "x", "debias_random_sets": 0}, "debias_random_sets"),
+        ({"dataset": "x", "training": {"newton_seconds": 0}}, "training.newton_seconds"),
     ],
 )
 def test_invalid_audit_requests(client: TestClient, auth: dict[str, str], body: dict[str, Any], field: str) -> None:
