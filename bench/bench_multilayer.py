@@ -7,9 +7,9 @@ GIN; ``--models``) and each training seed:
 * the audit's estimate (``estimator="auto"``: the damped-step estimate for these models, the influence function for
   a one-layer GIN) against the proximal re-optimisation (the question it answers) and against unconstrained
   re-optimisation, per node on ``--sample`` random training nodes: Pearson, Spearman, slope;
-* with ``--debias``, for the first seed's model: each budget's harmful set retrained from scratch with every seed,
-  against random sets of the same size (:mod:`bind_core.chance`): selected and random effects, noise floor,
-  advantage, verdict.
+* with ``--debias``, for the first seed's model: each budget's harmful set retrained from scratch with every
+  ``--debias-seeds`` seed, against random sets of the same size (:mod:`bind_core.chance`): selected and random
+  effects, noise floor, advantage, verdict.
 
     python bench/bench_multilayer.py --synthetic 1500 --seeds 1 --sample 40
     python bench/bench_multilayer.py --datasets income,recidivism --seeds 1,10,100 --debias
@@ -73,13 +73,16 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
     row["estimate_s"] = time.perf_counter() - start
     row["solve"] = influence.solve.details
     for mode, sample in (("proximal", args.sample), ("reoptimize", args.sample_reoptimize)):
+        if sample == 0:
+            row[mode] = {"pearson": None, "spearman": None, "slope": None, "seconds": 0.0}
+            continue
         start = time.perf_counter()
         check = validate(model, graph, influence, sample=sample, mode=mode, seed=seed)
         row[mode] = _scores(check.estimated[:, 0], check.actual[:, 0]) | {"seconds": time.perf_counter() - start}
     if args.debias and seed == seeds(args)[0]:
-        baselines = seed_baselines(model, graph, seeds(args))
+        baselines = seed_baselines(model, graph, [int(s) for s in args.debias_seeds.split(",")])
         row["debias"] = []
-        for budget in (0.01, 0.05, 0.1):
+        for budget in [float(b) for b in args.budgets.split(",")]:
             nodes = select(influence.delta, graph, budget, "harmful", hops=model.model_config.layers)
             check = against_random(model, graph, nodes, baselines, random_sets=args.random_sets)
             row["debias"].append({"budget": budget, "requested": round(budget * graph.train_idx.numel())} | check)
@@ -96,6 +99,8 @@ def main() -> None:
     )  # fmt: skip
     p.add_argument("--debias", action="store_true", help="BIND vs random deletion at 1%%, 5%%, 10%% (retrains)")
     p.add_argument("--random-sets", type=int, default=3)
+    p.add_argument("--debias-seeds", default="1,10,100", help="retraining seeds of the check against chance")
+    p.add_argument("--budgets", default="0.01,0.05,0.1", help="debiasing budgets checked against chance")
     args = p.parse_args()
     setup(args)
     graphs = [(f"synthetic{args.synthetic}", synthetic(args.synthetic, seed=3))] if args.synthetic else datasets(args)
@@ -106,7 +111,8 @@ def main() -> None:
                 row = {"graph": gname} | run_one(graph, name, seed, args)
                 rows.append(row)
                 print(
-                    f"{gname} {name} seed {seed}: converged {row['converged']} (grad {row['grad_norm']:.1e}), "
+                    f"{gname} {name} seed {seed}: converged {row['converged']} (grad {row['grad_norm']:.1e}, "
+                    f"newton {(row['newton'] or {}).get('reason')}), "
                     f"train {row['train_s']:.1f} s, estimate {row['estimate_s']:.1f} s, proximal "
                     f"{row['proximal']['pearson']}, reoptimize {row['reoptimize']['pearson']}",
                     flush=True,

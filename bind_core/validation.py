@@ -245,12 +245,12 @@ def validate(
             est.append(est_all[torch.tensor(pos)].sum(0).tolist())
         if progress is not None:
             progress("validation", (i + 1) / len(positions))
-    actual = np.asarray(act)
+    actual = np.asarray(act, dtype=np.float64).reshape(-1, 3)
     return ValidationResult(
         protocol=protocol,
         mode=mode,
         sets=[train_idx[torch.tensor(p)].tolist() for p in positions],
-        estimated=np.asarray(est),
+        estimated=np.asarray(est, dtype=np.float64).reshape(-1, 3),
         actual=actual,
         lam=influence.lam,
         seconds=time.perf_counter() - start,
