@@ -1,32 +1,31 @@
-"""The estimate for multi-layer and attention models: one damped Newton step per node, Γ evaluated exactly there.
+"""The estimate for multi-layer and attention models: damped Newton steps per node, Γ evaluated exactly there.
 
-Why (docs/METHOD.md, "Multi-layer models"). For a two-layer GNN or a GAT the training objective is flat: at a
-converged point about half the Hessian's eigenvalues lie below the weight decay, and re-optimising after a
-deletion (leave-one-out retraining) travels far along those flat directions, to a point one Newton step does not
+Why (docs/METHOD.md, "Multi-layer and attention models"). For a two-layer GNN or a GAT the training objective is
+flat: at a converged point about half the Hessian's eigenvalues lie below the weight decay, and re-optimising after
+a deletion (leave-one-out retraining) travels far along those flat directions, to a point one Newton step does not
 reach and along a path on which Γ is not linear. That question is ill-posed; the estimate answers a well-posed
 one instead, the **proximal response** (the proximal Bregman response function, "PBRF", of Bae et al.,
 NeurIPS 2022, with the exact loss in place of its Bregman term):
 
-    θ_v^μ = argmin_θ  L(θ) − (1/m)·c_v(θ) + (μ/2)·‖θ − θ̂‖²,      ΔΓ_v = Γ(θ_v^μ; G − v) − Γ(θ̂; G),
+    θ_v^μ = argmin_θ  F_v(θ) = L(θ) − (1/m)·c_v(θ) + (μ/2)·‖θ − θ̂‖²,      ΔΓ_v = Γ(θ_v^μ; G − v) − Γ(θ̂; G),
 
 i.e. retraining without ``v`` while staying near the trained weights, with ``c_v`` the deleted loss of
 :mod:`bind_core.influence.estimate` (``v``'s loss and the change of the losses of the training nodes ``T(v)``
 whose computation graph holds ``v``). The damping follows a rule, not a per-dataset constant:
 ``μ = DAMPING_RULE·λ_max(H)`` (:func:`damping_for`).
 
-The estimate takes one damped Newton step per node from ``θ̂``,
-
-    Δθ_v = (1/m)·(H + μI)⁻¹·∇c_v(θ̂),
-
-and evaluates Γ **exactly** at ``θ̂ + Δθ_v`` on ``G − v`` (one forward pass of the test nodes per node, on the
-graph without ``v``'s edges), rather than linearising Γ along the step: first-order estimates rank the proximal
-response well but come out several times too large, because Γ stops being linear beyond moves of ~0.1. The
-first-order value ``∇Γᵀ·Δθ_v`` plus the direct term (``Γ(θ̂; G − v) − Γ(θ̂; G)``, exact) is kept alongside in
-``parts``; ``parts["step"]`` is the difference, so the parts add up to the estimate.
+From ``θ̂`` the estimate takes the damped Newton step ``Δθ_v = (1/m)·(H + μI)⁻¹·∇c_v(θ̂)``, then further steps
+with the same frozen ``(H + μI)⁻¹`` on the exact gradient of ``F_v`` on ``G − v`` (a chord method; each halved
+until ``F_v`` decreases enough), at most :data:`STEPS` in all, and evaluates Γ **exactly** on ``G − v`` at the
+weights reached, rather than linearising Γ: first-order estimates rank the proximal response well but come out
+several times too large, because Γ stops being linear beyond moves of ~0.1, and one step alone reached Pearson
+0.925 where the settled steps reach 0.99999 (docs/RESULTS.md). The first-order value ``∇Γᵀ·Δθ_v`` plus the exact
+direct term (``Γ(θ̂; G − v) − Γ(θ̂; G)``) is kept in ``parts``; ``parts["step"]`` is the rest, so the parts add up.
+A set of nodes is settled the same way on ``G − S`` (:class:`Stepper`), not as the sum of its members.
 
 Cost: one dense Hessian and its eigendecomposition (hence at most
-:data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters), and per training node two forward passes
-and one backward pass of the model on the full graph.
+:data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters); per training node two forward passes and
+one backward pass of the model on the full graph, and one of each per further step.
 
 The sign convention is the estimate's (:data:`bind_core.influence.SIGN_CONVENTION`).
 """
