@@ -11,11 +11,13 @@ from typing import Any
 import torch
 
 from bind_core.bootstrap import bootstrap_metrics
+from bind_core.breakdown import group_breakdown, probability_histograms
+from bind_core.caveats import estimate_warnings, warnings_for
 from bind_core.debias import debias, report
 from bind_core.errors import ConfigError
 from bind_core.fairness import worst_pairs
 from bind_core.graph import Graph
-from bind_core.groups import exclusion_reasons, exclusion_warnings, group_name, groups_arg, included_groups
+from bind_core.groups import groups_arg, included_groups
 from bind_core.influence import SIGN_CONVENTION, SOLVERS, ChunkRunner, InfluenceResult, estimate, refine
 from bind_core.influence.estimate import METHODS
 from bind_core.influence.functional import FunctionalModel
@@ -29,8 +31,6 @@ from bind_core.validation import validate
 
 STAGES = ("training", "metrics", "influence", "debiasing", "validation")
 MAX_REFINE_STEPS = 10_000
-LOW_SELF_CHECK = 0.9
-"""Below this per-node Pearson correlation of the self-check, the audit warns that the estimates are rough."""
 
 
 @dataclass(frozen=True)
@@ -252,54 +252,7 @@ class AuditResult:
         ]
 
     def _estimate_warnings(self) -> list[str]:
-        """What the estimates answer and how far they can be trusted: the question a step estimate answers, nodes
-        whose step did not settle, a self-check inside its ground truth's noise, and a low self-check."""
-        out = self._question_warnings()
-        validation = self.validation or {}
-        clear = validation.get("clear_of_noise")
-        if clear is not None and clear < 0.5:
-            out.append(
-                f"only {clear:.0%} of the self-check's deletions moved Γ by more than twice its ground truth's own "
-                f"drift ({validation.get('noise_floor', 0.0):.1e}): its correlation says little about them"
-            )
-        pearson = validation.get("pearson")
-        if pearson is None or pearson >= LOW_SELF_CHECK:
-            return out
-        advice = (
-            "they were refined; treat single-node values as rough"
-            if self.refinement
-            else "where one Newton step is not enough (e.g. a one-layer GIN), refine_steps (e.g. 300) re-optimises "
-            "each deletion approximately"
-        )
-        truth = (
-            "the proximal re-optimisation (retraining without the node near the trained weights)"
-            if (self.validation or {}).get("mode") == "proximal"
-            else "re-optimisation without the node"
-        )
-        return [
-            *out,
-            f"the self-check's per-node Pearson correlation of estimated ΔΓ with {truth} is {pearson:.2f} "
-            f"(below {LOW_SELF_CHECK}): the influence estimates rank and size nodes only roughly; {advice}",
-        ]
-
-    def _question_warnings(self) -> list[str]:
-        if self.influence is None or self.influence.solve.details.get("method") != "step":
-            return []
-        d = self.influence.solve.details
-        out = [
-            "this model's objective is flat (multi-layer or attention): leave-one-out retraining from scratch is "
-            "ill-posed for it, so each ΔΓ is the proximal response, the change of Γ when the model is retrained "
-            f"without the node while kept near the trained weights (damping μ = {d['damping']:.2e}); read the "
-            "values as the node's pull on the trained model, and check debiasing against random deletion "
-            "(debias_seeds) before acting on it"
-        ]
-        if d.get("unsettled"):
-            out.append(
-                f"{d['unsettled']} of {self.influence.delta.numel()} nodes' steps did not settle within "
-                f"{d['steps_max']} steps (largest remaining gradient entry {d['max_residual']:.1e}): their values "
-                "are approximate"
-            )
-        return out
+        return estimate_warnings(self.influence, self.validation, self.refinement)
 
     def _top(self, direction: str, k: int = 10) -> list[dict[str, Any]] | None:
         if self.influence is None:
@@ -334,70 +287,6 @@ def _set_estimator(
         return lam * float(delta[0]) + (1 - lam) * float(delta[1])
 
     return set_estimate
-
-
-MIN_TEST_POSITIVES = 30
-
-
-def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
-    """Caveats a reader of the audit must see: groups kept out of the metrics (absent from the test split,
-    below the minimum size, without a positive test node), groups too small for stable Γ_EO estimates."""
-    out = exclusion_warnings(graph, min_group_size)
-    test = graph.test_idx
-    y, s = graph.y[test], graph.sens[test]
-    for grp in included_groups(graph, min_group_size):
-        pos = int(((s == grp) & (y == 1)).sum())
-        if graph.num_classes == 2 and pos < MIN_TEST_POSITIVES:
-            out.append(
-                f"group {grp} ({group_name(graph, grp)}) has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
-                f"them, and per-node estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}"
-            )
-    return out
-
-
-def probability_histograms(model: TrainedModel, graph: Graph, bins: int = 20) -> dict[str, Any]:
-    """Each group's histogram of P(y=1) over the test nodes (all, and those with y=1): the picture behind PDD."""
-    test = graph.test_idx
-    score = model.predict_proba(graph, test).double()[:, -1]
-    y, s = graph.y[test], graph.sens[test]
-    edges = torch.linspace(0, 1, bins + 1, dtype=torch.float64)
-
-    def hist(mask: torch.Tensor) -> list[int]:
-        return torch.histc(score[mask], bins=bins, min=0.0, max=1.0).long().tolist()
-
-    return {
-        "bin_edges": edges.tolist(),
-        "all": {str(g): hist(s == g) for g in range(graph.num_groups)},
-        "positives": {str(g): hist((s == g) & (y == 1)) for g in range(graph.num_groups)},
-    }
-
-
-def group_breakdown(model: TrainedModel, graph: Graph, min_group_size: int = 0) -> list[dict[str, Any]]:
-    """Per sensitive group on the test nodes: name, size, positive-prediction rate, TPR, mean P(y=1), accuracy,
-    whether the metrics include it (``included``, see :func:`bind_core.groups.included_groups`) and, when not,
-    why (``excluded_reason``, else ``None``)."""
-    excluded = exclusion_reasons(graph, min_group_size)
-    test = graph.test_idx
-    proba = model.predict_proba(graph, test).double()
-    pred, y, s = proba.argmax(1), graph.y[test], graph.sens[test]
-    rows = []
-    for grp in range(graph.num_groups):
-        mask = s == grp
-        pos = mask & (y == 1)
-        rows.append(
-            {
-                "group": grp,
-                "name": group_name(graph, grp),
-                "size": int(mask.sum()),
-                "included": grp not in excluded,
-                "excluded_reason": excluded.get(grp),
-                "positive_rate": float((pred[mask] == 1).double().mean()) if mask.any() else None,
-                "tpr": float((pred[pos] == 1).double().mean()) if pos.any() else None,
-                "mean_probability": float(proba[mask, -1].mean()) if mask.any() else None,
-                "accuracy": float((pred[mask] == y[mask]).double().mean()) if mask.any() else None,
-            }
-        )
-    return rows
 
 
 def run_audit(
