@@ -130,7 +130,7 @@ def step_estimate(
     rule: float = DAMPING_RULE,
     rtol: float = 1e-9,
     steps: int = STEPS,
-    tol: float = 1e-9,
+    tol: float = 1e-7,
     keep_weights: bool = False,
     progress: Callable[[float], None] | None = None,
 ) -> StepEstimate:
@@ -209,7 +209,7 @@ class Stepper:
         rule: float = DAMPING_RULE,
         rtol: float = 1e-9,
         steps: int = STEPS,
-        tol: float = 1e-9,
+        tol: float = 1e-7,
     ) -> None:
         p = fm.num_parameters
         if p > EXACT_MAX_PARAMETERS:
@@ -283,7 +283,7 @@ class Stepper:
         first_step = self.solve_damped(grad_c) / m
         rest = ~gone.to(fm.device)
         objective = _proximal_objective(fm, reduced, train[rest], y[train[rest]], m, self.mu)
-        at, moved, taken = fm.theta, self.base_proba, 0
+        at, moved, taken = fm.theta, probabilities(logits_s[self.test].detach()), 0  # Γ on G − S at θ̂
         value = self.objective_hat - float(deleted.detach()) / m  # F(θ̂) = L(θ̂) − c_S(θ̂)/m
         grad_f = self.grad_objective - grad_c / m
         while taken < self.steps and float(grad_f.abs().max()) > self.tol:
@@ -318,7 +318,7 @@ def step_set_estimates(
     *,
     rule: float = DAMPING_RULE,
     steps: int = STEPS,
-    tol: float = 1e-9,
+    tol: float = 1e-7,
     stepper: Stepper | None = None,
 ) -> list[Deletion]:
     """The step estimate of deleting each set of training positions together (one step from θ̂ for the whole set
