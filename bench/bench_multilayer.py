@@ -69,7 +69,8 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
         "newton": model.stationarity.get("newton"),
     }
     start = time.perf_counter()
-    influence = estimate(model, graph)
+    influence = estimate(model, graph, method=args.estimator)
+    row["estimator"] = influence.solve.details.get("method", "linear")
     row["estimate_s"] = time.perf_counter() - start
     row["solve"] = influence.solve.details
     for mode, sample in (("proximal", args.sample), ("reoptimize", args.sample_reoptimize)):
@@ -99,6 +100,7 @@ def main() -> None:
     )  # fmt: skip
     p.add_argument("--debias", action="store_true", help="BIND vs random deletion at 1%%, 5%%, 10%% (retrains)")
     p.add_argument("--random-sets", type=int, default=3)
+    p.add_argument("--estimator", default="auto", help="auto, linear or step")
     p.add_argument("--debias-seeds", default="1,10,100", help="retraining seeds of the check against chance")
     p.add_argument("--budgets", default="0.01,0.05,0.1", help="debiasing budgets checked against chance")
     args = p.parse_args()
