@@ -80,6 +80,32 @@ class InfluenceResult:
     timings: dict[str, float] = field(default_factory=dict)
     sign_convention: str = SIGN_CONVENTION
 
+    @classmethod
+    def of_columns(
+        cls,
+        train_idx: Tensor,
+        total: Tensor,
+        parts: dict[str, Tensor],
+        lam: float,
+        gamma: Tensor,
+        solve: SolveInfo,
+        grad_norm: float,
+        timings: dict[str, float],
+    ) -> InfluenceResult:
+        """From ``total`` (``[m, 2]``: ΔΓ_SP, ΔΓ_EO) and ``gamma`` (``[Γ_SP, Γ_EO]`` now)."""
+        return cls(
+            train_idx=train_idx.clone(),
+            delta=lam * total[:, 0] + (1 - lam) * total[:, 1],
+            delta_sp=total[:, 0],
+            delta_eo=total[:, 1],
+            parts=parts,
+            lam=lam,
+            gamma={"sp": float(gamma[0]), "eo": float(gamma[1]), "total": float(lam * gamma[0] + (1 - lam) * gamma[1])},
+            solve=solve,
+            grad_norm=grad_norm,
+            timings=timings,
+        )
+
     def summary(self) -> dict[str, Any]:
         """The distribution of the estimates, for reports and the API."""
         d = self.delta.double()
@@ -158,20 +184,11 @@ def estimate(
     fm = FunctionalModel.from_trained(model, graph, groups)
     if choose_method(method, fm) == "step":
         stepped = step_estimate(fm, progress=report)
-        delta, parts, info, timings = stepped.delta, stepped.parts, stepped.solve, stepped.timings
-        gam = fm.gammas(fm.theta).detach()
-        return InfluenceResult(
-            train_idx=graph.train_idx.clone(),
-            delta=lam * delta[:, 0] + (1 - lam) * delta[:, 1],
-            delta_sp=delta[:, 0],
-            delta_eo=delta[:, 1],
-            parts=parts,
-            lam=lam,
-            gamma={"sp": float(gam[0]), "eo": float(gam[1]), "total": float(lam * gam[0] + (1 - lam) * gam[1])},
-            solve=info,
-            grad_norm=float(torch.func.grad(fm.objective)(fm.theta).norm()),
-            timings=timings,
-        )
+        grad_norm = float(torch.func.grad(fm.objective)(fm.theta).norm())
+        return InfluenceResult.of_columns(
+            graph.train_idx, stepped.delta, stepped.parts, lam, fm.gammas(fm.theta).detach(), stepped.solve,
+            grad_norm, stepped.timings,
+        )  # fmt: skip
     the_plan = plan(
         model, graph, lam=lam, non_iid=non_iid, direct=direct, direct_exact=direct_exact, solver=solver,
         damping=damping, rtol=rtol, cg_tol=cg_tol, cg_max_iter=cg_max_iter, lissa_depth=lissa_depth,
@@ -295,18 +312,7 @@ def combine(plan: InfluencePlan, graph: Any, chunks: list[InfluenceChunk]) -> In
     timings = dict(plan.timings)
     timings["per_node_terms"] = float(sum(c.seconds for c in chunks))
     timings["chunks"] = float(len(chunks))
-    return InfluenceResult(
-        train_idx=graph.train_idx.clone(),
-        delta=lam * total[:, 0] + (1 - lam) * total[:, 1],
-        delta_sp=total[:, 0],
-        delta_eo=total[:, 1],
-        parts=parts,
-        lam=lam,
-        gamma={"sp": float(gam[0]), "eo": float(gam[1]), "total": float(lam * gam[0] + (1 - lam) * gam[1])},
-        solve=plan.solve,
-        grad_norm=plan.grad_norm,
-        timings=timings,
-    )
+    return InfluenceResult.of_columns(graph.train_idx, total, parts, lam, gam, plan.solve, plan.grad_norm, timings)
 
 
 def solve_hessian(
