@@ -22,7 +22,8 @@ from bind_core.hessian import dense_hessian
 from bind_core.influence import InfluenceResult, estimate
 from bind_core.influence.refinement import Refinement, refine_deletions
 from bind_core.models import ModelConfig
-from bind_core.training import TrainConfig, TrainedModel, _flat_objective, polish, train
+from bind_core.objective import flat_objective
+from bind_core.training import TrainConfig, TrainedModel, polish, train
 from bind_core.validation import ValidationResult, gammas
 
 
@@ -263,7 +264,7 @@ def gin_one_step(name: str, graph: Graph, seed: int, args: argparse.Namespace) -
         (v,) = point["nodes"]
         reduced, _ = graph.without_nodes(torch.tensor([v]))
         module = copy.deepcopy(model.module)
-        objective, theta, write_back = _flat_objective(
+        objective, theta, write_back = flat_objective(
             module, module.prepare(reduced, torch.float64), reduced, model.train_config.weight_decay
         )
         g = torch.func.grad(objective)(theta)
