@@ -7,6 +7,9 @@ GIN; ``--models``) and each training seed:
 * the audit's estimate (``estimator="auto"``: the damped-step estimate for these models, the influence function for
   a one-layer GIN) against the proximal re-optimisation (the question it answers) and against unconstrained
   re-optimisation, per node on ``--sample`` random training nodes: Pearson, Spearman, slope;
+* with ``--node-sets``, for the first seed's model: harmful and helpful sets (1/5/10% of each end), each set's own
+  estimate against the mean effect of retraining from scratch without it over ``--debias-seeds``, with the noise
+  floor; the sign should be right wherever the effect exceeds twice the floor;
 * with ``--debias``, for the first seed's model: each budget's harmful set retrained from scratch with every
   ``--debias-seeds`` seed, against random sets of the same size (:mod:`bind_core.chance`): selected and random
   effects, noise floor, advantage, verdict.
@@ -17,12 +20,15 @@ GIN; ``--models``) and each training seed:
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from scipy.stats import pearsonr, spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,10 +39,12 @@ from bind_core.chance import against_random, seed_baselines
 from bind_core.datasets import synthetic
 from bind_core.graph import Graph
 from bind_core.influence import estimate
+from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.step import Stepper
 from bind_core.models import ModelConfig
 from bind_core.nodesets import select
-from bind_core.training import TrainConfig, train
-from bind_core.validation import validate
+from bind_core.training import TrainConfig, TrainedModel, train
+from bind_core.validation import gammas, validate
 
 MODELS = {
     "gcn2": ModelConfig(arch="gcn", layers=2),
@@ -80,6 +88,8 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
         start = time.perf_counter()
         check = validate(model, graph, influence, sample=sample, mode=mode, seed=seed)
         row[mode] = _scores(check.estimated[:, 0], check.actual[:, 0]) | {"seconds": time.perf_counter() - start}
+    if args.node_sets and seed == seeds(args)[0]:
+        row["node_sets"] = node_sets(model, graph, influence, args)
     if args.debias and seed == seeds(args)[0]:
         baselines = seed_baselines(model, graph, [int(s) for s in args.debias_seeds.split(",")])
         row["debias"] = []
@@ -92,6 +102,46 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
     return row
 
 
+def node_sets(model: TrainedModel, graph: Graph, influence: Any, args: Any) -> dict[str, Any]:
+    """Harmful and helpful sets (1%, 5%, 10% from each end of the ranking): each set's own estimate against the
+    mean effect of retraining from scratch without it over the ``--debias-seeds``, paired by seed, with the seeds'
+    noise floor on the unchanged graph; is the sign right wherever the effect exceeds twice the floor?"""
+    train_seeds = [int(s) for s in args.debias_seeds.split(",")]
+    baselines = seed_baselines(model, graph, train_seeds)
+    noise = statistics.stdev(baselines.values())
+    fm = FunctionalModel.from_trained(model, graph)
+    stepper = Stepper(fm) if influence.solve.details.get("method") == "step" else None
+    order = torch.argsort(influence.delta)
+    m = graph.train_idx.numel()
+    rows = []
+    for direction, ranked in (("harmful", order), ("helpful", order.flip(0))):
+        for fraction in (0.01, 0.05, 0.1):
+            positions = ranked[: max(1, round(fraction * m))].tolist()
+            if stepper is not None:
+                out = stepper.delete(positions).delta
+                est = influence.lam * float(out[0]) + (1 - influence.lam) * float(out[1])
+            else:
+                est = float(influence.delta[positions].sum())
+            reduced, _ = graph.without_nodes(graph.train_idx[torch.tensor(positions)])
+            effects = []
+            for s, base in baselines.items():
+                again = train(reduced, dataclasses.replace(model.train_config, seed=s), model.model_config)
+                sp, eo = gammas(again, reduced)
+                effects.append(influence.lam * sp + (1 - influence.lam) * eo - base)
+            actual = statistics.fmean(effects)
+            rows.append({"direction": direction, "size": len(positions), "estimated": est, "effects": effects,
+                         "actual": actual, "clear": abs(actual) > 2 * noise,
+                         "sign_right": (est < 0) == (actual < 0)})  # fmt: skip
+            print(f"  {direction} {len(positions)}: estimated {est:+.4f}, actual {actual:+.4f} (noise {noise:.4f})")
+    clear = [r for r in rows if r["clear"]]
+    return {
+        "noise_floor": noise,
+        "sets": rows,
+        "clear": len(clear),
+        "sign_right_on_clear": sum(r["sign_right"] for r in clear),
+    }
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
@@ -102,6 +152,7 @@ def main() -> None:
     )  # fmt: skip
     p.add_argument("--debias", action="store_true", help="BIND vs random deletion at 1%%, 5%%, 10%% (retrains)")
     p.add_argument("--random-sets", type=int, default=3)
+    p.add_argument("--node-sets", action="store_true", help="set estimates vs multi-seed scratch retraining (retrains)")
     p.add_argument("--estimator", default="auto", help="auto, linear or step")
     p.add_argument("--debias-seeds", default="1,10,100", help="retraining seeds of the check against chance")
     p.add_argument("--budgets", default="0.01,0.05,0.1", help="debiasing budgets checked against chance")
