@@ -130,13 +130,14 @@ def against_random(
     chosen = _effects(model, graph, selected, baselines, lam, groups)
     tick()
     gen = torch.Generator().manual_seed(seed)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    random_means: list[float] = []
     for _ in range(random_sets):
         pick = graph.train_idx[torch.randperm(graph.train_idx.numel(), generator=gen)[:size]]
         effects = _effects(model, graph, pick, baselines, lam, groups)
-        rows.append({"effects": effects, "mean": statistics.fmean(effects)})
+        random_means.append(statistics.fmean(effects))
+        rows.append({"effects": effects, "mean": random_means[-1]})
         tick()
-    random_means = [r["mean"] for r in rows]
     sel = _spread(chosen)
     rnd = _spread(random_means) if len(random_means) > 1 else {"mean": random_means[0], "std": 0.0}
     advantage = rnd["mean"] - sel["mean"]

@@ -21,7 +21,7 @@ import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -229,7 +229,8 @@ class GNN(nn.Module):
             if i > 0:
                 h = F.dropout(_ACT[self.config.activation](h), p=self.config.dropout, training=self.training)
             if inputs.adjacency is not None and self.config.arch == "gcn":  # GCNConv: Â·(h·Wᵀ) + b, as a CSR product
-                h = spmm(inputs.adjacency, conv.lin(h)) + conv.bias
+                gcn = cast(GCNConv, conv)
+                h = spmm(inputs.adjacency, gcn.lin(h)) + cast(Tensor, gcn.bias)
             elif inputs.edge_weight is not None:
                 h = conv(h, inputs.edge_index, inputs.edge_weight)
             else:
