@@ -1,4 +1,5 @@
-"""Training-node influence on bias (BIND): estimation, node sets, solvers."""
+"""Training-node influence on bias (BIND): estimation (the influence function; damped steps with Γ exact for
+multi-layer and attention models), node sets, solvers, refinement."""
 
 from bind_core.influence.estimate import (
     SIGN_CONVENTION,
@@ -12,9 +13,11 @@ from bind_core.influence.estimate import (
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, chunk_bounds
 from bind_core.influence.refinement import Refinement, refine, refine_deletions
 from bind_core.influence.solvers import SOLVERS
+from bind_core.influence.step import DAMPING_RULE, StepEstimate, Stepper, step_estimate
 from bind_core.influence.utility import utility_influence
 
 __all__ = [
+    "DAMPING_RULE",
     "SIGN_CONVENTION",
     "SOLVERS",
     "ChunkRunner",
@@ -22,6 +25,8 @@ __all__ = [
     "InfluencePlan",
     "InfluenceResult",
     "Refinement",
+    "StepEstimate",
+    "Stepper",
     "chunk_bounds",
     "combine",
     "estimate",
@@ -29,5 +34,6 @@ __all__ = [
     "plan",
     "refine",
     "refine_deletions",
+    "step_estimate",
     "utility_influence",
 ]
