@@ -40,7 +40,7 @@ from bind_core.influence.solvers import (
     EXACT_MAX_PARAMETERS,
     SolveInfo,
     choose,
-    hessian_chunk,
+    hessian_columns,
     make_hvp,
     solve_cg,
     solve_exact,
@@ -335,18 +335,6 @@ def solve_hessian(
     if chosen == "cg":
         return solve_cg(make_hvp(fm.objective, theta), rhs, tol=cg_tol, max_iter=cg_max_iter, damping=damping)
     return solve_lissa(make_hvp(fm.objective, theta), rhs, depth=lissa_depth, damping=lissa_damping)
-
-
-def hessian_columns(fm: FunctionalModel) -> int:
-    """How the dense Hessian is formed: for a row-separable model, columns by forward-over-reverse products,
-    as many at once as keep the activations of the training rows near a memory budget; for a message-passing
-    model, row by row on one retained gradient graph (``0``: a forward-mode pass through PyG's scatter costs
-    about three backward passes)."""
-    module = fm.module
-    if not module.row_separable:
-        return 0
-    width = max(module.in_dim, module.config.hidden * module.config.heads)
-    return hessian_chunk(int(fm.graph.train_idx.numel()) * width * 2, fm.num_parameters)
 
 
 def _gamma_gradients(fm: FunctionalModel, theta: Tensor) -> Tensor:

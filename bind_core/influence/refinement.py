@@ -34,9 +34,9 @@ from torch import Tensor
 
 from bind_core.errors import ConfigError
 from bind_core.hessian import NEWTON_MAX_PARAMETERS, newton_finish
-from bind_core.influence.estimate import InfluenceResult, hessian_columns
+from bind_core.influence.estimate import InfluenceResult
 from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.solvers import dense_hessian
+from bind_core.influence.solvers import dense_hessian, hessian_columns
 from bind_core.training import TrainedModel
 
 REFRESH_AFTER = 20

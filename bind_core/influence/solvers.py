@@ -25,6 +25,7 @@ from torch.func import grad, hessian, jvp
 from bind_core.errors import ConfigError
 from bind_core.hessian import dense_hessian as chunked_hessian
 from bind_core.hessian import dense_hessian_by_rows
+from bind_core.influence.functional import FunctionalModel
 
 SOLVERS = ("auto", "exact", "cg", "lissa")
 EXACT_MAX_PARAMETERS = 5000
@@ -195,3 +196,15 @@ def solve_lissa(
         cols.append(h / scale)
     info = SolveInfo("lissa", details={"depth": depth, "damping": damping, "scale": scale})
     return torch.stack(cols, dim=1), info
+
+
+def hessian_columns(fm: FunctionalModel) -> int:
+    """How the dense Hessian is formed: for a row-separable model, columns by forward-over-reverse products,
+    as many at once as keep the activations of the training rows near a memory budget; for a message-passing
+    model, row by row on one retained gradient graph (``0``: a forward-mode pass through PyG's scatter costs
+    about three backward passes)."""
+    module = fm.module
+    if not module.row_separable:
+        return 0
+    width = max(module.in_dim, module.config.hidden * module.config.heads)
+    return hessian_chunk(int(fm.graph.train_idx.numel()) * width * 2, fm.num_parameters)

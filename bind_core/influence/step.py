@@ -41,7 +41,7 @@ from torch import Tensor
 
 from bind_core.errors import ConfigError
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
-from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian
+from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns
 from bind_core.models import GraphInputs, node_losses, probabilities
 from bind_core.neighbourhood import Csr
 from bind_core.sparse import Adjacency
@@ -114,14 +114,14 @@ class StepEstimate:
     """``iid``, ``non_iid``, ``direct``: the first-order estimate's terms (damped solve); ``step``: the rest."""
     solve: SolveInfo
     timings: dict[str, float]
-    first_steps: Tensor
-    """``[m, p]``: the damped Newton step ``(1/m)·(H + μI)⁻¹·∇c_v`` of every node."""
     residual: Tensor
     """``[m]``: the largest entry of the proximal objective's gradient where each node stopped."""
     taken: Tensor
     """``[m]``: damped Newton steps taken per node."""
     weights: Tensor | None = None
     """``[m, p]``: the weights reached per node (``keep_weights=True`` only)."""
+    first_steps: Tensor | None = None
+    """``[m, p]``: each node's first step ``(1/m)·(H + μI)⁻¹·∇c_v`` (``keep_weights=True`` only)."""
 
 
 def step_estimate(
@@ -158,15 +158,15 @@ def step_estimate(
     exact = torch.zeros(m, 2, dtype=torch.float64)
     taken = torch.zeros(m, dtype=torch.long)
     residual = torch.zeros(m, dtype=torch.float64)
-    first_steps = torch.zeros(m, p, dtype=torch.float64)
     weights = torch.zeros(m, p, dtype=torch.float64) if keep_weights else None
+    first_steps = torch.zeros(m, p, dtype=torch.float64) if keep_weights else None
     t0 = time.perf_counter()
     for pos in range(m):
         out = stepper.delete([pos])
         exact[pos], direct[pos], first[pos] = out.delta, out.direct, out.first_order
-        first_steps[pos], taken[pos], residual[pos] = out.first_step, out.taken, out.residual
-        if weights is not None:
-            weights[pos] = out.weights
+        taken[pos], residual[pos] = out.taken, out.residual
+        if weights is not None and first_steps is not None:
+            weights[pos], first_steps[pos] = out.weights, out.first_step
         if progress is not None and (pos + 1) % 25 == 0:
             progress(0.1 + 0.9 * (pos + 1) / m)
     timings["per_node_terms"] = time.perf_counter() - t0
@@ -179,7 +179,7 @@ def step_estimate(
         "max_residual": float(residual.max()),
     }
     parts = {"iid": iid, "non_iid": first - iid, "direct": direct, "step": exact - first - direct}
-    return StepEstimate(exact, parts, solve, timings, first_steps, residual, taken, weights)
+    return StepEstimate(exact, parts, solve, timings, residual, taken, weights, first_steps)
 
 
 @dataclass
@@ -225,7 +225,7 @@ class Stepper:
         self.train, self.test = g.train_idx.to(fm.device), g.test_idx.to(fm.device)
         self.y = g.y.to(fm.device)
         t0 = time.perf_counter()
-        evals, self.evecs = torch.linalg.eigh(dense_hessian(fm.objective, theta, _hessian_chunk(fm)))
+        evals, self.evecs = torch.linalg.eigh(dense_hessian(fm.objective, theta, hessian_columns(fm)))
         scale = float(evals.abs().max())
         kept = evals.abs() > rtol * scale
         self.mu = mu = damping_for(evals, rule)
@@ -349,12 +349,6 @@ def _proximal_objective(
         return float(value.detach()), grad_f, probabilities(logits[test].detach())
 
     return evaluate
-
-
-def _hessian_chunk(fm: FunctionalModel) -> int | None:
-    """Row-separable models form the Hessian by columns (all at once); others row by row (see
-    :func:`bind_core.influence.estimate.hessian_columns`)."""
-    return None if fm.module.row_separable else 0
 
 
 def _loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
