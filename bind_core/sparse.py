@@ -12,7 +12,8 @@ one product with the batch folded into the columns.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -21,18 +22,59 @@ from torch import Tensor
 
 @dataclass(frozen=True)
 class Adjacency:
-    """``A`` (``[n, n]``, ``out[i] = Σ_j A_ij·x[j]``) as CSR parts, and those of ``Aᵀ`` (the same if symmetric)."""
+    """``A`` (``[r, n]``, ``out[i] = Σ_j A_ij·x[j]``) as CSR parts, and those of ``Aᵀ`` (the same if symmetric).
+
+    ``shape`` is ``(r, n)``: a graph's adjacency is square; :meth:`rows` cuts the block of some rows, which a
+    model's last layer uses when only those rows' outputs are wanted (the training rows, say: a twentieth of the
+    graph's rows in a typical split, so the last layer's product costs a twentieth).
+    """
 
     parts: tuple[Tensor, Tensor, Tensor]
     transposed: tuple[Tensor, Tensor, Tensor]
-    num_nodes: int
+    shape: tuple[int, int]
+    _blocks: dict[int, tuple[Tensor, Adjacency]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_edges(cls, edge_index: Tensor, weight: Tensor, num_nodes: int, *, symmetric: bool = False) -> Adjacency:
         """From edges ``(i, j)`` with weights ``A_ij``; ``symmetric=True`` promises ``A = Aᵀ`` (no transpose built)."""
         parts = _csr_parts(edge_index[0], edge_index[1], weight, num_nodes)
         transposed = parts if symmetric else _csr_parts(edge_index[1], edge_index[0], weight, num_nodes)
-        return cls(parts, transposed, num_nodes)
+        return cls(parts, transposed, (num_nodes, num_nodes))
+
+    @property
+    def num_nodes(self) -> int:
+        """The number of columns (the graph's nodes)."""
+        return self.shape[1]
+
+    def rows(self, rows: Tensor) -> Adjacency:
+        """The block ``A[rows]`` (``[len(rows), n]``), cached per ``rows`` tensor while it lives.
+
+        The cache is keyed by the tensor's identity (an entry goes when the tensor is freed), so a caller that
+        passes the same index tensor every epoch cuts the block once.
+        """
+        key = id(rows)
+        hit = self._blocks.get(key)
+        if hit is not None and hit[0] is rows:
+            return hit[1]
+        block = self._cut(rows)
+        self._blocks[key] = (rows, block)
+        weakref.finalize(rows, self._blocks.pop, key, None)
+        return block
+
+    def _cut(self, rows: Tensor) -> Adjacency:
+        crow, col, values = self.parts
+        rows = rows.to(crow.device)
+        starts, ends = crow[rows], crow[rows + 1]
+        counts = ends - starts
+        local = torch.repeat_interleave(torch.arange(rows.numel(), device=crow.device), counts)
+        offsets = torch.cumsum(counts, 0) - counts
+        take = starts[local] + torch.arange(local.numel(), device=crow.device) - offsets[local]
+        block_crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=crow.device)
+        block_crow[1:] = torch.cumsum(counts, 0)
+        block_col, block_values = col[take], values[take]
+        n = self.shape[1]
+        transposed = _csr_parts(block_col, local, block_values, n)
+        return Adjacency((block_crow, block_col, block_values), transposed, (int(rows.numel()), n))
 
     def __matmul__(self, x: Tensor) -> Tensor:
         return spmm(self, x)
@@ -40,7 +82,7 @@ class Adjacency:
 
 def spmm(adj: Adjacency, x: Tensor) -> Tensor:
     """``A @ x`` for ``x`` of shape ``[n, d]``, differentiable by autograd and ``torch.func``."""
-    out: Tensor = _SpMM.apply(x, adj.parts, adj.transposed, adj.num_nodes)
+    out: Tensor = _SpMM.apply(x, adj.parts, adj.transposed, adj.shape)
     return out
 
 
@@ -53,42 +95,44 @@ def is_symmetric(edge_index: Tensor, weight: Tensor, num_nodes: int) -> bool:
 
 
 def _csr_parts(row: Tensor, col: Tensor, weight: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor]:
-    order = torch.argsort(row * n + col)
+    """CSR parts of the entries ``(row, col, weight)`` with ``n`` rows (columns sorted within each row)."""
+    order = torch.argsort(row * (int(col.max()) + 1 if col.numel() else 1) + col)
     crow = torch.zeros(n + 1, dtype=torch.long, device=row.device)
     crow[1:] = torch.cumsum(torch.bincount(row, minlength=n), 0)
     return crow, col[order].contiguous(), weight[order].contiguous()
 
 
-def _product(parts: tuple[Tensor, Tensor, Tensor], n: int, x: Tensor) -> Tensor:
+def _product(parts: tuple[Tensor, Tensor, Tensor], shape: tuple[int, int], x: Tensor) -> Tensor:
     crow, col, values = parts
     with warnings.catch_warnings():  # "sparse CSR support is in beta": the product used here is long stable
         warnings.simplefilter("ignore", UserWarning)
-        matrix = torch.sparse_csr_tensor(crow, col, values.to(x.dtype), (n, n), check_invariants=False)
+        matrix = torch.sparse_csr_tensor(crow, col, values.to(x.dtype), shape, check_invariants=False)
     return matrix @ x
 
 
 class _SpMM(torch.autograd.Function):
     @staticmethod
-    def forward(x: Tensor, parts: Any, transposed: Any, n: int) -> Tensor:  # type: ignore[override]
-        return _product(parts, n, x)
+    def forward(x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]) -> Tensor:  # type: ignore[override]
+        return _product(parts, shape, x)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
-        ctx.parts, ctx.transposed, ctx.n = inputs[1], inputs[2], inputs[3]
+        ctx.parts, ctx.transposed, ctx.shape = inputs[1], inputs[2], inputs[3]
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> Any:  # type: ignore[override]
-        return _SpMM.apply(grad, ctx.transposed, ctx.parts, ctx.n), None, None, None
+        flipped = (ctx.shape[1], ctx.shape[0])
+        return _SpMM.apply(grad, ctx.transposed, ctx.parts, flipped), None, None, None
 
     @staticmethod
     def jvp(ctx: Any, x_tangent: Tensor, *_: Any) -> Tensor:  # type: ignore[override]
-        out: Tensor = _SpMM.apply(x_tangent, ctx.parts, ctx.transposed, ctx.n)
+        out: Tensor = _SpMM.apply(x_tangent, ctx.parts, ctx.transposed, ctx.shape)
         return out
 
     @staticmethod
-    def vmap(info: Any, in_dims: Any, x: Tensor, parts: Any, transposed: Any, n: int) -> Any:  # type: ignore[override]
+    def vmap(info: Any, in_dims: Any, x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]) -> Any:  # type: ignore[override]
         if in_dims[0] is None:
-            return _SpMM.apply(x, parts, transposed, n), None
+            return _SpMM.apply(x, parts, transposed, shape), None
         batched = x.movedim(in_dims[0], 1)  # [n, B, d]
-        out = _SpMM.apply(batched.reshape(batched.shape[0], -1), parts, transposed, n)
-        return out.reshape(batched.shape), 1
+        out = _SpMM.apply(batched.reshape(batched.shape[0], -1), parts, transposed, shape)
+        return out.reshape((shape[0], *batched.shape[1:])), 1

@@ -52,7 +52,7 @@ class AuditCreate(BaseModel):
     model: ModelSettings = Field(default_factory=ModelSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     lam: float = Field(default=0.5, ge=0.0, le=1.0, description="Γ = lam·Γ_SP + (1−lam)·Γ_EO.")
-    solver: Literal["auto", "exact", "cg", "lissa"] = "auto"
+    solver: Literal["auto", "exact", "cg", "lissa", "lanczos"] = "auto"
     non_iid: bool = Field(default=True, description="Include BIND's non-i.i.d. (neighbourhood) term.")
     budgets: list[float] = Field(
         default=[0.01, 0.1],

@@ -35,6 +35,7 @@ from torch import Tensor
 from bind_core.errors import ConfigError
 from bind_core.influence.deletion import Batch, pair_batches
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
+from bind_core.influence.lowrank import damped_inverse
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, stack_chunks
 from bind_core.influence.solvers import (
     EXACT_MAX_PARAMETERS,
@@ -46,7 +47,7 @@ from bind_core.influence.solvers import (
     solve_exact,
     solve_lissa,
 )
-from bind_core.influence.step import step_estimate
+from bind_core.influence.step import DAMPING_RULE, step_estimate
 from bind_core.models import probabilities
 from bind_core.training import ProgressCallback, TrainedModel
 
@@ -160,9 +161,12 @@ def estimate(
         direct: include the direct change of Γ through test nodes whose computation graph holds ``v``.
         direct_exact: recompute Γ per node for that term instead of linearising it (slower; on Income the two
             differ by up to 5% of a typical estimate, where a deletion reorders near-tied probabilities).
-        solver: ``"exact"`` (dense eigendecomposition, pseudo-inverse), ``"cg"``, ``"lissa"``, or ``"auto"``
-            (exact up to 5000 parameters, else CG).
-        damping: added to the Hessian's eigenvalues (exact, cg); 0 by default.
+        solver: ``"exact"`` (dense eigendecomposition, pseudo-inverse), ``"cg"``, ``"lissa"``, ``"lanczos"``
+            (damped, matrix-free: CG on ``H + μI`` preconditioned by Lanczos eigenpairs,
+            :mod:`bind_core.influence.lowrank`), or ``"auto"`` (exact up to 5000 parameters; beyond, lanczos for
+            multi-layer and attention models and CG for one-layer ones).
+        damping: added to the Hessian's eigenvalues (exact, cg); 0 by default. For ``lanczos``, 0 means the
+            proximal rule ``μ = DAMPING_RULE·λ_max`` of the step estimate.
         progress: ``progress("influence", fraction)``.
         groups: the groups Γ is measured over (default: all; an audit's minimum group size narrows them).
         chunk_runner: computes the per-node terms from the plan (``chunk_runner(plan, model) -> chunks``), for
@@ -330,6 +334,15 @@ def solve_hessian(
     """``H⁻¹·rhs`` (``rhs``: ``[p, k]``) at the model's weights with the chosen solver (see :func:`estimate`)."""
     theta = fm.theta
     chosen = choose(solver, fm.num_parameters)
+    if solver == "auto" and chosen == "cg" and not fm.module.row_separable:
+        chosen = "lanczos"  # a deep model beyond the dense Hessian: the damped (proximal) solve, matrix-free
+    if chosen == "lanczos":
+        operator = damped_inverse(
+            make_hvp(fm.objective, theta), fm.num_parameters, rule=DAMPING_RULE, damping=damping or None,
+            dtype=theta.dtype, device=theta.device,
+        )  # fmt: skip
+        x, record = operator.solve(rhs, tol=cg_tol, max_iter=cg_max_iter)
+        return x, SolveInfo("lanczos", details={"parameters": fm.num_parameters, **operator.details, **record})
     if chosen == "exact":
         return solve_exact(fm.objective, theta, rhs, rtol=rtol, damping=damping, chunk=hessian_columns(fm))
     if chosen == "cg":

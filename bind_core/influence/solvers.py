@@ -27,7 +27,7 @@ from bind_core.hessian import dense_hessian as chunked_hessian
 from bind_core.hessian import dense_hessian_by_rows
 from bind_core.influence.functional import FunctionalModel
 
-SOLVERS = ("auto", "exact", "cg", "lissa")
+SOLVERS = ("auto", "exact", "cg", "lissa", "lanczos")
 EXACT_MAX_PARAMETERS = 5000
 
 

@@ -23,9 +23,10 @@ several times too large, because Γ stops being linear beyond moves of ~0.1, and
 direct term (``Γ(θ̂; G − v) − Γ(θ̂; G)``) is kept in ``parts``; ``parts["step"]`` is the rest, so the parts add up.
 A set of nodes is settled the same way on ``G − S`` (:class:`Stepper`), not as the sum of its members.
 
-Cost: one dense Hessian and its eigendecomposition (hence at most
-:data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters); per training node two forward passes and
-one backward pass of the model on the full graph, and one of each per further step.
+Cost: one dense Hessian and its eigendecomposition up to
+:data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, else Lanczos eigenpairs from a few hundred
+Hessian-vector products (:mod:`bind_core.influence.lowrank`); per training node two forward passes and one
+backward pass of the model on the full graph, and one of each per further step.
 
 The sign convention is the estimate's (:data:`bind_core.influence.SIGN_CONVENTION`).
 """
@@ -41,10 +42,10 @@ from torch import Tensor
 
 from bind_core.errors import ConfigError
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
-from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns
-from bind_core.models import GraphInputs, node_losses, probabilities
+from bind_core.influence.lowrank import DampedInverse, damped_inverse
+from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns, make_hvp
+from bind_core.models import GraphInputs, message_adjacency, node_losses, probabilities
 from bind_core.neighbourhood import Csr
-from bind_core.sparse import Adjacency
 
 DAMPING_RULE = 1e-3
 """``μ = DAMPING_RULE·λ_max``: the proximal damping relative to the largest Hessian eigenvalue (a condition
@@ -59,6 +60,12 @@ the proximal optimum; each after the first costs one forward and one backward pa
 HALVINGS = 30
 """A step is halved up to this many times until the proximal objective decreases enough (Armijo); a damped Newton
 direction descends, so a small enough step always does."""
+
+
+OPERATORS = ("auto", "dense", "lanczos")
+"""How :class:`Stepper` applies ``(H + μI)⁻¹``: the dense Hessian's eigendecomposition, or Lanczos eigenpairs plus
+damping (:mod:`bind_core.influence.lowrank`); ``auto``: dense up to
+:data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters."""
 
 
 def damping_for(eigenvalues: Tensor, rule: float = DAMPING_RULE) -> float:
@@ -84,24 +91,18 @@ def inputs_without(fm: FunctionalModel, nodes: int | Tensor) -> GraphInputs:
     ei = fm.inputs.edge_index
     keep = ~(drop[ei[0]] | drop[ei[1]]) | (ei[0] == ei[1])
     ei = ei[:, keep]
-    weight, adjacency = None, None
-    if fm.inputs.edge_weight is not None:
-        deg = torch.bincount(ei[0], minlength=n).to(fm.theta.dtype)
-        dinv = deg.pow(-0.5)
-        weight = dinv[ei[0]] * dinv[ei[1]]
-        if fm.inputs.adjacency is not None:  # removing nodes' edges both ways keeps Â symmetric if it was
-            symmetric = fm.inputs.adjacency.transposed is fm.inputs.adjacency.parts
-            adjacency = Adjacency.from_edges(ei, weight, n, symmetric=symmetric)
+    # Removing nodes' edges both ways keeps the graph's edges symmetric (a Graph stores both directions).
+    weight, adjacency = message_adjacency(fm.module.config.arch, ei, n, fm.theta.dtype, symmetric=True)
     return GraphInputs(x=fm.inputs.x, edge_index=ei, edge_weight=weight, x_prop=None, adjacency=adjacency)
 
 
 def full_inputs(fm: FunctionalModel) -> GraphInputs:
     """The full graph's inputs with the layers run (no precomputed aggregated rows), as :func:`inputs_without`."""
     i = fm.inputs
-    adjacency = i.adjacency
-    if adjacency is None and i.edge_weight is not None:  # a one-layer GCN prepared with aggregated rows instead
-        adjacency = Adjacency.from_edges(i.edge_index, i.edge_weight, fm.graph.num_nodes)
-    return GraphInputs(x=i.x, edge_index=i.edge_index, edge_weight=i.edge_weight, x_prop=None, adjacency=adjacency)
+    if i.x_prop is None:
+        return i
+    weight, adjacency = message_adjacency(fm.module.config.arch, i.edge_index, fm.graph.num_nodes, fm.theta.dtype)
+    return GraphInputs(x=i.x, edge_index=i.edge_index, edge_weight=weight, x_prop=None, adjacency=adjacency)
 
 
 @dataclass
@@ -133,6 +134,7 @@ def step_estimate(
     tol: float = 1e-7,
     keep_weights: bool = False,
     progress: Callable[[float], None] | None = None,
+    operator: str = "auto",
 ) -> StepEstimate:
     """ΔΓ of every training node: damped Newton steps towards the proximal optimum on ``G − v``, Γ exactly there.
 
@@ -142,16 +144,18 @@ def step_estimate(
     largest entry is at most ``tol``. ``solve.details`` records the spectrum, the damping and how many nodes did
     not settle.
 
-    Raises:
-        ConfigError: more than :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters.
+    ``operator`` (:data:`OPERATORS`) says how ``(H + μI)⁻¹`` is applied: beyond
+    :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, or with ``"lanczos"``, from Lanczos
+    eigenpairs plus damping, matrix-free; the solve for ``∇Γ`` is then exact by preconditioned CG and the steps'
+    frozen inverse is approximate (the chord steps settle on the exact gradient all the same).
     """
     t0 = time.perf_counter()
-    stepper = Stepper(fm, rule=rule, rtol=rtol, steps=steps, tol=tol)
+    stepper = Stepper(fm, rule=rule, rtol=rtol, steps=steps, tol=tol, operator=operator)
     timings = {"solve": stepper.solve.seconds}
     if progress is not None:
         progress(0.1)
     m, p = stepper.m, fm.num_parameters
-    s_damped = stepper.solve_damped(stepper.grad_gamma.T)  # (H + μI)⁻¹·∇Γ, [p, 2]
+    s_damped = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
     iid = _loss_derivatives(fm, fm.theta, s_damped, stepper.full).cpu() / m  # (1/m)·∇ℓ_vᵀ·s: first-order i.i.d.
     first = torch.zeros(m, 2, dtype=torch.float64)
     direct = torch.zeros(m, 2, dtype=torch.float64)
@@ -199,8 +203,9 @@ class Deletion:
 
 
 class Stepper:
-    """The damped-step machinery for one model: the Hessian's eigendecomposition at ``θ̂``, the damping, the full
-    graph's outputs; :meth:`delete` settles one deletion (a node or a set of training positions)."""
+    """The damped-step machinery for one model: ``(H + μI)⁻¹`` at ``θ̂`` (the dense Hessian's eigendecomposition,
+    or Lanczos eigenpairs plus damping: ``operator``, :data:`OPERATORS`), the damping, the full graph's outputs;
+    :meth:`delete` settles one deletion (a node or a set of training positions)."""
 
     def __init__(
         self,
@@ -210,12 +215,17 @@ class Stepper:
         rtol: float = 1e-9,
         steps: int = STEPS,
         tol: float = 1e-7,
+        operator: str = "auto",
     ) -> None:
         p = fm.num_parameters
-        if p > EXACT_MAX_PARAMETERS:
+        if operator not in OPERATORS:
+            raise ConfigError(f"operator: {operator!r} is not one of {', '.join(OPERATORS)}")
+        if operator == "auto":
+            operator = "dense" if p <= EXACT_MAX_PARAMETERS else "lanczos"
+        if operator == "dense" and p > EXACT_MAX_PARAMETERS:
             raise ConfigError(
-                f"the per-node step estimate needs a dense Hessian, and this model has {p} parameters (at most "
-                f"{EXACT_MAX_PARAMETERS})"
+                f"the dense damped inverse needs a dense Hessian, and this model has {p} parameters (at most "
+                f"{EXACT_MAX_PARAMETERS}); use operator='lanczos'"
             )
         if steps < 1:
             raise ConfigError(f"steps: {steps!r} must be >= 1")
@@ -225,27 +235,39 @@ class Stepper:
         self.train, self.test = g.train_idx.to(fm.device), g.test_idx.to(fm.device)
         self.y = g.y.to(fm.device)
         t0 = time.perf_counter()
-        evals, self.evecs = torch.linalg.eigh(dense_hessian(fm.objective, theta, hessian_columns(fm)))
-        scale = float(evals.abs().max())
-        kept = evals.abs() > rtol * scale
-        self.mu = mu = damping_for(evals, rule)
-        self.inv = torch.where(kept, 1.0 / (evals.abs() + mu), torch.zeros_like(evals))
-        self.solve = SolveInfo(
-            "exact",
-            seconds=time.perf_counter() - t0,
-            details={
-                "parameters": p,
-                "max_eigenvalue": float(evals.max()),
-                "min_eigenvalue": float(evals.min()),
-                "dropped_eigenvalues": int((~kept).sum()),
-                "negative_eigenvalues_flipped": int((evals < -rtol * scale).sum()),
-                "below_weight_decay": int((evals.abs() < fm.weight_decay).sum()),
-                "rtol": rtol,
-                "damping": mu,
-                "damping_rule": rule,
-                "method": "step",
-            },
-        )
+        self.lowrank: DampedInverse | None = None
+        if operator == "lanczos":
+            self.lowrank = damped_inverse(
+                make_hvp(fm.objective, theta), p, rule=rule, dtype=theta.dtype, device=theta.device
+            )
+            self.mu = self.lowrank.mu
+            self.solve = SolveInfo(
+                "lanczos",
+                seconds=time.perf_counter() - t0,
+                details={"parameters": p, **self.lowrank.details, "method": "step"},
+            )
+        else:
+            evals, self.evecs = torch.linalg.eigh(dense_hessian(fm.objective, theta, hessian_columns(fm)))
+            scale = float(evals.abs().max())
+            kept = evals.abs() > rtol * scale
+            self.mu = mu = damping_for(evals, rule)
+            self.inv = torch.where(kept, 1.0 / (evals.abs() + mu), torch.zeros_like(evals))
+            self.solve = SolveInfo(
+                "exact",
+                seconds=time.perf_counter() - t0,
+                details={
+                    "parameters": p,
+                    "max_eigenvalue": float(evals.max()),
+                    "min_eigenvalue": float(evals.min()),
+                    "dropped_eigenvalues": int((~kept).sum()),
+                    "negative_eigenvalues_flipped": int((evals < -rtol * scale).sum()),
+                    "below_weight_decay": int((evals.abs() < fm.weight_decay).sum()),
+                    "rtol": rtol,
+                    "damping": mu,
+                    "damping_rule": rule,
+                    "method": "step",
+                },
+            )
         self.probe = theta.detach().clone().requires_grad_(True)
         self.full = full_inputs(fm)
         base_logits = fm.logits(self.probe, None, self.full)
@@ -261,9 +283,20 @@ class Stepper:
         self.hops = hops_affected(fm)
 
     def solve_damped(self, vec: Tensor) -> Tensor:
-        """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out."""
+        """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
+        operator its low-rank-plus-damping approximation (the chord steps correct it on the exact gradient)."""
+        if self.lowrank is not None:
+            return self.lowrank.apply(vec)
         inv = self.inv if vec.ndim == 1 else self.inv.unsqueeze(1)
         return self.evecs @ (inv * (self.evecs.T @ vec))
+
+    def solve_damped_exactly(self, vec: Tensor) -> Tensor:
+        """``(H + μI)⁻¹·vec`` to rounding: the dense inverse, or CG preconditioned by the Lanczos operator."""
+        if self.lowrank is None:
+            return self.solve_damped(vec)
+        out, record = self.lowrank.solve(vec)
+        self.solve.details |= record
+        return out
 
     def delete(self, positions: list[int]) -> Deletion:
         """Settle the deletion of the training nodes at ``positions`` together (see :func:`step_estimate`)."""
