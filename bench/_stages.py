@@ -25,7 +25,9 @@ def rss_bytes() -> int:
 
 
 class StageMeter:
-    """``with meter.stage("training"): ...`` records ``seconds``, ``peak_rss_gb`` and ``end_rss_gb``."""
+    """``with meter.stage("training"): ...`` records ``seconds`` (wall), ``cpu_seconds`` (the process's CPU time:
+    with one torch thread, the figure that a machine shared with other jobs disturbs least), ``peak_rss_gb`` and
+    ``end_rss_gb``."""
 
     def __init__(self, interval: float = 0.005, device: str = "cpu") -> None:
         self.interval = interval
@@ -34,6 +36,7 @@ class StageMeter:
         self._cuda = device.startswith("cuda") and torch.cuda.is_available()
         self._current: str | None = None
         self._t0 = 0.0
+        self._cpu0 = 0.0
         self._peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -61,6 +64,7 @@ class StageMeter:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         self._t0 = time.perf_counter()
+        self._cpu0 = time.process_time()
 
     def end(self) -> None:
         """End the stage started by :meth:`switch`, if any."""
@@ -69,6 +73,7 @@ class StageMeter:
         if self._cuda:
             torch.cuda.synchronize()
         self.stages[self._current] = self._row(time.perf_counter() - self._t0)
+        self.stages[self._current]["cpu_seconds"] = time.process_time() - self._cpu0
         self._current = None
 
     def _row(self, seconds: float) -> dict[str, float]:

@@ -34,6 +34,8 @@ def audit_once(
     features: int = 16,
     arch: str = "gcn",
     layers: int = 1,
+    hidden: int = 16,
+    estimator: str = "auto",
     epochs: int = 1000,
     bootstrap: int = 1000,
     device: str = "cpu",
@@ -42,11 +44,12 @@ def audit_once(
     with meter.stage("generate"):
         graph = synthetic(nodes, num_features=features, avg_degree=avg_degree, train_per_class=train // 2, seed=0)
     config = AuditConfig(
-        model=ModelConfig(arch=arch, layers=layers),
+        model=ModelConfig(arch=arch, layers=layers, hidden=hidden),
         training=TrainConfig(epochs=epochs),
         stages=("training", "metrics", "influence"),
         bootstrap=bootstrap,
         validation_sample=0,
+        **({} if estimator == "auto" else {"estimator": estimator}),
     )
     result = run_audit(graph, config, progress=lambda stage, _f: meter.switch(stage), device=device)
     stages = meter.close()
@@ -80,6 +83,8 @@ def main() -> None:
     p.add_argument("--features", type=int, default=16)
     p.add_argument("--arch", default="gcn")
     p.add_argument("--layers", type=int, default=1)
+    p.add_argument("--hidden", type=int, default=16)
+    p.add_argument("--estimator", default="auto", help="auto | linear | step (AuditConfig.estimator)")
     p.add_argument("--epochs", type=int, default=1000)
     p.add_argument("--bootstrap", type=int, default=1000)
     p.add_argument("--device", default="cpu")
@@ -90,21 +95,28 @@ def main() -> None:
     t0 = time.perf_counter()
     row = audit_once(
         args.nodes, args.avg_degree, args.train, features=args.features, arch=args.arch, layers=args.layers,
-        epochs=args.epochs, bootstrap=args.bootstrap, device=args.device,
+        hidden=args.hidden, estimator=args.estimator, epochs=args.epochs, bootstrap=args.bootstrap,
+        device=args.device,
     )  # fmt: skip
     row["wall_seconds"] = time.perf_counter() - t0
     print(f"{row['nodes']:,} nodes, {row['edges']:,} edges, {row['train']:,} training nodes, {row['model']}")
     print(
         C.table(
-            ["stage", "seconds", "peak RSS (GiB)", "peak CUDA (GiB)"],
+            ["stage", "seconds", "CPU seconds", "peak RSS (GiB)", "peak CUDA (GiB)"],
             [
-                [k, f"{v['seconds']:.2f}", f"{v['peak_rss_gb']:.2f}", f"{v.get('peak_cuda_gb', float('nan')):.2f}"]
+                [
+                    k,
+                    f"{v['seconds']:.2f}",
+                    f"{v['cpu_seconds']:.2f}",
+                    f"{v['peak_rss_gb']:.2f}",
+                    f"{v.get('peak_cuda_gb', float('nan')):.2f}",
+                ]
                 for k, v in row["stages"].items()
             ],
         )
     )
     print(f"grad norm {row['grad_norm']:.2e}; influence parts {row['influence_timings']}")
-    name = f"scale_{args.nodes}_{args.arch}{args.layers}_{args.device.split(':')[0]}"
+    name = f"scale_{args.nodes}_{args.arch}{args.layers}_h{args.hidden}_{args.device.split(':')[0]}"
     C.write_json(name, {"machine": C.machine(), "args": vars(args), "result": row}, args.out)
 
 

@@ -279,7 +279,10 @@ def _set_estimator(
     details = influence.solve.details
     if details.get("method") != "step":
         return None
-    stepper = Stepper(FunctionalModel.from_trained(model, graph, groups), rule=details["damping_rule"])
+    operator = "lanczos" if influence.solve.solver == "lanczos" else "dense"  # the estimate's own operator
+    stepper = Stepper(
+        FunctionalModel.from_trained(model, graph, groups), rule=details["damping_rule"], operator=operator
+    )
     lam = influence.lam
 
     def set_estimate(positions: list[int]) -> float:

@@ -227,7 +227,9 @@ def validate(
     stepper = None
     if protocol == "sets" and influence.solve.details.get("method") == "step":
         stepper = Stepper(
-            FunctionalModel.from_trained(model, graph, groups), rule=influence.solve.details["damping_rule"]
+            FunctionalModel.from_trained(model, graph, groups),
+            rule=influence.solve.details["damping_rule"],
+            operator="lanczos" if influence.solve.solver == "lanczos" else "dense",
         )
     before = gammas(model, graph, groups)
     est, act = [], []

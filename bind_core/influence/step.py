@@ -46,6 +46,7 @@ from bind_core.influence.lowrank import DampedInverse, damped_inverse
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns, make_hvp
 from bind_core.models import GraphInputs, message_adjacency, node_losses, probabilities
 from bind_core.neighbourhood import Csr
+from bind_core.sparse import Adjacency
 
 DAMPING_RULE = 1e-3
 """``μ = DAMPING_RULE·λ_max``: the proximal damping relative to the largest Hessian eigenvalue (a condition
@@ -82,18 +83,58 @@ def hops_affected(fm: FunctionalModel) -> int:
 
 def inputs_without(fm: FunctionalModel, nodes: int | Tensor) -> GraphInputs:
     """The model inputs of ``G − nodes`` in the full graph's numbering: their edges removed (each keeps only a GCN
-    self-loop, which touches no other node), GCN normalisation recomputed with the reduced degrees, and no
+    self-loop, which touches no other node), the aggregation renormalised with the reduced degrees, and no
     precomputed aggregated rows (the forward pass runs the layers). Every other node then has exactly its output
-    on ``G − nodes``."""
-    n = fm.graph.num_nodes
-    drop = torch.zeros(n, dtype=torch.bool, device=fm.inputs.edge_index.device)
-    drop[torch.as_tensor(nodes, dtype=torch.long, device=drop.device).reshape(-1)] = True
-    ei = fm.inputs.edge_index
-    keep = ~(drop[ei[0]] | drop[ei[1]]) | (ei[0] == ei[1])
-    ei = ei[:, keep]
-    # Removing nodes' edges both ways keeps the graph's edges symmetric (a Graph stores both directions).
-    weight, adjacency = message_adjacency(fm.module.config.arch, ei, n, fm.theta.dtype, symmetric=True)
-    return GraphInputs(x=fm.inputs.x, edge_index=ei, edge_weight=weight, x_prop=None, adjacency=adjacency)
+    on ``G − nodes``. For many deletions of one model, :class:`GraphReducer` does the same without sorting."""
+    return GraphReducer(fm)(nodes)
+
+
+class GraphReducer:
+    """:func:`inputs_without` for many node sets of one model: the edges are sorted into CSR order once (and into
+    the transpose's order for SAGE's mean, which is not symmetric), and each deletion masks them in that order, so
+    the adjacency of ``G − S`` costs a few passes over the edges and no sort."""
+
+    def __init__(self, fm: FunctionalModel) -> None:
+        self.fm = fm
+        self.n = n = fm.graph.num_nodes
+        self.arch = fm.module.config.arch
+        ei = fm.inputs.edge_index
+        order = torch.argsort(ei[0] * n + ei[1])
+        self.row, self.col = ei[0][order].contiguous(), ei[1][order].contiguous()
+        self.by_col = torch.argsort(self.col * n + self.row) if self.arch == "sage" else None
+
+    def __call__(self, nodes: int | Tensor) -> GraphInputs:
+        fm, n = self.fm, self.n
+        drop = torch.zeros(n, dtype=torch.bool, device=self.row.device)
+        drop[torch.as_tensor(nodes, dtype=torch.long, device=drop.device).reshape(-1)] = True
+        keep = ~(drop[self.row] | drop[self.col]) | (self.row == self.col)
+        row, col = self.row[keep], self.col[keep]
+        ei = torch.stack([row, col])
+        if self.arch == "gat":  # attention runs PyG's layer on the edges
+            return GraphInputs(x=fm.inputs.x, edge_index=ei, edge_weight=None, x_prop=None)
+        dtype = fm.theta.dtype
+        counts = torch.bincount(row, minlength=n)
+        deg = counts.to(dtype)
+        crow = torch.zeros(n + 1, dtype=torch.long, device=row.device)
+        crow[1:] = torch.cumsum(counts, 0)
+        weight: Tensor | None = None
+        if self.arch == "gcn":
+            dinv = deg.pow(-0.5)
+            weight = values = dinv[row] * dinv[col]
+        elif self.arch == "gin":
+            values = torch.ones(row.numel(), dtype=dtype, device=row.device)
+        else:  # sage: the mean over the remaining neighbours
+            values = (1.0 / deg.clamp(min=1))[row]
+        parts = (crow, col, values)
+        transposed = parts
+        if self.by_col is not None:  # Aᵀ in its own CSR order: the kept entries, read by column
+            take = self.by_col[keep[self.by_col]]
+            rows_t, cols_t = self.col[take], self.row[take]
+            crow_t = torch.zeros(n + 1, dtype=torch.long, device=row.device)
+            crow_t[1:] = torch.cumsum(torch.bincount(rows_t, minlength=n), 0)
+            transposed = (crow_t, cols_t, (1.0 / deg.clamp(min=1))[cols_t])
+        adjacency = Adjacency(parts, transposed, (n, n))
+        return GraphInputs(x=fm.inputs.x, edge_index=ei, edge_weight=weight, x_prop=None, adjacency=adjacency)
 
 
 def full_inputs(fm: FunctionalModel) -> GraphInputs:
@@ -270,9 +311,11 @@ class Stepper:
             )
         self.probe = theta.detach().clone().requires_grad_(True)
         self.full = full_inputs(fm)
-        base_logits = fm.logits(self.probe, None, self.full)
-        self.base_losses = node_losses(base_logits[self.train], self.y[self.train])  # graph kept for every backward
-        self.base_proba = probabilities(base_logits[self.test].detach())
+        # The rows a deletion is judged on, training rows first: the last layer computes these only.
+        self.wanted = torch.cat([self.train, self.test])
+        base_logits = fm.logits(self.probe, self.wanted, self.full)
+        self.base_losses = node_losses(base_logits[:m], self.y[self.train])  # graph kept for every backward
+        self.base_proba = probabilities(base_logits[m:].detach())
         self.base_gamma = gammas_from_proba(self.base_proba, g, fm.groups).detach()
         self.grad_gamma = _gamma_gradients(fm, theta, self.full)  # [2, p]
         self.grad_objective = torch.func.grad(fm.objective)(theta).detach()  # ≈ 0 at a stationary point
@@ -281,6 +324,7 @@ class Stepper:
         self.train_pos[g.train_idx] = torch.arange(m)
         self.csr = Csr.of_degrees(g.edge_index, g.degree)
         self.hops = hops_affected(fm)
+        self.reducer = GraphReducer(fm)
 
     def solve_damped(self, vec: Tensor) -> Tensor:
         """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
@@ -308,15 +352,15 @@ class Stepper:
         near_pos = self.train_pos[near]
         near_pos = near_pos[near_pos >= 0]
         others = near_pos[~gone[near_pos]]  # T(S) ⊇ the training nodes whose loss the deletion changes
-        reduced = inputs_without(fm, nodes)
-        logits_s = fm.logits(self.probe, None, reduced)
-        kept_loss = node_losses(logits_s[train[others]], y[train[others]]).sum()
+        reduced = self.reducer(nodes)
+        logits_s = fm.logits(self.probe, self.wanted, reduced)  # training rows, then test rows
+        kept_loss = node_losses(logits_s[others], y[train[others]]).sum()
         deleted = self.base_losses[others].sum() + self.base_losses[gone.to(fm.device)].sum() - kept_loss  # c_S(θ)
         (grad_c,) = torch.autograd.grad(deleted, self.probe, retain_graph=True)
         first_step = self.solve_damped(grad_c) / m
         rest = ~gone.to(fm.device)
-        objective = _proximal_objective(fm, reduced, train[rest], y[train[rest]], m, self.mu)
-        at, moved, taken = fm.theta, probabilities(logits_s[self.test].detach()), 0  # Γ on G − S at θ̂
+        objective = _proximal_objective(fm, reduced, self.wanted, rest, y[train[rest]], m, self.mu)
+        at, moved, taken = fm.theta, probabilities(logits_s[m:].detach()), 0  # Γ on G − S at θ̂
         value = self.objective_hat - float(deleted.detach()) / m  # F(θ̂) = L(θ̂) − c_S(θ̂)/m
         grad_f = self.grad_objective - grad_c / m
         while taken < self.steps and float(grad_f.abs().max()) > self.tol:
@@ -333,7 +377,7 @@ class Stepper:
             at, value, grad_f, moved = candidate, value_new, grad_new, moved_new
             taken += 1
         with torch.no_grad():
-            direct = gammas_from_proba(probabilities(logits_s[self.test]), g, fm.groups) - self.base_gamma
+            direct = gammas_from_proba(probabilities(logits_s[m:]), g, fm.groups) - self.base_gamma
             return Deletion(
                 delta=(gammas_from_proba(moved, g, fm.groups) - self.base_gamma).cpu(),
                 direct=direct.detach().cpu(),
@@ -362,24 +406,24 @@ def step_set_estimates(
 
 
 def _proximal_objective(
-    fm: FunctionalModel, reduced: GraphInputs, rows: Tensor, y: Tensor, m: int, mu: float
+    fm: FunctionalModel, reduced: GraphInputs, wanted: Tensor, rest: Tensor, y: Tensor, m: int, mu: float
 ) -> Callable[[Tensor], tuple[float, Tensor, Tensor]]:
     """``θ ↦ (F(θ), ∇F(θ), test probabilities at θ)`` for the proximal objective on ``G − v``:
-    ``F(θ) = (1/m)·Σ_{rows} ℓ_j(θ; G − v) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²``."""
+    ``F(θ) = (1/m)·Σ_{rest} ℓ_j(θ; G − v) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²``; ``wanted``: the training rows (the
+    first ``m``) then the test rows, ``rest``: the training positions kept (a mask over the first ``m``)."""
     theta_hat = fm.theta
-    test = fm.graph.test_idx.to(fm.device)
 
     def evaluate(at: Tensor) -> tuple[float, Tensor, Tensor]:
         probe = at.detach().clone().requires_grad_(True)
-        logits = fm.logits(probe, None, reduced)
+        logits = fm.logits(probe, wanted, reduced)
         move = probe - theta_hat
         value = (
-            node_losses(logits[rows], y).sum() / m
+            node_losses(logits[:m][rest], y).sum() / m
             + 0.5 * fm.weight_decay * (probe * probe).sum()
             + 0.5 * mu * (move * move).sum()
         )
         (grad_f,) = torch.autograd.grad(value, probe)
-        return float(value.detach()), grad_f, probabilities(logits[test].detach())
+        return float(value.detach()), grad_f, probabilities(logits[m:].detach())
 
     return evaluate
 
