@@ -27,6 +27,7 @@ result against the PyG module itself, built from the same arguments and weights.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,7 @@ PYG_FORMAT = "torch_geometric"
 PYG_CLASSES = {"GCN": "gcn", "GraphSAGE": "sage", "GIN": "gin", "GAT": "gat"}
 """The supported ``torch_geometric.nn.models`` classes and the project's architecture each becomes."""
 
-LOSSES = {"cross_entropy": 0, "binary_cross_entropy": 1}
+LOSSES = ("cross_entropy", "binary_cross_entropy")
 """Training losses: ``cross_entropy`` over ``out_channels`` logits (softmax), ``binary_cross_entropy`` on one logit."""
 
 REPRODUCTION_TOLERANCE = 1e-6
@@ -64,14 +65,20 @@ Check = Callable[[Any], str | None]
 """An argument's check: ``None`` when the value is accepted, else why not."""
 
 
+def _shown(value: Any) -> str:
+    """A value as the user wrote it in JSON."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _only(*allowed: object, why: str = "the audit reproduces the model exactly or not at all") -> Check:
     def check(value: Any) -> str | None:
         if any(value is a or (type(value) is type(a) and value == a) for a in allowed):
             return None
-        shown = " or ".join(
-            "null" if a is None else repr(a).lower() if isinstance(a, bool) else repr(a) for a in allowed
-        )
-        return f"{value!r} is not supported (only {shown}): {why}"
+        shown = " or ".join(_shown(a) for a in allowed)
+        return f"{_shown(value)} is not supported (only {shown}): {why}"
 
     return check
 
@@ -80,7 +87,7 @@ def _integer(low: int, high: int) -> Check:
     def check(value: Any) -> str | None:
         if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
             return None
-        return f"{value!r} must be an integer between {low} and {high}"
+        return f"{_shown(value)} must be an integer between {low} and {high}"
 
     return check
 
@@ -88,25 +95,27 @@ def _integer(low: int, high: int) -> Check:
 def _fraction(value: Any) -> str | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1:
         return None
-    return f"{value!r} must be a number in [0, 1)"
+    return f"{_shown(value)} must be a number in [0, 1)"
 
 
 def _boolean(value: Any) -> str | None:
-    return None if isinstance(value, bool) else f"{value!r} must be true or false"
+    return None if isinstance(value, bool) else f"{_shown(value)} must be true or false"
 
 
 def _activation(value: Any) -> str | None:
     if isinstance(value, str) and value.lower() in ACTIVATIONS:
         return None
-    return f"{value!r} is not supported (one of {', '.join(ACTIVATIONS)})"
+    return f"{_shown(value)} is not supported (one of {', '.join(ACTIVATIONS)})"
 
 
 def _empty(value: Any) -> str | None:
-    return None if value is None or value == {} else f"{value!r} is not supported (only null)"
+    return None if value is None or value == {} else f"{_shown(value)} is not supported (only null)"
 
 
 def _number(value: Any) -> str | None:
-    return None if isinstance(value, int | float) and not isinstance(value, bool) else f"{value!r} must be a number"
+    return (
+        None if isinstance(value, int | float) and not isinstance(value, bool) else f"{_shown(value)} must be a number"
+    )
 
 
 _COMMON: dict[str, Check] = {
@@ -181,44 +190,64 @@ def read_pyg_config(config: dict[str, Any]) -> tuple[PygModel, dict[str, Any]]:
     Raises:
         UnsupportedModelError: naming every option that is missing, malformed or not reproducible.
     """
-    problems: list[tuple[str, str]] = []
-    unknown = sorted(set(config) - {"format", "class", "args", "training", "dtype"})
-    problems += [(f"config.{k}", "unknown key") for k in unknown]
-    cls = config.get("class")
-    if cls not in PYG_CLASSES:
-        problems.append(("config.class", f"{cls!r} is not one of {', '.join(PYG_CLASSES)}"))
-    args = config.get("args")
-    if not isinstance(args, dict):
-        problems.append(("config.args", "must be an object of the constructor's arguments"))
-        args = {}
-    checks = {**_COMMON, **_EXTRA.get(str(cls), {})}
-    for key in _REQUIRED:
-        if key not in args:
-            problems.append((f"config.args.{key}", "required"))
-    for key, value in args.items():
-        check = checks.get(key)
-        message = f"{key!r} is not an argument the audit knows for {cls}" if check is None else check(value)
-        if message is not None:
-            problems.append((f"config.args.{key}", message))
+    problems = [
+        (f"config.{k}", "unknown key") for k in sorted(set(config) - {"format", "class", "args", "training", "dtype"})
+    ]
     training = config.get("training")
     if not isinstance(training, dict):
         problems.append(("config.training", "must be an object with the loss and the weight_decay trained with"))
         training = {}
-    loss = training.get("loss")
-    if loss not in LOSSES:
-        problems.append(("config.training.loss", f"{loss!r} is not one of {', '.join(LOSSES)}"))
-    elif LOSSES[str(loss)] and args.get("out_channels") != LOSSES[str(loss)]:
-        problems.append(("config.args.out_channels", f"must be 1 with the loss {loss!r}"))
     if "weight_decay" not in training:
         problems.append(("config.training.weight_decay", "required: the L2 coefficient the model was trained with"))
+    problems += _description_problems(config.get("class"), config.get("args"), training.get("loss"), "config.training")
     if problems:
         raise UnsupportedModelError(problems)
+    pyg = _described(config["class"], config["args"], training["loss"])
+    return pyg, {k: v for k, v in training.items() if k != "loss"}
+
+
+def read_source(source: dict[str, Any]) -> PygModel:
+    """A stored PyG description (``source`` of a canonical config, :meth:`PygModel.to_dict`), checked again.
+
+    Raises:
+        UnsupportedModelError: as :func:`read_pyg_config`.
+    """
+    problems = _description_problems(source.get("class"), source.get("args"), source.get("loss"), "source")
+    if problems:
+        raise UnsupportedModelError(problems)
+    return _described(source["class"], source["args"], source["loss"])
+
+
+def _description_problems(cls: Any, args: Any, loss: Any, loss_at: str) -> list[tuple[str, str]]:
+    problems = []
+    if cls not in PYG_CLASSES:
+        problems.append(("config.class", f"{_shown(cls)} is not one of {', '.join(PYG_CLASSES)}"))
+    if not isinstance(args, dict):
+        problems.append(("config.args", "must be an object of the constructor's arguments"))
+        args = {}
+    checks = {**_COMMON, **_EXTRA.get(str(cls), {})}
+    problems += [(f"config.args.{key}", "required") for key in _REQUIRED if key not in args]
+    for key, value in args.items():
+        check = checks.get(key)
+        message = f"{_shown(key)} is not an argument the audit knows for {cls}" if check is None else check(value)
+        if message is not None:
+            problems.append((f"config.args.{key}", message))
+    out = args.get("out_channels")
+    if loss not in LOSSES:
+        problems.append((f"{loss_at}.loss", f"{_shown(loss)} is not one of {', '.join(LOSSES)}"))
+    elif loss == "binary_cross_entropy" and out != 1:
+        problems.append(("config.args.out_channels", f"{_shown(out)}: must be 1 with the loss 'binary_cross_entropy'"))
+    elif loss == "cross_entropy" and out == 1:
+        problems.append(("config.args.out_channels", "1: cross_entropy needs one logit per class (2 or more)"))
+    return problems
+
+
+def _described(cls: str, args: dict[str, Any], loss: str) -> PygModel:
+    """The description with PyG's defaults filled in for the options that matter (checked already)."""
     defaults: dict[str, Any] = {"dropout": 0.0}
     if cls == "GAT":
         defaults |= {"heads": 1, "concat": True, "negative_slope": 0.2}
-    full = {**defaults, **args, "act": str(args.get("act", "relu")).lower()}
-    rest = {k: v for k, v in training.items() if k != "loss"}
-    return PygModel(str(cls), full, str(loss)), rest
+    return PygModel(cls, {**defaults, **args, "act": str(args.get("act", "relu")).lower()}, loss)
 
 
 def model_config(pyg: PygModel) -> ModelConfig:
@@ -289,7 +318,9 @@ def pyg_module(source: dict[str, Any]) -> nn.Module:
     """The ``torch_geometric.nn.models`` module itself, built from the checked arguments (for :func:`reproduction`)."""
     from torch_geometric.nn import models as pyg_models
 
-    return getattr(pyg_models, str(source["class"]))(**source["args"])  # type: ignore[no-any-return]
+    pyg = read_source(source)
+    module: nn.Module = getattr(pyg_models, pyg.cls)(**pyg.args)
+    return module
 
 
 def reproduction(module: GNN, weights: dict[str, Tensor], source: dict[str, Any], graph: Graph) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from bind_core.objective import (
     objective_gradient,
     training_objective,
 )
-from bind_core.pyg_models import bind_config, bind_state_dict, is_pyg_config
+from bind_core.pyg_models import bind_config, bind_state_dict, is_pyg_config, read_source
 
 ProgressCallback = Callable[[str, float], None]
 """``progress(stage, fraction_done)``; it may raise to abort the work."""
@@ -183,6 +183,7 @@ class TrainedModel:
             raise ConfigError(f"model config is malformed: {exc}") from exc
         source = config.get("source")
         if is_pyg_config(source):
+            read_source(source)
             state = bind_state_dict(state, source)
         try:
             module.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
