@@ -252,7 +252,7 @@ class AuditResult:
         ]
 
     def _estimate_warnings(self) -> list[str]:
-        return model_warnings(self.model.model_config) + estimate_warnings(
+        return model_warnings(self.model.model_config, self.stationarity) + estimate_warnings(
             self.influence, self.validation, self.refinement
         )
 

@@ -46,12 +46,13 @@ def kinks(model: ModelConfig) -> list[str]:
     return out
 
 
-def model_warnings(model: ModelConfig) -> list[str]:
-    """What the audit does about a non-smooth model (see docs/METHOD.md, "Non-smooth activations")."""
+def model_warnings(model: ModelConfig, stationarity: dict[str, Any] | None = None) -> list[str]:
+    """What the audit does about a non-smooth model (see docs/METHOD.md, "Non-smooth activations"), and weights
+    accepted as a minimum on the kinks (``stationarity["stationary"] == "kinks"``)."""
     where = kinks(model)
     if not where:
         return []
-    return [
+    out = [
         f"the model is not smooth ({' and '.join(where)}): its training objective is piecewise smooth, and its "
         "Hessian exists almost everywhere (wherever no pre-activation is exactly at a kink). The audit "
         "differentiates it as PyTorch does (the derivative at a kink is one side's; no curvature from the kinks): "
@@ -60,6 +61,15 @@ def model_warnings(model: ModelConfig) -> list[str]:
         "is followed only by the step estimate's exact gradients and exact Γ, not by the linear estimate. The "
         "self-check's correlation shows what that costs for this model"
     ]
+    stall = (stationarity or {}).get("kinks")
+    if (stationarity or {}).get("stationary") == "kinks" and stall:
+        out.append(
+            f"the weights are a minimum on the kinks, not a stationary point: the gradient PyTorch reads there "
+            f"does not vanish (largest entry {stationarity['max_abs_grad']:.1e}; {stall['pinned']} hidden "
+            "pre-activations are pinned at 0) and a restarted L-BFGS found no descent, so the audit went on; "
+            "the estimates expand around a point where the objective has no Hessian in every direction"
+        )
+    return out
 
 
 def estimate_warnings(

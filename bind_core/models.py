@@ -270,18 +270,22 @@ class GNN(nn.Module):
             z = inputs.x_prop if rows is None else inputs.x_prop[rows]
             return self.forward_propagated(z)
         h = inputs.x
-        for i, conv in enumerate(self.convs):
+        for i in range(len(self.convs)):
             if i > 0:
                 h = F.dropout(_ACT[self.config.activation](h), p=self.config.dropout, training=self.training)
-            if inputs.adjacency is not None and self.config.arch == "gcn":  # GCNConv: Â·(h·Wᵀ) + b, as a CSR product
-                gcn = cast(GCNConv, conv)
-                h = spmm(inputs.adjacency, gcn.lin(h)) + cast(Tensor, gcn.bias)
-            elif inputs.edge_weight is not None:
-                h = conv(h, inputs.edge_index, inputs.edge_weight)
-            else:
-                h = conv(h, inputs.edge_index)
+            h = self.layer(i, h, inputs)
         out = self.head(h)
         return out if rows is None else out[rows]
+
+    def layer(self, i: int, h: Tensor, inputs: GraphInputs) -> Tensor:
+        """Conv ``i`` on the whole graph's rows ``h`` (already activated): its pre-activation output ``[n, ·]``."""
+        conv = self.convs[i]
+        if inputs.adjacency is not None and self.config.arch == "gcn":  # GCNConv: Â·(h·Wᵀ) + b, as a CSR product
+            gcn = cast(GCNConv, conv)
+            return spmm(inputs.adjacency, gcn.lin(h)) + cast(Tensor, gcn.bias)
+        if inputs.edge_weight is not None:
+            return cast(Tensor, conv(h, inputs.edge_index, inputs.edge_weight))
+        return cast(Tensor, conv(h, inputs.edge_index))
 
     def forward_propagated(self, z: Tensor) -> Tensor:
         """A row-separable model from aggregated rows ``z`` (see :meth:`prepare`) to logits."""
