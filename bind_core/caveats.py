@@ -61,8 +61,9 @@ def model_warnings(model: ModelConfig, stationarity: dict[str, Any] | None = Non
         "is followed only by the step estimate's exact gradients and exact Γ, not by the linear estimate. The "
         "self-check's correlation shows what that costs for this model"
     ]
-    stall = (stationarity or {}).get("kinks")
-    if (stationarity or {}).get("stationary") == "kinks" and stall:
+    stationarity = stationarity or {}
+    stall = stationarity.get("kinks")
+    if stationarity.get("stationary") == "kinks" and stall:
         out.append(
             f"the weights are a minimum on the kinks, not a stationary point: the gradient PyTorch reads there "
             f"does not vanish (largest entry {stationarity['max_abs_grad']:.1e}; {stall['pinned']} hidden "
