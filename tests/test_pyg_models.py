@@ -14,11 +14,12 @@ from torch_geometric.nn import models
 
 from bind_core.caveats import model_warnings
 from bind_core.datasets import synthetic
-from bind_core.errors import ConfigError
+from bind_core.errors import ConfigError, ModelNotStationaryError
 from bind_core.graph import Graph
 from bind_core.kinks import kink_stall
 from bind_core.models import ModelConfig
 from bind_core.pyg_models import UnsupportedModelError, bind_config, reproduction
+from bind_core.stationarity import require_stationary
 from bind_core.supplied import prepare_supplied
 from bind_core.training import TrainConfig, TrainedModel, train
 
@@ -170,10 +171,18 @@ def test_a_relu_minimum_on_kinks_is_accepted_and_a_smooth_model_is_not_examined(
         optimizer.zero_grad()
         F.cross_entropy(pyg(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
         optimizer.step()
-    model, record = prepare_supplied(save(pyg.state_dict()), _config("GraphSAGE", args), graph)
+    weights = save(pyg.state_dict())
+    unpolished = TrainedModel.from_bytes(weights, _config("GraphSAGE", args))
+    stall = kink_stall(unpolished, graph)
+    assert stall is not None and not stall["no_descent"]  # Adam stopped short: L-BFGS still descends
+    with pytest.raises(ModelNotStationaryError):
+        require_stationary(unpolished, graph)
+    model, record = prepare_supplied(weights, _config("GraphSAGE", args), graph)
     assert record["pyg"]["max_logit_difference"] < 1e-12 and record["polished_by_service"]
     assert not model.stationarity["converged"]  # stalled on the kinks
     stall = kink_stall(model, graph)
     assert stall is not None and stall["no_descent"] and stall["pinned"] > 0
+    check = require_stationary(model, graph)
+    assert check["stationary"] == "kinks" and check["max_abs_grad"] > check["tolerance"]
     smooth = TrainedModel(model.module, ModelConfig(arch="sage", layers=2, head=False, outputs=2), model.train_config)
     assert kink_stall(smooth, graph) is None
