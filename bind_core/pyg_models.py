@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import Tensor, nn
@@ -179,7 +179,7 @@ class PygModel:
         return {"format": PYG_FORMAT, "class": self.cls, "args": self.args, "loss": self.loss}
 
 
-def is_pyg_config(config: object) -> bool:
+def is_pyg_config(config: object) -> TypeGuard[dict[str, Any]]:
     """Whether a supplied model's config describes a ``torch_geometric.nn.models`` model."""
     return isinstance(config, dict) and config.get("format") == PYG_FORMAT
 

@@ -38,7 +38,7 @@ def prepare_supplied(
     model = TrainedModel.from_bytes(weights, config)
     record: dict[str, Any] = {"polished_by_service": False}
     source = bind_config(config)["source"] if is_pyg_config(config) else config.get("source")
-    if isinstance(source, dict) and is_pyg_config(source):
+    if is_pyg_config(source):
         check = reproduction(model.module, st_load(weights), source, graph)
         if not check["max_logit_difference"] <= REPRODUCTION_TOLERANCE:
             raise ConfigError(
