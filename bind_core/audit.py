@@ -12,7 +12,7 @@ import torch
 
 from bind_core.bootstrap import bootstrap_metrics
 from bind_core.breakdown import group_breakdown, probability_histograms
-from bind_core.caveats import estimate_warnings, warnings_for
+from bind_core.caveats import estimate_warnings, model_warnings, warnings_for
 from bind_core.debias import debias, report
 from bind_core.errors import ConfigError
 from bind_core.fairness import worst_pairs
@@ -252,7 +252,9 @@ class AuditResult:
         ]
 
     def _estimate_warnings(self) -> list[str]:
-        return estimate_warnings(self.influence, self.validation, self.refinement)
+        return model_warnings(self.model.model_config, self.stationarity) + estimate_warnings(
+            self.influence, self.validation, self.refinement
+        )
 
     def _top(self, direction: str, k: int = 10) -> list[dict[str, Any]] | None:
         if self.influence is None:

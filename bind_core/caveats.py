@@ -1,5 +1,6 @@
-"""Caveats a reader of an audit must see: about the graph (groups kept out, few positives) and about the
-estimates (what question they answer, nodes that did not settle, a self-check inside its noise or too low)."""
+"""Caveats a reader of an audit must see: about the graph (groups kept out, few positives), about the model (kinks
+of a non-smooth activation) and about the estimates (what question they answer, nodes that did not settle, a
+self-check inside its noise or too low)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from bind_core.graph import Graph
 from bind_core.groups import exclusion_warnings, group_name, included_groups
 from bind_core.influence import InfluenceResult
+from bind_core.models import NON_SMOOTH_ACTIVATIONS, ModelConfig
 
 LOW_SELF_CHECK = 0.9
 """Below this per-node Pearson correlation of the self-check, the audit warns that the estimates are rough."""
@@ -29,6 +31,45 @@ def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
                 f"group {grp} ({group_name(graph, grp)}) has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
                 f"them, and per-node estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}"
             )
+    return out
+
+
+def kinks(model: ModelConfig) -> list[str]:
+    """Where the model's function has kinks: a non-smooth activation between layers or in GIN's MLPs, and GAT's
+    leaky-ReLU attention scores (empty for a smooth model)."""
+    out = []
+    if model.activation in NON_SMOOTH_ACTIVATIONS and (model.layers > 1 or model.arch == "gin"):
+        where = "in GIN's MLPs" if model.arch == "gin" and model.layers == 1 else "between layers"
+        out.append(f"{model.activation.upper() if model.activation == 'elu' else 'ReLU'} {where}")
+    if model.arch == "gat" and (model.attention == "leaky_relu" or model.activation == "relu"):
+        out.append("GAT's leaky-ReLU attention scores")
+    return out
+
+
+def model_warnings(model: ModelConfig, stationarity: dict[str, Any] | None = None) -> list[str]:
+    """What the audit does about a non-smooth model (see docs/METHOD.md, "Non-smooth activations"), and weights
+    accepted as a minimum on the kinks (``stationarity["stationary"] == "kinks"``)."""
+    where = kinks(model)
+    if not where:
+        return []
+    out = [
+        f"the model is not smooth ({' and '.join(where)}): its training objective is piecewise smooth, and its "
+        "Hessian exists almost everywhere (wherever no pre-activation is exactly at a kink). The audit "
+        "differentiates it as PyTorch does (the derivative at a kink is one side's; no curvature from the kinks): "
+        "the polish, the Newton finish and the influence estimate use the Hessian of the region in which the "
+        "audited weights lie, as if every unit kept its side of its kink; a deletion that moves units across "
+        "is followed only by the step estimate's exact gradients and exact Γ, not by the linear estimate. The "
+        "self-check's correlation shows what that costs for this model"
+    ]
+    stationarity = stationarity or {}
+    stall = stationarity.get("kinks")
+    if stationarity.get("stationary") == "kinks" and stall:
+        out.append(
+            f"the weights are a minimum on the kinks, not a stationary point: the gradient PyTorch reads there "
+            f"does not vanish (largest entry {stationarity['max_abs_grad']:.1e}; {stall['pinned']} hidden "
+            "pre-activations are pinned at 0) and a restarted L-BFGS found no descent, so the audit went on; "
+            "the estimates expand around a point where the objective has no Hessian in every direction"
+        )
     return out
 
 

@@ -15,8 +15,9 @@ from tqdm import tqdm
 from bind_core.audit import STAGES, AuditConfig, AuditResult, run_audit
 from bind_core.errors import BindError
 from bind_core.influence import SOLVERS
-from bind_core.models import ARCHS, ModelConfig
-from bind_core.training import TrainConfig
+from bind_core.models import ACTIVATIONS, ARCHS, ModelConfig
+from bind_core.supplied import prepare_supplied
+from bind_core.training import TrainConfig, TrainedModel
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +31,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--dropout", type=float, default=0.5)
+    p.add_argument("--activation", choices=ACTIVATIONS, default="gelu", help="between layers (relu: see METHOD.md)")
+    p.add_argument(
+        "--model-weights", type=Path, metavar="FILE",
+        help="audit this model (a safetensors state_dict) instead of training one; needs --model-config",
+    )  # fmt: skip
+    p.add_argument(
+        "--model-config", type=Path, metavar="FILE",
+        help="the model's JSON config: TrainedModel.config_dict()'s form or a torch_geometric.nn.models one "
+        "(docs/API.md, Supplied models)",
+    )  # fmt: skip
     p.add_argument("--epochs", type=int, default=1000)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=1e-4)
@@ -74,9 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         graph = _load(args)
         skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+        model_config = ModelConfig(args.arch, args.layers, args.hidden, args.dropout, activation=args.activation)
+        train_config = TrainConfig(args.epochs, args.lr, args.weight_decay, args.seed)
+        supplied, record = _supplied(args, graph)
+        if supplied is not None:
+            model_config, train_config = supplied.model_config, supplied.train_config
         config = AuditConfig(
-            model=ModelConfig(args.arch, args.layers, args.hidden, args.dropout),
-            training=TrainConfig(args.epochs, args.lr, args.weight_decay, args.seed),
+            model=model_config,
+            training=train_config,
             lam=args.lam,
             solver=args.solver,
             non_iid=not args.no_non_iid,
@@ -108,12 +124,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             bar.set_description(f"{stage:<10}", refresh=False)
             bar.update(done - bar.n)
 
-    result = run_audit(graph, config, progress=progress)
+    result = run_audit(graph, config, progress=progress, model=supplied)
     if bar is not None:
         bar.close()
+    if record is not None:
+        print(_render_supplied(record))
     print(render(result, top=args.top))
     if args.json:
         doc = result.to_dict() | {"config": config.to_dict(), "influence": result.influence_rows()}
+        if record is not None:
+            doc["supplied_model"] = record
         args.json.write_text(json.dumps(doc, indent=2, default=float))
         print(f"\nwrote {args.json}")
     if args.mlflow:
@@ -126,6 +146,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         print(f"logged MLflow run {run_id} to {args.mlflow}")
     return 0
+
+
+def _supplied(args: argparse.Namespace, graph: Any) -> tuple[TrainedModel | None, dict[str, Any] | None]:
+    """The model of ``--model-weights``/``--model-config``, ready to audit (:func:`prepare_supplied`), or none."""
+    if args.model_weights is None and args.model_config is None:
+        return None, None
+    if args.model_weights is None or args.model_config is None:
+        raise ValueError("--model-weights and --model-config go together")
+    try:
+        config = json.loads(args.model_config.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--model-config: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ValueError("--model-config: must hold a JSON object")
+    return prepare_supplied(args.model_weights.read_bytes(), config, graph)
+
+
+def _render_supplied(record: dict[str, Any]) -> str:
+    lines = ["supplied model:"]
+    if "pyg" in record:
+        pyg = record["pyg"]
+        lines.append(
+            f"  read from a PyG {pyg['class']}: largest relative logit difference {pyg['max_logit_difference']:.1e} "
+            f"on {pyg['nodes']} nodes"
+        )
+    if record["polished_by_service"]:
+        lines.append(f"  polished: gradient norm {record['grad_norm_supplied']:.2e} -> {record['grad_norm']:.2e}")
+    return "\n".join(lines)
 
 
 def _load(args: argparse.Namespace) -> Any:

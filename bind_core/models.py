@@ -1,6 +1,6 @@
 """GNN node classifiers built from PyTorch Geometric layers: GCN, GIN, GraphSAGE and GAT.
 
-Every model is ``L`` message-passing layers with ReLU and dropout *between* them, then a linear head on the
+Every model is ``L`` message-passing layers with an activation and dropout *between* them, then a linear head on the
 last layer's output, as in the paper's GCN (one GCN layer with 16 hidden units, then a linear layer, with no
 activation or dropout in between: the reference code's one-layer GCN applies none). Binary labels use one output logit
 (sigmoid / binary cross-entropy, as the paper's code); ``C > 2`` classes use ``C`` logits (softmax).
@@ -35,7 +35,10 @@ from bind_core.graph import Graph
 from bind_core.sparse import Adjacency, is_symmetric, spmm
 
 ARCHS = ("gcn", "gin", "sage", "gat")
-ACTIVATIONS = ("gelu", "relu", "tanh")
+ACTIVATIONS = ("gelu", "relu", "tanh", "elu")
+NON_SMOOTH_ACTIVATIONS = ("relu", "elu")
+"""Activations whose second derivative jumps at 0 (ReLU's first derivative too); see :mod:`bind_core.caveats`."""
+ATTENTION_SCORES = ("smooth", "leaky_relu")
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,19 @@ class ModelConfig(DictConfig):
         activation: the nonlinearity between layers and inside GIN's MLPs. ``"gelu"`` (default) is smooth:
             influence functions need a twice-differentiable objective, and with ReLU's kinks the L-BFGS
             polish stalls and the Hessian misleads (Koh & Liang 2017 smooth ReLU for the same reason).
-            The paper's one-layer GCN has no activation, so this does not touch it.
+            The paper's one-layer GCN has no activation, so this does not touch it. ``"relu"`` and ``"elu"``
+            (PyG's defaults for its ``GCN``/``GIN``/``GraphSAGE`` and common for ``GAT``) are accepted for
+            supplied models; the audit warns about their kinks.
+        head: a linear head after the last layer (this project's layout); ``False``: the last layer outputs the
+            logits itself, as a ``torch_geometric.nn.models`` ``GCN``/``GIN``/``GraphSAGE``/``GAT`` with
+            ``out_channels`` does (see :mod:`bind_core.pyg_models`).
+        outputs: the number of logits; ``0`` (default) is one for two classes (sigmoid) and one per class
+            otherwise; two classes may also have ``2`` (softmax, as PyG models are usually trained).
+        concat: GAT only: the hidden layers concatenate their heads (each ``hidden / heads`` wide) instead of
+            averaging them; with ``head=False`` the last layer averages them, as PyG's ``GAT`` does.
+        attention: GAT only: the attention scores' activation. ``"smooth"``: ``s·x + (1 − s)·act(x)`` (see
+            :class:`SmoothGATConv`); ``"leaky_relu"``: GAT's own leaky ReLU, whatever ``activation`` is.
+        negative_slope: GAT only: ``s`` above (0.2 as in GAT).
     """
 
     section: ClassVar[str] = "model"
@@ -62,6 +77,11 @@ class ModelConfig(DictConfig):
     dropout: float = 0.5
     heads: int = 1
     activation: str = "gelu"
+    head: bool = True
+    outputs: int = 0
+    concat: bool = False
+    attention: str = "smooth"
+    negative_slope: float = 0.2
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -76,6 +96,21 @@ class ModelConfig(DictConfig):
             raise ConfigError(f"activation: {self.activation!r} is not one of {', '.join(ACTIVATIONS)}")
         if not 1 <= self.heads <= 16:
             raise ConfigError(f"heads: {self.heads!r} must be between 1 and 16")
+        if not 0 <= self.outputs <= 4096:
+            raise ConfigError(f"outputs: {self.outputs!r} must be between 0 (automatic) and 4096")
+        if self.attention not in ATTENTION_SCORES:
+            raise ConfigError(f"attention: {self.attention!r} is not one of {', '.join(ATTENTION_SCORES)}")
+        if not 0.0 <= self.negative_slope < 1.0:
+            raise ConfigError(f"negative_slope: {self.negative_slope!r} must be in [0, 1)")
+        if self.concat and self.hidden % self.heads:
+            raise ConfigError(f"concat: hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+
+    def num_outputs(self, num_classes: int) -> int:
+        """The number of logits for ``num_classes`` classes; raises ConfigError if ``outputs`` does not fit."""
+        auto = 1 if num_classes == 2 else num_classes
+        if self.outputs == 0 or self.outputs == auto or (num_classes == 2 and self.outputs == 2):
+            return self.outputs or auto
+        raise ConfigError(f"outputs: {self.outputs} logits do not fit {num_classes} classes")
 
 
 @dataclass(frozen=True)
@@ -180,7 +215,8 @@ def _prepared(
 
 
 class GNN(nn.Module):
-    """``layers`` message-passing layers with ReLU and dropout, then a linear head.
+    """``layers`` message-passing layers with an activation and dropout between them, then a linear head (or,
+    with ``config.head`` off, the last layer's output as the logits).
 
     Args:
         config: the architecture.
@@ -193,11 +229,20 @@ class GNN(nn.Module):
         self.config = config
         self.in_dim = in_dim
         self.num_classes = num_classes
+        outputs = config.num_outputs(num_classes)
         dims = [in_dim] + [config.hidden] * config.layers
-        self.convs = nn.ModuleList(_conv(config, a, b) for a, b in itertools.pairwise(dims))
-        self.head = nn.Linear(config.hidden, 1 if num_classes == 2 else num_classes)
-        nn.init.xavier_uniform_(self.head.weight)
-        nn.init.zeros_(self.head.bias)
+        if not config.head:
+            dims[-1] = outputs
+        last = config.layers - 1
+        self.convs = nn.ModuleList(
+            _conv(config, a, b, last=i == last) for i, (a, b) in enumerate(itertools.pairwise(dims))
+        )
+        self.head: nn.Module = nn.Identity()
+        if config.head:
+            head = nn.Linear(config.hidden, outputs)
+            nn.init.xavier_uniform_(head.weight)
+            nn.init.zeros_(head.bias)
+            self.head = head
 
     @property
     def row_separable(self) -> bool:
@@ -262,21 +307,25 @@ class GNN(nn.Module):
             return self.forward_propagated(z)
         h = inputs.x
         last = len(self.convs) - 1
-        for i, conv in enumerate(self.convs):
+        for i in range(len(self.convs)):
             if i > 0:
                 h = dropout(_ACT[self.config.activation](h), self.config.dropout, self.training)
-            if inputs.adjacency is not None:
+            if inputs.adjacency is not None and rows is not None and i == last:
                 # The last layer computes only the wanted rows: a block of the adjacency's rows.
-                block = inputs.adjacency.rows(rows) if rows is not None and i == last else inputs.adjacency
-                h = self._csr_layer(conv, block, h, rows if block is not inputs.adjacency else None)
-            elif inputs.edge_weight is not None:
-                h = conv(h, inputs.edge_index, inputs.edge_weight)
-            else:
-                h = conv(h, inputs.edge_index)
-        if inputs.adjacency is not None and rows is not None:
-            return self.head(h)
+                h = self._csr_layer(self.convs[i], inputs.adjacency.rows(rows), h, rows)
+                return self.head(h)
+            h = self.layer(i, h, inputs)
         out = self.head(h)
         return out if rows is None else out[rows]
+
+    def layer(self, i: int, h: Tensor, inputs: GraphInputs) -> Tensor:
+        """Conv ``i`` on the whole graph's rows ``h`` (already activated): its pre-activation output ``[n, ·]``."""
+        conv = self.convs[i]
+        if inputs.adjacency is not None:
+            return self._csr_layer(conv, inputs.adjacency, h, None)
+        if inputs.edge_weight is not None:
+            return cast(Tensor, conv(h, inputs.edge_index, inputs.edge_weight))
+        return cast(Tensor, conv(h, inputs.edge_index))
 
     def _csr_layer(self, conv: nn.Module, adjacency: Adjacency, h: Tensor, rows: Tensor | None) -> Tensor:
         """One layer as a CSR product (the PyG layer's arithmetic; ``rows``: the output rows the block holds)."""
@@ -319,20 +368,31 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * mask
 
 
-ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {"gelu": F.gelu, "relu": F.relu, "tanh": torch.tanh}
+ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "tanh": torch.tanh,
+    "elu": F.elu,
+}
 """The activation functions by name (between layers; see :class:`ModelConfig`)."""
 _ACT = ACTIVATION_FNS
 
 
-def _conv(config: ModelConfig, a: int, b: int) -> nn.Module:
+def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
+    """Layer ``a → b``; ``last``: the last layer (which averages GAT's heads when it outputs the logits)."""
     if config.arch == "gcn":
         return GCNConv(a, b, normalize=False)
     if config.arch == "gin":
-        act = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh}[config.activation]()
+        act = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}[config.activation]()
         return GINConv(nn.Sequential(nn.Linear(a, b), act, nn.Linear(b, b)), train_eps=False)
     if config.arch == "sage":
         return SAGEConv(a, b, aggr="mean")
-    return SmoothGATConv(a, b, heads=config.heads, concat=False, add_self_loops=True, activation=config.activation)
+    concat = config.concat and not (last and not config.head)
+    score = "leaky_relu" if config.attention == "leaky_relu" else config.activation
+    return SmoothGATConv(
+        a, b // config.heads if concat else b, heads=config.heads, concat=concat, add_self_loops=True,
+        negative_slope=config.negative_slope, activation=score,
+    )  # fmt: skip
 
 
 class SmoothGATConv(GATConv):
@@ -340,7 +400,8 @@ class SmoothGATConv(GATConv):
     ``s·x + (1 − s)·act(x)`` with ``s`` the negative slope (0.2). With ``act = relu`` this is GAT's own leaky ReLU;
     with the default GELU the training objective is twice differentiable, which the polish and the influence
     estimate need: with the leaky ReLU's kink a one-layer GAT on Income stalled at a gradient norm of 2.85e-3 after
-    686 L-BFGS iterations, and the Newton finish's trust region collapses at the kinks."""
+    686 L-BFGS iterations, and the Newton finish's trust region collapses at the kinks. ``activation="leaky_relu"``
+    applies ``F.leaky_relu`` itself, exactly as ``GATConv`` does (a supplied PyG ``GAT``)."""
 
     def __init__(self, *args: object, activation: str = "gelu", **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -359,7 +420,10 @@ class SmoothGATConv(GATConv):
         if index.numel() == 0:
             return alpha
         slope = self.negative_slope
-        alpha = slope * alpha + (1 - slope) * ACTIVATION_FNS[self.score_activation](alpha)
+        if self.score_activation == "leaky_relu":
+            alpha = F.leaky_relu(alpha, slope)
+        else:
+            alpha = slope * alpha + (1 - slope) * ACTIVATION_FNS[self.score_activation](alpha)
         alpha = pyg_softmax(alpha, index, ptr, dim_size)
         return F.dropout(alpha, p=self.dropout, training=self.training)
 

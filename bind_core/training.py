@@ -45,6 +45,7 @@ from bind_core.objective import (
     objective_gradient,
     training_objective,
 )
+from bind_core.pyg_models import bind_config, bind_state_dict, is_pyg_config, read_source
 
 ProgressCallback = Callable[[str, float], None]
 """``progress(stage, fraction_done)``; it may raise to abort the work."""
@@ -155,21 +156,35 @@ class TrainedModel:
 
     @classmethod
     def from_bytes(cls, weights: bytes, config: dict[str, Any]) -> TrainedModel:
-        """Rebuild from safetensors bytes and a config dict; raises ConfigError if they do not fit."""
-        try:
-            model_config = ModelConfig.from_dict(config["model"])
-            train_config = TrainConfig.from_dict(config["training"])
-            in_dim, num_classes = int(config["in_dim"]), int(config["num_classes"])
-            dtype = getattr(torch, str(config.get("dtype", "float32")))
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            raise ConfigError(f"model config is malformed: {exc}") from exc
-        module = GNN(model_config, in_dim, num_classes).to(dtype)
+        """Rebuild from safetensors bytes and a config dict; raises ConfigError if they do not fit.
+
+        The config is :meth:`config_dict`'s form, or a ``torch_geometric.nn.models`` model's description
+        (:mod:`bind_core.pyg_models`: ``{"format": "torch_geometric", "class", "args", "training"}``), whose
+        weights are that module's ``state_dict``; so is a config whose ``source`` is one (what
+        :func:`bind_core.pyg_models.bind_config` writes). Without a ``dtype`` the weights' own is kept.
+        """
+        if is_pyg_config(config):
+            config = bind_config(config)
         try:
             state = st_load(weights)
         except Exception as exc:  # safetensors raises its own error types for corrupt input
             raise ConfigError(f"weights are not a valid safetensors file: {exc}") from exc
+        try:
+            model_config = ModelConfig.from_dict(config["model"])
+            train_config = TrainConfig.from_dict(config["training"])
+            in_dim, num_classes = int(config["in_dim"]), int(config["num_classes"])
+            dtype = getattr(torch, str(config.get("dtype") or _weights_dtype(state)))
+            if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+                raise ConfigError(f"dtype: {config.get('dtype')!r} is not a floating-point type")
+            module = GNN(model_config, in_dim, num_classes).to(dtype)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"model config is malformed: {exc}") from exc
+        source = config.get("source")
+        if is_pyg_config(source):
+            read_source(source)
+            state = bind_state_dict(state, source)
         try:
             module.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
         except RuntimeError as exc:
@@ -194,6 +209,14 @@ class TrainedModel:
     def load(cls, directory: str | Path) -> TrainedModel:
         path = Path(directory)
         return cls.from_bytes((path / "model.safetensors").read_bytes(), json.loads((path / "config.json").read_text()))
+
+
+def _weights_dtype(state: dict[str, Tensor]) -> str:
+    """The dtype of the first floating-point tensor in a state dict (``float32`` if none)."""
+    for value in state.values():
+        if value.is_floating_point():
+            return str(value.dtype).removeprefix("torch.")
+    return "float32"
 
 
 # ---------------------------------------------------------------------- objective

@@ -6,6 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from torch_geometric.nn import models
 
 from bind_core.audit import AuditConfig, run_audit, warnings_for
 from bind_core.cli import main
@@ -106,3 +110,30 @@ def test_multi_group_and_multi_class_audits(shape: dict[str, int]) -> None:
     assert doc["influence_summary"]["count"] == graph.train_idx.numel()
     assert result.influence is not None and bool(result.influence.delta.isfinite().all())
     assert len(doc["metrics"]["groups"]) == graph.num_groups
+
+
+def test_command_line_audits_a_pyg_model_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    graph = synthetic(200, seed=1)
+    args = {"in_channels": graph.num_features, "hidden_channels": 4, "num_layers": 1, "out_channels": 2}
+    torch.manual_seed(0)
+    pyg = models.GCN(**args)
+    optimizer = torch.optim.Adam(pyg.parameters(), lr=0.05, weight_decay=1e-3)
+    for _ in range(50):
+        optimizer.zero_grad()
+        F.cross_entropy(pyg(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
+        optimizer.step()
+    save_file(pyg.state_dict(), tmp_path / "gcn.safetensors")
+    training = {"loss": "cross_entropy", "weight_decay": 1e-3, "epochs": 30, "lr": 0.05}
+    config = {"format": "torch_geometric", "class": "GCN", "args": args, "training": training}
+    (tmp_path / "gcn.json").write_text(json.dumps(config))
+    files = ["--model-weights", str(tmp_path / "gcn.safetensors"), "--model-config", str(tmp_path / "gcn.json")]
+    out = tmp_path / "audit.json"
+    base = ["--synthetic", "--nodes", "200", "--seed", "1", "--validation-sample", "5", "--budgets", "1", "--quiet"]
+    assert main([*base, *files, "--bootstrap", "0", "--json", str(out)]) == 0
+    assert "read from a PyG GCN" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["supplied_model"]["pyg"]["max_logit_difference"] <= 1e-6
+    assert doc["model"]["head"] is False and doc["model"]["outputs"] == 2
+    assert doc["config"]["training"]["weight_decay"] == 1e-3  # the supplied model's objective
+    assert main([*base, *files[:2]]) == 2
+    assert "--model-config" in capsys.readouterr().err

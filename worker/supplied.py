@@ -1,11 +1,6 @@
-"""Loading a supplied model for an audit, polished to a stationary point first when it is not yet.
-
-BIND's influence estimate is a first-order expansion around a minimum of the training objective; a model
-trained elsewhere usually stopped short of one (Adam, early stopping, dropout). Unless its config's
-``stationarity`` says ``polished``, the worker re-optimises it in place (``bind_core.training.polish``,
-float64 full-batch L-BFGS) before the audit, and records the gradient norms before and after in the
-results under ``supplied_model``. The audit then describes the polished model, which predicts almost
-exactly as the supplied one when that one was near a minimum.
+"""Loading a supplied model for an audit (:func:`bind_core.supplied.prepare_supplied`: polished to a stationary
+point first when it is not yet; a PyG model checked against the PyG module), with the record the results keep
+under ``supplied_model``.
 """
 
 from __future__ import annotations
@@ -14,7 +9,8 @@ import uuid
 from typing import Any
 
 from bind_core import Graph
-from bind_core.training import TrainedModel, gradient_norm, polish
+from bind_core.supplied import prepare_supplied
+from bind_core.training import TrainedModel
 
 
 class ModelGone(LookupError):
@@ -28,16 +24,10 @@ def prepare_model(
 
     Raises:
         ModelGone: the model was deleted.
-        bind_core.ConfigError: the stored weights no longer fit (never expected: checked on upload).
+        bind_core.ConfigError: the stored weights no longer fit (never expected: checked on upload), or a PyG
+            model's conversion does not reproduce the PyG module's logits.
     """
     if parts is None:
         raise ModelGone(f"model {model_id} was deleted")
-    model = TrainedModel.from_bytes(*parts)
-    model.module.to(device)
-    record: dict[str, Any] = {"id": str(model_id), "polished_by_service": False}
-    if not model.stationarity.get("polished"):
-        record["grad_norm_supplied"] = gradient_norm(model, graph)
-        polish(model, graph, newton_max_seconds=model.train_config.newton_seconds)
-        record["polished_by_service"] = True
-    record["grad_norm"] = float(model.stationarity.get("grad_norm", gradient_norm(model, graph)))
-    return model, record
+    model, record = prepare_supplied(*parts, graph, device)
+    return model, {"id": str(model_id), **record}

@@ -29,7 +29,11 @@ _UPLOAD_BODY: dict[str, Any] = {
                 "required": ["weights", "config", "graph_id"],
                 "properties": {
                     "weights": {"type": "string", "format": "binary", "description": "safetensors weights."},
-                    "config": {"type": "string", "description": "The model's JSON config (a file or a field)."},
+                    "config": {
+                        "type": "string",
+                        "description": "The model's JSON config (a file or a field): this project's form, or a "
+                        "torch_geometric.nn.models GCN/GraphSAGE/GIN/GAT with its constructor arguments and loss.",
+                    },
                     "graph_id": {"type": "string", "format": "uuid", "description": "The graph it was trained on."},
                     "name": {"type": "string", "description": "A name for the model."},
                 },
@@ -50,7 +54,8 @@ async def register_model(
     request: Request, response: Response, session: SessionDep, tenant: TenantDep, settings: SettingsDep
 ) -> Any:
     """Register a trained GNN for a graph; 422 when the weights are not safetensors, do not fit the config,
-    or the config's ``in_dim`` / ``num_classes`` do not fit the graph."""
+    or the config's ``in_dim`` / ``num_classes`` do not fit the graph, or a PyG model asks for options the audit
+    cannot reproduce (``unsupported-model``)."""
     await run_in_threadpool(session.rollback)  # hold no connection while the body streams (as for graphs)
     folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-model-"))
     try:

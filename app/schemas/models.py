@@ -18,7 +18,8 @@ class ModelRead(BaseModel):
     graph_id: uuid.UUID
     name: str
     config: dict[str, Any]
-    """``format``, ``model`` (arch, layers, hidden...), ``training``, ``in_dim``, ``num_classes``, ``dtype``."""
+    """``format``, ``model`` (arch, layers, hidden...), ``training``, ``in_dim``, ``num_classes``, ``dtype``; for a
+    model registered in the ``torch_geometric`` form, ``source`` (its class, constructor arguments and loss)."""
     size_bytes: int
     """Size of the safetensors weights."""
     created_at: datetime

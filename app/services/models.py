@@ -1,6 +1,9 @@
 """Supplied models: checking a user's safetensors weights and JSON config against a graph, and storing them.
 
-Weights are read only as safetensors (``bind_core.training.TrainedModel.from_bytes``), never unpickled.
+Weights are read only as safetensors (``bind_core.training.TrainedModel.from_bytes``), never unpickled. A config
+may describe this project's model (``TrainedModel.config_dict()``) or a ``torch_geometric.nn.models`` model
+(``bind_core.pyg_models``); the latter's weights are stored as uploaded, with its description under the canonical
+config's ``source``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from app.db.models import Graph, SuppliedModel, Tenant
 from app.errors import NotFound, ValidationProblem
 from app.pagination import newest_first
 from bind_core import BindError
+from bind_core.pyg_models import UnsupportedModelError, bind_config, is_pyg_config
 from bind_core.training import TrainedModel
 
 
@@ -34,14 +38,24 @@ def check_model(weights: bytes, config: dict[str, Any], summary: dict[str, Any])
     """Load the model (CPU-heavy: call from a worker thread) and check it fits the graph's dimensions.
 
     Returns:
-        The canonical config (``TrainedModel.config_dict()``), which the worker rebuilds the model from.
+        The canonical config (``TrainedModel.config_dict()``, with ``source`` for a PyG model), which the worker
+        rebuilds the model from.
 
     Raises:
         ValidationProblem: not safetensors, weights that do not fit the config, or dimensions that do not
-            fit the graph (``in_dim`` vs the graph's features, ``num_classes`` vs its classes).
+            fit the graph (``in_dim`` vs the graph's features, ``num_classes`` vs its classes); a PyG model
+            with options the audit cannot reproduce (``unsupported-model``, each option in ``errors``).
     """
     try:
-        model = TrainedModel.from_bytes(weights, config)
+        bound = bind_config(config) if is_pyg_config(config) else config
+        model = TrainedModel.from_bytes(weights, bound)
+    except UnsupportedModelError as exc:
+        raise ValidationProblem(
+            f"The model cannot be audited as it is: {exc}.",
+            slug="unsupported-model",
+            title="Unsupported model",
+            errors=[{"field": field, "message": message} for field, message in exc.problems],
+        ) from exc
     except BindError as exc:
         field = "weights" if "weights" in str(exc) else "config"
         raise _invalid(field, str(exc)) from exc
@@ -63,7 +77,10 @@ def check_model(weights: bytes, config: dict[str, Any], summary: dict[str, Any])
     if errors:
         detail = "The model does not fit the graph: " + "; ".join(f"{e['field']} {e['message']}" for e in errors) + "."
         raise ValidationProblem(detail, slug="model-does-not-fit", title="Model does not fit the graph", errors=errors)
-    return model.config_dict()
+    canonical = model.config_dict()
+    if is_pyg_config(bound.get("source")):
+        canonical["source"] = bound["source"]
+    return canonical
 
 
 def _invalid(field: str, message: str) -> ValidationProblem:

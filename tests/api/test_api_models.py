@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 
+import torch
+import torch.nn.functional as F
 from apihelp import assert_problem, fields
 from fastapi.testclient import TestClient
+from safetensors.torch import save
+from sqlalchemy.orm import Session, sessionmaker
+from torch_geometric.nn import GraphSAGE
 
+from app.db.models import SuppliedModel
+from app.settings import Settings
 from bind_core.datasets import load_npz
-from bind_core.training import TrainConfig, train
+from bind_core.training import TrainConfig, TrainedModel, train
+from worker import runner
 
 
 def _model_parts(graph_npz: bytes) -> tuple[bytes, dict[str, object]]:
@@ -81,3 +90,87 @@ def test_wrong_shapes_and_non_safetensors_are_422(
 def test_audit_of_unknown_model_is_422(client: TestClient, auth: dict[str, str]) -> None:
     body = {"model_id": "00000000-0000-0000-0000-000000000001"}
     assert fields(assert_problem(client.post("/v1/audits", headers=auth, json=body), 422)) == {"model_id"}
+
+
+def _pyg_graphsage(graph_npz: bytes) -> tuple[torch.nn.Module, dict[str, object]]:
+    """A two-layer ReLU GraphSAGE trained with plain PyG code, and its config in the ``torch_geometric`` form."""
+    graph = load_npz(io.BytesIO(graph_npz))
+    args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2}
+    torch.manual_seed(0)
+    model = GraphSAGE(**args)  # act="relu", PyG's default
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    train = graph.train_idx
+    for _ in range(100):
+        optimizer.zero_grad()
+        F.cross_entropy(model(graph.x, graph.edge_index)[train], graph.y[train]).backward()
+        optimizer.step()
+    config = {
+        "format": "torch_geometric",
+        "class": "GraphSAGE",
+        "args": args,
+        "training": {"loss": "cross_entropy", "weight_decay": 5e-4, "epochs": 100, "lr": 0.01},
+    }
+    return model.eval(), config
+
+
+def test_a_pyg_graphsage_is_registered_and_audited(
+    client: TestClient,
+    auth: dict[str, str],
+    graph_id: str,
+    graph_npz: bytes,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+) -> None:
+    pyg, config = _pyg_graphsage(graph_npz)
+    weights = save(pyg.state_dict())
+    response = client.post(
+        "/v1/models",
+        headers=auth,
+        files={"weights": ("sage.safetensors", weights)},
+        data={"config": json.dumps(config), "graph_id": graph_id},
+    )
+    assert response.status_code == 201, response.text
+    registered = response.json()
+    assert registered["config"]["source"]["class"] == "GraphSAGE"
+    assert registered["config"]["model"]["arch"] == "sage" and registered["config"]["model"]["head"] is False
+    assert registered["name"] == "sage" and registered["size_bytes"] == len(weights)
+
+    # The model the worker will audit, rebuilt from what the service stored, gives PyG's logits.
+    with sessions() as session:
+        row = session.get(SuppliedModel, uuid.UUID(registered["id"]))
+        assert row is not None
+        stored = TrainedModel.from_bytes(row.weights, row.config)
+    graph = load_npz(io.BytesIO(graph_npz))
+    with torch.no_grad():
+        expected = pyg.double()(graph.x.double(), graph.edge_index)
+    ours = TrainedModel(stored.module.double(), stored.model_config, stored.train_config).logits(graph)
+    assert torch.allclose(ours, expected, rtol=0.0, atol=1e-6), float((ours - expected).abs().max())
+
+    body = {"model_id": registered["id"], "budgets": [1], "validation_sample": 5, "bootstrap": 0}
+    queued = client.post("/v1/audits", headers=auth, json=body)
+    assert queued.status_code == 202, queued.text
+    outcome = runner.execute(queued.json()["id"], sessions=sessions, settings=settings, device="cpu")
+    audit = client.get(f"/v1/audits/{queued.json()['id']}", headers=auth).json()
+    assert outcome.status == "succeeded", audit.get("error")
+    supplied = audit["results"]["supplied_model"]
+    assert supplied["pyg"]["class"] == "GraphSAGE" and supplied["pyg"]["max_logit_difference"] <= 1e-6
+    assert supplied["pyg"]["nodes"] == graph.num_nodes
+    assert audit["results"]["model"]["activation"] == "relu"
+    assert any("ReLU between layers" in w for w in audit["results"]["warnings"])
+    assert audit["results"]["validation"]["pearson"] is not None
+
+
+def test_unsupported_pyg_options_are_422_naming_them(
+    client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes
+) -> None:
+    pyg, config = _pyg_graphsage(graph_npz)
+    args = {**config["args"], "norm": "batch_norm", "jk": "max"}  # type: ignore[dict-item]  # JSON value
+    response = client.post(
+        "/v1/models",
+        headers=auth,
+        files={"weights": ("m", save(pyg.state_dict()))},
+        data={"config": json.dumps({**config, "args": args}), "graph_id": graph_id},
+    )
+    problem = assert_problem(response, 422, "unsupported-model")
+    assert fields(problem) == {"config.args.norm", "config.args.jk"}
+    assert "batch_norm" in problem["detail"] and "max" in problem["detail"]
