@@ -113,8 +113,10 @@ def test_sigterm_drains_the_worker_and_leaves_no_process(served: Served) -> None
         while client.get(f"/v1/audits/{audit_id}").json()["state"] == "queued":
             assert time.monotonic() < deadline, "the audit never started"
             time.sleep(0.1)
+    signalled = time.monotonic()
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=90) == 0
+    print(f"\nSIGTERM: serve exited 0 {time.monotonic() - signalled:.1f} s after the signal")
     _, alive = psutil.wait_procs(children, timeout=5)
     assert alive == [], f"outlived serve: {alive}"
     with sqlite3.connect(cwd / "var" / "bind.db") as db:
