@@ -9,13 +9,17 @@ The CLI starts the worker (``python -m celery -A worker.celery_app worker``) and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
+from types import FrameType
+from typing import Any
 
 log = logging.getLogger("bind-audit")
 
@@ -79,55 +83,95 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     os.execv(cmd[0], cmd)  # replace this process: SIGTERM goes straight to the scheduler
 
 
+class Stopped(Exception):
+    """SIGTERM or SIGINT asked ``serve`` to stop."""
+
+
+def _raise_stopped(signum: int, _: FrameType | None) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Migrate, start one worker subprocess and serve the API in this process until Ctrl-C."""
+    """Migrate, start one worker subprocess and serve the API in this process until SIGTERM or SIGINT.
+
+    Either signal (what Docker, systemd and Ctrl-C send) stops the API gracefully, then the worker
+    (:func:`stop_worker`), and exits 0. If the worker dies on its own, the API is stopped too and the exit
+    status is 1.
+    """
     import uvicorn
 
     from app.db.session import ensure_sqlite_dir
     from app.settings import get_settings
 
+    # Set before uvicorn starts: uvicorn swaps in its own handlers while it serves, then restores these and
+    # raises the signal it caught again, which lands here after its graceful shutdown.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _raise_stopped)
     settings = get_settings()
-    os.makedirs("var", exist_ok=True)
-    if settings.broker_url.startswith("sqla+"):
-        ensure_sqlite_dir(settings.broker_url)
-    _migrate()
-    worker = subprocess.Popen(worker_command(args.loglevel.upper()))
-    config = uvicorn.Config("app.main:create_app", factory=True, host=args.host, port=args.port,
-                            log_level=args.loglevel.lower())  # fmt: skip
-    server = uvicorn.Server(config)
+    worker: subprocess.Popen[bytes] | None = None
+    asked: str | None = None
+    try:
+        os.makedirs("var", exist_ok=True)
+        if settings.broker_url.startswith("sqla+"):
+            ensure_sqlite_dir(settings.broker_url)
+        _migrate()
+        # A process group of its own: a terminal's Ctrl-C reaches only this process, which stops the worker
+        # once (a second SIGINT would make Celery abandon its audit), and the whole group can be stopped.
+        worker = subprocess.Popen(worker_command(args.loglevel.upper()), start_new_session=True)
+        config = uvicorn.Config("app.main:create_app", factory=True, host=args.host, port=args.port,
+                                log_level=args.loglevel.lower())  # fmt: skip
+        server = uvicorn.Server(config)
+        _watch(worker, server)
+        print(f"bind-audit: API on http://{args.host}:{args.port} (docs at /docs), one worker (pid {worker.pid})",
+              file=sys.stderr)  # fmt: skip
+        server.run()
+    except Stopped as exc:
+        asked = str(exc)
+    finally:
+        hurry = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):  # a second signal: kill the worker now
+            signal.signal(signum, lambda *_: hurry.set())
+        if asked is not None:
+            log.info("%s: stopping the worker (up to %.0f s for its current audit)", asked, args.grace)
+        if worker is not None:
+            stop_worker(worker, grace=args.grace, hurry=hurry)
+    if asked is not None or worker is None:
+        return 0
+    return 0 if worker.returncode in (0, -signal.SIGTERM) else 1
 
-    def watch_worker() -> None:
+
+def _watch(worker: subprocess.Popen[bytes], server: Any) -> None:
+    """Stop the API (``server``: a ``uvicorn.Server``) when the worker exits on its own."""
+
+    def watch() -> None:
         code = worker.wait()
         if not server.should_exit:
             log.error("the worker exited (code %s); stopping the API", code)
             server.should_exit = True
 
-    threading.Thread(target=watch_worker, name="watch-worker", daemon=True).start()
-    print(f"bind-audit: API on http://{args.host}:{args.port} (docs at /docs), one worker (pid {worker.pid})",
-          file=sys.stderr)  # fmt: skip
-    try:
-        server.run()
-    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
-        pass
-    finally:
-        _stop(worker, grace=args.grace)
-    return 0 if worker.returncode in (0, -signal.SIGTERM, None) else 1
+    threading.Thread(target=watch, name="watch-worker", daemon=True).start()
 
 
-def _stop(process: subprocess.Popen[bytes], *, grace: float) -> None:
-    """SIGTERM (Celery's warm shutdown: finish the current audit), then SIGKILL after ``grace`` seconds.
+def stop_worker(process: subprocess.Popen[bytes], *, grace: float, hurry: threading.Event | None = None) -> None:
+    """SIGTERM to the worker's process group (Celery's warm shutdown: finish the current audit), then SIGKILL
+    to the group after ``grace`` seconds, or at once when ``hurry`` is set; whatever is left of the group
+    after its leader exited is killed too.
 
     A killed audit is not lost: its heartbeat goes stale and the next worker's sweeper re-queues it.
     """
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        log.warning("worker still busy after %.0fs; killing it (its audit will be retried)", grace)
-        process.kill()
-        process.wait()
+    _signal_group(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while process.poll() is None and time.monotonic() < deadline and not (hurry is not None and hurry.is_set()):
+        time.sleep(0.1)
+    if process.poll() is None:
+        log.warning("the worker is still busy; killing it (its audit will be retried)")
+    _signal_group(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # no process left in the group
+        os.killpg(pgid, signum)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--grace", type=float, default=20.0,
-                       help="seconds the worker may take to finish on Ctrl-C before it is killed")  # fmt: skip
+                       help="seconds the worker may take to finish its audit on SIGTERM or Ctrl-C")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run one Celery worker (one audit at a time)")

@@ -45,6 +45,15 @@ class Settings(BaseSettings):
     auth_failure_limit_per_minute: int = Field(default=30, ge=0)
     """Failed authentications (missing, unknown or revoked key) per minute per client address; past them every
     request from that address that needs a key gets a 429 until the bucket refills. 0 turns it off."""
+    tenant_max_queued: int = Field(default=50, ge=0)
+    """Most queued audits one tenant may have; ``POST /v1/audits`` past it is a 429 ``tenant-queue-full`` with
+    ``Retry-After``, and the scheduler skips the tenant's slots until the queue shrinks. 0 turns it off."""
+    tenant_max_running: int = Field(default=0, ge=0)
+    """Most audits of one tenant that run at once (workers leave the rest queued and take other tenants'
+    audits); 0: no limit beyond the number of workers. Claiming rotates between tenants either way."""
+    schedule_min_interval: int = Field(default=60, ge=1)
+    """Shortest time between two runs of a schedule, in seconds (``interval_seconds`` or a cron expression's
+    gaps); a schedule below it is a 422 ``schedule-too-frequent``."""
     log_format: Literal["json", "text"] = "json"
     """``json``: one JSON object per log line (with request and audit ids); secrets are redacted either way."""
     metrics_enabled: bool = True

@@ -130,6 +130,7 @@ def run_load(
             "BIND_DATABASE_URL": db_url, "BIND_BROKER_URL": redis_url, "BIND_DEVICE": "cpu",
             "BIND_RATE_LIMIT_PER_MINUTE": "100000", "BIND_HEARTBEAT_INTERVAL": "1", "BIND_HEARTBEAT_TIMEOUT": "30",
             "BIND_SWEEP_INTERVAL": "5", "BIND_QUEUED_TIMEOUT": "600", "BIND_LOG_FORMAT": "json",
+            "BIND_TENANT_MAX_QUEUED": "0",  # one tenant queues every audit at once (--audits may exceed 50)
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         })  # fmt: skip
         try:

@@ -1,9 +1,10 @@
 """The worker's writes to an audit row. Every write after the claim is fenced on this attempt.
 
-The claim is one conditional ``UPDATE``: it moves a ``queued`` audit (or a ``running`` one whose heartbeat
-is stale, i.e. whose worker died) to ``running`` and increments ``attempts``. The new ``attempts`` value is
-the attempt's fencing token: later writes match ``state='running' AND attempts=<token>``, so a cancelled
-audit, or one another worker has since taken over, is never overwritten.
+The claim is one conditional ``UPDATE``: it moves the ``queued`` audit whose turn it is (`worker.turns`), or
+the message's own ``running`` audit whose heartbeat is stale (its worker died), to ``running`` and
+increments ``attempts``. The new ``attempts`` value is the attempt's fencing token: later writes match
+``state='running' AND attempts=<token>``, so a cancelled audit, or one another worker has since taken over,
+is never overwritten.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy import CursorResult, Executable, and_, delete, insert, or_, sele
 from sqlalchemy.orm import Session
 
 from app.db.models import Audit, Graph, InfluenceRow, SuppliedModel
+from worker import turns
 from worker.progress import Lease
 
 
@@ -38,32 +40,49 @@ def now() -> datetime:
 
 
 def claim(
-    session: Session, audit_id: uuid.UUID, *, device: str, heartbeat_timeout: float, max_attempts: int
+    session: Session,
+    audit_id: uuid.UUID,
+    *,
+    device: str,
+    heartbeat_timeout: float,
+    max_attempts: int,
+    max_running: int = 0,
 ) -> Claim | None:
-    """Take the audit for this worker, or return ``None`` when it is not ours to run.
+    """Take the queued audit whose turn it is (`worker.turns`: rotating between tenants, at most
+    ``max_running`` running audits per tenant, 0 for no limit), whichever audit the message named.
 
-    Not ours: it is finished or cancelled (a redelivered message: no-op), another worker is running it
-    with a fresh heartbeat, or its dead worker used up the last attempt (the sweeper fails it).
+    When no queued audit may start, take ``audit_id`` itself if it is ``running`` with a stale heartbeat
+    (its worker died). Return ``None`` when nothing is ours to run: the message's audit is finished or
+    cancelled (a redelivered message: no-op), another worker is running it with a fresh heartbeat, or its
+    dead worker used up the last attempt (the sweeper fails it).
     """
     t = now()
+    turns.serialize_claims(session)
+    for _ in range(3):  # on SQLite another writer may take the pick first: pick again
+        turn = turns.next_turn(session, max_running=max_running)
+        if turn is None:
+            break
+        taken = _take(session, turn, Audit.state == "queued", device=device, at=t)
+        if taken is not None:
+            return taken
     stale = t - timedelta(seconds=heartbeat_timeout)
+    dead = and_(
+        Audit.state == "running",
+        Audit.attempts < max_attempts,
+        or_(Audit.heartbeat_at.is_(None), Audit.heartbeat_at < stale),
+    )
+    return _take(session, audit_id, dead, device=device, at=t)
+
+
+def _take(session: Session, audit_id: uuid.UUID, condition: Any, *, device: str, at: datetime) -> Claim | None:
+    """One conditional ``UPDATE ... RETURNING``: the audit becomes ``running`` with ``attempts + 1``."""
     values = dict(
         state="running", attempts=Audit.attempts + 1, device=device, stage=None, progress=0.0,
-        error=None, started_at=t, heartbeat_at=t, finished_at=None, updated_at=t,
+        error=None, started_at=at, heartbeat_at=at, finished_at=None, updated_at=at,
     )  # fmt: skip
     row = session.execute(
         update(Audit)
-        .where(
-            Audit.id == audit_id,
-            or_(
-                Audit.state == "queued",
-                and_(
-                    Audit.state == "running",
-                    Audit.attempts < max_attempts,
-                    or_(Audit.heartbeat_at.is_(None), Audit.heartbeat_at < stale),
-                ),
-            ),
-        )
+        .where(Audit.id == audit_id, condition)
         .values(**values)
         .returning(Audit.attempts, Audit.graph_id, Audit.dataset, Audit.config, Audit.model_id)
     ).one_or_none()

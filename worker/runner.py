@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.integrations.mlflow_log import log_succeeded_audit
+from app.logs import audit_id as audit_id_var
 from app.settings import Settings
 from bind_core import ConfigError, DatasetNotFoundError, Graph
 from bind_core.audit import AuditConfig, AuditResult, run_audit
@@ -49,7 +50,9 @@ def execute(
     device: str,
     send_chunks: chunks.SendChunks | None = None,
 ) -> Outcome:
-    """Run the audit ``audit_id`` once, if it is ours to run (see `worker.jobs.claim`).
+    """Run one attempt at the audit whose turn it is (see `worker.jobs.claim`): the message names
+    ``audit_id``, but a free worker takes the next audit in the rotation between tenants (`worker.turns`),
+    which may be another one; the returned outcome names the audit that ran.
 
     With ``BIND_INFLUENCE_CHUNKS`` above 1 and a training set of at least ``BIND_INFLUENCE_CHUNK_MIN_TRAIN``
     nodes, the influence estimate's per-node part is split into chunks (`worker.chunks`): ``send_chunks``
@@ -67,11 +70,16 @@ def execute(
     with sessions.begin() as session:
         claim = jobs.claim(
             session, key, device=device, heartbeat_timeout=settings.heartbeat_timeout,
-            max_attempts=settings.max_attempts,
+            max_attempts=settings.max_attempts, max_running=settings.tenant_max_running,
         )  # fmt: skip
     if claim is None:
-        log.info("audit %s is not runnable here (finished, cancelled or running elsewhere)", audit_id)
+        log.info("nothing to run for audit %s's message (no queued audit may start; it is finished, cancelled "
+                 "or running elsewhere)", audit_id)  # fmt: skip
         return Outcome(audit_id, "skipped")
+    if claim.audit_id != key:
+        log.info("audit %s's message: audit %s has the turn", audit_id, claim.audit_id)
+    audit_id = str(claim.audit_id)
+    audit_id_var.set(audit_id[:64])  # the caller (`worker.tasks`) resets it
     log.info("audit %s: attempt %d on %s", audit_id, claim.attempt, device)
 
     def beat(stage: str | None, progress: float | None) -> Lease:

@@ -37,6 +37,7 @@ from app.errors import ProblemError
 from app.logs import configure_logging
 from app.queue import RUN_AUDIT_TASK
 from app.services.slots import next_slot
+from app.services.tenant_limits import queued_count
 from app.services.versions import latest_version
 from app.settings import Settings, get_settings
 from worker import context, events
@@ -47,12 +48,18 @@ log = logging.getLogger("worker.scheduler")  # the same name when run as `python
 BATCH = 50
 
 
-def tick(sessions: sessionmaker[Session], at: datetime | None = None) -> list[uuid.UUID]:
+def tick(
+    sessions: sessionmaker[Session], at: datetime | None = None, *, max_queued: int | None = None
+) -> list[uuid.UUID]:
     """Start the due slots of every schedule; commit; return the ids of the queued audits to send.
 
     A slot whose graph is gone is recorded as a failed audit at once (its ``audit.failed`` webhooks are sent).
+    A slot of a tenant that already has ``max_queued`` queued audits (default ``BIND_TENANT_MAX_QUEUED``;
+    0: no limit) is skipped, like a missed slot: the schedule moves on to its next slot.
     """
     t = at or now()
+    limit = get_settings().tenant_max_queued if max_queued is None else max_queued
+    waiting: dict[uuid.UUID, int] = {}
     queued: list[uuid.UUID] = []
     deliveries: list[uuid.UUID] = []
     with sessions.begin() as session:
@@ -67,6 +74,10 @@ def tick(sessions: sessionmaker[Session], at: datetime | None = None) -> list[uu
             slot = schedule.next_run_at
             schedule.next_run_at = next_slot(slot, interval_seconds=schedule.interval_seconds, cron=schedule.cron,
                                              now=t)  # fmt: skip
+            if limit and _queue_full(session, schedule.tenant_id, limit, waiting):
+                log.warning("schedule %s: slot %s skipped, its tenant has %d queued audits (BIND_TENANT_MAX_QUEUED)",
+                            schedule.id, slot.isoformat(), waiting[schedule.tenant_id])  # fmt: skip
+                continue
             audit = _slot_audit(session, schedule, slot, t)
             try:
                 with session.begin_nested():
@@ -78,10 +89,18 @@ def tick(sessions: sessionmaker[Session], at: datetime | None = None) -> list[uu
             log.info("schedule %s: slot %s -> audit %s (%s)", schedule.id, slot.isoformat(), audit.id, audit.state)
             if audit.state == "queued":
                 queued.append(audit.id)
+                waiting[schedule.tenant_id] = waiting.get(schedule.tenant_id, 0) + 1
             else:
                 deliveries.extend(events.audit_finished(session, audit.id))
     events.send_deliveries(deliveries)
     return queued
+
+
+def _queue_full(session: Session, tenant_id: uuid.UUID, limit: int, waiting: dict[uuid.UUID, int]) -> bool:
+    """Whether the tenant has ``limit`` queued audits (counted once a tick, then kept up to date in ``waiting``)."""
+    if tenant_id not in waiting:
+        waiting[tenant_id] = queued_count(session, tenant_id)
+    return waiting[tenant_id] >= limit
 
 
 def _slot_audit(session: Session, schedule: Schedule, slot: datetime, t: datetime) -> Audit:

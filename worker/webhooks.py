@@ -53,7 +53,7 @@ def post(url: str, body: str, headers: dict[str, str], settings: Settings) -> ht
     Raises :class:`UnsafeDestination` when the host resolves to an address webhooks may not reach.
     """
     if settings.webhook_allow_private:
-        return httpx.post(url, content=body, headers=headers, timeout=settings.webhook_timeout)
+        return httpx.post(url, content=body, headers=headers, timeout=settings.webhook_timeout, follow_redirects=False)
     target, host, extensions = pinned(url, public_addresses(url)[0])
     with httpx.Client(timeout=settings.webhook_timeout, follow_redirects=False) as client:
         return client.post(target, content=body, headers={**headers, **host}, extensions=extensions)

@@ -36,7 +36,7 @@ _DESCRIPTIONS = {
     413: "Upload larger than the configured limit",
     415: "Unsupported media type",
     422: "Validation error, with field errors",
-    429: "Rate limit of the API key exceeded (see Retry-After)",
+    429: "Rate limit of the API key, or the tenant's limit of queued audits, exceeded (see Retry-After)",
     500: "Internal server error (no details are given)",
     503: "A dependency (database or broker) is unreachable",
 }

@@ -24,6 +24,7 @@ from app.errors import Conflict, NotFound, ValidationProblem
 from app.pagination import newest_first
 from app.queue import AuditQueue
 from app.schemas.audits import AuditCreate
+from app.services.tenant_limits import check_queue_room
 from app.services.versions import resolve_name
 from app.settings import Settings
 from bind_core import BindError
@@ -54,6 +55,7 @@ def create_audit(
     Raises:
         Conflict: ``idempotency_key`` was used before with another body.
         ValidationProblem: unknown graph or dataset, or a configuration bind_core rejects.
+        TenantQueueFull: the tenant already has ``BIND_TENANT_MAX_QUEUED`` queued audits (a replay is not refused).
     """
     digest = request_hash(body)
     if idempotency_key is not None:
@@ -69,6 +71,7 @@ def create_audit(
     if body.model_id is not None:
         body = _model_source(session, tenant, body)
     dataset, graph_version = _check_source(session, tenant, body, settings)
+    check_queue_room(session, tenant, settings)
     audit = Audit(
         tenant_id=tenant.id,
         graph_id=body.graph_id,

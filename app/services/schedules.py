@@ -20,6 +20,7 @@ from app.pagination import newest_first
 from app.schemas.audits import AuditCreate
 from app.schemas.schedules import Breach, RunRead, ScheduleCreate
 from app.services.slots import check_cron, first_slot
+from app.services.tenant_limits import check_interval_floor
 from app.services.thresholds import breaches, test_metrics
 from app.settings import Settings
 from bind_core import BindError
@@ -34,6 +35,7 @@ def create_schedule(session: Session, tenant: Tenant, body: ScheduleCreate, *, s
     config = _config(body.audit)
     if body.cron is not None and (why := check_cron(body.cron)) is not None:
         raise ValidationProblem(f"cron: {why}.", errors=[{"field": "cron", "message": why}])
+    check_interval_floor(interval_seconds=body.interval_seconds, cron=body.cron, settings=settings)
     dataset = _dataset(body.dataset, settings) if body.dataset is not None else None
     now = utcnow()
     row = Schedule(

@@ -37,6 +37,19 @@ def next_slot(slot: datetime, *, interval_seconds: int | None, cron: str | None,
     return slot + timedelta(seconds=steps * interval_seconds)
 
 
+def shortest_cron_gap(cron: str, *, sample: int = 200) -> float:
+    """The shortest time in seconds between two of a cron expression's next ``sample`` times, from a fixed
+    moment (so that the answer does not depend on when it is asked)."""
+    times = croniter(cron, datetime(2026, 1, 1, tzinfo=UTC))
+    previous = times.get_next(datetime)
+    shortest = timedelta.max
+    for _ in range(sample):
+        current = times.get_next(datetime)
+        shortest = min(shortest, current - previous)
+        previous = current
+    return shortest.total_seconds()
+
+
 def _cron_next(cron: str, after: datetime) -> datetime:
     value = croniter(cron, after.astimezone(UTC)).get_next(datetime)
     assert isinstance(value, datetime)

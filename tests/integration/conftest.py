@@ -73,7 +73,8 @@ def broker_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def api_settings(database_url: str, broker_url: str) -> Settings:
     data_root = SHARED_DATASETS if SHARED_DATASETS.is_dir() else None
-    return Settings(database_url=database_url, broker_url=broker_url, data_root=data_root)
+    # Schedules every second or two make the scheduler tests fast; the default floor is 60 s.
+    return Settings(database_url=database_url, broker_url=broker_url, data_root=data_root, schedule_min_interval=1)
 
 
 @pytest.fixture(scope="session")

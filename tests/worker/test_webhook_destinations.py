@@ -4,6 +4,7 @@ attempt (DNS may have changed since the subscription) and connects to the addres
 from __future__ import annotations
 
 import ipaddress
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -22,17 +23,21 @@ from worker.webhooks import deliver, pinned
 
 
 class Local:
-    """A receiver on 127.0.0.1 that records the ``Host`` header of every request and answers 204."""
+    """A receiver on 127.0.0.1 that records the ``Host`` header of every request and answers 204 (or, with
+    ``redirect`` set, 307 to that URL)."""
 
     def __init__(self) -> None:
         self.hosts: list[str] = []
+        self.redirect: str | None = None
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length", "0")))
                 outer.hosts.append(self.headers.get("host", ""))
-                self.send_response(204)
+                self.send_response(204 if outer.redirect is None else 307)
+                if outer.redirect is not None:
+                    self.send_header("location", outer.redirect)
                 self.send_header("content-length", "0")
                 self.end_headers()
 
@@ -107,6 +112,66 @@ def test_delivery_connects_to_the_checked_address(
     url = f"http://rebind.test:{local.port}/hook"
     assert deliver(pending(sessions, tenant_id, url), sessions, settings) is None
     assert checked == [url] and local.hosts == [f"rebind.test:{local.port}"]
+
+
+def test_a_rebinding_resolver_cannot_move_a_delivery(
+    settings: Settings, sessions: sessionmaker[Session], tenant_id: uuid.UUID, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: the name answers a public address the first time and 127.0.0.1 ever after.
+
+    The first attempt connects to the public address it validated (a second lookup, as an unpinned client
+    makes when it connects, would have reached 127.0.0.1); the second attempt validates again, sees
+    127.0.0.1 and is refused without connecting. ``socket.create_connection`` is replaced by one that
+    resolves like the real one, records where it would connect, and refuses.
+    """
+    asked: list[str] = []
+
+    def getaddrinfo(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        try:
+            address = str(ipaddress.ip_address(host))  # a literal resolves to itself, as in the real resolver
+        except ValueError:
+            asked.append(host)
+            address = "93.184.215.14" if len(asked) == 1 else "127.0.0.1"
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))]
+
+    connected: list[tuple[str, int]] = []
+
+    def create_connection(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+        resolved = socket.getaddrinfo(address[0], address[1], type=socket.SOCK_STREAM)[0][4]
+        connected.append((str(resolved[0]), int(resolved[1])))
+        raise ConnectionRefusedError("test: no network")
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    delivery_id = pending(sessions, tenant_id, "http://rebind.example:8080/hook")
+
+    assert deliver(delivery_id, sessions, settings) is not None  # failed (connection refused): retried
+    first = row(sessions, delivery_id)
+    assert first.last_error is not None and first.last_error.startswith("ConnectError"), first.last_error
+    assert connected == [("93.184.215.14", 8080)] and asked == ["rebind.example"]
+
+    assert deliver(delivery_id, sessions, settings) is not None
+    second = row(sessions, delivery_id)
+    assert second.last_error is not None and second.last_error.startswith("refused: "), second.last_error
+    assert "127.0.0.1 (loopback)" in second.last_error and second.attempts == 2
+    assert connected == [("93.184.215.14", 8080)] and asked == ["rebind.example"] * 2  # nothing more sent
+
+
+@pytest.mark.parametrize("allow_private", [False, True])
+def test_redirects_are_not_followed(
+    settings: Settings, sessions: sessionmaker[Session], tenant_id: uuid.UUID, local: Local,
+    monkeypatch: pytest.MonkeyPatch, allow_private: bool,
+) -> None:  # fmt: skip
+    """A 307 to another address is a failed attempt, not a second request (it would skip the address check)."""
+    local.redirect = f"http://127.0.0.1:{local.port}/elsewhere"
+    monkeypatch.setattr(webhooks, "public_addresses", lambda url: [ipaddress.ip_address("127.0.0.1")])
+    host = "127.0.0.1" if allow_private else "hooks.test"  # checked and pinned to 127.0.0.1 (patched)
+    delivery_id = pending(sessions, tenant_id, f"http://{host}:{local.port}/hook")
+    checked = settings.model_copy(update={"webhook_allow_private": allow_private})
+    assert deliver(delivery_id, sessions, checked) is not None
+    assert row(sessions, delivery_id).last_error == "HTTP 307" and len(local.hosts) == 1
 
 
 def test_pinned_request_keeps_the_name_for_host_and_tls() -> None:
