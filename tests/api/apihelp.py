@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 from typing import Any
 
 import httpx
@@ -31,6 +33,12 @@ def assert_problem(response: httpx.Response, status: int, slug: str | None = Non
         assert body["type"] == PROBLEM_BASE + slug, body
     assert "Traceback" not in response.text
     return body
+
+
+def forge_token(kind: str, key: list[Any]) -> str:
+    """A page token as the server encodes one, holding whatever ``key`` a client chose (``json`` keeps big ints)."""
+    raw = json.dumps({"k": kind, "v": key}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def fields(problem: dict[str, Any]) -> set[str]:
