@@ -87,6 +87,7 @@ def tick(sessions: sessionmaker[Session], at: datetime | None = None) -> list[uu
 def _slot_audit(session: Session, schedule: Schedule, slot: datetime, t: datetime) -> Audit:
     digest = hashlib.sha256(f"schedule:{schedule.id}:{slot.isoformat()}".encode()).hexdigest()
     audit = Audit(
+        id=uuid.uuid4(),  # now, not at flush: a slot whose graph is gone names its audit in the problem below
         tenant_id=schedule.tenant_id, dataset=schedule.dataset, config=schedule.config, request_hash=digest,
         state="queued", progress=0.0, attempts=0, schedule_id=schedule.id, slot_time=slot, created_at=t, updated_at=t,
     )  # fmt: skip
