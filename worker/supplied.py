@@ -29,11 +29,14 @@ def prepare_model(
     Raises:
         ModelGone: the model was deleted.
         bind_core.ConfigError: the stored weights no longer fit (never expected: checked on upload).
+        bind_core.errors.NonFiniteError: the model predicts NaN or inf on the graph (checked before polishing,
+            which would otherwise chase a NaN objective and report the model as not stationary).
     """
     if parts is None:
         raise ModelGone(f"model {model_id} was deleted")
     model = TrainedModel.from_bytes(*parts)
     model.module.to(device)
+    model.predict_proba(graph)  # refuses probabilities that are not finite
     record: dict[str, Any] = {"id": str(model_id), "polished_by_service": False}
     if not model.stationarity.get("polished"):
         record["grad_norm_supplied"] = gradient_norm(model, graph)
