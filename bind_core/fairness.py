@@ -343,7 +343,7 @@ def evaluate(
     nan = float("nan")
     g_sp = nan if "gamma_sp" in undefined else float(gamma_sp(proba, sens, num_groups=num_groups, groups=groups))
     g_eo = nan if "gamma_eo" in undefined else float(gamma_eo(proba, y, sens, num_groups=num_groups, groups=groups))
-    g = nan if "gamma" in undefined else (lam * g_sp if lam == 1 else lam * g_sp + (1 - lam) * g_eo)
+    g = nan if "gamma" in undefined else sum(w * v for w, v in ((lam, g_sp), (1 - lam, g_eo)) if w > 0)
     return FairnessReport(
         nodes=int(y.numel()),
         accuracy=accuracy(y, pred),

@@ -45,6 +45,8 @@ def test_eo_without_positives_in_a_group_is_null_with_a_reason() -> None:
     assert math.isnan(delta_eo(y, proba.argmax(1), sens))  # was 0.0: "perfectly fair"
     assert evaluate(proba, y, sens, lam=1.0).to_dict()["gamma"] == pytest.approx(0.5 / 3)  # Γ = Γ_SP at λ = 1
     assert math.isnan(delta_sp(proba.argmax(1), torch.zeros(6, dtype=torch.long)))  # one group: no gap
+    one_group = evaluate(proba, y, torch.zeros(6, dtype=torch.long), lam=0.0).to_dict()
+    assert one_group["delta_sp"] is None and one_group["gamma"] is None and "gamma_sp" in one_group["undefined"]
 
 
 def test_defined_metrics_carry_no_reason() -> None:
