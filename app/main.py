@@ -53,7 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.queue = AuditQueue(settings.broker_url)
     app.state.rate_limiter = make_rate_limiter(settings.rate_limit_per_minute, settings.broker_url)
     app.state.auth_failure_guard = make_auth_failure_guard(settings.auth_failure_limit_per_minute, settings.broker_url)
-    app.state.metrics = ApiMetrics(app.state.session_factory) if settings.metrics_enabled else None
+    app.state.metrics = ApiMetrics(app.state.session_factory) if settings.metrics_served else None
 
     install_problem_handlers(app)
     app.add_middleware(SecurityHeadersMiddleware)
@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)
-    if settings.metrics_enabled:
+    if settings.metrics_served:
         app.include_router(metrics_router)
     _install_openapi(app)
     return app

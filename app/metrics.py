@@ -8,17 +8,21 @@ rows. Stage durations and outcomes as they happen are observed by the workers (`
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import Iterator
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from pydantic import SecretStr
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import AUDIT_STATES, Audit
+from app.errors import Unauthorized
+from app.ratelimit import AuthFailureGuard
 
 log = logging.getLogger(__name__)
 router = APIRouter(include_in_schema=False)
@@ -65,8 +69,32 @@ class ApiMetrics:
         self.latency.labels(method, route).observe(seconds)
 
 
-@router.get("/metrics")
+def require_metrics_key(request: Request) -> None:
+    """Let the scrape through if ``BIND_METRICS_KEY`` is unset or sent as ``Authorization: Bearer <key>``.
+
+    Compared in constant time. A wrong or missing key is a 401 problem and counts as a failed authentication
+    of the client's address (the same throttle as API keys).
+
+    Raises:
+        Unauthorized: the key is set and was not sent.
+    """
+    key: SecretStr | None = request.app.state.settings.metrics_key
+    if key is None:
+        return
+    guard: AuthFailureGuard | None = getattr(request.app.state, "auth_failure_guard", None)
+    client = request.client.host if request.client else "unknown"
+    if guard is not None:
+        guard.before(client)
+    scheme, _, sent = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(sent.strip().encode(), key.get_secret_value().encode()):
+        return
+    if guard is not None:
+        guard.failed(client)
+    raise Unauthorized("The metrics key is required: 'Authorization: Bearer <BIND_METRICS_KEY>'.")
+
+
+@router.get("/metrics", dependencies=[Depends(require_metrics_key)])
 def metrics(request: Request) -> Response:
-    """The Prometheus text format (mounted only when ``BIND_METRICS_ENABLED``)."""
+    """The Prometheus text format (mounted only when ``Settings.metrics_served``; keyed by ``BIND_METRICS_KEY``)."""
     registry: ApiMetrics = request.app.state.metrics
     return Response(generate_latest(registry.registry), media_type=CONTENT_TYPE_LATEST)

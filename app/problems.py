@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.errors import PROBLEM_CONTENT_TYPE, ProblemError, ServiceUnavailable, ValidationProblem
 from bind_core import BindError, GraphValidationError
@@ -19,6 +20,9 @@ logger = logging.getLogger("app.errors")
 
 _HTTP_SLUGS = {400: "bad-request", 401: "unauthorized", 404: "not-found", 405: "method-not-allowed",
                413: "payload-too-large", 415: "unsupported-media-type"}  # fmt: skip
+
+
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
 
 
 class ProblemResponse(JSONResponse):
@@ -64,6 +68,22 @@ async def _on_bind_error(request: Request, exc: Exception) -> ProblemResponse:
     return problem_response(request, bind_error_problem(exc))
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on ``request``'s path, sorted: the ``Allow`` header of a 405.
+
+    Starlette's router answers 405 with the methods of the first route whose path matched only, so
+    ``PUT /v1/graphs`` said ``Allow: POST`` although ``GET`` is served too. Here the app's routes are asked
+    whether they fully match the path with each method in turn (``matches`` is public and also looks
+    inside included routers).
+    """
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+    ]
+
+
 async def _on_http(request: Request, exc: Exception) -> ProblemResponse:
     assert isinstance(exc, StarletteHTTPException)
     try:
@@ -71,9 +91,12 @@ async def _on_http(request: Request, exc: Exception) -> ProblemResponse:
     except ValueError:
         title = "HTTP error"
     detail = exc.detail if isinstance(exc.detail, str) and exc.detail != title else None
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405 and (methods := allowed_methods(request)):
+        headers["Allow"] = ", ".join(methods)
     error = ProblemError(
         detail, status=exc.status_code, title=title, slug=_HTTP_SLUGS.get(exc.status_code, "http-error"),
-        headers=exc.headers,
+        headers=headers or None,
     )  # fmt: skip
     return problem_response(request, error)
 

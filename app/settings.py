@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     """``json``: one JSON object per log line (with request and audit ids); secrets are redacted either way."""
     metrics_enabled: bool = True
     """Serve Prometheus metrics at ``/metrics`` (the API) and on ``worker_metrics_port`` (each worker)."""
+    metrics_key: SecretStr | None = Field(default=None, min_length=16)
+    """When set, ``/metrics`` answers only ``Authorization: Bearer <metrics_key>`` (else a 401 problem). Unset:
+    ``/metrics`` is open in ``development`` and not served at all in ``production``."""
     worker_metrics_port: int | None = Field(default=None, ge=0, le=65535)
     """Port of a worker's own Prometheus endpoint (stage durations, outcomes); unset: none."""
 
@@ -102,6 +105,11 @@ class Settings(BaseSettings):
 
     cors_origins: Annotated[list[str], NoDecode] = []
     """Origins allowed by CORS (comma-separated in the environment); empty turns CORS off."""
+
+    @property
+    def metrics_served(self) -> bool:
+        """Whether the API mounts ``/metrics``: enabled, and keyed or in development (the secure default)."""
+        return self.metrics_enabled and (self.metrics_key is not None or self.environment == "development")
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -12,7 +12,7 @@ import torch
 
 from bind_core.bootstrap import bootstrap_metrics
 from bind_core.breakdown import group_breakdown, probability_histograms
-from bind_core.caveats import estimate_warnings, model_warnings, warnings_for
+from bind_core.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.debias import debias, report
 from bind_core.errors import ConfigError
 from bind_core.fairness import worst_pairs
@@ -207,7 +207,9 @@ class AuditResult:
             "graph": self.graph.summary(),
             "timings": self.timings,
             "device": self.device,
-            "warnings": warnings_for(self.graph, self.config.min_group_size) + self._estimate_warnings(),
+            "warnings": warnings_for(self.graph, self.config.min_group_size)
+            + metric_warnings(self.metrics)
+            + self._estimate_warnings(),
             "sign_convention": SIGN_CONVENTION,
         }
 

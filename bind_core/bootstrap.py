@@ -23,8 +23,12 @@ repeated as often as it was drawn), for binary and multi-class labels and any nu
   linear program per pair of groups), which has no closed form to vectorise; its interval is NaN.
 * several groups: ΔSP, ΔEO, Γ_SP and Γ_EO are the mean over pairs of groups; a group absent from a resample
   (or, for ΔEO and Γ_EO, from its nodes of the class) is skipped in that resample, as the metrics skip it.
+* a resample that leaves fewer than two groups to compare (for ΔEO and Γ_EO: a group with positives lost all
+  of them) does not define the metric: it is NaN there, as :func:`bind_core.fairness.evaluate` gives, never 0.
 
-Intervals are percentile intervals.
+Intervals are percentile intervals over the resamples that define the metric; ``Interval.dropped`` counts the
+others. (Counting them as 0, "perfectly fair", pinned ΔEO's lower bound at 0 for a group with 3 positive test
+nodes: about 43 resamples in 1000 draw none of them.)
 
 For speed the nodes are put in one base order (binary labels: sorted by P(y=1), so Γ_SP, Γ_EO and the AUC
 need no permutation at all) and the resamples drawn for that order (the bootstrap's distribution does not
@@ -35,6 +39,7 @@ in float64.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +47,7 @@ from torch import Tensor
 
 from bind_core.errors import ConfigError
 from bind_core.fairness import gamma_sp as exact_gamma_sp
+from bind_core.fairness import require_finite
 
 METRICS = ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo")
 NOT_RESAMPLED_MULTICLASS = ("gamma_sp",)
@@ -50,12 +56,26 @@ NOT_RESAMPLED_MULTICLASS = ("gamma_sp",)
 
 @dataclass(frozen=True)
 class Interval:
+    """A metric on the full sample and its percentile interval over the resamples that define it; ``dropped``
+    resamples did not (NaN bounds when none did, or when the metric is not resampled)."""
+
     estimate: float
     low: float
     high: float
+    dropped: int = 0
 
-    def to_dict(self) -> dict[str, float]:
-        return {"estimate": self.estimate, "low": self.low, "high": self.high}
+    def to_dict(self) -> dict[str, float | int | None]:
+        """JSON-ready: a NaN (undefined, or not resampled) is ``None``."""
+        return {
+            "estimate": _or_none(self.estimate),
+            "low": _or_none(self.low),
+            "high": _or_none(self.high),
+            "dropped": self.dropped,
+        }
+
+
+def _or_none(value: float) -> float | None:
+    return None if math.isnan(value) else value
 
 
 def resample_weights(k: int, resamples: int, *, seed: int = 0, dtype: torch.dtype = torch.float64) -> Tensor:
@@ -80,17 +100,18 @@ class _Pairs:
         self.a, self.b = torch.triu_indices(num_groups, num_groups, 1)
 
     def mean_gap(self, values: Tensor, present: Tensor) -> Tensor:
-        """Mean over pairs of groups both present of ``|values_a − values_b|``; 0 without such a pair.
+        """Mean over pairs of groups both present of ``|values_a − values_b|``; NaN without such a pair.
         ``values``, ``present``: ``[B, G]`` → ``[B]``."""
         gap = (values[:, self.a] - values[:, self.b]).abs()
         return self.mean(gap, present[:, self.a] & present[:, self.b])
 
     @staticmethod
     def mean(per_pair: Tensor, valid: Tensor) -> Tensor:
-        """Mean over the valid pairs (``[B, P]`` → ``[B]``), 0 where none is valid (as ``fairness`` does)."""
+        """Mean over the valid pairs (``[B, P]`` → ``[B]``), NaN where none is valid (undefined, as
+        :func:`bind_core.fairness.evaluate` says)."""
         count = valid.sum(1)
         total = torch.where(valid, per_pair, torch.zeros_like(per_pair)).sum(1)
-        return torch.where(count > 0, total / count.clamp(min=1), torch.zeros_like(total))
+        return torch.where(count > 0, total / count.clamp(min=1), torch.full_like(total, float("nan")))
 
 
 class _Column:
@@ -215,6 +236,7 @@ def _check(proba: Tensor, y: Tensor, sens: Tensor) -> None:
             f"bootstrap intervals need proba [k, C >= 2] and y, sens [k]; got {list(proba.shape)}, "
             f"{list(y.shape)}, {list(sens.shape)}"
         )
+    require_finite(proba)
 
 
 def resample_metrics(
@@ -252,9 +274,14 @@ def bootstrap_metrics(
         chunk_bytes: about the most memory one chunk of resamples may take.
 
     Returns:
-        ``{metric: Interval(estimate on the full sample, low, high)}``; metrics are fractions in [0, 1]. The
-        estimates equal :func:`bind_core.fairness.evaluate`'s. For more than two classes ``gamma_sp`` has NaN
-        bounds (:data:`NOT_RESAMPLED_MULTICLASS`).
+        ``{metric: Interval(estimate on the full sample, low, high, dropped)}``; metrics are fractions in
+        [0, 1]. The estimates equal :func:`bind_core.fairness.evaluate`'s (NaN where it is undefined). The
+        bounds are over the resamples that define the metric; ``dropped`` counts the rest. For more than two
+        classes ``gamma_sp`` has NaN bounds (:data:`NOT_RESAMPLED_MULTICLASS`).
+
+    Raises:
+        ConfigError: bad shapes, level or resamples, or fewer than two groups.
+        NonFiniteError: ``proba`` holds NaN or inf.
     """
     _check(proba, y, sens)
     if not 0 < level < 1 or resamples < 2:
@@ -277,9 +304,10 @@ def bootstrap_metrics(
             continue
         v = torch.cat([p[name] for p in parts]).double()
         boot = v[~torch.isnan(v)]
-        if boot.numel() == 0:
-            out[name] = Interval(float(full[name][0]), float("nan"), float("nan"))
+        dropped = resamples - boot.numel()
+        if boot.numel() == 0 or torch.isnan(full[name][0]):
+            out[name] = Interval(float(full[name][0]), float("nan"), float("nan"), dropped)
             continue
         lo, hi = torch.quantile(boot, torch.tensor([alpha, 1 - alpha], dtype=torch.float64)).tolist()
-        out[name] = Interval(float(full[name][0]), lo, hi)
+        out[name] = Interval(float(full[name][0]), lo, hi, dropped)
     return out

@@ -73,6 +73,30 @@ def model_warnings(model: ModelConfig, stationarity: dict[str, Any] | None = Non
     return out
 
 
+METRIC_NAMES = {"accuracy": "accuracy", "auc": "ROC-AUC", "f1": "F1", "delta_sp": "ΔSP", "delta_eo": "ΔEO",
+                "gamma_sp": "Γ_SP", "gamma_eo": "Γ_EO", "gamma": "Γ"}  # fmt: skip
+
+
+def metric_warnings(metrics: dict[str, Any]) -> list[str]:
+    """Test metrics that are undefined (``null``, never 0) and intervals that rest on fewer resamples than
+    drawn, because some resamples left the metric undefined (a group drew none of its few positives)."""
+    test = metrics.get("test") or {}
+    out = [
+        f"{METRIC_NAMES.get(k, k)} is undefined on the test nodes (reported as null, not 0): {reason}"
+        for k, reason in (test.get("undefined") or {}).items()
+    ]
+    intervals = metrics.get("intervals") or {}
+    resamples = intervals.get("resamples")
+    for key, band in intervals.items():
+        if isinstance(band, dict) and band.get("dropped") and band.get("low") is not None:
+            out.append(
+                f"{METRIC_NAMES.get(key, key)}'s interval rests on {resamples - band['dropped']} of {resamples} "
+                f"bootstrap resamples: in {band['dropped']} it was undefined (a group lost every node it needs, "
+                "such as its positives) and they were left out rather than counted as 0"
+            )
+    return out
+
+
 def estimate_warnings(
     influence: InfluenceResult | None, validation: dict[str, Any] | None, refinement: dict[str, Any] | None
 ) -> list[str]:

@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from bind_core.audit import STAGES, AuditConfig, AuditResult, run_audit
 from bind_core.errors import BindError
+from bind_core.exports import json_safe
 from bind_core.influence import SOLVERS
 from bind_core.models import ACTIVATIONS, ARCHS, ModelConfig
 from bind_core.supplied import prepare_supplied
@@ -134,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc = result.to_dict() | {"config": config.to_dict(), "influence": result.influence_rows()}
         if record is not None:
             doc["supplied_model"] = record
-        args.json.write_text(json.dumps(doc, indent=2, default=float))
+        args.json.write_text(json.dumps(json_safe(doc), indent=2, default=float))
         print(f"\nwrote {args.json}")
     if args.mlflow:
         from bind_core.mlflow_log import log_audit
@@ -205,10 +206,11 @@ def render(result: AuditResult, *, top: int = 10) -> str:
     ci = d["metrics"].get("intervals")
     if ci:
         keys = ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo")
-        lines.append(
-            f"{round(100 * ci['level'])}% interval".ljust(16) + " ".join(f"{100 * ci[k]['low']:6.2f}" for k in keys)
-        )
-        lines.append("  (bootstrap)".ljust(16) + " ".join(f"{100 * ci[k]['high']:6.2f}" for k in keys))
+        lines.append(f"{round(100 * ci['level'])}% interval".ljust(16) + " ".join(_pct(ci[k]["low"]) for k in keys))
+        lines.append("  (bootstrap)".ljust(16) + " ".join(_pct(ci[k]["high"]) for k in keys))
+        lines.append("  resamples used".ljust(16) + " ".join(f"{ci['resamples'] - ci[k]['dropped']:6d}" for k in keys))
+    for key, reason in (t.get("undefined") or {}).items():
+        lines.append(f"  {key} undefined (–): {reason}")
     lines += _group_lines(d)
     inf = d["influence_summary"]
     if inf is not None:

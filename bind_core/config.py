@@ -2,10 +2,33 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, fields
 from typing import Any, ClassVar, Self
 
 from bind_core.errors import ConfigError
+
+_SCALARS: dict[str, tuple[type, str]] = {
+    "int": (numbers.Integral, "an integer"),
+    "float": (numbers.Real, "a number"),
+    "bool": (bool, "true or false"),
+    "str": (str, "a string"),
+}
+"""The scalar annotations checked by ``from_dict``: the type a value must have, and how to say so."""
+
+
+def _type_error(name: str, annotation: Any, value: Any) -> str | None:
+    """Why ``value`` does not fit a field annotated ``annotation`` (as a string), or None if it fits.
+
+    Booleans are not numbers here (``True`` is an ``int`` to Python, never an epoch count to a user), and
+    strings are never numbers; an integer is a valid float.
+    """
+    if not isinstance(annotation, str) or annotation not in _SCALARS:
+        return None
+    kind, words = _SCALARS[annotation]
+    if isinstance(value, kind) and (annotation == "bool" or not isinstance(value, bool)):
+        return None
+    return f"{name}: expected {words}, got {type(value).__name__} {value!r}"
 
 
 class DictConfig:
@@ -24,6 +47,9 @@ class DictConfig:
         unknown = set(data) - known
         if unknown:
             raise ConfigError(f"{cls.section}: unknown setting(s) {sorted(unknown)}")
+        for field in fields(cls):  # type: ignore[arg-type]
+            if field.name in data and (problem := _type_error(field.name, field.type, data[field.name])):
+                raise ConfigError(f"{cls.section}: {problem}")
         try:
             return cls(**data)
         except TypeError as exc:  # a value of the wrong type reached a comparison in __post_init__

@@ -32,3 +32,7 @@ class ModelNotStationaryError(BindError):
         self.grad_norm = grad_norm
         self.tolerance = tolerance
         super().__init__(message)
+
+
+class NonFiniteError(BindError):
+    """A model's outputs (predicted probabilities) hold NaN or inf, so no prediction or metric can be made."""

@@ -102,10 +102,13 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
     metrics = results.get("metrics") or {}
     test, intervals = metrics.get("test") or {}, metrics.get("intervals") or {}
     performance = []
+    undefined = test.get("undefined") or {}
     for key, kind in TEST_METRICS:
-        if test.get(key) is None:
+        if test.get(key) is None and key not in undefined:
             continue
-        entry: dict[str, Any] = {"type": kind, "value": test[key], "slice": "test"}
+        entry: dict[str, Any] = {"type": kind, "value": test.get(key), "slice": "test"}
+        if key in undefined:
+            entry["undefined"] = undefined[key]
         band = intervals.get(key)
         if isinstance(band, Mapping) and all(_is_finite(band.get(end)) for end in ("low", "high")):
             entry["confidence_interval"] = {"lower_bound": band["low"], "upper_bound": band["high"]}
@@ -146,7 +149,7 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
         "graph": results.get("graph"),
         "model": results.get("model"),
     }
-    finite: dict[str, Any] = _finite(document)
+    finite: dict[str, Any] = json_safe(document)
     return finite
 
 
@@ -174,12 +177,12 @@ def _is_finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _finite(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """``value`` with every NaN or infinity replaced by ``None`` (strict JSON has neither)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
-        return {str(k): _finite(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [json_safe(v) for v in value]
     return value

@@ -5,18 +5,30 @@ groups' distributions of predicted probabilities. In 1-D it is computed exactly 
 (:func:`wasserstein_1d`), which is differentiable almost everywhere in the inputs, so ``Γ`` can be
 differentiated with respect to model parameters. With more than two groups every metric is the mean over
 all group pairs (ΔSP, ΔEO: mean absolute pairwise difference of rates).
+
+**Undefined is not zero.** A gap needs two groups to compare: ΔEO and Γ_EO need two groups with a positive
+node (each class's nodes, for more than two classes), ΔSP and Γ_SP two groups with any node. Where they are
+missing, :func:`delta_sp`, :func:`delta_eo` and :func:`evaluate` give NaN (``null`` in JSON) and
+:func:`undefined_reasons` says why, rather than 0, which would read as "perfectly fair". The tensor functions
+(:func:`pdd`, :func:`gamma_sp`, :func:`gamma_eo`, :func:`gamma`) keep 0 there: they are the differentiable
+influence objective, which the audit only forms over groups that have positives
+(:func:`bind_core.groups.included_groups`). Probabilities that are not finite are refused
+(:func:`require_finite`), never turned into predictions.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from scipy.stats import rankdata
 from torch import Tensor
+
+from bind_core.errors import NonFiniteError
 
 
 # ---------------------------------------------------------------------- utility
@@ -57,10 +69,26 @@ def f1_score(y_true: Tensor, y_pred: Tensor, num_classes: int = 2) -> float:
     return float(np.mean(values))
 
 
+def require_finite(proba: Tensor, what: str = "predicted probabilities") -> None:
+    """Refuse ``proba: [k, C]`` unless every entry is finite (a NaN row's argmax would be class 0).
+
+    Raises:
+        NonFiniteError: naming how many rows are affected and the first of them.
+    """
+    bad = ~torch.isfinite(proba.detach()).reshape(proba.shape[0], -1).all(dim=1) if proba.numel() else None
+    if bad is not None and bool(bad.any()):
+        first = int(bad.nonzero()[0])
+        raise NonFiniteError(
+            f"{what}: {int(bad.sum())} of {proba.shape[0]} rows are not finite (NaN or inf; the first is row "
+            f"{first}); the model's weights or its inputs overflow, so no metric can be computed from them"
+        )
+
+
 # ---------------------------------------------------------------------- classic group fairness
 def _pairwise_gap(rates: list[float]) -> float:
+    """Mean absolute gap over pairs of rates; NaN with fewer than two (a gap needs two groups)."""
     pairs = list(itertools.combinations(rates, 2))
-    return float(np.mean([abs(a - b) for a, b in pairs])) if pairs else 0.0
+    return float(np.mean([abs(a - b) for a, b in pairs])) if pairs else float("nan")
 
 
 def delta_sp(
@@ -75,7 +103,7 @@ def delta_sp(
 
     Multi-valued ``sens``: mean over group pairs. Multi-class: mean over classes of the gap in P(ŷ=c|s).
     Groups with no node in ``sens`` are skipped; ``groups`` restricts the pairs to those groups (the groups
-    an audit includes, see :func:`bind_core.groups.included_groups`).
+    an audit includes, see :func:`bind_core.groups.included_groups`). NaN with fewer than two such groups.
     """
     groups = _groups(sens, num_groups, groups)
     classes = [1] if num_classes == 2 else list(range(num_classes))
@@ -95,7 +123,11 @@ def delta_eo(
     num_classes: int = 2,
     groups: Sequence[int] | None = None,
 ) -> float:
-    """Equal opportunity difference |P(ŷ=1|y=1,s=0) − P(ŷ=1|y=1,s=1)| (multi-group/class as :func:`delta_sp`)."""
+    """Equal opportunity difference |P(ŷ=1|y=1,s=0) − P(ŷ=1|y=1,s=1)| (multi-group/class as :func:`delta_sp`).
+
+    NaN when fewer than two groups have a positive node (for more than two classes: when any class's nodes
+    fall in fewer than two groups): a true-positive rate needs positives, and 0 would read as equal rates.
+    """
     classes = [1] if num_classes == 2 else list(range(num_classes))
     gaps = []
     for c in classes:
@@ -104,6 +136,44 @@ def delta_eo(
         rates = [float((y_pred[mask][sens[mask] == g] == c).double().mean()) for g in present]
         gaps.append(_pairwise_gap(rates))
     return float(np.mean(gaps))
+
+
+def undefined_reasons(
+    y: Tensor,
+    sens: Tensor,
+    *,
+    num_groups: int | None = None,
+    num_classes: int = 2,
+    groups: Sequence[int] | None = None,
+    lam: float = 0.5,
+) -> dict[str, str]:
+    """``{metric: why it is undefined}`` for the metrics of :class:`FairnessReport` these nodes cannot define.
+
+    ΔSP and Γ_SP need two of the ``groups`` among the nodes; ΔEO and Γ_EO two with a positive node (for more
+    than two classes, two with nodes of each class c); Γ both parts it weighs (only Γ_SP when ``lam`` is 1);
+    ROC-AUC a positive and a negative node.
+    """
+    out: dict[str, str] = {}
+    present = _groups(sens, num_groups, groups)
+    if len(present) < 2:
+        out["delta_sp"] = out["gamma_sp"] = f"fewer than two groups among the nodes (present: {present})"
+    classes = [1] if num_classes == 2 else list(range(num_classes))
+    for c in classes:
+        with_c = _groups(sens[y == c], num_groups, groups)
+        if len(with_c) < 2:
+            kind = "a positive (y=1) node" if num_classes == 2 else f"a node of class {c}"
+            missing = [g for g in present if g not in with_c]
+            out["delta_eo"] = out["gamma_eo"] = (
+                f"fewer than two groups have {kind} (group(s) {missing} have none), so true-positive rates "
+                "cannot be compared"
+            )
+            break
+    weighed = [k for k, w in (("gamma_sp", lam), ("gamma_eo", 1 - lam)) if w > 0 and k in out]
+    if weighed:
+        out["gamma"] = f"{weighed[0]} is undefined: {out[weighed[0]]}"
+    if torch.unique(y).numel() < 2:
+        out["auc"] = "the nodes hold only one class, so ROC-AUC is undefined"
+    return out
 
 
 def _groups(sens: Tensor, num_groups: int | None, groups: Sequence[int] | None = None) -> list[int]:
@@ -220,7 +290,11 @@ def gamma(
 # ---------------------------------------------------------------------- report
 @dataclass(frozen=True)
 class FairnessReport:
-    """Utility and fairness of predictions on one set of nodes. Rates are fractions in [0, 1]."""
+    """Utility and fairness of predictions on one set of nodes. Rates are fractions in [0, 1].
+
+    A metric these nodes cannot define is NaN here, ``None`` in :meth:`to_dict`, with its reason in
+    ``undefined`` (:func:`undefined_reasons`).
+    """
 
     nodes: int
     accuracy: float
@@ -231,9 +305,17 @@ class FairnessReport:
     gamma_sp: float
     gamma_eo: float
     gamma: float
+    undefined: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        """The metrics as JSON-ready values: an undefined one is ``None``, and ``undefined`` (present only when
+        some metric is) maps it to the reason."""
+        out: dict[str, Any] = {k: v for k, v in asdict(self).items() if k != "undefined"}
+        for name in self.undefined:
+            out[name] = None
+        if self.undefined:
+            out["undefined"] = dict(self.undefined)
+        return out
 
 
 def evaluate(
@@ -248,13 +330,20 @@ def evaluate(
     """All metrics for predicted probabilities ``proba: [k, C]`` of nodes with labels ``y`` and groups ``sens``.
 
     ``groups``: the fairness metrics are means over pairs of these groups only; accuracy, AUC and F1 are
-    over all the given nodes.
+    over all the given nodes. Metrics the nodes cannot define are NaN, with the reasons in ``undefined``.
+
+    Raises:
+        NonFiniteError: ``proba`` holds NaN or inf.
     """
     proba = proba.detach()
+    require_finite(proba)
     num_classes = proba.shape[1]
     pred = proba.argmax(dim=1)
-    g_sp = float(gamma_sp(proba, sens, num_groups=num_groups, groups=groups))
-    g_eo = float(gamma_eo(proba, y, sens, num_groups=num_groups, groups=groups))
+    undefined = undefined_reasons(y, sens, num_groups=num_groups, num_classes=num_classes, groups=groups, lam=lam)
+    nan = float("nan")
+    g_sp = nan if "gamma_sp" in undefined else float(gamma_sp(proba, sens, num_groups=num_groups, groups=groups))
+    g_eo = nan if "gamma_eo" in undefined else float(gamma_eo(proba, y, sens, num_groups=num_groups, groups=groups))
+    g = nan if "gamma" in undefined else sum(w * v for w, v in ((lam, g_sp), (1 - lam, g_eo)) if w > 0)
     return FairnessReport(
         nodes=int(y.numel()),
         accuracy=accuracy(y, pred),
@@ -264,7 +353,8 @@ def evaluate(
         delta_eo=delta_eo(y, pred, sens, num_groups=num_groups, num_classes=num_classes, groups=groups),
         gamma_sp=g_sp,
         gamma_eo=g_eo,
-        gamma=lam * g_sp + (1 - lam) * g_eo,
+        gamma=g,
+        undefined=undefined,
     )
 
 
@@ -275,9 +365,10 @@ def worst_pairs(
     proba: Tensor, y: Tensor, sens: Tensor, *, groups: Sequence[int] | None = None
 ) -> dict[str, dict[str, float | list[int]] | None]:
     """For ΔSP, ΔEO, Γ_SP and Γ_EO: the largest value over pairs of ``groups`` (default: all present) and
-    the pair, ``{metric: {"value": v, "groups": [a, b]}}`` (``None`` with fewer than two groups).
+    the pair, ``{metric: {"value": v, "groups": [a, b]}}`` (``None`` when no pair defines it).
 
-    Each pair's value is the metric restricted to that pair, so the mean over pairs is the audit's figure.
+    Each pair's value is the metric restricted to that pair, so the mean over pairs is the audit's figure; a
+    pair that cannot define a metric (ΔEO of a pair with a group without positives) is skipped for it.
     """
     proba = proba.detach()
     present = _groups(sens, None, groups)
@@ -286,6 +377,8 @@ def worst_pairs(
         values = evaluate(proba, y, sens, groups=[a, b]).to_dict()
         for name in WORST_PAIR_METRICS:
             best = out[name]
+            if values[name] is None:
+                continue
             if best is None or float(values[name]) > float(best["value"]):  # type: ignore[arg-type]
                 out[name] = {"value": float(values[name]), "groups": [int(a), int(b)]}
     return out

@@ -45,8 +45,9 @@ def audit_metrics(results: Mapping[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {k: float(test[k]) for k in METRIC_KEYS if isinstance(test.get(k), int | float)}
     for name, interval in (metrics.get("intervals") or {}).items():
         if isinstance(interval, Mapping):
-            out[f"{name}_low"] = float(interval["low"])
-            out[f"{name}_high"] = float(interval["high"])
+            for end in ("low", "high"):
+                if isinstance(interval.get(end), int | float):  # None: undefined, or not resampled
+                    out[f"{name}_{end}"] = float(interval[end])
     for name, worst in (test.get("worst_pairs") or {}).items():
         if worst:
             out[f"{name}_worst_pair"] = float(worst["value"])

@@ -149,22 +149,29 @@ def _warnings(warnings: Sequence[Any]) -> str:
     return f'<section id="warnings"><h2>Warnings</h2>{items}</section>'
 
 
+def _band(ci: Any, level: Any, resamples: Any) -> str:
+    """An interval for a card: its bounds, and how many resamples it rests on when some were left out."""
+    if not (ci and level and _finite(ci.get("low")) and _finite(ci.get("high"))):
+        return "no interval"
+    band = f"{fmt(level * 100, 0)}% CI [{fmt(ci['low'])}, {fmt(ci['high'])}]"
+    dropped = ci.get("dropped") or 0
+    if dropped and isinstance(resamples, int):
+        band += f" over {fmt(resamples - dropped)} of {fmt(resamples)} resamples ({fmt(dropped)} undefined)"
+    return band
+
+
 def _headline(metrics: Mapping[str, Any]) -> str:
     test, intervals = metrics.get("test") or {}, metrics.get("intervals") or {}
-    level = intervals.get("level")
+    level, undefined = intervals.get("level"), test.get("undefined") or {}
     cards = []
     for key, name, what in HEADLINE:
         if key not in test:
             continue
-        ci = intervals.get(key)
-        band = (
-            f"{fmt(level * 100, 0)}% CI [{fmt(ci['low'])}, {fmt(ci['high'])}]"
-            if ci and level and _finite(ci.get("low")) and _finite(ci.get("high"))
-            else "no interval"
-        )
+        value = f"undefined<div class=d>{escape(str(undefined[key]))}</div>" if key in undefined else fmt(test[key])
         cards.append(
-            f"<div class=card><div>{name}</div><div class=v>{fmt(test[key])}</div>"
-            f"<div class=ci>{band}</div><div class=d>{escape(what)}</div></div>"
+            f"<div class=card><div>{name}</div><div class=v>{value}</div>"
+            f"<div class=ci>{_band(intervals.get(key), level, intervals.get('resamples'))}</div>"
+            f"<div class=d>{escape(what)}</div></div>"
         )
     how = (
         f"Percentile bootstrap over the test nodes ({fmt(intervals.get('resamples'))} resamples)."

@@ -34,6 +34,7 @@ def prepare_supplied(
     Raises:
         ConfigError: the weights do not fit the config, or the converted PyG model does not reproduce the PyG
             module's logits within :data:`~bind_core.pyg_models.REPRODUCTION_TOLERANCE`.
+        NonFiniteError: the model predicts NaN or inf on the graph.
     """
     model = TrainedModel.from_bytes(weights, config)
     record: dict[str, Any] = {"polished_by_service": False}
@@ -47,6 +48,7 @@ def prepare_supplied(
             )
         record["pyg"] = check
     model.module.to(device)
+    model.predict_proba(graph)  # refuses probabilities that are not finite (NonFiniteError) before the polish
     if not model.stationarity.get("polished"):
         record["grad_norm_supplied"] = gradient_norm(model, graph)
         polish(model, graph, newton_max_seconds=model.train_config.newton_seconds)

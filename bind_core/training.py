@@ -27,6 +27,7 @@ from torch import Tensor
 
 from bind_core.config import DictConfig
 from bind_core.errors import ConfigError
+from bind_core.fairness import require_finite
 from bind_core.graph import Graph
 from bind_core.hessian import NEWTON_MAX_PARAMETERS, newton_finish
 from bind_core.models import (
@@ -128,8 +129,15 @@ class TrainedModel:
         return self.module(self.prepare(graph), None if rows is None else rows.to(self.device))
 
     def predict_proba(self, graph: Graph, rows: Tensor | None = None) -> Tensor:
-        """Class probabilities ``[n, C]`` (or ``[len(rows), C]``) in evaluation mode."""
-        return probabilities(self.logits(graph, rows)).cpu()
+        """Class probabilities ``[n, C]`` (or ``[len(rows), C]``) in evaluation mode.
+
+        Raises:
+            NonFiniteError: some probability is NaN or inf (weights or activations that overflow), which
+                would otherwise become a class-0 prediction.
+        """
+        proba = probabilities(self.logits(graph, rows)).cpu()
+        require_finite(proba, "the model's predicted probabilities")
+        return proba
 
     def objective(self, graph: Graph) -> float:
         """The training objective ``mean(ℓ_train) + (λ/2)·‖θ‖²`` at the current weights (no dropout)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.nn import GCNConv
@@ -246,3 +247,24 @@ def test_train_config_errors() -> None:
         TrainConfig(keep="best")
     with pytest.raises(ConfigError, match="unknown"):
         TrainConfig.from_dict({"epochz": 3})
+
+
+@pytest.mark.parametrize(
+    ("cls", "data", "match"),
+    [
+        (TrainConfig, {"epochs": True}, "epochs: expected an integer, got bool"),
+        (TrainConfig, {"epochs": 3.0}, "epochs: expected an integer"),
+        (TrainConfig, {"lr": "0.1"}, "lr: expected a number, got str"),
+        (TrainConfig, {"polish": 1}, "polish: expected true or false"),
+        (ModelConfig, {"hidden": False}, "hidden: expected an integer"),
+        (ModelConfig, {"arch": 1}, "arch: expected a string"),
+    ],
+)
+def test_from_dict_refuses_booleans_as_numbers_and_strings(cls: type, data: dict, match: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(ConfigError, match=match):
+        cls.from_dict(data)
+
+
+def test_from_dict_takes_integers_for_floats() -> None:
+    config = TrainConfig.from_dict({"lr": 1, "weight_decay": 0, "epochs": np.int64(5)})
+    assert (config.lr, config.weight_decay, config.epochs) == (1, 0, 5)

@@ -6,7 +6,7 @@ from typing import Any
 
 from app.errors import ProblemError
 from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError
-from bind_core.errors import ModelNotStationaryError
+from bind_core.errors import ModelNotStationaryError, NonFiniteError
 
 
 def problem_for(exc: BaseException, *, audit_id: str, stage: str | None = None) -> dict[str, Any]:
@@ -35,6 +35,8 @@ def problem_for(exc: BaseException, *, audit_id: str, stage: str | None = None) 
         )  # fmt: skip
     elif isinstance(exc, ModelNotStationaryError):
         error = ProblemError(str(exc), status=422, title="Model not stationary", slug="model-not-stationary")
+    elif isinstance(exc, NonFiniteError):
+        error = ProblemError(str(exc), status=422, title="Model output not finite", slug="model-output-not-finite")
     elif isinstance(exc, ConfigError):
         error = ProblemError(str(exc), status=422, title="Invalid audit configuration", slug="invalid-config")
     elif isinstance(exc, BindError):

@@ -106,6 +106,7 @@ def _queue_full(session: Session, tenant_id: uuid.UUID, limit: int, waiting: dic
 def _slot_audit(session: Session, schedule: Schedule, slot: datetime, t: datetime) -> Audit:
     digest = hashlib.sha256(f"schedule:{schedule.id}:{slot.isoformat()}".encode()).hexdigest()
     audit = Audit(
+        id=uuid.uuid4(),  # now, not at flush: a slot whose graph is gone names its audit in the problem below
         tenant_id=schedule.tenant_id, dataset=schedule.dataset, config=schedule.config, request_hash=digest,
         state="queued", progress=0.0, attempts=0, schedule_id=schedule.id, slot_time=slot, created_at=t, updated_at=t,
     )  # fmt: skip

@@ -26,6 +26,8 @@ def prepare_model(
         ModelGone: the model was deleted.
         bind_core.ConfigError: the stored weights no longer fit (never expected: checked on upload), or a PyG
             model's conversion does not reproduce the PyG module's logits.
+        bind_core.errors.NonFiniteError: the model predicts NaN or inf on the graph (checked before polishing,
+            which would otherwise chase a NaN objective and report the model as not stationary).
     """
     if parts is None:
         raise ModelGone(f"model {model_id} was deleted")

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 AuditState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 AuditStage = Literal["training", "metrics", "influence", "debiasing", "validation"]
@@ -16,20 +16,20 @@ class ModelSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     arch: Literal["gcn", "gin", "sage", "gat"] = "gcn"
-    layers: int = Field(default=1, ge=1, le=8)
-    hidden: int = Field(default=16, ge=1, le=4096)
-    dropout: float = Field(default=0.5, ge=0.0, lt=1.0)
-    heads: int = Field(default=1, ge=1, le=16, description="Attention heads (GAT only).")
+    layers: StrictInt = Field(default=1, ge=1, le=8)
+    hidden: StrictInt = Field(default=16, ge=1, le=4096)
+    dropout: StrictFloat = Field(default=0.5, ge=0.0, lt=1.0)
+    heads: StrictInt = Field(default=1, ge=1, le=16, description="Attention heads (GAT only).")
 
 
 class TrainingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    epochs: int = Field(default=1000, ge=1, le=100_000)
-    lr: float = Field(default=1e-3, gt=0.0, le=10.0)
-    weight_decay: float = Field(default=1e-4, ge=0.0, le=10.0)
-    seed: int = Field(default=10, ge=0, le=2**31 - 1)
-    newton_seconds: float = Field(
+    epochs: StrictInt = Field(default=1000, ge=1, le=100_000)
+    lr: StrictFloat = Field(default=1e-3, gt=0.0, le=10.0)
+    weight_decay: StrictFloat = Field(default=1e-4, ge=0.0, le=10.0)
+    seed: StrictInt = Field(default=10, ge=0, le=2**31 - 1)
+    newton_seconds: StrictFloat = Field(
         default=900.0, gt=0.0, le=86_400.0,
         description="Time the polish's Newton finish may take to bring the model to a stationary point; a model "
         "left short of one fails the influence stage (model-not-stationary).",
@@ -51,44 +51,44 @@ class AuditCreate(BaseModel):
     )
     model: ModelSettings = Field(default_factory=ModelSettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
-    lam: float = Field(default=0.5, ge=0.0, le=1.0, description="Γ = lam·Γ_SP + (1−lam)·Γ_EO.")
+    lam: StrictFloat = Field(default=0.5, ge=0.0, le=1.0, description="Γ = lam·Γ_SP + (1−lam)·Γ_EO.")
     solver: Literal["auto", "exact", "cg", "lissa", "lanczos"] = "auto"
-    non_iid: bool = Field(default=True, description="Include BIND's non-i.i.d. (neighbourhood) term.")
-    budgets: list[float] = Field(
+    non_iid: StrictBool = Field(default=True, description="Include BIND's non-i.i.d. (neighbourhood) term.")
+    budgets: list[StrictFloat] = Field(
         default=[0.01, 0.1],
         max_length=32,
         description="Debiasing budgets: fractions (<1) or counts (>=1) of the training set to delete.",
     )
-    bootstrap: int = Field(
+    bootstrap: StrictInt = Field(
         1000, ge=0, le=100_000, description="Bootstrap resamples for the metrics' confidence intervals; 0 disables."
     )
-    level: float = Field(0.95, gt=0.0, lt=1.0, description="Coverage of the confidence intervals.")
-    validation_sample: int = Field(
+    level: StrictFloat = Field(0.95, gt=0.0, lt=1.0, description="Coverage of the confidence intervals.")
+    validation_sample: StrictInt = Field(
         default=50,
         ge=0,
         le=10_000,
         description="Training nodes whose estimate is checked by re-optimising the model without them; 0 disables.",
     )
-    min_group_size: int = Field(
+    min_group_size: StrictInt = Field(
         default=0,
         ge=0,
         le=10_000_000,
         description="Groups with fewer test nodes are reported (breakdown, warning) but kept out of every fairness "
         "metric, Γ and the influence objective; 0 keeps every group.",
     )
-    stability_seeds: list[int] = Field(
+    stability_seeds: list[StrictInt] = Field(
         default=[],
         max_length=10,
         description="Retrain with each of these training seeds (2 or more, distinct) and report the overlap of the "
         "top-k harmful sets; empty disables (each seed retrains the model).",
     )
-    stability_k: int = Field(default=10, ge=1, le=100_000, description="k of the top-k harmful sets compared.")
-    debias_utility: bool = Field(
+    stability_k: StrictInt = Field(default=10, ge=1, le=100_000, description="k of the top-k harmful sets compared.")
+    debias_utility: StrictBool = Field(
         default=False,
         description="Debias only with harmful nodes whose deletion is not estimated to raise the validation loss "
         "(utility-aware BIND); false: the paper's method.",
     )
-    refine_steps: int = Field(
+    refine_steps: StrictInt = Field(
         default=0,
         ge=0,
         le=10_000,
@@ -105,7 +105,7 @@ class AuditCreate(BaseModel):
         "auto: step for multi-layer and attention models, linear otherwise. The self-check's ground truth follows.",
     )
 
-    debias_seeds: list[int] = Field(
+    debias_seeds: list[StrictInt] = Field(
         default=[],
         max_length=10,
         description="Check each debiasing budget against chance: retrain with each of these training seeds (3 or "
@@ -113,7 +113,7 @@ class AuditCreate(BaseModel):
         "without debias_random_sets random sets of the same size; each budget then reports both effects, their "
         "spread and whether the selection beats random deletion beyond twice the noise. Empty disables.",
     )
-    debias_random_sets: int = Field(default=3, ge=1, le=20, description="Random sets per budget for that check.")
+    debias_random_sets: StrictInt = Field(default=3, ge=1, le=20, description="Random sets per budget for that check.")
 
     @field_validator("debias_seeds")
     @classmethod

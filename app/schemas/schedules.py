@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 MetricName = Literal["delta_sp", "delta_eo", "gamma"]
 
@@ -17,9 +17,9 @@ class Thresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    delta_sp: float | None = Field(default=None, ge=0.0)
-    delta_eo: float | None = Field(default=None, ge=0.0)
-    gamma: float | None = Field(default=None, ge=0.0)
+    delta_sp: StrictFloat | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    delta_eo: StrictFloat | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+    gamma: StrictFloat | None = Field(default=None, ge=0.0, allow_inf_nan=False)
 
 
 class ScheduleCreate(BaseModel):
@@ -31,7 +31,7 @@ class ScheduleCreate(BaseModel):
     graph_name: str | None = Field(default=None, min_length=1, max_length=200)
     dataset: str | None = Field(default=None, min_length=1, max_length=100)
     audit: dict[str, Any] = Field(default_factory=dict, description="Audit settings (model, training, budgets...).")
-    interval_seconds: int | None = Field(default=None, ge=1, le=366 * 86400)
+    interval_seconds: StrictInt | None = Field(default=None, ge=1, le=366 * 86400)
     cron: str | None = Field(default=None, min_length=1, max_length=100, description="Five fields, in UTC.")
     thresholds: Thresholds | None = None
 

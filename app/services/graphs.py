@@ -51,28 +51,6 @@ def _check_unpacked_size(path: Path, limit: int) -> None:
         )  # fmt: skip
 
 
-def _check_header_columns(path: Path, limit: int) -> None:
-    """Refuse a CSV/TSV whose first line has more than ``limit`` fields, counted on the raw bytes.
-
-    pandas needs minutes to parse a header of a million columns; counting separators takes milliseconds.
-    Quoted separators are counted too, so only a header with more than ``limit`` separators is refused.
-    """
-    if path.suffix not in (".csv", ".tsv"):
-        return
-    sep, count = (b"\t" if path.suffix == ".tsv" else b","), 1
-    with path.open("rb") as file:
-        while chunk := file.read(1 << 16):
-            end = chunk.find(b"\n")
-            count += (chunk if end < 0 else chunk[:end]).count(sep)
-            if count > limit:
-                raise ValidationProblem(
-                    f"nodes: the table has more than {limit} columns.", slug="invalid-graph", title="Invalid graph",
-                    errors=[{"field": "nodes", "message": f"more than {limit} columns"}],
-                )  # fmt: skip
-            if end >= 0:
-                return
-
-
 def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
     """Validate an upload with bind_core's rules (CPU-heavy: call it from a worker thread).
 
@@ -106,7 +84,6 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
                     "(or one npz file).",
                     errors=[{"field": k, "message": "required"} for k in required],
                 )
-            _check_header_columns(files["nodes"], settings.max_columns)
             graph = from_files(
                 files["nodes"],
                 files["edges"],

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Audit, InfluenceRow
 from app.errors import Conflict
-from app.pagination import decode_token, encode_token
+from app.pagination import decode_token, encode_token, float_part, int64_part
 from app.schemas.influence import InfluenceOrder
 
 _KIND = "influence:"
@@ -26,9 +26,8 @@ def influence_page(
     key = (row.node_index, row.position) if order is InfluenceOrder.node else (row.delta, row.position)
     stmt = select(row).where(row.audit_id == audit.id)
     if page_token is not None:
-        after = decode_token(page_token, _KIND + order.value, 2)
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in after):
-            decode_token("", _KIND + order.value, 2)  # raises the invalid-token problem
+        first, position = decode_token(page_token, _KIND + order.value, 2)
+        after = (int64_part(first) if order is InfluenceOrder.node else float_part(first), int64_part(position))
         stmt = stmt.where(
             tuple_(*key) < tuple_(*after) if order is InfluenceOrder.helpful else tuple_(*key) > tuple_(*after)
         )

@@ -19,6 +19,10 @@ from bind_core.graph import Graph
 REQUIRED_KEYS = ("x", "edge_index", "y", "sens")
 SPLIT_KEYS = ("train_idx", "val_idx", "test_idx")
 OPTIONAL_KEYS = (*SPLIT_KEYS, "node_ids", "feature_names", "name", "group_names")
+TEXT_KEYS = ("feature_names", "name", "group_names")
+MAX_TEXT_CHARS = 4096
+"""The longest feature name, group name or graph name an archive may hold (its strings' declared width)."""
+_NUMERIC_KINDS = "biuf"
 
 
 def save_npz(graph: Graph, file: str | Path | BinaryIO) -> None:
@@ -69,6 +73,84 @@ def _header_shapes(zf: zipfile.ZipFile) -> dict[str, tuple[tuple[int, ...], np.d
     return shapes
 
 
+def check_headers(
+    shapes: dict[str, tuple[tuple[int, ...], np.dtype]],
+    *,
+    max_nodes: int | None = None,
+    max_edges: int | None = None,
+    max_columns: int | None = None,
+) -> None:
+    """Refuse an archive from its ``.npy`` headers alone: every array that will be read is checked for its
+    dtype, its shape against ``x``'s node and column counts, and those counts against the limits.
+
+    So an archive whose arrays could not form a graph (a 500,000 × 128 ``x`` beside a 2-element ``y``) is
+    refused before any array is inflated, and the arrays then read are no larger than the graph they form.
+
+    Args:
+        shapes: ``{key: (shape, dtype)}`` of the archive's members (``_header_shapes``).
+        max_nodes: the most nodes accepted (``None``: unlimited).
+        max_edges: the most ``edge_index`` pairs accepted.
+        max_columns: the most feature columns accepted.
+
+    Raises:
+        GraphValidationError: naming the key at fault.
+    """
+    missing = [key for key in REQUIRED_KEYS if key not in shapes]
+    if missing:
+        raise GraphValidationError(missing[0], f"key {missing[0]!r} missing from the .npz archive")
+    for key, (shape, dtype) in shapes.items():
+        if key in TEXT_KEYS:
+            _check_text(key, shape, dtype)
+        elif key in (*REQUIRED_KEYS, *OPTIONAL_KEYS) and dtype.kind not in _NUMERIC_KINDS:
+            raise GraphValidationError(key, f"expected a numeric array, got dtype {dtype}")
+    x_shape = shapes["x"][0]
+    if len(x_shape) != 2:
+        raise GraphValidationError("x", f"expected a 2-D [nodes, features] matrix, got {list(x_shape)}")
+    n, d = int(x_shape[0]), int(x_shape[1])
+    check_limit("x", "nodes", n, max_nodes)
+    check_limit("x", "feature columns", d, max_columns)
+    for key in ("y", "sens", "node_ids"):
+        shape = shapes[key][0] if key in shapes else (n,)
+        if shape != (n,) and not (key == "node_ids" and shape == (0,)):
+            raise GraphValidationError(key, f"expected shape [{n}] (one per node), got {list(shape)}")
+    _check_edge_header(shapes["edge_index"][0], max_edges)
+    present_splits = [key for key in SPLIT_KEYS if key in shapes]
+    if present_splits and len(present_splits) != len(SPLIT_KEYS):
+        absent = sorted(set(SPLIT_KEYS) - set(present_splits))
+        raise GraphValidationError(absent[0], "give train_idx, val_idx and test_idx together, or none")
+    for key in present_splits:
+        shape = shapes[key][0]
+        if len(shape) != 1 or shape[0] > n:
+            raise GraphValidationError(key, f"expected a 1-D index of at most {n} nodes, got shape {list(shape)}")
+    for key, most in (("feature_names", d), ("group_names", n), ("name", 1)):
+        size = _size(shapes[key][0]) if key in shapes else 0
+        if size > most:
+            raise GraphValidationError(key, f"{size} entries, more than the {most} expected")
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.float64)) if shape else 1
+
+
+def _check_text(key: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """A text member must be unicode (or empty) of strings at most ``MAX_TEXT_CHARS`` long."""
+    if dtype.kind != "U" and _size(shape):
+        raise GraphValidationError(key, f"expected unicode strings, got dtype {dtype}")
+    if dtype.kind == "U" and dtype.itemsize // 4 > MAX_TEXT_CHARS:
+        chars = dtype.itemsize // 4
+        raise GraphValidationError(key, f"strings of {chars} characters, more than the {MAX_TEXT_CHARS} accepted")
+
+
+def _check_edge_header(shape: tuple[int, ...], max_edges: int | None) -> None:
+    """``edge_index`` is ``[2, E]``, ``[E, 2]`` or empty, with ``E`` within ``max_edges``."""
+    if len(shape) == 1 and shape[0] == 0:
+        return
+    if len(shape) != 2 or 2 not in shape:
+        raise GraphValidationError("edge_index", f"expected shape [2, E] or [E, 2], got {list(shape)}")
+    pairs = shape[1] if shape[0] == 2 else shape[0]
+    check_limit("edge_index", "edges", int(pairs), max_edges)
+
+
 def load_npz(
     file: str | Path | bytes | BinaryIO,
     *,
@@ -104,22 +186,7 @@ def load_npz(
             shapes = _header_shapes(zf)
         if hasattr(source, "seek"):
             source.seek(0)  # type: ignore[union-attr]
-        missing = [key for key in REQUIRED_KEYS if key not in shapes]
-        if missing:
-            raise GraphValidationError(missing[0], f"key {missing[0]!r} missing from the .npz archive")
-        x_shape = shapes["x"][0]
-        if x_shape:
-            check_limit("x", "nodes", int(x_shape[0]), max_nodes)
-        if len(x_shape) == 2:
-            check_limit("x", "feature columns", int(x_shape[1]), max_columns)
-        e_shape = shapes["edge_index"][0]
-        if len(e_shape) == 2:
-            pairs = e_shape[1] if e_shape[0] == 2 else e_shape[0]
-            check_limit("edge_index", "edges", int(pairs), max_edges)
-        present_splits = [key for key in SPLIT_KEYS if key in shapes]
-        if present_splits and len(present_splits) != len(SPLIT_KEYS):
-            absent = sorted(set(SPLIT_KEYS) - set(present_splits))
-            raise GraphValidationError(absent[0], "give train_idx, val_idx and test_idx together, or none")
+        check_headers(shapes, max_nodes=max_nodes, max_edges=max_edges, max_columns=max_columns)
         with np.load(source, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in (*REQUIRED_KEYS, *OPTIONAL_KEYS) if key in shapes}
     except BindError:

@@ -77,6 +77,44 @@ def test_invalid_audit_requests(client: TestClient, auth: dict[str, str], body: 
     assert field in fields(problem), problem
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"training": {"epochs": True}}, "training.epochs"),  # was accepted as 1
+        ({"training": {"epochs": "200"}}, "training.epochs"),
+        ({"training": {"epochs": 200.0}}, "training.epochs"),
+        ({"training": {"lr": True}}, "training.lr"),
+        ({"training": {"lr": "0.01"}}, "training.lr"),
+        ({"model": {"hidden": False}}, "model.hidden"),
+        ({"model": {"dropout": "0.1"}}, "model.dropout"),
+        ({"lam": True}, "lam"),
+        ({"budgets": [True]}, "budgets.0"),
+        ({"budgets": ["0.1"]}, "budgets.0"),
+        ({"non_iid": 1}, "non_iid"),
+        ({"non_iid": "false"}, "non_iid"),
+        ({"debias_utility": "yes"}, "debias_utility"),
+        ({"validation_sample": False}, "validation_sample"),
+        ({"stability_seeds": [True, 2]}, "stability_seeds.0"),
+        ({"bootstrap": "1000"}, "bootstrap"),
+    ],
+)
+def test_strict_json_types(
+    client: TestClient, auth: dict[str, str], graph_id: str, body: dict[str, Any], field: str
+) -> None:
+    """Booleans are not integers and strings are not numbers: each is a 422 naming the field."""
+    problem = assert_problem(client.post("/v1/audits", headers=auth, json={"graph_id": graph_id} | body), 422)
+    assert fields(problem) == {field}, problem
+
+
+def test_integers_are_numbers(client: TestClient, auth: dict[str, str], graph_id: str) -> None:
+    """The forms the API documents still pass: a JSON integer where a float is expected."""
+    body = {"graph_id": graph_id, "lam": 1, "budgets": [1, 0.1], "training": {"lr": 1, "weight_decay": 0}}
+    response = client.post("/v1/audits", headers=auth, json=body)
+    assert response.status_code == 202, response.text
+    config = response.json()["config"]
+    assert config["lam"] == 1.0 and config["budgets"] == [1.0, 0.1] and config["training"]["lr"] == 1.0
+
+
 def test_malformed_json(client: TestClient, auth: dict[str, str]) -> None:
     headers = auth | {"Content-Type": "application/json"}
     assert_problem(client.post("/v1/audits", headers=headers, content=b"{not json"), 422)

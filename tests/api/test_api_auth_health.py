@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 
@@ -109,6 +110,19 @@ def test_framework_errors_are_problems(client: TestClient, auth: dict[str, str])
     assert_problem(client.get("/v1/nothing-here", headers=auth), 404, "not-found")
     response = client.put("/v1/graphs", headers=auth)
     assert_problem(response, 405, "method-not-allowed")
+    assert response.headers["allow"] == "GET, POST"  # was "POST": only the first route that matched the path
+
+
+def test_every_405_allows_what_the_openapi_document_lists(client: TestClient, auth: dict[str, str]) -> None:
+    """For every path of the API, a method it does not serve gets 405 and an ``Allow`` of exactly those it does."""
+    paths = client.get("/openapi.json").json()["paths"]
+    assert len(paths) > 20
+    for template, operations in paths.items():
+        path = re.sub(r"\{[^}]+\}", str(uuid.uuid4()), template)
+        served = sorted(m.upper() for m in operations)
+        response = client.patch(path, headers=auth)
+        assert_problem(response, 405, "method-not-allowed")
+        assert response.headers["allow"] == ", ".join(served), template
     problem = assert_problem(client.get("/v1/graphs/not-a-uuid", headers=auth), 422, "validation-error")
     assert problem["errors"][0]["field"] == "graph_id"
     problem = assert_problem(client.get("/v1/graphs?limit=0", headers=auth), 422)

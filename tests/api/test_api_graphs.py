@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
-from apihelp import assert_problem
+import pytest
+from apihelp import assert_problem, forge_token
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
@@ -42,6 +44,24 @@ def test_pagination_walks_every_graph_once(client: TestClient, auth: dict[str, s
     assert seen == ids[::-1]  # newest first
     assert len(client.get("/v1/graphs", headers=auth, params={"limit": 200}).json()["items"]) == 5
     assert_problem(client.get("/v1/graphs", headers=auth, params={"page_token": "garbage"}), 400, "invalid-page-token")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        ["2026-01-01T00:00:00", str(uuid.uuid4())],  # a naive time (the column refuses it: was a 500)
+        ["0001-01-01T00:00:00+14:00", str(uuid.uuid4())],  # before UTC's first representable time
+        ["2026-01-01T00:00:00+00:00", "not-a-uuid"],
+        [2**70, str(uuid.uuid4())],
+        ["2026-01-01T00:00:00+00:00", ["nested"]],
+    ],
+)
+def test_forged_listing_tokens_are_400(client: TestClient, auth: dict[str, str], key: list[Any]) -> None:
+    for path, kind in [("/v1/graphs", "graphs"), ("/v1/audits", "audits"), ("/v1/schedules", "schedules")]:
+        response = client.get(path, headers=auth, params={"page_token": forge_token(kind, key)})
+        assert_problem(response, 400, "invalid-page-token")
+    valid = forge_token("graphs", ["9999-12-31T23:59:59+00:00", str(uuid.uuid4())])
+    assert client.get("/v1/graphs", headers=auth, params={"page_token": valid}).status_code == 200
     assert_problem(client.get("/v1/graphs", headers=auth, params={"limit": 201}), 422)
 
 

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
-from apihelp import assert_problem
+from apihelp import assert_problem, forge_token
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
@@ -90,3 +90,54 @@ def test_default_page_and_bad_tokens(
     )
     assert_problem(client.get(url, headers=auth, params={"order": "random"}), 422)
     assert_problem(client.get(f"/v1/audits/{uuid.uuid4()}/influence", headers=auth), 404)
+
+
+FORGED = [
+    ("harmful", [0.0, 2**70]),  # a position beyond int64 (was a 500: bigint out of range)
+    ("node", [2**63, 1]),  # a node index beyond int64
+    ("node", [-(2**63) - 1, 1]),
+    ("helpful", [1e400, 1]),  # json reads 1e400 as inf
+    ("harmful", [float("nan"), 1]),  # json writes and reads NaN
+    ("harmful", [10**310, 1]),  # an integer beyond the float range
+    ("harmful", [True, 1]),  # booleans are not numbers
+    ("node", [1.5, 1]),  # a float for an integer column
+    ("node", ["1", 1]),
+    ("harmful", [0.0, None]),
+]
+
+
+@pytest.mark.parametrize(("order", "key"), FORGED)
+def test_forged_tokens_are_400(
+    client: TestClient,
+    auth: dict[str, str],
+    audit_with_rows: tuple[str, list[dict[str, Any]]],
+    order: str,
+    key: list[Any],
+) -> None:
+    audit_id, _ = audit_with_rows
+    token = forge_token(f"influence:{order}", key)
+    params = {"order": order, "page_token": token}
+    response = client.get(f"/v1/audits/{audit_id}/influence", headers=auth, params=params)
+    body = assert_problem(response, 400, "invalid-page-token")
+    assert body["errors"][0]["field"] == "page_token"
+
+
+def test_extreme_but_valid_tokens_give_empty_or_full_pages(
+    client: TestClient, auth: dict[str, str], audit_with_rows: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """The int64 and float bounds themselves are accepted: the database compares them, no error."""
+    audit_id, _ = audit_with_rows
+    url = f"/v1/audits/{audit_id}/influence"
+
+    def page(order: str, key: list[Any]) -> list[dict[str, Any]]:
+        params = {"order": order, "page_token": forge_token(f"influence:{order}", key)}
+        response = client.get(url, headers=auth, params=params)
+        assert response.status_code == 200, response.text
+        items: list[dict[str, Any]] = response.json()["items"]
+        return items
+
+    assert page("node", [2**63 - 1, 2**63 - 1]) == []
+    assert len(page("node", [-(2**63), 0])) == N
+    assert page("harmful", [1.7976931348623157e308, 0]) == []
+    assert len(page("helpful", [1.7976931348623157e308, 0])) == N
+    assert len(page("harmful", [-5, 0])) == N  # an integer where a float is expected is a number all the same

@@ -74,6 +74,13 @@ def test_wrong_shapes_and_non_safetensors_are_422(
         data={"config": json.dumps(config), "graph_id": graph_id},
     )
     assert fields(assert_problem(pickle, 422, "invalid-model")) == {"weights"}
+    boolean = {**config, "training": {**config["training"], "epochs": True}}  # type: ignore[dict-item]
+    mistyped = client.post(
+        "/v1/models", headers=auth, files={"weights": ("m", weights)},
+        data={"config": json.dumps(boolean), "graph_id": graph_id},
+    )  # fmt: skip
+    problem = assert_problem(mistyped, 422, "invalid-model")
+    assert "epochs: expected an integer, got bool" in problem["detail"], problem
     not_json = client.post(
         "/v1/models", headers=auth, files={"weights": ("m", weights)}, data={"config": "{", "graph_id": graph_id}
     )

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import pytest
 from apihelp import assert_problem, fields
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
@@ -51,6 +54,24 @@ def test_cron_and_bad_schedules(client: TestClient, auth: dict[str, str]) -> Non
     assert_problem(threshold, 422)
     # Leave nothing active for a worker that might share this database.
     client.post(f"/v1/schedules/{cron.json()['id']}/pause", headers=auth)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"interval_seconds": True}, "interval_seconds"),  # was accepted as 1 second
+        ({"interval_seconds": "60"}, "interval_seconds"),
+        ({"interval_seconds": 60, "thresholds": {"delta_sp": True}}, "thresholds.delta_sp"),
+        ({"interval_seconds": 60, "thresholds": {"gamma": "0.1"}}, "thresholds.gamma"),
+        ({"interval_seconds": 60, "thresholds": {"delta_eo": float("inf")}}, "thresholds.delta_eo"),
+        ({"interval_seconds": 60, "audit": {"training": {"epochs": True}}}, "audit.training.epochs"),
+    ],
+)
+def test_strict_json_types(client: TestClient, auth: dict[str, str], body: dict[str, Any], field: str) -> None:
+    content = json.dumps({"graph_name": "g"} | body)  # writes inf as Infinity, which the server's parser reads
+    headers = auth | {"Content-Type": "application/json"}
+    response = client.post("/v1/schedules", headers=headers, content=content)
+    assert fields(assert_problem(response, 422)) == {field}
 
 
 def test_schedule_report_page(

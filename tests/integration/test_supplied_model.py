@@ -6,6 +6,7 @@ import io
 import json
 
 import pytest
+import torch
 from bind_it import WorkerPool, synthetic_npz, wait_for_audit
 from fastapi.testclient import TestClient
 
@@ -43,6 +44,27 @@ def test_supplied_model_is_polished_and_audited(client: TestClient, workers: Wor
     assert supplied["polished_by_service"] is True
     assert supplied["grad_norm"] < supplied["grad_norm_supplied"]
     assert audit["results"]["metrics"]["test"]["delta_sp"] >= 0
+
+
+def test_supplied_model_predicting_nan_fails_clearly(client: TestClient, workers: WorkerPool) -> None:
+    """NaN weights used to give NaN probabilities, read as class-0 predictions; now the audit fails, 422."""
+    npz = synthetic_npz(200, seed=5)
+    graph = client.post("/v1/graphs", files={"npz": ("g.npz", npz)}, data={"name": "nan-model"}).json()
+    model = train(load_npz(io.BytesIO(npz)), TrainConfig(epochs=2, polish=False))
+    with torch.no_grad():
+        next(model.module.parameters()).fill_(float("nan"))
+    registered = client.post(
+        "/v1/models",
+        files={"weights": ("m.safetensors", model.to_bytes())},
+        data={"config": json.dumps(model.config_dict()), "graph_id": graph["id"]},
+    )
+    assert registered.status_code == 201, registered.text
+    response = client.post("/v1/audits", json={"model_id": registered.json()["id"], **TINY})
+    audit = wait_for_audit(client, response.json()["id"], {"succeeded", "failed"}, pool=workers)
+    assert audit["state"] == "failed", audit["results"]
+    error = audit["error"]
+    assert error["type"].endswith("/model-output-not-finite") and error["status"] == 422, error
+    assert "not finite" in error["detail"] and error["instance"] == f"/v1/audits/{audit['id']}"
 
 
 def test_model_of_the_wrong_shape_is_422(client: TestClient, graph_id: str) -> None:

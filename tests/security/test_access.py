@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from apihelp import assert_problem, npz_bytes
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 
 from app.logs import JsonFormatter, RedactingFilter, redact
@@ -154,3 +155,34 @@ def test_metrics_and_request_ids(client: TestClient, auth: dict[str, str]) -> No
     assert "bind_http_request_duration_seconds_bucket" in text
     assert 'bind_audits{state="queued"}' in text and "bind_queue_depth" in text
     assert "/metrics" not in client.get("/openapi.json").json()["paths"]
+
+
+def test_metrics_key(settings: Settings, auth: dict[str, str]) -> None:
+    """With ``BIND_METRICS_KEY`` set, ``/metrics`` answers only that bearer key; API keys do not open it."""
+    key = "m" * 32
+    with TestClient(create_app(settings.model_copy(update={"metrics_key": SecretStr(key)}))) as keyed:
+        for headers in ({}, {"Authorization": "Bearer " + "x" * 32}, {"Authorization": f"Basic {key}"}, auth):
+            response = keyed.get("/metrics", headers=headers)
+            assert_problem(response, 401, "unauthorized")
+            assert response.headers["www-authenticate"] == "Bearer"
+        response = keyed.get("/metrics", headers={"Authorization": f"Bearer {key}"})
+        assert response.status_code == 200 and "bind_http_requests_total" in response.text
+
+
+@pytest.mark.parametrize(
+    ("update", "served"),
+    [
+        ({}, True),  # development, no key: open, as before
+        ({"environment": "production"}, False),  # the secure default: no key, no /metrics
+        ({"environment": "production", "metrics_key": SecretStr("k" * 16)}, True),
+        ({"metrics_enabled": False}, False),
+    ],
+)
+def test_metrics_are_served_only_when_configured(settings: Settings, update: dict[str, Any], served: bool) -> None:
+    with TestClient(create_app(settings.model_copy(update=update))) as app_client:
+        headers = {"Authorization": f"Bearer {'k' * 16}"}
+        response = app_client.get("/metrics", headers=headers)
+        if served:
+            assert response.status_code == 200, response.text
+        else:
+            assert_problem(response, 404, "not-found")

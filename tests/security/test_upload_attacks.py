@@ -12,6 +12,8 @@ import io
 import json
 import struct
 import tempfile
+import time
+import tracemalloc
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from apihelp import assert_problem, fields, npz_bytes
+from apihelp import assert_problem, fields, npz_bytes, zeros_npz
 from fastapi.testclient import TestClient
 
 from app.main import create_app
@@ -142,6 +144,47 @@ def test_csv_with_a_million_columns(settings: Settings, auth: dict[str, str], no
         )  # fmt: skip
     problem = assert_problem(response, 422)
     assert fields(problem) == {"nodes"} and "columns" in problem["detail"]
+
+
+def _refusal(call: Callable[[], Any]) -> tuple[Any, float, float]:
+    """``call()``'s answer, its seconds and the peak of Python allocations (MiB) in this process meanwhile
+    (the API runs in-process under TestClient, its parsing thread included)."""
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        response = call()
+        return response, time.perf_counter() - start, tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def test_csv_header_with_a_quoted_newline(client: TestClient, auth: dict[str, str], nothing_left: None) -> None:
+    """``"a\nb",c0,…,c99999`` (0.9 MB): the raw first line has one column; the parsed header has 100,001.
+
+    It passed the old raw-byte pre-check and pandas parsed the header for ~8 s (+300 MB) before the column
+    limit refused it."""
+    header = b'"a\nb",' + b",".join(b"c%d" % i for i in range(100_000)) + b"\n"
+    table = header + b"1," + b",".join(b"0" for _ in range(100_000)) + b"\n"
+    response, seconds, peak = _refusal(
+        lambda: client.post(
+            "/v1/graphs", headers=auth, data={"label": "c0", "sensitive": "c1"},
+            files={"nodes": ("wide.csv", table), "edges": ("e.csv", b"0,1\n")},
+        )
+    )  # fmt: skip
+    problem = assert_problem(response, 422, "invalid-graph")
+    assert fields(problem) == {"nodes"} and "10001 columns exceed the limit of 10000" in problem["detail"]
+    assert seconds < 5 and peak < 40, (seconds, peak)  # the upload itself is 0.9 MB, held a few times
+
+
+def test_npz_inflating_an_x_that_cannot_fit_y(client: TestClient, auth: dict[str, str], nothing_left: None) -> None:
+    """500,000 × 128 float64 zeros (2 MB compressed, 488 MiB inflated) beside a ``y`` of two nodes: within
+    every limit, so the old code read ``x`` (+900 MB) before the shapes refused it; the headers do now."""
+    small = _small_graph_arrays(np.zeros((2, 1)))
+    bomb = zeros_npz(500_000, 128, **{k: v for k, v in small.items() if k != "x"})
+    response, seconds, peak = _refusal(lambda: client.post("/v1/graphs", headers=auth, files={"npz": ("z.npz", bomb)}))
+    problem = assert_problem(response, 422, "invalid-graph")
+    assert fields(problem) == {"y"}, problem
+    assert seconds < 5 and peak < 40, (seconds, peak)
 
 
 def _post_model(client: TestClient, auth: dict[str, str], graph_id: str, weights: bytes) -> Any:
