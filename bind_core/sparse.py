@@ -19,6 +19,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+BLOCKS_KEPT = 8
+"""Row blocks an :class:`Adjacency` keeps cut (the training, validation and test rows, and a few more)."""
+
 
 @dataclass(frozen=True)
 class Adjacency:
@@ -32,7 +35,7 @@ class Adjacency:
     parts: tuple[Tensor, Tensor, Tensor]
     transposed: tuple[Tensor, Tensor, Tensor]
     shape: tuple[int, int]
-    _blocks: dict[int, tuple[Tensor, Adjacency]] = field(default_factory=dict, compare=False, repr=False)
+    _blocks: dict[int, tuple[weakref.ref[Tensor], Adjacency]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_edges(cls, edge_index: Tensor, weight: Tensor, num_nodes: int, *, symmetric: bool = False) -> Adjacency:
@@ -49,16 +52,20 @@ class Adjacency:
     def rows(self, rows: Tensor) -> Adjacency:
         """The block ``A[rows]`` (``[len(rows), n]``), cached per ``rows`` tensor while it lives.
 
-        The cache is keyed by the tensor's identity (an entry goes when the tensor is freed), so a caller that
-        passes the same index tensor every epoch cuts the block once.
+        The cache is keyed by the tensor's identity (checked through a weak reference, so a freed tensor's id
+        reused by another never hits) and holds a few blocks, so a caller that passes the same index tensor
+        every epoch cuts the block once, and nothing outlives the adjacency.
         """
         key = id(rows)
         hit = self._blocks.get(key)
-        if hit is not None and hit[0] is rows:
+        if hit is not None and hit[0]() is rows:
             return hit[1]
         block = self._cut(rows)
-        self._blocks[key] = (rows, block)
-        weakref.finalize(rows, self._blocks.pop, key, None)
+        for stale in [k for k, (ref, _) in self._blocks.items() if ref() is None]:
+            del self._blocks[stale]
+        while len(self._blocks) >= BLOCKS_KEPT:
+            del self._blocks[next(iter(self._blocks))]
+        self._blocks[key] = (weakref.ref(rows), block)
         return block
 
     def _cut(self, rows: Tensor) -> Adjacency:
