@@ -32,3 +32,12 @@ class ModelNotStationaryError(BindError):
         self.grad_norm = grad_norm
         self.tolerance = tolerance
         super().__init__(message)
+
+
+class AuditCancelled(Exception):
+    """The caller's progress callback asked to stop (it returned ``False``, or raised this). Not a
+    :class:`BindError`: nothing is wrong with the input. ``stage`` is where the work stopped."""
+
+    def __init__(self, stage: str | None = None) -> None:
+        self.stage = stage
+        super().__init__(f"cancelled during {stage}" if stage else "cancelled")

@@ -146,7 +146,8 @@ def step_estimate(
         ConfigError: more than :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters.
     """
     t0 = time.perf_counter()
-    stepper = Stepper(fm, rule=rule, rtol=rtol, steps=steps, tol=tol)
+    hessian_progress = None if progress is None else (lambda f: progress(0.1 * f))
+    stepper = Stepper(fm, rule=rule, rtol=rtol, steps=steps, tol=tol, progress=hessian_progress)
     timings = {"solve": stepper.solve.seconds}
     if progress is not None:
         progress(0.1)
@@ -167,7 +168,7 @@ def step_estimate(
         taken[pos], residual[pos] = out.taken, out.residual
         if weights is not None and first_steps is not None:
             weights[pos], first_steps[pos] = out.weights, out.first_step
-        if progress is not None and (pos + 1) % 25 == 0:
+        if progress is not None:  # every node: one deletion is a few full-graph passes
             progress(0.1 + 0.9 * (pos + 1) / m)
     timings["per_node_terms"] = time.perf_counter() - t0
     solve = stepper.solve
@@ -210,6 +211,7 @@ class Stepper:
         rtol: float = 1e-9,
         steps: int = STEPS,
         tol: float = 1e-7,
+        progress: Callable[[float], None] | None = None,
     ) -> None:
         p = fm.num_parameters
         if p > EXACT_MAX_PARAMETERS:
@@ -225,7 +227,9 @@ class Stepper:
         self.train, self.test = g.train_idx.to(fm.device), g.test_idx.to(fm.device)
         self.y = g.y.to(fm.device)
         t0 = time.perf_counter()
-        evals, self.evecs = torch.linalg.eigh(dense_hessian(fm.objective, theta, hessian_columns(fm)))
+        hessian = dense_hessian(fm.objective, theta, hessian_columns(fm), progress=progress)
+        evals, self.evecs = torch.linalg.eigh(hessian)
+        del hessian
         scale = float(evals.abs().max())
         kept = evals.abs() > rtol * scale
         self.mu = mu = damping_for(evals, rule)
