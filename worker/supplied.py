@@ -11,6 +11,7 @@ exactly as the supplied one when that one was near a minimum.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from bind_core import Graph
@@ -22,9 +23,14 @@ class ModelGone(LookupError):
 
 
 def prepare_model(
-    parts: tuple[bytes, dict[str, Any]] | None, model_id: uuid.UUID, graph: Graph, device: str
+    parts: tuple[bytes, dict[str, Any]] | None,
+    model_id: uuid.UUID,
+    graph: Graph,
+    device: str,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[TrainedModel, dict[str, Any]]:
-    """The model ready to audit on ``device`` and a record of what was done to it.
+    """The model ready to audit on ``device`` and a record of what was done to it. ``progress(fraction)`` is
+    called through the polish (it may raise to stop it).
 
     Raises:
         ModelGone: the model was deleted.
@@ -37,7 +43,7 @@ def prepare_model(
     record: dict[str, Any] = {"id": str(model_id), "polished_by_service": False}
     if not model.stationarity.get("polished"):
         record["grad_norm_supplied"] = gradient_norm(model, graph)
-        polish(model, graph, newton_max_seconds=model.train_config.newton_seconds)
+        polish(model, graph, newton_max_seconds=model.train_config.newton_seconds, progress=progress)
         record["polished_by_service"] = True
     record["grad_norm"] = float(model.stationarity.get("grad_norm", gradient_norm(model, graph)))
     return model, record

@@ -407,7 +407,13 @@ def _deletion_terms(
         probe = base_proba.clone().requires_grad_(True)
         d_sp = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[0], probe)[0]
         d_eo = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[1], probe)[0]
-    for batch in pair_batches(fm, start=start, stop=stop):
+    done = 0.0
+
+    def check() -> None:
+        if progress is not None:
+            progress(done)
+
+    for batch in pair_batches(fm, start=start, stop=stop, check=check):
         is_train = train_pos[batch.node] >= 0
         if non_iid and bool(is_train.any()):
             # ℓ_j(G) − ℓ_j(G−v) for training j affected by v, differentiated along s.
@@ -425,9 +431,9 @@ def _deletion_terms(
                 change = proba - base_proba[t_pos]
                 lin = torch.stack([(d_sp[t_pos] * change).sum(1), (d_eo[t_pos] * change).sum(1)], dim=1)
                 direct_part.index_add_(0, (batch.v_pos[is_test] - start).to(fm.device), lin)
-        if progress is not None:
-            done = int(batch.v_pos.max()) + 1 - start if batch.v_pos.numel() else 0
-            progress(min(1.0, done / max(stop - start, 1)))
+        if progress is not None and batch.v_pos.numel():
+            done = min(1.0, (int(batch.v_pos.max()) + 1 - start) / max(stop - start, 1))
+            progress(done)
 
 
 def _direct(
