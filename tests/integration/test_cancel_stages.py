@@ -27,7 +27,7 @@ from bind_core.training import TrainConfig, train
 pytestmark = pytest.mark.integration
 
 IDLE_WITHIN_S = 6.0  # the issue asks for 5 s; measured: 0.1–0.9 s (docs/RELIABILITY.md)
-TWO_LAYER = {"arch": "gcn", "layers": 2, "hidden": 20}
+TWO_LAYER: dict[str, Any] = {"arch": "gcn", "layers": 2, "hidden": 20}
 QUIET = {"bootstrap": 0, "validation_sample": 0, "budgets": [1]}
 
 
