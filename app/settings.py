@@ -64,7 +64,22 @@ class Settings(BaseSettings):
     worker_metrics_port: int | None = Field(default=None, ge=0, le=65535)
     """Port of a worker's own Prometheus endpoint (stage durations, outcomes); unset: none."""
 
+    audit_max_memory: int = Field(default=8 * 1024**3, ge=0)
+    """Most bytes an audit's estimated peak memory may reach (`bind_core.budget`: graph, parameters, the L-BFGS
+    history, activations × layers × heads, a dense Hessian when one is formed); past it ``POST /v1/audits`` answers
+    422 ``resource-limit`` before queueing (and the worker refuses it before training). 0: no limit."""
+    audit_max_work: float = Field(default=1e16, ge=0)
+    """Most floating-point operations an audit's estimate may reach (`bind_core.budget`); as above. 0: no limit."""
+
     # Worker-only settings (read by `worker/`; the API ignores them).
+    audit_memory_guard: int = Field(default=16 * 1024**3, ge=0)
+    """Most bytes a running audit may add to its worker process: a watchdog samples the resident memory and the
+    audit stops at its next progress report once past it, and on the CPU the address space is capped at the
+    worker's size plus this much while the audit runs (an allocation past it fails at once); either way the
+    audit fails with a ``resource-limit`` problem and the worker takes the next one. 0: no guard."""
+    audit_max_seconds: float = Field(default=86_400.0, ge=0)
+    """Wall-clock seconds one attempt at an audit may run; past them it stops at its next progress report and
+    fails with a ``resource-limit`` problem. 0: no limit."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Torch device of this worker: ``auto`` takes CUDA when ``torch.cuda.is_available()``, else the CPU."""
     torch_threads: int = Field(default=1, ge=0)

@@ -14,7 +14,7 @@ from bind_core.bootstrap import bootstrap_metrics
 from bind_core.breakdown import group_breakdown, probability_histograms
 from bind_core.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.debias import debias, report
-from bind_core.errors import ConfigError
+from bind_core.errors import AuditCancelled, ConfigError
 from bind_core.fairness import worst_pairs
 from bind_core.graph import Graph
 from bind_core.groups import groups_arg, included_groups
@@ -26,10 +26,12 @@ from bind_core.influence.step import Stepper
 from bind_core.influence.utility import utility_influence
 from bind_core.models import GNN, ModelConfig
 from bind_core.stationarity import require_stationary
-from bind_core.training import ProgressCallback, TrainConfig, TrainedModel, train
+from bind_core.training import TrainConfig, TrainedModel, train
 from bind_core.validation import validate
 
 STAGES = ("training", "metrics", "influence", "debiasing", "validation")
+AuditProgress = Callable[[str, float], bool | None]
+"""``progress(stage, fraction)`` of :func:`run_audit`; ``False`` asks the audit to stop."""
 MAX_REFINE_STEPS = 10_000
 
 
@@ -276,7 +278,11 @@ def _check_refinable(model: TrainedModel | None, graph: Graph, config: AuditConf
 
 
 def _set_estimator(
-    model: TrainedModel, graph: Graph, influence: InfluenceResult, groups: list[int] | None
+    model: TrainedModel,
+    graph: Graph,
+    influence: InfluenceResult,
+    groups: list[int] | None,
+    hold: Callable[[float], None] | None = None,
 ) -> Callable[[list[int]], float] | None:
     """For a step estimate, ΔΓ of deleting a set of training positions as a whole (its own damped step); else
     ``None`` (the influence function's sets are non-overlapping and their estimates add up)."""
@@ -285,8 +291,9 @@ def _set_estimator(
         return None
     operator = "lanczos" if influence.solve.solver == "lanczos" else "dense"  # the estimate's own operator
     stepper = Stepper(
-        FunctionalModel.from_trained(model, graph, groups), rule=details["damping_rule"], operator=operator
-    )
+        FunctionalModel.from_trained(model, graph, groups), rule=details["damping_rule"], operator=operator,
+        progress=hold,
+    )  # fmt: skip
     lam = influence.lam
 
     def set_estimate(positions: list[int]) -> float:
@@ -300,14 +307,17 @@ def run_audit(
     graph: Graph,
     config: AuditConfig | None = None,
     *,
-    progress: ProgressCallback | None = None,
+    progress: AuditProgress | None = None,
     model: TrainedModel | None = None,
     device: str | torch.device = "cpu",
     chunk_runner: ChunkRunner | None = None,
 ) -> AuditResult:
     """Run the audit's stages on ``graph`` (see :data:`STAGES`) and return everything they produced.
 
-    ``progress(stage, fraction)`` is called as each stage advances; it may raise to abort. A supplied
+    ``progress(stage, fraction)`` is called as each stage advances, also inside every long loop (training epochs,
+    the polish's evaluations and Newton steps, Hessian columns, solver iterations, the per-node terms, every
+    retraining), so that the work can be stopped within about one such step: when it returns ``False`` the audit
+    stops with :class:`~bind_core.errors.AuditCancelled`; it may also raise (its exception propagates). A supplied
     ``model`` skips training (the paper's setting: a given GNN trained on the graph). ``chunk_runner``
     computes the influence estimate's per-node terms from its plan (e.g. spread over workers; see
     :mod:`bind_core.influence.plan`); by default they are computed here.
@@ -316,8 +326,8 @@ def run_audit(
     timings: dict[str, float] = {}
 
     def tick(stage: str, frac: float) -> None:
-        if progress is not None:
-            progress(stage, frac)
+        if progress is not None and progress(stage, frac) is False:
+            raise AuditCancelled(stage)
 
     if config.refine_steps and "influence" in config.stages:
         _check_refinable(model, graph, config)
@@ -381,15 +391,16 @@ def run_audit(
     if "debiasing" in config.stages and config.budgets:
         start = time.perf_counter()
         tick("debiasing", 0.0)
+        hold = lambda _f: tick("debiasing", 0.0)  # noqa: E731 (a checkpoint while a stage prepares)
         utility = (
-            utility_influence(model, graph, non_iid=config.non_iid, solver=config.solver)
+            utility_influence(model, graph, non_iid=config.non_iid, solver=config.solver, progress=hold)
             if config.debias_utility
             else None
         )
         result.debiasing = debias(
             model, graph, result.influence.delta, budgets=config.budgets, lam=config.lam, progress=tick,
             groups=groups, utility=utility, chance_seeds=config.debias_seeds, random_sets=config.debias_random_sets,
-            set_estimate=_set_estimator(model, graph, result.influence, groups),
+            set_estimate=_set_estimator(model, graph, result.influence, groups, hold),
         )  # fmt: skip
         timings["debiasing"] = time.perf_counter() - start
 

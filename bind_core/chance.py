@@ -46,9 +46,11 @@ def _gamma(model: TrainedModel, graph: Graph, lam: float, groups: list[int] | No
     return lam * sp + (1 - lam) * eo
 
 
-def _retrain(model: TrainedModel, graph: Graph, seed: int) -> TrainedModel:
+def _retrain(model: TrainedModel, graph: Graph, seed: int, hold: Callable[[], None] | None = None) -> TrainedModel:
+    """Retrain with ``seed``; ``hold()`` is called at every progress report of the training (it may raise)."""
     config = dataclasses.replace(model.train_config, seed=seed)
-    return train(graph, config, model.model_config, device=model.device)
+    report = None if hold is None else (lambda _stage, _fraction: hold())
+    return train(graph, config, model.model_config, device=model.device, progress=report)
 
 
 def seed_baselines(
@@ -58,11 +60,13 @@ def seed_baselines(
     *,
     lam: float = 0.5,
     groups: list[int] | None = None,
+    hold: Callable[[], None] | None = None,
 ) -> dict[int, float]:
-    """``Γ(G; s)`` of the model's architecture and settings retrained from scratch with each seed."""
+    """``Γ(G; s)`` of the model's architecture and settings retrained from scratch with each seed (``hold()``:
+    called while they train, may raise to abort)."""
     if len(seeds) < MIN_SEEDS or len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds: {list(seeds)!r} must be at least {MIN_SEEDS} distinct training seeds")
-    return {int(s): _gamma(_retrain(model, graph, int(s)), graph, lam, groups) for s in seeds}
+    return {int(s): _gamma(_retrain(model, graph, int(s), hold), graph, lam, groups) for s in seeds}
 
 
 def _effects(
@@ -72,9 +76,10 @@ def _effects(
     baselines: dict[int, float],
     lam: float,
     groups: list[int] | None,
+    hold: Callable[[], None] | None = None,
 ) -> list[float]:
     reduced, _ = graph.without_nodes(nodes)
-    return [_gamma(_retrain(model, reduced, s), reduced, lam, groups) - base for s, base in baselines.items()]
+    return [_gamma(_retrain(model, reduced, s, hold), reduced, lam, groups) - base for s, base in baselines.items()]
 
 
 def _spread(values: Sequence[float]) -> dict[str, float]:
@@ -127,14 +132,18 @@ def against_random(
         if progress is not None:
             progress(done / total)
 
-    chosen = _effects(model, graph, selected, baselines, lam, groups)
+    def hold() -> None:
+        if progress is not None:
+            progress(done / total)
+
+    chosen = _effects(model, graph, selected, baselines, lam, groups, hold)
     tick()
     gen = torch.Generator().manual_seed(seed)
     rows: list[dict[str, Any]] = []
     random_means: list[float] = []
     for _ in range(random_sets):
         pick = graph.train_idx[torch.randperm(graph.train_idx.numel(), generator=gen)[:size]]
-        effects = _effects(model, graph, pick, baselines, lam, groups)
+        effects = _effects(model, graph, pick, baselines, lam, groups, hold)
         random_means.append(statistics.fmean(effects))
         rows.append({"effects": effects, "mean": random_means[-1]})
         tick()

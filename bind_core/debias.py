@@ -76,7 +76,8 @@ def debias(
     parts = len(budgets) * (2 if chance_seeds else 1) + (1 if chance_seeds else 0)  # progress: retraining groups
     baselines = None
     if chance_seeds:
-        baselines = seed_baselines(model, graph, chance_seeds, lam=lam, groups=groups)
+        hold = None if progress is None else (lambda: progress("debiasing", 0.0))
+        baselines = seed_baselines(model, graph, chance_seeds, lam=lam, groups=groups, hold=hold)
         if progress is not None:
             progress("debiasing", 1 / parts)
     done = 1 if chance_seeds else 0

@@ -36,3 +36,12 @@ class ModelNotStationaryError(BindError):
 
 class NonFiniteError(BindError):
     """A model's outputs (predicted probabilities) hold NaN or inf, so no prediction or metric can be made."""
+
+
+class AuditCancelled(Exception):
+    """The caller's progress callback asked to stop (it returned ``False``, or raised this). Not a
+    :class:`BindError`: nothing is wrong with the input. ``stage`` is where the work stopped."""
+
+    def __init__(self, stage: str | None = None) -> None:
+        self.stage = stage
+        super().__init__(f"cancelled during {stage}" if stage else "cancelled")

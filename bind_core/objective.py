@@ -58,9 +58,14 @@ def message_passing_finish(
     start = time.perf_counter()
     record: dict[str, Any] = {}
     totals = {"iterations": 0, "accepted": 0, "hessians": 0}
+
+    def hold(_fraction: float) -> None:  # an L-BFGS restart or a Hessian between Newton steps: no progress
+        if progress is not None:
+            progress(0.0)
+
     for done in range(FINISH_ROUNDS):
         if done:  # the frozen steps stalled: L-BFGS rebuilds its curvature pairs from here
-            lbfgs(module, inputs, graph, wd, tol=tol, max_iter=lbfgs_iter)
+            lbfgs(module, inputs, graph, wd, tol=tol, max_iter=lbfgs_iter, progress=hold)
             worst = largest_gradient_entry(module, inputs, graph, wd)
             if worst <= tol:
                 record |= {"converged": True, "reason": "converged", "max_abs_grad": worst}
@@ -70,7 +75,7 @@ def message_passing_finish(
             record["reason"] = "max_seconds"
             break
         objective, theta, write_back = flat_objective(module, inputs, graph, wd)
-        eigen = torch.linalg.eigh(dense_hessian_by_rows(objective, theta))
+        eigen = torch.linalg.eigh(dense_hessian_by_rows(objective, theta, progress=hold))
         theta, record = newton_finish(
             objective, theta, tol=tol, max_iter=max_steps, max_seconds=left, progress=progress, eigen=eigen,
             refresh_after=FROZEN_REFRESH, hessian=dense_hessian_by_rows,
@@ -87,14 +92,29 @@ def message_passing_finish(
     return record
 
 
-def lbfgs(module: GNN, inputs: GraphInputs, graph: Graph, wd: float, *, tol: float, max_iter: int) -> None:
-    """Full-batch float64 L-BFGS on the training objective, in place (the polish's settings)."""
+def lbfgs(
+    module: GNN,
+    inputs: GraphInputs,
+    graph: Graph,
+    wd: float,
+    *,
+    tol: float,
+    max_iter: int,
+    progress: Callable[[float], None] | None = None,
+) -> None:
+    """Full-batch float64 L-BFGS on the training objective, in place (the polish's settings).
+    ``progress(fraction of max_iter)`` is called at every evaluation and may raise to abort."""
+    evaluations = 0
     optimizer = torch.optim.LBFGS(
         module.parameters(), lr=1.0, max_iter=max_iter, max_eval=int(max_iter * 1.5) + 10, tolerance_grad=tol,
         tolerance_change=1e-16, history_size=50, line_search_fn="strong_wolfe",
     )  # fmt: skip
 
     def closure() -> Tensor:
+        nonlocal evaluations
+        evaluations += 1
+        if progress is not None:
+            progress(min(1.0, evaluations / max(max_iter, 1)))
         optimizer.zero_grad(set_to_none=True)
         obj = training_objective(module, inputs, graph, wd)
         obj.backward()

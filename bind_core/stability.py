@@ -75,10 +75,13 @@ def topk_stability(
         if reference is not None and reference.influence is not None and reference.config.training.seed == seed:
             delta = reference.influence.delta
         else:
-            model = train(graph, replace(config.training, seed=seed), config.model, device=device)
+            done = i / len(seeds)
+            hold = None if progress is None else (lambda *_, d=done: progress("stability", d))
+            model = train(graph, replace(config.training, seed=seed), config.model, device=device, progress=hold)
             delta = estimate(
-                model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, groups=groups
-            ).delta
+                model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, groups=groups,
+                progress=hold,
+            ).delta  # fmt: skip
         sets[seed] = topk_harmful(delta, node_ids, k)
         if progress is not None:
             progress("stability", (i + 1) / len(seeds))

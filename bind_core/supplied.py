@@ -11,6 +11,7 @@ itself, built from its config and weights, and refused unless the two give the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -23,9 +24,15 @@ from bind_core.training import TrainedModel, gradient_norm, polish
 
 
 def prepare_supplied(
-    weights: bytes, config: dict[str, Any], graph: Graph, device: str | torch.device = "cpu"
+    weights: bytes,
+    config: dict[str, Any],
+    graph: Graph,
+    device: str | torch.device = "cpu",
+    *,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[TrainedModel, dict[str, Any]]:
-    """The model ready to audit on ``device`` and a record of what was done to it.
+    """The model ready to audit on ``device`` and a record of what was done to it (``progress``: the polish's,
+    which may raise to stop it).
 
     Returns:
         The model and ``{"polished_by_service", "grad_norm_supplied" (when polished), "grad_norm", "pyg"
@@ -51,7 +58,7 @@ def prepare_supplied(
     model.predict_proba(graph)  # refuses probabilities that are not finite (NonFiniteError) before the polish
     if not model.stationarity.get("polished"):
         record["grad_norm_supplied"] = gradient_norm(model, graph)
-        polish(model, graph, newton_max_seconds=model.train_config.newton_seconds)
+        polish(model, graph, newton_max_seconds=model.train_config.newton_seconds, progress=progress)
         record["polished_by_service"] = True
     record["grad_norm"] = float(model.stationarity.get("grad_norm", gradient_norm(model, graph)))
     return model, record

@@ -386,7 +386,7 @@ def polish(
     (the largest gradient entry is at most ``tol``) and, when it ran, ``newton`` (its record) in
     ``trained.stationarity``.
     Used after training and, warm-started, as the ground truth of a deletion. ``progress(fraction)`` is called
-    every 25 objective evaluations and after each Newton step; it may raise.
+    at every objective evaluation, after each Newton step and while a Hessian is formed; it may raise.
     """
     module = trained.module.double()
     module.eval()
@@ -412,7 +412,7 @@ def polish(
     def closure() -> Tensor:
         nonlocal evaluations
         evaluations += 1
-        if progress is not None and evaluations % 25 == 0:
+        if progress is not None:  # every evaluation: one can take seconds on a large model
             progress(lbfgs_share * min(1.0, evaluations / max(max_iter, 1)))
         optimizer.zero_grad(set_to_none=True)
         obj = training_objective(module, inputs, graph, wd)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,23 +53,33 @@ def gammas(model: TrainedModel, graph: Graph, groups: list[int] | None = None) -
 
 
 def retrain_without(
-    model: TrainedModel, graph: Graph, nodes: Tensor | Sequence[int], mode: str, *, damping: float = 0.0
+    model: TrainedModel,
+    graph: Graph,
+    nodes: Tensor | Sequence[int],
+    mode: str,
+    *,
+    damping: float = 0.0,
+    hold: Callable[[], None] | None = None,
 ) -> TrainedModel:
     """The model after deleting ``nodes`` from ``graph`` and retraining by ``mode`` (see the module docstring;
-    ``damping`` is the proximal mode's ``μ``)."""
+    ``damping`` is the proximal mode's ``μ``). ``hold()`` is called as the retraining advances (every objective
+    evaluation or training report) and may raise to abort it."""
     reduced, _ = graph.without_nodes(torch.as_tensor(nodes, dtype=torch.long))
+    tick = None if hold is None else (lambda *_: hold())
     if mode == "proximal":
-        return proximal_reoptimize(model, reduced, num_train=int(graph.train_idx.numel()), damping=damping)
+        return proximal_reoptimize(
+            model, reduced, num_train=int(graph.train_idx.numel()), damping=damping, progress=tick
+        )
     if mode == "reoptimize":
         clone = TrainedModel(
             copy.deepcopy(model.module), model.model_config, model.train_config, dict(model.history), {}
         )
         cfg = model.train_config
-        return polish(clone, reduced, max_iter=max(cfg.polish_max_iter, 1000), tol=cfg.polish_tol)
+        return polish(clone, reduced, max_iter=max(cfg.polish_max_iter, 1000), tol=cfg.polish_tol, progress=tick)
     if mode == "scratch":
-        return train(reduced, model.train_config, model.model_config, device=model.device)
+        return train(reduced, model.train_config, model.model_config, device=model.device, progress=tick)
     if mode == "fine_tune":
-        return fine_tune(model, reduced)
+        return fine_tune(model, reduced, progress=tick)
     raise ConfigError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
 
 
@@ -81,10 +91,12 @@ def proximal_reoptimize(
     damping: float,
     tol: float = 1e-10,
     max_iter: int = 5000,
+    progress: Callable[[float], None] | None = None,
 ) -> TrainedModel:
     """A copy of ``model`` re-optimised on ``reduced`` (``G − S``) by the proximal objective (module docstring):
     float64 L-BFGS from the trained weights until ``max|∇| ≤ tol``. ``stationarity`` records ``converged``,
-    ``max_abs_grad`` and ``iterations``."""
+    ``max_abs_grad`` and ``iterations``. ``progress(fraction of max_iter)`` is called at every evaluation and may
+    raise to abort."""
     clone = TrainedModel(copy.deepcopy(model.module).double().eval(), model.model_config, model.train_config)
     names, shapes, theta_hat = flat_parameters(clone.module)
     inputs = clone.prepare(reduced)
@@ -103,7 +115,13 @@ def proximal_reoptimize(
         tolerance_change=1e-18, history_size=50, line_search_fn="strong_wolfe",
     )  # fmt: skip
 
+    evaluations = 0
+
     def closure() -> Tensor:
+        nonlocal evaluations
+        evaluations += 1
+        if progress is not None:
+            progress(min(1.0, evaluations / max_iter))
         optimizer.zero_grad(set_to_none=True)
         value = objective(flat)
         value.backward()
@@ -227,16 +245,17 @@ def validate(
     stepper = None
     if protocol == "sets" and influence.solve.details.get("method") == "step":
         stepper = Stepper(
-            FunctionalModel.from_trained(model, graph, groups),
-            rule=influence.solve.details["damping_rule"],
+            FunctionalModel.from_trained(model, graph, groups), rule=influence.solve.details["damping_rule"],
             operator="lanczos" if influence.solve.solver == "lanczos" else "dense",
-        )
+            progress=None if progress is None else (lambda _f: progress("validation", 0.0)),
+        )  # fmt: skip
     before = gammas(model, graph, groups)
     est, act = [], []
     for i, pos in enumerate(positions):
         nodes = train_idx[torch.tensor(pos)]
         reduced, _ = graph.without_nodes(nodes)
-        after = gammas(retrain_without(model, graph, nodes, mode, damping=damping), reduced, groups)
+        hold = None if progress is None else (lambda i=i: progress("validation", i / len(positions)))
+        after = gammas(retrain_without(model, graph, nodes, mode, damping=damping, hold=hold), reduced, groups)
         d_sp, d_eo = after[0] - before[0], after[1] - before[1]
         act.append([influence.lam * d_sp + (1 - influence.lam) * d_eo, d_sp, d_eo])
         if stepper is not None and len(pos) > 1:  # the set's own step, not the sum of its members'

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import CursorResult, Executable, and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
-from app.db.models import Audit, Graph, InfluenceRow, SuppliedModel
+from app.db.models import Audit, Graph, InfluencePlanRecord, InfluenceRow, SuppliedModel
 from worker import turns
 from worker.progress import Lease
 
@@ -175,15 +175,26 @@ def _influence_row(audit_id: uuid.UUID, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def fail(session: Session, claim: Claim, problem: dict[str, Any]) -> Lease:
-    """Mark the audit ``failed`` with ``problem`` (an RFC 9457 document)."""
+    """Mark the audit ``failed`` with ``problem`` (an RFC 9457 document) and drop what was left half-made."""
     t = now()
     values = dict(state="failed", error=problem, finished_at=t, heartbeat_at=t, updated_at=t)
     hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
+    if hit:
+        discard_partial(session, claim.audit_id)
     return Lease.HELD if hit else _lease_after_miss(session, claim)
 
 
+def discard_partial(session: Session, audit_id: uuid.UUID) -> None:
+    """Delete an unfinished audit's partial artefacts: a distributed estimate's plan with its chunks (their
+    tasks then find no plan and do nothing) and influence rows an earlier attempt may have left."""
+    session.execute(delete(InfluencePlanRecord).where(InfluencePlanRecord.audit_id == audit_id))
+    session.execute(delete(InfluenceRow).where(InfluenceRow.audit_id == audit_id))
+
+
 def close_cancelled(session: Session, claim: Claim) -> None:
-    """Stamp ``finished_at`` on an audit cancelled while this attempt ran (if the API did not)."""
+    """Stamp ``finished_at`` on an audit cancelled while this attempt ran (if the API did not), and drop what
+    was left half-made (`discard_partial`)."""
+    discard_partial(session, claim.audit_id)
     t = now()
     session.execute(
         update(Audit)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import ProblemError
+from app.services.budget import ResourceLimitExceeded
 from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError
 from bind_core.errors import ModelNotStationaryError, NonFiniteError
+from worker.guard import LimitExceeded
 
 
 def problem_for(exc: BaseException, *, audit_id: str, stage: str | None = None) -> dict[str, Any]:
@@ -25,7 +27,12 @@ def problem_for(exc: BaseException, *, audit_id: str, stage: str | None = None) 
         ``"stage"`` when known.
     """
     error: ProblemError
-    if isinstance(exc, DatasetNotFoundError):
+    if isinstance(exc, LimitExceeded):
+        limit = {"limit": exc.limit, "allowed": exc.allowed, "used": exc.used, "excess": exc.used - exc.allowed}
+        error = ResourceLimitExceeded(str(exc), limits=[limit])
+    elif isinstance(exc, ProblemError):
+        error = exc
+    elif isinstance(exc, DatasetNotFoundError):
         error = ProblemError(str(exc), status=422, title="Dataset not found", slug="dataset-not-found")
     elif isinstance(exc, GraphValidationError):
         message = str(exc).removeprefix(f"{exc.field}: ")

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from enum import Enum
 from types import TracebackType
 
+from bind_core.errors import AuditCancelled
+
 log = logging.getLogger(__name__)
 
 
@@ -27,8 +29,8 @@ class Lease(Enum):
     LOST = "lost"
 
 
-class Cancelled(Exception):
-    """The audit's state became ``cancelled`` while it ran."""
+class Cancelled(AuditCancelled):
+    """The audit's state became ``cancelled`` while it ran (bind_core's cancellation, raised by the callback)."""
 
 
 class LeaseLost(Exception):

@@ -10,19 +10,24 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db.models import SuppliedModel
 from app.integrations.mlflow_log import log_succeeded_audit
 from app.logs import audit_id as audit_id_var
+from app.services.budget import check_budget, cost_of
 from app.settings import Settings
 from bind_core import ConfigError, DatasetNotFoundError, Graph
 from bind_core.audit import AuditConfig, AuditResult, run_audit
 from bind_core.datasets import load, load_npz
+from bind_core.errors import AuditCancelled
 from bind_core.training import TrainedModel
 from worker import chunks, events, jobs
+from worker.guard import AuditGuard, LimitExceeded
 from worker.jobs import Claim
 from worker.problems import problem_for
-from worker.progress import Cancelled, Lease, LeaseLost, ProgressReporter
+from worker.progress import Lease, LeaseLost, ProgressReporter
 from worker.stages import OverallProgress, planned_stages
 from worker.supplied import ModelGone, prepare_model
 
@@ -90,14 +95,21 @@ def execute(
         beat, min_interval=settings.progress_interval, heartbeat_interval=settings.heartbeat_interval
     )
     stage: str | None = None
+    guard = AuditGuard(
+        memory=settings.audit_memory_guard,
+        seconds=settings.audit_max_seconds,
+        address_space=device == "cpu",
+    )
     try:
-        with reporter:
+        with reporter, guard:
             graph = _load_graph(sessions, claim, settings)
             config = AuditConfig.from_dict(claim.config)
+            _check_budget(sessions, claim, graph, config, settings)
             overall = OverallProgress(planned_stages(config))
 
             def progress(current: str, fraction: float) -> None:
                 nonlocal stage
+                guard.check()
                 stage, total = overall(current, fraction)
                 reporter(stage, total)
 
@@ -105,8 +117,10 @@ def execute(
             if claim.model_id is not None:
                 with sessions() as session:
                     parts = jobs.model_parts(session, claim.model_id)
-                reporter("training", 0.0)
-                model, supplied = prepare_model(parts, claim.model_id, graph, device)
+                progress("training", 0.0)
+                model, supplied = prepare_model(
+                    parts, claim.model_id, graph, device, progress=lambda f: progress("training", f)
+                )
             distributed: dict[str, Any] | None = None
             n_chunks = chunks.wanted(settings, graph)
             if n_chunks and "influence" in config.stages:
@@ -122,14 +136,21 @@ def execute(
                 payload["results"]["supplied_model"] = supplied
             if distributed is not None and payload["results"].get("influence_summary") is not None:
                 payload["results"]["influence_summary"]["distributed"] = distributed
-    except Cancelled:
+    except AuditCancelled:
+        log.info("audit %s: stopped in stage %s; %d bytes of resident memory added at most", audit_id, stage,
+                 guard.added_peak)  # fmt: skip
         return _cancelled(sessions, claim)
     except LeaseLost:
         log.warning("audit %s: attempt %d lost its lease; another attempt owns it", audit_id, claim.attempt)
         return Outcome(audit_id, "lost", claim.attempt)
     except Exception as exc:
-        log.exception("audit %s failed in stage %s (attempt %d)", audit_id, stage, claim.attempt)
-        problem = problem_for(_unwrap(exc), audit_id=audit_id, stage=stage)
+        over = exc if isinstance(exc, LimitExceeded) else guard.memory_failure(exc)
+        if over is not None:
+            log.warning("audit %s stopped in stage %s: %s (resident memory added: %d bytes at most)", audit_id,
+                        stage, over, guard.added_peak)  # fmt: skip
+        else:
+            log.exception("audit %s failed in stage %s (attempt %d)", audit_id, stage, claim.attempt)
+        problem = problem_for(_unwrap(over or exc), audit_id=audit_id, stage=stage)
         with sessions.begin() as session:
             lease = jobs.fail(session, claim, problem)
             deliveries = events.audit_finished(session, claim.audit_id) if lease is Lease.HELD else []
@@ -143,6 +164,25 @@ def execute(
     if outcome.status == "succeeded":
         log_succeeded_audit(settings, audit_id, result.config.to_dict(), payload["results"], payload["influence"])
     return outcome
+
+
+def _check_budget(
+    sessions: sessionmaker[Session], claim: Claim, graph: Graph, config: AuditConfig, settings: Settings
+) -> None:
+    """The API's budget check again, now that the graph is loaded (a built-in dataset's sizes are known only
+    here; the limits may also have changed since the audit was queued)."""
+    if not isinstance(graph, Graph):  # a stand-in (the runner's tests)
+        return
+    supplied = None
+    if claim.model_id is not None:
+        with sessions() as session:
+            supplied = session.scalar(select(SuppliedModel.config).where(SuppliedModel.id == claim.model_id))
+    try:
+        cost = cost_of(config, graph.summary(), supplied)
+    except (KeyError, TypeError, ValueError):
+        log.warning("audit %s: its cost could not be estimated; running it unchecked", claim.audit_id, exc_info=True)
+        return
+    check_budget(cost, settings)
 
 
 def _run_distributed(

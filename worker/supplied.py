@@ -6,6 +6,7 @@ under ``supplied_model``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from bind_core import Graph
@@ -18,9 +19,14 @@ class ModelGone(LookupError):
 
 
 def prepare_model(
-    parts: tuple[bytes, dict[str, Any]] | None, model_id: uuid.UUID, graph: Graph, device: str
+    parts: tuple[bytes, dict[str, Any]] | None,
+    model_id: uuid.UUID,
+    graph: Graph,
+    device: str,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[TrainedModel, dict[str, Any]]:
-    """The model ready to audit on ``device`` and a record of what was done to it.
+    """The model ready to audit on ``device`` and a record of what was done to it. ``progress(fraction)`` is
+    called through the polish (it may raise to stop it).
 
     Raises:
         ModelGone: the model was deleted.
@@ -31,5 +37,5 @@ def prepare_model(
     """
     if parts is None:
         raise ModelGone(f"model {model_id} was deleted")
-    model, record = prepare_supplied(*parts, graph, device)
+    model, record = prepare_supplied(*parts, graph, device, progress=progress)
     return model, {"id": str(model_id), **record}

@@ -24,6 +24,7 @@ from app.errors import Conflict, NotFound, ValidationProblem
 from app.pagination import newest_first
 from app.queue import AuditQueue
 from app.schemas.audits import AuditCreate
+from app.services.budget import check_budget, cost_of
 from app.services.tenant_limits import check_queue_room
 from app.services.versions import resolve_name
 from app.settings import Settings
@@ -63,7 +64,8 @@ def create_audit(
         if earlier is not None:
             return earlier, False
     try:
-        config = AuditConfig.from_dict(body.config_dict()).to_dict()
+        parsed = AuditConfig.from_dict(body.config_dict())
+        config = parsed.to_dict()
     except BindError as exc:
         raise ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration") from exc
     if body.graph_name is not None:
@@ -72,6 +74,7 @@ def create_audit(
         body = _model_source(session, tenant, body)
     dataset, graph_version = _check_source(session, tenant, body, settings)
     check_queue_room(session, tenant, settings)
+    _check_budget(session, body, parsed, settings)
     audit = Audit(
         tenant_id=tenant.id,
         graph_id=body.graph_id,
@@ -155,6 +158,24 @@ def _check_source(
     if not any(info.name == name and info.present for info in available(settings.data_root)):
         raise problem
     return name, None
+
+
+def _check_budget(session: Session, body: AuditCreate, config: AuditConfig, settings: Settings) -> None:
+    """Refuse (422 ``resource-limit``) an audit of an uploaded graph whose estimated cost is over the limits; a
+    built-in dataset's sizes are known only once loaded, so the worker checks those."""
+    if body.graph_id is None:
+        return
+    summary = session.scalar(select(Graph.summary).where(Graph.id == body.graph_id))
+    if summary is None:
+        return
+    supplied = None
+    if body.model_id is not None:
+        supplied = session.scalar(select(SuppliedModel.config).where(SuppliedModel.id == body.model_id))
+    try:
+        cost = cost_of(config, summary, supplied)
+    except (BindError, KeyError, TypeError) as exc:  # a summary or model config of an older format
+        raise ValidationProblem(f"cannot estimate the audit's cost: {exc}", slug="invalid-config") from exc
+    check_budget(cost, settings)
 
 
 def get_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit:

@@ -59,20 +59,22 @@ def pair_batches(
     max_pairs: int = 200_000,
     max_nodes: int = 400_000,
     targets: Tensor | None = None,
+    check: Callable[[], None] | None = None,
 ) -> Iterator[Batch]:
     """The affected pairs of the deleted nodes ``train_idx[start:stop]``, in batches (see the module docstring).
 
     Row-separable models take the row shortcut; any other model the incremental path
     (:mod:`bind_core.influence.incremental`), which recomputes only the rows the deletion changes. ``targets``
     (an ``[n]`` mask) are the affected nodes worth yielding; default: training and test nodes
-    (:func:`~bind_core.influence.functional.estimate_targets`).
+    (:func:`~bind_core.influence.functional.estimate_targets`). ``check()`` is called for every deleted node
+    while the incremental path assembles a batch (it may raise to abort).
     """
     stop = int(fm.graph.train_idx.numel()) if stop is None else stop
     relevant = estimate_targets(fm.graph) if targets is None else targets
     if fm.module.row_separable:
         yield from _row_batches(fm, max_pairs, start, stop, relevant)
     else:
-        yield from incremental_batches(fm, max_nodes, start, stop, relevant)
+        yield from incremental_batches(fm, max_nodes, start, stop, relevant, check)
 
 
 def _row_batches(

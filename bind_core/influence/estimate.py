@@ -200,7 +200,8 @@ def estimate(
     )  # fmt: skip
     if chunk_runner is None:
         m = the_plan.num_train
-        chunks = [estimate_chunk(the_plan, model, graph, 0, m, fm=fm)]
+        per_node = None if progress is None else (lambda f: report(0.5 + 0.5 * f))
+        chunks = [estimate_chunk(the_plan, model, graph, 0, m, fm=fm, progress=per_node)]
     else:
         chunks = chunk_runner(the_plan, model)
     report(1.0)
@@ -212,11 +213,16 @@ METHODS = ("auto", "linear", "step")
 
 def choose_method(method: str, fm: FunctionalModel) -> str:
     """The estimate :func:`estimate` runs for ``method`` on this model (see its ``method`` argument)."""
+    return pick_method(method, row_separable=fm.module.row_separable, num_parameters=fm.num_parameters)
+
+
+def pick_method(method: str, *, row_separable: bool, num_parameters: int) -> str:
+    """:func:`choose_method` from the model's shape alone (what :mod:`bind_core.budget` needs before training)."""
     if method not in METHODS:
         raise ConfigError(f"method: {method!r} is not one of {', '.join(METHODS)}")
     if method != "auto":
         return method
-    return "linear" if fm.module.row_separable or fm.num_parameters > EXACT_MAX_PARAMETERS else "step"
+    return "linear" if row_separable or num_parameters > EXACT_MAX_PARAMETERS else "step"
 
 
 def plan(
@@ -254,6 +260,7 @@ def plan(
     s, info = solve_hessian(
         fm, grad_gamma.T.contiguous(), solver=solver, rtol=rtol, damping=damping, cg_tol=cg_tol,
         cg_max_iter=cg_max_iter, lissa_depth=lissa_depth, lissa_damping=lissa_damping,
+        progress=None if progress is None else (lambda f: progress(0.2 + 0.6 * f)),
     )  # fmt: skip
     info.seconds = time.perf_counter() - t0
     timings["solve"] = info.seconds
@@ -281,8 +288,10 @@ def estimate_chunk(
     stop: int,
     *,
     fm: FunctionalModel | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> InfluenceChunk:
-    """The per-node terms of training positions ``start..stop-1`` (see :mod:`bind_core.influence.plan`)."""
+    """The per-node terms of training positions ``start..stop-1`` (see :mod:`bind_core.influence.plan`).
+    ``progress(fraction of the positions)`` is called after each batch of affected pairs; it may raise."""
     t0 = time.perf_counter()
     fm = fm or FunctionalModel.from_trained(model, graph, plan.groups)
     theta = fm.theta
@@ -300,7 +309,7 @@ def estimate_chunk(
     if plan.non_iid or plan.direct:
         _deletion_terms(
             fm, theta, s, a, plan.gamma.to(fm.device), non_iid_part, direct_part, non_iid=plan.non_iid,
-            direct=plan.direct, exact=plan.direct_exact, start=start, stop=stop,
+            direct=plan.direct, exact=plan.direct_exact, start=start, stop=stop, progress=progress,
         )  # fmt: skip
     return InfluenceChunk(
         start, stop, iid=a[start:stop] / m, non_iid=non_iid_part / m, direct=direct_part,
@@ -330,24 +339,30 @@ def solve_hessian(
     cg_max_iter: int = 2000,
     lissa_depth: int = 1000,
     lissa_damping: float = 0.01,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[Tensor, SolveInfo]:
-    """``H⁻¹·rhs`` (``rhs``: ``[p, k]``) at the model's weights with the chosen solver (see :func:`estimate`)."""
+    """``H⁻¹·rhs`` (``rhs``: ``[p, k]``) at the model's weights with the chosen solver (see :func:`estimate`).
+    ``progress(fraction)`` is called as the solver advances (Hessian columns, iterations); it may raise."""
     theta = fm.theta
     chosen = choose(solver, fm.num_parameters)
     if solver == "auto" and chosen == "cg" and not fm.module.row_separable:
         chosen = "lanczos"  # a deep model beyond the dense Hessian: the damped (proximal) solve, matrix-free
     if chosen == "lanczos":
+        lanczos_progress = None if progress is None else (lambda f: progress(0.9 * f))
         operator = damped_inverse(
             make_hvp(fm.objective, theta), fm.num_parameters, rule=DAMPING_RULE, damping=damping or None,
-            dtype=theta.dtype, device=theta.device,
+            dtype=theta.dtype, device=theta.device, progress=lanczos_progress,
         )  # fmt: skip
-        x, record = operator.solve(rhs, tol=cg_tol, max_iter=cg_max_iter)
+        x, record = operator.solve(rhs, tol=cg_tol, max_iter=cg_max_iter, progress=progress)
         return x, SolveInfo("lanczos", details={"parameters": fm.num_parameters, **operator.details, **record})
     if chosen == "exact":
-        return solve_exact(fm.objective, theta, rhs, rtol=rtol, damping=damping, chunk=hessian_columns(fm))
+        return solve_exact(
+            fm.objective, theta, rhs, rtol=rtol, damping=damping, chunk=hessian_columns(fm), progress=progress
+        )
+    hvp = make_hvp(fm.objective, theta)
     if chosen == "cg":
-        return solve_cg(make_hvp(fm.objective, theta), rhs, tol=cg_tol, max_iter=cg_max_iter, damping=damping)
-    return solve_lissa(make_hvp(fm.objective, theta), rhs, depth=lissa_depth, damping=lissa_damping)
+        return solve_cg(hvp, rhs, tol=cg_tol, max_iter=cg_max_iter, damping=damping, progress=progress)
+    return solve_lissa(hvp, rhs, depth=lissa_depth, damping=lissa_damping, progress=progress)
 
 
 def _gamma_gradients(fm: FunctionalModel, theta: Tensor) -> Tensor:
@@ -391,6 +406,7 @@ def _deletion_terms(
     exact: bool,
     start: int,
     stop: int,
+    progress: Callable[[float], None] | None = None,
 ) -> None:
     """Adds the non-i.i.d. and direct terms of training positions ``start..stop-1`` (rows ``0..stop-start-1``)."""
     g = fm.graph
@@ -405,7 +421,13 @@ def _deletion_terms(
         probe = base_proba.clone().requires_grad_(True)
         d_sp = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[0], probe)[0]
         d_eo = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[1], probe)[0]
-    for batch in pair_batches(fm, start=start, stop=stop):
+    done = 0.0
+
+    def check() -> None:
+        if progress is not None:
+            progress(done)
+
+    for batch in pair_batches(fm, start=start, stop=stop, check=check):
         is_train = train_pos[batch.node] >= 0
         if non_iid and bool(is_train.any()):
             # ℓ_j(G) − ℓ_j(G−v) for training j affected by v, differentiated along s.
@@ -423,6 +445,9 @@ def _deletion_terms(
                 change = proba - base_proba[t_pos]
                 lin = torch.stack([(d_sp[t_pos] * change).sum(1), (d_eo[t_pos] * change).sum(1)], dim=1)
                 direct_part.index_add_(0, (batch.v_pos[is_test] - start).to(fm.device), lin)
+        if progress is not None and batch.v_pos.numel():
+            done = min(1.0, (int(batch.v_pos.max()) + 1 - start) / max(stop - start, 1))
+            progress(done)
 
 
 def _direct(

@@ -159,10 +159,16 @@ def _to(t: Tensor | None, fm: FunctionalModel) -> Tensor | None:
 
 
 def incremental_batches(
-    fm: FunctionalModel, max_rows: int, first: int, stop: int, relevant: Tensor | None = None
+    fm: FunctionalModel,
+    max_rows: int,
+    first: int,
+    stop: int,
+    relevant: Tensor | None = None,
+    check: Callable[[], None] | None = None,
 ) -> Iterator[IncrementalBatch]:
     """The affected pairs of ``train_idx[first:stop]``, batched to about ``max_rows`` input rows per layer;
-    ``relevant`` (an ``[n]`` mask, default training and test nodes) are the affected nodes worth yielding."""
+    ``relevant`` (an ``[n]`` mask, default training and test nodes) are the affected nodes worth yielding.
+    ``check()`` is called for every deleted node (it may raise to abort)."""
     g = fm.graph
     depth = len(fm.module.convs)
     gcn = fm.module.config.arch == "gcn"
@@ -173,6 +179,8 @@ def incremental_batches(
     pending: list[tuple[int, Tensor, list[tuple[Tensor, Tensor, Tensor, Tensor | None]]]] = []
     rows = 0
     for v_pos in range(first, stop):
+        if check is not None:
+            check()
         v = int(g.train_idx[v_pos])
         seed = torch.tensor([v])
         targets = csr.k_hop(seed, depth)

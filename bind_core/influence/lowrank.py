@@ -59,11 +59,25 @@ class DampedInverse:
         rest = vec - self.evecs @ coords
         return self.evecs @ (scale * coords) + rest / (self.complement + self.mu)
 
-    def solve(self, rhs: Tensor, *, tol: float = 1e-10, max_iter: int = 500) -> tuple[Tensor, dict[str, Any]]:
-        """``(H + μI)⁻¹·rhs`` by CG preconditioned with :meth:`apply`, each column to relative residual ``tol``."""
+    def solve(
+        self,
+        rhs: Tensor,
+        *,
+        tol: float = 1e-10,
+        max_iter: int = 500,
+        progress: Callable[[float], None] | None = None,
+    ) -> tuple[Tensor, dict[str, Any]]:
+        """``(H + μI)⁻¹·rhs`` by CG preconditioned with :meth:`apply`, each column to relative residual ``tol``;
+        ``progress(1.0)`` is called after every product (it may raise, to stop)."""
         cols, iterations, residuals = [], [], []
+
+        def matvec(v: Tensor) -> Tensor:
+            if progress is not None:
+                progress(1.0)
+            return self.hvp(v) + self.mu * v
+
         for b in rhs.T if rhs.ndim == 2 else rhs.unsqueeze(0):
-            x, k, res = _pcg(lambda v: self.hvp(v) + self.mu * v, self.apply, b, tol=tol, max_iter=max_iter)
+            x, k, res = _pcg(matvec, self.apply, b, tol=tol, max_iter=max_iter)
             cols.append(x)
             iterations.append(k)
             residuals.append(res)
@@ -85,7 +99,7 @@ def damped_inverse(
 ) -> DampedInverse:
     """Lanczos on ``hvp`` until the Ritz values converged at the top reach below ``μ/10`` (``μ = rule·λ_max``, or
     ``damping`` when given), the Krylov space is exhausted, or ``max_iter`` products; then :class:`DampedInverse`
-    from the converged pairs."""
+    from the converged pairs. ``progress(fraction)`` is called after every product (it may raise, to stop)."""
     start = time.perf_counter()
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(p, generator=gen, dtype=dtype).to(device)

@@ -58,21 +58,29 @@ def choose(solver: str, num_parameters: int) -> str:
     return "exact" if num_parameters <= EXACT_MAX_PARAMETERS else "cg"
 
 
-def dense_hessian(objective: Callable[[Tensor], Tensor], theta: Tensor, chunk: int | None = None) -> Tensor:
+def dense_hessian(
+    objective: Callable[[Tensor], Tensor],
+    theta: Tensor,
+    chunk: int | None = None,
+    *,
+    progress: Callable[[float], None] | None = None,
+) -> Tensor:
     """The ``[p, p]`` Hessian: ``torch.func.hessian`` (all ``p`` columns at once) when ``chunk`` is None and it
     applies, else columns by HVPs, ``chunk`` at a time (:func:`bind_core.hessian.dense_hessian`; memory:
     ``chunk`` copies of the activations, see :func:`hessian_chunk`); ``chunk=0``: row by row on one retained
-    gradient graph (:func:`bind_core.hessian.dense_hessian_by_rows`, for message-passing models)."""
+    gradient graph (:func:`bind_core.hessian.dense_hessian_by_rows`, for message-passing models).
+    ``progress(fraction of the columns)`` is called as columns are formed (not by the all-at-once path); it may
+    raise to abort."""
     p = theta.numel()
     if chunk == 0:
-        return dense_hessian_by_rows(objective, theta)
+        return dense_hessian_by_rows(objective, theta, progress=progress)
     if chunk is None or chunk >= p:
         try:
             h = hessian(objective)(theta)
             return 0.5 * (h + h.T)
         except (RuntimeError, NotImplementedError):
             chunk = 256
-    return chunked_hessian(objective, theta, chunk=chunk)
+    return chunked_hessian(objective, theta, chunk=chunk, progress=progress)
 
 
 def hessian_chunk(activation_elements: int, num_parameters: int, budget: int = 2**24) -> int:
@@ -90,9 +98,11 @@ def solve_exact(
     rtol: float = 1e-6,
     damping: float = 0.0,
     chunk: int | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[Tensor, SolveInfo]:
-    """Pseudo-inverse solve by eigendecomposition (see the module docstring for the treatment of ``λ``)."""
-    h = dense_hessian(objective, theta, chunk)
+    """Pseudo-inverse solve by eigendecomposition (see the module docstring for the treatment of ``λ``).
+    ``progress(fraction)`` is called while the Hessian's columns are formed; it may raise to abort."""
+    h = dense_hessian(objective, theta, chunk, progress=progress)
     evals, evecs = torch.linalg.eigh(h)
     scale = float(evals.abs().max())
     threshold = rtol * scale
@@ -124,22 +134,26 @@ def solve_cg(
     tol: float = 1e-10,
     max_iter: int = 1000,
     damping: float = 0.0,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[Tensor, SolveInfo]:
     """Conjugate gradients on ``(H + δI)·x = b`` for each column ``b`` of ``rhs``, matrix-free.
 
     Started from zero, CG stays in the Krylov space of ``b``, which lies in the range of ``H`` when ``b`` is
     orthogonal to its flat directions, so it returns the pseudo-inverse solution. It stops early (and says
-    so) on a direction of non-positive curvature.
+    so) on a direction of non-positive curvature. ``progress(fraction of the iteration cap)`` is called after
+    every iteration and may raise to abort.
     """
     cols, iters, stopped = [], [], []
-    for b in rhs.T:
+    for column, b in enumerate(rhs.T):
         x = torch.zeros_like(b)
         r = b.clone()
         d = r.clone()
         rr = r @ r
         b_norm = float(b.norm()) or 1.0
         reason, k = "max_iter", 0
-        for k in range(1, max_iter + 1):  # noqa: B007 (k is reported)
+        for k in range(1, max_iter + 1):
+            if progress is not None:
+                progress((column + k / max_iter) / rhs.shape[1])
             hd = hvp(d) + damping * d
             curvature = d @ hd
             if curvature <= 0:
@@ -169,6 +183,7 @@ def solve_lissa(
     damping: float = 0.01,
     scale: float | None = None,
     power_iterations: int = 30,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[Tensor, SolveInfo]:
     """LiSSA (Agarwal et al. 2017), the paper's stochastic solver, kept for comparison.
 
@@ -176,12 +191,15 @@ def solve_lissa(
     largest eigenvalue; it is estimated by power iteration (×1.5) instead of being hand-tuned per dataset.
     Full-batch HVPs are used, so the result is deterministic; it converges only along directions with
     ``λ + δ > 0`` and slowly along small ones, which shrinks the estimates (the reason ``exact`` is default).
+    ``progress(fraction)`` is called after every iteration and may raise to abort.
     """
     if scale is None:
         v = torch.randn(rhs.shape[0], dtype=rhs.dtype, device=rhs.device, generator=torch.Generator().manual_seed(0))
         v = v / v.norm()
         top = 0.0
         for _ in range(power_iterations):
+            if progress is not None:
+                progress(0.0)
             w = hvp(v) + damping * v
             top = float(w.norm())
             v = w / (top or 1.0)
@@ -189,9 +207,11 @@ def solve_lissa(
     if scale <= 0:
         raise ConfigError("lissa: the Hessian's scale estimate is not positive")
     cols = []
-    for b in rhs.T:
+    for column, b in enumerate(rhs.T):
         h = b.clone()
-        for _ in range(depth):
+        for i in range(depth):
+            if progress is not None:
+                progress((column + i / depth) / rhs.shape[1])
             h = b + h - (hvp(h) + damping * h) / scale
         cols.append(h / scale)
     info = SolveInfo("lissa", details={"depth": depth, "damping": damping, "scale": scale})

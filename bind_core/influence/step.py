@@ -191,7 +191,8 @@ def step_estimate(
     frozen inverse is approximate (the chord steps settle on the exact gradient all the same).
     """
     t0 = time.perf_counter()
-    stepper = Stepper(fm, rule=rule, rtol=rtol, steps=steps, tol=tol, operator=operator)
+    hessian_progress = None if progress is None else (lambda f: progress(0.1 * f))
+    stepper = Stepper(fm, rule=rule, rtol=rtol, steps=steps, tol=tol, operator=operator, progress=hessian_progress)
     timings = {"solve": stepper.solve.seconds}
     if progress is not None:
         progress(0.1)
@@ -212,7 +213,7 @@ def step_estimate(
         taken[pos], residual[pos] = out.taken, out.residual
         if weights is not None and first_steps is not None:
             weights[pos], first_steps[pos] = out.weights, out.first_step
-        if progress is not None and (pos + 1) % 25 == 0:
+        if progress is not None:  # every node: one deletion is a few full-graph passes
             progress(0.1 + 0.9 * (pos + 1) / m)
     timings["per_node_terms"] = time.perf_counter() - t0
     solve = stepper.solve
@@ -257,6 +258,7 @@ class Stepper:
         steps: int = STEPS,
         tol: float = 1e-7,
         operator: str = "auto",
+        progress: Callable[[float], None] | None = None,
     ) -> None:
         p = fm.num_parameters
         if operator not in OPERATORS:
@@ -279,8 +281,9 @@ class Stepper:
         self.lowrank: DampedInverse | None = None
         if operator == "lanczos":
             self.lowrank = damped_inverse(
-                make_hvp(fm.objective, theta), p, rule=rule, dtype=theta.dtype, device=theta.device
-            )
+                make_hvp(fm.objective, theta), p, rule=rule, dtype=theta.dtype, device=theta.device,
+                progress=progress,
+            )  # fmt: skip
             self.mu = self.lowrank.mu
             self.solve = SolveInfo(
                 "lanczos",
@@ -288,7 +291,9 @@ class Stepper:
                 details={"parameters": p, **self.lowrank.details, "method": "step"},
             )
         else:
-            evals, self.evecs = torch.linalg.eigh(dense_hessian(fm.objective, theta, hessian_columns(fm)))
+            hessian = dense_hessian(fm.objective, theta, hessian_columns(fm), progress=progress)
+            evals, self.evecs = torch.linalg.eigh(hessian)
+            del hessian
             scale = float(evals.abs().max())
             kept = evals.abs() > rtol * scale
             self.mu = mu = damping_for(evals, rule)

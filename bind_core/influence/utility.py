@@ -17,6 +17,7 @@ not estimated to raise the validation loss (a utility-aware BIND; docs/METHOD.md
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -37,10 +38,12 @@ def utility_influence(
     direct: bool = True,
     solver: str = "auto",
     rtol: float = 1e-6,
+    progress: Callable[[float], None] | None = None,
 ) -> Tensor:
     """Estimated change of the validation loss if each training node were deleted, ``[m]`` aligned with
     ``train_idx`` (see the module docstring; ``solver`` and ``rtol`` as in :func:`~bind_core.influence.estimate`;
-    a graph's validation split is never empty).
+    a graph's validation split is never empty). ``progress(fraction)`` is called as the solve and the per-node
+    loop advance; it may raise to abort.
     """
     val = graph.val_idx
     fm = FunctionalModel.from_trained(model, graph)
@@ -51,7 +54,10 @@ def utility_influence(
     def val_loss(flat: Tensor) -> Tensor:
         return node_losses(fm.logits(flat, val_d), y[val_d]).mean()
 
-    s, _ = solve_hessian(fm, torch.func.grad(val_loss)(theta).unsqueeze(1), solver=solver, rtol=rtol)
+    solve_progress = None if progress is None else (lambda f: progress(0.5 * f))
+    s, _ = solve_hessian(
+        fm, torch.func.grad(val_loss)(theta).unsqueeze(1), solver=solver, rtol=rtol, progress=solve_progress
+    )
     a = directional_loss_derivatives(lambda f: fm.logits(f, train), theta, s, y[train])[:, 0]  # ∇ℓ_jᵀ·s
     m, n = int(train.numel()), graph.num_nodes
     iid_plus = a.clone()
@@ -81,4 +87,6 @@ def utility_influence(
                 after = node_losses(logits, y[nodes[is_val].to(device)])
                 change = (after - base[val_pos[nodes[is_val]].to(device)]) / val.numel()
                 direct_part.index_add_(0, batch.v_pos[is_val].to(device), change.double())
+            if progress is not None and batch.v_pos.numel():
+                progress(0.5 + 0.5 * min(1.0, (int(batch.v_pos.max()) + 1) / m))
     return (iid_plus / m + direct_part).detach().cpu()

@@ -1,0 +1,80 @@
+"""The audit cost estimate (`bind_core.budget`): exact parameter counts, when a dense Hessian is counted, and the
+sizes that make the issue's requests too large."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bind_core.audit import AuditConfig
+from bind_core.budget import GraphSize, audit_cost, forward_flops, parameter_count
+from bind_core.datasets import synthetic
+from bind_core.models import GNN, ModelConfig
+
+TOY = GraphSize(nodes=300, edges=1500, features=8, classes=2, train=80)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [ModelConfig(), ModelConfig(arch="gin", layers=2, hidden=12), ModelConfig(arch="sage", layers=3, hidden=5),
+     ModelConfig(arch="gat", layers=2, hidden=6, heads=3)],
+    ids=["gcn", "gin", "sage", "gat"],
+)  # fmt: skip
+@pytest.mark.parametrize("classes", [2, 4])
+def test_parameter_count_matches_the_model(model: ModelConfig, classes: int) -> None:
+    real = sum(p.numel() for p in GNN(model, 7, classes).parameters())
+    assert parameter_count(model, 7, classes) == real
+
+
+def test_graph_size_from_a_summary() -> None:
+    graph = synthetic(200, seed=1)
+    size = GraphSize.of_summary(graph.summary())
+    assert (size.nodes, size.edges, size.features, size.classes, size.train) == (
+        graph.num_nodes, graph.num_edges, graph.num_features, graph.num_classes, int(graph.train_idx.numel()),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("settings", "dense"),
+    [
+        ({}, True),  # auto: exact up to 5000 parameters
+        ({"solver": "cg", "training": {"polish": False}}, False),
+        ({"solver": "cg"}, True),  # the polish's Newton finish may form one
+        ({"solver": "exact", "model": {"hidden": 4096}, "training": {"polish": False}}, True),
+        ({"solver": "auto", "model": {"hidden": 4096}}, False),  # cg above 5000 parameters, no Newton
+        ({"model": {"layers": 2}, "estimator": "step", "solver": "cg", "training": {"polish": False}}, True),
+        ({"stages": ["training", "metrics"], "training": {"polish": False}}, False),
+    ],
+)
+def test_dense_hessian_is_counted_when_one_is_formed(settings: dict[str, object], dense: bool) -> None:
+    cost = audit_cost(AuditConfig.from_dict(settings), TOY)
+    assert cost.dense_hessian is dense
+    p = cost.parameters
+    assert cost.memory["hessian"] == (5 * 8 * p * p if dense else 0)
+
+
+def test_the_issue_requests_are_far_over_8_gib() -> None:
+    exact = audit_cost(AuditConfig.from_dict({"solver": "exact", "model": {"hidden": 4096}}), TOY)
+    assert exact.parameters == 8 * 4096 + 4096 + 4096 + 1
+    assert exact.memory["hessian"] == 5 * 8 * exact.parameters**2 > 8 * 2**30
+    gat = audit_cost(AuditConfig.from_dict({"model": {"arch": "gat", "layers": 8, "hidden": 4096, "heads": 16}}), TOY)
+    assert gat.parameters > 10**9 and gat.peak_memory > 8 * 2**30
+    default = audit_cost(AuditConfig(), TOY)
+    assert default.peak_memory < 2**25 and default.total_work < 1e12
+
+
+def test_work_grows_with_each_stage() -> None:
+    base = {"validation_sample": 0, "budgets": []}
+    lone = audit_cost(AuditConfig.from_dict(base), TOY)
+    more = audit_cost(AuditConfig.from_dict({**base, "validation_sample": 10, "budgets": [1, 2]}), TOY)
+    assert set(lone.work) == {"training", "influence"}
+    assert more.work["debiasing"] == pytest.approx(2 * more.work["training"])
+    assert more.total_work > lone.total_work
+
+
+def test_forward_flops_of_a_one_layer_gcn() -> None:
+    model = ModelConfig(hidden=4)
+    size = GraphSize(nodes=10, edges=20, features=3, classes=2, train=5)
+    # 2·(n·F·h + (E + n)·h) for the layer, 2·n·h·C for the head.
+    assert forward_flops(model, size) == 2 * (10 * 3 * 4 + 30 * 4) + 2 * 10 * 4 * 2
+    assert torch.get_default_dtype() == torch.float32  # the meta-device count leaves torch's defaults alone
