@@ -43,7 +43,7 @@ def encode_labels(
     """
     unlabeled_mask = missing_mask(series)
     if unlabeled is not None:
-        unlabeled_mask |= _equals(series, unlabeled, column, file)
+        unlabeled_mask = unlabeled_mask | _equals(series, unlabeled, column, file)
     labeled = np.flatnonzero(~unlabeled_mask)
     if labeled.size == 0:
         raise GraphValidationError(column, f"{file}, column {column!r}: no node has a label", file=file)
