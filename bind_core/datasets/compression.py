@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from bind_core.errors import GraphValidationError
 
@@ -40,6 +40,8 @@ def unpacked(path: Path, *, field: str, shown: str, max_bytes: int | None = None
         GraphValidationError: corrupt compressed data, a missing codec, or content over ``max_bytes``.
     """
     suffix = path.suffix.lower()
+    if not path.is_file():
+        raise GraphValidationError(field, f"no such file: {shown}", file=shown)
     if suffix not in COMPRESSED_SUFFIXES:
         yield path
         return
@@ -57,14 +59,14 @@ def unpacked(path: Path, *, field: str, shown: str, max_bytes: int | None = None
 
 def _open(path: Path, suffix: str, field: str, shown: str) -> IO[bytes]:
     if suffix == ".gz":
-        return gzip.open(path, "rb")
+        return cast(IO[bytes], gzip.open(path, "rb"))
     try:
         import zstandard
     except ImportError as exc:
         raise GraphValidationError(
             field, f"{shown}: reading .zst files needs the zstandard package; send it uncompressed or as .gz"
         ) from exc
-    return zstandard.ZstdDecompressor().stream_reader(path.open("rb"), closefd=True)  # type: ignore[no-any-return]
+    return cast(IO[bytes], zstandard.ZstdDecompressor().stream_reader(path.open("rb"), closefd=True))
 
 
 def _copy_capped(source: IO[bytes], out: IO[bytes], *, max_bytes: int | None, field: str, shown: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from bind_core.datasets.bins import apply_bins, parse_bins
 from bind_core.datasets.compression import inner_suffix, unpacked
@@ -157,10 +158,12 @@ def ingest_files(
         report.dropped_edges, report.unknown_ids = edge_list.dropped, edge_list.unknown_ids
         report.ignored_edge_columns = edge_list.extra_columns
         report.self_loops = int((edge_list.edges[:, 0] == edge_list.edges[:, 1]).sum())
+    parts: tuple[np.ndarray | torch.Tensor, ...]
     if split is not None:
-        train, val, test = _split_column(table[split], split, y, file=nodes_name, report=report)
+        parts = _split_column(table[split], split, y, file=nodes_name, report=report)
     else:
-        train, val, test = paper_split(y, seed=split_seed)
+        parts = paper_split(y, seed=split_seed)
+    train, val, test = parts
     try:
         graph = Graph.build(
             x, edge_list.edges, y, sens, train, val, test, feature_names=feature_names, node_ids=node_ids,
