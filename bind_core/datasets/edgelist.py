@@ -110,33 +110,44 @@ def _read_tokens(path: Path, sep: str, *, max_edges: int | None, field: str, sho
     return frame.astype(object).fillna("")
 
 
-def _fast_positions(path: Path, first: tuple[int, str], max_edges: int | None) -> np.ndarray | None:
-    """Parse a clean two-column numeric edge list with the C parser; ``None`` when anything is unusual (the
-    token path then parses the file again, exactly, and explains any problem)."""
+def _fast_positions(path: Path, first: tuple[int, str], max_edges: int | None) -> tuple[np.ndarray, list[str]] | None:
+    """Parse the node columns of a clean integer edge list with the C parser, and name its further columns;
+    ``None`` when anything is unusual (the token path then parses the file again, exactly, and explains any
+    problem).
+
+    Plain integers are read as int64 (exact to 64 bits); whole floats (``1.0e+02``) as float64 when every value
+    is below 2^53, where float64 is exact.
+    """
     number, text = first
     tokens = _split_line(text)
-    if len(tokens) != 2:
+    if len(tokens) < 2:
         return None
-    header = parse_integers(np.array(tokens, dtype=object))[1].sum() == 0
-    try:
-        frame = pd.read_csv(
-            path,
-            sep=_separator(text),
-            header=None,
-            skiprows=[number] if header else None,
-            dtype=np.float64,
-            comment="#",
-            nrows=None if max_edges is None else max_edges + 1,
-            encoding="utf-8",
-        )
-    except (ValueError, OSError, pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error):
+    header = parse_integers(np.array(tokens[:2], dtype=object))[1].sum() == 0
+    extra = tokens[2:] if header else [f"column {i + 1}" for i in range(2, len(tokens))]
+    for dtype in (np.int64, np.float64):
+        try:
+            frame = pd.read_csv(
+                path,
+                sep=_separator(text),
+                header=None,
+                skiprows=[number] if header else None,
+                usecols=[0, 1] if extra else None,
+                dtype=dtype,
+                comment="#",
+                nrows=None if max_edges is None else max_edges + 1,
+                encoding="utf-8",
+            )
+        except (ValueError, OverflowError, OSError, pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error):
+            continue
+        if frame.shape[1] != 2:
+            return None
+        values = frame.to_numpy()
+        if dtype is np.int64:
+            return values.astype(np.int64), extra
+        if np.isfinite(values).all() and (values == np.round(values)).all() and (np.abs(values) < 2**53).all():
+            return values.astype(np.int64), extra
         return None
-    if frame.shape[1] != 2:
-        return None
-    values = frame.to_numpy()
-    if not (np.isfinite(values).all() and (values == np.round(values)).all() and (np.abs(values) < 2**53).all()):
-        return None
-    return values.astype(np.int64)
+    return None
 
 
 def read_edge_list(
@@ -184,10 +195,11 @@ def read_edge_list(
     if numeric:
         fast = _fast_positions(path, first, max_edges)
         if fast is not None:
-            check_limit(field, "edges", int(fast.shape[0]), max_edges)
-            positions = _positions(fast.reshape(-1), ids, num_nodes).reshape(-1, 2)
+            values, extra = fast
+            check_limit(field, "edges", int(values.shape[0]), max_edges)
+            positions = _positions(values.reshape(-1), ids, num_nodes).reshape(-1, 2)
             if (positions >= 0).all():
-                return EdgeList(positions, rows=int(fast.shape[0]))
+                return EdgeList(positions, rows=int(values.shape[0]), extra_columns=extra)
     frame = _read_tokens(path, _separator(first[1]), max_edges=max_edges, field=field, shown=shown)
     tokens = frame.iloc[:, :2].to_numpy(dtype=object)
     if numeric:
