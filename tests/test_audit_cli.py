@@ -80,7 +80,8 @@ def test_command_line_two_layer_audit_with_the_check_against_chance(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "audit.json"
-    args = ["--synthetic", "--synthetic-nodes", "200", "--epochs", "40", "--layers", "2", "--hidden", "4", "--budgets", "3"]
+    args = ["--synthetic", "--synthetic-nodes", "200", "--epochs", "40", "--layers", "2", "--hidden", "4"]
+    args += ["--budgets", "3"]
     code = main([*args, "--validation-sample", "5", "--debias-seeds", "1,2,3", "--quiet", "--json", str(out)])
     assert code == 0
     text = capsys.readouterr().out
