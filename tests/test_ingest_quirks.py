@@ -258,3 +258,18 @@ def test_an_audit_never_reads_the_label_of_an_unlabeled_node(layers: int) -> Non
     for other in results[1:]:
         assert torch.equal(results[0].influence.delta, other.influence.delta)
         assert results[0].to_dict()["metrics"]["test"] == other.to_dict()["metrics"]["test"]
+
+
+def test_zstandard_files_read_or_say_what_is_missing(tmp_path: Path) -> None:
+    nodes, edges = q.text_feature(tmp_path)
+    try:
+        import zstandard
+    except ImportError:
+        packed = tmp_path / "people.csv.zst"
+        packed.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 16)
+        err = _error(packed, edges)
+        assert err.field == "nodes" and "reading .zst files needs the zstandard package" in str(err)
+        return
+    packed = tmp_path / "people.csv.zst"
+    packed.write_bytes(zstandard.ZstdCompressor().compress(nodes.read_bytes()))
+    assert torch.equal(from_files(packed, edges, **BASE).x, from_files(nodes, edges, **BASE).x)

@@ -53,7 +53,9 @@ def unpacked(path: Path, *, field: str, shown: str, max_bytes: int | None = None
         except (OSError, EOFError, zlib.error, ValueError) as exc:
             if isinstance(exc, GraphValidationError):
                 raise
-            raise GraphValidationError(field, f"{shown} is not valid {suffix} compressed data ({exc})") from exc
+            raise GraphValidationError(
+                field, f"{shown} is not valid {suffix} compressed data ({exc})", file=shown
+            ) from exc
         yield target
 
 
@@ -64,7 +66,9 @@ def _open(path: Path, suffix: str, field: str, shown: str) -> IO[bytes]:
         import zstandard
     except ImportError as exc:
         raise GraphValidationError(
-            field, f"{shown}: reading .zst files needs the zstandard package; send it uncompressed or as .gz"
+            field,
+            f"{shown}: reading .zst files needs the zstandard package; send it uncompressed or as .gz",
+            file=shown,
         ) from exc
     return cast(IO[bytes], zstandard.ZstdDecompressor().stream_reader(path.open("rb"), closefd=True))
 
@@ -77,5 +81,7 @@ def _copy_capped(source: IO[bytes], out: IO[bytes], *, max_bytes: int | None, fi
     while chunk := source.read(_CHUNK):
         written += len(chunk)
         if written > max_bytes:
-            raise GraphValidationError(field, f"{shown} unpacks to more than the limit of {max_bytes} bytes")
+            raise GraphValidationError(
+                field, f"{shown} unpacks to more than the limit of {max_bytes} bytes", file=shown
+            )
         out.write(chunk)

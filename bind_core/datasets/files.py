@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,9 +31,10 @@ MAX_SENSITIVE_VALUES = 10
 """Default: the most distinct values a numeric sensitive column without a binning rule may hold."""
 
 
-def from_files(nodes: str | Path, edges: str | Path | None = None, **options: object) -> Graph:
-    """The graph of :func:`ingest_files` (same arguments), without the report of what reading it did."""
-    return ingest_files(nodes, edges, **options).graph  # type: ignore[arg-type]
+def from_files(nodes: str | Path, edges: str | Path | None = None, **options: Any) -> Graph:
+    """The graph of :func:`ingest_files` (the same keyword arguments), without the report of what reading it
+    did."""
+    return ingest_files(nodes, edges, **options).graph
 
 
 def ingest_files(
@@ -123,13 +125,13 @@ def ingest_files(
             plain, max_nodes=max_nodes, max_columns=max_columns, shown=nodes_name,
             text_columns=[node_id] if node_id is not None else [],
         )  # fmt: skip
-    require_columns(table, [label])
-    sens_columns = sensitive_columns(table, sensitive)
+    require_columns(table, [label], file=nodes_name)
+    sens_columns = sensitive_columns(table, sensitive, file=nodes_name)
     special = [label, *sens_columns, *(c for c in (split, node_id) if c is not None)]
-    require_columns(table, special)
+    require_columns(table, special, file=nodes_name)
     if features is not None:
         features = [str(c) for c in features]
-        require_columns(table, features)
+        require_columns(table, features, file=nodes_name)
         if label in features:
             raise GraphValidationError(label, "the label column cannot also be a feature")
     y, classes = encode_labels(table[label], label, file=nodes_name, unlabeled=unlabeled, report=report)

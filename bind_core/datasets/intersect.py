@@ -12,7 +12,7 @@ from bind_core.datasets.tables import encode_codes, require_columns, value_name
 from bind_core.errors import GraphValidationError
 
 
-def sensitive_columns(table: pd.DataFrame, sensitive: str | Sequence[str]) -> list[str]:
+def sensitive_columns(table: pd.DataFrame, sensitive: str | Sequence[str], *, file: str | None = None) -> list[str]:
     """The sensitive column(s) ``sensitive`` names: a list, or one string of comma-separated names (a string
     that is itself a column name is that one column)."""
     if isinstance(sensitive, str):
@@ -24,7 +24,7 @@ def sensitive_columns(table: pd.DataFrame, sensitive: str | Sequence[str]) -> li
         raise GraphValidationError("sensitive", "name at least one sensitive column")
     if len(set(names)) != len(names):
         raise GraphValidationError("sensitive", f"a column is named twice in {names}")
-    require_columns(table, names)
+    require_columns(table, names, file=file)
     return names
 
 

@@ -105,12 +105,15 @@ def read_node_table(
     return frame
 
 
-def require_columns(frame: pd.DataFrame, columns: Sequence[str], field: str = "nodes") -> None:
-    """Raise naming the first of ``columns`` that ``frame`` lacks."""
+def require_columns(
+    frame: pd.DataFrame, columns: Sequence[str], field: str = "nodes", *, file: str | None = None
+) -> None:
+    """Raise naming the first of ``columns`` that ``frame`` lacks (and the file, when given)."""
     for column in columns:
         if column not in frame.columns:
             shown = ", ".join(list(frame.columns)[:20])
-            raise GraphValidationError(column, f"no column {column!r} in the node table (columns: {shown})")
+            where = file if file is not None else "the node table"
+            raise GraphValidationError(column, f"no column {column!r} in {where} (columns: {shown})", file=file)
 
 
 def value_name(value: object) -> str:

@@ -112,3 +112,22 @@ def test_missing_values_name_rows_and_impute(client: TestClient, auth: dict[str,
     assert (error["field"], error["rows"], error["count"]) == ("amount", [4, 8], 2)
     summary = _summary(client, auth, paths, impute_missing="true")
     assert summary["ingest"]["imputed"]["amount"]["count"] == 2
+
+
+def test_compressed_parts_are_recognised_by_their_first_bytes(
+    client: TestClient, auth: dict[str, str], tmp_path: Path
+) -> None:
+    nodes, edges = q.gzipped(tmp_path)
+    files = {"nodes": ("export", nodes.read_bytes()), "edges": ("links", edges.read_bytes())}
+    response = client.post("/v1/graphs", headers=auth, files=files, data=FORM)
+    assert response.status_code == 201, response.text
+    assert response.json()["summary"]["edges"] == q.N
+    files["nodes"] = ("export.csv.zst", b"\x28\xb5\x2f\xfd" + b"\x00" * 16)
+    error = _error_of(client.post("/v1/graphs", headers=auth, files=files, data=FORM))
+    assert error["field"] == "nodes" and error["file"] == "export.csv.zst"
+
+
+def _error_of(response: Any) -> dict[str, Any]:
+    problem = assert_problem(response, 422, "invalid-graph")
+    error: dict[str, Any] = problem["errors"][0]
+    return error
