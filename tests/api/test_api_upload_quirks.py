@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 from typing import Any
 
 import quirk_files as q
 from apihelp import assert_problem
 from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
 
 FORM = {"label": "good", "sensitive": "gender", "node_id": "id"}
 
@@ -131,3 +135,14 @@ def _error_of(response: Any) -> dict[str, Any]:
     problem = assert_problem(response, 422, "invalid-graph")
     error: dict[str, Any] = problem["errors"][0]
     return error
+
+
+def test_a_gzip_bomb_is_refused_while_it_unpacks(settings: Settings, auth: dict[str, str]) -> None:
+    header = b"id,good,gender\n"
+    bomb = gzip.compress(header + b"1,0,F\n" * 400_000, compresslevel=9)  # 2.4 MB of text in a few kB
+    assert len(bomb) < 20_000
+    files = {"nodes": ("people.csv.gz", bomb), "edges": ("edges.txt", b"1 1\n")}
+    with TestClient(create_app(settings.model_copy(update={"max_unpacked_bytes": 1_000_000}))) as small_client:
+        problem = assert_problem(small_client.post("/v1/graphs", headers=auth, files=files, data=FORM), 422)
+    assert problem["errors"][0]["field"] == "nodes"
+    assert problem["errors"][0]["message"] == "people.csv.gz unpacks to more than the limit of 1000000 bytes"
