@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import quirk_files as q
 
@@ -102,3 +103,49 @@ def test_nodes_is_a_deprecated_alias_of_synthetic_nodes(tmp_path: Path, capsys: 
     assert "warning: --nodes is deprecated, use --synthetic-nodes" in err
     code, doc, err = _run(capsys, tmp_path, "--synthetic", "--synthetic-nodes", "160")
     assert code == 0 and doc["graph"]["nodes"] == 160 and "deprecated" not in err
+
+
+def test_benchmark_layouts_audit_with_only_label_sensitive_and_node_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """German credit (text columns, a -1/1 label, savetxt row positions) and Pokec (user ids, a whitespace
+    relationship file naming users absent from the table, -1 labels), each in one command."""
+    rng = np.random.default_rng(1)
+    n = 80
+    german = pd.DataFrame(
+        {
+            "Gender": np.where(np.arange(n) % 2 == 0, "Female", "Male"),
+            "PurposeOfLoan": rng.choice(["Business", "Education", "NewCar", "UsedCar", "Other"], n),
+            "LoanAmount": rng.integers(500, 10_000, n),
+            "GoodCustomer": np.where(np.arange(n) % 4 < 2, 1, -1),
+        }
+    )
+    german.to_csv(tmp_path / "german.csv", index=False)
+    np.savetxt(tmp_path / "german_edges.txt", np.array([(i, (i + 1) % n) for i in range(n)], dtype=np.float64))
+    args = ["--table", str(tmp_path / "german.csv"), "--edges", str(tmp_path / "german_edges.txt")]
+    code, doc, err = _run(capsys, tmp_path, *args, "--label", "GoodCustomer", "--sensitive", "Gender")
+    assert code == 0, err
+    assert (doc["graph"]["nodes"], doc["graph"]["edges"], doc["graph"]["classes"]) == (n, n, 2)
+
+    users = 9_000_000_000 + np.arange(n) * 11
+    pokec = pd.DataFrame(
+        {
+            "user_id": users,
+            "region": np.arange(n) % 2,
+            "completion_percentage": rng.integers(0, 100, n),
+            "I_am_working_in_field": np.where(np.arange(n) % 10 == 9, -1, np.where(np.arange(n) % 4 < 2, 1, 0)),
+        }
+    )
+    pokec.to_csv(tmp_path / "region_job.csv", index=False)
+    pairs = [f"{users[i]}\t{users[(i + 1) % n]}" for i in range(n)] + [f"{users[0]}\t12345"]
+    (tmp_path / "region_job_relationship.txt").write_text("\n".join(pairs) + "\n")
+    args = ["--table", str(tmp_path / "region_job.csv"), "--edges", str(tmp_path / "region_job_relationship.txt")]
+    args += ["--label", "I_am_working_in_field", "--sensitive", "region", "--node-id", "user_id"]
+    code, _, err = _run(capsys, tmp_path, *args)
+    assert code == 2 and "row 81 ('12345')" in err and "on_unknown_nodes=drop" in err
+    code, doc, err = _run(capsys, tmp_path, *args, "--on-unknown-nodes", "drop")
+    assert code == 0, err
+    assert doc["graph"]["classes"] == 3 and "pass unlabeled=-1" in err  # the hint, on the read: lines
+    code, doc, err = _run(capsys, tmp_path, *args, "--on-unknown-nodes", "drop", "--unlabeled", "-1")
+    assert code == 0, err
+    assert (doc["graph"]["classes"], doc["graph"]["unlabeled"], doc["ingest"]["dropped_edges"]) == (2, 8, 1)
