@@ -273,3 +273,26 @@ def test_zstandard_files_read_or_say_what_is_missing(tmp_path: Path) -> None:
     packed = tmp_path / "people.csv.zst"
     packed.write_bytes(zstandard.ZstdCompressor().compress(nodes.read_bytes()))
     assert torch.equal(from_files(packed, edges, **BASE).x, from_files(nodes, edges, **BASE).x)
+
+
+def test_parquet_with_nullable_types(tmp_path: Path) -> None:
+    """Parquet keeps pandas' nullable types: a missing label (Int64) is unlabeled, a missing text cell and a
+    missing boolean are refused or imputed like any other."""
+    table = q.people()
+    table["id"] = pd.array(q.BIG + np.arange(q.N), dtype="Int64")
+    table["good"] = table["good"].astype("Int64")
+    table.loc[7, "good"] = pd.NA
+    table["purpose"] = table["purpose"].astype("string")
+    table.loc[3, "purpose"] = pd.NA
+    table["married"] = table["married"].astype("boolean")
+    table.loc[5, "married"] = pd.NA
+    table.to_parquet(tmp_path / "people.parquet")
+    edges = tmp_path / "edges.csv"
+    edges.write_text(q.ring([str(v) for v in table["id"]]))
+    err = _error(tmp_path / "people.parquet", edges)
+    assert (err.field, err.rows) == ("purpose", (5,))
+    ingested = ingest_files(tmp_path / "people.parquet", edges, **BASE, impute_missing=True, scale=False)
+    g = ingested.graph
+    assert g.y[7] == -1 and g.node_ids[-1] == q.BIG + q.N - 1 and g.num_edges == q.N
+    assert g.x[3, 1:11].sum() == 0  # no category for the missing purpose
+    assert ingested.report.imputed["married"]["count"] == 1 and ingested.report.booleans == ["married"]

@@ -145,16 +145,13 @@ def _one_hot(
         )  # fmt: skip
     if rows.size:
         report.imputed[column] = {"rule": "no category", "count": int(rows.size), "value": None}
-    codes = pd.Categorical(series.where(~missing).astype(object).map(_text), categories=categories).codes
+    present_rows = np.flatnonzero(~missing)
+    codes = np.full(len(series), -1, dtype=np.int64)
+    codes[present_rows] = pd.Index(categories, dtype=object).get_indexer(present.to_numpy(dtype=object))
     block = np.zeros((len(series), len(categories)), dtype=np.float64)
-    has = codes >= 0
-    block[np.flatnonzero(has), codes[has]] = 1.0
+    block[present_rows, codes[present_rows]] = 1.0
     report.encoded[column] = categories
     return block, categories
-
-
-def _text(value: object) -> object:
-    return value if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
 def _not_numbers(series: pd.Series, missing: np.ndarray) -> str:
