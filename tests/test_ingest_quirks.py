@@ -296,3 +296,14 @@ def test_parquet_with_nullable_types(tmp_path: Path) -> None:
     assert g.y[7] == -1 and g.node_ids[-1] == q.BIG + q.N - 1 and g.num_edges == q.N
     assert g.x[3, 1:11].sum() == 0  # no category for the missing purpose
     assert ingested.report.imputed["married"]["count"] == 1 and ingested.report.booleans == ["married"]
+
+
+def test_a_row_with_too_many_fields_is_named_as_a_spreadsheet_shows_it(tmp_path: Path) -> None:
+    nodes = tmp_path / "people.csv"
+    nodes.write_text("id,good,gender\n1,0,F\n\n2,1,M,extra\n")
+    err = _error(nodes, None)
+    assert (err.field, err.file, err.rows) == ("nodes", "people.csv", (4,))
+    assert (
+        str(err)
+        == "nodes: people.csv: row 4 has 4 fields where the header has 3 (a stray separator, or a quote left open?)"
+    )

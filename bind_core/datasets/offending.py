@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -64,3 +65,23 @@ def _text(value: object) -> str:
         return ""
     text = str(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+_RAGGED = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def ragged_row_error(exc: Exception, *, field: str, file: str) -> GraphValidationError | None:
+    """pandas' "Expected 6 fields in line 5, saw 7" said as the row a spreadsheet shows (pandas counts lines
+    from 1, the header and blank lines included), or ``None`` for another parser error. The parser stops at the
+    first such row, so no total count is known."""
+    match = _RAGGED.search(str(exc))
+    if match is None:
+        return None
+    expected, line, saw = (int(g) for g in match.groups())
+    return GraphValidationError(
+        field,
+        f"{file}: row {line} has {saw} fields where the header has {expected} (a stray separator, or a quote "
+        "left open?)",
+        file=file,
+        rows=(line,),
+    )

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from bind_core.datasets.limits import check_limit
+from bind_core.datasets.offending import cell_error, ragged_row_error, table_rows
 from bind_core.errors import BindError, GraphValidationError
 
 TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".parquet": None, ".pq": None}
@@ -93,7 +94,9 @@ def read_node_table(
     except UnicodeDecodeError as exc:
         raise GraphValidationError(field, f"{shown} is not UTF-8 text ({exc.reason})") from exc
     except _read_errors() as exc:
-        raise GraphValidationError(field, f"cannot read {shown} ({type(exc).__name__}: {exc})") from exc
+        raise ragged_row_error(exc, field=field, file=shown) or GraphValidationError(
+            field, f"cannot read {shown} ({type(exc).__name__}: {exc})"
+        ) from exc
     frame.columns = [str(c) for c in frame.columns]
     check_limit(field, "rows", len(frame), max_nodes)
     check_limit(field, "columns", frame.shape[1], max_columns)
@@ -136,8 +139,6 @@ def encode_codes(series: pd.Series, column: str, *, file: str = "the node table"
     Raises:
         GraphValidationError: a missing or non-finite value (naming the rows).
     """
-    from bind_core.datasets.offending import cell_error, table_rows
-
     missing = series.isna().to_numpy(dtype=bool)
     if not (pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype)):
         missing = missing | (series.astype(str).str.strip() == "").to_numpy(dtype=bool)
