@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from bind_core.datasets.bins import apply_bins, parse_bins
-from bind_core.datasets.compression import inner_suffix, unpacked
+from bind_core.datasets.compression import COMPRESSED_SUFFIXES, inner_suffix, unpacked
 from bind_core.datasets.edgelist import EdgeList, OnUnknown, read_edge_list
 from bind_core.datasets.features import MAX_CATEGORIES, feature_matrix
 from bind_core.datasets.ingest_report import Ingested, IngestReport
@@ -109,7 +109,7 @@ def ingest_files(
     """
     nodes = Path(nodes)
     nodes_name = nodes_name or nodes.name
-    stem = nodes.name.split(".")[0] or nodes.stem
+    stem = (nodes.with_suffix("") if nodes.suffix.lower() in COMPRESSED_SUFFIXES else nodes).stem
     if nodes.suffix.lower() == ".npz":
         if edges is not None:
             raise GraphValidationError("edges", "an .npz archive holds its own edges; pass edges=None")
