@@ -307,3 +307,17 @@ def test_a_row_with_too_many_fields_is_named_as_a_spreadsheet_shows_it(tmp_path:
         str(err)
         == "nodes: people.csv: row 4 has 4 fields where the header has 3 (a stray separator, or a quote left open?)"
     )
+
+
+def test_a_split_column_never_puts_an_unlabeled_node_in_a_split(tmp_path: Path) -> None:
+    table = q.people()
+    table.loc[table.index % 5 == 4, "good"] = -1
+    table["part"] = np.where(np.arange(q.N) < 20, "train", np.where(np.arange(q.N) < 30, "val", "test"))
+    nodes, edges = q.write(tmp_path, table, q.ring(table["id"].astype(str).tolist()))
+    ingested = ingest_files(nodes, edges, **BASE, split="part", unlabeled="-1")
+    g = ingested.graph
+    assert (g.train_idx.numel(), g.val_idx.numel(), g.test_idx.numel()) == (16, 8, 8)
+    assert bool((g.y[torch.cat([g.train_idx, g.val_idx, g.test_idx])] >= 0).all())
+    assert ingested.report.hints == [
+        "8 unlabeled node(s) marked train/val/test in column 'part' were left out of the split"
+    ]
