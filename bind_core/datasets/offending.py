@@ -70,7 +70,7 @@ def _text(value: object) -> str:
 _RAGGED = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
 
-def ragged_row_error(exc: Exception, *, field: str, file: str) -> GraphValidationError | None:
+def ragged_row_error(exc: BaseException, *, field: str, file: str) -> GraphValidationError | None:
     """pandas' "Expected 6 fields in line 5, saw 7" said as the row a spreadsheet shows (pandas counts lines
     from 1, the header and blank lines included), or ``None`` for another parser error. The parser stops at the
     first such row, so no total count is known."""
