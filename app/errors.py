@@ -42,7 +42,7 @@ class ProblemError(Exception):
         status: int | None = None,
         title: str | None = None,
         slug: str | None = None,
-        errors: Sequence[Mapping[str, str]] = (),
+        errors: Sequence[Mapping[str, object]] = (),
         headers: Mapping[str, str] | None = None,
     ) -> None:
         self.status = status if status is not None else type(self).status

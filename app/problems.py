@@ -39,7 +39,7 @@ def bind_error_problem(exc: BindError) -> ProblemError:
     if isinstance(exc, GraphValidationError):
         return ValidationProblem(
             str(exc), slug="invalid-graph", title="Invalid graph",
-            errors=[{"field": exc.field, "message": str(exc).removeprefix(f"{exc.field}: ")}],
+            errors=[{"field": exc.field, "message": str(exc).removeprefix(f"{exc.field}: ")} | exc.details()],
         )  # fmt: skip
     return ValidationProblem(str(exc), slug="invalid-input", title="Invalid input")
 

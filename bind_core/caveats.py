@@ -20,8 +20,15 @@ MIN_TEST_POSITIVES = 30
 
 def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
     """Caveats a reader of the audit must see: groups kept out of the metrics (absent from the test split,
-    below the minimum size, without a positive test node), groups too small for stable Γ_EO estimates."""
+    below the minimum size, without a positive test node), groups too small for stable Γ_EO estimates, a graph
+    without edges."""
     out = exclusion_warnings(graph, min_group_size)
+    if graph.num_edges == 0:
+        out.append(
+            "the graph has no edges: the GNN sees only each node's own features (it is an MLP), and BIND's "
+            "non-i.i.d. term (a node's influence through its neighbours) is zero; check the edge list if edges "
+            "were expected"
+        )
     test = graph.test_idx
     y, s = graph.y[test], graph.sens[test]
     for grp in included_groups(graph, min_group_size):

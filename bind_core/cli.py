@@ -13,7 +13,10 @@ import torch
 from tqdm import tqdm
 
 from bind_core.audit import STAGES, AuditConfig, AuditResult, run_audit
-from bind_core.errors import BindError
+from bind_core.datasets.features import MAX_CATEGORIES
+from bind_core.datasets.ingest_report import IngestReport
+from bind_core.datasets.split import PAPER_SPLIT_SEED
+from bind_core.errors import BindError, ConfigError
 from bind_core.exports import json_safe
 from bind_core.influence import SOLVERS
 from bind_core.models import ACTIVATIONS, ARCHS, ModelConfig
@@ -21,13 +24,27 @@ from bind_core.supplied import prepare_supplied
 from bind_core.training import TrainConfig, TrainedModel
 
 
+class _DeprecatedNodes(argparse.Action):
+    """``--nodes N``: the old name of ``--synthetic-nodes`` (it read like a node table)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        print("warning: --nodes is deprecated, use --synthetic-nodes (a node table is --table)", file=sys.stderr)
+        namespace.synthetic_nodes = values
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bind-audit run", description=__doc__)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", help="income, recidivism (bail), pokec_z, pokec_n")
     src.add_argument("--synthetic", action="store_true", help="a seeded synthetic biased graph")
+    src.add_argument("--table", type=Path, help="your node table (.csv, .tsv, .parquet; .gz/.zst), with --edges")
+    src.add_argument("--npz", type=Path, help="your graph as one .npz archive")
     p.add_argument("--data-root", default="../shared/datasets", help="folder holding the datasets")
-    p.add_argument("--nodes", type=int, default=2000, help="synthetic graph size")
+    p.add_argument("--synthetic-nodes", type=int, default=2000, help="synthetic graph size")
+    p.add_argument("--nodes", type=int, action=_DeprecatedNodes, help=argparse.SUPPRESS)
+    _add_file_options(p)
     p.add_argument("--arch", choices=ARCHS, default="gcn")
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--hidden", type=int, default=16)
@@ -79,12 +96,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_file_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``--table`` (the same as the form fields of ``POST /v1/graphs``; docs/DATASETS.md)."""
+    t = p.add_argument_group("your own graph (--table)")
+    t.add_argument("--edges", type=Path, help="edge list: two node columns (more are ignored); .gz/.zst too")
+    t.add_argument("--label", help="label column")
+    t.add_argument("--sensitive", help="sensitive column, or several comma-separated (intersectional groups)")
+    t.add_argument("--node-id", help="column of node ids the edge list uses (default: 0-based row positions)")
+    t.add_argument("--features", help="feature columns, comma-separated (default: all but label, split, node id)")
+    t.add_argument("--split", help="column of train/val/test (default: the paper split of the labeled nodes)")
+    t.add_argument("--unlabeled", help="the label value that marks an unlabeled node (e.g. -1); empty cells too")
+    t.add_argument("--on-unknown-nodes", choices=("error", "drop"), default="error",
+                   help="an edge naming a node absent from the table: refuse (default) or drop it")  # fmt: skip
+    t.add_argument("--allow-no-edges", action="store_true", help="accept an edge list without edges")
+    t.add_argument("--impute-missing", action="store_true",
+                   help="fill missing feature values (numbers: the column median; text: no category)")  # fmt: skip
+    t.add_argument("--max-categories", type=int, default=MAX_CATEGORIES,
+                   help="most values of a text feature column that is one-hot encoded")  # fmt: skip
+    t.add_argument("--sensitive-bins", help="groups from a numeric sensitive column: 'age>=25' or 'age:25,60'")
+    t.add_argument("--name", help="the graph's name (default: the table's file name)")
+    t.add_argument("--split-seed", type=int, default=PAPER_SPLIT_SEED, help="seed of the paper split")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        graph = _load(args)
+        graph, report = _load(args)
+        for note in report.notes() if report is not None else []:
+            print(f"read: {note}", file=sys.stderr)
         skip = {s.strip() for s in args.skip.split(",") if s.strip()}
         model_config = ModelConfig(args.arch, args.layers, args.hidden, args.dropout, activation=args.activation)
         train_config = TrainConfig(args.epochs, args.lr, args.weight_decay, args.seed)
@@ -135,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc = result.to_dict() | {"config": config.to_dict(), "influence": result.influence_rows()}
         if record is not None:
             doc["supplied_model"] = record
+        if report is not None:
+            doc["ingest"] = report.to_dict()
         args.json.write_text(json.dumps(json_safe(doc), indent=2, default=float))
         print(f"\nwrote {args.json}")
     if args.mlflow:
@@ -177,12 +220,37 @@ def _render_supplied(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _load(args: argparse.Namespace) -> Any:
+_TABLE_ONLY = ("edges", "label", "sensitive", "node_id", "features", "split", "unlabeled", "sensitive_bins")
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, IngestReport | None]:
+    """The graph to audit, and for ``--table`` the report of what reading it did."""
     from bind_core import datasets
 
+    given = [f"--{k.replace('_', '-')}" for k in _TABLE_ONLY if getattr(args, k) is not None]
+    if args.table is None and given:
+        raise ConfigError(f"{', '.join(given)} apply only to --table")
     if args.synthetic:
-        return datasets.synthetic(args.nodes, seed=args.seed)
-    return datasets.load(args.dataset, args.data_root)
+        return datasets.synthetic(args.synthetic_nodes, seed=args.seed), None
+    if args.npz is not None:
+        return datasets.from_files(args.npz, name=args.name, split_seed=args.split_seed), None
+    if args.table is not None:
+        missing = [f"--{k}" for k in ("edges", "label", "sensitive") if getattr(args, k) is None]
+        if missing and not (missing == ["--edges"] and args.allow_no_edges):
+            raise ConfigError(f"--table needs {', '.join(missing)}")
+        ingested = datasets.ingest_files(
+            args.table, args.edges, label=args.label, sensitive=args.sensitive, node_id=args.node_id,
+            features=_names(args.features), split=args.split, unlabeled=args.unlabeled,
+            on_unknown_nodes=args.on_unknown_nodes, allow_no_edges=args.allow_no_edges,
+            impute_missing=args.impute_missing, max_categories=args.max_categories,
+            sensitive_bins=args.sensitive_bins, name=args.name, split_seed=args.split_seed,
+        )  # fmt: skip
+        return ingested.graph, ingested.report
+    return datasets.load(args.dataset, args.data_root), None
+
+
+def _names(value: str | None) -> list[str] | None:
+    return None if value is None else [c.strip() for c in value.split(",") if c.strip()]
 
 
 def _pct(v: float | None) -> str:

@@ -8,11 +8,43 @@ class BindError(ValueError):
 
 
 class GraphValidationError(BindError):
-    """An attributed graph is malformed: the message names the field and what is wrong with it."""
+    """An attributed graph is malformed: the message names the field and what is wrong with it.
 
-    def __init__(self, field: str, message: str) -> None:
+    Errors about a user's file also carry where: ``file`` (the file name as the user knows it), ``rows`` (up to
+    five 1-based rows as a spreadsheet or text editor shows them), ``values`` (the offending values at those
+    rows, as text) and ``count`` (how many rows are at fault in all). ``field`` is then the user's column, or
+    the form field or file part (``"edges"``) when no column applies.
+    """
+
+    def __init__(
+        self,
+        field: str,
+        message: str,
+        *,
+        file: str | None = None,
+        rows: tuple[int, ...] = (),
+        values: tuple[str, ...] = (),
+        count: int | None = None,
+    ) -> None:
         self.field = field
+        self.file = file
+        self.rows = rows
+        self.values = values
+        self.count = count
         super().__init__(f"{field}: {message}")
+
+    def details(self) -> dict[str, object]:
+        """``file``, ``rows``, ``values`` and ``count`` where known (for problem+json ``errors[]``)."""
+        out: dict[str, object] = {}
+        if self.file is not None:
+            out["file"] = self.file
+        if self.rows:
+            out["rows"] = list(self.rows)
+        if self.values:
+            out["values"] = list(self.values)
+        if self.count is not None:
+            out["count"] = self.count
+        return out
 
 
 class DatasetNotFoundError(BindError, FileNotFoundError):

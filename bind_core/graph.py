@@ -27,7 +27,8 @@ class Graph:
         x: node features, float32, shape ``[n, d]``, all finite.
         edge_index: int64, shape ``[2, E]``; each undirected edge stored in both directions, sorted by
             (source, target), no self-loops, no duplicates. ``E / 2`` undirected edges.
-        y: int64 labels in ``[0, C)``, shape ``[n]``, ``C >= 2``.
+        y: int64 labels in ``[0, C)``, shape ``[n]``, ``C >= 2``; ``-1`` marks an unlabeled node, which stays
+            in the graph (it passes messages) and is in no split.
         sens: int64 sensitive group in ``[0, G)``, shape ``[n]``, ``G >= 2``.
         train_idx, val_idx, test_idx: int64 node indices, pairwise disjoint, none empty. Every class
             occurs in the test split, and at least two groups do (binary labels: among its positives); a
@@ -94,7 +95,8 @@ class Graph:
             "groups": self.num_groups,
             "group_sizes": torch.bincount(self.sens, minlength=self.num_groups).tolist(),
             "group_names": list(self.group_names),
-            "class_sizes": torch.bincount(self.y, minlength=self.num_classes).tolist(),
+            "class_sizes": torch.bincount(self.y[self.y >= 0], minlength=self.num_classes).tolist(),
+            "unlabeled": int((self.y < 0).sum()),
             "train": int(self.train_idx.numel()),
             "val": int(self.val_idx.numel()),
             "test": int(self.test_idx.numel()),
@@ -275,7 +277,9 @@ def _validate(g: Graph) -> None:
             raise GraphValidationError(name, f"expected int64, got {t.dtype}")
         if t.shape != (n,):
             raise GraphValidationError(name, f"expected shape [{n}] (one per node), got {list(t.shape)}")
-    _validate_values(g.y, "y", "classes")
+    if int(g.y.min()) < -1:
+        raise GraphValidationError("y", f"values must be class codes (or -1: unlabeled), got {int(g.y.min())}")
+    _validate_values(g.y[g.y >= 0], "y", "classes")
     _validate_values(g.sens, "sens", "sensitive groups")
     if g.group_names and len(g.group_names) != int(g.sens.max()) + 1:
         raise GraphValidationError(
@@ -333,6 +337,9 @@ def _validate_splits(g: Graph, n: int) -> None:
     if bool((seen > 1).any()):
         v = int((seen > 1).nonzero()[0])
         raise GraphValidationError("split", f"train, val and test overlap (node {v} is in two of them)")
+    if bool(((seen > 0) & (g.y < 0)).any()):
+        v = int(((seen > 0) & (g.y < 0)).nonzero()[0])
+        raise GraphValidationError("split", f"node {v} is unlabeled (y = -1) but in a split")
     test_y, test_s = g.y[g.test_idx], g.sens[g.test_idx]
     num_classes, num_groups = int(g.y.max()) + 1, int(g.sens.max()) + 1
     missing_c = sorted(set(range(num_classes)) - set(test_y.unique().tolist()))

@@ -68,7 +68,7 @@ def test_small_groups_are_flagged() -> None:
 
 def test_command_line_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "audit.json"
-    args = ["--synthetic", "--nodes", "300", "--epochs", "40", "--validation-sample", "6", "--budgets", "0.1"]
+    args = ["--synthetic", "--synthetic-nodes", "300", "--epochs", "40", "--validation-sample", "6", "--budgets", "0.1"]
     code = main([*args, "--quiet", "--json", str(out)])
     assert code == 0
     text = capsys.readouterr().out
@@ -84,7 +84,8 @@ def test_command_line_two_layer_audit_with_the_check_against_chance(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "audit.json"
-    args = ["--synthetic", "--nodes", "200", "--epochs", "40", "--layers", "2", "--hidden", "4", "--budgets", "3"]
+    args = ["--synthetic", "--synthetic-nodes", "200", "--epochs", "40", "--layers", "2", "--hidden", "4"]
+    args += ["--budgets", "3"]
     code = main([*args, "--validation-sample", "5", "--debias-seeds", "1,2,3", "--quiet", "--json", str(out)])
     assert code == 0
     text = capsys.readouterr().out

@@ -186,8 +186,10 @@ def test_missing_and_non_numeric_columns(nodes_csv: Path) -> None:
     assert _error(_build, nodes_csv, features=["age", "ghost"]).field == "ghost"
     err = _error(_build, nodes_csv, features=["age", "outcome"])
     assert err.field == "outcome"
-    err = _error(_build, nodes_csv, sensitive="flag", features=["gender", "score"])
-    assert err.field == "gender" and "not numeric" in str(err)
+    g = _build(nodes_csv, sensitive="flag", features=["gender", "score"])
+    assert g.feature_names == ("gender=f", "gender=m", "score")
+    err = _error(_build, nodes_csv, sensitive="flag", features=["gender", "score"], max_categories=1)
+    assert err.field == "gender" and "features=" in str(err) and "2 distinct values" in str(err)
     assert _error(from_files, nodes_csv, sensitive="gender").field == "label"
 
 
@@ -198,9 +200,12 @@ def test_missing_values(tmp_path: Path) -> None:
     nodes = tmp_path / "n.csv"
     table.to_csv(nodes, index=False)
     err = _error(_build, nodes)
-    assert err.field == "outcome" and "row 4" in str(err)
-    err = _error(_build, nodes, label="gender", sensitive="flag", features=["age"])
-    assert err.field == "age" and "row 3" in str(err)
+    assert err.field == "age" and "row 5 ('')" in str(err) and err.rows == (5,) and err.count == 1
+    assert err.file == "n.csv"
+    g = _build(nodes, features=["score"])
+    assert g.y[4] == -1 and g.summary()["unlabeled"] == 1
+    err = _error(_build, nodes, label="gender", sensitive="outcome", features=["age"])
+    assert err.field == "outcome" and err.rows == (6,)
 
 
 @pytest.mark.parametrize(
@@ -230,7 +235,6 @@ def test_missing_file(tmp_path: Path) -> None:
     "content",
     [
         b"0 1\n1 2 3\n",  # three columns on a line
-        b"0 1 2\n1 2 3\n",  # three columns
         b"0 1\n2 x\n",  # not a number
         b"0 1\n2\n",  # one value
         b"0 1\n1.5 2\n",  # not an integer

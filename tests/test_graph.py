@@ -162,7 +162,16 @@ def test_one_group_only() -> None:
 def test_unused_codes() -> None:
     err = _error(sens=[0, 0, 2, 2, 0, 0, 2, 2])
     assert err.field == "sens" and "unused: [1]" in str(err)
-    assert _error(y=[-1, *Y[1:]]).field == "y"
+    assert _error(y=[-2, *Y[1:]]).field == "y"
+
+
+def test_unlabeled_nodes_stay_out_of_every_split() -> None:
+    err = _error(y=[-1, *Y[1:]])  # node 0 is a training node
+    assert err.field == "split" and "unlabeled" in str(err)
+    g = _build(y=[0, 1, 0, -1, *Y[4:]], val_idx=[2])
+    summary = g.summary()
+    assert summary["unlabeled"] == 1 and summary["class_sizes"] == [4, 3]
+    assert g.num_classes == 2 and g.num_nodes == 8
 
 
 def test_without_nodes_reindexes_and_maps() -> None:

@@ -35,7 +35,7 @@ def _only_run(uri: str):  # type: ignore[no-untyped-def]
 
 
 def test_cli_logs_params_metrics_and_artifacts(store: str, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--synthetic", "--nodes", "120", "--epochs", "20", "--skip", "debiasing,validation"]
+    args = ["--synthetic", "--synthetic-nodes", "120", "--epochs", "20", "--skip", "debiasing,validation"]
     assert main([*args, "--bootstrap", "30", "--quiet", "--mlflow", store]) == 0
     assert "logged MLflow run" in capsys.readouterr().out
     client, run = _only_run(store)

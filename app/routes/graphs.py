@@ -26,8 +26,16 @@ _UPLOAD_BODY: dict[str, Any] = {
             "schema": {
                 "type": "object",
                 "properties": {
-                    "nodes": {"type": "string", "format": "binary", "description": "Node table (CSV or Parquet)."},
-                    "edges": {"type": "string", "format": "binary", "description": "Edge list, two columns."},
+                    "nodes": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "Node table (CSV, TSV or Parquet; CSV/TSV may be gzip or Zstandard compressed).",
+                    },
+                    "edges": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "Edge list: two node columns, further columns ignored; may be compressed.",
+                    },
                     "npz": {"type": "string", "format": "binary", "description": "Or: one .npz graph archive."},
                     "label": {"type": "string", "description": "Label column of the node table."},
                     "sensitive": {
@@ -35,9 +43,44 @@ _UPLOAD_BODY: dict[str, Any] = {
                         "description": "Sensitive-attribute column, or several comma-separated: their value "
                         "combinations become the (intersectional) groups.",
                     },
-                    "features": {"type": "string", "description": "Feature columns, comma-separated (default: all)."},
+                    "features": {
+                        "type": "string",
+                        "description": "Feature columns, comma-separated (default: all but label, split, node_id). "
+                        "Text columns are one-hot encoded, booleans read as 0/1.",
+                    },
                     "split": {"type": "string", "description": "Column of train/val/test (default: paper split)."},
                     "node_id": {"type": "string", "description": "Column of node ids the edge list uses."},
+                    "unlabeled": {
+                        "type": "string",
+                        "description": "Label value of unlabeled nodes (e.g. -1); empty cells are unlabeled too.",
+                    },
+                    "on_unknown_nodes": {
+                        "type": "string",
+                        "enum": ["error", "drop"],
+                        "default": "error",
+                        "description": "An edge naming a node absent from the table: refuse the upload or drop it.",
+                    },
+                    "allow_no_edges": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "Accept an edge list without edges.",
+                    },
+                    "impute_missing": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "Fill missing feature values (numbers: the column's median; text: no category).",
+                    },
+                    "max_categories": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": 20,
+                        "description": "Most values of a text feature column that is one-hot encoded.",
+                    },
+                    "sensitive_bins": {
+                        "type": "string",
+                        "description": "Groups from a numeric sensitive column: 'age>=25' or bin edges 'age:25,60' "
+                        "(several separated by ';').",
+                    },
                     "name": {"type": "string", "description": "A name for the graph."},
                 },
             }
@@ -59,7 +102,9 @@ async def upload_graph(
     """Upload a graph: a node table and an edge list, or one ``.npz``; validated with bind_core's rules.
 
     The body is limited to ``BIND_MAX_UPLOAD_BYTES`` (413 past it) and the graph to the configured node,
-    edge and column limits (422). Validation errors name the file or column at fault.
+    edge and column limits (422). Validation errors name the file, the column (``errors[].field``), the rows as
+    a spreadsheet shows them, up to five offending values and their count. The summary's ``ingest`` says what
+    was encoded, imputed, left unlabeled or dropped.
     """
     # Only the API-key lookup has run on this session: end its transaction so that no database connection
     # is held while a slow client streams the body (the insert below starts a new one).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,6 +23,12 @@ class GraphSummary(BaseModel):
     """Sensitive groups."""
     group_sizes: list[int]
     class_sizes: list[int]
+    """Labeled nodes per class."""
+    unlabeled: int = 0
+    """Nodes without a label: kept in the graph (they pass messages), in no split."""
+    ingest: dict[str, Any] | None = None
+    """For a node table: what reading it did (columns encoded, imputed; unlabeled nodes; edges dropped; edge
+    columns ignored; hints), see ``bind_core.datasets.IngestReport``."""
     train: int
     val: int
     test: int

@@ -13,6 +13,14 @@ class FieldError(BaseModel):
     field: str
     """Dotted path of the offending input, e.g. ``model.hidden`` or ``nodes``."""
     message: str
+    file: str | None = None
+    """For an error in an uploaded file: the file's name as the client sent it."""
+    rows: list[int] | None = None
+    """Up to five offending rows, 1-based as a spreadsheet shows them (the header is row 1)."""
+    values: list[str] | None = None
+    """The offending values at those rows."""
+    count: int | None = None
+    """How many rows are at fault in all."""
 
 
 class Problem(BaseModel):

@@ -16,13 +16,11 @@ from app.db.models import ACTIVE_STATES, Audit, Graph, Tenant
 from app.errors import Conflict, NotFound, ValidationProblem
 from app.pagination import newest_first
 from app.problems import bind_error_problem
-from app.services.uploads import ReceivedUpload
+from app.services.uploads import TABLE_OPTIONS, ReceivedUpload
 from app.services.versions import add_version
 from app.settings import Settings
 from bind_core import BindError
-from bind_core.datasets import from_files, load_npz, save_npz
-
-_TABLE_FIELDS = ("label", "sensitive", "features", "split", "node_id")
+from bind_core.datasets import ingest_files, load_npz, save_npz
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,7 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
     name = _graph_name(fields.get("name"), upload.client_names.get("npz") or upload.client_names.get("nodes"))
     try:
         if "npz" in files:
-            clash = [k for k in ("nodes", "edges", *_TABLE_FIELDS) if k in files or k in fields]
+            clash = [k for k in ("nodes", "edges", *TABLE_OPTIONS) if k in files or k in fields]
             if clash:
                 raise ValidationProblem(
                     "Send either one npz file, or a nodes table with an edges file.",
@@ -75,6 +73,7 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
                 max_edges=settings.max_edges,
                 max_columns=settings.max_columns,
             )
+            summary = graph.summary()
         else:
             required = [k for k in ("nodes", "edges") if k not in files]
             required += [k for k in ("label", "sensitive") if not fields.get(k, "").strip()]
@@ -84,24 +83,65 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
                     "(or one npz file).",
                     errors=[{"field": k, "message": "required"} for k in required],
                 )
-            graph = from_files(
+            ingested = ingest_files(
                 files["nodes"],
                 files["edges"],
-                label=fields["label"].strip(),
-                sensitive=fields["sensitive"].strip(),
-                features=_columns(fields.get("features")),
-                split=fields.get("split", "").strip() or None,
-                node_id=fields.get("node_id", "").strip() or None,
+                **table_options(fields),
                 name=name,
+                nodes_name=_shown(upload.client_names.get("nodes"), "nodes"),
+                edges_name=_shown(upload.client_names.get("edges"), "edges"),
                 max_nodes=settings.max_nodes,
                 max_edges=settings.max_edges,
                 max_columns=settings.max_columns,
+                max_unpacked_bytes=settings.max_unpacked_bytes,
             )
+            graph, summary = ingested.graph, ingested.summary()
     except BindError as exc:
         raise bind_error_problem(exc) from exc
     buffer = io.BytesIO()
     save_npz(graph, buffer)
-    return ParsedGraph(name=graph.name, summary=graph.summary(), data=buffer.getvalue())
+    return ParsedGraph(name=graph.name, summary=summary, data=buffer.getvalue())
+
+
+_FLAGS = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+
+
+def table_options(fields: dict[str, str]) -> dict[str, Any]:
+    """The ``ingest_files`` options the form fields give (empty fields are absent).
+
+    Raises:
+        ValidationProblem: a flag that is not true/false, an ``on_unknown_nodes`` other than error/drop, a
+            ``max_categories`` that is not a positive integer.
+    """
+    given = {k: v.strip() for k, v in fields.items() if k in TABLE_OPTIONS and v.strip()}
+    errors = []
+    options: dict[str, Any] = {"label": given.get("label"), "sensitive": given.get("sensitive")}
+    options |= {k: given.get(k) for k in ("split", "node_id", "unlabeled", "sensitive_bins")}
+    options["features"] = _columns(given.get("features"))
+    for flag in ("allow_no_edges", "impute_missing"):
+        value = _FLAGS.get(given.get(flag, "false").lower())
+        if value is None:
+            errors.append({"field": flag, "message": f"must be true or false, got {given[flag]!r}"})
+        options[flag] = bool(value)
+    options["on_unknown_nodes"] = given.get("on_unknown_nodes", "error").lower()
+    if options["on_unknown_nodes"] not in ("error", "drop"):
+        bad = given["on_unknown_nodes"]
+        errors.append({"field": "on_unknown_nodes", "message": f"must be error or drop, got {bad!r}"})
+    if "max_categories" in given:
+        cap = given["max_categories"]
+        if not cap.isdigit() or int(cap) < 1:
+            errors.append({"field": "max_categories", "message": f"must be a positive integer, got {cap!r}"})
+        else:
+            options["max_categories"] = int(cap)
+    if errors:
+        raise ValidationProblem("; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors)
+    return options
+
+
+def _shown(client_name: str | None, part: str) -> str:
+    """The client's file name (its last path component, printable, at most 200 characters), or the part."""
+    name = PureWindowsPath(client_name or "").name
+    return "".join(ch for ch in name if ch.isprintable())[:200] or part
 
 
 def _columns(value: str | None) -> list[str] | None:
@@ -112,7 +152,10 @@ def _columns(value: str | None) -> list[str] | None:
 
 def _graph_name(given: str | None, client_file: str | None) -> str:
     # PureWindowsPath splits on both "/" and "\\": "..\\x\\g.npz" and "../x/g.npz" both give "g".
-    name = (given or "").strip() or PureWindowsPath(client_file or "").stem.strip() or "graph"
+    file = PureWindowsPath(client_file or "")
+    if file.suffix.lower() in (".gz", ".zst"):
+        file = file.with_suffix("")
+    name = (given or "").strip() or file.stem.strip() or "graph"
     return "".join(ch for ch in name if ch.isprintable())[:200] or "graph"
 
 

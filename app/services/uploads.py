@@ -21,8 +21,14 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, ValidationProblem
 
 FILE_PARTS = ("nodes", "edges", "npz")
-FIELD_PARTS = ("label", "sensitive", "features", "split", "node_id", "name")
+TABLE_OPTIONS = (
+    "label", "sensitive", "features", "split", "node_id", "unlabeled", "on_unknown_nodes", "allow_no_edges",
+    "impute_missing", "max_categories", "sensitive_bins",
+)  # fmt: skip
+"""Form fields that describe a node table and edge list (``bind_core.datasets.ingest_files`` options)."""
+FIELD_PARTS = (*TABLE_OPTIONS, "name")
 _PARQUET_MAGIC = b"PAR1"
+_COMPRESSED_MAGIC = {b"\x1f\x8b": ".gz", b"\x28\xb5\x2f\xfd": ".zst"}
 
 
 @dataclass
@@ -73,7 +79,7 @@ async def receive_upload(
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_bytes:
         raise _too_large(max_bytes)
-    parser = MultiPartParser(request.headers, _limited(request, max_bytes), max_files=4, max_fields=16)
+    parser = MultiPartParser(request.headers, _limited(request, max_bytes), max_files=4, max_fields=24)
     try:
         form = await parser.parse()
     except MultiPartException as exc:
@@ -116,15 +122,20 @@ def _copy(source: BinaryIO, folder: Path, part: str, client_name: str | None) ->
 
 
 def _suffix(part: str, head: bytes, client_name: str | None) -> str:
+    """The suffix bind_core reads the part by: from its first bytes (Parquet, gzip, Zstandard) and, for a text
+    table, ``.tsv`` when the client's name says so; a compressed file gets ``.gz``/``.zst`` after that."""
     if part == "npz":
         return ".npz"
+    packed = next((suffix for magic, suffix in _COMPRESSED_MAGIC.items() if head.startswith(magic)), "")
     if part == "edges":
-        return ".txt"
+        return ".txt" + packed
     if part != "nodes":
         return ".bin"
     if head == _PARQUET_MAGIC:
         return ".parquet"
-    return ".tsv" if PurePath(client_name or "").suffix.lower() == ".tsv" else ".csv"
+    name = PurePath(client_name or "")
+    inner = name.with_suffix("") if name.suffix.lower() in (".gz", ".zst") else name
+    return (".tsv" if inner.suffix.lower() == ".tsv" else ".csv") + packed
 
 
 def remove_folder(folder: Path) -> None:

@@ -5,10 +5,12 @@ Public API:
 * :func:`load` / :func:`available` / :class:`DatasetInfo` — Income, Recidivism, Pokec-z, Pokec-n.
 * :func:`paper_split` — the paper's per-label train/validation/test rule.
 * :func:`synthetic` — a seeded generator of biased attributed graphs for demos and tests.
-* :func:`from_files`, :func:`save_npz`, :func:`load_npz` — user uploads and the service's storage format.
+* :func:`from_files`, :func:`save_npz`, :func:`load_npz` — user uploads and the service's storage format;
+  :func:`ingest_files` also returns the :class:`IngestReport` of what reading the files did.
 """
 
-from bind_core.datasets.files import from_files
+from bind_core.datasets.files import from_files, ingest_files
+from bind_core.datasets.ingest_report import Ingested, IngestReport
 from bind_core.datasets.npz import load_npz, save_npz
 from bind_core.datasets.registry import DATASET_NAMES, DatasetInfo, available, canonical_name, load
 from bind_core.datasets.scaling import minmax_scale
@@ -20,9 +22,12 @@ __all__ = [
     "PAPER_SPLIT_SEED",
     "PAPER_TRAIN_PER_CLASS",
     "DatasetInfo",
+    "IngestReport",
+    "Ingested",
     "available",
     "canonical_name",
     "from_files",
+    "ingest_files",
     "load",
     "load_npz",
     "minmax_scale",

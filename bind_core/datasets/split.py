@@ -57,7 +57,7 @@ def paper_split(
     train: list[int] = []
     val: list[int] = []
     test: list[int] = []
-    for value in np.unique(labels):
+    for value in np.unique(labels[labels >= 0]):
         members = np.flatnonzero(labels == value).tolist()
         rng.shuffle(members)
         k = len(members)

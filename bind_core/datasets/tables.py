@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from bind_core.datasets.limits import check_limit
+from bind_core.datasets.offending import cell_error, ragged_row_error, table_rows
 from bind_core.errors import BindError, GraphValidationError
 
 TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".parquet": None, ".pq": None}
@@ -100,6 +101,8 @@ def read_node_table(
     max_nodes: int | None = None,
     max_columns: int | None = None,
     field: str = "nodes",
+    shown: str | None = None,
+    text_columns: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Read a node table, one row per node, choosing the reader by file suffix.
 
@@ -108,6 +111,8 @@ def read_node_table(
         max_nodes: the most rows accepted, ``None`` for no limit.
         max_columns: the most columns accepted, ``None`` for no limit.
         field: the field named in errors.
+        shown: the file name errors show (default: the path's name).
+        text_columns: CSV/TSV columns read as text, unconverted (node ids, read exactly).
 
     Returns:
         The table with string column names.
@@ -117,13 +122,14 @@ def read_node_table(
             column names, no rows, or a limit exceeded.
     """
     path = Path(path)
+    shown = shown or path.name
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
         raise GraphValidationError(
             field, f"unsupported file type {suffix or '(none)'!r}; use one of {sorted(TABLE_SUFFIXES)} or .npz"
         )
     if not path.is_file():
-        raise GraphValidationError(field, f"no such file: {path.name}")
+        raise GraphValidationError(field, f"no such file: {shown}")
     try:
         if suffix in (".parquet", ".pq"):
             import pyarrow.parquet as pq
@@ -138,15 +144,20 @@ def read_node_table(
             check_limit(field, "columns", header_columns(path, sep, stop_after=max_columns), max_columns)
             header = pd.read_csv(path, sep=sep, nrows=0, encoding="utf-8")
             check_limit(field, "columns", len(header.columns), max_columns)
-            frame = pd.read_csv(path, sep=sep, encoding="utf-8", nrows=None if max_nodes is None else max_nodes + 1)
+            text = {c: str for c in text_columns if c in header.columns}
+            frame = pd.read_csv(
+                path, sep=sep, encoding="utf-8", dtype=text or None, nrows=None if max_nodes is None else max_nodes + 1
+            )
     except BindError:
         raise
     except pd.errors.EmptyDataError as exc:
-        raise GraphValidationError(field, f"{path.name} is empty") from exc
+        raise GraphValidationError(field, f"{shown} is empty") from exc
     except UnicodeDecodeError as exc:
-        raise GraphValidationError(field, f"{path.name} is not UTF-8 text ({exc.reason})") from exc
+        raise GraphValidationError(field, f"{shown} is not UTF-8 text ({exc.reason})") from exc
     except _read_errors() as exc:
-        raise GraphValidationError(field, f"cannot read {path.name} ({type(exc).__name__}: {exc})") from exc
+        raise ragged_row_error(exc, field=field, file=shown) or GraphValidationError(
+            field, f"cannot read {shown} ({type(exc).__name__}: {exc})"
+        ) from exc
     frame.columns = [str(c) for c in frame.columns]
     check_limit(field, "rows", len(frame), max_nodes)
     check_limit(field, "columns", frame.shape[1], max_columns)
@@ -154,51 +165,60 @@ def read_node_table(
     if dupes:
         raise GraphValidationError(field, f"duplicate column names {dupes}")
     if len(frame) == 0:
-        raise GraphValidationError(field, f"{path.name} has no rows")
+        raise GraphValidationError(field, f"{shown} has no rows")
     return frame
 
 
-def require_columns(frame: pd.DataFrame, columns: Sequence[str], field: str = "nodes") -> None:
-    """Raise naming the first of ``columns`` that ``frame`` lacks."""
+def require_columns(
+    frame: pd.DataFrame, columns: Sequence[str], field: str = "nodes", *, file: str | None = None
+) -> None:
+    """Raise naming the first of ``columns`` that ``frame`` lacks (and the file, when given)."""
     for column in columns:
         if column not in frame.columns:
             shown = ", ".join(list(frame.columns)[:20])
-            raise GraphValidationError(column, f"no column {column!r} in the node table (columns: {shown})")
+            where = file if file is not None else "the node table"
+            raise GraphValidationError(column, f"no column {column!r} in {where} (columns: {shown})", file=file)
 
 
-def _first_missing(series: pd.Series) -> int | None:
-    missing = series.isna().to_numpy()
-    if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
-        missing = missing | (series.astype(str).str.strip() == "").to_numpy()
-    return int(np.flatnonzero(missing)[0]) if missing.any() else None
+def value_name(value: object) -> str:
+    """A value as a group or class name, exactly: a whole float as an integer (``1234567.0`` -> ``"1234567"``),
+    another float by its shortest round-trip text, text as it is (no stripping: ``"F"`` and ``"F "`` differ)."""
+    if isinstance(value, float | np.floating):
+        return str(int(value)) if float(value).is_integer() else repr(float(value))
+    return str(value)
 
 
-def encode_codes(series: pd.Series, column: str) -> tuple[np.ndarray, list[str]]:
+def encode_codes(series: pd.Series, column: str, *, file: str = "the node table") -> tuple[np.ndarray, list[str]]:
     """Map a label or sensitive column to contiguous codes ``0..k-1`` in sorted order of its values.
 
-    Numbers sort numerically and anything else as strings (``"10" < "9"``).
+    Numbers sort numerically and anything else as strings (``"10" < "9"``); values are kept exactly (text is
+    not stripped, numbers are not rounded), so distinct values stay distinct codes.
 
     Returns:
-        ``(codes, values)``: int64 codes per row and the original value (as text) of each code.
+        ``(codes, values)``: int64 codes per row and the name of each code (:func:`value_name`).
 
     Raises:
-        GraphValidationError: a missing value (naming the row).
+        GraphValidationError: a missing or non-finite value (naming the rows).
     """
-    row = _first_missing(series)
-    if row is not None:
-        raise GraphValidationError(column, f"missing value in row {row} (first data row is 0)")
-    if pd.api.types.is_bool_dtype(series.dtype):
+    missing = series.isna().to_numpy(dtype=bool)
+    if not (pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype)):
+        missing = missing | (series.astype(str).str.strip() == "").to_numpy(dtype=bool)
+    if missing.any():
+        rows = np.flatnonzero(missing)
+        raise cell_error(column, "missing values", file=file, column=column, rows=table_rows(rows),
+                         values=[""] * rows.size)  # fmt: skip
+    if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_integer_dtype(series.dtype):
         values = series.to_numpy(dtype=np.int64)
     elif pd.api.types.is_numeric_dtype(series.dtype):
         values = series.to_numpy(dtype=np.float64)
         if not np.isfinite(values).all():
-            bad = int(np.flatnonzero(~np.isfinite(values))[0])
-            raise GraphValidationError(column, f"non-finite value in row {bad}")
+            bad = np.flatnonzero(~np.isfinite(values))
+            raise cell_error(column, "non-finite values", file=file, column=column, rows=table_rows(bad),
+                             values=values[bad])  # fmt: skip
     else:
-        values = np.array([str(v).strip() for v in series.tolist()], dtype=object)
+        values = np.array([str(v) for v in series.tolist()], dtype=object)
     uniques, codes = np.unique(values, return_inverse=True)
-    names = [f"{u:g}" if isinstance(u, float | np.floating) else str(u) for u in uniques.tolist()]
-    return codes.astype(np.int64).reshape(-1), names
+    return codes.astype(np.int64).reshape(-1), [value_name(u) for u in uniques.tolist()]
 
 
 def numeric_matrix(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
