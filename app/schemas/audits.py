@@ -36,15 +36,23 @@ class TrainingSettings(BaseModel):
     )  # fmt: skip
 
 
+PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
+"""Names hold no control characters (Postgres text cannot hold NUL; a name is looked up before anything else)."""
+
+
 class AuditCreate(BaseModel):
     """What to audit (an uploaded graph or a built-in dataset, exactly one) and how."""
 
     model_config = ConfigDict(extra="forbid")
 
     graph_id: uuid.UUID | None = None
-    dataset: str | None = Field(default=None, min_length=1, max_length=100)
+    dataset: str | None = Field(default=None, min_length=1, max_length=100, pattern=PRINTABLE)
     graph_name: str | None = Field(
-        default=None, min_length=1, max_length=200, description="A graph by name: its latest version when queued."
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=PRINTABLE,
+        description="A graph by name: its latest version when queued.",
     )
     model_id: uuid.UUID | None = Field(
         default=None, description="Audit this supplied model (POST /v1/models) instead of training one; its graph."

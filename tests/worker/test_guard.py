@@ -42,7 +42,7 @@ def test_the_watchdog_trips_on_resident_memory() -> None:
     with AuditGuard(memory=32 * MiB, seconds=0, address_space=False, interval=0.02) as guard:
         held = torch.ones(128 * MiB, dtype=torch.uint8)  # touched: resident
         over = _wait_tripped(guard)
-        assert guard.added_peak >= 96 * MiB
+        assert guard.added_peak > 32 * MiB  # what it saw when it tripped (the tensor may still be filling)
         del held
     assert over.limit == "BIND_AUDIT_MEMORY_GUARD" and over.used > over.allowed == 32 * MiB
 
