@@ -118,8 +118,9 @@ class GraphInputs:
     """What a model needs of a graph, precomputed once (see :meth:`GNN.prepare`).
 
     Shapes: ``x [n, d]``; ``edge_index [2, E']`` (with self-loops for GCN); ``edge_weight [E']`` (GCN's
-    symmetric normalisation) or None; ``x_prop`` the aggregated rows of a one-layer GCN/GIN/SAGE (``[n, d]``,
-    ``[n, d]``, ``[n, 2d]``), else None.
+    symmetric normalisation) or None; ``x_prop`` the aggregated features of a GCN/GIN/SAGE (``[n, d]``,
+    ``[n, d]``, ``[n, 2d]``; :func:`aggregate_features`): a one-layer model's rows, a deeper model's first layer's
+    input; None for GAT.
     """
 
     x: Tensor
@@ -139,6 +140,22 @@ def gcn_norm(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.floa
     deg = torch.bincount(ei[0], minlength=num_nodes).to(dtype)
     dinv = deg.pow(-0.5)
     return ei, dinv[ei[0]] * dinv[ei[1]]
+
+
+def aggregate_features(
+    arch: str, adjacency: Adjacency, x: Tensor, eps: float = 0.0, *, root: Tensor | None = None
+) -> Tensor:
+    """What the first layer of a GCN, GIN or SAGE aggregates before any weight: ``Â·X``; ``(1 + ε)·X + A·X``;
+    ``[mean_N(X), X]``. Constant for a graph, so computed once: training and every evaluation then start from it,
+    and a multi-layer model's first layer costs no sparse product (forward or backward). For a block of rows of
+    the adjacency, ``root`` names those rows (their own features, for GIN and SAGE)."""
+    z = adjacency @ x
+    own = x if root is None else x[root]
+    if arch == "gin":
+        return z + (1 + eps) * own
+    if arch == "sage":
+        return torch.cat([z, own], dim=1)
+    return z
 
 
 def with_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
@@ -280,7 +297,9 @@ class GNN(nn.Module):
             if arch == "gcn":
                 ei = with_self_loops(ei, graph.num_nodes)
             weight, adjacency = message_adjacency(arch, ei, graph.num_nodes, dtype)
-            return GraphInputs(x=x, edge_index=ei, edge_weight=weight, x_prop=None, adjacency=adjacency)
+            eps = float(getattr(self.convs[0], "eps", 0.0))
+            z = None if adjacency is None else aggregate_features(arch, adjacency, x, eps)
+            return GraphInputs(x=x, edge_index=ei, edge_weight=weight, x_prop=z, adjacency=adjacency)
         # One-layer models: the aggregated rows, computed once (the paper's case, kept bit for bit as before).
         if arch == "gcn":
             ei, w = gcn_norm(ei, graph.num_nodes, dtype)
@@ -321,6 +340,8 @@ class GNN(nn.Module):
     def layer(self, i: int, h: Tensor, inputs: GraphInputs) -> Tensor:
         """Conv ``i`` on the whole graph's rows ``h`` (already activated): its pre-activation output ``[n, ·]``."""
         conv = self.convs[i]
+        if i == 0 and inputs.x_prop is not None:  # the aggregated features, computed once per graph
+            return self.first_layer(inputs.x_prop)
         if inputs.adjacency is not None:
             return self._csr_layer(conv, inputs.adjacency, h, None)
         if inputs.edge_weight is not None:
@@ -342,12 +363,18 @@ class GNN(nn.Module):
 
     def forward_propagated(self, z: Tensor) -> Tensor:
         """A row-separable model from aggregated rows ``z`` (see :meth:`prepare`) to logits."""
+        return self.head(self.first_layer(z))
+
+    def first_layer(self, z: Tensor) -> Tensor:
+        """The first conv's output from the aggregated features ``z`` (:func:`aggregate_features`): GCN
+        ``(Â·X)·Wᵀ + b``, GIN ``MLP((1 + ε)·X + A·X)``, SAGE ``W_l·mean_N(X) + b + W_r·X``, the same as the conv on
+        ``X`` (its aggregation is linear and comes before any weight)."""
         conv = self.convs[0]
         if self.config.arch == "gcn":
-            return self.head(conv.lin(z) + conv.bias)
+            return cast(Tensor, conv.lin(z) + conv.bias)
         if self.config.arch == "gin":
-            return self.head(conv.nn(z))
-        return self.head(conv.lin_l(z[:, : self.in_dim]) + conv.lin_r(z[:, self.in_dim :]))
+            return cast(Tensor, conv.nn(z))
+        return cast(Tensor, conv.lin_l(z[:, : self.in_dim]) + conv.lin_r(z[:, self.in_dim :]))
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:

@@ -12,7 +12,8 @@ from bind_core.influence import estimate
 from bind_core.influence.estimate import choose_method
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.solvers import dense_hessian
-from bind_core.influence.step import GraphReducer, Stepper, damping_for, step_estimate
+from bind_core.influence.reduce import GraphReducer
+from bind_core.influence.step import Stepper, damping_for, step_estimate
 from bind_core.models import GNN, ModelConfig
 from bind_core.training import TrainConfig, TrainedModel, train
 from bind_core.validation import validate
@@ -168,20 +169,27 @@ def test_two_layer_debiasing_reaches_its_budget_and_estimates_the_set_as_a_whole
     assert row["estimated_delta"] != pytest.approx(float(result.influence.delta[positions].sum()))  # not the sum
 
 
+@pytest.mark.parametrize("layers", [1, 2])
 @pytest.mark.parametrize("arch", ["gcn", "sage", "gin", "gat"])
 def test_the_reduced_inputs_give_every_remaining_node_its_output_on_the_graph_without_the_nodes(
-    graph: Graph, arch: str
+    graph: Graph, arch: str, layers: int
 ) -> None:
     torch.manual_seed(0)
-    module = GNN(ModelConfig(arch=arch, layers=2, hidden=4), graph.num_features, graph.num_classes).double().eval()
+    config = ModelConfig(arch=arch, layers=layers, hidden=4)
+    module = GNN(config, graph.num_features, graph.num_classes).double().eval()
     model = TrainedModel(module, module.config, TrainConfig())
     fm = FunctionalModel.from_trained(model, graph)
-    reducer = GraphReducer(fm)
-    nodes = graph.train_idx[[0, 5]]
-    reduced_graph, mapping = graph.without_nodes(nodes)
-    expected = module(module.prepare(reduced_graph))  # the PyG-free path on a graph built anew, renumbered
-    got = fm.logits(fm.theta, None, reducer(nodes))
-    kept = mapping >= 0
-    assert torch.allclose(got[kept], expected[mapping[kept]], rtol=1e-12, atol=1e-12)
-    rows = graph.test_idx  # the last layer's block of rows on the reduced adjacency too
-    assert torch.allclose(fm.logits(fm.theta, rows, reducer(nodes)), got[rows], rtol=1e-12, atol=1e-12)
+    rows = graph.test_idx  # the last layer's block of these rows comes ready-cut with each reduced input
+    reducer = GraphReducer(fm, rows=rows)
+    src, dst = int(graph.edge_index[0, 0]), int(graph.edge_index[1, 0])
+    for nodes in (graph.train_idx[[0, 5]], torch.tensor([src, dst]), graph.train_idx[[3]]):  # adjacent ones too
+        reduced_graph, mapping = graph.without_nodes(nodes)
+        expected = module(module.prepare(reduced_graph))  # the layers on a graph built anew, renumbered
+        reduced = reducer(nodes)
+        got = fm.logits(fm.theta, None, reduced)
+        kept = mapping >= 0
+        assert torch.allclose(got[kept], expected[mapping[kept]], rtol=1e-12, atol=1e-12)
+        assert torch.allclose(fm.logits(fm.theta, rows, reduced), got[rows], rtol=1e-12, atol=1e-12)
+        ours = torch.func.grad(lambda f: fm.logits(f, rows, reduced).sum())(fm.theta)  # the block's transpose
+        dense = torch.func.grad(lambda f: fm.logits(f, None, reduced)[rows].sum())(fm.theta)
+        assert torch.allclose(ours, dense, rtol=1e-10, atol=1e-12)

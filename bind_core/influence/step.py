@@ -43,10 +43,10 @@ from torch import Tensor
 from bind_core.errors import ConfigError
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
 from bind_core.influence.lowrank import DampedInverse, damped_inverse
+from bind_core.influence.reduce import GraphReducer
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns, make_hvp
-from bind_core.models import GraphInputs, message_adjacency, node_losses, probabilities
+from bind_core.models import GraphInputs, node_losses, probabilities
 from bind_core.neighbourhood import Csr
-from bind_core.sparse import Adjacency
 
 DAMPING_RULE = 1e-3
 """``μ = DAMPING_RULE·λ_max``: the proximal damping relative to the largest Hessian eigenvalue (a condition
@@ -62,6 +62,10 @@ HALVINGS = 30
 """A step is halved up to this many times until the proximal objective decreases enough (Armijo); a damped Newton
 direction descends, so a small enough step always does."""
 
+
+JACOBIAN_MAX_ENTRIES = 2**24
+"""Up to ``m·p`` this many entries (128 MiB in float64), :class:`Stepper` keeps every training node's loss gradient
+on the full graph, so that a deletion's ``∇c_S`` costs one backward pass on ``G − S`` rather than two graphs'."""
 
 OPERATORS = ("auto", "dense", "lanczos")
 """How :class:`Stepper` applies ``(H + μI)⁻¹``: the dense Hessian's eigendecomposition, or Lanczos eigenpairs plus
@@ -83,67 +87,16 @@ def hops_affected(fm: FunctionalModel) -> int:
 
 def inputs_without(fm: FunctionalModel, nodes: int | Tensor) -> GraphInputs:
     """The model inputs of ``G − nodes`` in the full graph's numbering: their edges removed (each keeps only a GCN
-    self-loop, which touches no other node), the aggregation renormalised with the reduced degrees, and no
-    precomputed aggregated rows (the forward pass runs the layers). Every other node then has exactly its output
-    on ``G − nodes``. For many deletions of one model, :class:`GraphReducer` does the same without sorting."""
+    self-loop, which touches no other node), the aggregation renormalised with the reduced degrees and the
+    aggregated features recomputed with it. Every other node then has exactly its output on ``G − nodes``. For
+    many deletions of one model, :class:`GraphReducer` does the same without sorting."""
     return GraphReducer(fm)(nodes)
 
 
-class GraphReducer:
-    """:func:`inputs_without` for many node sets of one model: the edges are sorted into CSR order once (and into
-    the transpose's order for SAGE's mean, which is not symmetric), and each deletion masks them in that order, so
-    the adjacency of ``G − S`` costs a few passes over the edges and no sort."""
-
-    def __init__(self, fm: FunctionalModel) -> None:
-        self.fm = fm
-        self.n = n = fm.graph.num_nodes
-        self.arch = fm.module.config.arch
-        ei = fm.inputs.edge_index
-        order = torch.argsort(ei[0] * n + ei[1])
-        self.row, self.col = ei[0][order].contiguous(), ei[1][order].contiguous()
-        self.by_col = torch.argsort(self.col * n + self.row) if self.arch == "sage" else None
-
-    def __call__(self, nodes: int | Tensor) -> GraphInputs:
-        fm, n = self.fm, self.n
-        drop = torch.zeros(n, dtype=torch.bool, device=self.row.device)
-        drop[torch.as_tensor(nodes, dtype=torch.long, device=drop.device).reshape(-1)] = True
-        keep = ~(drop[self.row] | drop[self.col]) | (self.row == self.col)
-        row, col = self.row[keep], self.col[keep]
-        ei = torch.stack([row, col])
-        if self.arch == "gat":  # attention runs PyG's layer on the edges
-            return GraphInputs(x=fm.inputs.x, edge_index=ei, edge_weight=None, x_prop=None)
-        dtype = fm.theta.dtype
-        counts = torch.bincount(row, minlength=n)
-        deg = counts.to(dtype)
-        crow = torch.zeros(n + 1, dtype=torch.long, device=row.device)
-        crow[1:] = torch.cumsum(counts, 0)
-        weight: Tensor | None = None
-        if self.arch == "gcn":
-            dinv = deg.pow(-0.5)
-            weight = values = dinv[row] * dinv[col]
-        elif self.arch == "gin":
-            values = torch.ones(row.numel(), dtype=dtype, device=row.device)
-        else:  # sage: the mean over the remaining neighbours
-            values = (1.0 / deg.clamp(min=1))[row]
-        parts = (crow, col, values)
-        transposed = parts
-        if self.by_col is not None:  # Aᵀ in its own CSR order: the kept entries, read by column
-            take = self.by_col[keep[self.by_col]]
-            rows_t, cols_t = self.col[take], self.row[take]
-            crow_t = torch.zeros(n + 1, dtype=torch.long, device=row.device)
-            crow_t[1:] = torch.cumsum(torch.bincount(rows_t, minlength=n), 0)
-            transposed = (crow_t, cols_t, (1.0 / deg.clamp(min=1))[cols_t])
-        adjacency = Adjacency(parts, transposed, (n, n))
-        return GraphInputs(x=fm.inputs.x, edge_index=ei, edge_weight=weight, x_prop=None, adjacency=adjacency)
-
-
 def full_inputs(fm: FunctionalModel) -> GraphInputs:
-    """The full graph's inputs with the layers run (no precomputed aggregated rows), as :func:`inputs_without`."""
-    i = fm.inputs
-    if i.x_prop is None:
-        return i
-    weight, adjacency = message_adjacency(fm.module.config.arch, i.edge_index, fm.graph.num_nodes, fm.theta.dtype)
-    return GraphInputs(x=i.x, edge_index=i.edge_index, edge_weight=weight, x_prop=None, adjacency=adjacency)
+    """The full graph's inputs, as :func:`inputs_without` gives those of ``G − nodes``: the model's own (the
+    aggregated features and the adjacency the layers run on)."""
+    return fm.inputs
 
 
 @dataclass
@@ -319,7 +272,10 @@ class Stepper:
         # The rows a deletion is judged on, training rows first: the last layer computes these only.
         self.wanted = torch.cat([self.train, self.test])
         base_logits = fm.logits(self.probe, self.wanted, self.full)
-        self.base_losses = node_losses(base_logits[:m], self.y[self.train])  # graph kept for every backward
+        self.base_losses = node_losses(base_logits[:m], self.y[self.train])
+        self.loss_grads = _loss_gradients(fm, theta, self.full, progress) if m * p <= JACOBIAN_MAX_ENTRIES else None
+        if self.loss_grads is not None:  # the per-node gradients replace the full graph's backward per deletion
+            self.base_losses = self.base_losses.detach()
         self.base_proba = probabilities(base_logits[m:].detach())
         self.base_gamma = gammas_from_proba(self.base_proba, g, fm.groups).detach()
         self.grad_gamma = _gamma_gradients(fm, theta, self.full)  # [2, p]
@@ -329,7 +285,7 @@ class Stepper:
         self.train_pos[g.train_idx] = torch.arange(m)
         self.csr = Csr.of_degrees(g.edge_index, g.degree)
         self.hops = hops_affected(fm)
-        self.reducer = GraphReducer(fm)
+        self.reducer = GraphReducer(fm, rows=self.wanted)
 
     def solve_damped(self, vec: Tensor) -> Tensor:
         """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
@@ -360,8 +316,14 @@ class Stepper:
         reduced = self.reducer(nodes)
         logits_s = fm.logits(self.probe, self.wanted, reduced)  # training rows, then test rows
         kept_loss = node_losses(logits_s[others], y[train[others]]).sum()
-        deleted = self.base_losses[others].sum() + self.base_losses[gone.to(fm.device)].sum() - kept_loss  # c_S(θ)
-        (grad_c,) = torch.autograd.grad(deleted, self.probe, retain_graph=True)
+        lost = torch.cat([others.to(fm.device), gone.to(fm.device).nonzero().flatten()])
+        deleted = self.base_losses[lost].sum() - kept_loss  # c_S(θ̂)
+        if self.loss_grads is None:  # through the full graph's retained forward pass
+            (grad_c,) = torch.autograd.grad(deleted, self.probe, retain_graph=True)
+        else:  # ∇c_S = Σ_lost ∇ℓ_j(θ̂; G) − ∇(kept losses on G − S)
+            grad_c = self.loss_grads[lost].sum(dim=0)
+            if others.numel():
+                grad_c = grad_c - torch.autograd.grad(kept_loss, self.probe)[0]
         first_step = self.solve_damped(grad_c) / m
         rest = ~gone.to(fm.device)
         objective = _proximal_objective(fm, reduced, self.wanted, rest, y[train[rest]], m, self.mu)
@@ -431,6 +393,21 @@ def _proximal_objective(
         return float(value.detach()), grad_f, probabilities(logits[m:].detach())
 
     return evaluate
+
+
+def _loss_gradients(
+    fm: FunctionalModel, theta: Tensor, inputs: GraphInputs, progress: Callable[[float], None] | None
+) -> Tensor:
+    """``∇ℓ_j(θ̂)`` of every training node on the full graph, ``[m, p]``: reverse mode batched over the nodes
+    (``vmap``), as many at once as keep the batch's hidden activations near 256 MiB."""
+    train = fm.graph.train_idx.to(fm.device)
+    y = fm.graph.y.to(fm.device)[train]
+    width = max(fm.module.config.hidden * fm.module.config.heads, fm.module.in_dim)
+    chunk = max(1, min(int(train.numel()), 2**25 // max(fm.graph.num_nodes * width, 1)))
+    jac = torch.func.jacrev(lambda f: node_losses(fm.logits(f, train, inputs), y), chunk_size=chunk)(theta)
+    if progress is not None:
+        progress(1.0)
+    return jac.detach()
 
 
 def _loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
