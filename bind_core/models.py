@@ -306,7 +306,7 @@ class GNN(nn.Module):
             return GraphInputs(x=x, edge_index=ei, edge_weight=w, x_prop=propagate(x, ei, w))
         ones = torch.ones(ei.shape[1], dtype=dtype, device=device)
         if arch == "gin":
-            x_prop = propagate(x, ei, ones) + (1 + float(self.convs[0].eps)) * x
+            x_prop = propagate(x, ei, ones) + (1 + float(cast(GINConv, self.convs[0]).eps)) * x
         else:  # sage, mean aggregation (an isolated node aggregates to zero, as in PyG)
             deg = torch.bincount(ei[0], minlength=graph.num_nodes).to(dtype).clamp(min=1)
             x_prop = torch.cat([propagate(x, ei, ones / deg[ei[0]]), x], dim=1)
@@ -371,10 +371,12 @@ class GNN(nn.Module):
         ``X`` (its aggregation is linear and comes before any weight)."""
         conv = self.convs[0]
         if self.config.arch == "gcn":
-            return cast(Tensor, conv.lin(z) + conv.bias)
+            gcn = cast(GCNConv, conv)
+            return cast(Tensor, gcn.lin(z) + gcn.bias)
         if self.config.arch == "gin":
-            return cast(Tensor, conv.nn(z))
-        return cast(Tensor, conv.lin_l(z[:, : self.in_dim]) + conv.lin_r(z[:, self.in_dim :]))
+            return cast(Tensor, cast(GINConv, conv).nn(z))
+        sage = cast(SAGEConv, conv)
+        return cast(Tensor, sage.lin_l(z[:, : self.in_dim]) + sage.lin_r(z[:, self.in_dim :]))
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:

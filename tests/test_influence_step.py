@@ -11,8 +11,8 @@ from bind_core.graph import Graph
 from bind_core.influence import estimate
 from bind_core.influence.estimate import choose_method
 from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.solvers import dense_hessian
 from bind_core.influence.reduce import GraphReducer
+from bind_core.influence.solvers import dense_hessian
 from bind_core.influence.step import Stepper, damping_for, step_estimate
 from bind_core.models import GNN, ModelConfig
 from bind_core.training import TrainConfig, TrainedModel, train
@@ -190,6 +190,6 @@ def test_the_reduced_inputs_give_every_remaining_node_its_output_on_the_graph_wi
         kept = mapping >= 0
         assert torch.allclose(got[kept], expected[mapping[kept]], rtol=1e-12, atol=1e-12)
         assert torch.allclose(fm.logits(fm.theta, rows, reduced), got[rows], rtol=1e-12, atol=1e-12)
-        ours = torch.func.grad(lambda f: fm.logits(f, rows, reduced).sum())(fm.theta)  # the block's transpose
-        dense = torch.func.grad(lambda f: fm.logits(f, None, reduced)[rows].sum())(fm.theta)
+        ours = torch.func.grad(lambda f, r=reduced: fm.logits(f, rows, r).sum())(fm.theta)  # the block's transpose
+        dense = torch.func.grad(lambda f, r=reduced: fm.logits(f, None, r)[rows].sum())(fm.theta)
         assert torch.allclose(ours, dense, rtol=1e-10, atol=1e-12)

@@ -63,10 +63,6 @@ HALVINGS = 30
 direction descends, so a small enough step always does."""
 
 
-JACOBIAN_MAX_ENTRIES = 2**24
-"""Up to ``m·p`` this many entries (128 MiB in float64), :class:`Stepper` keeps every training node's loss gradient
-on the full graph, so that a deletion's ``∇c_S`` costs one backward pass on ``G − S`` rather than two graphs'."""
-
 OPERATORS = ("auto", "dense", "lanczos")
 """How :class:`Stepper` applies ``(H + μI)⁻¹``: the dense Hessian's eigendecomposition, or Lanczos eigenpairs plus
 damping (:mod:`bind_core.influence.lowrank`); ``auto``: dense up to
@@ -272,10 +268,7 @@ class Stepper:
         # The rows a deletion is judged on, training rows first: the last layer computes these only.
         self.wanted = torch.cat([self.train, self.test])
         base_logits = fm.logits(self.probe, self.wanted, self.full)
-        self.base_losses = node_losses(base_logits[:m], self.y[self.train])
-        self.loss_grads = _loss_gradients(fm, theta, self.full, progress) if m * p <= JACOBIAN_MAX_ENTRIES else None
-        if self.loss_grads is not None:  # the per-node gradients replace the full graph's backward per deletion
-            self.base_losses = self.base_losses.detach()
+        self.base_losses = node_losses(base_logits[:m], self.y[self.train])  # graph kept for every backward
         self.base_proba = probabilities(base_logits[m:].detach())
         self.base_gamma = gammas_from_proba(self.base_proba, g, fm.groups).detach()
         self.grad_gamma = _gamma_gradients(fm, theta, self.full)  # [2, p]
@@ -318,12 +311,7 @@ class Stepper:
         kept_loss = node_losses(logits_s[others], y[train[others]]).sum()
         lost = torch.cat([others.to(fm.device), gone.to(fm.device).nonzero().flatten()])
         deleted = self.base_losses[lost].sum() - kept_loss  # c_S(θ̂)
-        if self.loss_grads is None:  # through the full graph's retained forward pass
-            (grad_c,) = torch.autograd.grad(deleted, self.probe, retain_graph=True)
-        else:  # ∇c_S = Σ_lost ∇ℓ_j(θ̂; G) − ∇(kept losses on G − S)
-            grad_c = self.loss_grads[lost].sum(dim=0)
-            if others.numel():
-                grad_c = grad_c - torch.autograd.grad(kept_loss, self.probe)[0]
+        (grad_c,) = torch.autograd.grad(deleted, self.probe, retain_graph=True)  # through both forward passes
         first_step = self.solve_damped(grad_c) / m
         rest = ~gone.to(fm.device)
         objective = _proximal_objective(fm, reduced, self.wanted, rest, y[train[rest]], m, self.mu)
@@ -393,21 +381,6 @@ def _proximal_objective(
         return float(value.detach()), grad_f, probabilities(logits[m:].detach())
 
     return evaluate
-
-
-def _loss_gradients(
-    fm: FunctionalModel, theta: Tensor, inputs: GraphInputs, progress: Callable[[float], None] | None
-) -> Tensor:
-    """``∇ℓ_j(θ̂)`` of every training node on the full graph, ``[m, p]``: reverse mode batched over the nodes
-    (``vmap``), as many at once as keep the batch's hidden activations near 256 MiB."""
-    train = fm.graph.train_idx.to(fm.device)
-    y = fm.graph.y.to(fm.device)[train]
-    width = max(fm.module.config.hidden * fm.module.config.heads, fm.module.in_dim)
-    chunk = max(1, min(int(train.numel()), 2**25 // max(fm.graph.num_nodes * width, 1)))
-    jac = torch.func.jacrev(lambda f: node_losses(fm.logits(f, train, inputs), y), chunk_size=chunk)(theta)
-    if progress is not None:
-        progress(1.0)
-    return jac.detach()
 
 
 def _loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
