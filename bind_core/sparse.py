@@ -68,6 +68,10 @@ class Adjacency:
         self._blocks[key] = (weakref.ref(rows), block)
         return block
 
+    def keep_block(self, rows: Tensor, block: Adjacency) -> None:
+        """Cache ``block`` as :meth:`rows` of ``rows`` (a caller that made the block more cheaply than a cut)."""
+        self._blocks[id(rows)] = (weakref.ref(rows), block)
+
     def _cut(self, rows: Tensor) -> Adjacency:
         crow, col, values = self.parts
         rows = rows.to(crow.device)

@@ -22,8 +22,6 @@ instead (one pass over the edges per deletion).
 
 from __future__ import annotations
 
-import weakref
-
 import torch
 from torch import Tensor
 
@@ -112,7 +110,7 @@ class GraphReducer:
         transposed = parts if self.arch != "sage" else (self.crow, self.col, values[self.mirror])
         adjacency = Adjacency(parts, transposed, (n, n))
         if self.rows is not None and self.block is not None:
-            adjacency._blocks[id(self.rows)] = (weakref.ref(self.rows), self._block(values))
+            adjacency.keep_block(self.rows, self._block(values))
         changed = torch.unique(r)
         z = self.x_prop.clone()
         z[changed] = aggregate_features(self.arch, adjacency.rows(changed), fm.inputs.x, self.eps, root=changed)
