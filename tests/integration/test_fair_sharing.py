@@ -115,15 +115,17 @@ def test_a_backlog_delays_another_tenants_audit_by_at_most_one_audit(
 
     # A full queue on the real stack: 429 with Retry-After from A's finished audits' run times.
     wait_until(lambda: rows(sessions, [single])[single].finished_at is not None, workers, 90, "B's audit end")
-    queued = sum(1 for r in rows(sessions, backlog).values() if r.state == "queued")
-    capped = api_settings.model_copy(update={"tenant_max_queued": queued})
-    with TestClient(create_app(capped), headers=dict(a.headers)) as limited:
-        refused = limited.post("/v1/audits", json={"graph_id": a_graph, **TINY})
-    assert refused.status_code == 429 and refused.json()["type"].endswith("/tenant-queue-full"), refused.text
-    assert 1 <= int(refused.headers["retry-after"]) <= int(length) + 30
-    for audit_id in backlog:
-        a.post(f"/v1/audits/{audit_id}/cancel")
-    worker.stop()  # the next test starts workers with another setting
+    worker.stop()  # the queue stands still while the limit is checked (a running worker would keep draining it)
+    try:
+        queued = sum(1 for r in rows(sessions, backlog).values() if r.state == "queued")
+        capped = api_settings.model_copy(update={"tenant_max_queued": queued})
+        with TestClient(create_app(capped), headers=dict(a.headers)) as limited:
+            refused = limited.post("/v1/audits", json={"graph_id": a_graph, **TINY})
+        assert refused.status_code == 429 and refused.json()["type"].endswith("/tenant-queue-full"), refused.text
+        assert 1 <= int(refused.headers["retry-after"]) <= int(length) + 30
+    finally:  # leave nothing queued for the next test, whatever happened here
+        for audit_id in backlog:
+            a.post(f"/v1/audits/{audit_id}/cancel")
 
 
 def test_the_running_limit_holds_across_workers_and_every_audit_runs(
