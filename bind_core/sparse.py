@@ -75,13 +75,9 @@ class Adjacency:
     def _cut(self, rows: Tensor) -> Adjacency:
         crow, col, values = self.parts
         rows = rows.to(crow.device)
-        starts, ends = crow[rows], crow[rows + 1]
-        counts = ends - starts
-        local = torch.repeat_interleave(torch.arange(rows.numel(), device=crow.device), counts)
-        offsets = torch.cumsum(counts, 0) - counts
-        take = starts[local] + torch.arange(local.numel(), device=crow.device) - offsets[local]
+        local, take = row_entries(crow, rows)
         block_crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=crow.device)
-        block_crow[1:] = torch.cumsum(counts, 0)
+        block_crow[1:] = torch.cumsum(crow[rows + 1] - crow[rows], 0)
         block_col, block_values = col[take], values[take]
         n = self.shape[1]
         transposed = _csr_parts(block_col, local, block_values, n)
@@ -89,6 +85,15 @@ class Adjacency:
 
     def __matmul__(self, x: Tensor) -> Tensor:
         return spmm(self, x)
+
+
+def row_entries(crow: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """The entries of ``rows`` in a CSR matrix with row pointer ``crow``, row after row: for each, the index of its
+    row within ``rows`` and its position in the matrix's column and value arrays."""
+    counts = crow[rows + 1] - crow[rows]
+    local = torch.repeat_interleave(torch.arange(rows.numel(), device=crow.device), counts)
+    offsets = torch.cumsum(counts, 0) - counts
+    return local, crow[rows][local] + torch.arange(local.numel(), device=crow.device) - offsets[local]
 
 
 def spmm(adj: Adjacency, x: Tensor) -> Tensor:

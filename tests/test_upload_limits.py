@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from hostile_files import zeros_npz
 
 from bind_core.datasets import load_npz, synthetic
 from bind_core.datasets.tables import header_columns, read_node_table
@@ -86,29 +87,11 @@ def _archive(**arrays: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def zeros_archive(rows: int, cols: int, **small: np.ndarray) -> bytes:
-    """An ``.npz`` whose ``x`` is ``rows × cols`` float64 zeros, written in chunks (never whole in memory)."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        with archive.open("x.npy", "w", force_zip64=True) as member:
-            np.lib.format.write_array_header_1_0(
-                member, {"descr": "<f8", "fortran_order": False, "shape": (rows, cols)}
-            )
-            chunk = bytes(cols * 8 * 1024)
-            for start in range(0, rows, 1024):
-                member.write(chunk[: (min(rows, start + 1024) - start) * cols * 8])
-        for key, value in small.items():
-            one = io.BytesIO()
-            np.save(one, value)
-            archive.writestr(f"{key}.npy", one.getvalue())
-    return buffer.getvalue()
-
-
 def test_inflating_npz_is_refused_from_its_headers() -> None:
     """100,000 × 128 float64 zeros (100 kB compressed, 98 MiB inflated) beside a ``y`` of two nodes.
 
     The API test (tests/security/test_upload_attacks.py) sends the issue's 500,000 × 128."""
-    data = zeros_archive(100_000, 128, edge_index=np.array([[0], [1]]), y=np.array([0, 1]), sens=np.array([0, 1]))
+    data = zeros_npz(100_000, 128, edge_index=np.array([[0], [1]]), y=np.array([0, 1]), sens=np.array([0, 1]))
     assert len(data) < 1 * MiB
     with zipfile.ZipFile(io.BytesIO(data)) as archive:  # it inflates to what it says
         assert archive.getinfo("x.npy").file_size > 100_000 * 128 * 8

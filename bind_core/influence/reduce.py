@@ -27,7 +27,7 @@ from torch import Tensor
 
 from bind_core.influence.functional import FunctionalModel
 from bind_core.models import GraphInputs, aggregate_features, message_adjacency
-from bind_core.sparse import Adjacency
+from bind_core.sparse import Adjacency, row_entries
 
 
 class GraphReducer:
@@ -66,12 +66,9 @@ class GraphReducer:
     def _block_maps(self, rows: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
         """Index maps of the block ``A[rows]``: its CSR row pointer, columns and the source position of each entry;
         and its transpose's row pointer, columns and order (a permutation of the block's entries)."""
-        counts = self.count[rows]
-        local = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), counts)
-        offsets = torch.cumsum(counts, 0) - counts
-        source = self.crow[rows][local] + torch.arange(local.numel(), device=rows.device) - offsets[local]
+        local, source = row_entries(self.crow, rows)
         crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=rows.device)
-        crow[1:] = torch.cumsum(counts, 0)
+        crow[1:] = torch.cumsum(self.count[rows], 0)
         col = self.col[source]
         order = torch.argsort(col * max(rows.numel(), 1) + local)
         crow_t = torch.zeros(self.n + 1, dtype=torch.long, device=rows.device)
@@ -86,9 +83,9 @@ class GraphReducer:
         drop = torch.unique(torch.as_tensor(nodes, dtype=torch.long, device=self.col.device).reshape(-1))
         in_s = torch.zeros(n, dtype=torch.bool, device=drop.device)
         in_s[drop] = True
-        own = _positions(self.crow, drop)  # the entries of S's rows
+        own = row_entries(self.crow, drop)[1]  # the entries of S's rows
         touched = torch.unique(torch.cat([drop, self.col[own]]))  # S ∪ N(S): the rows whose degree changes
-        in_rows = _positions(self.crow, touched)
+        in_rows = row_entries(self.crow, touched)[1]
         affected = torch.unique(torch.cat([in_rows, self.mirror[in_rows]])) if self.arch == "gcn" else in_rows
         # The degrees of G − S (GCN's self-loops counted, as in Â): N(S) loses its edges to S, S keeps its loop.
         degree = self.count.to(dtype).clone()
@@ -130,11 +127,3 @@ class GraphReducer:
         drop[torch.as_tensor(nodes, dtype=torch.long, device=drop.device).reshape(-1)] = True
         keep = ~(drop[self.edges[0]] | drop[self.edges[1]])
         return GraphInputs(x=self.fm.inputs.x, edge_index=self.edges[:, keep], edge_weight=None, x_prop=None)
-
-
-def _positions(crow: Tensor, rows: Tensor) -> Tensor:
-    """The entry positions of ``rows`` in a CSR matrix with row pointer ``crow``, row after row."""
-    counts = crow[rows + 1] - crow[rows]
-    local = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), counts)
-    offsets = torch.cumsum(counts, 0) - counts
-    return crow[rows][local] + torch.arange(local.numel(), device=rows.device) - offsets[local]

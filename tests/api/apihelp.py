@@ -5,11 +5,10 @@ from __future__ import annotations
 import base64
 import io
 import json
-import zipfile
 from typing import Any
 
 import httpx
-import numpy as np
+from hostile_files import zeros_npz  # noqa: F401  (re-exported for the API and security tests)
 
 from bind_core.datasets import save_npz, synthetic
 
@@ -35,24 +34,6 @@ def assert_problem(response: httpx.Response, status: int, slug: str | None = Non
         assert body["type"] == PROBLEM_BASE + slug, body
     assert "Traceback" not in response.text
     return body
-
-
-def zeros_npz(rows: int, cols: int, **small: Any) -> bytes:
-    """An ``.npz`` whose ``x`` is ``rows × cols`` float64 zeros (written in chunks), plus ``small`` arrays."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        with archive.open("x.npy", "w", force_zip64=True) as member:
-            np.lib.format.write_array_header_1_0(
-                member, {"descr": "<f8", "fortran_order": False, "shape": (rows, cols)}
-            )
-            chunk = bytes(cols * 8 * 1024)
-            for start in range(0, rows, 1024):
-                member.write(chunk[: (min(rows, start + 1024) - start) * cols * 8])
-        for key, value in small.items():
-            one = io.BytesIO()
-            np.save(one, value)
-            archive.writestr(f"{key}.npy", one.getvalue())
-    return buffer.getvalue()
 
 
 def forge_token(kind: str, key: list[Any]) -> str:
