@@ -27,7 +27,7 @@ class Settings(BaseSettings):
     """Celery's result backend; unused by default, since the audit row in the database is the truth."""
 
     data_root: Path | None = None
-    """Folder of built-in datasets (``bind_core.datasets.available``); ``None`` means none are offered."""
+    """Folder of built-in datasets (``bind_core.data.datasets.available``); ``None`` means none are offered."""
 
     mlflow_tracking_uri: str | None = None
     """MLflow tracking URI; when set, workers log each succeeded audit there (needs the ``mlflow`` extra)."""
@@ -65,11 +65,11 @@ class Settings(BaseSettings):
     """Port of a worker's own Prometheus endpoint (stage durations, outcomes); unset: none."""
 
     audit_max_memory: int = Field(default=8 * 1024**3, ge=0)
-    """Most bytes an audit's estimated peak memory may reach (`bind_core.budget`: graph, parameters, the L-BFGS
+    """Most bytes an audit's estimated peak memory may reach (`bind_core.pipeline.budget`: graph, parameters, the L-BFGS
     history, activations × layers × heads, a dense Hessian when one is formed); past it ``POST /v1/audits`` answers
     422 ``resource-limit`` before queueing (and the worker refuses it before training). 0: no limit."""
     audit_max_work: float = Field(default=1e16, ge=0)
-    """Most floating-point operations an audit's estimate may reach (`bind_core.budget`); as above. 0: no limit."""
+    """Most floating-point operations an audit's estimate may reach (`bind_core.pipeline.budget`); as above. 0: none."""
 
     # Worker-only settings (read by `worker/`; the API ignores them).
     audit_memory_guard: int = Field(default=16 * 1024**3, ge=0)

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from bind_core.datasets import available, canonical_name, load
-from bind_core.graph import Graph
+from bind_core.data.datasets import available, canonical_name, load
+from bind_core.data.graph import Graph
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 
@@ -63,7 +63,7 @@ def seeds(args: argparse.Namespace) -> list[int]:
 def datasets(args: argparse.Namespace) -> list[tuple[str, Graph]]:
     """The requested datasets that are present under ``--data-root`` (absent ones are skipped, with a note)."""
     if args.synthetic:
-        from bind_core.datasets import synthetic
+        from bind_core.data.datasets import synthetic
 
         return [("synthetic", synthetic(args.synthetic, seed=0))]
     root = Path(args.data_root)

@@ -17,14 +17,14 @@ import numpy as np
 import torch
 from _scores import NAMES, corr, fmt_corr, scores, timed_estimate, validation_record
 
-from bind_core.graph import Graph
-from bind_core.hessian import dense_hessian
+from bind_core.data.graph import Graph
+from bind_core.debiasing.validation import ValidationResult, gammas
 from bind_core.influence import InfluenceResult, estimate
 from bind_core.influence.refinement import Refinement, refine_deletions
-from bind_core.models import ModelConfig
-from bind_core.objective import flat_objective
-from bind_core.training import TrainConfig, TrainedModel, polish, train
-from bind_core.validation import ValidationResult, gammas
+from bind_core.models.gnn import ModelConfig
+from bind_core.training.fit import TrainConfig, TrainedModel, polish, train
+from bind_core.training.hessian import dense_hessian
+from bind_core.training.objective import flat_objective
 
 
 def gin_ground_truth(

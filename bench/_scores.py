@@ -9,10 +9,10 @@ import numpy as np
 import torch
 from scipy.stats import pearsonr, spearmanr
 
-from bind_core.graph import Graph
+from bind_core.data.graph import Graph
+from bind_core.debiasing.validation import ValidationResult
 from bind_core.influence import InfluenceResult, estimate
-from bind_core.training import TrainedModel
-from bind_core.validation import ValidationResult
+from bind_core.training.fit import TrainedModel
 
 NAMES = ("gamma", "gamma_sp", "gamma_eo")
 

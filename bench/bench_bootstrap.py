@@ -1,7 +1,7 @@
 """Issue 8 benchmark: the cost of 1000 bootstrap resamples (all metrics' intervals) next to the audit itself.
 
 Income, the paper's GCN at seed 10 (polished). The bootstrap is timed alone (best and mean of ``--repeats``
-calls of ``bind_core.bootstrap.bootstrap_metrics`` on the audited model's test probabilities); the audit is
+calls of ``bind_core.fairness.bootstrap.bootstrap_metrics`` on the audited model's test probabilities); the audit is
 ``run_audit`` with the defaults (its stage timings; the bootstrap is part of its metrics stage, and the ratio
 is taken against the audit without it). Goal: under 5%.
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import _common as C
 
-from bind_core.audit import AuditConfig, run_audit
-from bind_core.bootstrap import bootstrap_metrics
+from bind_core.fairness.bootstrap import bootstrap_metrics
+from bind_core.pipeline.audit import AuditConfig, run_audit
 
 
 def run_one(graph: Any, resamples: int, repeats: int) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Per dataset and seed: train the paper's GCN (1000 Adam epochs, then the float64 polish), estimate ΔΓ for all
 training nodes, delete the most harmful non-overlapping node set at each budget and retrain from scratch with
-the same settings and seed (``bind_core.debias.debias``).
+the same settings and seed (``bind_core.debiasing.debias.debias``).
 
     python bench/bench_debias.py [--datasets income,recidivism] [--seeds 1,10,100] [--keep best_val]
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import _common as C
 
-from bind_core.debias import debias, report
+from bind_core.debiasing.debias import debias, report
 from bind_core.influence import estimate, utility_influence
-from bind_core.models import ModelConfig
-from bind_core.training import TrainConfig, train
+from bind_core.models.gnn import ModelConfig
+from bind_core.training.fit import TrainConfig, train
 
 KEYS = (("acc", "accuracy"), ("dsp", "delta_sp"), ("deo", "delta_eo"))
 

@@ -23,9 +23,9 @@ import _common as C
 import torch
 from bench_scale import audit_once
 
-from bind_core.datasets import load, synthetic
+from bind_core.data.datasets import load, synthetic
 from bind_core.influence import estimate
-from bind_core.training import TrainConfig, TrainedModel, train
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 
 def _copy_to(model: TrainedModel, device: str) -> TrainedModel:

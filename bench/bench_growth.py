@@ -1,6 +1,6 @@
 """Issue 7 benchmark: how an audit's cost grows with nodes, edges and training nodes (time and memory per stage).
 
-Three sweeps over ``bind_core.datasets.synthetic`` graphs, each over at least two orders of magnitude, with the
+Three sweeps over ``bind_core.data.datasets.synthetic`` graphs, each over at least two orders of magnitude, with the
 paper's GCN (one layer, 16 hidden) and the audit of ``bench_scale.py`` (training with polish, metrics,
 influence for every training node; no bootstrap, which depends only on the test-set size):
 

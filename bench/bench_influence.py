@@ -28,11 +28,11 @@ from _gin import gin_one_step, gin_refine, rq2_gin
 from _scores import corr, fmt_corr, scores, timed_estimate, validation_record
 from naive_bind import naive_estimate
 
-from bind_core.graph import Graph
+from bind_core.data.graph import Graph
+from bind_core.debiasing.validation import retrain_without, validate
 from bind_core.influence import InfluenceResult, estimate
-from bind_core.models import ModelConfig
-from bind_core.training import TrainConfig, TrainedModel, train
-from bind_core.validation import retrain_without, validate
+from bind_core.models.gnn import ModelConfig
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 _COLD: dict[str, float] = {}
 

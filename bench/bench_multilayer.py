@@ -11,7 +11,7 @@ GIN; ``--models``) and each training seed:
   estimate against the mean effect of retraining from scratch without it over ``--debias-seeds``, with the noise
   floor; the sign should be right wherever the effect exceeds twice the floor;
 * with ``--debias``, for the first seed's model: each budget's harmful set retrained from scratch with every
-  ``--debias-seeds`` seed, against random sets of the same size (:mod:`bind_core.chance`): selected and random
+  ``--debias-seeds`` seed, against random sets of the same size (:mod:`bind_core.debiasing.chance`): selected and random
   effects, noise floor, advantage, verdict.
 
     python bench/bench_multilayer.py --synthetic 1500 --seeds 1 --sample 40
@@ -35,16 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import datasets, machine, parser, seeds, setup, table, write_json
 
-from bind_core.chance import against_random, seed_baselines
-from bind_core.datasets import synthetic
-from bind_core.graph import Graph
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
+from bind_core.debiasing.chance import against_random, seed_baselines
+from bind_core.debiasing.nodesets import select
+from bind_core.debiasing.validation import gammas, validate
 from bind_core.influence import estimate
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
-from bind_core.models import ModelConfig
-from bind_core.nodesets import select
-from bind_core.training import TrainConfig, TrainedModel, train
-from bind_core.validation import gammas, validate
+from bind_core.models.gnn import ModelConfig
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 MODELS = {
     "gcn2": ModelConfig(arch="gcn", layers=2),

@@ -1,7 +1,7 @@
 """Issue 7 benchmark: one audit of a large synthetic graph, time and peak memory per stage.
 
-The audit is ``bind_core.audit.run_audit`` (training with the L-BFGS polish, metrics with 1000 bootstrap
-resamples, influence for every training node), on ``bind_core.datasets.synthetic`` with ``--nodes`` nodes,
+The audit is ``bind_core.pipeline.audit.run_audit`` (training with the L-BFGS polish, metrics with 1000 bootstrap
+resamples, influence for every training node), on ``bind_core.data.datasets.synthetic`` with ``--nodes`` nodes,
 ``--nodes * --avg-degree / 2`` undirected edges and ``--train`` training nodes. Stages come from the audit's
 own progress callback; memory is the peak resident set size sampled while each stage ran (and, on CUDA, the
 peak GPU allocation).
@@ -20,10 +20,10 @@ import _common as C
 import torch
 from _stages import StageMeter
 
-from bind_core.audit import AuditConfig, run_audit
-from bind_core.datasets import synthetic
-from bind_core.models import ModelConfig
-from bind_core.training import TrainConfig
+from bind_core.data.datasets import synthetic
+from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.training.fit import TrainConfig
 
 
 def audit_once(

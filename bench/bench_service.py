@@ -4,7 +4,7 @@ Starts a private stack on this machine: a fresh Postgres database, a Redis DB nu
 and one Celery worker process (loopback only). Then:
 
 1. ``POST /v1/audits`` for a built-in dataset (Income by default) and polls ``GET /v1/audits/{id}`` every
-   0.1 s until ``succeeded``; the same audit is then run directly with ``bind_core.audit.run_audit`` in a
+   0.1 s until ``succeeded``; the same audit is then run directly with ``bind_core.pipeline.audit.run_audit`` in a
    fresh process (dataset load included, as the worker loads it too). ``--repeat`` pairs, alternated;
    overhead = median service time − median direct time, and the time outside the worker's run.
 2. ``--threads`` threads × ``--requests`` requests each of ``GET /v1/audits/{id}`` and of one influence page
@@ -168,8 +168,8 @@ def service_audit(base: str, key: str, body: dict[str, Any], timeout: float) -> 
 
 DIRECT = """
 import json, sys, time
-from bind_core.audit import AuditConfig, run_audit
-from bind_core.datasets import load
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.data.datasets import load
 dataset, root, config = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 t0 = time.perf_counter()
 graph = load(dataset, root)

@@ -76,7 +76,7 @@ def stack(env: dict[str, str], port: int, workers: int, logs: Path) -> Iterator[
 
 
 def _graph_npz(nodes: int) -> bytes:
-    from bind_core.datasets import save_npz, synthetic
+    from bind_core.data.datasets import save_npz, synthetic
 
     buffer = io.BytesIO()
     save_npz(synthetic(nodes, seed=7), buffer)

@@ -27,11 +27,12 @@ import torch
 from torch import Tensor
 from torch.func import functional_call
 
-from bind_core.fairness import gamma_eo, gamma_sp
-from bind_core.graph import Graph
+from bind_core.data.graph import Graph
+from bind_core.fairness.metrics import gamma_eo, gamma_sp
 from bind_core.influence.solvers import solve_lissa
-from bind_core.models import GNN, GraphInputs, gcn_norm, node_losses, probabilities
-from bind_core.training import TrainedModel
+from bind_core.models.gnn import GNN, node_losses, probabilities
+from bind_core.models.propagation import GraphInputs, gcn_norm
+from bind_core.training.fit import TrainedModel
 
 
 @dataclass

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch_geometric.nn import models
 
-from bind_core.datasets import synthetic
+from bind_core.data.datasets import synthetic
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ Graphs, datasets, GNN training, fairness metrics, training-node influence on bia
 validation against retraining. Explicit arguments only: no environment reads, no web, database or queue code.
 """
 
+from bind_core.data.graph import Graph
 from bind_core.errors import BindError, ConfigError, DatasetNotFoundError, GraphValidationError
-from bind_core.graph import Graph
 
 __all__ = ["BindError", "ConfigError", "DatasetNotFoundError", "Graph", "GraphValidationError"]

@@ -12,16 +12,16 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from bind_core.audit import STAGES, AuditConfig, AuditResult, run_audit
-from bind_core.datasets.features import MAX_CATEGORIES
-from bind_core.datasets.ingest_report import IngestReport
-from bind_core.datasets.split import PAPER_SPLIT_SEED
+from bind_core.data.datasets.features import MAX_CATEGORIES
+from bind_core.data.datasets.ingest_report import IngestReport
+from bind_core.data.datasets.split import PAPER_SPLIT_SEED
 from bind_core.errors import BindError, ConfigError
-from bind_core.exports import json_safe
 from bind_core.influence import SOLVERS
-from bind_core.models import ACTIVATIONS, ARCHS, ModelConfig
-from bind_core.supplied import prepare_supplied
-from bind_core.training import TrainConfig, TrainedModel
+from bind_core.models.gnn import ACTIVATIONS, ARCHS, ModelConfig
+from bind_core.models.supplied import prepare_supplied
+from bind_core.pipeline.audit import STAGES, AuditConfig, AuditResult, run_audit
+from bind_core.reporting.exports import json_safe
+from bind_core.training.fit import TrainConfig, TrainedModel
 
 
 class _DeprecatedNodes(argparse.Action):
@@ -181,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.write_text(json.dumps(json_safe(doc), indent=2, default=float))
         print(f"\nwrote {args.json}")
     if args.mlflow:
-        from bind_core.mlflow_log import log_audit
+        from bind_core.reporting.mlflow_log import log_audit
 
         try:
             run_id = log_audit(args.mlflow, config.to_dict(), result.to_dict(), result.influence_rows())
@@ -225,7 +225,7 @@ _TABLE_ONLY = ("edges", "label", "sensitive", "node_id", "features", "split", "u
 
 def _load(args: argparse.Namespace) -> tuple[Any, IngestReport | None]:
     """The graph to audit, and for ``--table`` the report of what reading it did."""
-    from bind_core import datasets
+    from bind_core.data import datasets
 
     given = [f"--{k.replace('_', '-')}" for k in _TABLE_ONLY if getattr(args, k) is not None]
     if args.table is None and given:

@@ -33,7 +33,7 @@ def data_root() -> Path:
 @pytest.fixture(scope="session")
 def small_graph():  # type: ignore[no-untyped-def]
     """An 800-node synthetic biased graph split like the paper (100 training nodes per class, 25% test)."""
-    from bind_core.datasets import synthetic
+    from bind_core.data.datasets import synthetic
 
     return synthetic(800, seed=3, train_per_class=100)
 
@@ -41,6 +41,6 @@ def small_graph():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def small_model(small_graph):  # type: ignore[no-untyped-def]
     """The paper's one-layer GCN trained (200 epochs, then polished) on ``small_graph``."""
-    from bind_core.training import TrainConfig, train
+    from bind_core.training.fit import TrainConfig, train
 
     return train(small_graph, TrainConfig(epochs=200, seed=0))

@@ -11,12 +11,12 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch_geometric.nn import models
 
-from bind_core.audit import AuditConfig, run_audit, warnings_for
 from bind_core.cli import main
-from bind_core.datasets import synthetic
+from bind_core.data.datasets import synthetic
 from bind_core.errors import ConfigError
-from bind_core.models import ModelConfig
-from bind_core.training import TrainConfig
+from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.audit import AuditConfig, run_audit, warnings_for
+from bind_core.training.fit import TrainConfig
 
 
 def test_config_roundtrip_and_errors() -> None:

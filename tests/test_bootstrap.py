@@ -10,14 +10,14 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from bind_core.audit import AuditConfig, run_audit
-from bind_core.bootstrap import METRICS, bootstrap_metrics, resample_metrics, resample_weights
-from bind_core.datasets import synthetic
+from bind_core.data.datasets import synthetic
 from bind_core.errors import ConfigError
-from bind_core.exports import model_card
-from bind_core.fairness import evaluate
-from bind_core.report import render_report
-from bind_core.training import TrainConfig
+from bind_core.fairness.bootstrap import METRICS, bootstrap_metrics, resample_metrics, resample_weights
+from bind_core.fairness.metrics import evaluate
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.reporting.exports import model_card
+from bind_core.reporting.report import render_report
+from bind_core.training.fit import TrainConfig
 
 
 def _sample(k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -73,8 +73,8 @@ def test_full_sample_estimates_equal_the_metrics(case: str, groups: list[int] | 
     ("case", "groups"), [("binary", None), ("binary3", None), ("multi", None), ("multi", [0, 1, 3])]
 )
 def test_each_resample_equals_the_metrics_on_the_resampled_nodes(case: str, groups: list[int] | None) -> None:
-    """The vectorised value of every resample is bind_core.fairness on the nodes repeated as drawn: AUC with ties,
-    F1 with empty classes, and groups absent from a resample (the tiny group) skipped as the metrics skip them."""
+    """The vectorised value of every resample is bind_core.fairness.metrics on the nodes repeated as drawn: AUC with
+    ties, F1 with empty classes, and groups absent from a resample (the tiny group) skipped as the metrics skip them."""
     if case == "binary":
         proba, y, sens = _sample(60, 1)
     elif case == "binary3":

@@ -1,15 +1,15 @@
-"""The audit cost estimate (`bind_core.budget`): exact parameter counts, when a dense Hessian is counted, and the
-sizes that make the issue's requests too large."""
+"""The audit cost estimate (`bind_core.pipeline.budget`): exact parameter counts, when a dense Hessian is counted,
+and the sizes that make the issue's requests too large."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from bind_core.audit import AuditConfig
-from bind_core.budget import GraphSize, audit_cost, forward_flops, parameter_count
-from bind_core.datasets import synthetic
-from bind_core.models import GNN, ModelConfig
+from bind_core.data.datasets import synthetic
+from bind_core.models.gnn import GNN, ModelConfig
+from bind_core.pipeline.audit import AuditConfig
+from bind_core.pipeline.budget import GraphSize, audit_cost, forward_flops, parameter_count
 
 TOY = GraphSize(nodes=300, edges=1500, features=8, classes=2, train=80)
 

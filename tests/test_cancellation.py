@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 import torch
 
-from bind_core.audit import AuditConfig, run_audit
-from bind_core.datasets import synthetic
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
 from bind_core.errors import AuditCancelled
-from bind_core.graph import Graph
-from bind_core.hessian import dense_hessian, dense_hessian_by_rows, newton_finish
 from bind_core.influence.solvers import make_hvp, solve_cg, solve_lissa
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.training.hessian import dense_hessian, dense_hessian_by_rows
+from bind_core.training.newton import newton_finish
 
 
 class Stop(Exception):

@@ -7,14 +7,14 @@ import dataclasses
 import pytest
 import torch
 
-from bind_core.chance import against_random, seed_baselines, verdict
-from bind_core.datasets import synthetic
-from bind_core.debias import debias
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
+from bind_core.debiasing.chance import against_random, seed_baselines, verdict
+from bind_core.debiasing.debias import debias
+from bind_core.debiasing.nodesets import select
 from bind_core.errors import ConfigError
-from bind_core.graph import Graph
 from bind_core.influence import estimate
-from bind_core.nodesets import select
-from bind_core.training import TrainConfig, train
+from bind_core.training.fit import TrainConfig, train
 
 SEEDS = (1, 10, 100)
 CONFIG = TrainConfig(epochs=150, lr=0.01)

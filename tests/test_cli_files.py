@@ -11,7 +11,7 @@ import pytest
 import quirk_files as q
 
 from bind_core.cli import main
-from bind_core.datasets import save_npz, synthetic
+from bind_core.data.datasets import save_npz, synthetic
 
 FAST = ["--epochs", "5", "--skip", "influence,debiasing,validation", "--bootstrap", "0", "--quiet"]
 

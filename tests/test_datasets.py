@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from bind_core.datasets import DATASET_NAMES, available, canonical_name, load, paper_split
+from bind_core.data.datasets import DATASET_NAMES, available, canonical_name, load, paper_split
 from bind_core.errors import BindError, DatasetNotFoundError
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy.stats import wasserstein_distance
 
-from bind_core.fairness import (
+from bind_core.fairness.metrics import (
     delta_eo,
     delta_sp,
     evaluate,

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from bind_core.datasets import from_files, load_npz, save_npz, synthetic
+from bind_core.data.datasets import from_files, load_npz, save_npz, synthetic
+from bind_core.data.graph import Graph
 from bind_core.errors import BindError, GraphValidationError
-from bind_core.graph import Graph
 
 N = 40
 

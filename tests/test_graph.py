@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from bind_core.data.graph import Graph
 from bind_core.errors import BindError, GraphValidationError
-from bind_core.graph import Graph
 
 # 8 nodes: labels 0,1 alternate; groups 0,0,1,1 repeat. Test = nodes 4..7 holds every (group, label) pair.
 Y = [0, 1, 0, 1, 0, 1, 0, 1]

@@ -11,15 +11,15 @@ import pandas as pd
 import pytest
 import torch
 
-from bind_core.audit import AuditConfig, run_audit
-from bind_core.datasets import from_files, load_npz, save_npz, synthetic
+from bind_core.data.datasets import from_files, load_npz, save_npz, synthetic
+from bind_core.data.groups import exclusion_reasons, included_groups
+from bind_core.data.groups import test_group_positives as positives_in_test
+from bind_core.data.groups import test_group_sizes as sizes_in_test
 from bind_core.errors import ConfigError, GraphValidationError
-from bind_core.fairness import evaluate, worst_pairs
-from bind_core.groups import exclusion_reasons, included_groups
-from bind_core.groups import test_group_positives as positives_in_test
-from bind_core.groups import test_group_sizes as sizes_in_test
-from bind_core.report import render_report
-from bind_core.training import TrainConfig
+from bind_core.fairness.metrics import evaluate, worst_pairs
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.reporting.report import render_report
+from bind_core.training.fit import TrainConfig
 
 COMBOS = [("F", "A", "old"), ("F", "B", "young"), ("M", "A", "old"), ("M", "A", "young"), ("M", "B", "old")]
 

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from bind_core.datasets import synthetic
-from bind_core.graph import Graph
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
+from bind_core.debiasing.validation import actual_delta, validate
 from bind_core.influence import estimate
 from bind_core.influence.deletion import _row_batches, _subgraph_batches
 from bind_core.influence.functional import FunctionalModel
-from bind_core.models import ModelConfig
-from bind_core.training import TrainConfig, TrainedModel, train
-from bind_core.validation import actual_delta, validate
+from bind_core.models.gnn import ModelConfig
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 
 @pytest.fixture(scope="module")

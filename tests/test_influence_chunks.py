@@ -12,10 +12,10 @@ from bind_core.influence.deletion import _subgraph_batches
 from bind_core.influence.estimate import combine, estimate_chunk, plan
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.incremental import incremental_batches
+from bind_core.influence.neighbourhood import Csr
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, chunk_bounds
-from bind_core.models import ModelConfig
-from bind_core.neighbourhood import Csr
-from bind_core.training import TrainConfig, TrainedModel, train
+from bind_core.models.gnn import ModelConfig
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 
 def test_chunks_spread_over_processes_give_the_single_run(small_model: TrainedModel, small_graph: Graph) -> None:

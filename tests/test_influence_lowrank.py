@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from bind_core.datasets import synthetic
-from bind_core.graph import Graph
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
 from bind_core.influence.estimate import solve_hessian
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.lowrank import damped_inverse
 from bind_core.influence.solvers import dense_hessian
 from bind_core.influence.step import DAMPING_RULE, step_estimate
-from bind_core.models import ModelConfig
-from bind_core.training import TrainConfig, train
+from bind_core.models.gnn import ModelConfig
+from bind_core.training.fit import TrainConfig, train
 
 BOUND = (1 + 1 / DAMPING_RULE) * 1e-10
 

@@ -16,14 +16,14 @@ import pytest
 import torch
 from scipy.stats import pearsonr
 
-from bind_core.audit import AuditConfig, AuditResult, run_audit
+from bind_core.data.graph import Graph
+from bind_core.debiasing.validation import actual_delta, validate
 from bind_core.errors import ConfigError
-from bind_core.graph import Graph
 from bind_core.influence import estimate, refine, refine_deletions
 from bind_core.influence import refinement as refinement_module
-from bind_core.models import ModelConfig
-from bind_core.training import TrainConfig, TrainedModel, train
-from bind_core.validation import actual_delta, validate
+from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 
 @pytest.fixture(scope="module")

@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from bind_core.datasets import synthetic
-from bind_core.graph import Graph
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
+from bind_core.debiasing.validation import validate
 from bind_core.influence import estimate
 from bind_core.influence.estimate import choose_method
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.reduce import GraphReducer
 from bind_core.influence.solvers import dense_hessian
 from bind_core.influence.step import Stepper, damping_for, step_estimate
-from bind_core.models import GNN, ModelConfig
-from bind_core.training import TrainConfig, TrainedModel, train
-from bind_core.validation import validate
+from bind_core.models.gnn import GNN, ModelConfig
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_the_two_layer_estimate_agrees_with_the_proximal_re_optimisation_per_nod
 
 
 def test_a_two_layer_audit_checks_itself_against_the_proximal_response_and_reports_the_spectrum(graph: Graph) -> None:
-    from bind_core.audit import AuditConfig, run_audit
+    from bind_core.pipeline.audit import AuditConfig, run_audit
 
     config = AuditConfig(
         model=ModelConfig(layers=2, hidden=4),
@@ -151,7 +151,7 @@ def test_node_sets_are_estimated_by_their_own_step_and_stay_within_what_a_set_ca
 
 
 def test_two_layer_debiasing_reaches_its_budget_and_estimates_the_set_as_a_whole(graph: Graph) -> None:
-    from bind_core.audit import AuditConfig, run_audit
+    from bind_core.pipeline.audit import AuditConfig, run_audit
 
     config = AuditConfig(
         model=ModelConfig(layers=2, hidden=4),

@@ -12,9 +12,9 @@ import pytest
 import quirk_files as q
 import torch
 
-from bind_core.caveats import warnings_for
-from bind_core.datasets import from_files, ingest_files, load_npz, save_npz
+from bind_core.data.datasets import from_files, ingest_files, load_npz, save_npz
 from bind_core.errors import GraphValidationError
+from bind_core.pipeline.caveats import warnings_for
 
 BASE = {"label": "good", "sensitive": "gender", "node_id": "id"}
 
@@ -235,10 +235,10 @@ def _saved(g, folder: Path) -> Path:
 def test_an_audit_never_reads_the_label_of_an_unlabeled_node(layers: int) -> None:
     """Nodes in no split marked unlabeled (-1), or given either real label: training, metrics and the influence
     estimate (including BIND's non-i.i.d. term, which visits neighbours) come out identical."""
-    from bind_core.audit import AuditConfig, run_audit
-    from bind_core.datasets import synthetic
-    from bind_core.models import ModelConfig
-    from bind_core.training import TrainConfig
+    from bind_core.data.datasets import synthetic
+    from bind_core.models.gnn import ModelConfig
+    from bind_core.pipeline.audit import AuditConfig, run_audit
+    from bind_core.training.fit import TrainConfig
 
     base = synthetic(160, seed=4, train_per_class=20)
     outside = torch.ones(base.num_nodes, dtype=torch.bool)

@@ -13,10 +13,10 @@ from mlflow.tracking import MlflowClient
 
 from app.integrations.mlflow_log import log_succeeded_audit
 from app.settings import Settings
-from bind_core.audit import AuditConfig, run_audit
 from bind_core.cli import main
-from bind_core.datasets import synthetic
-from bind_core.training import TrainConfig
+from bind_core.data.datasets import synthetic
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.training.fit import TrainConfig
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch_geometric.utils import k_hop_subgraph
 
-from bind_core.debias import debias
+from bind_core.data.graph import Graph
+from bind_core.debiasing.debias import debias
+from bind_core.debiasing.nodesets import resolve_budget, select
 from bind_core.errors import ConfigError
-from bind_core.graph import Graph
-from bind_core.nodesets import resolve_budget, select
-from bind_core.training import TrainedModel
+from bind_core.training.fit import TrainedModel
 
 
 @pytest.mark.parametrize(("budget", "m", "expected"), [(0.1, 200, 20), (0.01, 200, 2), (5, 200, 5), (500, 200, 200)])

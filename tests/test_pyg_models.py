@@ -12,16 +12,16 @@ import torch.nn.functional as F
 from safetensors.torch import load, save
 from torch_geometric.nn import models
 
-from bind_core.caveats import model_warnings
-from bind_core.datasets import synthetic
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError, ModelNotStationaryError
-from bind_core.graph import Graph
-from bind_core.kinks import kink_stall
-from bind_core.models import ModelConfig
-from bind_core.pyg_models import UnsupportedModelError, bind_config, reproduction
-from bind_core.stationarity import require_stationary
-from bind_core.supplied import prepare_supplied
-from bind_core.training import TrainConfig, TrainedModel, train
+from bind_core.models.gnn import ModelConfig
+from bind_core.models.pyg import UnsupportedModelError, bind_config, reproduction
+from bind_core.models.supplied import prepare_supplied
+from bind_core.pipeline.caveats import model_warnings
+from bind_core.training.fit import TrainConfig, TrainedModel, train
+from bind_core.training.kinks import kink_stall
+from bind_core.training.stationarity import require_stationary
 
 
 @pytest.fixture(scope="module")

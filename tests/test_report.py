@@ -15,11 +15,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from bind_core.audit import AuditConfig, run_audit
-from bind_core.datasets import synthetic
-from bind_core.exports import INFLUENCE_COLUMNS, csv_cell, influence_csv, influence_parquet, model_card
-from bind_core.report import render_report
-from bind_core.training import TrainConfig
+from bind_core.data.datasets import synthetic
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.reporting.exports import INFLUENCE_COLUMNS, csv_cell, influence_csv, influence_parquet, model_card
+from bind_core.reporting.report import render_report
+from bind_core.training.fit import TrainConfig
 
 SECTIONS = ("warnings", "metrics", "groups", "influence", "top-harmful", "stability", "trust", "debiasing")
 CHROMIUM = Path("/usr/bin/chromium")

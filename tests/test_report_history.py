@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from test_report import CHROMIUM, chromium, outline
 
-from bind_core.report_history import render_history
+from bind_core.reporting.history import render_history
 
 T0 = datetime(2026, 11, 1, 3, tzinfo=UTC)
 SCHEDULE = {"id": "s-1", "graph_name": "demo", "interval_seconds": 86400, "state": "active",

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 import torch
 
-from bind_core.datasets import synthetic
-from bind_core.models import GNN, ModelConfig, dropout
-from bind_core.sparse import Adjacency, is_symmetric, spmm
+from bind_core.data.datasets import synthetic
+from bind_core.data.sparse import Adjacency, is_symmetric, spmm
+from bind_core.models.gnn import GNN, ModelConfig, dropout
 
 
 def _random(n: int = 30, e: int = 90) -> tuple[Adjacency, torch.Tensor]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bind_core.audit import AuditConfig, run_audit
-from bind_core.datasets import synthetic
+from bind_core.data.datasets import synthetic
 from bind_core.errors import ConfigError, ModelNotStationaryError
-from bind_core.models import ModelConfig
-from bind_core.stability import _overlap, topk_harmful, topk_stability
-from bind_core.training import TrainConfig
+from bind_core.influence.stability import _overlap, topk_harmful, topk_stability
+from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.training.fit import TrainConfig
 
 
 def test_topk_and_overlap_by_hand() -> None:

@@ -7,9 +7,9 @@ import time
 import pytest
 import torch
 
-from bind_core.datasets import synthetic
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
-from bind_core.graph import Graph
 
 
 def _same(a: Graph, b: Graph) -> bool:

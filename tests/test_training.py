@@ -10,12 +10,12 @@ import pytest
 import torch
 from torch_geometric.nn import GCNConv
 
+from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
-from bind_core.fairness import accuracy
-from bind_core.graph import Graph
-from bind_core.hessian import dense_hessian, newton_finish
-from bind_core.models import ARCHS, GNN, GraphInputs, ModelConfig
-from bind_core.training import (
+from bind_core.fairness.metrics import accuracy
+from bind_core.models.gnn import ARCHS, GNN, ModelConfig
+from bind_core.models.propagation import GraphInputs
+from bind_core.training.fit import (
     TrainConfig,
     TrainedModel,
     fine_tune,
@@ -24,6 +24,8 @@ from bind_core.training import (
     train,
     training_objective,
 )
+from bind_core.training.hessian import dense_hessian
+from bind_core.training.newton import newton_finish
 
 
 def test_one_layer_gcn_shortcut_equals_pyg_gcnconv(small_graph: Graph) -> None:

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from bind_core.bootstrap import bootstrap_metrics, resample_weights
 from bind_core.cli import main
-from bind_core.datasets import synthetic
+from bind_core.data.datasets import synthetic
 from bind_core.errors import NonFiniteError
-from bind_core.exports import model_card
-from bind_core.fairness import delta_eo, delta_sp, evaluate, worst_pairs
-from bind_core.report import render_report
-from bind_core.training import TrainConfig, train
+from bind_core.fairness.bootstrap import bootstrap_metrics, resample_weights
+from bind_core.fairness.metrics import delta_eo, delta_sp, evaluate, worst_pairs
+from bind_core.reporting.exports import model_card
+from bind_core.reporting.report import render_report
+from bind_core.training.fit import TrainConfig, train
 from worker.problems import problem_for
 
 torch.set_num_threads(1)

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 from hostile_files import zeros_npz
 
-from bind_core.datasets import load_npz, synthetic
-from bind_core.datasets.tables import header_columns, read_node_table
+from bind_core.data.datasets import load_npz, synthetic
+from bind_core.data.datasets.tables import header_columns, read_node_table
 from bind_core.errors import GraphValidationError
 
 MiB = 2**20

@@ -12,13 +12,13 @@ import pytest
 import torch
 from scipy.stats import pearsonr
 
-from bind_core.audit import AuditConfig, run_audit
-from bind_core.debias import debias
-from bind_core.graph import Graph
+from bind_core.data.graph import Graph
+from bind_core.debiasing.debias import debias
+from bind_core.debiasing.validation import retrain_without
 from bind_core.influence import estimate, utility_influence
-from bind_core.models import node_losses
-from bind_core.training import TrainConfig, TrainedModel
-from bind_core.validation import retrain_without
+from bind_core.models.gnn import node_losses
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.training.fit import TrainConfig, TrainedModel
 
 
 def _val_loss(model: TrainedModel, graph: Graph) -> float:

@@ -39,7 +39,7 @@ from bind_core import Graph
 from bind_core.influence.estimate import estimate_chunk
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, chunk_bounds
-from bind_core.training import TrainedModel
+from bind_core.training.fit import TrainedModel
 from worker.chunk_rows import (
     ChunkClaim,
     DoneChunk,

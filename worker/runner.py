@@ -19,10 +19,10 @@ from app.logs import audit_id as audit_id_var
 from app.services.budget import check_budget, cost_of
 from app.settings import Settings
 from bind_core import ConfigError, DatasetNotFoundError, Graph
-from bind_core.audit import AuditConfig, AuditResult, run_audit
-from bind_core.datasets import load, load_npz
+from bind_core.data.datasets import load, load_npz
 from bind_core.errors import AuditCancelled
-from bind_core.training import TrainedModel
+from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
+from bind_core.training.fit import TrainedModel
 from worker import chunks, events, jobs
 from worker.guard import AuditGuard, LimitExceeded
 from worker.jobs import Claim

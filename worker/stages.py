@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bind_core.audit import STAGES
+from bind_core.pipeline.audit import STAGES
 
 
 def planned_stages(config: Any) -> tuple[str, ...]:

@@ -53,7 +53,7 @@ class ApiKey(Base):
 
 
 class Graph(Base):
-    """An uploaded graph, stored as ``bind_core.datasets.save_npz`` bytes (loaded only when asked for)."""
+    """An uploaded graph, stored as ``bind_core.data.datasets.save_npz`` bytes (loaded only when asked for)."""
 
     __tablename__ = "graphs"
     __table_args__ = (Index(None, "tenant_id", "created_at"), UniqueConstraint("tenant_id", "name", "version"))
@@ -141,7 +141,7 @@ class InfluenceRow(Base):
 class SuppliedModel(Base):
     """A GNN the tenant trained elsewhere, registered for one graph: safetensors weights and a JSON config.
 
-    Checked against the graph when registered (``bind_core.training.TrainedModel.from_bytes``); never a pickle.
+    Checked against the graph when registered (``bind_core.training.fit.TrainedModel.from_bytes``); never a pickle.
     """
 
     __tablename__ = "supplied_models"
@@ -183,7 +183,7 @@ class Schedule(Base):
     settings: Mapped[dict[str, Any]] = mapped_column(JSONType)
     """The audit settings as requested (the body of ``POST /v1/audits`` without its source)."""
     config: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    """The full ``bind_core.audit.AuditConfig`` each run uses."""
+    """The full ``bind_core.pipeline.audit.AuditConfig`` each run uses."""
     interval_seconds: Mapped[int | None] = mapped_column(Integer)
     cron: Mapped[str | None] = mapped_column(String(100))
     thresholds: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

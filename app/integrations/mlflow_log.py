@@ -30,7 +30,7 @@ def log_succeeded_audit(
     if not uri:
         return None
     try:
-        from bind_core.mlflow_log import log_audit
+        from bind_core.reporting.mlflow_log import log_audit
 
         return log_audit(
             uri,

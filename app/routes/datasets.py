@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from app.deps import SettingsDep, TenantDep
 from app.schemas.datasets import DatasetList, DatasetRead
-from bind_core.datasets import available
+from bind_core.data.datasets import available
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 

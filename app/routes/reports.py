@@ -15,8 +15,8 @@ from app.deps import SessionDep, TenantDep
 from app.schemas.exports import AuditExport
 from app.schemas.problem import problem_responses
 from app.services.reports import all_influence_rows, succeeded_audit
-from bind_core.exports import influence_csv, influence_parquet, model_card
-from bind_core.report import render_report
+from bind_core.reporting.exports import influence_csv, influence_parquet, model_card
+from bind_core.reporting.report import render_report
 
 router = APIRouter(prefix="/audits", tags=["reports"])
 

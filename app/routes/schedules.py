@@ -12,8 +12,8 @@ from app.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.schemas.problem import problem_responses
 from app.schemas.schedules import RunPage, ScheduleCreate, SchedulePage, ScheduleRead
 from app.services import schedules as service
-from bind_core.report import CSP
-from bind_core.report_history import render_history
+from bind_core.reporting.history import render_history
+from bind_core.reporting.report import CSP
 
 router = APIRouter(prefix="/schedules", tags=["schedules"])
 

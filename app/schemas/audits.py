@@ -157,7 +157,7 @@ class AuditCreate(BaseModel):
         return budgets
 
     def config_dict(self) -> dict[str, Any]:
-        """The input of ``bind_core.audit.AuditConfig.from_dict``."""
+        """The input of ``bind_core.pipeline.audit.AuditConfig.from_dict``."""
         return self.model_dump(mode="json", exclude={"graph_id", "dataset", "model_id", "graph_name"})
 
 
@@ -194,7 +194,7 @@ class AuditRead(AuditSummary):
     """An audit's state and, when it succeeded, its results."""
 
     config: dict[str, Any]
-    """The full ``bind_core.audit.AuditConfig`` it runs with (defaults filled in)."""
+    """The full ``bind_core.pipeline.audit.AuditConfig`` it runs with (defaults filled in)."""
     results: dict[str, Any] | None
     """When succeeded: ``metrics``, ``influence_summary``, ``debiasing``, ``validation``, ``timings``..."""
 

@@ -1,6 +1,6 @@
 """The audit export: a model card's quantitative analysis plus BIND's influence and debiasing blocks.
 
-Built by :func:`bind_core.exports.model_card`; these models only declare (and check) its shape in OpenAPI.
+Built by :func:`bind_core.reporting.exports.model_card`; these models only declare (and check) its shape in OpenAPI.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class GraphSummary(BaseModel):
     """Nodes without a label: kept in the graph (they pass messages), in no split."""
     ingest: dict[str, Any] | None = None
     """For a node table: what reading it did (columns encoded, imputed; unlabeled nodes; edges dropped; edge
-    columns ignored; hints), see ``bind_core.datasets.IngestReport``."""
+    columns ignored; hints), see ``bind_core.data.datasets.IngestReport``."""
     train: int
     val: int
     test: int

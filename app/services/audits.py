@@ -29,8 +29,8 @@ from app.services.tenant_limits import check_queue_room
 from app.services.versions import resolve_name
 from app.settings import Settings
 from bind_core import BindError
-from bind_core.audit import AuditConfig
-from bind_core.datasets import available, canonical_name
+from bind_core.data.datasets import available, canonical_name
+from bind_core.pipeline.audit import AuditConfig
 
 
 def request_hash(body: AuditCreate) -> str:

@@ -2,7 +2,7 @@
 before it is queued (422 ``resource-limit``), and again by the worker before it trains (for built-in datasets,
 whose sizes the API does not know, this is the first check).
 
-The estimate is `bind_core.budget.audit_cost`; the limits are ``BIND_AUDIT_MAX_MEMORY`` (bytes) and
+The estimate is `bind_core.pipeline.budget.audit_cost`; the limits are ``BIND_AUDIT_MAX_MEMORY`` (bytes) and
 ``BIND_AUDIT_MAX_WORK`` (flops), 0 turning either off.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 from app.errors import ProblemError
 from app.settings import Settings
-from bind_core.audit import AuditConfig
-from bind_core.budget import AuditCost, GraphSize, audit_cost
-from bind_core.models import ModelConfig
+from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.audit import AuditConfig
+from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
 
 
 class ResourceLimitExceeded(ProblemError):

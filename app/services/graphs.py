@@ -20,7 +20,7 @@ from app.services.uploads import TABLE_OPTIONS, ReceivedUpload
 from app.services.versions import add_version
 from app.settings import Settings
 from bind_core import BindError
-from bind_core.datasets import ingest_files, load_npz, save_npz
+from bind_core.data.datasets import ingest_files, load_npz, save_npz
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class ParsedGraph:
     name: str
     summary: dict[str, Any]
     data: bytes
-    """The graph as ``bind_core.datasets.save_npz`` bytes."""
+    """The graph as ``bind_core.data.datasets.save_npz`` bytes."""
 
 
 def _check_unpacked_size(path: Path, limit: int) -> None:

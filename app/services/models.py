@@ -1,8 +1,8 @@
 """Supplied models: checking a user's safetensors weights and JSON config against a graph, and storing them.
 
-Weights are read only as safetensors (``bind_core.training.TrainedModel.from_bytes``), never unpickled. A config
+Weights are read only as safetensors (``bind_core.training.fit.TrainedModel.from_bytes``), never unpickled. A config
 may describe this project's model (``TrainedModel.config_dict()``) or a ``torch_geometric.nn.models`` model
-(``bind_core.pyg_models``); the latter's weights are stored as uploaded, with its description under the canonical
+(``bind_core.models.pyg``); the latter's weights are stored as uploaded, with its description under the canonical
 config's ``source``.
 """
 
@@ -19,8 +19,8 @@ from app.db.models import Graph, SuppliedModel, Tenant
 from app.errors import NotFound, ValidationProblem
 from app.pagination import newest_first
 from bind_core import BindError
-from bind_core.pyg_models import UnsupportedModelError, bind_config, is_pyg_config
-from bind_core.training import TrainedModel
+from bind_core.models.pyg import UnsupportedModelError, bind_config, is_pyg_config
+from bind_core.training.fit import TrainedModel
 
 
 def parse_config(raw: bytes | str) -> dict[str, Any]:

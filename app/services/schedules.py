@@ -24,8 +24,8 @@ from app.services.tenant_limits import check_interval_floor
 from app.services.thresholds import breaches, test_metrics
 from app.settings import Settings
 from bind_core import BindError
-from bind_core.audit import AuditConfig
-from bind_core.datasets import available, canonical_name
+from bind_core.data.datasets import available, canonical_name
+from bind_core.pipeline.audit import AuditConfig
 
 _SOURCE_KEYS = {"graph_id", "graph_name", "dataset", "model_id"}
 
@@ -130,7 +130,7 @@ def runs(session: Session, schedule: Schedule, *, limit: int) -> list[RunRead]:
 def history(session: Session, schedule: Schedule, *, limit: int) -> list[dict[str, Any]]:
     """The latest ``limit`` slots as plain dicts, newest first: ``slot_time``, ``audit_id``, ``state``,
     ``graph_version``, the test-set ``accuracy``, ``delta_sp``, ``delta_eo``, ``gamma`` (``None`` until the
-    audit succeeded) and ``breaches``; the runs of :func:`bind_core.report_history.render_history`."""
+    audit succeeded) and ``breaches``; the runs of :func:`bind_core.reporting.history.render_history`."""
     rows = session.execute(
         select(Audit.id, Audit.slot_time, Audit.state, Audit.graph_version, Audit.results)
         .where(Audit.schedule_id == schedule.id)
@@ -152,7 +152,7 @@ def history(session: Session, schedule: Schedule, *, limit: int) -> list[dict[st
 
 
 def schedule_facts(schedule: Schedule) -> dict[str, Any]:
-    """The schedule as the plain dict :func:`bind_core.report_history.render_history` takes."""
+    """The schedule as the plain dict :func:`bind_core.reporting.history.render_history` takes."""
     return {
         "id": str(schedule.id), "graph_name": schedule.graph_name, "dataset": schedule.dataset,
         "interval_seconds": schedule.interval_seconds, "cron": schedule.cron, "state": schedule.state,

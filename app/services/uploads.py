@@ -25,7 +25,7 @@ TABLE_OPTIONS = (
     "label", "sensitive", "features", "split", "node_id", "unlabeled", "on_unknown_nodes", "allow_no_edges",
     "impute_missing", "max_categories", "sensitive_bins",
 )  # fmt: skip
-"""Form fields that describe a node table and edge list (``bind_core.datasets.ingest_files`` options)."""
+"""Form fields that describe a node table and edge list (``bind_core.data.datasets.ingest_files`` options)."""
 FIELD_PARTS = (*TABLE_OPTIONS, "name")
 _PARQUET_MAGIC = b"PAR1"
 _COMPRESSED_MAGIC = {b"\x1f\x8b": ".gz", b"\x28\xb5\x2f\xfd": ".zst"}

@@ -29,8 +29,8 @@ from torch import Tensor
 
 from bind_core.influence.functional import FunctionalModel, estimate_targets, forward_derivative
 from bind_core.influence.incremental import IncrementalBatch, incremental_batches
-from bind_core.models import GraphInputs
-from bind_core.neighbourhood import Csr, member
+from bind_core.influence.neighbourhood import Csr, member
+from bind_core.models.propagation import GraphInputs
 
 
 @dataclass

@@ -48,8 +48,8 @@ from bind_core.influence.solvers import (
     solve_lissa,
 )
 from bind_core.influence.step import DAMPING_RULE, step_estimate
-from bind_core.models import probabilities
-from bind_core.training import ProgressCallback, TrainedModel
+from bind_core.models.gnn import probabilities
+from bind_core.training.fit import ProgressCallback, TrainedModel
 
 ChunkRunner = Callable[[InfluencePlan, TrainedModel], list[InfluenceChunk]]
 """Computes the per-node terms of a plan for the model it was made for, e.g. as chunks on several workers (see
@@ -217,7 +217,7 @@ def choose_method(method: str, fm: FunctionalModel) -> str:
 
 
 def pick_method(method: str, *, row_separable: bool, num_parameters: int) -> str:
-    """:func:`choose_method` from the model's shape alone (what :mod:`bind_core.budget` needs before training)."""
+    """:func:`choose_method` from the model's shape alone (what :mod:`bind_core.pipeline.budget` needs first)."""
     if method not in METHODS:
         raise ConfigError(f"method: {method!r} is not one of {', '.join(METHODS)}")
     if method != "auto":

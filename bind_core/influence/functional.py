@@ -10,10 +10,11 @@ import torch
 from torch import Tensor
 from torch.func import functional_call, jvp
 
-from bind_core.fairness import gamma_eo, gamma_sp, pdd
-from bind_core.graph import Graph
-from bind_core.models import GNN, GraphInputs, flat_parameters, node_losses, probabilities, unflatten_parameters
-from bind_core.training import TrainedModel
+from bind_core.data.graph import Graph
+from bind_core.fairness.metrics import gamma_eo, gamma_sp, pdd
+from bind_core.models.gnn import GNN, flat_parameters, node_losses, probabilities, unflatten_parameters
+from bind_core.models.propagation import GraphInputs
+from bind_core.training.fit import TrainedModel
 
 
 @dataclass
@@ -35,7 +36,7 @@ class FunctionalModel:
     inputs: GraphInputs
     weight_decay: float
     groups: list[int] | None = None
-    """The groups Γ is measured over (``None``: all); see :func:`bind_core.groups.included_groups`."""
+    """The groups Γ is measured over (``None``: all); see :func:`bind_core.data.groups.included_groups`."""
 
     @classmethod
     def from_trained(cls, trained: TrainedModel, graph: Graph, groups: list[int] | None = None) -> FunctionalModel:

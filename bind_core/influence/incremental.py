@@ -25,8 +25,8 @@ from torch import Tensor
 from torch.func import functional_call
 
 from bind_core.influence.functional import FunctionalModel, estimate_targets, forward_derivative
-from bind_core.models import ACTIVATION_FNS
-from bind_core.neighbourhood import Csr, member
+from bind_core.influence.neighbourhood import Csr, member
+from bind_core.models.gnn import ACTIVATION_FNS
 
 
 @dataclass

@@ -15,7 +15,7 @@ rewrites values:
 * the block of the rows the estimate reads (training and test rows) and its transpose are gathered from the new
   values through index maps made once.
 
-A graph's edges are stored both ways (:class:`~bind_core.graph.Graph`), so the structure is symmetric and each
+A graph's edges are stored both ways (:class:`~bind_core.data.graph.Graph`), so the structure is symmetric and each
 entry's mirror ``(j, i)`` is found once. GAT's attention is not a fixed linear aggregation: its edges are masked
 instead (one pass over the edges per deletion).
 """
@@ -25,9 +25,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from bind_core.data.sparse import Adjacency, row_entries
 from bind_core.influence.functional import FunctionalModel
-from bind_core.models import GraphInputs, aggregate_features, message_adjacency
-from bind_core.sparse import Adjacency, row_entries
+from bind_core.models.propagation import GraphInputs, aggregate_features, message_adjacency
 
 
 class GraphReducer:

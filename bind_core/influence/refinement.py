@@ -8,7 +8,7 @@ over hundreds of neighbour rows next to directions held only by the weight decay
 travel along nearly flat directions far beyond the quadratic model, and ``Γ`` is not linear along that path.
 
 :func:`refine` follows each deletion further: from ``θ̂`` it takes trust-region steps on the exact objective of
-``G − v`` with the eigendecomposition of the Hessian at ``θ̂`` frozen (:func:`bind_core.hessian.newton_finish`
+``G − v`` with the eigendecomposition of the Hessian at ``θ̂`` frozen (:func:`bind_core.training.newton.newton_finish`
 with ``eigen=``; a chord method whose first step, before the trust region intervenes, is the influence
 function's), forms the exact Hessian of ``G − v`` only when ``refresh_after`` steps in a row have not halved the
 gradient, stops at ``max|∇L₋ᵥ| ≤ tol`` or after ``max_iter`` steps, and evaluates ``Γ`` exactly on ``G − v`` at
@@ -33,11 +33,11 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
-from bind_core.hessian import NEWTON_MAX_PARAMETERS, newton_finish
 from bind_core.influence.estimate import InfluenceResult
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.solvers import dense_hessian, hessian_columns
-from bind_core.training import TrainedModel
+from bind_core.training.fit import TrainedModel
+from bind_core.training.newton import NEWTON_MAX_PARAMETERS, newton_finish
 
 REFRESH_AFTER = 20
 """Default of ``refresh_after``: a fresh Hessian when 20 steps in a row have not halved the gradient."""
@@ -115,12 +115,12 @@ def refine_deletions(
         tol: stop when ``max|∇L₋ₛ| ≤ tol`` (the polish's tolerance by default).
         rtol: eigenvalues with ``|λ| ≤ rtol·max|λ|`` are flat and the steps leave them alone.
         refresh_after: form the exact Hessian of ``G − S`` at the current weights when this many steps in a
-            row have not halved the gradient (``0``: never; see :func:`~bind_core.hessian.newton_finish`).
+            row have not halved the gradient (``0``: never; see :func:`~bind_core.training.newton.newton_finish`).
         groups: the groups Γ is measured over (as given to the estimate).
         progress: ``progress("refine", fraction)``; may raise to abort.
 
     Raises:
-        ConfigError: the model has more than :data:`~bind_core.hessian.NEWTON_MAX_PARAMETERS` parameters (a
+        ConfigError: the model has more than :data:`~bind_core.training.newton.NEWTON_MAX_PARAMETERS` parameters (a
             dense Hessian is needed), or a position is out of range.
     """
     start = time.perf_counter()

@@ -23,9 +23,9 @@ from torch import Tensor
 from torch.func import grad, hessian, jvp
 
 from bind_core.errors import ConfigError
-from bind_core.hessian import dense_hessian as chunked_hessian
-from bind_core.hessian import dense_hessian_by_rows
 from bind_core.influence.functional import FunctionalModel
+from bind_core.training.hessian import dense_hessian as chunked_hessian
+from bind_core.training.hessian import dense_hessian_by_rows
 
 SOLVERS = ("auto", "exact", "cg", "lissa", "lanczos")
 EXACT_MAX_PARAMETERS = 5000
@@ -66,9 +66,9 @@ def dense_hessian(
     progress: Callable[[float], None] | None = None,
 ) -> Tensor:
     """The ``[p, p]`` Hessian: ``torch.func.hessian`` (all ``p`` columns at once) when ``chunk`` is None and it
-    applies, else columns by HVPs, ``chunk`` at a time (:func:`bind_core.hessian.dense_hessian`; memory:
+    applies, else columns by HVPs, ``chunk`` at a time (:func:`bind_core.training.hessian.dense_hessian`; memory:
     ``chunk`` copies of the activations, see :func:`hessian_chunk`); ``chunk=0``: row by row on one retained
-    gradient graph (:func:`bind_core.hessian.dense_hessian_by_rows`, for message-passing models).
+    gradient graph (:func:`bind_core.training.hessian.dense_hessian_by_rows`, for message-passing models).
     ``progress(fraction of the columns)`` is called as columns are formed (not by the all-at-once path); it may
     raise to abort."""
     p = theta.numel()

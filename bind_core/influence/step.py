@@ -43,10 +43,11 @@ from torch import Tensor
 from bind_core.errors import ConfigError
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
 from bind_core.influence.lowrank import DampedInverse, damped_inverse
+from bind_core.influence.neighbourhood import Csr
 from bind_core.influence.reduce import GraphReducer
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns, make_hvp
-from bind_core.models import GraphInputs, node_losses, probabilities
-from bind_core.neighbourhood import Csr
+from bind_core.models.gnn import node_losses, probabilities
+from bind_core.models.propagation import GraphInputs
 
 DAMPING_RULE = 1e-3
 """``μ = DAMPING_RULE·λ_max``: the proximal damping relative to the largest Hessian eigenvalue (a condition

@@ -11,7 +11,7 @@ deleting ``v`` would raise the validation loss (``v`` is useful to the model); n
 the validation nodes better without it. The validation nodes, not the test nodes, so that a selection using it
 does not peek at the nodes the audit reports on.
 
-:func:`bind_core.debias.debias` takes it as ``utility=`` and then deletes only harmful nodes whose deletion is
+:func:`bind_core.debiasing.debias.debias` takes it as ``utility=`` and then deletes only harmful nodes whose deletion is
 not estimated to raise the validation loss (a utility-aware BIND; docs/METHOD.md).
 """
 
@@ -26,8 +26,8 @@ from torch import Tensor
 from bind_core.influence.deletion import pair_batches
 from bind_core.influence.estimate import batch_loss_derivatives, directional_loss_derivatives, solve_hessian
 from bind_core.influence.functional import FunctionalModel
-from bind_core.models import node_losses
-from bind_core.training import TrainedModel
+from bind_core.models.gnn import node_losses
+from bind_core.training.fit import TrainedModel
 
 
 def utility_influence(

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from hostile_files import zeros_npz  # noqa: F401  (re-exported for the API and security tests)
 
-from bind_core.datasets import save_npz, synthetic
+from bind_core.data.datasets import save_npz, synthetic
 
 PROBLEM_BASE = "https://bind-audit.dev/problems/"
 

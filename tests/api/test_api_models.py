@@ -17,8 +17,8 @@ from torch_geometric.nn import GraphSAGE
 
 from app.db.models import Audit, SuppliedModel
 from app.settings import Settings
-from bind_core.datasets import load_npz
-from bind_core.training import TrainConfig, TrainedModel, train
+from bind_core.data.datasets import load_npz
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 from worker import runner
 
 

@@ -15,10 +15,10 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Audit, InfluenceRow
-from bind_core.audit import AuditConfig, run_audit
-from bind_core.datasets import synthetic
-from bind_core.exports import INFLUENCE_COLUMNS
-from bind_core.training import TrainConfig
+from bind_core.data.datasets import synthetic
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.reporting.exports import INFLUENCE_COLUMNS
+from bind_core.training.fit import TrainConfig
 
 ROUTES = ("report", "influence.csv", "influence.parquet", "export")
 

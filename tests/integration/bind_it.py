@@ -90,7 +90,7 @@ class WorkerPool:
 
 
 def synthetic_npz(num_nodes: int = 300, seed: int = 3) -> bytes:
-    from bind_core.datasets import save_npz, synthetic
+    from bind_core.data.datasets import save_npz, synthetic
 
     buffer = io.BytesIO()
     save_npz(synthetic(num_nodes, seed=seed), buffer)

@@ -20,9 +20,9 @@ import pytest
 from bind_it import Worker, WorkerPool, synthetic_npz, wait_for_audit
 from fastapi.testclient import TestClient
 
-from bind_core.datasets import load_npz
-from bind_core.models import ModelConfig
-from bind_core.training import TrainConfig, train
+from bind_core.data.datasets import load_npz
+from bind_core.models.gnn import ModelConfig
+from bind_core.training.fit import TrainConfig, train
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import torch
 from bind_it import WorkerPool, synthetic_npz, wait_for_audit
 from fastapi.testclient import TestClient
 
-from bind_core.datasets import load_npz
-from bind_core.training import TrainConfig, train
+from bind_core.data.datasets import load_npz
+from bind_core.training.fit import TrainConfig, train
 
 pytestmark = pytest.mark.integration
 

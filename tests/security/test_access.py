@@ -35,8 +35,8 @@ OPERATIONS = _operations()
 @pytest.fixture(scope="module")
 def owned(client: TestClient, new_key_module: Callable[[], dict[str, str]]) -> dict[str, Any]:
     """One resource of each kind, owned by a tenant of its own; path parameter name → id."""
-    from bind_core.datasets import load_npz
-    from bind_core.training import TrainConfig, train
+    from bind_core.data.datasets import load_npz
+    from bind_core.training.fit import TrainConfig, train
 
     auth = new_key_module()
     data = npz_bytes(num_nodes=60)

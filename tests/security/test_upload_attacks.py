@@ -227,7 +227,7 @@ def test_weights_that_are_not_safetensors(client: TestClient, auth: dict[str, st
 @pytest.mark.parametrize("case", [c[1] for c in NOT_SAFETENSORS], ids=[c[0] for c in NOT_SAFETENSORS])
 def test_trained_model_from_bytes_refuses_non_safetensors(case: Callable[[], bytes]) -> None:
     from bind_core import ConfigError
-    from bind_core.training import TrainedModel
+    from bind_core.training.fit import TrainedModel
 
     config = {"model": {}, "training": {}, "in_dim": 4, "num_classes": 2}
     with pytest.raises(ConfigError):

@@ -29,11 +29,11 @@ from app.db.models import Graph as GraphRow
 from app.db.session import make_engine, session_factory
 from app.settings import Settings
 from bind_core import Graph
-from bind_core.datasets import save_npz, synthetic
+from bind_core.data.datasets import save_npz, synthetic
 from bind_core.influence import estimate
 from bind_core.influence.estimate import plan
 from bind_core.influence.plan import InfluencePlan
-from bind_core.training import TrainConfig, TrainedModel, train
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 from worker import chunk_rows as stored
 from worker import chunks, runner
 from worker.chunk_rows import ChunkClaim

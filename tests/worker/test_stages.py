@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bind_core.audit import AuditConfig
+from bind_core.pipeline.audit import AuditConfig
 from worker.stages import OverallProgress, planned_stages
 
 

@@ -1,0 +1,93 @@
+"""What reading a user's files did to them: columns encoded or imputed, unlabeled nodes, edges dropped, hints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bind_core.data.graph import Graph
+
+
+@dataclass
+class IngestReport:
+    """Everything :func:`~bind_core.data.datasets.ingest_files` changed, dropped or guessed, for the graph summary.
+
+    Attributes:
+        encoded: each text column one-hot encoded, with its categories (one feature column ``col=value`` each).
+        booleans: boolean columns read as 0/1.
+        imputed: each numeric column with missing values filled, with how many and the value used.
+        unlabeled: nodes without a label (empty cell or the ``unlabeled`` value); they are in no split.
+        binned: each sensitive column made into groups by a binning rule, with the group names.
+        dropped_edges: edge rows dropped because they name a node absent from the node table.
+        unknown_ids: the first few such node ids (as written in the edge list).
+        self_loops: edge rows from a node to itself (dropped: the graph stores none).
+        ignored_edge_columns: edge-list columns after the first two (weights, timestamps), not used.
+        hints: things that look wrong but were accepted (a label with a sentinel value, ...).
+    """
+
+    encoded: dict[str, list[str]] = field(default_factory=dict)
+    booleans: list[str] = field(default_factory=list)
+    imputed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unlabeled: int = 0
+    binned: dict[str, list[str]] = field(default_factory=dict)
+    dropped_edges: int = 0
+    unknown_ids: list[str] = field(default_factory=list)
+    self_loops: int = 0
+    ignored_edge_columns: list[str] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready; ``notes`` says the same in sentences."""
+        return {
+            "encoded": self.encoded,
+            "booleans": self.booleans,
+            "imputed": self.imputed,
+            "unlabeled": self.unlabeled,
+            "binned": self.binned,
+            "dropped_edges": self.dropped_edges,
+            "unknown_ids": self.unknown_ids,
+            "self_loops": self.self_loops,
+            "ignored_edge_columns": self.ignored_edge_columns,
+            "hints": self.hints,
+            "notes": self.notes(),
+        }
+
+    def notes(self) -> list[str]:
+        """One sentence per change, for people."""
+        out = [
+            f"column {c!r} one-hot encoded into {len(v)} feature columns ({', '.join(map(repr, v[:10]))}"
+            f"{', ...' if len(v) > 10 else ''})"
+            for c, v in self.encoded.items()
+        ]
+        out += [f"column {c!r} read as 0/1 (boolean)" for c in self.booleans]
+        out += [
+            f"column {c!r}: {d['count']} missing value(s) imputed with the column's median {d['value']!r}"
+            if d["rule"] == "median"
+            else f"column {c!r}: {d['count']} missing value(s) left with no category (all its columns 0)"
+            for c, d in self.imputed.items()
+        ]
+        if self.unlabeled:
+            out.append(f"{self.unlabeled} unlabeled node(s) kept in the graph (they pass messages), in no split")
+        out += [f"sensitive column {c!r} binned into groups {g}" for c, g in self.binned.items()]
+        if self.dropped_edges:
+            out.append(
+                f"{self.dropped_edges} edge row(s) dropped: they name node ids absent from the node table "
+                f"(first: {', '.join(self.unknown_ids)})"
+            )
+        if self.self_loops:
+            out.append(f"{self.self_loops} self-loop row(s) dropped (the graph stores none)")
+        if self.ignored_edge_columns:
+            out.append(f"edge-list column(s) {self.ignored_edge_columns} ignored (edges are unweighted)")
+        return out + self.hints
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """A graph read from user files and the report of what reading it did."""
+
+    graph: Graph
+    report: IngestReport
+
+    def summary(self) -> dict[str, Any]:
+        """``graph.summary()`` with the report under ``"ingest"``."""
+        return self.graph.summary() | {"ingest": self.report.to_dict()}

@@ -1,0 +1,367 @@
+"""An immutable attributed graph with a train/validation/test split, validated on construction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from bind_core.errors import GraphValidationError
+
+ArrayLike = Tensor | np.ndarray | Sequence[Any]
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """An undirected attributed graph for node classification with a sensitive attribute.
+
+    Construct it directly only from clean tensors (every field is validated and nothing is repaired);
+    use :meth:`Graph.build` to convert arrays, symmetrise edges and drop self-loops and duplicates.
+
+    Attributes:
+        x: node features, float32, shape ``[n, d]``, all finite.
+        edge_index: int64, shape ``[2, E]``; each undirected edge stored in both directions, sorted by
+            (source, target), no self-loops, no duplicates. ``E / 2`` undirected edges.
+        y: int64 labels in ``[0, C)``, shape ``[n]``, ``C >= 2``; ``-1`` marks an unlabeled node, which stays
+            in the graph (it passes messages) and is in no split.
+        sens: int64 sensitive group in ``[0, G)``, shape ``[n]``, ``G >= 2``.
+        train_idx, val_idx, test_idx: int64 node indices, pairwise disjoint, none empty. Every class
+            occurs in the test split, and at least two groups do (binary labels: among its positives); a
+            group missing there is reported by an audit and kept out of its metrics.
+        node_ids: int64 original id of each node (``arange(n)`` unless nodes were removed).
+        feature_names: optional names of the ``d`` feature columns.
+        name: a label for reports.
+        group_names: optional names of the ``G`` sensitive groups (e.g. ``"gender=F, race=B"`` for an
+            intersectional group), empty or one per group.
+    """
+
+    x: Tensor
+    edge_index: Tensor
+    y: Tensor
+    sens: Tensor
+    train_idx: Tensor
+    val_idx: Tensor
+    test_idx: Tensor
+    node_ids: Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
+    feature_names: tuple[str, ...] = ()
+    name: str = "graph"
+    group_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.node_ids.numel() == 0 and self.x.ndim == 2 and self.x.shape[0] > 0:
+            object.__setattr__(self, "node_ids", torch.arange(self.x.shape[0], dtype=torch.long))
+        _validate(self)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def num_nodes(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def num_features(self) -> int:
+        return int(self.x.shape[1])
+
+    @property
+    def num_edges(self) -> int:
+        """Number of undirected edges (half the columns of ``edge_index``)."""
+        return int(self.edge_index.shape[1]) // 2
+
+    @cached_property
+    def num_classes(self) -> int:
+        return int(self.y.max().item()) + 1
+
+    @cached_property
+    def num_groups(self) -> int:
+        return int(self.sens.max().item()) + 1
+
+    @cached_property
+    def degree(self) -> Tensor:
+        """Degree of every node (without self-loops), int64 ``[n]``."""
+        return torch.bincount(self.edge_index[0], minlength=self.num_nodes)
+
+    def summary(self) -> dict[str, Any]:
+        """Sizes a person would want to see first, as plain JSON-ready values."""
+        return {
+            "name": self.name,
+            "nodes": self.num_nodes,
+            "edges": self.num_edges,
+            "features": self.num_features,
+            "classes": self.num_classes,
+            "groups": self.num_groups,
+            "group_sizes": torch.bincount(self.sens, minlength=self.num_groups).tolist(),
+            "group_names": list(self.group_names),
+            "class_sizes": torch.bincount(self.y[self.y >= 0], minlength=self.num_classes).tolist(),
+            "unlabeled": int((self.y < 0).sum()),
+            "train": int(self.train_idx.numel()),
+            "val": int(self.val_idx.numel()),
+            "test": int(self.test_idx.numel()),
+        }
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def build(
+        cls,
+        x: ArrayLike,
+        edges: ArrayLike,
+        y: ArrayLike,
+        sens: ArrayLike,
+        train_idx: ArrayLike,
+        val_idx: ArrayLike,
+        test_idx: ArrayLike,
+        *,
+        self_loops: Literal["drop", "error"] = "drop",
+        duplicates: Literal["merge", "error"] = "merge",
+        feature_names: Sequence[str] = (),
+        name: str = "graph",
+        node_ids: ArrayLike | None = None,
+        group_names: Sequence[str] = (),
+    ) -> Graph:
+        """Build a graph from arrays, cleaning the edge list.
+
+        Args:
+            edges: ``[2, E]`` or ``[E, 2]`` integer node pairs, in one or both directions.
+            self_loops: ``"drop"`` removes ``(v, v)`` pairs; ``"error"`` rejects them.
+            duplicates: ``"merge"`` keeps one copy of a repeated (undirected) edge; ``"error"`` rejects it.
+        """
+        xt = _as_tensor(x, torch.float32, "x")
+        n = int(xt.shape[0]) if xt.ndim >= 1 else 0
+        et = _as_tensor(edges, torch.long, "edge_index")
+        if et.ndim == 2 and et.shape[0] != 2 and et.shape[1] == 2:
+            et = et.t()
+        if et.ndim == 1 and et.numel() == 0:
+            et = et.reshape(2, 0)
+        if et.ndim != 2 or et.shape[0] != 2:
+            raise GraphValidationError("edge_index", f"expected shape [2, E] or [E, 2], got {list(et.shape)}")
+        if et.numel() and (int(et.min()) < 0 or int(et.max()) >= n):
+            bad = int(et.max()) if int(et.max()) >= n else int(et.min())
+            raise GraphValidationError("edge_index", f"node index {bad} out of range for {n} nodes")
+        loops = et[0] == et[1]
+        if bool(loops.any()):
+            if self_loops == "error":
+                v = int(et[0, loops][0])
+                raise GraphValidationError("edge_index", f"self-loop on node {v} ({int(loops.sum())} in all)")
+            et = et[:, ~loops]
+        und = torch.stack([torch.minimum(et[0], et[1]), torch.maximum(et[0], et[1])])
+        keys = und[0] * max(n, 1) + und[1]
+        uniq = torch.unique(keys)
+        if uniq.numel() != keys.numel() and duplicates == "error":
+            raise GraphValidationError(
+                "edge_index", f"{keys.numel() - uniq.numel()} duplicate edges (an edge listed twice)"
+            )
+        return cls(
+            x=xt,
+            edge_index=_undirected_from_keys(uniq, n),
+            y=_as_tensor(y, torch.long, "y"),
+            sens=_as_tensor(sens, torch.long, "sens"),
+            train_idx=_as_tensor(train_idx, torch.long, "train_idx"),
+            val_idx=_as_tensor(val_idx, torch.long, "val_idx"),
+            test_idx=_as_tensor(test_idx, torch.long, "test_idx"),
+            node_ids=(
+                _as_tensor(node_ids, torch.long, "node_ids")
+                if node_ids is not None
+                else torch.empty(0, dtype=torch.long)
+            ),
+            feature_names=tuple(feature_names),
+            name=name,
+            group_names=tuple(str(n) for n in group_names),
+        )
+
+    # ------------------------------------------------------------------ editing
+    def without_nodes(self, nodes: ArrayLike) -> tuple[Graph, Tensor]:
+        """Remove ``nodes`` and their edges.
+
+        Returns:
+            ``(graph, mapping)``: the reduced graph, re-indexed ``0..n-k-1`` in the old order with the
+            splits and ``node_ids`` carried over, and ``mapping`` (int64 ``[n]``), the new index of each
+            old node or ``-1`` for a removed one.
+        """
+        drop = _as_tensor(nodes, torch.long, "nodes").reshape(-1)
+        if drop.numel() and (int(drop.min()) < 0 or int(drop.max()) >= self.num_nodes):
+            raise GraphValidationError("nodes", f"index out of range for {self.num_nodes} nodes")
+        keep = torch.ones(self.num_nodes, dtype=torch.bool)
+        keep[drop] = False
+        mapping = torch.full((self.num_nodes,), -1, dtype=torch.long)
+        mapping[keep] = torch.arange(int(keep.sum()), dtype=torch.long)
+        ei = self.edge_index
+        ei = mapping[ei[:, keep[ei[0]] & keep[ei[1]]]]
+
+        def split(idx: Tensor) -> Tensor:
+            return mapping[idx[keep[idx]]]
+
+        reduced = Graph(
+            x=self.x[keep],
+            edge_index=ei,
+            y=self.y[keep],
+            sens=self.sens[keep],
+            train_idx=split(self.train_idx),
+            val_idx=split(self.val_idx),
+            test_idx=split(self.test_idx),
+            node_ids=self.node_ids[keep],
+            feature_names=self.feature_names,
+            name=self.name,
+            group_names=self.group_names,
+        )
+        return reduced, mapping
+
+    def with_split(self, train_idx: ArrayLike, val_idx: ArrayLike, test_idx: ArrayLike) -> Graph:
+        """The same graph with another split (validated)."""
+        return Graph(
+            x=self.x,
+            edge_index=self.edge_index,
+            y=self.y,
+            sens=self.sens,
+            train_idx=_as_tensor(train_idx, torch.long, "train_idx"),
+            val_idx=_as_tensor(val_idx, torch.long, "val_idx"),
+            test_idx=_as_tensor(test_idx, torch.long, "test_idx"),
+            node_ids=self.node_ids,
+            feature_names=self.feature_names,
+            name=self.name,
+            group_names=self.group_names,
+        )
+
+
+# ---------------------------------------------------------------------- helpers
+def _as_tensor(value: ArrayLike, dtype: torch.dtype, name: str) -> Tensor:
+    try:
+        if isinstance(value, Tensor):
+            t = value.detach().cpu()
+        else:
+            arr = np.asarray(value)
+            if arr.dtype == object:
+                raise GraphValidationError(name, "object arrays are not accepted")
+            arr = np.ascontiguousarray(arr)
+            t = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, GraphValidationError):
+            raise
+        raise GraphValidationError(name, f"cannot be read as an array ({exc})") from exc
+    if (
+        dtype == torch.long
+        and t.is_floating_point()
+        and (not bool(torch.isfinite(t).all()) or not bool((t == t.round()).all()))
+    ):
+        raise GraphValidationError(name, "expected integers, got non-integral values")
+    if t.dtype == torch.bool and dtype == torch.long:
+        t = t.long()
+    return t.to(dtype).contiguous()
+
+
+def _undirected_from_keys(keys: Tensor, n: int) -> Tensor:
+    """Both directions of each undirected edge ``u*n+v`` (u<v), sorted by (source, target)."""
+    u, v = keys // max(n, 1), keys % max(n, 1)
+    src = torch.cat([u, v])
+    dst = torch.cat([v, u])
+    order = torch.argsort(src * max(n, 1) + dst)
+    return torch.stack([src[order], dst[order]])
+
+
+def _validate(g: Graph) -> None:
+    if g.x.ndim != 2:
+        raise GraphValidationError("x", f"expected a 2-D [nodes, features] matrix, got shape {list(g.x.shape)}")
+    n, d = g.x.shape
+    if n < 2 or d < 1:
+        raise GraphValidationError("x", f"need at least 2 nodes and 1 feature, got shape {[n, d]}")
+    if g.x.dtype != torch.float32:
+        raise GraphValidationError("x", f"expected float32, got {g.x.dtype}")
+    if not bool(torch.isfinite(g.x).all()):
+        bad = (~torch.isfinite(g.x)).nonzero()[0].tolist()
+        raise GraphValidationError("x", f"features must be finite; NaN or inf at node {bad[0]}, column {bad[1]}")
+    for name in ("y", "sens", "node_ids"):
+        t: Tensor = getattr(g, name)
+        if t.dtype != torch.long:
+            raise GraphValidationError(name, f"expected int64, got {t.dtype}")
+        if t.shape != (n,):
+            raise GraphValidationError(name, f"expected shape [{n}] (one per node), got {list(t.shape)}")
+    if int(g.y.min()) < -1:
+        raise GraphValidationError("y", f"values must be class codes (or -1: unlabeled), got {int(g.y.min())}")
+    _validate_values(g.y[g.y >= 0], "y", "classes")
+    _validate_values(g.sens, "sens", "sensitive groups")
+    if g.group_names and len(g.group_names) != int(g.sens.max()) + 1:
+        raise GraphValidationError(
+            "group_names", f"{len(g.group_names)} names for {int(g.sens.max()) + 1} sensitive groups"
+        )
+    _validate_edges(g.edge_index, n)
+    _validate_splits(g, n)
+
+
+def _validate_values(t: Tensor, name: str, what: str) -> None:
+    if int(t.min()) < 0:
+        raise GraphValidationError(name, f"values must be non-negative codes, got {int(t.min())}")
+    counts = torch.bincount(t)
+    present = int((counts > 0).sum())
+    if present < 2:
+        raise GraphValidationError(name, f"need at least two {what}, got {present}")
+    if present != counts.numel():
+        missing = (counts == 0).nonzero().flatten().tolist()
+        raise GraphValidationError(name, f"codes must be 0..{counts.numel() - 1} with none unused; unused: {missing}")
+
+
+def _validate_edges(ei: Tensor, n: int) -> None:
+    if ei.dtype != torch.long or ei.ndim != 2 or ei.shape[0] != 2:
+        raise GraphValidationError("edge_index", f"expected int64 [2, E], got {ei.dtype} {list(ei.shape)}")
+    if ei.numel() == 0:
+        return
+    lo, hi = int(ei.min()), int(ei.max())
+    if lo < 0 or hi >= n:
+        raise GraphValidationError("edge_index", f"node index {hi if hi >= n else lo} out of range for {n} nodes")
+    if bool((ei[0] == ei[1]).any()):
+        raise GraphValidationError("edge_index", "self-loops are not allowed (Graph.build drops them)")
+    keys = ei[0] * n + ei[1]
+    if bool((keys[1:] <= keys[:-1]).any()):
+        raise GraphValidationError(
+            "edge_index", "must be sorted by (source, target) without duplicates (Graph.build does this)"
+        )
+    rev = torch.sort(ei[1] * n + ei[0]).values
+    if not torch.equal(rev, keys):
+        raise GraphValidationError("edge_index", "must be undirected: every edge stored in both directions")
+
+
+def _validate_splits(g: Graph, n: int) -> None:
+    seen = torch.zeros(n, dtype=torch.long)
+    for name in ("train_idx", "val_idx", "test_idx"):
+        idx: Tensor = getattr(g, name)
+        if idx.dtype != torch.long or idx.ndim != 1:
+            raise GraphValidationError(name, f"expected a 1-D int64 index, got {idx.dtype} {list(idx.shape)}")
+        if idx.numel() == 0:
+            raise GraphValidationError(name, "split is empty")
+        if int(idx.min()) < 0 or int(idx.max()) >= n:
+            raise GraphValidationError(name, f"node index out of range for {n} nodes")
+        if torch.unique(idx).numel() != idx.numel():
+            raise GraphValidationError(name, "lists a node more than once")
+        seen[idx] += 1
+    if bool((seen > 1).any()):
+        v = int((seen > 1).nonzero()[0])
+        raise GraphValidationError("split", f"train, val and test overlap (node {v} is in two of them)")
+    if bool(((seen > 0) & (g.y < 0)).any()):
+        v = int(((seen > 0) & (g.y < 0)).nonzero()[0])
+        raise GraphValidationError("split", f"node {v} is unlabeled (y = -1) but in a split")
+    test_y, test_s = g.y[g.test_idx], g.sens[g.test_idx]
+    num_classes, num_groups = int(g.y.max()) + 1, int(g.sens.max()) + 1
+    missing_c = sorted(set(range(num_classes)) - set(test_y.unique().tolist()))
+    if missing_c:
+        raise GraphValidationError("test_idx", f"class(es) {missing_c} missing from the test split")
+    # A group absent from the test split (or, binary labels, from its positives) is allowed: the audit
+    # reports it and keeps it out of the metrics (bind_core.data.groups.included_groups). Two groups are needed.
+    test_groups = set(test_s.unique().tolist())
+    missing_g = sorted(set(range(num_groups)) - test_groups)
+    if len(test_groups) < 2:
+        raise GraphValidationError(
+            "test_idx", f"sensitive group(s) {missing_g} missing from the test split; at least two groups must occur"
+        )
+    if num_classes == 2:
+        pos_groups = set(test_s[test_y == 1].unique().tolist())
+        missing_p = sorted(set(range(num_groups)) - pos_groups)
+        if len(pos_groups) < 2:
+            raise GraphValidationError(
+                "test_idx",
+                f"group(s) {missing_p} have no positive (y=1) test node, so ΔEO is undefined; at least two "
+                "groups must have one",
+            )
+    train_classes = set(g.y[g.train_idx].unique().tolist())
+    if len(train_classes) < 2:
+        raise GraphValidationError("train_idx", "the training split holds a single class")

@@ -1,0 +1,98 @@
+"""How stable the influence ranking is across training seeds: the overlap of the top-k harmful sets.
+
+Each seed trains the model afresh (same settings otherwise) and estimates every training node's ΔΓ; the
+top-k harmful set is the k nodes with the most negative ΔΓ (fewer when fewer are harmful). Overlap is
+reported per pair of seeds and over all seeds together: the intersection size and the Jaccard index
+``|A ∩ B| / |A ∪ B|`` (1.0: the same set).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from bind_core.data.graph import Graph
+from bind_core.data.groups import groups_arg, included_groups
+from bind_core.errors import ConfigError
+from bind_core.influence import estimate
+from bind_core.training.fit import train
+
+if TYPE_CHECKING:
+    from bind_core.pipeline.audit import AuditConfig, AuditResult
+
+
+def topk_harmful(delta: torch.Tensor, node_ids: torch.Tensor, k: int) -> list[int]:
+    """Ids of the (at most) ``k`` nodes with the most negative ``delta``, most harmful first."""
+    order = torch.argsort(delta)[:k]
+    order = order[delta[order] < 0]
+    return [int(i) for i in node_ids[order].tolist()]
+
+
+def _overlap(sets: Sequence[set[int]]) -> dict[str, float | int]:
+    inter = set.intersection(*sets)
+    union = set.union(*sets)
+    return {"intersection": len(inter), "union": len(union), "jaccard": len(inter) / len(union) if union else 1.0}
+
+
+def topk_stability(
+    graph: Graph,
+    config: AuditConfig,
+    *,
+    seeds: Sequence[int] = (1, 10, 100),
+    k: int = 10,
+    device: str | torch.device = "cpu",
+    reference: AuditResult | None = None,
+    progress: Callable[[str, float], None] | None = None,
+) -> dict[str, Any]:
+    """Train with each seed, estimate the influence, and compare the top-k harmful sets.
+
+    Args:
+        graph: the audited graph.
+        config: the audit's settings (model, training, lam, solver, non-i.i.d. term, min_group_size); only the
+            training seed varies.
+        seeds: two or more distinct training seeds.
+        k: the size of the top-k harmful set.
+        reference: an audit result whose influence is reused for its own seed instead of retraining.
+        progress: ``progress("stability", fraction)`` after each seed.
+
+    Returns:
+        ``{"k", "seeds", "sets": {seed: [node ids]}, "pairwise": [{"seeds": [a, b], "intersection", "union",
+        "jaccard"}], "all": {...}, "mean_pairwise_jaccard"}``.
+    """
+    seeds = [int(s) for s in seeds]
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"stability seeds: {seeds!r} must be two or more distinct seeds")
+    if k < 1:
+        raise ConfigError(f"k: {k!r} must be >= 1")
+    groups = groups_arg(graph, included_groups(graph, config.min_group_size))
+    node_ids = graph.node_ids[graph.train_idx]
+    sets: dict[int, list[int]] = {}
+    for i, seed in enumerate(seeds):
+        if reference is not None and reference.influence is not None and reference.config.training.seed == seed:
+            delta = reference.influence.delta
+        else:
+            done = i / len(seeds)
+            hold = None if progress is None else (lambda *_, d=done: progress("stability", d))
+            model = train(graph, replace(config.training, seed=seed), config.model, device=device, progress=hold)
+            delta = estimate(
+                model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, groups=groups,
+                progress=hold,
+            ).delta  # fmt: skip
+        sets[seed] = topk_harmful(delta, node_ids, k)
+        if progress is not None:
+            progress("stability", (i + 1) / len(seeds))
+    pairs = list(itertools.combinations(seeds, 2))
+    overlaps = [_overlap([set(sets[a]), set(sets[b])]) for a, b in pairs]
+    pairwise: list[dict[str, Any]] = [{"seeds": [a, b], **o} for (a, b), o in zip(pairs, overlaps, strict=True)]
+    return {
+        "k": k,
+        "seeds": seeds,
+        "sets": {str(s): v for s, v in sets.items()},
+        "pairwise": pairwise,
+        "all": _overlap([set(v) for v in sets.values()]),
+        "mean_pairwise_jaccard": sum(float(o["jaccard"]) for o in overlaps) / len(overlaps),
+    }

@@ -1,0 +1,3 @@
+"""The GNN node classifiers an audit explains: the project's CSR-based GCN, GIN, GraphSAGE and GAT, and models trained
+with PyG itself.
+"""

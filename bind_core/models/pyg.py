@@ -1,0 +1,346 @@
+"""Models trained with PyG's own ``torch_geometric.nn.models`` (``GCN``, ``GraphSAGE``, ``GIN``, ``GAT``), read as
+this project's :class:`~bind_core.models.gnn.GNN`, weight for weight.
+
+A PyG ``BasicGNN`` built with ``out_channels`` and no ``jk`` is ``num_layers`` convolutions with ``act`` and dropout
+between them and nothing after the last one, whose output is the logits: the project's GNN with ``head=False``
+(no linear head) and ``outputs=out_channels``. Its convolutions are the same PyG layers: ``GCNConv`` (normalised
+here once per graph with the same ``D̃^{-1/2}(A + I)D̃^{-1/2}``), mean-``SAGEConv``, ``GINConv`` over a two-layer
+MLP, and ``GATConv`` (hidden layers concatenate ``heads`` heads of ``hidden_channels / heads``, the last one averages
+them; the attention scores go through GAT's own leaky ReLU, ``attention="leaky_relu"``). The state dict's names
+are the same but for GIN's MLP (``nn.lins.0`` / ``nn.lins.1`` here ``nn.0`` / ``nn.2``).
+
+A supplied PyG model is described by a JSON config (:data:`PYG_FORMAT`)::
+
+    {"format": "torch_geometric", "class": "GraphSAGE",
+     "args": {"in_channels": 8, "hidden_channels": 16, "num_layers": 2, "out_channels": 2, "act": "relu"},
+     "training": {"loss": "cross_entropy", "weight_decay": 5e-4}}
+
+``args`` are the constructor's arguments; every option this module cannot reproduce exactly (a ``norm``, a ``jk``
+mode, GATv2, edge features, ...) is refused with an :class:`UnsupportedModelError` that names each one. ``training``
+states the objective the model was trained with: the ``loss`` (``"cross_entropy"`` over ``out_channels`` logits, or
+``"binary_cross_entropy"`` on one logit) and the ``weight_decay`` λ given to ``torch.optim.Adam`` (the objective
+``mean(ℓ_train) + (λ/2)·‖θ‖²``); any other :class:`~bind_core.training.fit.TrainConfig` setting (``epochs``, ``lr``) is
+how the audit retrains when it debiases. :func:`bind_config` turns it into the project's config form (with the PyG
+description kept under ``source``), :func:`bind_state_dict` renames the weights, and :func:`reproduction` checks the
+result against the PyG module itself, built from the same arguments and weights.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+import torch
+from torch import Tensor, nn
+
+from bind_core.data.graph import Graph
+from bind_core.errors import ConfigError
+from bind_core.models.gnn import ACTIVATIONS, GNN, ModelConfig
+
+PYG_FORMAT = "torch_geometric"
+"""The ``format`` of a config that describes a ``torch_geometric.nn.models`` model."""
+
+PYG_CLASSES = {"GCN": "gcn", "GraphSAGE": "sage", "GIN": "gin", "GAT": "gat"}
+"""The supported ``torch_geometric.nn.models`` classes and the project's architecture each becomes."""
+
+LOSSES = ("cross_entropy", "binary_cross_entropy")
+"""Training losses: ``cross_entropy`` over ``out_channels`` logits (softmax), ``binary_cross_entropy`` on one logit."""
+
+REPRODUCTION_TOLERANCE = 1e-6
+"""The largest difference of a logit (float64, relative to ``max(1, |logit|)``) between the converted model and the
+PyG module that :func:`reproduction` accepts."""
+
+
+class UnsupportedModelError(ConfigError):
+    """A PyG model config asks for something the audit cannot reproduce; ``problems`` are ``(field, message)``."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{field}: {message}" for field, message in problems))
+
+
+Check = Callable[[Any], str | None]
+"""An argument's check: ``None`` when the value is accepted, else why not."""
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it in JSON."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _only(*allowed: object, why: str = "the audit reproduces the model exactly or not at all") -> Check:
+    def check(value: Any) -> str | None:
+        if any(value is a or (type(value) is type(a) and value == a) for a in allowed):
+            return None
+        shown = " or ".join(_shown(a) for a in allowed)
+        return f"{_shown(value)} is not supported (only {shown}): {why}"
+
+    return check
+
+
+def _integer(low: int, high: int) -> Check:
+    def check(value: Any) -> str | None:
+        if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+            return None
+        return f"{_shown(value)} must be an integer between {low} and {high}"
+
+    return check
+
+
+def _fraction(value: Any) -> str | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1:
+        return None
+    return f"{_shown(value)} must be a number in [0, 1)"
+
+
+def _boolean(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"{_shown(value)} must be true or false"
+
+
+def _activation(value: Any) -> str | None:
+    if isinstance(value, str) and value.lower() in ACTIVATIONS:
+        return None
+    return f"{_shown(value)} is not supported (one of {', '.join(ACTIVATIONS)})"
+
+
+def _empty(value: Any) -> str | None:
+    return None if value is None or value == {} else f"{_shown(value)} is not supported (only null)"
+
+
+def _number(value: Any) -> str | None:
+    return (
+        None if isinstance(value, int | float) and not isinstance(value, bool) else f"{_shown(value)} must be a number"
+    )
+
+
+_COMMON: dict[str, Check] = {
+    "in_channels": _integer(1, 1_000_000),
+    "hidden_channels": _integer(1, 4096),
+    "num_layers": _integer(1, 8),
+    "out_channels": _integer(1, 4096),
+    "dropout": _fraction,
+    "act": _activation,
+    "act_first": _boolean,  # without a norm, act_first changes nothing
+    "act_kwargs": _empty,
+    "norm": _only(None, why="a normalisation layer (batch statistics, running means) is not part of the audited model"),
+    "norm_kwargs": _empty,
+    "jk": _only(None, why="jumping knowledge is not supported; the logits must be the last layer's output"),
+}
+_BIAS = _only(True, why="the audited layers have biases")
+_EXTRA: dict[str, dict[str, Check]] = {
+    "GCN": {
+        "improved": _only(False, why="GCN's improved self-loops (weight 2) are not supported"),
+        "cached": _boolean,
+        "add_self_loops": _only(True, why="the audited GCN adds self-loops"),
+        "normalize": _only(True, why="the audited GCN normalises symmetrically"),
+        "bias": _BIAS,
+    },
+    "GraphSAGE": {
+        "aggr": _only("mean", why="only the mean aggregation is supported"),
+        "normalize": _only(False, why="output L2 normalisation is not supported"),
+        "root_weight": _only(True, why="the audited SAGE layer has a root weight"),
+        "project": _only(False, why="projected neighbour features are not supported"),
+        "bias": _BIAS,
+    },
+    "GIN": {
+        "train_eps": _only(False, why="a trained eps is not supported (the audit's parameters are the MLPs')"),
+        "eps": _number,
+    },
+    "GAT": {
+        "heads": _integer(1, 16),
+        "concat": _boolean,
+        "v2": _only(False, why="GATv2 is not supported"),
+        "negative_slope": _fraction,
+        "add_self_loops": _only(True, why="the audited GAT adds self-loops"),
+        "edge_dim": _only(None, why="edge features are not supported"),
+        "fill_value": _only("mean", why="without edge features it is unused"),
+        "residual": _only(False, why="residual connections are not supported"),
+        "bias": _BIAS,
+    },
+}
+_REQUIRED = ("in_channels", "hidden_channels", "num_layers", "out_channels")
+
+
+@dataclass(frozen=True)
+class PygModel:
+    """A checked PyG model description: the class name, its constructor arguments (with PyG's defaults for the
+    options that matter filled in), and the loss it was trained with."""
+
+    cls: str
+    args: dict[str, Any]
+    loss: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": PYG_FORMAT, "class": self.cls, "args": self.args, "loss": self.loss}
+
+
+def is_pyg_config(config: object) -> TypeGuard[dict[str, Any]]:
+    """Whether a supplied model's config describes a ``torch_geometric.nn.models`` model."""
+    return isinstance(config, dict) and config.get("format") == PYG_FORMAT
+
+
+def read_pyg_config(config: dict[str, Any]) -> tuple[PygModel, dict[str, Any]]:
+    """The checked model description and the ``training`` settings without the ``loss``.
+
+    Raises:
+        UnsupportedModelError: naming every option that is missing, malformed or not reproducible.
+    """
+    problems = [
+        (f"config.{k}", "unknown key") for k in sorted(set(config) - {"format", "class", "args", "training", "dtype"})
+    ]
+    training = config.get("training")
+    if not isinstance(training, dict):
+        problems.append(("config.training", "must be an object with the loss and the weight_decay trained with"))
+        training = {}
+    if "weight_decay" not in training:
+        problems.append(("config.training.weight_decay", "required: the L2 coefficient the model was trained with"))
+    problems += _description_problems(config.get("class"), config.get("args"), training.get("loss"), "config.training")
+    if problems:
+        raise UnsupportedModelError(problems)
+    pyg = _described(config["class"], config["args"], training["loss"])
+    return pyg, {k: v for k, v in training.items() if k != "loss"}
+
+
+def read_source(source: dict[str, Any]) -> PygModel:
+    """A stored PyG description (``source`` of a canonical config, :meth:`PygModel.to_dict`), checked again.
+
+    Raises:
+        UnsupportedModelError: as :func:`read_pyg_config`.
+    """
+    problems = _description_problems(source.get("class"), source.get("args"), source.get("loss"), "source")
+    if problems:
+        raise UnsupportedModelError(problems)
+    return _described(source["class"], source["args"], source["loss"])
+
+
+def _description_problems(cls: Any, args: Any, loss: Any, loss_at: str) -> list[tuple[str, str]]:
+    problems = []
+    if cls not in PYG_CLASSES:
+        problems.append(("config.class", f"{_shown(cls)} is not one of {', '.join(PYG_CLASSES)}"))
+    if not isinstance(args, dict):
+        problems.append(("config.args", "must be an object of the constructor's arguments"))
+        args = {}
+    checks = {**_COMMON, **_EXTRA.get(str(cls), {})}
+    problems += [(f"config.args.{key}", "required") for key in _REQUIRED if key not in args]
+    for key, value in args.items():
+        check = checks.get(key)
+        message = f"{_shown(key)} is not an argument the audit knows for {cls}" if check is None else check(value)
+        if message is not None:
+            problems.append((f"config.args.{key}", message))
+    out = args.get("out_channels")
+    if loss not in LOSSES:
+        problems.append((f"{loss_at}.loss", f"{_shown(loss)} is not one of {', '.join(LOSSES)}"))
+    elif loss == "binary_cross_entropy" and out != 1:
+        problems.append(("config.args.out_channels", f"{_shown(out)}: must be 1 with the loss 'binary_cross_entropy'"))
+    elif loss == "cross_entropy" and out == 1:
+        problems.append(("config.args.out_channels", "1: cross_entropy needs one logit per class (2 or more)"))
+    return problems
+
+
+def _described(cls: str, args: dict[str, Any], loss: str) -> PygModel:
+    """The description with PyG's defaults filled in for the options that matter (checked already)."""
+    defaults: dict[str, Any] = {"dropout": 0.0}
+    if cls == "GAT":
+        defaults |= {"heads": 1, "concat": True, "negative_slope": 0.2}
+    return PygModel(cls, {**defaults, **args, "act": str(args.get("act", "relu")).lower()}, loss)
+
+
+def model_config(pyg: PygModel) -> ModelConfig:
+    """The project's architecture for a checked PyG model (``head=False``: the last layer outputs the logits)."""
+    a = pyg.args
+    heads = int(a.get("heads", 1))
+    concat = bool(a.get("concat", False)) and heads > 1 and int(a["num_layers"]) > 1
+    return ModelConfig(
+        arch=PYG_CLASSES[pyg.cls],
+        layers=int(a["num_layers"]),
+        hidden=int(a["hidden_channels"]),
+        dropout=float(a["dropout"]),
+        heads=heads,
+        activation=str(a["act"]),
+        head=False,
+        outputs=int(a["out_channels"]),
+        concat=concat,
+        attention="leaky_relu" if pyg.cls == "GAT" else "smooth",
+        negative_slope=float(a.get("negative_slope", 0.2)),
+    )
+
+
+def bind_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A PyG model config in the project's form (:meth:`TrainedModel.config_dict`), with ``source`` the PyG
+    description that :func:`bind_state_dict` reads the weights by.
+
+    Raises:
+        UnsupportedModelError: see :func:`read_pyg_config`; also a ``hidden_channels`` GAT cannot split over its heads.
+    """
+    pyg, training = read_pyg_config(config)
+    try:
+        model = model_config(pyg)
+    except ConfigError as exc:
+        raise UnsupportedModelError([("config.args", str(exc))]) from exc
+    out = int(pyg.args["out_channels"])
+    bound = {
+        "format": "bind-audit/model@1",
+        "model": model.to_dict(),
+        "training": training,
+        "in_dim": int(pyg.args["in_channels"]),
+        "num_classes": 2 if out == 1 else out,
+        "source": pyg.to_dict(),
+    }
+    if "dtype" in config:
+        bound["dtype"] = config["dtype"]
+    return bound
+
+
+def bind_state_dict(state: dict[str, Tensor], source: dict[str, Any]) -> dict[str, Tensor]:
+    """A PyG model's state dict under the project's parameter names (GIN's MLP layers; an older ``GATConv``'s
+    shared ``lin_src``/``lin_dst`` as ``lin``). Other names are the same; unknown ones are left for the strict
+    load to name."""
+    out: dict[str, Tensor] = {}
+    for name, value in state.items():
+        parts = name.split(".")
+        if source.get("class") == "GIN" and parts[2:4] == ["nn", "lins"] and len(parts) == 6:
+            parts = [*parts[:3], str(2 * int(parts[4])), parts[5]]
+        elif source.get("class") == "GAT" and parts[2:3] in (["lin_src"], ["lin_dst"]):
+            partner = ".".join([*parts[:2], "lin_dst" if parts[2] == "lin_src" else "lin_src", *parts[3:]])
+            if partner not in state or not torch.equal(state[partner], value):
+                raise ConfigError(f"weights: {name} and {partner} differ (a bipartite GATConv is not supported)")
+            parts = [*parts[:2], "lin", *parts[3:]]
+        out[".".join(parts)] = value
+    return out
+
+
+def pyg_module(source: dict[str, Any]) -> nn.Module:
+    """The ``torch_geometric.nn.models`` module itself, built from the checked arguments (for :func:`reproduction`)."""
+    from torch_geometric.nn import models as pyg_models
+
+    pyg = read_source(source)
+    module: nn.Module = getattr(pyg_models, pyg.cls)(**pyg.args)
+    return module
+
+
+def reproduction(module: GNN, weights: dict[str, Tensor], source: dict[str, Any], graph: Graph) -> dict[str, Any]:
+    """How exactly ``module`` (the converted model) reproduces the PyG module on ``graph``: both in float64 and
+    evaluation mode, the PyG module with the supplied ``weights`` loaded as they are.
+
+    Returns:
+        ``{"class", "max_logit_difference", "nodes"}``: the largest ``|Δlogit| / max(1, |logit|)`` over all nodes.
+    """
+    import copy
+
+    reference = pyg_module(source).double().eval()
+    reference.load_state_dict({k: v.double() for k, v in weights.items()}, strict=True)
+    ours = copy.deepcopy(module).cpu().double().eval()
+    with torch.no_grad():
+        expected = reference(graph.x.double(), graph.edge_index)
+        got = ours(ours.prepare(graph, torch.float64, torch.device("cpu")))
+    scale = expected.abs().clamp(min=1.0)
+    return {
+        "class": source["class"],
+        "max_logit_difference": float(((got - expected).abs() / scale).max()),
+        "nodes": graph.num_nodes,
+    }

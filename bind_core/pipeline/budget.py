@@ -1,0 +1,188 @@
+"""What an audit will cost before it runs: peak memory and floating-point work, from its settings and the graph's
+sizes alone (no graph, no model, no allocation).
+
+The figures are upper-bound-minded estimates for refusing audits that cannot fit, not predictions of the
+runtime. Memory sums the parts an audit can hold at once (bytes):
+
+* ``graph``: the features in float32 and in the float64 copy the polish and the influence stage use,
+  ``n·F·(4 + 8 + 8)``, and the edges with GCN's self-loops and weights, ``(E + n)·48``;
+* ``parameters``: float32 weights, gradients and Adam's two moments, and the float64 copy, ``p·(4·4 + 2·8)``;
+* ``polish``: L-BFGS keeps 50 float64 curvature pairs, ``(2·50 + 4)·8·p``;
+* ``activations``: what one float64 forward and backward keep per layer, ``4·n·h·heads·8``, plus per-edge
+  messages for GIN, GraphSAGE and GAT (``E·h·heads·8``) and GAT's attention coefficients (``3·(E + n)·heads·8``);
+* ``hessian``: ``5·8·p²`` when a dense ``[p, p]`` float64 Hessian is formed (the Hessian, the identity its
+  columns are formed from, the symmetrised copy, and ``eigh``'s eigenvectors and workspace): with the exact
+  solver (``solver="exact"``, or ``"auto"`` up to
+  :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters), the step estimator, the refinement,
+  or the polish's Newton finish (up to :data:`~bind_core.training.newton.NEWTON_MAX_PARAMETERS` parameters).
+
+Work counts multiply-adds twice (flops). One forward pass costs
+``f = Σ_layers 2·heads·(n·d_in·h + (E + n)·h) + 2·n·h·C``; a backward about twice that. Training costs
+``epochs·3f``; the polish ``1.5·polish_max_iter·3f`` (L-BFGS's evaluation cap); a dense Hessian ``4f·p + 9p³``;
+the per-node terms ``m·4f·r/n`` (``r``: the nodes within the model's receptive field of a node, at most ``n``) for
+the influence function, ``m·(4f + 4p²)`` for the step estimator; each debiasing budget and each validated node
+one more training (debiasing) or polish (validation) on the reduced graph, each chance seed
+``(2 + random_sets)`` trainings per budget, each stability seed a whole training and influence stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from bind_core.influence.estimate import pick_method
+from bind_core.influence.lowrank import LANCZOS_MAX
+from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, choose
+from bind_core.models.gnn import GNN, ModelConfig
+from bind_core.training.newton import NEWTON_MAX_PARAMETERS
+
+if TYPE_CHECKING:
+    from bind_core.pipeline.audit import AuditConfig
+
+LBFGS_HISTORY = 50
+HESSIAN_COPIES = 5
+
+
+@dataclass(frozen=True)
+class GraphSize:
+    """The sizes of a graph an estimate needs (``Graph.summary()`` holds them all)."""
+
+    nodes: int
+    edges: int
+    features: int
+    classes: int
+    train: int
+
+    @classmethod
+    def of_summary(cls, summary: dict[str, Any]) -> GraphSize:
+        """From :meth:`bind_core.data.graph.Graph.summary` (``nodes``, ``edges``, ``features``, ``classes``,
+        ``train``)."""
+        return cls(
+            nodes=int(summary["nodes"]),
+            edges=int(summary["edges"]),
+            features=int(summary["features"]),
+            classes=int(summary["classes"]),
+            train=int(summary["train"]),
+        )
+
+
+@dataclass(frozen=True)
+class AuditCost:
+    """An audit's estimated peak memory (bytes, by part) and work (flops, by stage); see the module docstring."""
+
+    parameters: int
+    dense_hessian: bool
+    memory: dict[str, int]
+    work: dict[str, float]
+
+    @property
+    def peak_memory(self) -> int:
+        return sum(self.memory.values())
+
+    @property
+    def total_work(self) -> float:
+        return float(sum(self.work.values()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "parameters": self.parameters,
+            "dense_hessian": self.dense_hessian,
+            "peak_memory_bytes": self.peak_memory,
+            "memory_bytes": dict(self.memory),
+            "work_flops": self.total_work,
+            "work": dict(self.work),
+        }
+
+
+def parameter_count(model: ModelConfig, features: int, classes: int) -> int:
+    """The number of weights of ``GNN(model, features, classes)``, counted on PyTorch's meta device (no memory)."""
+    with torch.device("meta"):
+        module = GNN(model, features, classes)
+    return int(sum(p.numel() for p in module.parameters()))
+
+
+def forward_flops(model: ModelConfig, size: GraphSize) -> float:
+    """Flops of one forward pass over the whole graph (module docstring)."""
+    n, e, h, heads = size.nodes, size.edges, model.hidden, model.heads
+    total, d_in = 0.0, size.features
+    for _ in range(model.layers):
+        total += 2.0 * heads * (n * d_in * h + (e + n) * h)
+        d_in = h
+    return total + 2.0 * n * h * max(size.classes, 1)
+
+
+def uses_dense_hessian(config: AuditConfig, parameters: int) -> bool:
+    """Whether the audit forms a dense ``[p, p]`` Hessian (module docstring)."""
+    row_separable = config.model.arch in ("gcn", "gin", "sage") and config.model.layers == 1
+    newton = config.training.polish and parameters <= NEWTON_MAX_PARAMETERS
+    if "influence" not in config.stages:
+        return newton
+    if config.refine_steps:
+        return True
+    if pick_method(config.estimator, row_separable=row_separable, num_parameters=parameters) == "step":
+        return True
+    return newton or choose(config.solver, parameters) == "exact"
+
+
+def uses_lanczos(config: AuditConfig, parameters: int) -> bool:
+    """Whether the estimate keeps a Lanczos basis (``[p, LANCZOS_MAX + 1]``): the matrix-free damped solve of a
+    multi-layer or attention model beyond the dense Hessian (:mod:`bind_core.influence.lowrank`)."""
+    if "influence" not in config.stages or uses_dense_hessian(config, parameters):
+        return False
+    row_separable = config.model.arch in ("gcn", "gin", "sage") and config.model.layers == 1
+    auto = config.solver == "auto" and not row_separable and parameters > EXACT_MAX_PARAMETERS
+    return config.solver == "lanczos" or auto or config.estimator == "step"
+
+
+def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None = None) -> AuditCost:
+    """Estimate the peak memory and the work of running ``config`` on a graph of ``size``.
+
+    Args:
+        config: the audit's settings.
+        size: the graph's sizes.
+        parameters: the supplied model's parameter count, when there is one (else counted from ``config.model``).
+
+    Returns:
+        An :class:`AuditCost`; ``peak_memory`` and ``total_work`` are what limits compare against.
+    """
+    m = config.model
+    p = parameters if parameters is not None else parameter_count(m, size.features, size.classes)
+    n, e, heads = size.nodes, size.edges, m.heads
+    dense = uses_dense_hessian(config, p)
+    messages = e * m.hidden * heads * 8 if m.arch == "gat" else 0  # GCN, GIN, SAGE: CSR products, no [E, d]
+    attention = 3 * (e + n) * heads * 8 if m.arch == "gat" else 0
+    memory = {
+        "graph": n * size.features * 20 + (e + n) * 48,
+        "parameters": p * (4 * 4 + 2 * 8),
+        "polish": (2 * LBFGS_HISTORY + 4) * 8 * p if config.training.polish else 0,
+        "activations": m.layers * (4 * n * m.hidden * heads * 8 + messages + attention),
+        "hessian": HESSIAN_COPIES * 8 * p * p if dense else 0,
+        "lanczos": (LANCZOS_MAX + 1) * 8 * p if uses_lanczos(config, p) else 0,
+    }
+    f = forward_flops(m, size)
+    training = config.training.epochs * 3 * f
+    polish = 1.5 * config.training.polish_max_iter * 3 * f if config.training.polish else 0.0
+    work = {"training": training + polish}
+    influence = 0.0
+    if "influence" in config.stages:
+        row_separable = m.arch in ("gcn", "gin", "sage") and m.layers == 1
+        step = pick_method(config.estimator, row_separable=row_separable, num_parameters=p) == "step"
+        if dense:
+            influence += 4 * f * p + 9.0 * p**3
+        if step:
+            influence += size.train * (4 * f + 4.0 * p * p)
+        else:
+            reach = min(float(n), (1.0 + 2.0 * e / max(n, 1)) ** (m.layers + 1))
+            influence += size.train * 4 * f * reach / max(n, 1)
+        work["influence"] = influence
+        if "debiasing" in config.stages and config.budgets:
+            seeds = len(config.debias_seeds)
+            chance = seeds + len(config.budgets) * seeds * (2 + config.debias_random_sets)
+            work["debiasing"] = (len(config.budgets) + chance) * (training + polish)
+        if "validation" in config.stages and config.validation_sample:
+            work["validation"] = config.validation_sample * max(polish, 1.5 * 1000 * 3 * f)
+    if config.stability_seeds:
+        work["stability"] = len(config.stability_seeds) * (training + polish + influence)
+    return AuditCost(parameters=p, dense_hessian=dense, memory=memory, work=work)

@@ -1,0 +1,158 @@
+"""Caveats a reader of an audit must see: about the graph (groups kept out, few positives), about the model (kinks
+of a non-smooth activation) and about the estimates (what question they answer, nodes that did not settle, a
+self-check inside its noise or too low)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bind_core.data.graph import Graph
+from bind_core.data.groups import exclusion_warnings, group_name, included_groups
+from bind_core.influence import InfluenceResult
+from bind_core.models.gnn import NON_SMOOTH_ACTIVATIONS, ModelConfig
+
+LOW_SELF_CHECK = 0.9
+"""Below this per-node Pearson correlation of the self-check, the audit warns that the estimates are rough."""
+
+
+MIN_TEST_POSITIVES = 30
+
+
+def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
+    """Caveats a reader of the audit must see: groups kept out of the metrics (absent from the test split,
+    below the minimum size, without a positive test node), groups too small for stable Γ_EO estimates, a graph
+    without edges."""
+    out = exclusion_warnings(graph, min_group_size)
+    if graph.num_edges == 0:
+        out.append(
+            "the graph has no edges: the GNN sees only each node's own features (it is an MLP), and BIND's "
+            "non-i.i.d. term (a node's influence through its neighbours) is zero; check the edge list if edges "
+            "were expected"
+        )
+    test = graph.test_idx
+    y, s = graph.y[test], graph.sens[test]
+    for grp in included_groups(graph, min_group_size):
+        pos = int(((s == grp) & (y == 1)).sum())
+        if graph.num_classes == 2 and pos < MIN_TEST_POSITIVES:
+            out.append(
+                f"group {grp} ({group_name(graph, grp)}) has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
+                f"them, and per-node estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}"
+            )
+    return out
+
+
+def kinks(model: ModelConfig) -> list[str]:
+    """Where the model's function has kinks: a non-smooth activation between layers or in GIN's MLPs, and GAT's
+    leaky-ReLU attention scores (empty for a smooth model)."""
+    out = []
+    if model.activation in NON_SMOOTH_ACTIVATIONS and (model.layers > 1 or model.arch == "gin"):
+        where = "in GIN's MLPs" if model.arch == "gin" and model.layers == 1 else "between layers"
+        out.append(f"{model.activation.upper() if model.activation == 'elu' else 'ReLU'} {where}")
+    if model.arch == "gat" and (model.attention == "leaky_relu" or model.activation == "relu"):
+        out.append("GAT's leaky-ReLU attention scores")
+    return out
+
+
+def model_warnings(model: ModelConfig, stationarity: dict[str, Any] | None = None) -> list[str]:
+    """What the audit does about a non-smooth model (see docs/METHOD.md, "Non-smooth activations"), and weights
+    accepted as a minimum on the kinks (``stationarity["stationary"] == "kinks"``)."""
+    where = kinks(model)
+    if not where:
+        return []
+    out = [
+        f"the model is not smooth ({' and '.join(where)}): its training objective is piecewise smooth, and its "
+        "Hessian exists almost everywhere (wherever no pre-activation is exactly at a kink). The audit "
+        "differentiates it as PyTorch does (the derivative at a kink is one side's; no curvature from the kinks): "
+        "the polish, the Newton finish and the influence estimate use the Hessian of the region in which the "
+        "audited weights lie, as if every unit kept its side of its kink; a deletion that moves units across "
+        "is followed only by the step estimate's exact gradients and exact Γ, not by the linear estimate. The "
+        "self-check's correlation shows what that costs for this model"
+    ]
+    stationarity = stationarity or {}
+    stall = stationarity.get("kinks")
+    if stationarity.get("stationary") == "kinks" and stall:
+        out.append(
+            f"the weights are a minimum on the kinks, not a stationary point: the gradient PyTorch reads there "
+            f"does not vanish (largest entry {stationarity['max_abs_grad']:.1e}; {stall['pinned']} hidden "
+            "pre-activations are pinned at 0) and a restarted L-BFGS found no descent, so the audit went on; "
+            "the estimates expand around a point where the objective has no Hessian in every direction"
+        )
+    return out
+
+
+METRIC_NAMES = {"accuracy": "accuracy", "auc": "ROC-AUC", "f1": "F1", "delta_sp": "ΔSP", "delta_eo": "ΔEO",
+                "gamma_sp": "Γ_SP", "gamma_eo": "Γ_EO", "gamma": "Γ"}  # fmt: skip
+
+
+def metric_warnings(metrics: dict[str, Any]) -> list[str]:
+    """Test metrics that are undefined (``null``, never 0) and intervals that rest on fewer resamples than
+    drawn, because some resamples left the metric undefined (a group drew none of its few positives)."""
+    test = metrics.get("test") or {}
+    out = [
+        f"{METRIC_NAMES.get(k, k)} is undefined on the test nodes (reported as null, not 0): {reason}"
+        for k, reason in (test.get("undefined") or {}).items()
+    ]
+    intervals = metrics.get("intervals") or {}
+    resamples = intervals.get("resamples")
+    for key, band in intervals.items():
+        if isinstance(band, dict) and band.get("dropped") and band.get("low") is not None:
+            out.append(
+                f"{METRIC_NAMES.get(key, key)}'s interval rests on {resamples - band['dropped']} of {resamples} "
+                f"bootstrap resamples: in {band['dropped']} it was undefined (a group lost every node it needs, "
+                "such as its positives) and they were left out rather than counted as 0"
+            )
+    return out
+
+
+def estimate_warnings(
+    influence: InfluenceResult | None, validation: dict[str, Any] | None, refinement: dict[str, Any] | None
+) -> list[str]:
+    """What the estimates answer and how far they can be trusted: the question a step estimate answers, nodes
+    whose step did not settle, a self-check inside its ground truth's noise, and a low self-check."""
+    out = _question_warnings(influence)
+    validation = validation or {}
+    clear = validation.get("clear_of_noise")
+    if clear is not None and clear < 0.5:
+        out.append(
+            f"only {clear:.0%} of the self-check's deletions moved Γ by more than twice its ground truth's own "
+            f"drift ({validation.get('noise_floor', 0.0):.1e}): its correlation says little about them"
+        )
+    pearson = validation.get("pearson")
+    if pearson is None or pearson >= LOW_SELF_CHECK:
+        return out
+    advice = (
+        "they were refined; treat single-node values as rough"
+        if refinement
+        else "where one Newton step is not enough (e.g. a one-layer GIN), refine_steps (e.g. 300) re-optimises "
+        "each deletion approximately"
+    )
+    truth = (
+        "the proximal re-optimisation (retraining without the node near the trained weights)"
+        if (validation or {}).get("mode") == "proximal"
+        else "re-optimisation without the node"
+    )
+    return [
+        *out,
+        f"the self-check's per-node Pearson correlation of estimated ΔΓ with {truth} is {pearson:.2f} "
+        f"(below {LOW_SELF_CHECK}): the influence estimates rank and size nodes only roughly; {advice}",
+    ]
+
+
+def _question_warnings(influence: InfluenceResult | None) -> list[str]:
+    if influence is None or influence.solve.details.get("method") != "step":
+        return []
+    d = influence.solve.details
+    out = [
+        "this model's objective is flat (multi-layer or attention): leave-one-out retraining from scratch is "
+        "ill-posed for it, so each ΔΓ is the proximal response, the change of Γ when the model is retrained "
+        f"without the node while kept near the trained weights (damping μ = {d['damping']:.2e}); read the "
+        "values as the node's pull on the trained model, and check debiasing against random deletion "
+        "(debias_seeds) before acting on it"
+    ]
+    if d.get("unsettled"):
+        out.append(
+            f"{d['unsettled']} of {influence.delta.numel()} nodes' steps did not settle within "
+            f"{d['steps_max']} steps (largest remaining gradient entry {d['max_residual']:.1e}): their values "
+            "are approximate"
+        )
+    return out

@@ -1,0 +1,239 @@
+"""A self-contained HTML page of a schedule's history: the bias metrics of its runs over time (drift).
+
+:func:`render_history` takes plain dicts (the schedule and its runs, as the service reads them from the
+database) and returns one HTML5 page in the style of the audit report (:mod:`bind_core.reporting.report`): inline CSS,
+the figure as inline SVG drawn on the server with the report's helpers (:mod:`bind_core.reporting.plots`), no
+script and no reference to anything outside the page. ΔSP, ΔEO and Γ of every succeeded run are drawn over
+the slot times with the schedule's alert thresholds as dashed lines (crossings ringed), accuracy below them,
+and runs that did not succeed are marked on the time axis. A table lists every run, newest first. Every
+string taken from the data is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from html import escape
+from typing import Any
+
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+from matplotlib.figure import Figure
+
+from bind_core.reporting import plots
+from bind_core.reporting.report import CSP, CSS, _table, fmt
+
+BIAS = (
+    ("delta_sp", "ΔSP", "#c0392b", "gap in positive-prediction rates between groups"),
+    ("delta_eo", "ΔEO", "#8e44ad", "gap in true-positive rates between groups"),
+    ("gamma", "Γ", "#2471a3", "PDD: λ·Γ_SP + (1−λ)·Γ_EO"),
+)
+ACCURACY = ("accuracy", "Accuracy", "#27ae60", "utility on the test nodes")
+FAILED = "#7f8c8d"
+HISTORY_CSS = CSS + ".breach{color:#c0392b;font-weight:600}td.state-failed,td.state-cancelled{color:#7f8c8d}\n"
+
+
+def render_history(
+    schedule: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], *, title: str = "BIND schedule report"
+) -> str:
+    """The schedule's runs as one self-contained HTML5 page.
+
+    Args:
+        schedule: ``id``, ``graph_name`` or ``dataset``, ``interval_seconds`` or ``cron``, ``state``,
+            ``thresholds`` (``{metric: value}``, metrics among ``delta_sp``, ``delta_eo``, ``gamma``),
+            ``next_run_at``, ``created_at``; missing keys are shown as unknown.
+        runs: one dict per slot, in any order: ``slot_time`` (a datetime or an ISO 8601 string), ``audit_id``,
+            ``state``, ``graph_version``, and, for a succeeded run, ``accuracy``, ``delta_sp``, ``delta_eo``,
+            ``gamma`` (test-set values, ``None`` where absent) and ``breaches`` (``[{metric, value, threshold}]``).
+        title: the page's ``<title>`` and heading.
+
+    Returns:
+        The HTML document as a string.
+    """
+    ordered = sorted(runs, key=lambda r: _time(r.get("slot_time")))
+    thresholds = {k: float(v) for k, v in (schedule.get("thresholds") or {}).items() if _number(v)}
+    parts = [
+        _header(schedule, ordered, thresholds, title),
+        _latest(ordered),
+        _over_time(ordered, thresholds),
+        _runs_table(ordered),
+    ]
+    body = "\n".join(p for p in parts if p)
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n<title>{escape(title)}</title>\n'
+        f"<style>{HISTORY_CSS}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
+    )
+
+
+def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float], *, ident: str) -> str:
+    """ΔSP, ΔEO and Γ over the slot times with the thresholds as dashed lines (crossings ringed), accuracy in a
+    panel below; runs that did not succeed are marked with a grey x on the time axis. ``runs`` oldest first."""
+    done = [r for r in runs if r.get("state") == "succeeded"]
+    other = [_time(r.get("slot_time")) for r in runs if r.get("state") != "succeeded"]
+    with matplotlib.rc_context(plots._RC):
+        fig = Figure(figsize=(9.0, 5.2), layout="constrained")
+        FigureCanvasAgg(fig)  # pyplot-free, as in report_plots
+        bias, accuracy = fig.subplots(2, 1, sharex=True, height_ratios=[2.2, 1.0])
+        for key, name, colour, _ in BIAS:
+            points = [(_time(r.get("slot_time")), float(r[key])) for r in done if _number(r.get(key))]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                bias.plot(xs, ys, color=colour, marker="o", markersize=3.5, linewidth=1.4, label=name)
+            if key in thresholds:
+                limit = thresholds[key]
+                bias.axhline(limit, color=colour, linestyle="--", linewidth=1.0, label=f"{name} threshold {limit:g}")
+                over = [(x, y) for x, y in points if y > limit]
+                if over:
+                    xs, ys = zip(*over, strict=True)
+                    bias.scatter(xs, ys, s=70, facecolors="none", edgecolors=colour, linewidths=1.5, zorder=4)
+        if other:
+            bias.scatter(
+                other,
+                [0.0] * len(other),
+                marker="x",
+                color=FAILED,
+                zorder=4,
+                clip_on=False,
+                label="run without metrics",
+            )
+        bias.set_ylim(bottom=0)
+        bias.set(ylabel="bias on the test nodes")
+        bias.legend(frameon=False, fontsize=8, ncols=2, loc="upper left")
+        points = [(_time(r.get("slot_time")), float(r["accuracy"])) for r in done if _number(r.get("accuracy"))]
+        if points:
+            xs, ys = zip(*points, strict=True)
+            accuracy.plot(xs, ys, color=ACCURACY[2], marker="o", markersize=3.5, linewidth=1.4)
+        accuracy.set(ylabel="accuracy", xlabel="slot time (UTC)")
+        times = [_time(r.get("slot_time")) for r in runs]
+        pad = max((max(times) - min(times)) * 0.04, timedelta(hours=1))  # one run: a day around it, not years
+        accuracy.set_xlim(min(times) - pad, max(times) + pad)
+        locator = AutoDateLocator(tz=UTC)
+        accuracy.xaxis.set_major_locator(locator)
+        accuracy.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))
+    return plots._svg(fig, ident)
+
+
+def _header(
+    schedule: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float], title: str
+) -> str:
+    source = (
+        f"graph {schedule['graph_name']!r} (latest version at each run)"
+        if schedule.get("graph_name")
+        else f"dataset {schedule.get('dataset', '?')}"
+    )
+    timing = (
+        f"cron {schedule['cron']} (UTC)"
+        if schedule.get("cron")
+        else f"every {_duration(schedule.get('interval_seconds'))}"
+    )
+    names = {key: name for key, name, _, _ in BIAS}
+    limits = ", ".join(f"{names.get(k, k)} > {v:g}" for k, v in thresholds.items()) or "none"
+    states: dict[str, int] = {}
+    for run in runs:
+        states[str(run.get("state"))] = states.get(str(run.get("state")), 0) + 1
+    facts = {
+        "schedule": schedule.get("id", "?"),
+        "audits": source,
+        "when": timing,
+        "state": f"{schedule.get('state', '?')}; next slot {_when(schedule.get('next_run_at'))}",
+        "alert thresholds": limits,
+        "runs shown": f"{len(runs)} ({', '.join(f'{n} {s}' for s, n in sorted(states.items())) or 'none yet'})",
+    }
+    lines = "<br>".join(f"<b>{escape(k)}</b>: {escape(str(v))}" for k, v in facts.items())
+    return f"<h1>{escape(title)}</h1>\n<p class=meta>{lines}</p>"
+
+
+def _latest(runs: Sequence[Mapping[str, Any]]) -> str:
+    """Cards: each metric's latest succeeded value, its change since the first one shown, and its range."""
+    done = [r for r in runs if r.get("state") == "succeeded"]
+    if not done:
+        return '<section id="latest"><h2>Latest run</h2><p>No succeeded run yet.</p></section>'
+    cards = []
+    for key, name, _, what in (*BIAS, ACCURACY):
+        values = [float(r[key]) for r in done if _number(r.get(key))]
+        if not values:
+            continue
+        change = values[-1] - values[0]
+        cards.append(
+            f"<div class=card><div>{name}</div><div class=v>{fmt(values[-1])}</div>"
+            f"<div class=ci>{'+' if change >= 0 else '−'}{fmt(abs(change))} since the first run shown; "
+            f"range [{fmt(min(values))}, {fmt(max(values))}]</div><div class=d>{escape(what)}</div></div>"
+        )
+    crossed = sum(1 for r in done if r.get("breaches"))
+    return (
+        f'<section id="latest"><h2>Latest succeeded run: {escape(_when(done[-1].get("slot_time")))}</h2>'
+        f"<div class=cards>{''.join(cards)}</div><p class=meta>{crossed} of {len(done)} succeeded runs crossed a "
+        f"threshold.</p></section>"
+    )
+
+
+def _over_time(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float]) -> str:
+    if not any(r.get("state") == "succeeded" for r in runs):
+        return '<section id="over-time"><h2>Bias over time</h2><p>Nothing to draw yet.</p></section>'
+    svg = history_plot(runs, thresholds, ident="history")
+    caption = (
+        "Test-set ΔSP, ΔEO and Γ of each succeeded run at its slot time; dashed lines are the schedule's alert "
+        "thresholds and ringed points crossed them. Accuracy below. A grey x marks a run that failed, was "
+        "cancelled or has not finished."
+    )
+    figure = f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
+    return f'<section id="over-time"><h2>Bias over time</h2>{figure}</section>'
+
+
+def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
+    if not runs:
+        return '<section id="runs"><h2>Runs</h2><p>No run yet.</p></section>'
+    head = ["slot time (UTC)", "state", "graph version", "accuracy", "ΔSP", "ΔEO", "Γ", "thresholds crossed", "audit"]
+    names = {key: name for key, name, _, _ in BIAS}
+    rows = []
+    for run in reversed(runs):
+        crossed = {str(b.get("metric")): b for b in run.get("breaches") or []}
+        cells = [escape(_when(run.get("slot_time"))), escape(str(run.get("state", "?"))),
+                 fmt(run.get("graph_version")), fmt(run.get("accuracy"))]  # fmt: skip
+        for key, _, _, _ in BIAS:
+            value = fmt(run.get(key))
+            cells.append(f"<span class=breach>▲ {value}</span>" if key in crossed else value)
+        cells.append(
+            ", ".join(
+                f"{names.get(k, escape(k))} {fmt(b.get('value'))} &gt; {fmt(b.get('threshold'))}"
+                for k, b in crossed.items()
+            )
+            or "—"
+        )
+        cells.append(f"<code>{escape(str(run.get('audit_id', '')))}</code>")
+        rows.append(cells)
+    return f'<section id="runs"><h2>Runs, newest first</h2>{_table(head, rows, 2)}</section>'
+
+
+def _time(value: Any) -> datetime:
+    """A slot time as an aware UTC datetime (ISO strings parsed; naive taken as UTC; unknown: the epoch)."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, datetime):
+        return datetime(1970, 1, 1, tzinfo=UTC)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _when(value: Any) -> str:
+    return "?" if value is None else _time(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, int) or seconds <= 0:
+        return "?"
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} s"
