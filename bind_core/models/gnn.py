@@ -246,7 +246,8 @@ class GNN(nn.Module):
         return self.head(self.first_layer(z))
 
     def first_layer(self, z: Tensor) -> Tensor:
-        """The first conv's output from the aggregated features ``z`` (:func:`~bind_core.models.propagation.aggregate_features`): GCN
+        """The first conv's output from the aggregated features ``z``
+        (:func:`~bind_core.models.propagation.aggregate_features`): GCN
         ``(Â·X)·Wᵀ + b``, GIN ``MLP((1 + ε)·X + A·X)``, SAGE ``W_l·mean_N(X) + b + W_r·X``, the same as the conv on
         ``X`` (its aggregation is linear and comes before any weight)."""
         conv = self.convs[0]
