@@ -31,7 +31,7 @@ COPY app ./app
 COPY worker ./worker
 COPY migrations ./migrations
 COPY alembic.ini ./
-# Editable, so that app.db.migrate finds alembic.ini and migrations/ beside the code.
+# Editable, so that app.core.db.migrate finds alembic.ini and migrations/ beside the code.
 RUN pip install -e . && mkdir -p /srv/bind-audit/var /data && chown -R bind:bind /srv/bind-audit/var /data
 
 USER bind

@@ -33,9 +33,9 @@ def worker_command(loglevel: str = "INFO", extra: Sequence[str] = ()) -> list[st
 
 
 def _migrate() -> None:
-    from app.db.migrate import upgrade
-    from app.db.session import ensure_sqlite_dir
-    from app.settings import get_settings
+    from app.core.db.migrate import upgrade
+    from app.core.db.session import ensure_sqlite_dir
+    from app.core.settings import get_settings
 
     url = get_settings().database_url
     ensure_sqlite_dir(url)
@@ -55,9 +55,9 @@ def cmd_migrate(_: argparse.Namespace) -> int:
 
 
 def cmd_keys_create(args: argparse.Namespace) -> int:
-    from app.db.session import engine_for, session_factory
-    from app.security import create_api_key
-    from app.settings import get_settings
+    from app.core.db.session import engine_for, session_factory
+    from app.core.settings import get_settings
+    from app.tenants.keys import create_api_key
 
     with session_factory(engine_for(get_settings().database_url)).begin() as session:
         key = create_api_key(session, args.tenant)
@@ -100,8 +100,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """
     import uvicorn
 
-    from app.db.session import ensure_sqlite_dir
-    from app.settings import get_settings
+    from app.core.db.session import ensure_sqlite_dir
+    from app.core.settings import get_settings
 
     # Set before uvicorn starts: uvicorn swaps in its own handlers while it serves, then restores these and
     # raises the signal it caught again, which lands here after its graceful shutdown.

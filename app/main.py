@@ -10,18 +10,25 @@ from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
-from app.db.session import make_engine, session_factory
-from app.logs import configure_logging
-from app.metrics import ApiMetrics
-from app.metrics import router as metrics_router
-from app.middleware import SecurityHeadersMiddleware
-from app.observability import RequestContextMiddleware
-from app.problems import install_problem_handlers
-from app.queue import AuditQueue
-from app.ratelimit import make_auth_failure_guard, make_rate_limiter
-from app.routes import audits, datasets, graphs, health, models, reports, schedules, webhooks
-from app.schemas.problem import problem_responses, problem_schemas
-from app.settings import Settings, get_settings
+from app.audits import routes as audits
+from app.core import health
+from app.core.db.session import make_engine, session_factory
+from app.core.logs import configure_logging
+from app.core.metrics import ApiMetrics
+from app.core.metrics import router as metrics_router
+from app.core.middleware import SecurityHeadersMiddleware
+from app.core.observability import RequestContextMiddleware
+from app.core.problem_schema import problem_responses, problem_schemas
+from app.core.problems import install_problem_handlers
+from app.core.publisher import BrokerClient
+from app.core.ratelimit import make_auth_failure_guard, make_rate_limiter
+from app.core.settings import Settings, get_settings
+from app.datasets import routes as datasets
+from app.graphs import routes as graphs
+from app.reports import routes as reports
+from app.schedules import routes as schedules
+from app.supplied import routes as models
+from app.webhooks import routes as webhooks
 
 DESCRIPTION = """Audit graph neural networks for unfairness with BIND (Dong et al., AAAI 2023): train a GNN
 on your graph, measure its bias, estimate each training node's influence on that bias, debias by deleting
@@ -50,7 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = session_factory(engine)
-    app.state.queue = AuditQueue(settings.broker_url)
+    app.state.broker = BrokerClient(settings.broker_url)
     app.state.rate_limiter = make_rate_limiter(settings.rate_limit_per_minute, settings.broker_url)
     app.state.auth_failure_guard = make_auth_failure_guard(settings.auth_failure_limit_per_minute, settings.broker_url)
     app.state.metrics = ApiMetrics(app.state.session_factory) if settings.metrics_served else None

@@ -181,7 +181,7 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "stage_timings_s": result.
 def direct_audit(dataset: str, data_root: Path, config: dict[str, Any]) -> dict[str, Any]:
     """The same audit through ``bind_core`` alone, in a fresh process like a worker's (dataset load
     included, interpreter and import time excluded)."""
-    from app.schemas.audits import AuditCreate
+    from app.audits.schemas import AuditCreate
 
     full = AuditCreate.model_validate({"dataset": dataset, **config}).config_dict()  # the API's defaults
     out = subprocess.run([sys.executable, "-c", DIRECT, dataset, str(data_root), json.dumps(full)], cwd=ROOT,
@@ -204,9 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "service.json")
     args = parser.parse_args(argv)
 
-    from app.db.migrate import upgrade
-    from app.db.session import make_engine, session_factory
-    from app.security import create_api_key
+    from app.core.db.migrate import upgrade
+    from app.core.db.session import make_engine, session_factory
+    from app.tenants.keys import create_api_key
 
     config = json.loads(args.config)
     report: dict[str, Any] = {"dataset": args.dataset, "config": config, "threads": args.threads,

@@ -107,10 +107,10 @@ def run_load(
     timeout: float = 900.0, admin_url: str | None = None, redis_url: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Run the load test and return its figures (raises AssertionError if any audit is lost or duplicated)."""
-    from app.db.migrate import upgrade
-    from app.db.models import Audit, InfluenceRow
-    from app.db.session import make_engine, session_factory
-    from app.security import create_api_key
+    from app.core.db.migrate import upgrade
+    from app.core.db.session import make_engine, session_factory
+    from app.core.db.tables import Audit, InfluenceRow
+    from app.tenants.keys import create_api_key
 
     admin_url = admin_url or os.environ.get(
         "BIND_TEST_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

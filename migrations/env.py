@@ -7,9 +7,9 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection
 
-from app.db.models import Base
-from app.db.session import make_engine
-from app.settings import Settings
+from app.core.db.session import make_engine
+from app.core.db.tables import Base
+from app.core.settings import Settings
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

@@ -11,8 +11,8 @@ pytest.importorskip("mlflow")
 
 from mlflow.tracking import MlflowClient
 
+from app.core.settings import Settings
 from app.integrations.mlflow_log import log_succeeded_audit
-from app.settings import Settings
 from bind_core.cli import main
 from bind_core.data.datasets import synthetic
 from bind_core.pipeline.audit import AuditConfig, run_audit

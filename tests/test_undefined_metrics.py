@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from app.audits.failures import problem_for
 from bind_core.cli import main
 from bind_core.data.datasets import synthetic
 from bind_core.errors import NonFiniteError
@@ -19,7 +20,6 @@ from bind_core.fairness.metrics import delta_eo, delta_sp, evaluate, worst_pairs
 from bind_core.reporting.exports import model_card
 from bind_core.reporting.report import render_report
 from bind_core.training.fit import TrainConfig, train
-from worker.problems import problem_for
 
 torch.set_num_threads(1)
 

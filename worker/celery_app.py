@@ -1,5 +1,10 @@
 """The Celery application of the worker: ``python -m celery -A worker.celery_app worker --pool=solo``.
 
+This module holds the Celery instance and nothing else: the tasks are registered in :mod:`worker.tasks`, the
+start-up and shut-down hooks (logging, device check, sweeper, scheduler, metrics) in :mod:`worker.startup`;
+Celery imports both when a worker starts (``include``). Importing this module has no side effect beyond
+creating the app, so the standalone scheduler can send tasks through it without becoming a worker.
+
 No result backend: the audit row is the truth. Messages are acknowledged only after the task returns
 (``acks_late``), one at a time (prefetch 1), and handed back if the worker process dies; a worker killed
 with SIGKILL is covered by the sweeper, which re-queues audits whose heartbeat went stale.
@@ -7,22 +12,17 @@ with SIGKILL is covered by the sweeper, which re-queues audits whose heartbeat w
 
 from __future__ import annotations
 
-from typing import Any
-
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger, worker_ready, worker_shutdown
 
-from app.db.session import ensure_sqlite_dir
-from app.logs import JsonFormatter, RedactingFilter
-from app.settings import Settings, get_settings
-from worker import context
+from app.core.db.session import ensure_sqlite_dir
+from app.core.settings import Settings, get_settings
 
 
 def create_celery(settings: Settings) -> Celery:
     """A Celery app for ``settings.broker_url`` with the delivery guarantees the audit jobs rely on."""
     if settings.broker_url.startswith("sqla+"):
         ensure_sqlite_dir(settings.broker_url)
-    celery = Celery("bind-audit", broker=settings.broker_url, include=["worker.tasks", "worker.webhooks"])
+    celery = Celery("bind-audit", broker=settings.broker_url, include=["worker.tasks", "worker.startup"])
     celery.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -48,50 +48,3 @@ def create_celery(settings: Settings) -> Celery:
 
 
 app = create_celery(get_settings())
-context.device()  # a worker that cannot honour BIND_DEVICE refuses to start
-if get_settings().torch_threads:
-    import torch
-
-    torch.set_num_threads(get_settings().torch_threads)
-
-
-@after_setup_logger.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
-@after_setup_task_logger.connect  # type: ignore[untyped-decorator]
-def _structured_logs(logger: Any, **_: Any) -> None:
-    """Celery's handlers: secrets redacted always; one JSON object a line (with the audit id) by default."""
-    for handler in logger.handlers:
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-            handler.addFilter(RedactingFilter())
-        if get_settings().log_format == "json":
-            handler.setFormatter(JsonFormatter())
-
-
-@worker_ready.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
-def _start_sweeper(**_: Any) -> None:
-    from worker.metrics import serve
-    from worker.sweeper import start_sweeper
-
-    start_sweeper(app, get_settings())
-    if get_settings().metrics_enabled:
-        serve(get_settings().worker_metrics_port)
-
-
-@worker_shutdown.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
-def _stop_sweeper(**_: Any) -> None:
-    from worker.sweeper import stop_sweeper
-
-    stop_sweeper()
-
-
-@worker_ready.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
-def _start_scheduler(**_: Any) -> None:
-    from worker.scheduler import start_scheduler
-
-    start_scheduler(app, get_settings())
-
-
-@worker_shutdown.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
-def _stop_scheduler(**_: Any) -> None:
-    from worker.scheduler import stop_scheduler
-
-    stop_scheduler()

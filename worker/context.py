@@ -6,8 +6,8 @@ from functools import lru_cache
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.session import engine_for, session_factory
-from app.settings import get_settings
+from app.core.db.session import engine_for, session_factory
+from app.core.settings import get_settings
 from worker.device import resolve_device
 
 

@@ -1,117 +1,29 @@
-"""Recovery of stuck audits, run periodically by a thread in every worker.
-
-* ``running`` with a heartbeat older than ``BIND_HEARTBEAT_TIMEOUT``: its worker died (SIGKILL, OOM, lost
-  machine). Put back to ``queued`` and send its task again; the next claim makes a new attempt.
-* ``queued`` and untouched for ``BIND_QUEUED_TIMEOUT``: its message was lost (the API crashed between commit
-  and send, the broker lost it, an embedded broker's worker was killed after receiving it). Send it again.
-
-Each step is one conditional ``UPDATE ... RETURNING``, so several workers sweeping at once re-send an audit
-once; and a duplicate message is harmless anyway, because only one claim of a queued audit succeeds.
-"""
+"""The sweeper loop: a thread in every worker that runs :func:`app.audits.recovery.sweep_and_send` every
+``BIND_SWEEP_INTERVAL`` seconds (the first sweep at once)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-import uuid
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any, Protocol
 
-from celery import Celery
-from sqlalchemy import and_, update
-from sqlalchemy.orm import Session, sessionmaker
-
-from app.db.models import Audit
-from app.errors import ProblemError
-from app.queue import RUN_AUDIT_TASK
-from app.settings import Settings
+from app.audits.recovery import sweep_and_send
+from app.core.publisher import Publisher
+from app.core.settings import Settings
 from worker import context
-from worker.jobs import now
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Sweep:
-    """The audits one sweep re-queued (dead worker), re-sent (lost message) and abandoned (no attempts left)."""
-
-    requeued: list[uuid.UUID]
-    resent: list[uuid.UUID]
-    abandoned: list[uuid.UUID] = field(default_factory=list)
-
-
-def abandoned_problem(max_attempts: int) -> dict[str, Any]:
-    detail = (
-        f"The worker running this audit stopped without a result {max_attempts} times (killed, out of memory "
-        "or its machine lost); it is not retried again."
-    )
-    return ProblemError(detail, status=500, title="Audit abandoned", slug="audit-abandoned").to_problem()
-
-
-def sweep(
-    sessions: sessionmaker[Session], *, heartbeat_timeout: float, queued_timeout: float, max_attempts: int = 3
-) -> Sweep:
-    """Find stuck audits and mark them for re-sending (touching ``updated_at``); commit; return their ids.
-
-    A dead worker's audit with ``max_attempts`` attempts behind it is failed instead (an audit that kills
-    its worker every time, by running out of memory say, must not loop forever). The caller sends the
-    tasks, after the commit.
-    """
-    t = now()
-    dead = and_(Audit.state == "running", Audit.heartbeat_at < t - timedelta(seconds=heartbeat_timeout))
-    with sessions.begin() as session:
-        abandoned = session.scalars(
-            update(Audit)
-            .where(dead, Audit.attempts >= max_attempts)
-            .values(state="failed", error=abandoned_problem(max_attempts), finished_at=t, updated_at=t)
-            .returning(Audit.id)
-        ).all()
-        requeued = session.scalars(
-            update(Audit).where(dead).values(state="queued", stage=None, updated_at=t).returning(Audit.id)
-        ).all()
-        resent = session.scalars(
-            update(Audit)
-            .where(Audit.state == "queued", Audit.updated_at < t - timedelta(seconds=queued_timeout))
-            .values(updated_at=t)
-            .returning(Audit.id)
-        ).all()
-    return Sweep(list(requeued), list(resent), list(abandoned))
-
-
-class TaskSender(Protocol):
-    def send_task(self, name: str, args: list[str], task_id: str | None = None, **options: Any) -> Any: ...
-
-
-def sweep_and_send(celery: TaskSender, settings: Settings, sessions: sessionmaker[Session]) -> Sweep:
-    """One sweep, then the tasks of every audit it found."""
-    found = sweep(
-        sessions, heartbeat_timeout=settings.heartbeat_timeout, queued_timeout=settings.queued_timeout,
-        max_attempts=settings.max_attempts,
-    )  # fmt: skip
-    for audit_id in found.abandoned:
-        log.error("audit %s: its worker died %d times; failed, not retried", audit_id, settings.max_attempts)
-    for audit_id in found.requeued:
-        log.warning("audit %s: heartbeat older than %ss, worker presumed dead; re-queued", audit_id,
-                    settings.heartbeat_timeout)  # fmt: skip
-    for audit_id in found.resent:
-        log.warning("audit %s: queued for over %ss without a worker; task re-sent", audit_id,
-                    settings.queued_timeout)  # fmt: skip
-    for audit_id in [*found.requeued, *found.resent]:
-        celery.send_task(RUN_AUDIT_TASK, args=[str(audit_id)], task_id=str(audit_id))
-    return found
-
-
 class _Sweeper(threading.Thread):
-    def __init__(self, celery: Celery, settings: Settings) -> None:
+    def __init__(self, publisher: Publisher, settings: Settings) -> None:
         super().__init__(name="bind-sweeper", daemon=True)
-        self.celery, self.settings = celery, settings
+        self.publisher, self.settings = publisher, settings
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while True:
             try:
-                sweep_and_send(self.celery, self.settings, context.sessions())
+                sweep_and_send(self.publisher, self.settings, context.sessions())
             except Exception:  # the database or broker is down: try again next round
                 log.warning("sweep failed", exc_info=True)
             if self.stopped.wait(self.settings.sweep_interval):
@@ -121,14 +33,14 @@ class _Sweeper(threading.Thread):
 _sweeper: _Sweeper | None = None
 
 
-def start_sweeper(celery: Celery, settings: Settings) -> None:
-    """Start this process's sweeper thread (once); its first sweep runs at once."""
+def start(publisher: Publisher, settings: Settings) -> None:
+    """Start this process's sweeper thread (once)."""
     global _sweeper
     if _sweeper is None or not _sweeper.is_alive():
-        _sweeper = _Sweeper(celery, settings)
+        _sweeper = _Sweeper(publisher, settings)
         _sweeper.start()
 
 
-def stop_sweeper() -> None:
+def stop() -> None:
     if _sweeper is not None:
         _sweeper.stopped.set()

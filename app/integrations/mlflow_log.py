@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from app.settings import Settings
+from app.core.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.migrate import upgrade
+from app.core.db.migrate import upgrade
+from app.core.settings import Settings
 from app.main import create_app
-from app.security import create_api_key
-from app.settings import Settings
+from app.tenants.keys import create_api_key
 
 ADMIN_URL = os.environ.get("BIND_TEST_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("BIND_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")

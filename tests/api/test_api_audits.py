@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit
+from app.core.db.tables import Audit
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 
 
 def queued_task_ids(redis_client: redis.Redis) -> list[str]:

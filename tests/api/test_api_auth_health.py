@@ -12,11 +12,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.base import utcnow
-from app.db.models import ApiKey
+from app.core.db.base import utcnow
+from app.core.db.tables import ApiKey
+from app.core.settings import Settings
 from app.main import create_app
-from app.security import authenticate, create_api_key, hash_key
-from app.settings import Settings
+from app.tenants.keys import authenticate, create_api_key, hash_key
 
 V1_ROUTES = [
     ("get", "/v1/graphs"),

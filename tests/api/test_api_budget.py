@@ -11,8 +11,8 @@ import redis
 from apihelp import assert_problem
 from fastapi.testclient import TestClient
 
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 
 OVERSIZED: list[tuple[dict[str, Any], str]] = [
     # The two requests of issue 16: a dense Hessian of ~50,000 parameters; an 8-layer, 16-head GAT of width 4096.

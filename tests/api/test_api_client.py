@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.cli import build_parser
 from app.client import AUDIT_FAILED, HTTP_ERROR, OK, THRESHOLD, crossed, parse_rule, run
-from app.db.models import Audit
+from app.core.db.tables import Audit
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -12,8 +12,8 @@ import pytest
 from apihelp import assert_problem, fields, npz_bytes
 from fastapi.testclient import TestClient
 
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 
 
 def node_table(n: int = 60, *, seed: int = 0) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit
+from app.core.db.tables import Audit
 
 
 def upload(client: TestClient, auth: dict[str, str], npz: bytes, name: str) -> str:

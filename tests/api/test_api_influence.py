@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit, InfluenceRow
+from app.core.db.tables import Audit, InfluenceRow
 
 N = 37
 

@@ -9,8 +9,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 
-from app.db.migrate import downgrade, upgrade
-from app.db.models import Base
+from app.core.db.migrate import downgrade, upgrade
+from app.core.db.tables import Base
 
 TABLES = {
     "tenants", "api_keys", "graphs", "audits", "influence_rows", "supplied_models", "schedules", "webhooks",

@@ -15,11 +15,11 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 from torch_geometric.nn import GraphSAGE
 
-from app.db.models import Audit, SuppliedModel
-from app.settings import Settings
+from app.audits import run as runner
+from app.core.db.tables import Audit, SuppliedModel
+from app.core.settings import Settings
 from bind_core.data.datasets import load_npz
 from bind_core.training.fit import TrainConfig, TrainedModel, train
-from worker import runner
 
 
 def _model_parts(graph_npz: bytes) -> tuple[bytes, dict[str, object]]:

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit, InfluenceRow
+from app.core.db.tables import Audit, InfluenceRow
 from bind_core.data.datasets import synthetic
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.reporting.exports import INFLUENCE_COLUMNS

@@ -12,7 +12,7 @@ from apihelp import assert_problem, fields
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit, Schedule
+from app.core.db.tables import Audit, Schedule
 
 
 def test_schedule_lifecycle(client: TestClient, auth: dict[str, str], other_auth: dict[str, str]) -> None:

@@ -14,10 +14,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit, Tenant
+from app.core.db.tables import Audit, Tenant
+from app.core.settings import Settings
 from app.main import create_app
-from app.services.tenant_limits import TenantQueueFull, check_queue_room
-from app.settings import Settings
+from app.tenants.limits import TenantQueueFull, check_queue_room
 
 LIMIT = 2
 

@@ -10,8 +10,8 @@ import quirk_files as q
 from apihelp import assert_problem
 from fastapi.testclient import TestClient
 
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 
 FORM = {"label": "good", "sensitive": "gender", "node_id": "id"}
 

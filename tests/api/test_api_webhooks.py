@@ -1,4 +1,4 @@
-"""``/v1/webhooks`` and the receivers' signature helper ``app.webhook_verify``."""
+"""``/v1/webhooks`` and the receivers' signature helper ``app.webhooks.signing``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from apihelp import assert_problem, fields
 from fastapi.testclient import TestClient
 
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
-from app.webhook_verify import WebhookVerificationError, sign, verify
+from app.webhooks.signing import WebhookVerificationError, sign, verify
 
 
 def test_subscribe_list_delete(client: TestClient, auth: dict[str, str], other_auth: dict[str, str]) -> None:

@@ -22,11 +22,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from app.db.migrate import upgrade
-from app.db.session import engine_for, session_factory
+from app.core.db.migrate import upgrade
+from app.core.db.session import engine_for, session_factory
+from app.core.settings import Settings
 from app.main import create_app
-from app.security import create_api_key
-from app.settings import Settings
+from app.tenants.keys import create_api_key
 
 ADMIN_URL = os.environ.get("BIND_TEST_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 # Not the API tests' DB 13: a worker here would consume the messages those tests inspect.

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from app.webhook_verify import WebhookVerificationError, verify
+from app.webhooks.signing import WebhookVerificationError, verify
 
 
 @dataclass

@@ -21,10 +21,11 @@ from bind_it import WorkerPool, make_audit_body, wait_for_audit
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.db.models import InfluenceChunkRecord, InfluencePlanRecord, InfluenceRow
-from app.db.session import engine_for, session_factory
-from app.queue import AuditQueue
-from app.settings import Settings
+from app.audits.tasks import send_run_audit
+from app.core.db.session import engine_for, session_factory
+from app.core.db.tables import InfluenceChunkRecord, InfluencePlanRecord, InfluenceRow
+from app.core.publisher import BrokerClient
+from app.core.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +70,7 @@ def submit(client: TestClient, graph_id: str, broker: str) -> str:
     response = client.post("/v1/audits", json=audit_body(graph_id))
     assert response.status_code == 202, response.text
     audit_id = str(response.json()["id"])
-    assert AuditQueue(broker).send_audit(uuid.UUID(audit_id))
+    assert send_run_audit(BrokerClient(broker), uuid.UUID(audit_id))
     return audit_id
 
 

@@ -16,11 +16,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit
-from app.db.session import engine_for, session_factory
+from app.core.db.session import engine_for, session_factory
+from app.core.db.tables import Audit
+from app.core.settings import Settings
 from app.main import create_app
-from app.security import create_api_key
-from app.settings import Settings
+from app.tenants.keys import create_api_key
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from servers import postgres_stopped, restart_redis
 from sqlalchemy import func, select
 
-from app.db.models import InfluenceRow
-from app.db.session import engine_for, session_factory
-from app.settings import Settings
+from app.core.db.session import engine_for, session_factory
+from app.core.db.tables import InfluenceRow
+from app.core.settings import Settings
 
 pytestmark = pytest.mark.integration
 

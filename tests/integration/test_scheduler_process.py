@@ -19,8 +19,8 @@ from bind_it import ROOT, WorkerPool
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from app.db.models import Audit
-from app.db.session import engine_for, session_factory
+from app.core.db.session import engine_for, session_factory
+from app.core.db.tables import Audit
 
 pytestmark = pytest.mark.integration
 

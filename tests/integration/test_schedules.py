@@ -15,11 +15,11 @@ from fastapi.testclient import TestClient
 from receiver import Receiver, serve
 from sqlalchemy import update
 
-from app.db.models import Schedule
-from app.db.session import engine_for, session_factory
+from app.core.db.session import engine_for, session_factory
+from app.core.db.tables import Schedule
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
-from worker.scheduler import tick
+from app.schedules.scheduler import tick
 
 pytestmark = pytest.mark.integration
 

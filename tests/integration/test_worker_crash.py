@@ -9,9 +9,9 @@ from bind_it import WorkerPool, make_audit_body, wait_for_audit
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.db.models import InfluenceRow
-from app.db.session import engine_for, session_factory
-from app.settings import Settings
+from app.core.db.session import engine_for, session_factory
+from app.core.db.tables import InfluenceRow
+from app.core.settings import Settings
 
 pytestmark = pytest.mark.integration
 

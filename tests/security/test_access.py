@@ -17,10 +17,10 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 
-from app.logs import JsonFormatter, RedactingFilter, redact
+from app.core.logs import JsonFormatter, RedactingFilter, redact
+from app.core.ratelimit import RateLimiter
+from app.core.settings import Settings
 from app.main import create_app
-from app.ratelimit import RateLimiter
-from app.settings import Settings
 
 
 def _operations() -> list[tuple[str, str]]:
@@ -56,7 +56,7 @@ def owned(client: TestClient, new_key_module: Callable[[], dict[str, str]]) -> d
 
 @pytest.fixture(scope="module")
 def new_key_module(client: TestClient) -> Callable[[], dict[str, str]]:
-    from app.security import create_api_key
+    from app.tenants.keys import create_api_key
 
     factory = client.app.state.session_factory  # type: ignore[attr-defined]
 

@@ -10,10 +10,10 @@ import pytest
 from apihelp import assert_problem
 from fastapi.testclient import TestClient
 
-from app.errors import TooManyRequests
+from app.core.errors import TooManyRequests
+from app.core.ratelimit import AuthFailureGuard, RateLimiter, make_auth_failure_guard
+from app.core.settings import Settings
 from app.main import create_app
-from app.ratelimit import AuthFailureGuard, RateLimiter, make_auth_failure_guard
-from app.settings import Settings
 
 
 def _address() -> str:

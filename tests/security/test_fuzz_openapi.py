@@ -32,7 +32,7 @@ def fuzz_auth(new_key_module: Callable[[], dict[str, str]]) -> dict[str, str]:
 def new_key_module(client: TestClient) -> Callable[[], dict[str, str]]:
     import uuid
 
-    from app.security import create_api_key
+    from app.tenants.keys import create_api_key
 
     factory = client.app.state.session_factory  # type: ignore[attr-defined]
 

@@ -24,8 +24,8 @@ import pytest
 from apihelp import assert_problem, fields, npz_bytes, zeros_npz
 from fastapi.testclient import TestClient
 
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 
 
 def _uploads() -> set[Path]:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.migrate import upgrade
-from app.db.models import Audit, Tenant
-from app.db.session import make_engine, session_factory
-from app.settings import Settings
+from app.core.db.migrate import upgrade
+from app.core.db.session import make_engine, session_factory
+from app.core.db.tables import Audit, Tenant
+from app.core.settings import Settings
 
 
 @pytest.fixture

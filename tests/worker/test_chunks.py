@@ -1,4 +1,4 @@
-"""`worker.chunks` on a real Postgres database: claiming, reclaiming, storing once, the coordinator, the runner.
+"""`app.influence.chunks` on a real Postgres database: claiming, reclaiming, storing once, the coordinator, the runner.
 
 The database is created from ``BIND_TEST_ADMIN_URL`` (default the local Postgres), migrated, and dropped at
 the end of the module. "Other workers" are simulated in this process under other names, through the
@@ -23,23 +23,23 @@ from sqlalchemy import create_engine, func, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker, undefer
 
-from app.db.migrate import upgrade
-from app.db.models import Audit, InfluenceChunkRecord, InfluencePlanRecord, InfluenceRow, Tenant
-from app.db.models import Graph as GraphRow
-from app.db.session import make_engine, session_factory
-from app.settings import Settings
+from app.audits import run as runner
+from app.audits.progress import Cancelled
+from app.core.db.migrate import upgrade
+from app.core.db.session import make_engine, now, session_factory
+from app.core.db.tables import Audit, InfluenceChunkRecord, InfluencePlanRecord, InfluenceRow, Tenant
+from app.core.db.tables import Graph as GraphRow
+from app.core.settings import Settings
+from app.influence import chunk_rows as stored
+from app.influence import chunks
+from app.influence.chunk_rows import ChunkClaim
+from app.influence.chunks import Coordinator
 from bind_core import Graph
 from bind_core.data.datasets import save_npz, synthetic
 from bind_core.influence import estimate
 from bind_core.influence.estimate import plan
 from bind_core.influence.plan import InfluencePlan
 from bind_core.training.fit import TrainConfig, TrainedModel, train
-from worker import chunk_rows as stored
-from worker import chunks, runner
-from worker.chunk_rows import ChunkClaim
-from worker.chunks import Coordinator
-from worker.jobs import now
-from worker.progress import Cancelled
 
 ADMIN_URL = os.environ.get("BIND_TEST_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 LEASE = 2.0  # seconds without a heartbeat after which a running chunk may be claimed again

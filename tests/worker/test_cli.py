@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import func, select
 
 from app import cli
-from app.db.models import ApiKey
-from app.db.session import make_engine, session_factory
-from app.security import authenticate
-from app.settings import get_settings
+from app.core.db.session import make_engine, session_factory
+from app.core.db.tables import ApiKey
+from app.core.settings import get_settings
+from app.tenants.keys import authenticate
 
 
 @pytest.fixture

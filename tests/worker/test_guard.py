@@ -9,8 +9,8 @@ import time
 import pytest
 import torch
 
-from worker.guard import AuditGuard, LimitExceeded, is_allocation_failure
-from worker.problems import problem_for
+from app.audits.failures import problem_for
+from app.audits.guard import AuditGuard, LimitExceeded, is_allocation_failure
 
 MiB = 1024**2
 

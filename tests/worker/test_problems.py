@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from app.audits.failures import problem_for
 from bind_core.errors import ConfigError, ModelNotStationaryError
-from worker.problems import problem_for
 
 
 def test_a_model_that_is_not_stationary_gets_its_own_problem_with_the_gradient() -> None:

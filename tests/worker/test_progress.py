@@ -1,10 +1,11 @@
-"""`worker.progress.ProgressReporter`: throttling, stage changes, cancellation and lost leases."""
+"""`app.audits.progress.ProgressReporter`: throttling, stage changes, cancellation and lost leases."""
 
 from __future__ import annotations
 
 import pytest
 
-from worker.progress import Cancelled, Lease, LeaseLost, ProgressReporter
+from app.audits.progress import Cancelled, ProgressReporter
+from app.core.lease import Lease, LeaseLost
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""`worker.runner.execute`: claim, progress, cancellation, fencing and the stored outcome."""
+"""`app.audits.run.execute`: claim, progress, cancellation, fencing and the stored outcome."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit, InfluenceRow
-from app.settings import Settings
+from app.audits import run as runner
+from app.graphs import loading
+from app.core.db.session import now
+from app.core.db.tables import Audit, InfluenceRow
+from app.core.settings import Settings
 from bind_core import ConfigError
-from worker import runner
-from worker.jobs import now
 
 Progress = Callable[[str, float], None]
 
@@ -58,7 +59,7 @@ def fake_audit(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[Progress]
     """Replace graph loading, config parsing and `run_audit`; the body gets the progress callback."""
 
     def install(body: Callable[[Progress], FakeResult]) -> None:
-        monkeypatch.setattr(runner, "load", lambda name, root: object())
+        monkeypatch.setattr(loading, "load", lambda name, root: object())
         monkeypatch.setattr(runner.AuditConfig, "from_dict", classmethod(lambda cls, d: d))
 
         def fake_run_audit(

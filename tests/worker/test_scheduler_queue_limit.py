@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit, Schedule
-from worker.scheduler import tick
+from app.core.db.tables import Audit, Schedule
+from app.schedules.scheduler import tick
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 

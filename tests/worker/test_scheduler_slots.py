@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit, Schedule
-from worker.scheduler import tick
+from app.core.db.tables import Audit, Schedule
+from app.schedules.scheduler import tick
 
 
 def test_failed_slot_problem_names_its_audit(sessions: sessionmaker[Session], tenant_id: uuid.UUID) -> None:

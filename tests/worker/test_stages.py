@@ -1,11 +1,11 @@
-"""`worker.stages`: the planned stages of an audit and its overall progress."""
+"""`app.audits.stages`: the planned stages of an audit and its overall progress."""
 
 from __future__ import annotations
 
 import pytest
 
+from app.audits.stages import OverallProgress, planned_stages
 from bind_core.pipeline.audit import AuditConfig
-from worker.stages import OverallProgress, planned_stages
 
 
 @pytest.mark.parametrize(

@@ -1,23 +1,28 @@
-"""`worker.sweeper`: dead workers' audits are re-queued, lost messages re-sent, nothing else touched."""
+"""`app.audits.recovery`: dead workers' audits are re-queued, lost messages re-sent, nothing else touched."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Audit
-from worker.jobs import now
-from worker.sweeper import sweep, sweep_and_send
+from app.audits.recovery import sweep, sweep_and_send
+from app.core.db.session import now
+from app.core.db.tables import Audit
 
 
-class FakeCelery:
+class RecordingPublisher:
+    """A :class:`~app.core.publisher.Publisher` that records what it is asked to send."""
+
     def __init__(self) -> None:
-        self.sent: list[tuple[str, list[str], str | None]] = []
+        self.sent: list[tuple[str, list[str | int], str | None]] = []
 
-    def send_task(self, name: str, args: list[str], task_id: str | None = None, **_: Any) -> None:
-        self.sent.append((name, args, task_id))
+    def send(
+        self, name: str, args: Sequence[str | int], *, task_id: str | None = None, countdown: float | None = None
+    ) -> None:
+        self.sent.append((name, list(args), task_id))
 
 
 def state(sessions: sessionmaker[Session], audit_id: Any) -> str:
@@ -61,6 +66,6 @@ def test_a_dead_workers_last_attempt_fails_the_audit(sessions, settings, new_aud
 
 def test_sweep_and_send_sends_after_commit(sessions, settings, new_audit) -> None:
     dead = new_audit(state="running", attempts=1, heartbeat_at=now() - timedelta(seconds=120))
-    celery = FakeCelery()
-    sweep_and_send(celery, settings.model_copy(update={"heartbeat_timeout": 60}), sessions)
-    assert celery.sent == [("bind.run_audit", [str(dead)], str(dead))]
+    publisher = RecordingPublisher()
+    sweep_and_send(publisher, settings.model_copy(update={"heartbeat_timeout": 60}), sessions)
+    assert publisher.sent == [("bind.run_audit", [str(dead)], str(dead))]

@@ -1,4 +1,4 @@
-"""Whose turn it is (`worker.turns`, `worker.jobs.claim`): claiming rotates between tenants, respects the
+"""Whose turn it is (`app.audits.turns`, `app.audits.repository.claim`): claiming rotates between tenants, respects the
 per-tenant running limit, and, on Postgres, two workers claiming at once see each other's claims."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from sqlalchemy import create_engine, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.migrate import upgrade
-from app.db.models import Audit, Tenant
-from app.db.session import make_engine, session_factory
-from worker import jobs
-from worker.turns import next_turn, ranked_tenants
+from app.audits import repository as jobs
+from app.audits.turns import next_turn, ranked_tenants
+from app.core.db.migrate import upgrade
+from app.core.db.session import make_engine, session_factory
+from app.core.db.tables import Audit, Tenant
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 

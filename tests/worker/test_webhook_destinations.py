@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import Webhook, WebhookDelivery
-from app.services.webhooks import UnsafeDestination, public_addresses
-from app.settings import Settings
-from worker import webhooks
-from worker.webhooks import deliver, pinned
+from app.core.db.tables import Webhook, WebhookDelivery
+from app.core.settings import Settings
+from app.webhooks import delivery as webhooks
+from app.webhooks.delivery import deliver, pinned
+from app.webhooks.service import UnsafeDestination, public_addresses
 
 
 class Local:

@@ -1,0 +1,81 @@
+"""Per-audit budgets: an audit whose estimated peak memory or work is over this deployment's limits is refused
+before it is queued (422 ``resource-limit``), and again by the worker before it trains (for built-in datasets,
+whose sizes the API does not know, this is the first check).
+
+The estimate is `bind_core.pipeline.budget.audit_cost`; the limits are ``BIND_AUDIT_MAX_MEMORY`` (bytes) and
+``BIND_AUDIT_MAX_WORK`` (flops), 0 turning either off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.core.errors import ProblemError
+from app.core.settings import Settings
+from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.audit import AuditConfig
+from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
+
+
+class ResourceLimitExceeded(ProblemError):
+    """An audit is, or would be, over a resource limit of this deployment. ``limits`` says which, what is
+    allowed and what was estimated or measured: ``[{"limit", "allowed", "estimated" | "used", "excess"}]``."""
+
+    status, title, slug = 422, "Resource limit exceeded", "resource-limit"
+
+    def __init__(self, detail: str, *, limits: Sequence[Mapping[str, Any]], estimate: Mapping[str, Any] | None = None):
+        super().__init__(detail)
+        self.limits = [dict(limit) for limit in limits]
+        self.estimate = dict(estimate) if estimate is not None else None
+
+    def to_problem(self, instance: str | None = None) -> dict[str, Any]:
+        doc = super().to_problem(instance)
+        doc["limits"] = self.limits
+        if self.estimate is not None:
+            doc["estimate"] = self.estimate
+        return doc
+
+
+def gib(value: float) -> str:
+    return f"{value / 2**30:.2f} GiB"
+
+
+def cost_of(
+    config: AuditConfig, summary: Mapping[str, Any], supplied_model: Mapping[str, Any] | None = None
+) -> AuditCost:
+    """The estimate for ``config`` on a graph with this ``Graph.summary()``; a supplied model's architecture
+    (its stored config) replaces the requested one, and no training is counted for it."""
+    if supplied_model is not None:
+        model = ModelConfig.from_dict(dict(supplied_model["model"]))
+        training = dataclasses.replace(config.training, epochs=0, polish=False)
+        config = dataclasses.replace(config, model=model, training=training)
+    return audit_cost(config, GraphSize.of_summary(dict(summary)))
+
+
+def check_budget(cost: AuditCost, settings: Settings) -> None:
+    """Raise `ResourceLimitExceeded` naming every limit ``cost`` is over, with the excess."""
+    over: list[dict[str, Any]] = []
+    words: list[str] = []
+    if settings.audit_max_memory and cost.peak_memory > settings.audit_max_memory:
+        excess = cost.peak_memory - settings.audit_max_memory
+        over.append({"limit": "BIND_AUDIT_MAX_MEMORY", "allowed": settings.audit_max_memory,
+                     "estimated": cost.peak_memory, "excess": excess})  # fmt: skip
+        part = max(cost.memory, key=lambda k: cost.memory[k])
+        words.append(
+            f"estimated peak memory {gib(cost.peak_memory)} is {gib(excess)} over BIND_AUDIT_MAX_MEMORY "
+            f"({gib(settings.audit_max_memory)}); the largest part is {part} ({gib(cost.memory[part])})"
+        )
+    if settings.audit_max_work and cost.total_work > settings.audit_max_work:
+        excess_work = cost.total_work - settings.audit_max_work
+        over.append({"limit": "BIND_AUDIT_MAX_WORK", "allowed": settings.audit_max_work,
+                     "estimated": cost.total_work, "excess": excess_work})  # fmt: skip
+        stage = max(cost.work, key=lambda k: cost.work[k])
+        words.append(
+            f"estimated work {cost.total_work:.3g} flops is {excess_work:.3g} over BIND_AUDIT_MAX_WORK "
+            f"({settings.audit_max_work:.3g}); the largest part is {stage} ({cost.work[stage]:.3g})"
+        )
+    if over:
+        detail = "The audit is over this deployment's budget: " + "; ".join(words) + "."
+        raise ResourceLimitExceeded(detail, limits=over, estimate=cost.to_dict())

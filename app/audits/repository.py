@@ -1,0 +1,189 @@
+"""The worker's writes to an audit row. Every write after the claim is fenced on this attempt.
+
+The claim is one conditional ``UPDATE``: it moves the ``queued`` audit whose turn it is (`app.audits.turns`), or
+the message's own ``running`` audit whose heartbeat is stale (its worker died), to ``running`` and
+increments ``attempts``. The new ``attempts`` value is the attempt's fencing token: later writes match
+``state='running' AND attempts=<token>``, so a cancelled audit, or one another worker has since taken over,
+is never overwritten.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy.orm import Session
+
+from app.audits import turns
+from app.core.db.session import now, rowcount
+from app.core.db.tables import Audit, InfluencePlanRecord, InfluenceRow, SuppliedModel
+from app.core.lease import Lease
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An attempt at an audit this worker now owns."""
+
+    audit_id: uuid.UUID
+    attempt: int
+    graph_id: uuid.UUID | None
+    dataset: str | None
+    config: dict[str, Any]
+    model_id: uuid.UUID | None = None
+    """A supplied model to audit instead of training one."""
+
+
+def claim(
+    session: Session,
+    audit_id: uuid.UUID,
+    *,
+    device: str,
+    heartbeat_timeout: float,
+    max_attempts: int,
+    max_running: int = 0,
+) -> Claim | None:
+    """Take the queued audit whose turn it is (`app.audits.turns`: rotating between tenants, at most
+    ``max_running`` running audits per tenant, 0 for no limit), whichever audit the message named.
+
+    When no queued audit may start, take ``audit_id`` itself if it is ``running`` with a stale heartbeat
+    (its worker died). Return ``None`` when nothing is ours to run: the message's audit is finished or
+    cancelled (a redelivered message: no-op), another worker is running it with a fresh heartbeat, or its
+    dead worker used up the last attempt (the sweeper fails it).
+    """
+    t = now()
+    turns.serialize_claims(session)
+    for _ in range(3):  # on SQLite another writer may take the pick first: pick again
+        turn = turns.next_turn(session, max_running=max_running)
+        if turn is None:
+            break
+        taken = _take(session, turn, Audit.state == "queued", device=device, at=t)
+        if taken is not None:
+            return taken
+    stale = t - timedelta(seconds=heartbeat_timeout)
+    dead = and_(
+        Audit.state == "running",
+        Audit.attempts < max_attempts,
+        or_(Audit.heartbeat_at.is_(None), Audit.heartbeat_at < stale),
+    )
+    return _take(session, audit_id, dead, device=device, at=t)
+
+
+def _take(session: Session, audit_id: uuid.UUID, condition: Any, *, device: str, at: datetime) -> Claim | None:
+    """One conditional ``UPDATE ... RETURNING``: the audit becomes ``running`` with ``attempts + 1``."""
+    values = dict(
+        state="running", attempts=Audit.attempts + 1, device=device, stage=None, progress=0.0,
+        error=None, started_at=at, heartbeat_at=at, finished_at=None, updated_at=at,
+    )  # fmt: skip
+    row = session.execute(
+        update(Audit)
+        .where(Audit.id == audit_id, condition)
+        .values(**values)
+        .returning(Audit.attempts, Audit.graph_id, Audit.dataset, Audit.config, Audit.model_id)
+    ).one_or_none()
+    if row is None:
+        return None
+    return Claim(audit_id, row.attempts, row.graph_id, row.dataset, row.config, row.model_id)
+
+
+def model_parts(session: Session, model_id: uuid.UUID) -> tuple[bytes, dict[str, Any]] | None:
+    """The stored safetensors weights and config of a supplied model (``None`` if it was deleted)."""
+    row = session.execute(
+        select(SuppliedModel.weights, SuppliedModel.config).where(SuppliedModel.id == model_id)
+    ).one_or_none()
+    return None if row is None else (row.weights, row.config)
+
+
+def _fence(claim: Claim) -> Any:
+    return and_(Audit.id == claim.audit_id, Audit.state == "running", Audit.attempts == claim.attempt)
+
+
+def _lease_after_miss(session: Session, claim: Claim) -> Lease:
+    state = session.scalar(select(Audit.state).where(Audit.id == claim.audit_id))
+    return Lease.CANCELLED if state == "cancelled" else Lease.LOST
+
+
+def beat(session: Session, claim: Claim, stage: str | None, progress: float | None) -> Lease:
+    """Touch ``heartbeat_at`` (and stage and progress when given); say whether the audit is still ours."""
+    t = now()
+    values: dict[str, Any] = {"heartbeat_at": t, "updated_at": t}
+    if stage is not None:
+        values["stage"] = stage
+    if progress is not None:
+        values["progress"] = progress
+    hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
+    return Lease.HELD if hit else _lease_after_miss(session, claim)
+
+
+def succeed(
+    session: Session,
+    claim: Claim,
+    *,
+    results: dict[str, Any],
+    weights: bytes | None,
+    model_config: dict[str, Any] | None,
+    influence: list[dict[str, Any]],
+) -> Lease:
+    """Store everything an attempt produced and mark the audit ``succeeded``, in the caller's transaction.
+
+    The fenced ``UPDATE`` goes first: on Postgres it locks the row, so a concurrent cancel waits and then
+    finds the audit finished. Influence rows of an earlier, interrupted attempt are replaced. On a miss
+    nothing has been written, so the caller may commit either way.
+    """
+    t = now()
+    values = dict(
+        state="succeeded", stage=None, progress=1.0, results=results, model_weights=weights,
+        model_config=model_config, error=None, finished_at=t, heartbeat_at=t, updated_at=t,
+    )  # fmt: skip
+    hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
+    if not hit:
+        return _lease_after_miss(session, claim)
+    session.execute(delete(InfluenceRow).where(InfluenceRow.audit_id == claim.audit_id))
+    if influence:
+        session.execute(insert(InfluenceRow), [_influence_row(claim.audit_id, r) for r in influence])
+    return Lease.HELD
+
+
+def _influence_row(audit_id: uuid.UUID, row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "audit_id": audit_id,
+        "position": int(row["position"]),
+        "node_index": int(row["node_index"]),
+        "node_id": int(row["node_id"]),
+        "grp": int(row["group"]),
+        "label": int(row["label"]),
+        "delta": float(row["delta"]),
+        "delta_sp": float(row["delta_sp"]),
+        "delta_eo": float(row["delta_eo"]),
+    }
+
+
+def fail(session: Session, claim: Claim, problem: dict[str, Any]) -> Lease:
+    """Mark the audit ``failed`` with ``problem`` (an RFC 9457 document) and drop what was left half-made."""
+    t = now()
+    values = dict(state="failed", error=problem, finished_at=t, heartbeat_at=t, updated_at=t)
+    hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
+    if hit:
+        discard_partial(session, claim.audit_id)
+    return Lease.HELD if hit else _lease_after_miss(session, claim)
+
+
+def discard_partial(session: Session, audit_id: uuid.UUID) -> None:
+    """Delete an unfinished audit's partial artefacts: a distributed estimate's plan with its chunks (their
+    tasks then find no plan and do nothing) and influence rows an earlier attempt may have left."""
+    session.execute(delete(InfluencePlanRecord).where(InfluencePlanRecord.audit_id == audit_id))
+    session.execute(delete(InfluenceRow).where(InfluenceRow.audit_id == audit_id))
+
+
+def close_cancelled(session: Session, claim: Claim) -> None:
+    """Stamp ``finished_at`` on an audit cancelled while this attempt ran (if the API did not), and drop what
+    was left half-made (`discard_partial`)."""
+    discard_partial(session, claim.audit_id)
+    t = now()
+    session.execute(
+        update(Audit)
+        .where(Audit.id == claim.audit_id, Audit.state == "cancelled", Audit.finished_at.is_(None))
+        .values(finished_at=t, updated_at=t)
+    )

@@ -1,0 +1,101 @@
+"""``/v1/audits``: start, read, list and cancel audits, and page through their influence estimates."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Response, status
+
+from app.audits import service
+from app.audits.schemas import AuditCreate, AuditPage, AuditRead, AuditState, AuditSummary
+from app.core.deps import BrokerDep, SessionDep, SettingsDep
+from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from app.core.problem_schema import problem_responses
+from app.influence.pages import influence_page
+from app.influence.schemas import SIGN_CONVENTION, InfluenceOrder, InfluencePage, InfluenceRowRead
+from app.tenants.deps import TenantDep
+
+router = APIRouter(prefix="/audits", tags=["audits"])
+
+LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT)]
+TokenQuery = Annotated[str | None, Query(max_length=500)]
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=AuditRead,
+    responses=problem_responses(409),
+)
+def create_audit(
+    body: AuditCreate,
+    response: Response,
+    session: SessionDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
+    broker: BrokerDep,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None,
+) -> Any:
+    """Queue an audit of an uploaded graph or a built-in dataset; poll ``Location`` for its state.
+
+    With an ``Idempotency-Key`` header, repeating the same request returns the same audit (with
+    ``Idempotent-Replayed: true``); the same key with another body is a 409.
+    """
+    audit, created = service.create_audit(
+        session, tenant, body, settings=settings, publisher=broker, idempotency_key=idempotency_key
+    )
+    response.headers["Location"] = f"/v1/audits/{audit.id}"
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return audit
+
+
+@router.get("", response_model=AuditPage)
+def list_audits(
+    session: SessionDep,
+    tenant: TenantDep,
+    graph_id: uuid.UUID | None = None,
+    state: AuditState | None = None,
+    limit: LimitQuery = DEFAULT_LIMIT,
+    page_token: TokenQuery = None,
+) -> AuditPage:
+    """The tenant's audits, newest first, optionally of one graph or in one state."""
+    rows, token = service.list_audits(
+        session, tenant, graph_id=graph_id, state=state, limit=limit, page_token=page_token
+    )
+    return AuditPage(items=[AuditSummary.model_validate(r) for r in rows], next_page_token=token)
+
+
+@router.get("/{audit_id}", response_model=AuditRead, responses=problem_responses(404))
+def read_audit(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+    """State, stage and progress; when succeeded the results, when failed the problem that stopped it."""
+    return service.get_audit(session, tenant, audit_id)
+
+
+@router.post("/{audit_id}/cancel", response_model=AuditRead, responses=problem_responses(404, 409))
+def cancel_audit(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+    """Cancel a queued or running audit (a running one stops at its next progress report)."""
+    return service.cancel_audit(session, tenant, audit_id)
+
+
+@router.get("/{audit_id}/influence", response_model=InfluencePage, responses=problem_responses(404, 409))
+def read_influence(
+    audit_id: uuid.UUID,
+    session: SessionDep,
+    tenant: TenantDep,
+    order: InfluenceOrder = InfluenceOrder.harmful,
+    limit: LimitQuery = DEFAULT_LIMIT,
+    page_token: TokenQuery = None,
+) -> InfluencePage:
+    """Each training node's estimated effect on bias: ``harmful`` (most negative delta first), ``helpful``
+    (most positive first) or by ``node`` index. 409 until the audit has influence estimates."""
+    audit = service.get_audit(session, tenant, audit_id)
+    rows, token = influence_page(session, audit, order=order, limit=limit, page_token=page_token)
+    return InfluencePage(
+        audit_id=audit.id,
+        order=order,
+        sign_convention=SIGN_CONVENTION,
+        items=[InfluenceRowRead.model_validate(r) for r in rows],
+        next_page_token=token,
+    )

@@ -1,0 +1,235 @@
+"""Audits: creating them (idempotently), reading, listing and cancelling them.
+
+The row is the job's truth. Creating one inserts it ``queued`` and registers the Celery send to run
+after the request's commit; if the broker is down then, the row stays ``queued`` and the worker's
+sweeper sends it later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, defer
+
+from app.audits.budget import check_budget, cost_of
+from app.audits.schemas import AuditCreate
+from app.audits.tasks import send_run_audit
+from app.core.db.base import utcnow
+from app.core.db.session import after_commit
+from app.core.db.tables import ACTIVE_STATES, Audit, Graph, SuppliedModel, Tenant
+from app.core.errors import Conflict, NotFound, ValidationProblem
+from app.core.pagination import newest_first
+from app.core.publisher import Publisher
+from app.core.settings import Settings
+from app.graphs.versions import resolve_name
+from app.tenants.limits import check_queue_room
+from bind_core import BindError
+from bind_core.data.datasets import available, canonical_name
+from bind_core.pipeline.audit import AuditConfig
+
+
+def request_hash(body: AuditCreate) -> str:
+    """SHA-256 of the request's canonical JSON (defaults filled in, keys sorted)."""
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def create_audit(
+    session: Session,
+    tenant: Tenant,
+    body: AuditCreate,
+    *,
+    settings: Settings,
+    publisher: Publisher,
+    idempotency_key: str | None = None,
+) -> tuple[Audit, bool]:
+    """Insert a queued audit and send its task after the commit.
+
+    Returns:
+        ``(audit, created)``; ``created`` is False when ``idempotency_key`` replays an earlier request.
+
+    Raises:
+        Conflict: ``idempotency_key`` was used before with another body.
+        ValidationProblem: unknown graph or dataset, or a configuration bind_core rejects.
+        TenantQueueFull: the tenant already has ``BIND_TENANT_MAX_QUEUED`` queued audits (a replay is not refused).
+    """
+    digest = request_hash(body)
+    if idempotency_key is not None:
+        earlier = _replay(session, tenant, idempotency_key, digest)
+        if earlier is not None:
+            return earlier, False
+    try:
+        parsed = AuditConfig.from_dict(body.config_dict())
+        config = parsed.to_dict()
+    except BindError as exc:
+        raise ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration") from exc
+    if body.graph_name is not None:
+        body = body.model_copy(update={"graph_id": resolve_name(session, tenant, body.graph_name).id})
+    if body.model_id is not None:
+        body = _model_source(session, tenant, body)
+    dataset, graph_version = _check_source(session, tenant, body, settings)
+    check_queue_room(session, tenant, settings)
+    _check_budget(session, body, parsed, settings)
+    audit = Audit(
+        tenant_id=tenant.id,
+        graph_id=body.graph_id,
+        dataset=dataset,
+        model_id=body.model_id,
+        graph_version=graph_version,
+        config=config,
+        request_hash=digest,
+        idempotency_key=idempotency_key,
+        state="queued",
+        progress=0.0,
+        attempts=0,
+    )
+    try:
+        with session.begin_nested():
+            session.add(audit)
+            session.flush()
+    except IntegrityError:
+        # Another request with the same key won the race; answer as it did.
+        earlier = _replay(session, tenant, idempotency_key, digest) if idempotency_key else None
+        if earlier is None:
+            raise
+        return earlier, False
+    audit_id = audit.id
+    after_commit(session, lambda: send_run_audit(publisher, audit_id))
+    return audit, True
+
+
+def _replay(session: Session, tenant: Tenant, key: str, digest: str) -> Audit | None:
+    earlier = session.scalar(select(Audit).where(Audit.tenant_id == tenant.id, Audit.idempotency_key == key))
+    if earlier is not None and earlier.request_hash != digest:
+        raise Conflict(
+            "This Idempotency-Key was used with a different request body.",
+            slug="idempotency-key-reused",
+            title="Idempotency key reused",
+        )
+    return earlier
+
+
+def _model_source(session: Session, tenant: Tenant, body: AuditCreate) -> AuditCreate:
+    """The request with the supplied model's graph filled in; 422 for an unknown model or another graph."""
+    stmt = select(SuppliedModel.graph_id).where(SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id)
+    graph_id = session.scalar(stmt.with_for_update(read=True))
+    if graph_id is None:
+        raise ValidationProblem(
+            f"No model with id {body.model_id}.", errors=[{"field": "model_id", "message": "no such model"}]
+        )
+    if body.graph_id is not None and body.graph_id != graph_id:
+        raise ValidationProblem(
+            "The model was registered for another graph.",
+            errors=[{"field": "graph_id", "message": f"the model's graph is {graph_id}"}],
+        )
+    return body.model_copy(update={"graph_id": graph_id})
+
+
+def _check_source(
+    session: Session, tenant: Tenant, body: AuditCreate, settings: Settings
+) -> tuple[str | None, int | None]:
+    """Check the graph or dataset exists for this tenant; return the canonical dataset name or the graph's
+    version."""
+    if body.graph_id is not None:
+        # A share lock, so that the graph cannot be deleted before this audit is committed.
+        stmt = select(Graph.version).where(Graph.id == body.graph_id, Graph.tenant_id == tenant.id)
+        version = session.scalar(stmt.with_for_update(read=True))
+        if version is None:
+            raise ValidationProblem(
+                f"No graph with id {body.graph_id}.", errors=[{"field": "graph_id", "message": "no such graph"}]
+            )
+        return None, version
+    assert body.dataset is not None
+    problem = ValidationProblem(
+        f"No built-in dataset {body.dataset!r} on this server; see GET /v1/datasets.",
+        errors=[{"field": "dataset", "message": "unknown or not present on this server"}],
+    )
+    if settings.data_root is None:
+        raise problem
+    try:
+        name = canonical_name(body.dataset)
+    except BindError as exc:
+        raise problem from exc
+    if not any(info.name == name and info.present for info in available(settings.data_root)):
+        raise problem
+    return name, None
+
+
+def _check_budget(session: Session, body: AuditCreate, config: AuditConfig, settings: Settings) -> None:
+    """Refuse (422 ``resource-limit``) an audit of an uploaded graph whose estimated cost is over the limits; a
+    built-in dataset's sizes are known only once loaded, so the worker checks those."""
+    if body.graph_id is None:
+        return
+    summary = session.scalar(select(Graph.summary).where(Graph.id == body.graph_id))
+    if summary is None:
+        return
+    supplied = None
+    if body.model_id is not None:
+        supplied = session.scalar(select(SuppliedModel.config).where(SuppliedModel.id == body.model_id))
+    try:
+        cost = cost_of(config, summary, supplied)
+    except (BindError, KeyError, TypeError) as exc:  # a summary or model config of an older format
+        raise ValidationProblem(f"cannot estimate the audit's cost: {exc}", slug="invalid-config") from exc
+    check_budget(cost, settings)
+
+
+def get_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit:
+    """The tenant's audit, or 404 (also for another tenant's audit)."""
+    audit = session.scalar(select(Audit).where(Audit.id == audit_id, Audit.tenant_id == tenant.id))
+    if audit is None:
+        raise NotFound("audit", audit_id)
+    return audit
+
+
+def list_audits(
+    session: Session,
+    tenant: Tenant,
+    *,
+    graph_id: uuid.UUID | None,
+    state: str | None,
+    limit: int,
+    page_token: str | None,
+) -> tuple[list[Audit], str | None]:
+    # Listings show summaries: leave the large JSON columns in the database.
+    stmt = (
+        select(Audit)
+        .options(defer(Audit.config), defer(Audit.results), defer(Audit.model_config))
+        .where(Audit.tenant_id == tenant.id)
+    )
+    if graph_id is not None:
+        stmt = stmt.where(Audit.graph_id == graph_id)
+    if state is not None:
+        stmt = stmt.where(Audit.state == state)
+    return newest_first(session, stmt, Audit, kind="audits", limit=limit, token=page_token)
+
+
+def cancel_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit:
+    """Mark a queued or running audit ``cancelled`` (the worker sees it and stops).
+
+    Cancelling a cancelled audit is a no-op. Raises NotFound, or Conflict when it already finished.
+    """
+    now = utcnow()
+    # One conditional UPDATE, so a worker finishing the audit at the same moment cannot be overwritten.
+    result: CursorResult[Any] = session.execute(  # type: ignore[assignment]  # DML gives a CursorResult
+        update(Audit)
+        .where(Audit.id == audit_id, Audit.tenant_id == tenant.id, Audit.state.in_(ACTIVE_STATES))
+        .values(state="cancelled", finished_at=now, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    audit = session.scalar(
+        select(Audit)
+        .where(Audit.id == audit_id, Audit.tenant_id == tenant.id)
+        .execution_options(populate_existing=True)
+    )
+    if audit is None:
+        raise NotFound("audit", audit_id)
+    if result.rowcount == 0 and audit.state != "cancelled":
+        raise Conflict(f"The audit already {audit.state}; only queued or running audits can be cancelled.",
+                       slug="audit-finished", title="Audit already finished")  # fmt: skip
+    return audit

@@ -1,0 +1,286 @@
+"""The database tables. An audit row is the truth about its job; Celery only carries its id.
+
+Deleting a graph sets ``audits.graph_id`` to NULL (``ON DELETE SET NULL``), so finished audits keep their
+results; the API refuses to delete a graph while a queued or running audit still needs it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    UniqueConstraint,
+    Uuid,
+)
+from sqlalchemy.orm import Mapped, deferred, mapped_column
+
+from app.core.db.base import Base, JSONType, UTCDateTime, utcnow
+
+AUDIT_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+ACTIVE_STATES = ("queued", "running")
+FINAL_STATES = ("succeeded", "failed", "cancelled")
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ApiKey(Base):
+    """An API key, stored as the SHA-256 of the whole key; ``prefix`` narrows the lookup."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    prefix: Mapped[str] = mapped_column(String(16), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Graph(Base):
+    """An uploaded graph, stored as ``bind_core.data.datasets.save_npz`` bytes (loaded only when asked for)."""
+
+    __tablename__ = "graphs"
+    __table_args__ = (Index(None, "tenant_id", "created_at"), UniqueConstraint("tenant_id", "name", "version"))
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    """1 for the first upload of ``name`` by the tenant; each later upload of the name is the next version."""
+    summary: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    data: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Audit(Base):
+    """One audit job and, once it ran, everything it produced."""
+
+    __tablename__ = "audits"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "idempotency_key"),
+        Index(None, "tenant_id", "created_at"),
+        Index(None, "state", "heartbeat_at"),
+        CheckConstraint(f"state IN {AUDIT_STATES!r}", name="state"),
+        CheckConstraint("(graph_id IS NULL) OR (dataset IS NULL)", name="one_source"),
+        UniqueConstraint("schedule_id", "slot_time"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    graph_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("graphs.id", ondelete="SET NULL"), index=True)
+    dataset: Mapped[str | None] = mapped_column(String(100))
+    model_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("supplied_models.id", ondelete="SET NULL"), index=True
+    )
+    """A supplied model audited instead of training one (null: the audit trains its own)."""
+    graph_version: Mapped[int | None] = mapped_column(Integer)
+    """The version of the graph audited (kept when the graph is deleted)."""
+    schedule_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("schedules.id", ondelete="SET NULL"))
+    """The schedule that started this audit; with ``slot_time``, unique: a slot never runs twice."""
+    slot_time: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    stage: Mapped[str | None] = mapped_column(String(32))
+    progress: Mapped[float] = mapped_column(Double, default=0.0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    device: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    results: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    model_weights: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))
+    model_config: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class InfluenceRow(Base):
+    """The estimated effect on the bias Γ of deleting one training node (BIND's ΔΓ).
+
+    Sign: ``delta = Γ(after deleting the node and retraining) − Γ(before)``; negative means the node is
+    harmful (deleting it reduces bias). ``delta_sp`` and ``delta_eo`` are its ΔSP and ΔEO parts.
+    """
+
+    __tablename__ = "influence_rows"
+    __table_args__ = (
+        Index(None, "audit_id", "delta", "position"),
+        Index(None, "audit_id", "node_index"),
+    )
+
+    audit_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("audits.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_index: Mapped[int] = mapped_column(Integer)
+    node_id: Mapped[int] = mapped_column(BigInteger)
+    grp: Mapped[int] = mapped_column(Integer)
+    label: Mapped[int] = mapped_column(Integer)
+    delta: Mapped[float] = mapped_column(Double)
+    delta_sp: Mapped[float] = mapped_column(Double)
+    delta_eo: Mapped[float] = mapped_column(Double)
+
+
+class SuppliedModel(Base):
+    """A GNN the tenant trained elsewhere, registered for one graph: safetensors weights and a JSON config.
+
+    Checked against the graph when registered (``bind_core.training.fit.TrainedModel.from_bytes``); never a pickle.
+    """
+
+    __tablename__ = "supplied_models"
+    __table_args__ = (Index(None, "tenant_id", "created_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    graph_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("graphs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    weights: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+SCHEDULE_STATES = ("active", "paused")
+
+
+class Schedule(Base):
+    """A recurring audit of a graph's latest version (by name) or of a dataset, every interval or by cron.
+
+    ``next_run_at`` is the next slot; a scheduler claims a due schedule by moving it on in the transaction
+    that inserts the slot's audit, and ``audits (schedule_id, slot_time)`` is unique, so a slot runs once.
+    """
+
+    __tablename__ = "schedules"
+    __table_args__ = (
+        Index(None, "tenant_id", "created_at"),
+        Index(None, "state", "next_run_at"),
+        CheckConstraint(f"state IN {SCHEDULE_STATES!r}", name="state"),
+        CheckConstraint("(graph_name IS NULL) <> (dataset IS NULL)", name="one_source"),
+        CheckConstraint("(interval_seconds IS NULL) <> (cron IS NULL)", name="one_timing"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    graph_name: Mapped[str | None] = mapped_column(String(200))
+    dataset: Mapped[str | None] = mapped_column(String(100))
+    settings: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    """The audit settings as requested (the body of ``POST /v1/audits`` without its source)."""
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    """The full ``bind_core.pipeline.audit.AuditConfig`` each run uses."""
+    interval_seconds: Mapped[int | None] = mapped_column(Integer)
+    cron: Mapped[str | None] = mapped_column(String(100))
+    thresholds: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    state: Mapped[str] = mapped_column(String(16), default="active")
+    next_run_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+WEBHOOK_EVENTS = ("audit.succeeded", "audit.failed", "schedule.threshold_exceeded")
+DELIVERY_STATES = ("pending", "succeeded", "failed")
+
+
+class Webhook(Base):
+    """A subscription of a URL to events. ``secret`` (``whsec_`` + base64) signs every delivery."""
+
+    __tablename__ = "webhooks"
+    __table_args__ = (Index(None, "tenant_id", "created_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    url: Mapped[str] = mapped_column(String(2000))
+    events: Mapped[list[str]] = mapped_column(JSONType)
+    secret: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WebhookDelivery(Base):
+    """One event for one subscription and what became of it (the delivery log). Written in the transaction
+    that finishes the audit (an outbox), sent after the commit, retried with exponential backoff."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        Index(None, "webhook_id", "created_at"),
+        Index(None, "state", "next_attempt_at"),
+        CheckConstraint(f"state IN {DELIVERY_STATES!r}", name="state"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    webhook_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
+    event: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    response_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(String(500))
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+CHUNK_STATES = ("pending", "running", "done")
+
+
+class InfluencePlanRecord(Base):
+    """The shared half of one audit attempt's influence estimate, while its per-node chunks are computed.
+
+    ``plan`` is ``bind_core.influence.plan.InfluencePlan.to_bytes()`` (``s = H⁻¹·∇Γ`` and the per-node loss
+    derivatives); ``model_weights``/``model_config`` the model it was made for (``TrainedModel.to_bytes()``,
+    ``config_dict()``), so that any worker can compute a chunk. Written by the attempt (``attempt`` is its
+    fencing token) and deleted when the estimate is complete; a new attempt replaces an older one's.
+    """
+
+    __tablename__ = "influence_plans"
+    __table_args__ = (UniqueConstraint("audit_id", "attempt"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    audit_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("audits.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    plan: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    model_weights: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    model_config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    chunks: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class InfluenceChunkRecord(Base):
+    """One chunk of a plan: the per-node terms of training positions ``start..stop-1``.
+
+    ``pending`` → ``running`` (claimed by ``worker``, which keeps ``heartbeat_at`` fresh; a stale one may be
+    claimed again) → ``done`` (``result`` holds ``InfluenceChunk.to_bytes()``; written once).
+    """
+
+    __tablename__ = "influence_chunks"
+    __table_args__ = (CheckConstraint(f"status IN {CHUNK_STATES!r}", name="status"),)
+
+    plan_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("influence_plans.id", ondelete="CASCADE"), primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    start: Mapped[int] = mapped_column(Integer)
+    stop: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    claims: Mapped[int] = mapped_column(Integer, default=0)
+    """How often the chunk was claimed; the current claim's fencing token."""
+    worker: Mapped[str | None] = mapped_column(String(200))
+    """Who holds the claim (``running``) or computed the result (``done``): ``host:pid``."""
+    device: Mapped[str | None] = mapped_column(String(64))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    seconds: Mapped[float | None] = mapped_column(Double)
+    result: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -1,0 +1,109 @@
+"""The service's one error hierarchy, rendered as RFC 9457 ``application/problem+json`` documents.
+
+Raise a :class:`ProblemError` (or a subclass) anywhere in a request; :mod:`app.core.problems` turns it, and
+every framework or unexpected error, into a problem document. The worker records the same documents on a
+failed audit through :meth:`ProblemError.to_problem`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+PROBLEM_BASE = "https://bind-audit.dev/problems/"
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+
+def problem_type(slug: str) -> str:
+    """The ``type`` URI of a problem slug, e.g. ``validation-error``."""
+    return PROBLEM_BASE + slug
+
+
+class ProblemError(Exception):
+    """An error with an HTTP status and an RFC 9457 body.
+
+    Args:
+        status: the HTTP status code.
+        title: a short summary that does not change between occurrences of the same ``slug``.
+        detail: what went wrong this time, for a person.
+        slug: the last part of the ``type`` URI.
+        errors: field errors, each ``{"field": ..., "message": ...}``.
+        headers: extra response headers (``WWW-Authenticate``, ``Retry-After``...).
+    """
+
+    status: int = 500
+    title: str = "Internal server error"
+    slug: str = "internal-error"
+
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        status: int | None = None,
+        title: str | None = None,
+        slug: str | None = None,
+        errors: Sequence[Mapping[str, object]] = (),
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.status = status if status is not None else type(self).status
+        self.title = title if title is not None else type(self).title
+        self.slug = slug if slug is not None else type(self).slug
+        self.detail = detail
+        self.errors = [dict(e) for e in errors]
+        self.headers = dict(headers or {})
+        super().__init__(detail or self.title)
+
+    def to_problem(self, instance: str | None = None) -> dict[str, Any]:
+        """The problem document (a JSON-ready dict)."""
+        doc: dict[str, Any] = {"type": problem_type(self.slug), "title": self.title, "status": self.status}
+        if self.detail:
+            doc["detail"] = self.detail
+        if instance:
+            doc["instance"] = instance
+        if self.errors:
+            doc["errors"] = self.errors
+        return doc
+
+
+class BadRequest(ProblemError):
+    status, title, slug = 400, "Bad request", "bad-request"
+
+
+class Unauthorized(ProblemError):
+    status, title, slug = 401, "Unauthorized", "unauthorized"
+
+    def __init__(self, detail: str = "A valid API key is required: 'Authorization: Bearer <key>'.") -> None:
+        super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+class NotFound(ProblemError):
+    status, title, slug = 404, "Not found", "not-found"
+
+    def __init__(self, resource: str, ident: object) -> None:
+        super().__init__(f"No {resource} with id {ident}.", slug=f"{resource}-not-found")
+
+
+class Conflict(ProblemError):
+    status, title, slug = 409, "Conflict", "conflict"
+
+
+class PayloadTooLarge(ProblemError):
+    status, title, slug = 413, "Content too large", "payload-too-large"
+
+
+class UnsupportedMediaType(ProblemError):
+    status, title, slug = 415, "Unsupported media type", "unsupported-media-type"
+
+
+class ValidationProblem(ProblemError):
+    """Input that is well-formed but wrong (422), with the fields to blame."""
+
+    status, title, slug = 422, "Validation error", "validation-error"
+
+
+class TooManyRequests(ProblemError):
+    status, title, slug = 429, "Too many requests", "rate-limited"
+
+
+class ServiceUnavailable(ProblemError):
+    status, title, slug = 503, "Service unavailable", "service-unavailable"

@@ -1,0 +1,88 @@
+"""``/v1/audits/{id}/report``, ``/influence.csv``, ``/influence.parquet``, ``/export``: a succeeded audit as a
+page a person reads, as files for spreadsheets and data tools, and as a model card's quantitative analysis.
+
+The routes are plain ``def``: rendering the figures runs in the thread pool, not on the event loop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from app.core.deps import SessionDep
+from app.core.problem_schema import problem_responses
+from app.reports.schemas import AuditExport
+from app.reports.service import all_influence_rows, succeeded_audit
+from app.tenants.deps import TenantDep
+from bind_core.reporting.exports import influence_csv, influence_parquet, model_card
+from bind_core.reporting.report import render_report
+
+router = APIRouter(prefix="/audits", tags=["reports"])
+
+PARQUET_TYPE = "application/vnd.apache.parquet"
+# The report has no script and loads nothing: forbid both, allow only its inline styles and SVG.
+REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+_ERRORS = problem_responses(404, 409)
+
+
+def _file(kind: str, media_type: str, description: str) -> dict[int | str, dict[str, Any]]:
+    schema = {"type": "string", "format": "binary"} if kind == "binary" else {"type": "string"}
+    return {200: {"description": description, "content": {media_type: {"schema": schema}}}, **_ERRORS}
+
+
+@router.get(
+    "/{audit_id}/report",
+    response_class=Response,
+    responses=_file("text", "text/html", "The report: one self-contained HTML5 page (no script, no external files)"),
+)
+def read_report(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+    """The audit as an HTML page: metrics with confidence intervals, warnings, each group's distribution of
+    predicted probabilities, the distribution of node influence, the most harmful nodes, estimated against
+    actual ΔΓ, and debiasing per budget. 409 unless the audit succeeded."""
+    audit = succeeded_audit(session, tenant, audit_id)
+    rows = all_influence_rows(session, audit, required=False)
+    assert audit.results is not None
+    meta = {"audit": str(audit.id), "finished": audit.finished_at.isoformat() if audit.finished_at else "?"}
+    page = render_report(audit.results, rows or None, title=f"BIND audit {audit.id}", meta=meta)
+    return Response(page, media_type="text/html; charset=utf-8", headers={"Content-Security-Policy": REPORT_CSP})
+
+
+@router.get(
+    "/{audit_id}/influence.csv",
+    response_class=Response,
+    responses=_file("text", "text/csv", "Every training node's ΔΓ, one row per node in training-split order"),
+)
+def read_influence_csv(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+    """Every training node's influence as CSV (``position, node_index, node_id, group, label, delta, delta_sp,
+    delta_eo``). String cells starting with ``=``, ``+``, ``-`` or ``@`` are prefixed with ``'``; numbers,
+    negative ones included, are written as numbers."""
+    audit = succeeded_audit(session, tenant, audit_id)
+    body = influence_csv(all_influence_rows(session, audit, required=True))
+    return _attachment(body, "text/csv; charset=utf-8", f"influence-{audit.id}.csv")
+
+
+@router.get(
+    "/{audit_id}/influence.parquet",
+    response_class=Response,
+    responses=_file("binary", PARQUET_TYPE, "Every training node's ΔΓ as a typed Parquet table"),
+)
+def read_influence_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+    """Every training node's influence as Parquet (the CSV's columns, int32/int64/float64 types)."""
+    audit = succeeded_audit(session, tenant, audit_id)
+    body = influence_parquet(all_influence_rows(session, audit, required=True))
+    return _attachment(body, PARQUET_TYPE, f"influence-{audit.id}.parquet")
+
+
+@router.get("/{audit_id}/export", response_model=AuditExport, responses=_ERRORS)
+def read_export(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> dict[str, Any]:
+    """The audit as a model card's quantitative analysis: each metric with its slice (``test`` or ``group=g``)
+    and, where computed, its confidence interval; plus the influence summary, debiasing and validation."""
+    audit = succeeded_audit(session, tenant, audit_id)
+    assert audit.results is not None
+    return model_card(audit.results, audit_id=str(audit.id))
+
+
+def _attachment(body: bytes, media_type: str, filename: str) -> Response:
+    return Response(body, media_type=media_type, headers={"Content-Disposition": f'attachment; filename="{filename}"'})

@@ -1,0 +1,50 @@
+"""What the report and export routes read: a succeeded audit's results and all its influence rows."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.audits.service import get_audit
+from app.core.db.tables import Audit, InfluenceRow, Tenant
+from app.core.errors import Conflict
+
+
+def succeeded_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit:
+    """The tenant's audit with its results.
+
+    Raises:
+        NotFound: no such audit for this tenant.
+        Conflict: the audit has not succeeded (``audit-not-succeeded``): queued, running, failed or cancelled.
+    """
+    audit = get_audit(session, tenant, audit_id)
+    if audit.state != "succeeded" or audit.results is None:
+        raise Conflict(
+            f"Audit {audit.id} is {audit.state}; reports and exports exist only for succeeded audits.",
+            slug="audit-not-succeeded",
+            title="Audit has not succeeded",
+        )
+    return audit
+
+
+def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> list[dict[str, Any]]:
+    """Every influence row of ``audit`` by position, as ``bind_core`` row dicts (``group``, not ``grp``).
+
+    Raises:
+        Conflict: ``required`` and the audit has no rows (``influence-not-ready``).
+    """
+    row = InfluenceRow
+    columns = (row.position, row.node_index, row.node_id, row.grp, row.label, row.delta, row.delta_sp, row.delta_eo)
+    result = session.execute(select(*columns).where(row.audit_id == audit.id).order_by(row.position))
+    names = ("position", "node_index", "node_id", "group", "label", "delta", "delta_sp", "delta_eo")
+    rows = [dict(zip(names, values, strict=True)) for values in result]
+    if required and not rows:
+        raise Conflict(
+            f"Audit {audit.id} has no influence estimates (it ran without the influence stage).",
+            slug="influence-not-ready",
+            title="No influence estimates yet",
+        )
+    return rows

@@ -1,0 +1,159 @@
+"""Scheduled audits: creating, reading, pausing, resuming and deleting schedules, and their run history.
+
+The worker's scheduler (``app/schedules/scheduler.py``) turns due slots into audits; this module only manages the
+schedule rows. A schedule's audit settings are checked here with the same rules as ``POST /v1/audits``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from app.audits.schemas import AuditCreate
+from app.core.db.base import utcnow
+from app.core.db.tables import Audit, Schedule, Tenant
+from app.core.errors import Conflict, NotFound, ValidationProblem
+from app.core.pagination import newest_first
+from app.core.settings import Settings
+from app.schedules.schemas import Breach, RunRead, ScheduleCreate
+from app.schedules.slots import check_cron, check_interval_floor, first_slot
+from app.webhooks.thresholds import breaches, test_metrics
+from bind_core import BindError
+from bind_core.data.datasets import available, canonical_name
+from bind_core.pipeline.audit import AuditConfig
+
+_SOURCE_KEYS = {"graph_id", "graph_name", "dataset", "model_id"}
+
+
+def create_schedule(session: Session, tenant: Tenant, body: ScheduleCreate, *, settings: Settings) -> Schedule:
+    """Insert an active schedule after checking its audit settings, source and timing (422 otherwise)."""
+    config = _config(body.audit)
+    if body.cron is not None and (why := check_cron(body.cron)) is not None:
+        raise ValidationProblem(f"cron: {why}.", errors=[{"field": "cron", "message": why}])
+    check_interval_floor(interval_seconds=body.interval_seconds, cron=body.cron, settings=settings)
+    dataset = _dataset(body.dataset, settings) if body.dataset is not None else None
+    now = utcnow()
+    row = Schedule(
+        tenant_id=tenant.id, graph_name=body.graph_name, dataset=dataset, settings=body.audit, config=config,
+        interval_seconds=body.interval_seconds, cron=body.cron,
+        thresholds=body.thresholds.model_dump(exclude_none=True) if body.thresholds else None, state="active",
+        next_run_at=first_slot(interval_seconds=body.interval_seconds, cron=body.cron, now=now),
+    )  # fmt: skip
+    session.add(row)
+    session.flush()
+    return row
+
+
+def _config(settings: dict[str, Any]) -> dict[str, Any]:
+    errors = [{"field": f"audit.{k}", "message": "the schedule names the source"} for k in _SOURCE_KEYS & set(settings)]
+    if errors:
+        raise ValidationProblem("A schedule's audit settings do not name a source.", errors=errors)
+    try:
+        request = AuditCreate.model_validate({**settings, "dataset": "-"})
+        return AuditConfig.from_dict(request.config_dict()).to_dict()
+    except ValidationError as exc:
+        fields = [{"field": "audit." + ".".join(map(str, e["loc"])), "message": e["msg"]} for e in exc.errors()]
+        raise ValidationProblem("Invalid audit settings.", errors=fields) from exc
+    except BindError as exc:
+        raise ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration") from exc
+
+
+def _dataset(name: str, settings: Settings) -> str:
+    problem = ValidationProblem(
+        f"No built-in dataset {name!r} on this server; see GET /v1/datasets.",
+        errors=[{"field": "dataset", "message": "unknown or not present on this server"}],
+    )
+    try:
+        canonical = canonical_name(name)
+    except BindError as exc:
+        raise problem from exc
+    if settings.data_root is None or not any(i.name == canonical and i.present for i in available(settings.data_root)):
+        raise problem
+    return canonical
+
+
+def get_schedule(session: Session, tenant: Tenant, schedule_id: uuid.UUID, *, lock: bool = False) -> Schedule:
+    stmt = select(Schedule).where(Schedule.id == schedule_id, Schedule.tenant_id == tenant.id)
+    row = session.scalar(stmt.with_for_update() if lock else stmt)
+    if row is None:
+        raise NotFound("schedule", schedule_id)
+    return row
+
+
+def list_schedules(
+    session: Session, tenant: Tenant, *, limit: int, page_token: str | None
+) -> tuple[list[Schedule], str | None]:
+    stmt = select(Schedule).where(Schedule.tenant_id == tenant.id)
+    return newest_first(session, stmt, Schedule, kind="schedules", limit=limit, token=page_token)
+
+
+def set_state(session: Session, tenant: Tenant, schedule_id: uuid.UUID, state: str) -> Schedule:
+    """Pause or resume. Resuming an interval schedule runs it at once, a cron one at its next time."""
+    row = get_schedule(session, tenant, schedule_id, lock=True)
+    if row.state == state:
+        return row
+    if state == "active":
+        row.next_run_at = first_slot(interval_seconds=row.interval_seconds, cron=row.cron, now=utcnow())
+    elif state != "paused":
+        raise Conflict(f"unknown state {state!r}")
+    row.state = state
+    session.flush()
+    return row
+
+
+def delete_schedule(session: Session, tenant: Tenant, schedule_id: uuid.UUID) -> None:
+    """Delete a schedule; its audits stay (their ``schedule_id`` becomes null)."""
+    row = get_schedule(session, tenant, schedule_id, lock=True)
+    session.execute(delete(Schedule).where(Schedule.id == row.id))
+    session.expunge(row)
+
+
+def runs(session: Session, schedule: Schedule, *, limit: int) -> list[RunRead]:
+    """The schedule's latest ``limit`` slots, newest first, with their metrics and threshold breaches."""
+    out = []
+    for r in history(session, schedule, limit=limit):
+        breaches_found = [Breach.model_validate(b) for b in r["breaches"]]
+        out.append(
+            RunRead(
+                slot_time=r["slot_time"], audit_id=r["audit_id"], state=r["state"], graph_version=r["graph_version"],
+                delta_sp=r["delta_sp"], delta_eo=r["delta_eo"], gamma=r["gamma"], breaches=breaches_found,
+            )
+        )  # fmt: skip
+    return out
+
+
+def history(session: Session, schedule: Schedule, *, limit: int) -> list[dict[str, Any]]:
+    """The latest ``limit`` slots as plain dicts, newest first: ``slot_time``, ``audit_id``, ``state``,
+    ``graph_version``, the test-set ``accuracy``, ``delta_sp``, ``delta_eo``, ``gamma`` (``None`` until the
+    audit succeeded) and ``breaches``; the runs of :func:`bind_core.reporting.history.render_history`."""
+    rows = session.execute(
+        select(Audit.id, Audit.slot_time, Audit.state, Audit.graph_version, Audit.results)
+        .where(Audit.schedule_id == schedule.id)
+        .order_by(Audit.slot_time.desc())
+        .limit(limit)
+    ).all()
+    out = []
+    for row in rows:
+        done = row.state == "succeeded"
+        results = row.results if done else None
+        test = ((results or {}).get("metrics") or {}).get("test") or {}
+        accuracy = test.get("accuracy")
+        out.append(
+            {"slot_time": row.slot_time, "audit_id": row.id, "state": row.state, "graph_version": row.graph_version,
+             "accuracy": float(accuracy) if isinstance(accuracy, int | float) else None, **test_metrics(results),
+             "breaches": breaches(row.results, schedule.thresholds) if done else []}
+        )  # fmt: skip
+    return out
+
+
+def schedule_facts(schedule: Schedule) -> dict[str, Any]:
+    """The schedule as the plain dict :func:`bind_core.reporting.history.render_history` takes."""
+    return {
+        "id": str(schedule.id), "graph_name": schedule.graph_name, "dataset": schedule.dataset,
+        "interval_seconds": schedule.interval_seconds, "cron": schedule.cron, "state": schedule.state,
+        "thresholds": schedule.thresholds, "next_run_at": schedule.next_run_at, "created_at": schedule.created_at,
+    }  # fmt: skip

@@ -1,1 +1,0 @@
-"""Pydantic models of the HTTP API, kept apart from the database models in :mod:`app.db.models`."""

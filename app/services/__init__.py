@@ -1,1 +1,0 @@
-"""Domain logic behind the routes. Services only ``flush()``: the request's session commits once."""

@@ -1,0 +1,126 @@
+"""``/v1/models``: register a GNN trained elsewhere (safetensors weights + JSON config) for a graph."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
+
+from app.core.deps import SessionDep, SettingsDep
+from app.core.errors import ValidationProblem
+from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from app.core.problem_schema import problem_responses
+from app.graphs.uploads import receive_upload, remove_folder
+from app.supplied import service
+from app.supplied.schemas import ModelPage, ModelRead
+from app.tenants.deps import TenantDep
+
+router = APIRouter(prefix="/models", tags=["models"])
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["weights", "config", "graph_id"],
+                "properties": {
+                    "weights": {"type": "string", "format": "binary", "description": "safetensors weights."},
+                    "config": {
+                        "type": "string",
+                        "description": "The model's JSON config (a file or a field): this project's form, or a "
+                        "torch_geometric.nn.models GCN/GraphSAGE/GIN/GAT with its constructor arguments and loss.",
+                    },
+                    "graph_id": {"type": "string", "format": "uuid", "description": "The graph it was trained on."},
+                    "name": {"type": "string", "description": "A name for the model."},
+                },
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ModelRead,
+    openapi_extra={"requestBody": _UPLOAD_BODY},
+    responses=problem_responses(400, 413, 415),
+)
+async def register_model(
+    request: Request, response: Response, session: SessionDep, tenant: TenantDep, settings: SettingsDep
+) -> Any:
+    """Register a trained GNN for a graph; 422 when the weights are not safetensors, do not fit the config,
+    or the config's ``in_dim`` / ``num_classes`` do not fit the graph, or a PyG model asks for options the audit
+    cannot reproduce (``unsupported-model``)."""
+    await run_in_threadpool(session.rollback)  # hold no connection while the body streams (as for graphs)
+    folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-model-"))
+    try:
+        upload = await receive_upload(
+            request,
+            folder,
+            settings.max_upload_bytes,
+            file_parts=("weights", "config"),
+            field_parts=("config", "graph_id", "name"),
+            what="model",
+        )
+        fields, files = upload.fields, upload.files
+        missing = [k for k in ("weights", "config", "graph_id") if k not in fields and k not in files]
+        if missing or "weights" not in files:
+            raise ValidationProblem(
+                "A model is a weights file, a config and a graph_id.",
+                errors=[{"field": k, "message": "required"} for k in missing or ["weights"]],
+            )
+        try:
+            graph_id = uuid.UUID(fields["graph_id"])
+        except ValueError as exc:
+            raise ValidationProblem(
+                "graph_id is not a UUID.", errors=[{"field": "graph_id", "message": "not a UUID"}]
+            ) from exc
+        weights = await run_in_threadpool(files["weights"].read_bytes)
+        raw: bytes | str = (
+            await run_in_threadpool(files["config"].read_bytes) if "config" in files else fields["config"]
+        )
+        name = fields.get("name")
+    finally:
+        await run_in_threadpool(remove_folder, folder)
+    config = service.parse_config(raw)
+    summary = await run_in_threadpool(service.graph_summary, session, tenant, graph_id)
+    canonical = await run_in_threadpool(service.check_model, weights, config, summary)
+    label = (str(name).strip() if isinstance(name, str) else "") or str(canonical["model"].get("arch", "model"))
+    row = await run_in_threadpool(
+        lambda: service.create_model(
+            session, tenant, graph_id=graph_id, name=label[:200], weights=weights, config=canonical
+        )
+    )
+    response.headers["Location"] = f"/v1/models/{row.id}"
+    return row
+
+
+@router.get("", response_model=ModelPage)
+def list_models(
+    session: SessionDep,
+    tenant: TenantDep,
+    graph_id: uuid.UUID | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    page_token: Annotated[str | None, Query(max_length=500)] = None,
+) -> ModelPage:
+    """The tenant's models, newest first, optionally of one graph."""
+    rows, token = service.list_models(session, tenant, graph_id=graph_id, limit=limit, page_token=page_token)
+    return ModelPage(items=[ModelRead.model_validate(r) for r in rows], next_page_token=token)
+
+
+@router.get("/{model_id}", response_model=ModelRead, responses=problem_responses(404))
+def read_model(model_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+    return service.get_model(session, tenant, model_id)
+
+
+@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404))
+def delete_model(model_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+    """Delete a model; audits of it keep their results."""
+    service.delete_model(session, tenant, model_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,137 @@
+"""Supplied models: checking a user's safetensors weights and JSON config against a graph, and storing them.
+
+Weights are read only as safetensors (``bind_core.training.fit.TrainedModel.from_bytes``), never unpickled. A config
+may describe this project's model (``TrainedModel.config_dict()``) or a ``torch_geometric.nn.models`` model
+(``bind_core.models.pyg``); the latter's weights are stored as uploaded, with its description under the canonical
+config's ``source``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, defer
+
+from app.core.db.tables import Graph, SuppliedModel, Tenant
+from app.core.errors import NotFound, ValidationProblem
+from app.core.pagination import newest_first
+from bind_core import BindError
+from bind_core.models.pyg import UnsupportedModelError, bind_config, is_pyg_config
+from bind_core.training.fit import TrainedModel
+
+
+def parse_config(raw: bytes | str) -> dict[str, Any]:
+    """The model config JSON object, or a 422 naming the ``config`` part."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _invalid("config", f"not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise _invalid("config", "must be a JSON object")
+    return value
+
+
+def check_model(weights: bytes, config: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """Load the model (CPU-heavy: call from a worker thread) and check it fits the graph's dimensions.
+
+    Returns:
+        The canonical config (``TrainedModel.config_dict()``, with ``source`` for a PyG model), which the worker
+        rebuilds the model from.
+
+    Raises:
+        ValidationProblem: not safetensors, weights that do not fit the config, or dimensions that do not
+            fit the graph (``in_dim`` vs the graph's features, ``num_classes`` vs its classes); a PyG model
+            with options the audit cannot reproduce (``unsupported-model``, each option in ``errors``).
+    """
+    try:
+        bound = bind_config(config) if is_pyg_config(config) else config
+        model = TrainedModel.from_bytes(weights, bound)
+    except UnsupportedModelError as exc:
+        raise ValidationProblem(
+            f"The model cannot be audited as it is: {exc}.",
+            slug="unsupported-model",
+            title="Unsupported model",
+            errors=[{"field": field, "message": message} for field, message in exc.problems],
+        ) from exc
+    except BindError as exc:
+        field = "weights" if "weights" in str(exc) else "config"
+        raise _invalid(field, str(exc)) from exc
+    errors = []
+    if model.module.in_dim != int(summary["features"]):
+        errors.append(
+            {
+                "field": "config.in_dim",
+                "message": f"is {model.module.in_dim} but the graph has {summary['features']} features",
+            }
+        )
+    if model.module.num_classes != int(summary["classes"]):
+        errors.append(
+            {
+                "field": "config.num_classes",
+                "message": f"is {model.module.num_classes} but the graph has {summary['classes']} classes",
+            }
+        )
+    if errors:
+        detail = "The model does not fit the graph: " + "; ".join(f"{e['field']} {e['message']}" for e in errors) + "."
+        raise ValidationProblem(detail, slug="model-does-not-fit", title="Model does not fit the graph", errors=errors)
+    canonical = model.config_dict()
+    if is_pyg_config(bound.get("source")):
+        canonical["source"] = bound["source"]
+    return canonical
+
+
+def _invalid(field: str, message: str) -> ValidationProblem:
+    return ValidationProblem(
+        f"{field}: {message}",
+        slug="invalid-model",
+        title="Invalid model",
+        errors=[{"field": field, "message": message}],
+    )
+
+
+def graph_summary(session: Session, tenant: Tenant, graph_id: uuid.UUID) -> dict[str, Any]:
+    summary = session.scalar(select(Graph.summary).where(Graph.id == graph_id, Graph.tenant_id == tenant.id))
+    if summary is None:
+        raise ValidationProblem(
+            f"No graph with id {graph_id}.", errors=[{"field": "graph_id", "message": "no such graph"}]
+        )
+    return summary
+
+
+def create_model(
+    session: Session, tenant: Tenant, *, graph_id: uuid.UUID, name: str, weights: bytes, config: dict[str, Any]
+) -> SuppliedModel:
+    row = SuppliedModel(
+        tenant_id=tenant.id, graph_id=graph_id, name=name, config=config, weights=weights, size_bytes=len(weights)
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def get_model(session: Session, tenant: Tenant, model_id: uuid.UUID) -> SuppliedModel:
+    row = session.scalar(
+        select(SuppliedModel).where(SuppliedModel.id == model_id, SuppliedModel.tenant_id == tenant.id)
+    )
+    if row is None:
+        raise NotFound("model", model_id)
+    return row
+
+
+def list_models(
+    session: Session, tenant: Tenant, *, graph_id: uuid.UUID | None, limit: int, page_token: str | None
+) -> tuple[list[SuppliedModel], str | None]:
+    stmt = select(SuppliedModel).options(defer(SuppliedModel.weights)).where(SuppliedModel.tenant_id == tenant.id)
+    if graph_id is not None:
+        stmt = stmt.where(SuppliedModel.graph_id == graph_id)
+    return newest_first(session, stmt, SuppliedModel, kind="models", limit=limit, token=page_token)
+
+
+def delete_model(session: Session, tenant: Tenant, model_id: uuid.UUID) -> None:
+    """Delete a model; audits of it keep their results (their ``model_id`` becomes null)."""
+    row = get_model(session, tenant, model_id)
+    session.execute(delete(SuppliedModel).where(SuppliedModel.id == row.id))
+    session.expunge(row)

@@ -1,0 +1,62 @@
+"""API keys: ``bind_<43 url-safe chars>``, stored as the SHA-256 of the whole key, shown once."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.db.tables import ApiKey, Tenant
+
+KEY_SCHEME = "bind_"
+PREFIX_LENGTH = len(KEY_SCHEME) + 8
+"""Stored in clear for lookup: the scheme and the first 8 random characters."""
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def key_prefix(key: str) -> str:
+    return key[:PREFIX_LENGTH]
+
+
+def get_or_create_tenant(session: Session, name: str) -> Tenant:
+    tenant = session.scalar(select(Tenant).where(Tenant.name == name))
+    if tenant is None:
+        tenant = Tenant(name=name)
+        session.add(tenant)
+        session.flush()
+    return tenant
+
+
+def create_api_key(session: Session, tenant_name: str) -> str:
+    """Create a key for ``tenant_name`` (and the tenant if it is new); return the plaintext key.
+
+    The plaintext is not stored and cannot be shown again. Only flushes: the caller commits, e.g.
+    ``with factory.begin() as session: key = create_api_key(session, "acme")``.
+    """
+    if not tenant_name.strip():
+        raise ValueError("tenant name must not be empty")
+    tenant = get_or_create_tenant(session, tenant_name.strip())
+    key = KEY_SCHEME + secrets.token_urlsafe(32)
+    session.add(ApiKey(tenant_id=tenant.id, prefix=key_prefix(key), key_hash=hash_key(key)))
+    session.flush()
+    return key
+
+
+def authenticate(session: Session, key: str) -> Tenant | None:
+    """The tenant owning ``key``, or ``None`` if the key is unknown or revoked (constant-time compare)."""
+    if not key.startswith(KEY_SCHEME) or len(key) < PREFIX_LENGTH or len(key) > 200:
+        return None
+    digest = hash_key(key)
+    candidates = session.scalars(
+        select(ApiKey).where(ApiKey.prefix == key_prefix(key), ApiKey.revoked_at.is_(None))
+    ).all()
+    for candidate in candidates:
+        if hmac.compare_digest(candidate.key_hash, digest):
+            return session.get(Tenant, candidate.tenant_id)
+    return None

@@ -1,0 +1,63 @@
+"""``/v1/webhooks``: subscribe URLs to audit and schedule events; signed deliveries with a log."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response, status
+
+from app.core.deps import SessionDep, SettingsDep
+from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from app.core.problem_schema import problem_responses
+from app.tenants.deps import TenantDep
+from app.webhooks import service
+from app.webhooks.schemas import DeliveryPage, DeliveryRead, WebhookCreate, WebhookCreated, WebhookPage, WebhookRead
+
+router = APIRouter(prefix="/webhooks", tags=["webhooks"])
+
+LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT)]
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=WebhookCreated)
+def create_webhook(
+    body: WebhookCreate, response: Response, session: SessionDep, tenant: TenantDep, settings: SettingsDep
+) -> Any:
+    """Subscribe ``url`` to ``events``. The answer holds the signing ``secret``, shown this once. A URL whose
+    host is or resolves to a private, loopback, link-local, multicast or reserved address is refused (422)
+    unless the server allows them (``BIND_WEBHOOK_ALLOW_PRIVATE``)."""
+    row, secret = service.create_webhook(session, tenant, body, settings=settings)
+    response.headers["Location"] = f"/v1/webhooks/{row.id}"
+    return WebhookCreated(id=row.id, url=row.url, events=row.events, created_at=row.created_at, secret=secret)  # type: ignore[arg-type]  # validated event names
+
+
+@router.get("", response_model=WebhookPage)
+def list_webhooks(
+    session: SessionDep,
+    tenant: TenantDep,
+    limit: LimitQuery = DEFAULT_LIMIT,
+    page_token: Annotated[str | None, Query(max_length=500)] = None,
+) -> WebhookPage:
+    rows, token = service.list_webhooks(session, tenant, limit=limit, page_token=page_token)
+    return WebhookPage(items=[WebhookRead.model_validate(r) for r in rows], next_page_token=token)
+
+
+@router.get("/{webhook_id}", response_model=WebhookRead, responses=problem_responses(404))
+def read_webhook(webhook_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+    return service.get_webhook(session, tenant, webhook_id)
+
+
+@router.delete("/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404))
+def delete_webhook(webhook_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+    service.delete_webhook(session, tenant, webhook_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/{webhook_id}/deliveries", response_model=DeliveryPage, responses=problem_responses(404))
+def list_deliveries(
+    webhook_id: uuid.UUID, session: SessionDep, tenant: TenantDep, limit: LimitQuery = 100
+) -> DeliveryPage:
+    """The delivery log, newest first: event, payload, state, attempts, the receiver's last status."""
+    webhook = service.get_webhook(session, tenant, webhook_id)
+    rows = service.deliveries(session, webhook, limit=limit)
+    return DeliveryPage(webhook_id=webhook.id, items=[DeliveryRead.model_validate(r) for r in rows])
