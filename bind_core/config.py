@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import asdict, fields
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 from bind_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 _SCALARS: dict[str, tuple[type, str]] = {
     "int": (numbers.Integral, "an integer"),
@@ -37,7 +40,7 @@ class DictConfig:
     section: ClassVar[str] = "settings"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]  # subclasses are dataclasses
+        return asdict(cast("DataclassInstance", self))  # subclasses are dataclasses
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:

@@ -342,19 +342,19 @@ def _validate_splits(g: Graph, n: int) -> None:
         raise GraphValidationError("split", f"node {v} is unlabeled (y = -1) but in a split")
     test_y, test_s = g.y[g.test_idx], g.sens[g.test_idx]
     num_classes, num_groups = int(g.y.max()) + 1, int(g.sens.max()) + 1
-    missing_c = sorted(set(range(num_classes)) - set(test_y.unique().tolist()))
+    missing_c = sorted(set(range(num_classes)) - set(torch.unique(test_y).tolist()))
     if missing_c:
         raise GraphValidationError("test_idx", f"class(es) {missing_c} missing from the test split")
     # A group absent from the test split (or, binary labels, from its positives) is allowed: the audit
     # reports it and keeps it out of the metrics (bind_core.data.groups.included_groups). Two groups are needed.
-    test_groups = set(test_s.unique().tolist())
+    test_groups = set(torch.unique(test_s).tolist())
     missing_g = sorted(set(range(num_groups)) - test_groups)
     if len(test_groups) < 2:
         raise GraphValidationError(
             "test_idx", f"sensitive group(s) {missing_g} missing from the test split; at least two groups must occur"
         )
     if num_classes == 2:
-        pos_groups = set(test_s[test_y == 1].unique().tolist())
+        pos_groups = set(torch.unique(test_s[test_y == 1]).tolist())
         missing_p = sorted(set(range(num_groups)) - pos_groups)
         if len(pos_groups) < 2:
             raise GraphValidationError(
@@ -362,6 +362,6 @@ def _validate_splits(g: Graph, n: int) -> None:
                 f"group(s) {missing_p} have no positive (y=1) test node, so ΔEO is undefined; at least two "
                 "groups must have one",
             )
-    train_classes = set(g.y[g.train_idx].unique().tolist())
+    train_classes = set(torch.unique(g.y[g.train_idx]).tolist())
     if len(train_classes) < 2:
         raise GraphValidationError("train_idx", "the training split holds a single class")

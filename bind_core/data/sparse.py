@@ -98,8 +98,7 @@ def row_entries(crow: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
 
 def spmm(adj: Adjacency, x: Tensor) -> Tensor:
     """``A @ x`` for ``x`` of shape ``[n, d]``, differentiable by autograd and ``torch.func``."""
-    out: Tensor = _SpMM.apply(x, adj.parts, adj.transposed, adj.shape)
-    return out
+    return _apply(x, adj.parts, adj.transposed, adj.shape)
 
 
 def is_symmetric(edge_index: Tensor, weight: Tensor, num_nodes: int) -> bool:
@@ -128,7 +127,7 @@ def _product(parts: tuple[Tensor, Tensor, Tensor], shape: tuple[int, int], x: Te
 
 class _SpMM(torch.autograd.Function):
     @staticmethod
-    def forward(x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]) -> Tensor:  # type: ignore[override]
+    def forward(x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]) -> Tensor:
         return _product(parts, shape, x)
 
     @staticmethod
@@ -136,19 +135,24 @@ class _SpMM(torch.autograd.Function):
         ctx.parts, ctx.transposed, ctx.shape = inputs[1], inputs[2], inputs[3]
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> Any:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> Any:
         flipped = (ctx.shape[1], ctx.shape[0])
-        return _SpMM.apply(grad, ctx.transposed, ctx.parts, flipped), None, None, None
+        return _apply(grad, ctx.transposed, ctx.parts, flipped), None, None, None
 
     @staticmethod
-    def jvp(ctx: Any, x_tangent: Tensor, *_: Any) -> Tensor:  # type: ignore[override]
-        out: Tensor = _SpMM.apply(x_tangent, ctx.parts, ctx.transposed, ctx.shape)
-        return out
+    def jvp(ctx: Any, x_tangent: Tensor, *_: Any) -> Tensor:
+        return _apply(x_tangent, ctx.parts, ctx.transposed, ctx.shape)
 
     @staticmethod
-    def vmap(info: Any, in_dims: Any, x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]) -> Any:  # type: ignore[override]
+    def vmap(info: Any, in_dims: Any, x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]) -> Any:
         if in_dims[0] is None:
-            return _SpMM.apply(x, parts, transposed, shape), None
+            return _apply(x, parts, transposed, shape), None
         batched = x.movedim(in_dims[0], 1)  # [n, B, d]
-        out = _SpMM.apply(batched.reshape(batched.shape[0], -1), parts, transposed, shape)
+        out = _apply(batched.reshape(batched.shape[0], -1), parts, transposed, shape)
         return out.reshape((shape[0], *batched.shape[1:])), 1
+
+
+def _apply(x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]) -> Tensor:
+    """``_SpMM.apply``, typed: ``torch.autograd.Function.apply`` has no annotations."""
+    out: Tensor = _SpMM.apply(x, parts, transposed, shape)  # type: ignore[no-untyped-call]
+    return out

@@ -8,6 +8,8 @@ the computation graph of a node is its ``L``-hop neighbourhood (``L`` = the mode
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor
 from torch_geometric.utils import k_hop_subgraph
@@ -22,7 +24,7 @@ def _ball(graph: Graph, node: int, hops: int, rowptr: Tensor) -> Tensor:
         return torch.tensor([node])
     if hops == 1:
         return torch.cat([torch.tensor([node]), graph.edge_index[1, rowptr[node] : rowptr[node + 1]]])
-    return k_hop_subgraph(node, hops, graph.edge_index, num_nodes=graph.num_nodes)[0]
+    return cast(Tensor, k_hop_subgraph(node, hops, graph.edge_index, num_nodes=graph.num_nodes)[0])
 
 
 def resolve_budget(budget: float, num_train: int) -> int:

@@ -124,10 +124,10 @@ def proximal_reoptimize(
             progress(min(1.0, evaluations / max_iter))
         optimizer.zero_grad(set_to_none=True)
         value = objective(flat)
-        value.backward()
+        value.backward()  # type: ignore[no-untyped-call]
         return value
 
-    optimizer.step(closure)
+    optimizer.step(closure)  # type: ignore[no-untyped-call]
     (g,) = torch.autograd.grad(objective(flat), flat)
     with torch.no_grad():
         for name, value in unflatten_parameters(flat.detach(), names, shapes).items():

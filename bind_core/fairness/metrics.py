@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -202,7 +202,7 @@ def wasserstein_1d(a: Tensor, b: Tensor) -> Tensor:
     a_sorted = torch.sort(a, dim=-1).values
     b_sorted = torch.sort(b, dim=-1).values
     # Breakpoints as integers on the common denominator n*m: i*m (from a) and j*n (from b).
-    ticks = torch.unique(
+    ticks: Tensor = torch.unique(
         torch.cat([torch.arange(n + 1, device=a.device) * m, torch.arange(m + 1, device=a.device) * n])
     )
     left, width = ticks[:-1], (ticks[1:] - ticks[:-1]).to(a.dtype) / (n * m)
@@ -245,7 +245,7 @@ def _w1_vectors(a: Tensor, b: Tensor) -> Tensor:
     cost = torch.cdist(a, b)
     wa = torch.full((a.shape[0],), 1.0 / a.shape[0], dtype=a.dtype, device=a.device)
     wb = torch.full((b.shape[0],), 1.0 / b.shape[0], dtype=b.dtype, device=b.device)
-    return ot.emd2(wa, wb, cost)
+    return cast(Tensor, ot.emd2(wa, wb, cost))
 
 
 def _positive_scores(proba: Tensor) -> Tensor:

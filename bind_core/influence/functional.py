@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -62,11 +62,11 @@ class FunctionalModel:
     # ------------------------------------------------------------------ forward passes
     def logits(self, flat: Tensor, rows: Tensor | None = None, inputs: GraphInputs | None = None) -> Tensor:
         """Logits of ``rows`` (all nodes if None) on ``inputs`` (default: the training graph)."""
-        return functional_call(self.module, self.unflatten(flat), (inputs or self.inputs, rows))
+        return cast(Tensor, functional_call(self.module, self.unflatten(flat), (inputs or self.inputs, rows)))
 
     def logits_z(self, flat: Tensor, z: Tensor) -> Tensor:
         """One-layer GCN only: logits from rows ``z`` of ``Â·X``."""
-        return functional_call(self.module, self.unflatten(flat), (None, None), {"z": z})
+        return cast(Tensor, functional_call(self.module, self.unflatten(flat), (None, None), {"z": z}))
 
     def train_losses(self, flat: Tensor) -> Tensor:
         """``ℓ_j(θ)`` for every training node ``j`` (order of ``graph.train_idx``), ``[m]``."""

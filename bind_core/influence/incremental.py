@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -84,7 +85,7 @@ def conv_step(
     """Layer ``layer``'s conv (0-based) on input rows ``h`` (already activated), as :meth:`GNN.forward` runs it."""
     conv = fm.module.convs[layer]
     args = (h, ei) if w is None else (h, ei, w)
-    return functional_call(conv, _sub_params(params, f"convs.{layer}."), args)
+    return cast(Tensor, functional_call(conv, _sub_params(params, f"convs.{layer}."), args))
 
 
 def layer_outputs(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
@@ -126,7 +127,7 @@ class IncrementalBatch:
             out = conv_step(fm, params, layer, h, spec.edge_index.to(fm.device), _to(spec.edge_weight, fm))
             prev = out[spec.targets.to(fm.device)]
         assert prev is not None
-        return functional_call(fm.module.head, _sub_params(params, "head."), (prev,))
+        return cast(Tensor, functional_call(fm.module.head, _sub_params(params, "head."), (prev,)))
 
     def _base_rows(self, values: Callable[[], list[Tensor]]) -> list[Tensor]:
         if len(self.layers) == 1:

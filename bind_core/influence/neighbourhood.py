@@ -61,7 +61,7 @@ class Csr:
 
     def k_hop(self, seeds: Tensor, hops: int) -> Tensor:
         """Sorted unique nodes within ``hops`` of any seed (the seeds included)."""
-        nodes = torch.unique(seeds)
+        nodes: Tensor = torch.unique(seeds)
         frontier = nodes
         for _ in range(hops):
             if frontier.numel() == 0:

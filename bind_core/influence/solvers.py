@@ -45,7 +45,8 @@ def make_hvp(objective: Callable[[Tensor], Tensor], theta: Tensor) -> Callable[[
     g = grad(objective)
 
     def hvp(v: Tensor) -> Tensor:
-        return jvp(g, (theta,), (v,))[1]
+        tangent: Tensor = jvp(g, (theta,), (v,))[1]
+        return tangent
 
     return hvp
 
@@ -76,7 +77,7 @@ def dense_hessian(
         return dense_hessian_by_rows(objective, theta, progress=progress)
     if chunk is None or chunk >= p:
         try:
-            h = hessian(objective)(theta)
+            h: Tensor = hessian(objective)(theta)
             return 0.5 * (h + h.T)
         except (RuntimeError, NotImplementedError):
             chunk = 256

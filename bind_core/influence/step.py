@@ -242,7 +242,8 @@ class Stepper:
             )
         else:
             hessian = dense_hessian(fm.objective, theta, hessian_columns(fm), progress=progress)
-            evals, self.evecs = torch.linalg.eigh(hessian)
+            evals, evecs = torch.linalg.eigh(hessian)
+            self.evecs: Tensor = evecs
             del hessian
             scale = float(evals.abs().max())
             kept = evals.abs() > rtol * scale

@@ -212,9 +212,9 @@ class GNN(nn.Module):
             if inputs.adjacency is not None and rows is not None and i == last:
                 # The last layer computes only the wanted rows: a block of the adjacency's rows.
                 h = self._csr_layer(self.convs[i], inputs.adjacency.rows(rows), h, rows)
-                return self.head(h)
+                return cast(Tensor, self.head(h))
             h = self.layer(i, h, inputs)
-        out = self.head(h)
+        out = cast(Tensor, self.head(h))
         return out if rows is None else out[rows]
 
     def layer(self, i: int, h: Tensor, inputs: GraphInputs) -> Tensor:
@@ -234,16 +234,16 @@ class GNN(nn.Module):
         arch = self.config.arch
         if arch == "gcn":  # GCNConv: Â·(h·Wᵀ) + b
             gcn = cast(GCNConv, conv)
-            return spmm(adjacency, gcn.lin(h)) + cast(Tensor, gcn.bias)
+            return spmm(adjacency, cast(Tensor, gcn.lin(h))) + cast(Tensor, gcn.bias)
         if arch == "sage":  # SAGEConv (mean): W_l·mean_N(h) + b + W_r·h
             sage = cast(SAGEConv, conv)
-            return sage.lin_l(spmm(adjacency, h)) + sage.lin_r(root)
+            return cast(Tensor, sage.lin_l(spmm(adjacency, h)) + sage.lin_r(root))
         gin = cast(GINConv, conv)  # GINConv: MLP((1 + ε)·h + Σ_N h)
-        return gin.nn((1 + float(gin.eps)) * root + spmm(adjacency, h))
+        return cast(Tensor, gin.nn((1 + float(gin.eps)) * root + spmm(adjacency, h)))
 
     def forward_propagated(self, z: Tensor) -> Tensor:
         """A row-separable model from aggregated rows ``z`` (see :meth:`prepare`) to logits."""
-        return self.head(self.first_layer(z))
+        return cast(Tensor, self.head(self.first_layer(z)))
 
     def first_layer(self, z: Tensor) -> Tensor:
         """The first conv's output from the aggregated features ``z``
@@ -291,12 +291,12 @@ _ACT = ACTIVATION_FNS
 def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
     """Layer ``a → b``; ``last``: the last layer (which averages GAT's heads when it outputs the logits)."""
     if config.arch == "gcn":
-        return GCNConv(a, b, normalize=False)
+        return cast(nn.Module, GCNConv(a, b, normalize=False))
     if config.arch == "gin":
         act = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}[config.activation]()
-        return GINConv(nn.Sequential(nn.Linear(a, b), act, nn.Linear(b, b)), train_eps=False)
+        return cast(nn.Module, GINConv(nn.Sequential(nn.Linear(a, b), act, nn.Linear(b, b)), train_eps=False))
     if config.arch == "sage":
-        return SAGEConv(a, b, aggr="mean")
+        return cast(nn.Module, SAGEConv(a, b, aggr="mean"))
     concat = config.concat and not (last and not config.head)
     score = "leaky_relu" if config.attention == "leaky_relu" else config.activation
     return SmoothGATConv(
@@ -305,7 +305,7 @@ def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
     )  # fmt: skip
 
 
-class SmoothGATConv(GATConv):
+class SmoothGATConv(GATConv):  # type: ignore[misc]  # PyG is untyped, so GATConv is Any to mypy
     """PyG's ``GATConv`` with the attention scores' leaky ReLU made as smooth as the model's activation:
     ``s·x + (1 − s)·act(x)`` with ``s`` the negative slope (0.2). With ``act = relu`` this is GAT's own leaky ReLU;
     with the default GELU the training objective is twice differentiable, which the polish and the influence
@@ -314,10 +314,10 @@ class SmoothGATConv(GATConv):
     applies ``F.leaky_relu`` itself, exactly as ``GATConv`` does (a supplied PyG ``GAT``)."""
 
     def __init__(self, *args: object, activation: str = "gelu", **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        super().__init__(*args, **kwargs)
         self.score_activation = activation
 
-    def edge_update(  # type: ignore[override]
+    def edge_update(
         self,
         alpha_j: Tensor,
         alpha_i: Tensor | None,
@@ -348,7 +348,7 @@ def flat_parameters(module: nn.Module) -> tuple[list[str], list[torch.Size], Ten
 def unflatten_parameters(flat: Tensor, names: list[str], shapes: list[torch.Size]) -> dict[str, Tensor]:
     """``{name: view of flat}``, the inverse of :func:`flat_parameters`, for ``functional_call``."""
     sizes = [math.prod(shape) for shape in shapes]
-    return {n: t.view(s) for n, t, s in zip(names, flat.split(sizes), shapes, strict=True)}
+    return {n: t.view(s) for n, t, s in zip(names, torch.split(flat, sizes), shapes, strict=True)}
 
 
 def probabilities(logits: Tensor) -> Tensor:

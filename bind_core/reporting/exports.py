@@ -19,14 +19,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 INFLUENCE_COLUMNS = ("position", "node_index", "node_id", "group", "label", "delta", "delta_sp", "delta_eo")
-INFLUENCE_SCHEMA = pa.schema(
-    [("position", pa.int32()), ("node_index", pa.int64()), ("node_id", pa.int64()), ("group", pa.int32()),
-     ("label", pa.int32()), ("delta", pa.float64()), ("delta_sp", pa.float64()), ("delta_eo", pa.float64())]
-)  # fmt: skip
+_INFLUENCE_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("position", pa.int32()), ("node_index", pa.int64()), ("node_id", pa.int64()), ("group", pa.int32()),
+    ("label", pa.int32()), ("delta", pa.float64()), ("delta_sp", pa.float64()), ("delta_eo", pa.float64()),
+]  # fmt: skip
+INFLUENCE_SCHEMA = pa.schema(_INFLUENCE_FIELDS)
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 EXPORT_FORMAT = "bind-audit/model-card-quantitative-analysis/v1"
 

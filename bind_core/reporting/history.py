@@ -111,9 +111,9 @@ def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, flo
         times = [_time(r.get("slot_time")) for r in runs]
         pad = max((max(times) - min(times)) * 0.04, timedelta(hours=1))  # one run: a day around it, not years
         accuracy.set_xlim(min(times) - pad, max(times) + pad)
-        locator = AutoDateLocator(tz=UTC)
+        locator = AutoDateLocator(tz=UTC)  # type: ignore[no-untyped-call]
         accuracy.xaxis.set_major_locator(locator)
-        accuracy.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))
+        accuracy.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
     return plots._svg(fig, ident)
 
 

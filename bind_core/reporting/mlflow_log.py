@@ -90,7 +90,7 @@ def log_audit(
     found = client.get_experiment_by_name(experiment)
     experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
     run = client.create_run(experiment_id, run_name=run_name, tags=dict(tags or {}))
-    run_id = run.info.run_id
+    run_id: str = run.info.run_id
     try:
         params = [Param(k, v) for k, v in audit_params(config).items()]
         metrics = [Metric(k, v, 0, 0) for k, v in audit_metrics(results).items()]

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from safetensors.torch import load as st_load
@@ -121,7 +121,7 @@ class TrainedModel:
     @torch.no_grad()
     def logits(self, graph: Graph, rows: Tensor | None = None) -> Tensor:
         self.module.eval()
-        return self.module(self.prepare(graph), None if rows is None else rows.to(self.device))
+        return cast(Tensor, self.module(self.prepare(graph), None if rows is None else rows.to(self.device)))
 
     def predict_proba(self, graph: Graph, rows: Tensor | None = None) -> Tensor:
         """Class probabilities ``[n, C]`` (or ``[len(rows), C]``) in evaluation mode.
@@ -296,7 +296,7 @@ def _adam(
             module.train()
         optimizer.zero_grad(set_to_none=True)
         loss = node_losses(forward_train(), y_train).mean()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
         if toggle:
             module.eval()
@@ -411,12 +411,12 @@ def polish(
             progress(lbfgs_share * min(1.0, evaluations / max(max_iter, 1)))
         optimizer.zero_grad(set_to_none=True)
         obj = training_objective(module, inputs, graph, wd)
-        obj.backward()
+        obj.backward()  # type: ignore[no-untyped-call]
         return obj
 
     start = time.perf_counter()
     if max_iter > 0:
-        optimizer.step(closure)
+        optimizer.step(closure)  # type: ignore[no-untyped-call]
     state = optimizer.state[optimizer._params[0]]
     record: dict[str, Any] = {}
     if run_newton and largest_gradient_entry(module, inputs, graph, wd) > tol:

@@ -43,7 +43,8 @@ def dense_hessian(
     g = grad(objective)
 
     def hvp(v: Tensor) -> Tensor:
-        return jvp(g, (theta,), (v,))[1]
+        tangent: Tensor = jvp(g, (theta,), (v,))[1]
+        return tangent
 
     eye = torch.eye(p, dtype=theta.dtype, device=theta.device)
     cols = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -32,7 +32,7 @@ FROZEN_STEPS_PER_HESSIAN = 5
 def l2_penalty(params: Any) -> Tensor:
     """``Σ ‖p‖²`` over a module's parameters or an iterable/dict of tensors."""
     values = params.values() if isinstance(params, dict) else params
-    return sum((p * p).sum() for p in values)  # type: ignore[return-value]
+    return cast(Tensor, sum((p * p).sum() for p in values))
 
 
 def training_objective(module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float) -> Tensor:
@@ -119,10 +119,10 @@ def lbfgs(
             progress(min(1.0, evaluations / max(max_iter, 1)))
         optimizer.zero_grad(set_to_none=True)
         obj = training_objective(module, inputs, graph, wd)
-        obj.backward()
+        obj.backward()  # type: ignore[no-untyped-call]
         return obj
 
-    optimizer.step(closure)
+    optimizer.step(closure)  # type: ignore[no-untyped-call]
 
 
 def objective_gradient(module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float) -> list[Tensor]:

@@ -208,8 +208,7 @@ def read_edge_list(
     else:
         assert ids is not None
         integral = np.ones(tokens.shape, dtype=bool)
-        positions = ids.get_indexer(pd.Index([str(t).strip() for t in tokens.reshape(-1)], dtype=object))
-        positions = positions.reshape(-1, 2)
+        positions = ids.get_indexer(pd.Index([str(t).strip() for t in tokens.reshape(-1)], dtype=object)).reshape(-1, 2)
     header = len(frame) > 0 and (not integral[0].any() if numeric else bool((positions[0] < 0).all()))
     names = [str(t) for t in frame.iloc[0].tolist()] if header else [f"column {i + 1}" for i in range(frame.shape[1])]
     skip = 1 if header else 0
@@ -255,7 +254,7 @@ def read_edge_list(
 def _positions(values: np.ndarray, ids: pd.Index | None, num_nodes: int | None) -> np.ndarray:
     """Positions of integer node references, ``-1`` for an unknown one."""
     if ids is not None:
-        return np.asarray(ids.get_indexer(values), dtype=np.int64)
+        return np.asarray(ids.get_indexer(pd.Index(values)), dtype=np.int64)
     out = values.astype(np.int64)
     bad = out < 0 if num_nodes is None else (out < 0) | (out >= num_nodes)
     return np.where(bad, -1, out)

@@ -147,7 +147,7 @@ def _one_hot(
         report.imputed[column] = {"rule": "no category", "count": int(rows.size), "value": None}
     present_rows = np.flatnonzero(~missing)
     codes = np.full(len(series), -1, dtype=np.int64)
-    codes[present_rows] = pd.Index(categories, dtype=object).get_indexer(present.to_numpy(dtype=object))
+    codes[present_rows] = pd.Index(categories, dtype=object).get_indexer(pd.Index(present.to_numpy(dtype=object)))
     block = np.zeros((len(series), len(categories)), dtype=np.float64)
     block[present_rows, codes[present_rows]] = 1.0
     report.encoded[column] = categories

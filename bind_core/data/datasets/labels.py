@@ -68,7 +68,9 @@ def _equals(series: pd.Series, value: str | float, column: str, file: str) -> np
                 f"{file}, column {column!r} is numeric, but the unlabeled value {value!r} is not a number",
                 file=file,
             ) from exc
-        return (series.astype("float64").to_numpy(dtype=np.float64, na_value=np.nan) == number).astype(bool)
+        values = series.astype("float64").to_numpy(dtype=np.float64, na_value=np.nan)
+        equal: np.ndarray = (values == number).astype(bool)
+        return equal
     return (series.astype(object).map(lambda v: not pd.isna(v) and str(v) == str(value))).to_numpy(dtype=bool)
 
 

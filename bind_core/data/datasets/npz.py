@@ -38,7 +38,7 @@ def save_npz(graph: Graph, file: str | Path | BinaryIO) -> None:
         file: a path or a writable binary file object.
     """
     np.savez_compressed(
-        file,  # type: ignore[arg-type]
+        file,
         x=graph.x.numpy(),
         edge_index=graph.edge_index.numpy(),
         y=graph.y.numpy(),
@@ -185,7 +185,7 @@ def load_npz(
         with zipfile.ZipFile(source) as zf:
             shapes = _header_shapes(zf)
         if hasattr(source, "seek"):
-            source.seek(0)  # type: ignore[union-attr]
+            source.seek(0)
         check_headers(shapes, max_nodes=max_nodes, max_edges=max_edges, max_columns=max_columns)
         with np.load(source, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in (*REQUIRED_KEYS, *OPTIONAL_KEYS) if key in shapes}

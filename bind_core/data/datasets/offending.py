@@ -33,7 +33,7 @@ def cell_error(
     file: str,
     column: str | None,
     rows: np.ndarray | Sequence[int],
-    values: Sequence[object],
+    values: np.ndarray | Sequence[object],
     hint: str = "",
 ) -> GraphValidationError:
     """An error naming the file, the column, the first :data:`SHOWN` offending rows with their values, and

@@ -154,5 +154,5 @@ def load_pokec_csv(name: str, folder: Path, files: PokecFiles, *, split_seed: in
 def _friendships(path: Path, ids: pd.Index) -> np.ndarray:
     """Whitespace-separated user-id pairs mapped to row positions; pairs with an unknown id are dropped."""
     raw = read_edges(path)  # ids are parsed as integers, then matched here
-    positions = ids.get_indexer(raw.reshape(-1)).reshape(-1, 2)
+    positions = ids.get_indexer(pd.Index(raw.reshape(-1))).reshape(-1, 2)
     return positions[(positions >= 0).all(axis=1)]

@@ -190,7 +190,8 @@ def _features(
 
     def centroids(k: int, norm: float) -> np.ndarray:
         raw = rng.normal(size=(k, free))
-        return norm * raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
+        out: np.ndarray = norm * raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
+        return out
 
     class_mu = centroids(num_c, signal)
     group_mu = centroids(num_g, signal / 2)
