@@ -16,10 +16,10 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audits import run as runner
-from app.graphs import loading
 from app.core.db.session import now
 from app.core.db.tables import Audit, InfluenceRow
 from app.core.settings import Settings
+from app.graphs import loading
 from bind_core import ConfigError
 
 Progress = Callable[[str, float], None]
