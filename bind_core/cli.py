@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from bind_core.data import datasets
 from bind_core.data.datasets.features import MAX_CATEGORIES
 from bind_core.data.datasets.ingest_report import IngestReport
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED
@@ -21,6 +22,7 @@ from bind_core.models.gnn import ACTIVATIONS, ARCHS, ModelConfig
 from bind_core.models.supplied import prepare_supplied
 from bind_core.pipeline.audit import STAGES, AuditConfig, AuditResult, run_audit
 from bind_core.reporting.exports import json_safe
+from bind_core.reporting.mlflow_log import log_audit
 from bind_core.training.fit import TrainConfig, TrainedModel
 
 
@@ -181,8 +183,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.write_text(json.dumps(json_safe(doc), indent=2, default=float))
         print(f"\nwrote {args.json}")
     if args.mlflow:
-        from bind_core.reporting.mlflow_log import log_audit
-
         try:
             run_id = log_audit(args.mlflow, config.to_dict(), result.to_dict(), result.influence_rows())
         except Exception as exc:  # the audit itself succeeded; say why logging did not
@@ -225,8 +225,6 @@ _TABLE_ONLY = ("edges", "label", "sensitive", "node_id", "features", "split", "u
 
 def _load(args: argparse.Namespace) -> tuple[Any, IngestReport | None]:
     """The graph to audit, and for ``--table`` the report of what reading it did."""
-    from bind_core.data import datasets
-
     given = [f"--{k.replace('_', '-')}" for k in _TABLE_ONLY if getattr(args, k) is not None]
     if args.table is None and given:
         raise ConfigError(f"{', '.join(given)} apply only to --table")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -40,8 +41,6 @@ class FunctionalModel:
 
     @classmethod
     def from_trained(cls, trained: TrainedModel, graph: Graph, groups: list[int] | None = None) -> FunctionalModel:
-        import copy
-
         module = copy.deepcopy(trained.module).double().eval()
         names, shapes, theta = flat_parameters(module)
         inputs = module.prepare(graph, torch.float64, theta.device)

@@ -9,20 +9,36 @@ reported per pair of seeds and over all seeds together: the intersection size an
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from bind_core.data.graph import Graph
 from bind_core.data.groups import groups_arg, included_groups
 from bind_core.errors import ConfigError
-from bind_core.influence import estimate
-from bind_core.training.fit import train
+from bind_core.influence.estimate import estimate
+from bind_core.models.gnn import ModelConfig
+from bind_core.training.fit import TrainConfig, train
 
-if TYPE_CHECKING:
-    from bind_core.pipeline.audit import AuditConfig, AuditResult
+
+class RetrainSettings(Protocol):
+    """The settings each seed's retrain and estimate read; only the training seed varies between seeds. The
+    audit's :class:`~bind_core.pipeline.config.AuditConfig` has them all."""
+
+    @property
+    def model(self) -> ModelConfig: ...
+    @property
+    def training(self) -> TrainConfig: ...
+    @property
+    def lam(self) -> float: ...
+    @property
+    def non_iid(self) -> bool: ...
+    @property
+    def solver(self) -> str: ...
+    @property
+    def min_group_size(self) -> int: ...
 
 
 def topk_harmful(delta: torch.Tensor, node_ids: torch.Tensor, k: int) -> list[int]:
@@ -40,23 +56,24 @@ def _overlap(sets: Sequence[set[int]]) -> dict[str, float | int]:
 
 def topk_stability(
     graph: Graph,
-    config: AuditConfig,
+    config: RetrainSettings,
     *,
     seeds: Sequence[int] = (1, 10, 100),
     k: int = 10,
     device: str | torch.device = "cpu",
-    reference: AuditResult | None = None,
+    known: Mapping[int, torch.Tensor] | None = None,
     progress: Callable[[str, float], None] | None = None,
 ) -> dict[str, Any]:
     """Train with each seed, estimate the influence, and compare the top-k harmful sets.
 
     Args:
         graph: the audited graph.
-        config: the audit's settings (model, training, lam, solver, non-i.i.d. term, min_group_size); only the
-            training seed varies.
+        config: the settings of :class:`RetrainSettings` (model, training, lam, solver, non-i.i.d. term,
+            min_group_size), e.g. the audit's; only the training seed varies.
         seeds: two or more distinct training seeds.
         k: the size of the top-k harmful set.
-        reference: an audit result whose influence is reused for its own seed instead of retraining.
+        known: every training node's ΔΓ already estimated for some seeds (the audit's own), reused for those
+            seeds instead of retraining.
         progress: ``progress("stability", fraction)`` after each seed.
 
     Returns:
@@ -72,8 +89,8 @@ def topk_stability(
     node_ids = graph.node_ids[graph.train_idx]
     sets: dict[int, list[int]] = {}
     for i, seed in enumerate(seeds):
-        if reference is not None and reference.influence is not None and reference.config.training.seed == seed:
-            delta = reference.influence.delta
+        if known is not None and seed in known:
+            delta = known[seed]
         else:
             done = i / len(seeds)
             hold = None if progress is None else (lambda *_, d=done: progress("stability", d))

@@ -27,6 +27,7 @@ result against the PyG module itself, built from the same arguments and weights.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -316,6 +317,8 @@ def bind_state_dict(state: dict[str, Tensor], source: dict[str, Any]) -> dict[st
 
 def pyg_module(source: dict[str, Any]) -> nn.Module:
     """The ``torch_geometric.nn.models`` module itself, built from the checked arguments (for :func:`reproduction`)."""
+    # torch_geometric is loaded here, not at the top: only checking a supplied PyG model needs it, and importing it
+    # costs seconds that every other user of bind_core (the API, the worker, the CLI) would pay.
     from torch_geometric.nn import models as pyg_models
 
     pyg = read_source(source)
@@ -330,8 +333,6 @@ def reproduction(module: GNN, weights: dict[str, Tensor], source: dict[str, Any]
     Returns:
         ``{"class", "max_logit_difference", "nodes"}``: the largest ``|Δlogit| / max(1, |logit|)`` over all nodes.
     """
-    import copy
-
     reference = pyg_module(source).double().eval()
     reference.load_state_dict({k: v.double() for k, v in weights.items()}, strict=True)
     ours = copy.deepcopy(module).cpu().double().eval()

@@ -28,7 +28,7 @@ one more training (debiasing) or polish (validation) on the reduced graph, each 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -36,10 +36,8 @@ from bind_core.influence.estimate import pick_method
 from bind_core.influence.lowrank import LANCZOS_MAX
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, choose
 from bind_core.models.gnn import GNN, ModelConfig
+from bind_core.pipeline.config import AuditConfig
 from bind_core.training.newton import NEWTON_MAX_PARAMETERS
-
-if TYPE_CHECKING:
-    from bind_core.pipeline.audit import AuditConfig
 
 LBFGS_HISTORY = 50
 HESSIAN_COPIES = 5

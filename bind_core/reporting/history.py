@@ -1,7 +1,7 @@
 """A self-contained HTML page of a schedule's history: the bias metrics of its runs over time (drift).
 
 :func:`render_history` takes plain dicts (the schedule and its runs, as the service reads them from the
-database) and returns one HTML5 page in the style of the audit report (:mod:`bind_core.reporting.report`): inline CSS,
+database) and returns one HTML5 page in the audit report's shell (:mod:`bind_core.reporting.page`): inline CSS,
 the figure as inline SVG drawn on the server with the report's helpers (:mod:`bind_core.reporting.plots`), no
 script and no reference to anything outside the page. ΔSP, ΔEO and Γ of every succeeded run are drawn over
 the slot times with the schedule's alert thresholds as dashed lines (crossings ringed), accuracy below them,
@@ -11,7 +11,6 @@ string taken from the data is HTML-escaped.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from html import escape
@@ -23,7 +22,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
 from bind_core.reporting import plots
-from bind_core.reporting.report import CSP, CSS, _table, fmt
+from bind_core.reporting.page import card, figure, finite, fmt, header, page, table
 
 BIAS = (
     ("delta_sp", "ΔSP", "#c0392b", "gap in positive-prediction rates between groups"),
@@ -32,7 +31,8 @@ BIAS = (
 )
 ACCURACY = ("accuracy", "Accuracy", "#27ae60", "utility on the test nodes")
 FAILED = "#7f8c8d"
-HISTORY_CSS = CSS + ".breach{color:#c0392b;font-weight:600}td.state-failed,td.state-cancelled{color:#7f8c8d}\n"
+HISTORY_CSS = ".breach{color:#c0392b;font-weight:600}td.state-failed,td.state-cancelled{color:#7f8c8d}\n"
+"""What this page adds to the shell's CSS (:data:`bind_core.reporting.page.CSS`)."""
 
 
 def render_history(
@@ -53,20 +53,14 @@ def render_history(
         The HTML document as a string.
     """
     ordered = sorted(runs, key=lambda r: _time(r.get("slot_time")))
-    thresholds = {k: float(v) for k, v in (schedule.get("thresholds") or {}).items() if _number(v)}
+    thresholds = {k: float(v) for k, v in (schedule.get("thresholds") or {}).items() if finite(v)}
     parts = [
         _header(schedule, ordered, thresholds, title),
         _latest(ordered),
         _over_time(ordered, thresholds),
         _runs_table(ordered),
     ]
-    body = "\n".join(p for p in parts if p)
-    return (
-        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n<title>{escape(title)}</title>\n'
-        f"<style>{HISTORY_CSS}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
-    )
+    return page(title, parts, extra_css=HISTORY_CSS)
 
 
 def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float], *, ident: str) -> str:
@@ -79,7 +73,7 @@ def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, flo
         FigureCanvasAgg(fig)  # pyplot-free, as in report_plots
         bias, accuracy = fig.subplots(2, 1, sharex=True, height_ratios=[2.2, 1.0])
         for key, name, colour, _ in BIAS:
-            points = [(_time(r.get("slot_time")), float(r[key])) for r in done if _number(r.get(key))]
+            points = [(_time(r.get("slot_time")), float(r[key])) for r in done if finite(r.get(key))]
             if points:
                 xs, ys = zip(*points, strict=True)
                 bias.plot(xs, ys, color=colour, marker="o", markersize=3.5, linewidth=1.4, label=name)
@@ -103,7 +97,7 @@ def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, flo
         bias.set_ylim(bottom=0)
         bias.set(ylabel="bias on the test nodes")
         bias.legend(frameon=False, fontsize=8, ncols=2, loc="upper left")
-        points = [(_time(r.get("slot_time")), float(r["accuracy"])) for r in done if _number(r.get("accuracy"))]
+        points = [(_time(r.get("slot_time")), float(r["accuracy"])) for r in done if finite(r.get("accuracy"))]
         if points:
             xs, ys = zip(*points, strict=True)
             accuracy.plot(xs, ys, color=ACCURACY[2], marker="o", markersize=3.5, linewidth=1.4)
@@ -143,8 +137,7 @@ def _header(
         "alert thresholds": limits,
         "runs shown": f"{len(runs)} ({', '.join(f'{n} {s}' for s, n in sorted(states.items())) or 'none yet'})",
     }
-    lines = "<br>".join(f"<b>{escape(k)}</b>: {escape(str(v))}" for k, v in facts.items())
-    return f"<h1>{escape(title)}</h1>\n<p class=meta>{lines}</p>"
+    return header(title, facts)
 
 
 def _latest(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -154,15 +147,15 @@ def _latest(runs: Sequence[Mapping[str, Any]]) -> str:
         return '<section id="latest"><h2>Latest run</h2><p>No succeeded run yet.</p></section>'
     cards = []
     for key, name, _, what in (*BIAS, ACCURACY):
-        values = [float(r[key]) for r in done if _number(r.get(key))]
+        values = [float(r[key]) for r in done if finite(r.get(key))]
         if not values:
             continue
         change = values[-1] - values[0]
-        cards.append(
-            f"<div class=card><div>{name}</div><div class=v>{fmt(values[-1])}</div>"
-            f"<div class=ci>{'+' if change >= 0 else '−'}{fmt(abs(change))} since the first run shown; "
-            f"range [{fmt(min(values))}, {fmt(max(values))}]</div><div class=d>{escape(what)}</div></div>"
+        band = (
+            f"{'+' if change >= 0 else '−'}{fmt(abs(change))} since the first run shown; "
+            f"range [{fmt(min(values))}, {fmt(max(values))}]"
         )
+        cards.append(card(name, fmt(values[-1]), band, what))
     crossed = sum(1 for r in done if r.get("breaches"))
     return (
         f'<section id="latest"><h2>Latest succeeded run: {escape(_when(done[-1].get("slot_time")))}</h2>'
@@ -180,8 +173,7 @@ def _over_time(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float
         "thresholds and ringed points crossed them. Accuracy below. A grey x marks a run that failed, was "
         "cancelled or has not finished."
     )
-    figure = f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
-    return f'<section id="over-time"><h2>Bias over time</h2>{figure}</section>'
+    return f'<section id="over-time"><h2>Bias over time</h2>{figure(svg, caption)}</section>'
 
 
 def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -206,7 +198,7 @@ def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
         )
         cells.append(f"<code>{escape(str(run.get('audit_id', '')))}</code>")
         rows.append(cells)
-    return f'<section id="runs"><h2>Runs, newest first</h2>{_table(head, rows, 2)}</section>'
+    return f'<section id="runs"><h2>Runs, newest first</h2>{table(head, rows, 2)}</section>'
 
 
 def _time(value: Any) -> datetime:
@@ -223,10 +215,6 @@ def _time(value: Any) -> datetime:
 
 def _when(value: Any) -> str:
     return "?" if value is None else _time(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _duration(seconds: Any) -> str:

@@ -83,6 +83,7 @@ def log_audit(
     Raises:
         ImportError: MLflow is not installed (``pip install 'bind-audit[mlflow]'``); MLflow's own errors pass.
     """
+    # MLflow is optional (the ``mlflow`` extra): imported only when an audit is logged, so the rest works without it
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 

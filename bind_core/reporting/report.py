@@ -3,17 +3,20 @@
 :func:`render_report` takes the JSON of ``AuditResult.to_dict()`` (and, optionally, every training node's
 influence row) and returns one HTML5 page: inline CSS, figures as inline SVG drawn on the server
 (:mod:`bind_core.reporting.plots`), no script and no reference to anything outside the page, so it opens offline
-and can be archived as a single file. Every string taken from the data is HTML-escaped.
+and can be archived as a single file (the page shell: :mod:`bind_core.reporting.page`). Every string taken from the
+data is HTML-escaped.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
 from bind_core.reporting import plots
+from bind_core.reporting.page import CSP, card, figure, finite, fmt, header, page, table
+
+__all__ = ["CSP", "DEBIAS_METRICS", "HEADLINE", "SIGN_TEXT", "TOP_ROWS", "fmt", "render_report"]
 
 HEADLINE = (
     ("accuracy", "Accuracy", "utility"),
@@ -27,9 +30,6 @@ HEADLINE = (
 )
 DEBIAS_METRICS = (("accuracy", "accuracy"), ("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma", "Γ"))
 TOP_ROWS = 20
-# The page runs no script and loads nothing; a browser that opens it enforces both.
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
-
 SIGN_TEXT = (
     "Influence is the estimated change in bias if one training node were deleted and the model retrained: "
     "<b>ΔΓ = Γ(retrained without the node) − Γ(now)</b>. A <b class=harm>negative</b> ΔΓ means deleting the node "
@@ -37,20 +37,6 @@ SIGN_TEXT = (
     "fairness. ΔΓ_SP and ΔΓ_EO are the same change for Γ_SP and Γ_EO. Estimates come from an influence function "
     "(BIND, Dong et al., AAAI 2023), not from retraining; the trust check below compares them with retraining."
 )
-
-CSS = """
-body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1c2833;margin:0;background:#f4f6f7}
-main{max-width:1040px;margin:0 auto;padding:24px 32px;background:#fff}
-h1{margin:0 0 4px;font-size:26px}h2{margin:32px 0 8px;border-bottom:2px solid #d5dbdb;padding-bottom:4px}
-.meta{color:#566573;font-size:13px}.note{background:#eaf2f8;border-left:4px solid #2471a3;padding:8px 12px}
-.warn{background:#fdedec;border-left:4px solid #c0392b;padding:8px 12px;margin:4px 0}
-table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums}
-th,td{padding:4px 10px;border-bottom:1px solid #e5e8e8;text-align:right}th{background:#f2f3f4}
-td.l,th.l{text-align:left}.harm{color:#c0392b}.help{color:#2471a3}
-.cards{display:flex;flex-wrap:wrap;gap:10px}.card{border:1px solid #d5dbdb;border-radius:6px;padding:8px 12px;
-width:210px}.card .v{font-size:22px;font-weight:600}.card .ci,.card .d{font-size:12px;color:#566573}
-figure{margin:8px 0}svg{max-width:100%;height:auto}figcaption{font-size:13px;color:#566573}
-"""
 
 
 def render_report(
@@ -88,44 +74,7 @@ def render_report(
         _debiasing(results.get("debiasing")),
         _footer(results),
     ]
-    body = "\n".join(p for p in parts if p)
-    return (
-        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n<title>{escape(title)}</title>\n'
-        f"<style>{CSS}</style>\n</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
-    )
-
-
-def fmt(value: Any, digits: int = 3) -> str:
-    """A number for a person: ``digits`` decimals (scientific when tiny), ``—`` when absent or not finite."""
-    if isinstance(value, bool) or value is None:
-        return "—" if value is None else escape(str(value))
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "—"
-        return f"{value:.2e}" if value != 0 and abs(value) < 10 ** (-digits) else f"{value:.{digits}f}"
-    return escape(str(value))
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 0) -> str:
-    """An HTML table of already-escaped cells; the first ``left`` columns are left-aligned."""
-
-    def cells(tag: str, row: Sequence[str]) -> str:
-        return "".join(f"<{tag}{' class=l' if i < left else ''}>{c}</{tag}>" for i, c in enumerate(row))
-
-    body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
-    return f"<table><thead><tr>{cells('th', head)}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _figure(svg: str, caption: str) -> str:
-    return f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
+    return page(title, parts)
 
 
 def _header(results: Mapping[str, Any], title: str, meta: Mapping[str, Any]) -> str:
@@ -138,8 +87,7 @@ def _header(results: Mapping[str, Any], title: str, meta: Mapping[str, Any]) -> 
         f"{model.get('parameters', '?')} parameters",
         **meta,
     }
-    lines = "<br>".join(f"<b>{escape(str(k))}</b>: {escape(str(v))}" for k, v in facts.items())
-    return f"<h1>{escape(title)}</h1>\n<p class=meta>{lines}</p>"
+    return header(title, facts)
 
 
 def _warnings(warnings: Sequence[Any]) -> str:
@@ -151,7 +99,7 @@ def _warnings(warnings: Sequence[Any]) -> str:
 
 def _band(ci: Any, level: Any, resamples: Any) -> str:
     """An interval for a card: its bounds, and how many resamples it rests on when some were left out."""
-    if not (ci and level and _finite(ci.get("low")) and _finite(ci.get("high"))):
+    if not (ci and level and finite(ci.get("low")) and finite(ci.get("high"))):
         return "no interval"
     band = f"{fmt(level * 100, 0)}% CI [{fmt(ci['low'])}, {fmt(ci['high'])}]"
     dropped = ci.get("dropped") or 0
@@ -168,17 +116,13 @@ def _headline(metrics: Mapping[str, Any]) -> str:
         if key not in test:
             continue
         value = f"undefined<div class=d>{escape(str(undefined[key]))}</div>" if key in undefined else fmt(test[key])
-        cards.append(
-            f"<div class=card><div>{name}</div><div class=v>{value}</div>"
-            f"<div class=ci>{_band(intervals.get(key), level, intervals.get('resamples'))}</div>"
-            f"<div class=d>{escape(what)}</div></div>"
-        )
+        cards.append(card(name, value, _band(intervals.get(key), level, intervals.get("resamples")), what))
     how = (
         f"Percentile bootstrap over the test nodes ({fmt(intervals.get('resamples'))} resamples)."
         if intervals
         else "No confidence intervals were computed."
     )
-    if intervals and any(isinstance(v, Mapping) and not _finite(v.get("low")) for v in intervals.values()):
+    if intervals and any(isinstance(v, Mapping) and not finite(v.get("low")) for v in intervals.values()):
         how += (
             " A metric without an interval was not resampled (Γ_SP for more than two classes is an exact optimal"
             " transport between probability vectors) or undefined in every resample."
@@ -198,8 +142,8 @@ def _groups(metrics: Mapping[str, Any]) -> str:
          "yes" if g.get("included", True) else f"no: {fmt(g.get('excluded_reason') or 'below the minimum size')}"]
         for g in groups
     ]  # fmt: skip
-    figure = (
-        _figure(
+    drawn = (
+        figure(
             plots.probability_histograms(histograms, ident="probabilities"),
             "Each group's distribution of predicted P(y=1) on the test nodes. Γ_SP (left) and Γ_EO (right) are "
             "the Wasserstein-1 distances between these distributions: the further apart, the more biased.",
@@ -208,7 +152,7 @@ def _groups(metrics: Mapping[str, Any]) -> str:
         else "<p>No histograms in this audit.</p>"
     )
     worst = _worst_pairs(metrics, {g.get("group"): g.get("name", g.get("group")) for g in groups})
-    return f'<section id="groups"><h2>Per group</h2>{_table(head, rows, 2)}{worst}{figure}</section>'
+    return f'<section id="groups"><h2>Per group</h2>{table(head, rows, 2)}{worst}{drawn}</section>'
 
 
 def _worst_pairs(metrics: Mapping[str, Any], names: Mapping[Any, Any]) -> str:
@@ -221,7 +165,7 @@ def _worst_pairs(metrics: Mapping[str, Any], names: Mapping[Any, Any]) -> str:
         for key, label in (("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma_sp", "Γ_SP"), ("gamma_eo", "Γ_EO"))
         if (w := worst.get(key))
     ]
-    return "<h3>Worst pair of groups</h3>" + _table(["metric", "value", "pair"], rows, 1)
+    return "<h3>Worst pair of groups</h3>" + table(["metric", "value", "pair"], rows, 1)
 
 
 def _influence(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None) -> str:
@@ -235,8 +179,8 @@ def _influence(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | N
          fmt(summary.get("max"), 4), escape(str(summary.get("solver", "?")))]
     ]  # fmt: skip
     head = ["nodes", "harmful", "helpful", "min ΔΓ", "p1", "p10", "median", "p90", "p99", "max ΔΓ", "solver"]
-    figure = (
-        _figure(
+    drawn = (
+        figure(
             plots.influence_histogram([float(r["delta"]) for r in rows], ident="influence"),
             "Estimated ΔΓ of every training node, harmful (red) and helpful (blue) apart. The counts are on a "
             "log scale: most nodes barely matter, a few in the tails carry the bias.",
@@ -252,7 +196,7 @@ def _influence(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | N
         if refined
         else ""
     )
-    return f'<section id="influence"><h2>Influence of training nodes</h2>{_table(head, facts)}{note}{figure}</section>'
+    return f'<section id="influence"><h2>Influence of training nodes</h2>{table(head, facts)}{note}{drawn}</section>'
 
 
 def _top_harmful(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None) -> str:
@@ -263,7 +207,7 @@ def _top_harmful(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] |
     if not top:
         return ""
     head = ["rank", "node id", "group", "label", "ΔΓ", "ΔΓ_SP", "ΔΓ_EO"]
-    table = [
+    ranked = [
         [str(i + 1), fmt(r.get("node_id")), fmt(r.get("group")), fmt(r.get("label")),
          f"<span class=harm>{fmt(r.get('delta'), 4)}</span>", fmt(r.get("delta_sp"), 4), fmt(r.get("delta_eo"), 4)]
         for i, r in enumerate(top[:TOP_ROWS])
@@ -271,7 +215,7 @@ def _top_harmful(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] |
     return (
         f'<section id="top-harmful"><h2>Most harmful training nodes</h2><p>Deleting any one of these is estimated '
         f"to reduce bias the most (most negative ΔΓ first; group is the sensitive attribute).</p>"
-        f"{_table(head, table, 1)}</section>"
+        f"{table(head, ranked, 1)}</section>"
     )
 
 
@@ -310,7 +254,7 @@ def _stability(stability: Mapping[str, Any] | None) -> str:
             f", … ({len(ids)} in all)" if len(ids) > STABILITY_IDS else ""
         )
         members.append([escape(str(seed)), shown or "none harmful"])
-    figure = _figure(
+    drawn = figure(
         plots.stability_heatmap(stability, ident="stability"),
         "Each cell compares the top-k harmful sets of two training seeds: the Jaccard index |A ∩ B| / |A ∪ B| "
         "(darker is more overlap) and the number of nodes in both; the diagonal is each seed's own set. Low "
@@ -318,8 +262,8 @@ def _stability(stability: Mapping[str, Any] | None) -> str:
     )
     return (
         f'<section id="stability">{heading}{intro}'
-        f"{_table(['seeds', 'in both', 'in either', 'Jaccard'], pairs, 1)}"
-        f"{_table(['seed', f'top-{fmt(k)} harmful node ids, most harmful first'], members, 2)}{figure}</section>"
+        f"{table(['seeds', 'in both', 'in either', 'Jaccard'], pairs, 1)}"
+        f"{table(['seed', f'top-{fmt(k)} harmful node ids, most harmful first'], members, 2)}{drawn}</section>"
     )
 
 
@@ -333,14 +277,14 @@ def _trust(validation: Mapping[str, Any] | None) -> str:
     scatter = plots.validation_scatter(
         validation["points"], validation.get("pearson"), validation.get("spearman"), ident="trust"
     )
-    figure = _figure(
+    drawn = figure(
         scatter,
         "Each point is one sampled training node: its estimated ΔΓ against the ΔΓ measured by actually deleting "
         "it and re-optimising the model. Points near the dashed line mean the estimates can be trusted.",
     )
     return (
         f'<section id="trust"><h2>Trust check: estimated vs actual ΔΓ</h2><p>{fmt(validation.get("count"))} nodes '
-        f"checked ({escape(str(validation.get('mode', '')))}).</p>{_table(head, rows, 1)}{figure}</section>"
+        f"checked ({escape(str(validation.get('mode', '')))}).</p>{table(head, rows, 1)}{drawn}</section>"
     )
 
 
@@ -353,12 +297,12 @@ def _debiasing(runs: Sequence[Mapping[str, Any]] | None) -> str:
         + [f"{fmt(r['before'].get(k))} → {fmt(r['after'].get(k))}" for k, _ in DEBIAS_METRICS]
         for r in runs
     ]
-    figure = _figure(
+    drawn = figure(
         plots.debiasing_bars(runs, DEBIAS_METRICS, ident="debiasing"),
         "Accuracy and bias on the test nodes before debiasing and after deleting the most harmful training nodes "
         "(non-overlapping computation graphs) and retraining, per budget. Lower ΔSP, ΔEO and Γ are fairer.",
     )
-    return f'<section id="debiasing"><h2>Debiasing</h2>{_table(head, rows, 1)}{figure}{_chance(runs)}</section>'
+    return f'<section id="debiasing"><h2>Debiasing</h2>{table(head, rows, 1)}{drawn}{_chance(runs)}</section>'
 
 
 def _chance(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -390,7 +334,7 @@ def _chance(runs: Sequence[Mapping[str, Any]]) -> str:
         f"{title}<p>Each set, and random sets of the same size, retrained from scratch with seeds {seeds}; ΔΓ is "
         "paired by seed with the unchanged graph. The selection beats random deletion when its mean ΔΓ is lower "
         "by more than twice the noise (the larger of Γ's spread across seeds and the random sets' spread).</p>"
-        f"{_table(head, rows, 1)}"
+        f"{table(head, rows, 1)}"
     )
 
 

@@ -25,6 +25,7 @@ from torch import Tensor
 from bind_core.data.graph import Graph
 from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.models.propagation import GraphInputs
+from bind_core.training.fit import TrainedModel, polish
 
 PINNED = 1e-6
 """A pre-activation with ``|z| ≤ PINNED·max(1, max|z| of its layer)`` counts as pinned at the kink."""
@@ -56,19 +57,17 @@ def pinned_count(module: GNN, inputs: GraphInputs) -> int:
     return count
 
 
-def kink_stall(trained: Any, graph: Graph) -> dict[str, Any] | None:
+def kink_stall(trained: TrainedModel, graph: Graph) -> dict[str, Any] | None:
     """For a model with kinks: whether its weights are a minimum on the kinks (no descent from them).
 
     Args:
-        trained: the :class:`~bind_core.training.fit.TrainedModel` (not changed).
+        trained: the trained model (not changed).
 
     Returns:
         ``None`` for a smooth model; else ``{"no_descent", "objective_decrease", "pinned"}``: whether a restarted
         L-BFGS (:data:`RESTART_ITERATIONS` iterations) lowered the objective by at most :data:`NO_DESCENT`
         relative, by how much it did, and the pre-activations pinned at the kink between layers.
     """
-    from bind_core.training.fit import TrainedModel, polish
-
     if not has_kinks(trained.model_config):
         return None
     clone = TrainedModel(copy.deepcopy(trained.module).double(), trained.model_config, trained.train_config)

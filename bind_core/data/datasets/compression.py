@@ -63,7 +63,7 @@ def _open(path: Path, suffix: str, field: str, shown: str) -> IO[bytes]:
     if suffix == ".gz":
         return cast(IO[bytes], gzip.open(path, "rb"))
     try:
-        import zstandard
+        import zstandard  # optional (not among the dependencies): only .zst uploads need it
     except ImportError as exc:
         raise GraphValidationError(
             field,

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from bind_core.data.datasets.limits import check_limit
 from bind_core.data.datasets.offending import cell_error, ragged_row_error, table_rows
@@ -29,13 +31,8 @@ def _read_errors() -> tuple[type[BaseException], ...]:
         csv.Error,
         TypeError,
         NotImplementedError,
+        pyarrow.ArrowException,
     ]
-    try:
-        import pyarrow
-
-        errors.append(pyarrow.ArrowException)
-    except ImportError:  # pragma: no cover - pyarrow is a dependency
-        pass
     return tuple(errors)
 
 
@@ -132,8 +129,6 @@ def read_node_table(
         raise GraphValidationError(field, f"no such file: {shown}")
     try:
         if suffix in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
             meta = pq.ParquetFile(path).metadata
             check_limit(field, "columns", int(meta.num_columns), max_columns)
             check_limit(field, "rows", int(meta.num_rows), max_nodes)

@@ -1,0 +1,158 @@
+"""The audit's settings: :class:`AuditConfig` and the stages it names. Below every other pipeline module (it imports
+only the settings of the model, the training and the influence estimate), so that the stages, the cost estimate and
+the lower layers' callers can all be typed against it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bind_core.errors import ConfigError
+from bind_core.influence.estimate import METHODS
+from bind_core.influence.solvers import SOLVERS
+from bind_core.models.gnn import ModelConfig
+from bind_core.training.fit import TrainConfig
+
+STAGES = ("training", "metrics", "influence", "debiasing", "validation")
+"""The audit's stages in the order they run (:func:`bind_core.pipeline.stages.planned_stages` says which run)."""
+MAX_REFINE_STEPS = 10_000
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """Everything an audit needs; the defaults are the paper's settings.
+
+    Args:
+        model: architecture (paper: one-layer GCN, 16 hidden).
+        training: optimisation (paper: 1000 Adam epochs, lr 1e-3, weight decay 1e-4, seed 10), then polish.
+        lam: Γ = lam·Γ_SP + (1 − lam)·Γ_EO.
+        solver: inverse-Hessian solver: ``auto``, ``exact``, ``cg`` or ``lissa``.
+        non_iid: include BIND's non-i.i.d. term.
+        budgets: debiasing budgets, fractions (< 1) or counts (>= 1) of the training set.
+        validation_sample: training nodes whose estimate is checked against re-optimisation; 0 skips.
+        stages: the stages to run, a subset of :data:`STAGES` (training always runs unless a model is given).
+        bootstrap: resamples for the metrics' percentile confidence intervals (Γ_SP has none for more than
+            two classes, see :mod:`bind_core.fairness.bootstrap`); 0 skips.
+        level: the intervals' coverage.
+        min_group_size: groups with fewer test nodes are reported (breakdown, warning) but kept out of every
+            fairness metric, Γ and the influence objective; 0 keeps every group.
+        stability_seeds: retrain with each of these training seeds and report the overlap of the top-k
+            harmful sets (:func:`bind_core.influence.stability.topk_stability`); empty skips (it retrains).
+        stability_k: the k of that top-k set.
+        debias_utility: debias only with harmful nodes whose deletion is not estimated to raise the validation
+            loss (:mod:`bind_core.influence.utility`); off by default (the paper's BIND).
+        refine_steps: 0 (default) keeps the influence function's estimates; ``n > 0`` refines every training
+            node's estimate by re-optimising its deletion approximately, with up to ``n`` trust-region steps on
+            the Hessian at the trained weights (:mod:`bind_core.influence.refinement`; needs at most 5000
+            parameters). For models where one Newton step is not enough (a one-layer GIN); slower.
+        estimator: ``"linear"`` (the paper's influence function), ``"step"`` (damped Newton steps per node with Γ
+            exact there, answering the proximal response; :mod:`bind_core.influence.step`) or ``"auto"``
+            (default: ``"step"`` for multi-layer and attention models up to 5000 parameters). With ``"step"`` the
+            self-check compares against the proximal re-optimisation, otherwise against unconstrained
+            re-optimisation.
+        debias_seeds: check each debiasing budget against chance (:mod:`bind_core.debiasing.chance`): retrain with each
+            of these training seeds (3 or more) the unchanged graph (the noise floor), the graph without the selected
+            set, and without ``debias_random_sets`` random sets of its size; empty (default) skips (it retrains
+            ``(2 + debias_random_sets)·seeds`` times per budget).
+        debias_random_sets: random sets per budget for that check.
+    """
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    training: TrainConfig = field(default_factory=TrainConfig)
+    lam: float = 0.5
+    solver: str = "auto"
+    non_iid: bool = True
+    budgets: tuple[float, ...] = (0.01, 0.1)
+    validation_sample: int = 50
+    stages: tuple[str, ...] = STAGES
+    bootstrap: int = 1000
+    level: float = 0.95
+    min_group_size: int = 0
+    stability_seeds: tuple[int, ...] = ()
+    stability_k: int = 10
+    refine_steps: int = 0
+    debias_utility: bool = False
+    estimator: str = "auto"
+    debias_seeds: tuple[int, ...] = ()
+    debias_random_sets: int = 3
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.lam <= 1.0:
+            raise ConfigError(f"lam: {self.lam!r} must be in [0, 1]")
+        if self.solver not in SOLVERS:
+            raise ConfigError(f"solver: {self.solver!r} is not one of {', '.join(SOLVERS)}")
+        if any(not b > 0 for b in self.budgets):
+            raise ConfigError(f"budgets: {list(self.budgets)!r} must all be positive")
+        if any(b >= 1 and b != int(b) for b in self.budgets):
+            raise ConfigError(f"budgets: {list(self.budgets)!r}: a count (>= 1) must be a whole number")
+        if self.validation_sample < 0:
+            raise ConfigError(f"validation_sample: {self.validation_sample!r} must be >= 0")
+        if not 0 <= self.bootstrap <= 100_000 or self.bootstrap == 1:
+            raise ConfigError(f"bootstrap: {self.bootstrap!r} must be 0 (off) or between 2 and 100000")
+        if not 0 < self.level < 1:
+            raise ConfigError(f"level: {self.level!r} must be in (0, 1)")
+        if self.min_group_size < 0:
+            raise ConfigError(f"min_group_size: {self.min_group_size!r} must be >= 0")
+        if len(self.stability_seeds) == 1 or len(set(self.stability_seeds)) != len(self.stability_seeds):
+            raise ConfigError(f"stability_seeds: {list(self.stability_seeds)!r} must be empty or 2+ distinct seeds")
+        if self.stability_k < 1:
+            raise ConfigError(f"stability_k: {self.stability_k!r} must be >= 1")
+        if not 0 <= self.refine_steps <= MAX_REFINE_STEPS:
+            raise ConfigError(f"refine_steps: {self.refine_steps!r} must be in [0, {MAX_REFINE_STEPS}]")
+        if self.debias_seeds and (len(self.debias_seeds) < 3 or len(set(self.debias_seeds)) != len(self.debias_seeds)):
+            raise ConfigError(f"debias_seeds: {list(self.debias_seeds)!r} must be empty or 3+ distinct seeds")
+        if not 1 <= self.debias_random_sets <= 20:
+            raise ConfigError(f"debias_random_sets: {self.debias_random_sets!r} must be between 1 and 20")
+        if self.estimator not in METHODS:
+            raise ConfigError(f"estimator: {self.estimator!r} is not one of {', '.join(METHODS)}")
+        unknown = set(self.stages) - set(STAGES)
+        if unknown:
+            raise ConfigError(f"stages: {sorted(unknown)} are not among {', '.join(STAGES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.to_dict(),
+            "training": self.training.to_dict(),
+            "lam": self.lam,
+            "solver": self.solver,
+            "non_iid": self.non_iid,
+            "budgets": list(self.budgets),
+            "validation_sample": self.validation_sample,
+            "stages": list(self.stages),
+            "bootstrap": self.bootstrap,
+            "level": self.level,
+            "min_group_size": self.min_group_size,
+            "stability_seeds": list(self.stability_seeds),
+            "stability_k": self.stability_k,
+            "refine_steps": self.refine_steps,
+            "debias_utility": self.debias_utility,
+            "estimator": self.estimator,
+            "debias_seeds": list(self.debias_seeds),
+            "debias_random_sets": self.debias_random_sets,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AuditConfig:
+        """Inverse of :meth:`to_dict`; missing keys take the defaults, unknown keys are an error."""
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown audit setting(s) {sorted(unknown)}")
+        try:
+            kwargs: dict[str, Any] = dict(data)
+            if "model" in kwargs:
+                kwargs["model"] = ModelConfig.from_dict(dict(kwargs["model"]))
+            if "training" in kwargs:
+                kwargs["training"] = TrainConfig.from_dict(dict(kwargs["training"]))
+            if "budgets" in kwargs:
+                kwargs["budgets"] = tuple(float(b) for b in kwargs["budgets"])
+            if "stages" in kwargs:
+                kwargs["stages"] = tuple(kwargs["stages"])
+            if "debias_seeds" in kwargs:
+                kwargs["debias_seeds"] = tuple(int(s) for s in kwargs["debias_seeds"])
+            if "stability_seeds" in kwargs:
+                kwargs["stability_seeds"] = tuple(int(s) for s in kwargs["stability_seeds"])
+            return cls(**kwargs)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"malformed audit settings: {exc}") from exc

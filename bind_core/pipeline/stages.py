@@ -1,0 +1,282 @@
+"""The audit's stages, one function each: training, metrics, influence, debiasing, validation (and the stability
+check after them). Each takes what it needs and returns its part of the result; :class:`StageRunner` is the one
+place that times a stage and reports its progress, and :func:`planned_stages` says which stages an audit runs.
+
+Progress: every stage reports ``(stage, 0.0)`` as it starts and hands the audit's checkpoint (:meth:`StageRunner.tick`)
+to its long loops, which report their own ``(stage, fraction)``; metrics, which has no loop, also reports
+``("metrics", 1.0)`` when done; stability reports only from its retrains.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar
+
+import torch
+
+from bind_core.data.graph import Graph
+from bind_core.data.groups import groups_arg, included_groups
+from bind_core.debiasing.debias import debias, report
+from bind_core.debiasing.validation import validate
+from bind_core.errors import AuditCancelled
+from bind_core.fairness.bootstrap import bootstrap_metrics
+from bind_core.fairness.breakdown import group_breakdown, probability_histograms
+from bind_core.fairness.metrics import worst_pairs
+from bind_core.influence.estimate import ChunkRunner, InfluenceResult, estimate
+from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.refinement import refine, require_refinable
+from bind_core.influence.stability import topk_stability
+from bind_core.influence.step import Stepper
+from bind_core.influence.utility import utility_influence
+from bind_core.models.gnn import GNN
+from bind_core.pipeline.config import STAGES, AuditConfig
+from bind_core.training.fit import TrainedModel, train
+from bind_core.training.stationarity import require_stationary
+
+__all__ = [
+    "STABILITY",
+    "STAGES",
+    "AuditProgress",
+    "InfluenceStage",
+    "StageRunner",
+    "Tick",
+    "check_refinable",
+    "debiasing_stage",
+    "influence_stage",
+    "metric_groups",
+    "metrics_stage",
+    "planned_stages",
+    "stability_stage",
+    "training_stage",
+    "validation_stage",
+]
+
+AuditProgress = Callable[[str, float], bool | None]
+"""``progress(stage, fraction)`` of :func:`~bind_core.pipeline.audit.run_audit`; ``False`` asks the audit to stop."""
+Tick = Callable[[str, float], None]
+"""The audit's checkpoint handed to the stages' loops: reports ``(stage, fraction)``, raises to stop."""
+STABILITY = "stability"
+"""The stage name the stability check reports under, after the planned stages; not among :data:`STAGES`."""
+
+T = TypeVar("T")
+
+
+def planned_stages(config: AuditConfig) -> tuple[str, ...]:
+    """The stages (of :data:`STAGES`) :func:`~bind_core.pipeline.audit.run_audit` runs for ``config``, in order.
+
+    Training and metrics always run (training takes a supplied model as it is); influence when asked for; debiasing
+    when there are budgets; validation when the sample is positive (debiasing and validation need influence). The
+    stability check (:data:`STABILITY`) runs after them when ``stability_seeds`` are set and influence ran.
+    """
+    asked = set(config.stages)
+    plan = ["training", "metrics"]
+    if "influence" in asked:
+        plan.append("influence")
+        if "debiasing" in asked and config.budgets:
+            plan.append("debiasing")
+        if "validation" in asked and config.validation_sample > 0:
+            plan.append("validation")
+    return tuple(plan)
+
+
+class StageRunner:
+    """Times the audit's stages and reports their progress to ``progress(stage, fraction)`` (the audit's callback);
+    when it returns ``False`` the audit stops with :class:`~bind_core.errors.AuditCancelled` for the stage reported.
+    """
+
+    def __init__(self, progress: AuditProgress | None) -> None:
+        self._progress = progress
+        self.timings: dict[str, float] = {}
+        """Seconds each finished stage took, in the order they ran."""
+
+    def tick(self, stage: str, fraction: float) -> None:
+        """Report ``(stage, fraction)``; raise :class:`~bind_core.errors.AuditCancelled` when told to stop."""
+        if self._progress is not None and self._progress(stage, fraction) is False:
+            raise AuditCancelled(stage)
+
+    def run(self, stage: str, work: Callable[[], T], *, report_start: bool = True, report_end: bool = False) -> T:
+        """Run one stage's ``work`` and record its seconds under ``timings[stage]``: report ``(stage, 0.0)`` first
+        (unless ``report_start`` is off), and ``(stage, 1.0)`` after it when ``report_end`` (a stage without loops
+        to report from). A stage that raises records no time."""
+        start = time.perf_counter()
+        if report_start:
+            self.tick(stage, 0.0)
+        out = work()
+        self.timings[stage] = time.perf_counter() - start
+        if report_end:
+            self.tick(stage, 1.0)
+        return out
+
+
+def check_refinable(model: TrainedModel | None, graph: Graph, config: AuditConfig) -> None:
+    """Fail before training when ``refine_steps`` asks for a refinement the model is too large for."""
+    if model is not None:
+        count = model.num_parameters
+    else:
+        count = sum(p.numel() for p in GNN(config.model, graph.num_features, graph.num_classes).parameters())
+    require_refinable(count)
+
+
+def metric_groups(graph: Graph, min_group_size: int) -> list[int] | None:
+    """The groups every fairness metric and the influence objective take (``None``: all of them)."""
+    return groups_arg(graph, included_groups(graph, min_group_size))
+
+
+def training_stage(
+    graph: Graph, config: AuditConfig, model: TrainedModel | None, *, progress: Tick, device: str | torch.device
+) -> TrainedModel:
+    """The supplied ``model`` as it is, or one trained on ``graph`` with the config's model and training settings."""
+    if model is not None:
+        return model
+    return train(graph, config.training, config.model, progress=progress, device=device)
+
+
+def metrics_stage(model: TrainedModel, graph: Graph, config: AuditConfig, groups: list[int] | None) -> dict[str, Any]:
+    """Fairness and utility on the test nodes, per group, the probability histograms and, with ``bootstrap``, the
+    metrics' confidence intervals (the audit result's ``metrics``)."""
+    test = graph.test_idx
+    proba = model.predict_proba(graph, test).double()
+    metrics: dict[str, Any] = {
+        "test": {
+            **report(model, graph, config.lam, groups),
+            "worst_pairs": worst_pairs(proba, graph.y[test], graph.sens[test], groups=groups),
+        },
+        "groups": group_breakdown(model, graph, config.min_group_size),
+        "included_groups": groups if groups is not None else list(range(graph.num_groups)),
+        "histograms": probability_histograms(model, graph),
+    }
+    if config.bootstrap:
+        intervals = bootstrap_metrics(
+            proba,
+            graph.y[test],
+            graph.sens[test],
+            resamples=config.bootstrap,
+            level=config.level,
+            seed=config.training.seed,
+            groups=groups,
+        )
+        metrics["intervals"] = {
+            "level": config.level,
+            "resamples": config.bootstrap,
+            **{k: v.to_dict() for k, v in intervals.items()},
+        }
+    return metrics
+
+
+class InfluenceStage(NamedTuple):
+    """What the influence stage adds to the audit result."""
+
+    stationarity: dict[str, Any]
+    influence: InfluenceResult
+    refinement: dict[str, Any] | None
+
+
+def influence_stage(
+    model: TrainedModel,
+    graph: Graph,
+    config: AuditConfig,
+    groups: list[int] | None,
+    *,
+    progress: Tick,
+    chunk_runner: ChunkRunner | None = None,
+) -> InfluenceStage:
+    """Check that the weights are stationary, estimate every training node's ΔΓ and, with ``refine_steps``, refine
+    the estimates (the refinement gets the last 80% of the stage's progress)."""
+    stationarity = require_stationary(model, graph)
+    share = 0.2 if config.refine_steps else 1.0  # of the influence stage's progress; refining takes the rest
+    influence = estimate(
+        model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, groups=groups,
+        progress=lambda stage, frac: progress(stage, share * frac), chunk_runner=chunk_runner,
+        method=config.estimator,
+    )  # fmt: skip
+    refinement = None
+    if config.refine_steps:
+        influence, refined = refine(
+            model, graph, influence, max_iter=config.refine_steps, groups=groups,
+            progress=lambda _stage, frac: progress("influence", share + (1 - share) * frac),
+        )  # fmt: skip
+        refinement = refined.record()
+    return InfluenceStage(stationarity, influence, refinement)
+
+
+def _set_estimator(
+    model: TrainedModel,
+    graph: Graph,
+    influence: InfluenceResult,
+    groups: list[int] | None,
+    hold: Callable[[float], None] | None = None,
+) -> Callable[[list[int]], float] | None:
+    """For a step estimate, ΔΓ of deleting a set of training positions as a whole (its own damped step); else
+    ``None`` (the influence function's sets are non-overlapping and their estimates add up)."""
+    details = influence.solve.details
+    if details.get("method") != "step":
+        return None
+    operator = "lanczos" if influence.solve.solver == "lanczos" else "dense"  # the estimate's own operator
+    stepper = Stepper(
+        FunctionalModel.from_trained(model, graph, groups), rule=details["damping_rule"], operator=operator,
+        progress=hold,
+    )  # fmt: skip
+    lam = influence.lam
+
+    def set_estimate(positions: list[int]) -> float:
+        delta = stepper.delete(positions).delta
+        return lam * float(delta[0]) + (1 - lam) * float(delta[1])
+
+    return set_estimate
+
+
+def debiasing_stage(
+    model: TrainedModel,
+    graph: Graph,
+    config: AuditConfig,
+    influence: InfluenceResult,
+    groups: list[int] | None,
+    *,
+    progress: Tick,
+) -> list[dict[str, Any]]:
+    """For each budget, delete the most harmful training nodes, retrain and compare (the result's ``debiasing``)."""
+    hold = lambda _f: progress("debiasing", 0.0)  # noqa: E731 (a checkpoint while a stage prepares)
+    utility = (
+        utility_influence(model, graph, non_iid=config.non_iid, solver=config.solver, progress=hold)
+        if config.debias_utility
+        else None
+    )
+    return debias(
+        model, graph, influence.delta, budgets=config.budgets, lam=config.lam, progress=progress,
+        groups=groups, utility=utility, chance_seeds=config.debias_seeds, random_sets=config.debias_random_sets,
+        set_estimate=_set_estimator(model, graph, influence, groups, hold),
+    )  # fmt: skip
+
+
+def validation_stage(
+    model: TrainedModel,
+    graph: Graph,
+    config: AuditConfig,
+    influence: InfluenceResult,
+    groups: list[int] | None,
+    *,
+    progress: Tick,
+) -> dict[str, Any]:
+    """Check a sample of the estimates against re-optimisation without the node (the result's ``validation``)."""
+    checked = validate(
+        model,
+        graph,
+        influence,
+        protocol="sample",
+        sample=config.validation_sample,
+        progress=progress,
+        groups=groups,
+    )
+    return checked.to_dict()
+
+
+def stability_stage(
+    graph: Graph, config: AuditConfig, influence: InfluenceResult, *, progress: Tick, device: str | torch.device
+) -> dict[str, Any]:
+    """The overlap of the top-k harmful sets across ``stability_seeds`` (the result's ``stability``); the audit's own
+    estimate stands for its training seed."""
+    return topk_stability(
+        graph, config, seeds=config.stability_seeds, k=config.stability_k, device=device,
+        known={config.training.seed: influence.delta}, progress=lambda _stage, frac: progress(STABILITY, frac),
+    )  # fmt: skip
