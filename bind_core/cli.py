@@ -19,11 +19,11 @@ from bind_core.data.datasets.split import PAPER_SPLIT_SEED
 from bind_core.errors import BindError, ConfigError
 from bind_core.influence import SOLVERS
 from bind_core.models.gnn import ACTIVATIONS, ARCHS, ModelConfig
-from bind_core.models.supplied import prepare_supplied
 from bind_core.pipeline.audit import STAGES, AuditConfig, AuditResult, run_audit
 from bind_core.reporting.exports import json_safe
 from bind_core.reporting.mlflow_log import log_audit
 from bind_core.training.fit import TrainConfig, TrainedModel
+from bind_core.training.supplied import prepare_supplied
 
 
 class _DeprecatedNodes(argparse.Action):

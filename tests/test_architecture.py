@@ -20,6 +20,11 @@ FORBIDDEN = {
     "bind_core": {"app", "worker", "fastapi", "starlette", "sqlalchemy", "celery", "kombu", "redis", "alembic"},
     "app": {"worker"},
 }
+LAZY = {
+    "app/cli.py": "one command line for several programs: each subcommand imports what it runs, so that "
+    "`bind-audit submit` (the API client, run from cron jobs) starts without loading torch or the database",
+}
+"""Modules allowed to import first-party code inside functions, and why (never to break a cycle)."""
 OPTIONAL = {"mlflow", "zstandard", "playwright"}
 """Third-party packages that are optional extras: importing them inside the function that needs them is the
 point (the module works without them), not a way around a cycle."""
@@ -118,7 +123,7 @@ def test_no_function_level_imports_of_first_party_code() -> None:
         f"{path.relative_to(ROOT)}:{line} imports {target}"
         for module, path in known.items()
         for target, inside, line in imports(path, known)
-        if inside and target.split(".")[0] in PACKAGES
+        if inside and target.split(".")[0] in PACKAGES and str(path.relative_to(ROOT)) not in LAZY
     ]
     assert hidden == []
 

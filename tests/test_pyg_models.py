@@ -17,11 +17,11 @@ from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError, ModelNotStationaryError
 from bind_core.models.gnn import ModelConfig
 from bind_core.models.pyg import UnsupportedModelError, bind_config, reproduction
-from bind_core.models.supplied import prepare_supplied
 from bind_core.pipeline.caveats import model_warnings
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 from bind_core.training.kinks import kink_stall
 from bind_core.training.stationarity import require_stationary
+from bind_core.training.supplied import prepare_supplied
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ if get_settings().torch_threads:
     torch.set_num_threads(get_settings().torch_threads)
 
 
-@after_setup_logger.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
-@after_setup_task_logger.connect  # type: ignore[untyped-decorator]
+@after_setup_logger.connect
+@after_setup_task_logger.connect
 def _structured_logs(logger: Any, **_: Any) -> None:
     """Celery's handlers: secrets redacted always; one JSON object a line (with the audit id) by default."""
     for handler in logger.handlers:
@@ -32,7 +32,7 @@ def _structured_logs(logger: Any, **_: Any) -> None:
             handler.setFormatter(JsonFormatter())
 
 
-@worker_ready.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
+@worker_ready.connect
 def _start_loops(**_: Any) -> None:
     settings = get_settings()
     publisher = CeleryPublisher(app)
@@ -42,7 +42,7 @@ def _start_loops(**_: Any) -> None:
         metrics.serve(settings.worker_metrics_port)
 
 
-@worker_shutdown.connect  # type: ignore[untyped-decorator]  # Celery ships no type hints
+@worker_shutdown.connect
 def _stop_loops(**_: Any) -> None:
     sweeper.stop()
     scheduler.stop()

@@ -16,7 +16,7 @@ from worker.celery_app import app
 publisher = CeleryPublisher(app)
 
 
-@app.task(name=audits.RUN_AUDIT, acks_late=True, reject_on_worker_lost=True, ignore_result=True)  # type: ignore[untyped-decorator]  # Celery ships no type hints
+@app.task(name=audits.RUN_AUDIT, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_audit_task(audit_id: str) -> str:
     """Run the audit ``audit_id`` once if it is queued (:func:`app.audits.tasks.run_audit`); the outcome and
     timings go to the worker's metrics when they are served."""
@@ -29,7 +29,7 @@ def run_audit_task(audit_id: str) -> str:
     return outcome.status
 
 
-@app.task(name=influence.INFLUENCE_CHUNK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)  # type: ignore[untyped-decorator]  # Celery ships no type hints
+@app.task(name=influence.INFLUENCE_CHUNK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def influence_chunk_task(plan_id: str, index: int) -> str:
     """Chunk ``index`` of a distributed influence estimate (:func:`app.influence.tasks.run_chunk`)."""
     return influence.run_chunk(
@@ -37,7 +37,7 @@ def influence_chunk_task(plan_id: str, index: int) -> str:
     )
 
 
-@app.task(name=webhooks.DELIVER_WEBHOOK, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]  # Celery ships no type hints
+@app.task(name=webhooks.DELIVER_WEBHOOK, acks_late=True, ignore_result=True)
 def deliver_webhook_task(delivery_id: str) -> None:
     """One attempt at a webhook delivery (:func:`app.webhooks.tasks.deliver_webhook`)."""
     webhooks.deliver_webhook(delivery_id, publisher=publisher, sessions=context.sessions(), settings=get_settings())

@@ -6,16 +6,16 @@ from typing import Any
 
 from app.audits.budget import ResourceLimitExceeded
 from app.audits.guard import LimitExceeded
-from app.core.errors import ProblemError
-from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError
-from bind_core.errors import ModelNotStationaryError, NonFiniteError
+from app.core.errors import ProblemError, bind_error_problem
+from bind_core import BindError
 
 
 def problem_for(exc: BaseException, *, audit_id: str, stage: str | None = None) -> dict[str, Any]:
     """The problem document that explains why an audit failed.
 
     `bind_core` errors are the caller's fault (status 422) and their message is safe to show: it names the
-    field and the bad value. Any other exception is ours (status 500) and only its type is shown.
+    field and the bad value (the mapping the API uses too, :func:`app.core.errors.bind_error_problem`). Any
+    other exception is ours (status 500) and only its type is shown.
 
     Args:
         exc: what loading the graph or `run_audit` raised.
@@ -32,28 +32,12 @@ def problem_for(exc: BaseException, *, audit_id: str, stage: str | None = None) 
         error = ResourceLimitExceeded(str(exc), limits=[limit])
     elif isinstance(exc, ProblemError):
         error = exc
-    elif isinstance(exc, DatasetNotFoundError):
-        error = ProblemError(str(exc), status=422, title="Dataset not found", slug="dataset-not-found")
-    elif isinstance(exc, GraphValidationError):
-        message = str(exc).removeprefix(f"{exc.field}: ")
-        error = ProblemError(
-            str(exc), status=422, title="Invalid graph", slug="invalid-graph",
-            errors=[{"field": exc.field, "message": message}],
-        )  # fmt: skip
-    elif isinstance(exc, ModelNotStationaryError):
-        error = ProblemError(str(exc), status=422, title="Model not stationary", slug="model-not-stationary")
-    elif isinstance(exc, NonFiniteError):
-        error = ProblemError(str(exc), status=422, title="Model output not finite", slug="model-output-not-finite")
-    elif isinstance(exc, ConfigError):
-        error = ProblemError(str(exc), status=422, title="Invalid audit configuration", slug="invalid-config")
     elif isinstance(exc, BindError):
-        error = ProblemError(str(exc), status=422, title="Audit rejected", slug="audit-rejected")
+        error = bind_error_problem(exc)
     else:
         detail = f"The worker hit an internal error ({type(exc).__name__}); its log has the details."
         error = ProblemError(detail, status=500, title="Audit failed", slug="audit-internal-error")
     doc = error.to_problem(instance=f"/v1/audits/{audit_id}")
-    if isinstance(exc, ModelNotStationaryError):
-        doc |= {"max_abs_grad": exc.max_abs_grad, "grad_norm": exc.grad_norm, "tolerance": exc.tolerance}
     if stage is not None:
         doc["stage"] = stage
     return doc

@@ -20,7 +20,7 @@ from app.audits.failures import problem_for
 from app.audits.guard import AuditGuard, LimitExceeded
 from app.audits.progress import ProgressReporter
 from app.audits.repository import Claim
-from app.audits.stages import OverallProgress, planned_stages
+from app.audits.stages import OverallProgress
 from app.core.db.tables import SuppliedModel
 from app.core.lease import Lease, LeaseLost
 from app.core.logs import audit_id as audit_id_var
@@ -36,6 +36,7 @@ from app.webhooks.tasks import send_deliveries
 from bind_core import ConfigError, DatasetNotFoundError, Graph
 from bind_core.errors import AuditCancelled
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
+from bind_core.pipeline.stages import planned_stages
 from bind_core.training.fit import TrainedModel
 
 log = logging.getLogger(__name__)

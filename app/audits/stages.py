@@ -2,31 +2,11 @@
 
 `run_audit` reports ``(stage, fraction of that stage)``; clients see one number from 0 to 1. Each stage the
 audit will run gets an equal share (their costs depend on the graph and the settings, so no weighting is
-better in general); the number only grows.
+better in general); the number only grows. Which stages run is bind_core's answer
+(:func:`bind_core.pipeline.stages.planned_stages`).
 """
 
 from __future__ import annotations
-
-from typing import Any
-
-from bind_core.pipeline.audit import STAGES
-
-
-def planned_stages(config: Any) -> tuple[str, ...]:
-    """The stages `run_audit` will run for ``config`` (an `AuditConfig`), in order.
-
-    Training and metrics always run; influence when asked for; debiasing when there are budgets;
-    validation when the sample is positive (debiasing and validation need influence).
-    """
-    asked = set(getattr(config, "stages", STAGES))
-    plan = ["training", "metrics"]
-    if "influence" in asked:
-        plan.append("influence")
-        if "debiasing" in asked and getattr(config, "budgets", (1,)):
-            plan.append("debiasing")
-        if "validation" in asked and getattr(config, "validation_sample", 1) > 0:
-            plan.append("validation")
-    return tuple(plan)
 
 
 class OverallProgress:

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError
+from bind_core.errors import ModelNotStationaryError, NonFiniteError
+
 PROBLEM_BASE = "https://bind-audit.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 
@@ -44,7 +47,9 @@ class ProblemError(Exception):
         slug: str | None = None,
         errors: Sequence[Mapping[str, object]] = (),
         headers: Mapping[str, str] | None = None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> None:
+        self.extensions = dict(extensions or {})
         self.status = status if status is not None else type(self).status
         self.title = title if title is not None else type(self).title
         self.slug = slug if slug is not None else type(self).slug
@@ -62,7 +67,7 @@ class ProblemError(Exception):
             doc["instance"] = instance
         if self.errors:
             doc["errors"] = self.errors
-        return doc
+        return doc | self.extensions  # RFC 9457 extension members
 
 
 class BadRequest(ProblemError):
@@ -107,3 +112,31 @@ class TooManyRequests(ProblemError):
 
 class ServiceUnavailable(ProblemError):
     status, title, slug = 503, "Service unavailable", "service-unavailable"
+
+
+def bind_error_problem(exc: BindError) -> ProblemError:
+    """The one mapping of ``bind_core``'s errors to problems, for the API and for failed audits alike: all are
+    the caller's input refused (422), with a message that names the field and the bad value.
+
+    ``invalid-graph`` (with ``errors[]`` naming the field), ``dataset-not-found``, ``model-not-stationary``
+    (with the gradient norms), ``model-output-not-finite``, ``invalid-config``, and ``invalid-input`` for the
+    rest.
+    """
+    if isinstance(exc, GraphValidationError):
+        message = str(exc).removeprefix(f"{exc.field}: ")
+        return ValidationProblem(
+            str(exc), slug="invalid-graph", title="Invalid graph",
+            errors=[{"field": exc.field, "message": message} | exc.details()],
+        )  # fmt: skip
+    if isinstance(exc, DatasetNotFoundError):
+        return ValidationProblem(str(exc), slug="dataset-not-found", title="Dataset not found")
+    if isinstance(exc, ModelNotStationaryError):
+        return ValidationProblem(
+            str(exc), slug="model-not-stationary", title="Model not stationary",
+            extensions={"max_abs_grad": exc.max_abs_grad, "grad_norm": exc.grad_norm, "tolerance": exc.tolerance},
+        )  # fmt: skip
+    if isinstance(exc, NonFiniteError):
+        return ValidationProblem(str(exc), slug="model-output-not-finite", title="Model output not finite")
+    if isinstance(exc, ConfigError):
+        return ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration")
+    return ValidationProblem(str(exc), slug="invalid-input", title="Invalid input")

@@ -13,8 +13,14 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from app.core.errors import PROBLEM_CONTENT_TYPE, ProblemError, ServiceUnavailable, ValidationProblem
-from bind_core import BindError, GraphValidationError
+from app.core.errors import (
+    PROBLEM_CONTENT_TYPE,
+    ProblemError,
+    ServiceUnavailable,
+    ValidationProblem,
+    bind_error_problem,
+)
+from bind_core import BindError
 
 logger = logging.getLogger("app.core.errors")
 
@@ -32,16 +38,6 @@ class ProblemResponse(JSONResponse):
 def problem_response(request: Request, error: ProblemError) -> ProblemResponse:
     """Render ``error`` for ``request`` (its path becomes the problem's ``instance``)."""
     return ProblemResponse(error.to_problem(instance=request.url.path), status_code=error.status, headers=error.headers)
-
-
-def bind_error_problem(exc: BindError) -> ProblemError:
-    """A 422 problem for bad input caught by ``bind_core``, naming the field when it knows it."""
-    if isinstance(exc, GraphValidationError):
-        return ValidationProblem(
-            str(exc), slug="invalid-graph", title="Invalid graph",
-            errors=[{"field": exc.field, "message": str(exc).removeprefix(f"{exc.field}: ")} | exc.details()],
-        )  # fmt: skip
-    return ValidationProblem(str(exc), slug="invalid-input", title="Invalid input")
 
 
 def _field(loc: tuple[Any, ...] | list[Any]) -> str:

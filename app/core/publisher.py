@@ -10,6 +10,7 @@ queued audits, and stale webhook deliveries are re-sent by the scheduler.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -60,4 +61,4 @@ class BrokerClient(CeleryPublisher):
     def ping(self) -> None:
         """Raise if the broker cannot be reached within the timeout."""
         with self.celery.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=self.timeout)
+            conn.ensure_connection(max_retries=1, timeout=math.ceil(self.timeout))  # kombu's stub: whole seconds

@@ -13,9 +13,8 @@ from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from app.core.db.tables import ACTIVE_STATES, Audit, Graph, Tenant
-from app.core.errors import Conflict, NotFound, ValidationProblem
+from app.core.errors import Conflict, NotFound, ValidationProblem, bind_error_problem
 from app.core.pagination import newest_first
-from app.core.problems import bind_error_problem
 from app.core.settings import Settings
 from app.graphs.uploads import TABLE_OPTIONS, ReceivedUpload
 from app.graphs.versions import add_version

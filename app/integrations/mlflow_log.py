@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from app.core.settings import Settings
+from bind_core.reporting.mlflow_log import log_audit
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,6 @@ def log_succeeded_audit(
     if not uri:
         return None
     try:
-        from bind_core.reporting.mlflow_log import log_audit
-
         return log_audit(
             uri,
             config,

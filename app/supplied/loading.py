@@ -1,4 +1,4 @@
-"""Loading a supplied model for an audit (:func:`bind_core.models.supplied.prepare_supplied`: polished to a stationary
+"""Loading a supplied model for an audit (:func:`bind_core.training.supplied.prepare_supplied`: polished to a stationary
 point first when it is not yet; a PyG model checked against the PyG module), with the record the results keep
 under ``supplied_model``.
 """
@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bind_core import Graph
-from bind_core.models.supplied import prepare_supplied
 from bind_core.training.fit import TrainedModel
+from bind_core.training.supplied import prepare_supplied
 
 
 class ModelGone(LookupError):

@@ -98,7 +98,8 @@ def graph_summary(session: Session, tenant: Tenant, graph_id: uuid.UUID) -> dict
         raise ValidationProblem(
             f"No graph with id {graph_id}.", errors=[{"field": "graph_id", "message": "no such graph"}]
         )
-    return summary
+    found: dict[str, Any] = summary
+    return found
 
 
 def create_model(

@@ -47,7 +47,7 @@ from torch import Tensor
 
 from bind_core.errors import ConfigError
 from bind_core.fairness.metrics import gamma_sp as exact_gamma_sp
-from bind_core.fairness.metrics import require_finite
+from bind_core.models.gnn import require_finite
 
 METRICS = ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo")
 NOT_RESAMPLED_MULTICLASS = ("gamma_sp",)

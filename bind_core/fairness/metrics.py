@@ -13,7 +13,7 @@ missing, :func:`delta_sp`, :func:`delta_eo` and :func:`evaluate` give NaN (``nul
 (:func:`pdd`, :func:`gamma_sp`, :func:`gamma_eo`, :func:`gamma`) keep 0 there: they are the differentiable
 influence objective, which the audit only forms over groups that have positives
 (:func:`bind_core.data.groups.included_groups`). Probabilities that are not finite are refused
-(:func:`require_finite`), never turned into predictions.
+(:func:`~bind_core.models.gnn.require_finite`), never turned into predictions.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 from scipy.stats import rankdata
 from torch import Tensor
 
-from bind_core.errors import NonFiniteError
+from bind_core.models.gnn import require_finite
 
 
 # ---------------------------------------------------------------------- utility
@@ -67,21 +67,6 @@ def f1_score(y_true: Tensor, y_pred: Tensor, num_classes: int = 2) -> float:
         fn = int(((y_pred != c) & (y_true == c)).sum())
         values.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
     return float(np.mean(values))
-
-
-def require_finite(proba: Tensor, what: str = "predicted probabilities") -> None:
-    """Refuse ``proba: [k, C]`` unless every entry is finite (a NaN row's argmax would be class 0).
-
-    Raises:
-        NonFiniteError: naming how many rows are affected and the first of them.
-    """
-    bad = ~torch.isfinite(proba.detach()).reshape(proba.shape[0], -1).all(dim=1) if proba.numel() else None
-    if bad is not None and bool(bad.any()):
-        first = int(bad.nonzero()[0])
-        raise NonFiniteError(
-            f"{what}: {int(bad.sum())} of {proba.shape[0]} rows are not finite (NaN or inf; the first is row "
-            f"{first}); the model's weights or its inputs overflow, so no metric can be computed from them"
-        )
 
 
 # ---------------------------------------------------------------------- classic group fairness

@@ -29,7 +29,7 @@ from torch_geometric.utils import softmax as pyg_softmax
 from bind_core.config import DictConfig
 from bind_core.data.graph import Graph
 from bind_core.data.sparse import Adjacency, spmm
-from bind_core.errors import ConfigError
+from bind_core.errors import ConfigError, NonFiniteError
 from bind_core.models.propagation import (
     GraphInputs,
     aggregate_features,
@@ -357,6 +357,21 @@ def probabilities(logits: Tensor) -> Tensor:
         p = torch.sigmoid(logits[:, 0])
         return torch.stack([1 - p, p], dim=1)
     return torch.softmax(logits, dim=1)
+
+
+def require_finite(proba: Tensor, what: str = "predicted probabilities") -> None:
+    """Refuse ``proba: [k, C]`` unless every entry is finite (a NaN row's argmax would be class 0).
+
+    Raises:
+        NonFiniteError: naming how many rows are affected and the first of them.
+    """
+    bad = ~torch.isfinite(proba.detach()).reshape(proba.shape[0], -1).all(dim=1) if proba.numel() else None
+    if bad is not None and bool(bad.any()):
+        first = int(bad.nonzero()[0])
+        raise NonFiniteError(
+            f"{what}: {int(bad.sum())} of {proba.shape[0]} rows are not finite (NaN or inf; the first is row "
+            f"{first}); the model's weights or its inputs overflow, so no metric can be computed from them"
+        )
 
 
 def node_losses(logits: Tensor, y: Tensor) -> Tensor:

@@ -28,8 +28,7 @@ from torch import Tensor
 from bind_core.config import DictConfig
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
-from bind_core.fairness.metrics import require_finite
-from bind_core.models.gnn import GNN, ModelConfig, node_losses, probabilities
+from bind_core.models.gnn import GNN, ModelConfig, node_losses, probabilities, require_finite
 from bind_core.models.propagation import GraphInputs
 from bind_core.models.pyg import bind_config, bind_state_dict, is_pyg_config, read_source
 from bind_core.training.newton import NEWTON_MAX_PARAMETERS, newton_finish

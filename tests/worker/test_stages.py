@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.audits.stages import OverallProgress, planned_stages
+from app.audits.stages import OverallProgress
 from bind_core.pipeline.audit import AuditConfig
+from bind_core.pipeline.stages import planned_stages
 
 
 @pytest.mark.parametrize(

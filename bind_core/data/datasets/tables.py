@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow  # type: ignore[import-untyped]  # pyarrow ships no type information
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow
+import pyarrow.parquet as pq
 
 from bind_core.data.datasets.limits import check_limit
 from bind_core.data.datasets.offending import cell_error, ragged_row_error, table_rows
