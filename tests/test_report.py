@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import io
 import json
 import math
@@ -14,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from markupsafe import escape
 
 from bind_core.data.datasets import synthetic
 from bind_core.pipeline.audit import AuditConfig, run_audit
@@ -91,7 +91,7 @@ def test_report_shows_the_data(page: str, audit: tuple[dict[str, Any], list[dict
     worst = min(rows, key=lambda r: r["delta"])
     assert f"<td>{worst['node_id']}</td>" in page and f"{worst['delta']:.4f}" in page
     for warning in results["warnings"]:
-        assert html.escape(warning) in page
+        assert str(escape(warning)) in page  # Jinja2's escaping (&#39; for a quote where html.escape has &#x27;)
     for run in results["debiasing"]:
         assert f"after deleting {run['deleted']} " in page
     stability = results["stability"]
@@ -115,6 +115,32 @@ def test_report_without_optional_blocks_and_hostile_text(audit: tuple[dict[str, 
         and "<b onmouseover" not in html
     )
     assert html.count("<svg") == 1 and "Not computed" in html and "Not run" in html
+
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+def test_report_escapes_hostile_names(audit: tuple[dict[str, Any], Any]) -> None:
+    """Graph, group and model names, node ids, warnings and verdicts from the data come out as text, never markup."""
+    results = json.loads(json.dumps(audit[0]))
+    results["graph"]["name"] = HOSTILE
+    results["model"]["arch"] = HOSTILE
+    results["warnings"] = [HOSTILE]
+    results["device"] = HOSTILE
+    for group in results["metrics"]["groups"]:
+        group["name"] = HOSTILE
+    results["metrics"]["test"]["undefined"] = {"delta_eo": HOSTILE}
+    results["top_harmful"] = [dict(results["top_harmful"][0], node_id=HOSTILE, group=HOSTILE)]
+    results["validation"]["mode"] = HOSTILE
+    page = render_report(results, title=HOSTILE, meta={HOSTILE: HOSTILE})
+    found = outline(page)
+    assert "script" not in found.tags and "<script" not in page and found.title == HOSTILE
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    assert page.count(escaped) >= 11, page.count(escaped)
+    groups, top = _section(page, "groups"), _section(page, "top-harmful")
+    assert f"<td class=l>{escaped}</td>" in groups and f"<td>{escaped}</td>" in top
+    assert f"<div class=v>undefined<div class=d>{escaped}</div></div>" in _section(page, "metrics")
+    assert f"<div class=warn>⚠ {escaped}</div>" in _section(page, "warnings")
 
 
 def _section(html: str, ident: str) -> str:

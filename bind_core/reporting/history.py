@@ -1,19 +1,19 @@
 """A self-contained HTML page of a schedule's history: the bias metrics of its runs over time (drift).
 
 :func:`render_history` takes plain dicts (the schedule and its runs, as the service reads them from the
-database) and returns one HTML5 page in the audit report's shell (:mod:`bind_core.reporting.page`): inline CSS,
+database) and returns one HTML5 page, the template ``templates/history.html`` over the audit report's shell
+(:mod:`bind_core.reporting.page`): inline CSS,
 the figure as inline SVG drawn on the server with the report's helpers (:mod:`bind_core.reporting.plots`), no
 script and no reference to anything outside the page. ΔSP, ΔEO and Γ of every succeeded run are drawn over
 the slot times with the schedule's alert thresholds as dashed lines (crossings ringed), accuracy below them,
-and runs that did not succeed are marked on the time axis. A table lists every run, newest first. Every
-string taken from the data is HTML-escaped.
+and runs that did not succeed are marked on the time axis. A table lists every run, newest first. This module
+picks and formats what the page shows as plain text; the template escapes every string taken from the data.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from html import escape
 from typing import Any
 
 import matplotlib
@@ -22,7 +22,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
 from bind_core.reporting import plots
-from bind_core.reporting.page import card, figure, finite, fmt, header, page, table
+from bind_core.reporting.page import finite, fmt, render, trusted_svg
 
 BIAS = (
     ("delta_sp", "ΔSP", "#c0392b", "gap in positive-prediction rates between groups"),
@@ -31,8 +31,6 @@ BIAS = (
 )
 ACCURACY = ("accuracy", "Accuracy", "#27ae60", "utility on the test nodes")
 FAILED = "#7f8c8d"
-HISTORY_CSS = ".breach{color:#c0392b;font-weight:600}td.state-failed,td.state-cancelled{color:#7f8c8d}\n"
-"""What this page adds to the shell's CSS (:data:`bind_core.reporting.page.CSS`)."""
 
 
 def render_history(
@@ -54,13 +52,15 @@ def render_history(
     """
     ordered = sorted(runs, key=lambda r: _time(r.get("slot_time")))
     thresholds = {k: float(v) for k, v in (schedule.get("thresholds") or {}).items() if finite(v)}
-    parts = [
-        _header(schedule, ordered, thresholds, title),
-        _latest(ordered),
-        _over_time(ordered, thresholds),
-        _runs_table(ordered),
-    ]
-    return page(title, parts, extra_css=HISTORY_CSS)
+    done = any(r.get("state") == "succeeded" for r in ordered)
+    return render(
+        "history.html",
+        title=title,
+        facts=_facts(schedule, ordered, thresholds),
+        latest=_latest(ordered),
+        svg=trusted_svg(history_plot(ordered, thresholds, ident="history")) if done else None,
+        runs=_runs_table(ordered),
+    )
 
 
 def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float], *, ident: str) -> str:
@@ -111,9 +111,10 @@ def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, flo
     return plots._svg(fig, ident)
 
 
-def _header(
-    schedule: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float], title: str
-) -> str:
+def _facts(
+    schedule: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float]
+) -> dict[str, str]:
+    """The header's ``label: value`` lines: what the schedule audits, when, its state and thresholds, the runs."""
     source = (
         f"graph {schedule['graph_name']!r} (latest version at each run)"
         if schedule.get("graph_name")
@@ -129,22 +130,21 @@ def _header(
     states: dict[str, int] = {}
     for run in runs:
         states[str(run.get("state"))] = states.get(str(run.get("state")), 0) + 1
-    facts = {
-        "schedule": schedule.get("id", "?"),
+    return {
+        "schedule": str(schedule.get("id", "?")),
         "audits": source,
         "when": timing,
         "state": f"{schedule.get('state', '?')}; next slot {_when(schedule.get('next_run_at'))}",
         "alert thresholds": limits,
         "runs shown": f"{len(runs)} ({', '.join(f'{n} {s}' for s, n in sorted(states.items())) or 'none yet'})",
     }
-    return header(title, facts)
 
 
-def _latest(runs: Sequence[Mapping[str, Any]]) -> str:
+def _latest(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """Cards: each metric's latest succeeded value, its change since the first one shown, and its range."""
     done = [r for r in runs if r.get("state") == "succeeded"]
     if not done:
-        return '<section id="latest"><h2>Latest run</h2><p>No succeeded run yet.</p></section>'
+        return None
     cards = []
     for key, name, _, what in (*BIAS, ACCURACY):
         values = [float(r[key]) for r in done if finite(r.get(key))]
@@ -155,50 +155,32 @@ def _latest(runs: Sequence[Mapping[str, Any]]) -> str:
             f"{'+' if change >= 0 else '−'}{fmt(abs(change))} since the first run shown; "
             f"range [{fmt(min(values))}, {fmt(max(values))}]"
         )
-        cards.append(card(name, fmt(values[-1]), band, what))
+        cards.append({"name": name, "value": fmt(values[-1]), "band": band, "what": what})
     crossed = sum(1 for r in done if r.get("breaches"))
-    return (
-        f'<section id="latest"><h2>Latest succeeded run: {escape(_when(done[-1].get("slot_time")))}</h2>'
-        f"<div class=cards>{''.join(cards)}</div><p class=meta>{crossed} of {len(done)} succeeded runs crossed a "
-        f"threshold.</p></section>"
-    )
+    return {"when": _when(done[-1].get("slot_time")), "cards": cards, "crossed": crossed, "succeeded": len(done)}
 
 
-def _over_time(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float]) -> str:
-    if not any(r.get("state") == "succeeded" for r in runs):
-        return '<section id="over-time"><h2>Bias over time</h2><p>Nothing to draw yet.</p></section>'
-    svg = history_plot(runs, thresholds, ident="history")
-    caption = (
-        "Test-set ΔSP, ΔEO and Γ of each succeeded run at its slot time; dashed lines are the schedule's alert "
-        "thresholds and ringed points crossed them. Accuracy below. A grey x marks a run that failed, was "
-        "cancelled or has not finished."
-    )
-    return f'<section id="over-time"><h2>Bias over time</h2>{figure(svg, caption)}</section>'
-
-
-def _runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
-    if not runs:
-        return '<section id="runs"><h2>Runs</h2><p>No run yet.</p></section>'
-    head = ["slot time (UTC)", "state", "graph version", "accuracy", "ΔSP", "ΔEO", "Γ", "thresholds crossed", "audit"]
+def _runs_table(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per run, newest first; each bias value with whether it crossed its threshold."""
     names = {key: name for key, name, _, _ in BIAS}
     rows = []
     for run in reversed(runs):
         crossed = {str(b.get("metric")): b for b in run.get("breaches") or []}
-        cells = [escape(_when(run.get("slot_time"))), escape(str(run.get("state", "?"))),
-                 fmt(run.get("graph_version")), fmt(run.get("accuracy"))]  # fmt: skip
-        for key, _, _, _ in BIAS:
-            value = fmt(run.get(key))
-            cells.append(f"<span class=breach>▲ {value}</span>" if key in crossed else value)
-        cells.append(
-            ", ".join(
-                f"{names.get(k, escape(k))} {fmt(b.get('value'))} &gt; {fmt(b.get('threshold'))}"
-                for k, b in crossed.items()
-            )
-            or "—"
+        rows.append(
+            {
+                "when": _when(run.get("slot_time")),
+                "state": str(run.get("state", "?")),
+                "graph_version": fmt(run.get("graph_version")),
+                "accuracy": fmt(run.get("accuracy")),
+                "bias": [(fmt(run.get(key)), key in crossed) for key, _, _, _ in BIAS],
+                "crossed": ", ".join(
+                    f"{names.get(k, k)} {fmt(b.get('value'))} > {fmt(b.get('threshold'))}" for k, b in crossed.items()
+                )
+                or "—",
+                "audit_id": str(run.get("audit_id", "")),
+            }
         )
-        cells.append(f"<code>{escape(str(run.get('audit_id', '')))}</code>")
-        rows.append(cells)
-    return f'<section id="runs"><h2>Runs, newest first</h2>{table(head, rows, 2)}</section>'
+    return rows
 
 
 def _time(value: Any) -> datetime:
