@@ -11,6 +11,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
 from app.audits import routes as audits
+from app.console import routes as console
 from app.core import health
 from app.core.db.session import make_engine, session_factory
 from app.core.logs import configure_logging
@@ -79,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)
+    console.install(app)
     if settings.metrics_served:
         app.include_router(metrics_router)
     _install_openapi(app)

@@ -81,6 +81,10 @@ class Unauthorized(ProblemError):
         super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
 
 
+class Forbidden(ProblemError):
+    status, title, slug = 403, "Forbidden", "forbidden"
+
+
 class NotFound(ProblemError):
     status, title, slug = 404, "Not found", "not-found"
 

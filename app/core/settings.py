@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -117,6 +118,13 @@ class Settings(BaseSettings):
     """Allow webhook URLs whose host is or resolves to a private, loopback, link-local, multicast or reserved
     address (checked when subscribing, by the API, and before every delivery, by the worker). Off by default
     (server-side request forgery); a receiver on this machine or the LAN needs it on in the API and workers."""
+
+    console_secret: SecretStr = Field(default_factory=lambda: SecretStr(secrets.token_urlsafe(32)), min_length=32)
+    """The key that signs the console's session cookies (HMAC-SHA256). Unset: a random secret made when the
+    settings are read, so sessions end when the process restarts and are not shared between API processes; set
+    it (32+ characters, the same in every API process) to keep them."""
+    console_session_seconds: int = Field(default=8 * 3600, ge=60, le=7 * 86400)
+    """How long a console sign-in lasts (the cookie's ``Max-Age`` and the expiry inside its signed value)."""
 
     cors_origins: Annotated[list[str], NoDecode] = []
     """Origins allowed by CORS (comma-separated in the environment); empty turns CORS off."""

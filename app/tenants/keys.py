@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import uuid
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -48,8 +49,8 @@ def create_api_key(session: Session, tenant_name: str) -> str:
     return key
 
 
-def authenticate(session: Session, key: str) -> Tenant | None:
-    """The tenant owning ``key``, or ``None`` if the key is unknown or revoked (constant-time compare)."""
+def find_key(session: Session, key: str) -> ApiKey | None:
+    """The active (not revoked) stored key matching ``key``, or ``None`` (constant-time compare)."""
     if not key.startswith(KEY_SCHEME) or len(key) < PREFIX_LENGTH or len(key) > 200:
         return None
     digest = hash_key(key)
@@ -58,5 +59,17 @@ def authenticate(session: Session, key: str) -> Tenant | None:
     ).all()
     for candidate in candidates:
         if hmac.compare_digest(candidate.key_hash, digest):
-            return session.get(Tenant, candidate.tenant_id)
+            return candidate
     return None
+
+
+def authenticate(session: Session, key: str) -> Tenant | None:
+    """The tenant owning ``key``, or ``None`` if the key is unknown or revoked (constant-time compare)."""
+    found = find_key(session, key)
+    return session.get(Tenant, found.tenant_id) if found is not None else None
+
+
+def tenant_of_key_id(session: Session, key_id: uuid.UUID) -> Tenant | None:
+    """The tenant of the stored key ``key_id`` while that key is not revoked (a console session rests on it)."""
+    found = session.scalar(select(ApiKey).where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None)))
+    return session.get(Tenant, found.tenant_id) if found is not None else None

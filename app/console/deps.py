@@ -1,0 +1,48 @@
+"""Who is signed in to the console: the session cookie read, its key still active, its tenant; and the CSRF check
+every form POST makes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.console.cookies import SESSION_COOKIE, ConsoleSession, read_session, same_token
+from app.core.db.tables import Tenant
+from app.core.deps import SessionDep, SettingsDep
+from app.core.errors import Forbidden
+from app.tenants.keys import tenant_of_key_id
+
+SIGN_IN_PATH = "/console/sign-in"
+
+
+class SignInRequired(Exception):
+    """No valid session: the console answers with a redirect to the sign-in page (see ``app/console/routes.py``)."""
+
+
+@dataclass(frozen=True)
+class ConsoleUser:
+    """The signed-in tenant and the session (its CSRF token goes into every form)."""
+
+    tenant: Tenant
+    session: ConsoleSession
+
+
+def get_console_user(request: Request, session: SessionDep, settings: SettingsDep) -> ConsoleUser:
+    """The tenant behind the request's session cookie; :class:`SignInRequired` when there is none, it is forged or
+    expired, or its API key was revoked since."""
+    signed = read_session(settings.console_secret.get_secret_value(), request.cookies.get(SESSION_COOKIE))
+    tenant = tenant_of_key_id(session, signed.key_id) if signed is not None else None
+    if signed is None or tenant is None:
+        raise SignInRequired()
+    return ConsoleUser(tenant=tenant, session=signed)
+
+
+def check_csrf(user: ConsoleUser, token: str | None) -> None:
+    """403 unless a form's ``csrf`` field is the session's token."""
+    if not same_token(user.session.csrf, token):
+        raise Forbidden("The form's CSRF token is missing or does not match this session; reload the page.")
+
+
+ConsoleUserDep = Annotated[ConsoleUser, Depends(get_console_user)]

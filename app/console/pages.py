@@ -1,0 +1,37 @@
+"""Rendering a console page: the console's templates over the shared shell (``bind_core/reporting/templates``),
+autoescaped, served with the console's Content Security Policy."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, PackageLoader
+
+from app.console.deps import ConsoleUser
+from bind_core.reporting.page import environment
+
+# Same origin only: no script at all (pages refresh with <meta http-equiv="refresh">), inline styles and SVG,
+# forms posting back to the console, never framed.
+CONSOLE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+@cache
+def templates() -> Environment:
+    """The console's templates first, then the shared ones (``page.html``, ``macros.html``)."""
+    return environment(PackageLoader("app.console", "templates"))
+
+
+def page(template: str, user: ConsoleUser | None, *, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """``template`` rendered for ``user`` (``None`` on the sign-in page) as an HTML response that is never cached."""
+    body = (
+        templates()
+        .get_template(template)
+        .render(tenant=user.tenant.name if user else None, csrf=user.session.csrf if user else None, **context)
+    )
+    headers = {"Content-Security-Policy": CONSOLE_CSP, "Cache-Control": "no-store"}
+    return HTMLResponse(body, status_code=status_code, headers=headers)

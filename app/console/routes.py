@@ -1,0 +1,221 @@
+"""``/console``: sign in with an API key, then the tenant's graphs, audits (with their reports and exports),
+schedules and webhooks as server-rendered pages.
+
+Authentication is a signed session cookie (``app/console/cookies.py``, ``app/console/deps.py``); every form POST
+carries the session's CSRF token. Pages read through the features' services with the signed-in tenant, so the
+console sees exactly what the tenant's API key sees; reports and exports are the API's own route functions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Form, Query, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+from app.audits import service as audits
+from app.console.cookies import (
+    COOKIE_PATH,
+    SESSION_COOKIE,
+    SIGN_IN_COOKIE,
+    SIGN_IN_SECONDS,
+    new_session,
+    new_sign_in,
+    same_token,
+    sign_in_token,
+)
+from app.console.deps import SIGN_IN_PATH, ConsoleUserDep, SignInRequired, check_csrf
+from app.console.pages import page
+from app.console.views import audit_row, graph_row, schedule_row, webhook_row
+from app.core.db.tables import AUDIT_STATES
+from app.core.deps import SessionDep, SettingsDep
+from app.core.errors import Forbidden
+from app.core.ratelimit import AuthFailureGuard
+from app.graphs import service as graphs
+from app.reports import routes as reports
+from app.schedules import routes as schedule_routes
+from app.schedules import service as schedules
+from app.tenants.keys import find_key
+from app.webhooks import service as webhooks
+
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+PAGE_SIZE = 20
+SPARK_RUNS = 30
+DELIVERIES_SHOWN = 5
+HOME = "/console/audits"
+PageToken = Annotated[str | None, Query(max_length=500)]
+Limit = Annotated[int, Query(ge=1, le=200)]
+
+
+def install(app: FastAPI) -> None:
+    """Mount the console on ``app``: its routes, and a redirect to sign in wherever a session is missing."""
+    app.include_router(router)
+
+    async def to_sign_in(_: Request, __: Exception) -> Response:
+        return RedirectResponse(SIGN_IN_PATH, status_code=303)
+
+    app.add_exception_handler(SignInRequired, to_sign_in)
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def _sign_in_page(request: Request, settings: SettingsDep, *, error: str | None, status_code: int) -> Response:
+    value, token = new_sign_in(settings.console_secret.get_secret_value())
+    response = page("sign_in.html", None, status_code=status_code, title="Sign in · bind-audit", form_csrf=token,
+                    error=error)  # fmt: skip
+    response.set_cookie(SIGN_IN_COOKIE, value, max_age=SIGN_IN_SECONDS, path=COOKIE_PATH, secure=_secure(request),
+                        httponly=True, samesite="strict")  # fmt: skip
+    return response
+
+
+@router.get("")
+def home() -> Response:
+    return RedirectResponse(HOME, status_code=303)
+
+
+@router.get("/sign-in")
+def sign_in_form(request: Request, settings: SettingsDep) -> Response:
+    """The sign-in form (and the short-lived cookie holding its CSRF token)."""
+    return _sign_in_page(request, settings, error=None, status_code=200)
+
+
+@router.post("/sign-in")
+def sign_in(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    api_key: Annotated[str, Form(max_length=200)] = "",
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    """Check the API key as the API does (failures throttled per address); on success set the session cookie."""
+    secret = settings.console_secret.get_secret_value()
+    if not same_token(sign_in_token(secret, request.cookies.get(SIGN_IN_COOKIE)), csrf):
+        raise Forbidden("The sign-in form's CSRF token is missing or expired; reload the sign-in page.")
+    guard: AuthFailureGuard | None = getattr(request.app.state, "auth_failure_guard", None)
+    client = request.client.host if request.client else "unknown"
+    if guard is not None:
+        guard.before(client)
+    key = find_key(session, api_key.strip())
+    if key is None:
+        if guard is not None:
+            guard.failed(client)
+        return _sign_in_page(request, settings, error="That API key is unknown or revoked.", status_code=401)
+    value, _ = new_session(secret, key.id, settings.console_session_seconds)
+    response = RedirectResponse(HOME, status_code=303)
+    response.set_cookie(SESSION_COOKIE, value, max_age=settings.console_session_seconds, path=COOKIE_PATH,
+                        secure=_secure(request), httponly=True, samesite="strict")  # fmt: skip
+    response.delete_cookie(SIGN_IN_COOKIE, path=COOKIE_PATH, secure=_secure(request), httponly=True, samesite="strict")
+    return response
+
+
+@router.post("/sign-out")
+def sign_out(request: Request, user: ConsoleUserDep, csrf: Annotated[str, Form(max_length=200)] = "") -> Response:
+    """End the session: the cookie is cleared (CSRF-checked, so another site cannot sign a user out)."""
+    check_csrf(user, csrf)
+    response = RedirectResponse(SIGN_IN_PATH, status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, secure=_secure(request), httponly=True, samesite="strict")
+    return response
+
+
+@router.get("/graphs")
+def graph_list(
+    session: SessionDep, user: ConsoleUserDep, page_token: PageToken = None, limit: Limit = PAGE_SIZE,
+    name: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:  # fmt: skip
+    """The tenant's graphs, one row per version, newest first (``name``: every version of one graph)."""
+    rows, token = graphs.list_graphs(session, user.tenant, limit=limit, page_token=page_token, name=name)
+    return page("graphs.html", user, title="Graphs · bind-audit", graphs=[graph_row(g) for g in rows], name=name,
+                next_query=_next({"name": name, "limit": limit}, token))  # fmt: skip
+
+
+@router.get("/audits")
+def audit_list(
+    session: SessionDep, user: ConsoleUserDep, page_token: PageToken = None, limit: Limit = PAGE_SIZE,
+    state: Annotated[str | None, Query(pattern="^(" + "|".join(AUDIT_STATES) + ")$")] = None,
+) -> Response:  # fmt: skip
+    """The tenant's audits, newest first, with state, stage and progress; refreshes while any is running."""
+    rows, token = audits.list_audits(session, user.tenant, graph_id=None, state=state, limit=limit,
+                                     page_token=page_token)  # fmt: skip
+    shown = [audit_row(a) for a in rows]
+    following = _next({"state": state, "limit": limit}, token)
+    return page("audits.html", user, title="Audits · bind-audit", audits=shown, state=state, states=AUDIT_STATES,
+                refresh=any(a["running"] for a in shown), next_query=following)  # fmt: skip
+
+
+@router.get("/audits/{audit_id}")
+def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
+    """One audit: state, stage, progress, its problem if it failed, links to its report and exports."""
+    row = audit_row(audits.get_audit(session, user.tenant, audit_id))
+    return page("audit.html", user, title=f"Audit {audit_id} · bind-audit", audit=row, refresh=row["running"])
+
+
+@router.post("/audits/{audit_id}/cancel")
+def audit_cancel(
+    audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep, csrf: Annotated[str, Form(max_length=200)] = ""
+) -> Response:
+    """Cancel a queued or running audit (as ``POST /v1/audits/{id}/cancel``)."""
+    check_csrf(user, csrf)
+    audits.cancel_audit(session, user.tenant, audit_id)
+    return RedirectResponse(f"/console/audits/{audit_id}", status_code=303)
+
+
+@router.get("/audits/{audit_id}/report")
+def audit_report(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
+    """The audit's report, as ``GET /v1/audits/{id}/report`` serves it."""
+    return reports.read_report(audit_id, session, user.tenant)
+
+
+@router.get("/audits/{audit_id}/influence.csv")
+def audit_csv(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
+    return reports.read_influence_csv(audit_id, session, user.tenant)
+
+
+@router.get("/audits/{audit_id}/influence.parquet")
+def audit_parquet(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
+    return reports.read_influence_parquet(audit_id, session, user.tenant)
+
+
+@router.get("/audits/{audit_id}/export")
+def audit_export(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
+    """The model card export as JSON, as a download."""
+    card = reports.read_export(audit_id, session, user.tenant)
+    return JSONResponse(card, headers={"Content-Disposition": f'attachment; filename="model-card-{audit_id}.json"'})
+
+
+@router.get("/schedules")
+def schedule_list(
+    session: SessionDep, user: ConsoleUserDep, page_token: PageToken = None, limit: Limit = PAGE_SIZE
+) -> Response:
+    """The tenant's schedules: their latest values against the thresholds and a sparkline of recent runs."""
+    rows, token = schedules.list_schedules(session, user.tenant, limit=limit, page_token=page_token)
+    shown = [schedule_row(s, schedules.history(session, s, limit=SPARK_RUNS)) for s in rows]
+    return page("schedules.html", user, title="Schedules · bind-audit", schedules=shown,
+                next_query=_next({"limit": limit}, token))  # fmt: skip
+
+
+@router.get("/schedules/{schedule_id}/report")
+def schedule_report(schedule_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
+    """The schedule's history page, as ``GET /v1/schedules/{id}/report`` serves it."""
+    return schedule_routes.schedule_report(schedule_id, session, user.tenant)
+
+
+@router.get("/webhooks")
+def webhook_list(
+    session: SessionDep, user: ConsoleUserDep, page_token: PageToken = None, limit: Limit = PAGE_SIZE
+) -> Response:
+    """The tenant's webhooks, each with its most recent deliveries."""
+    rows, token = webhooks.list_webhooks(session, user.tenant, limit=limit, page_token=page_token)
+    shown = [webhook_row(w, webhooks.deliveries(session, w, limit=DELIVERIES_SHOWN)) for w in rows]
+    return page("webhooks.html", user, title="Webhooks · bind-audit", webhooks=shown,
+                next_query=_next({"limit": limit}, token))  # fmt: skip
+
+
+def _next(query: dict[str, Any], token: str | None) -> dict[str, Any] | None:
+    """The next page's query parameters (``None`` on the last page); the template URL-encodes them."""
+    if token is None:
+        return None
+    return {**{k: v for k, v in query.items() if v is not None}, "page_token": token}

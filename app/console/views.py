@@ -1,0 +1,123 @@
+"""What the console's pages show of each row: plain values the templates print (and escape), and the geometry of
+a schedule's sparkline."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from app.core.db.tables import Audit, Graph, Schedule, Webhook, WebhookDelivery
+from bind_core.reporting.page import fmt
+
+RUNNING = ("queued", "running")
+METRICS = (("delta_sp", "ΔSP", "#c0392b"), ("delta_eo", "ΔEO", "#8e44ad"), ("gamma", "Γ", "#2471a3"))
+SPARK_W, SPARK_H, SPARK_PAD = 160.0, 40.0, 3.0
+
+
+def when(moment: datetime | None) -> str:
+    """A time for a person, in UTC to the second; ``—`` when absent."""
+    return "—" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def graph_row(graph: Graph) -> dict[str, Any]:
+    summary = graph.summary or {}
+    return {
+        "id": str(graph.id), "name": graph.name, "version": graph.version, "nodes": fmt(summary.get("nodes")),
+        "edges": fmt(summary.get("edges")), "groups": fmt(summary.get("groups")), "size": fmt(graph.size_bytes),
+        "created": when(graph.created_at),
+    }  # fmt: skip
+
+
+def audit_row(audit: Audit) -> dict[str, Any]:
+    """An audit's state, stage and progress (0–100), what it audits, its times and its problem if it failed."""
+    error = audit.error or {}
+    return {
+        "id": str(audit.id),
+        "source": f"dataset {audit.dataset}" if audit.dataset else f"graph version {fmt(audit.graph_version)}",
+        "state": audit.state,
+        "stage": audit.stage or "—",
+        "progress": round(100 * min(max(float(audit.progress or 0.0), 0.0), 1.0)),
+        "running": audit.state in RUNNING,
+        "succeeded": audit.state == "succeeded",
+        "attempts": audit.attempts,
+        "created": when(audit.created_at),
+        "started": when(audit.started_at),
+        "finished": when(audit.finished_at),
+        "error": f"{error.get('title', 'error')}: {error.get('detail', '')}" if error else None,
+    }
+
+
+def schedule_row(schedule: Schedule, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A schedule with its latest succeeded values against its thresholds and a sparkline of its runs.
+
+    ``runs`` as :func:`app.schedules.service.history` gives them (newest first)."""
+    thresholds = {k: float(v) for k, v in (schedule.thresholds or {}).items() if _finite(v)}
+    done = [r for r in reversed(runs) if r.get("state") == "succeeded"]  # oldest first
+    latest = done[-1] if done else None
+    values = [
+        {
+            "name": name,
+            "value": fmt(latest.get(key)) if latest else "—",
+            "threshold": fmt(thresholds[key]) if key in thresholds else "none",
+            "crossed": bool(
+                latest and key in thresholds and _finite(latest.get(key)) and latest[key] > thresholds[key]
+            ),
+        }
+        for key, name, _ in METRICS
+    ]
+    return {
+        "id": str(schedule.id),
+        "source": f"graph {schedule.graph_name}" if schedule.graph_name else f"dataset {schedule.dataset}",
+        "timing": f"cron {schedule.cron}" if schedule.cron else f"every {fmt(schedule.interval_seconds)} s",
+        "state": schedule.state,
+        "next": when(schedule.next_run_at),
+        "latest": when(latest.get("slot_time")) if latest else "no succeeded run yet",
+        "values": values,
+        "spark": sparkline(done, thresholds),
+        "runs": len(runs),
+    }
+
+
+def sparkline(done: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float]) -> dict[str, Any] | None:
+    """Polylines of ΔSP, ΔEO and Γ over the succeeded runs (oldest first) and a dashed line per threshold, in a
+    ``SPARK_W`` × ``SPARK_H`` box from 0 to the largest value; ``None`` with fewer than two runs."""
+    if len(done) < 2:
+        return None
+    seen = [float(r[k]) for r in done for k, _, _ in METRICS if _finite(r.get(k))]
+    top = max([*seen, *thresholds.values(), 1e-9]) * 1.1
+    step = (SPARK_W - 2 * SPARK_PAD) / (len(done) - 1)
+
+    def y(value: float) -> float:
+        return round(SPARK_H - SPARK_PAD - (SPARK_H - 2 * SPARK_PAD) * value / top, 2)
+
+    lines = []
+    for key, name, colour in METRICS:
+        points = [
+            f"{round(SPARK_PAD + i * step, 2)},{y(float(r[key]))}" for i, r in enumerate(done) if _finite(r.get(key))
+        ]
+        if points:
+            lines.append({"name": name, "colour": colour, "points": " ".join(points)})
+    limits = [
+        {"name": name, "colour": colour, "y": y(thresholds[key])} for key, name, colour in METRICS if key in thresholds
+    ]
+    return {"width": SPARK_W, "height": SPARK_H, "lines": lines, "limits": limits}
+
+
+def webhook_row(webhook: Webhook, deliveries: Sequence[WebhookDelivery]) -> dict[str, Any]:
+    return {
+        "id": str(webhook.id),
+        "url": webhook.url,
+        "events": ", ".join(webhook.events or []),
+        "created": when(webhook.created_at),
+        "deliveries": [
+            {"event": d.event, "state": d.state, "attempts": d.attempts, "status": fmt(d.response_status),
+             "error": d.last_error or "", "created": when(d.created_at)}
+            for d in deliveries
+        ],
+    }  # fmt: skip
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

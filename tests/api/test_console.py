@@ -1,0 +1,242 @@
+"""``/console``: sign-in with an API key, the session cookie's flags, CSRF on every form POST, tenant isolation,
+pagination, and what the pages show (against the app with Postgres, rows arranged directly)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.core.db.tables import ApiKey, Audit, Graph, Schedule, Webhook, WebhookDelivery
+from app.tenants.keys import authenticate, get_or_create_tenant, hash_key, key_prefix
+
+HOSTILE = "<script>alert(1)</script>"
+RESULTS = {"metrics": {"test": {"nodes": 40, "accuracy": 0.8, "delta_sp": 0.1, "delta_eo": 0.05, "gamma": 0.04}},
+           "warnings": [HOSTILE]}  # fmt: skip
+
+
+class Tenant:
+    """A tenant with an API key and its own browser (a cookie jar of its own)."""
+
+    def __init__(self, client: TestClient, sessions: sessionmaker[Session], *, https: bool = False) -> None:
+        self.key = f"bind_{uuid.uuid4().hex}{uuid.uuid4().hex}"
+        with sessions.begin() as session:
+            self.id = _make_key(session, self.key)
+        self.sessions = sessions
+        self.browser = TestClient(client.app, base_url="https://testserver" if https else "http://testserver",
+                                  follow_redirects=False)  # fmt: skip
+
+    def form_token(self, path: str = "/console/sign-in") -> str:
+        page = self.browser.get(path)
+        assert page.status_code == 200, page.text
+        found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert found, page.text
+        return found.group(1)
+
+    def sign_in(self) -> None:
+        token = self.form_token()
+        response = self.browser.post("/console/sign-in", data={"api_key": self.key, "csrf": token})
+        assert response.status_code == 303 and response.headers["location"] == "/console/audits", response.text
+
+    def audit(self, state: str = "succeeded", **values: Any) -> str:
+        with self.sessions.begin() as session:
+            row = Audit(tenant_id=self.id, dataset="synthetic", config={}, request_hash="0" * 64, state=state,
+                        results=RESULTS if state == "succeeded" else None, **values)  # fmt: skip
+            session.add(row)
+            session.flush()
+            return str(row.id)
+
+
+def _make_key(session: Session, key: str) -> uuid.UUID:
+    """Store ``key`` for a new tenant (as ``create_api_key`` does, with the key chosen here)."""
+    tenant = get_or_create_tenant(session, f"tenant-{uuid.uuid4().hex[:10]}")
+    session.add(ApiKey(tenant_id=tenant.id, prefix=key_prefix(key), key_hash=hash_key(key)))
+    session.flush()
+    assert authenticate(session, key) is not None
+    return tenant.id
+
+
+@pytest.fixture
+def tenant(client: TestClient, sessions: sessionmaker[Session]) -> Callable[..., Tenant]:
+    return lambda **kw: Tenant(client, sessions, **kw)
+
+
+def _cookie(response: Any, name: str) -> str:
+    headers = [h for h in response.headers.get_list("set-cookie") if h.startswith(f"{name}=")]
+    assert len(headers) == 1, response.headers.get_list("set-cookie")
+    return headers[0]
+
+
+def test_sign_in_sets_a_strict_http_only_cookie(tenant: Callable[..., Tenant]) -> None:
+    user = tenant()
+    assert user.browser.get("/console/audits").headers["location"] == "/console/sign-in"  # signed out: to sign in
+    token = user.form_token()
+    response = user.browser.post("/console/sign-in", data={"api_key": user.key, "csrf": token})
+    assert response.status_code == 303
+    cookie = _cookie(response, "bind_console").lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and "path=/console" in cookie
+    assert "max-age=28800" in cookie and "secure" not in cookie  # plain http: a Secure cookie would never return
+    assert user.key not in cookie and hash_key(user.key) not in cookie
+    page = user.browser.get("/console/audits")
+    assert page.status_code == 200 and "<h1>Audits</h1>" in page.text
+    assert page.headers["content-security-policy"].startswith("default-src 'none'")
+    assert "form-action 'self'" in page.headers["content-security-policy"] and "<script" not in page.text
+
+
+def test_secure_cookie_over_https(tenant: Callable[..., Tenant]) -> None:
+    user = tenant(https=True)
+    form = user.browser.get("/console/sign-in")
+    assert "; secure" in _cookie(form, "bind_console_sign_in").lower()
+    token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert token
+    response = user.browser.post("/console/sign-in", data={"api_key": user.key, "csrf": token.group(1)})
+    assert "; secure" in _cookie(response, "bind_console").lower()
+
+
+def test_sign_in_refuses_a_wrong_key_and_a_missing_or_wrong_token(tenant: Callable[..., Tenant]) -> None:
+    user = tenant()
+    token = user.form_token()
+    wrong = user.browser.post("/console/sign-in", data={"api_key": user.key[:-2] + "xx", "csrf": token})
+    assert wrong.status_code == 401 and "unknown or revoked" in wrong.text
+    assert not any(h.startswith("bind_console=") for h in wrong.headers.get_list("set-cookie"))
+    for data in ({"api_key": user.key}, {"api_key": user.key, "csrf": "forged"}):
+        assert user.browser.post("/console/sign-in", data=data).status_code == 403
+    other = tenant()  # a token from another browser's form does not fit this browser's cookie
+    foreign = {"api_key": user.key, "csrf": other.form_token()}
+    assert user.browser.post("/console/sign-in", data=foreign).status_code == 403
+    assert user.browser.get("/console/audits").status_code == 303
+
+
+def test_forged_expired_and_revoked_sessions_are_signed_out(tenant: Callable[..., Tenant]) -> None:
+    user = tenant()
+    user.sign_in()
+    value = user.browser.cookies.get("bind_console", path="/console")
+    assert value and user.browser.get("/console/graphs").status_code == 200
+    payload, signature = value.split(".")
+    user.browser.cookies.set("bind_console", f"{payload}.{signature[:-2]}AA", path="/console")
+    assert user.browser.get("/console/graphs").status_code == 303
+    user.browser.cookies.set("bind_console", value, path="/console")
+    with user.sessions.begin() as session:
+        session.execute(update(ApiKey).where(ApiKey.tenant_id == user.id).values(revoked_at=datetime.now(UTC)))
+    assert user.browser.get("/console/graphs").headers["location"] == "/console/sign-in"
+
+
+def test_csrf_on_sign_out_and_cancel(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
+    user = tenant()
+    user.sign_in()
+    audit = user.audit("running", stage="train", progress=0.25)
+    page = user.browser.get(f"/console/audits/{audit}")
+    assert "25%" in page.text and 'http-equiv="refresh"' in page.text and "train" in page.text
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert token
+    for data in ({}, {"csrf": "wrong"}, {"csrf": token.group(1)[:-1]}):
+        assert user.browser.post(f"/console/audits/{audit}/cancel", data=data).status_code == 403
+        assert user.browser.post("/console/sign-out", data=data).status_code == 403
+    with sessions() as session:
+        assert session.scalar(select(Audit.state).where(Audit.id == uuid.UUID(audit))) == "running"
+    done = user.browser.post(f"/console/audits/{audit}/cancel", data={"csrf": token.group(1)})
+    assert done.status_code == 303
+    with sessions() as session:
+        assert session.scalar(select(Audit.state).where(Audit.id == uuid.UUID(audit))) == "cancelled"
+    out = user.browser.post("/console/sign-out", data={"csrf": token.group(1)})
+    assert out.status_code == 303 and out.headers["location"] == "/console/sign-in"
+    cleared = _cookie(out, "bind_console").lower()
+    assert 'bind_console=""' in cleared and "max-age=0" in cleared and "path=/console" in cleared
+    assert user.browser.get("/console/audits").status_code == 303
+
+
+def test_tenant_isolation(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
+    a, b = tenant(), tenant()
+    a.sign_in()
+    b.sign_in()
+    secret = a.audit("succeeded")
+    running = a.audit("running", progress=0.5)
+    assert secret in a.browser.get("/console/audits").text
+    assert a.browser.get(f"/console/audits/{secret}/report").status_code == 200
+    listing = b.browser.get("/console/audits").text
+    assert secret not in listing and running not in listing
+    for path in ("", "/report", "/influence.csv", "/export"):
+        response = b.browser.get(f"/console/audits/{secret}{path}")
+        assert response.status_code == 404 and response.json()["type"].endswith("/audit-not-found"), path
+        assert "0.8" not in response.text and "alert" not in response.text  # nothing of the results
+    token = b.form_token("/console/audits")
+    assert b.browser.post(f"/console/audits/{running}/cancel", data={"csrf": token}).status_code == 404
+    with sessions() as session:
+        assert session.scalar(select(Audit.state).where(Audit.id == uuid.UUID(running))) == "running"
+    with sessions.begin() as session:
+        session.add(Graph(tenant_id=a.id, name="a-only", version=1, summary={}, data=b"", size_bytes=0))
+    assert "a-only" in a.browser.get("/console/graphs").text and "a-only" not in b.browser.get("/console/graphs").text
+
+
+def test_audits_paginate(tenant: Callable[..., Tenant]) -> None:
+    user = tenant()
+    user.sign_in()
+    made = {user.audit("failed", error={"title": "Invalid input", "detail": HOSTILE}) for _ in range(25)}
+    first = user.browser.get("/console/audits")
+    shown = set(re.findall(r'<tr id="audit-([0-9a-f-]+)"', first.text))
+    assert len(shown) == 20 and shown <= made
+    assert "&lt;script&gt;" in first.text and "<script" not in first.text  # the failure's detail, escaped
+    link = re.search(r'id="next-page" href="([^"]+)"', first.text)
+    assert link and 'http-equiv="refresh"' not in first.text  # nothing running: no refresh
+    second = user.browser.get(link.group(1).replace("&amp;", "&"))
+    rest = set(re.findall(r'<tr id="audit-([0-9a-f-]+)"', second.text))
+    assert len(rest) == 5 and shown | rest == made and 'id="next-page"' not in second.text
+    assert user.browser.get("/console/audits?page_token=forged").status_code == 400
+
+
+def test_report_exports_and_running_progress(tenant: Callable[..., Tenant]) -> None:
+    user = tenant()
+    user.sign_in()
+    done = user.audit("succeeded")
+    running = user.audit("running", stage="influence", progress=0.6)
+    listing = user.browser.get("/console/audits").text
+    assert 'http-equiv="refresh"' in listing and 'value="60"' in listing and "influence" in listing
+    assert f'href="/console/audits/{done}/report"' in listing
+    report = user.browser.get(f"/console/audits/{done}/report")
+    assert report.status_code == 200 and report.headers["content-type"].startswith("text/html")
+    assert "form-action 'none'" in report.headers["content-security-policy"]
+    assert f"<title>BIND audit {done}</title>" in report.text and "&lt;script&gt;alert(1)" in report.text
+    card = user.browser.get(f"/console/audits/{done}/export")
+    assert card.status_code == 200 and "attachment" in card.headers["content-disposition"]
+    assert user.browser.get(f"/console/audits/{running}/report").status_code == 409
+
+
+def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
+    user = tenant()
+    user.sign_in()
+    now = datetime.now(UTC)
+    with sessions.begin() as session:
+        for version in (1, 2):
+            session.add(Graph(tenant_id=user.id, name=HOSTILE, version=version, summary={"nodes": 120 * version},
+                              data=b"", size_bytes=10, created_at=now + timedelta(seconds=version)))  # fmt: skip
+        schedule = Schedule(tenant_id=user.id, dataset="synthetic", settings={}, config={}, interval_seconds=3600,
+                            thresholds={"delta_sp": 0.15}, next_run_at=now)  # fmt: skip
+        session.add(schedule)
+        session.flush()
+        for i, sp in enumerate((0.05, 0.1, 0.2)):
+            metrics = {"test": {"accuracy": 0.8, "delta_sp": sp, "delta_eo": sp / 2, "gamma": sp / 3}}
+            session.add(Audit(tenant_id=user.id, dataset="synthetic", config={}, request_hash="0" * 64,
+                              state="succeeded", results={"metrics": metrics}, schedule_id=schedule.id,
+                              slot_time=now - timedelta(hours=3 - i)))  # fmt: skip
+        hook = Webhook(tenant_id=user.id, url="https://example.org/hook", events=["audit.succeeded"], secret="s")
+        session.add(hook)
+        session.flush()
+        session.add(WebhookDelivery(webhook_id=hook.id, event="audit.succeeded", payload={}, state="failed",
+                                    attempts=8, response_status=500, last_error=HOSTILE))  # fmt: skip
+    graphs = user.browser.get("/console/graphs").text
+    assert graphs.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2 and "<script" not in graphs
+    assert "<td>240</td>" in graphs and "<td>120</td>" in graphs
+    schedules = user.browser.get("/console/schedules").text
+    assert "▲ 0.200 / 0.150" in schedules and "<polyline" in schedules and "stroke-dasharray" in schedules
+    assert f'href="/console/schedules/{schedule.id}/report"' in schedules
+    history = user.browser.get(f"/console/schedules/{schedule.id}/report")
+    assert history.status_code == 200 and "Runs, newest first" in history.text
+    hooks = user.browser.get("/console/webhooks").text
+    assert "https://example.org/hook" in hooks and "<td>500</td>" in hooks and "&lt;script&gt;" in hooks
