@@ -1,0 +1,118 @@
+"""The console in headless Chromium against a live server and a real worker: sign in, watch a running audit
+progress to done (the page refreshes itself), open its report, sign out; no console message at all (a CSP
+violation would be one). Screenshots are kept under ``tests/artifacts/console/`` (git-ignored).
+
+Needs ``/usr/bin/chromium`` and the ``playwright`` package (its own browser download is not used); skipped
+without either.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from bind_it import ROOT, WorkerPool, make_audit_body
+from fastapi.testclient import TestClient
+
+from app.core.settings import Settings
+from app.main import create_app
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = ROOT / "tests" / "artifacts" / "console"
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (it drives /usr/bin/chromium)")
+
+
+@pytest.fixture(scope="module")
+def live_url(api_settings: Settings) -> Iterator[str]:
+    """The app served by uvicorn on a free local port, in a thread of this process."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(api_settings), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def _state(page: sync_api.Page, audit_id: str) -> str:
+    """The audit's state cell as the browser shows it now ('' while the page is reloading)."""
+    try:
+        return page.locator(f"#audit-{audit_id} td:nth-child(3)").inner_text(timeout=1000)
+    except sync_api.Error:
+        return ""
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (apt-get install chromium)")
+def test_console_in_chromium(client: TestClient, graph_id: str, workers: WorkerPool, live_url: str) -> None:
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    response = client.post("/v1/audits", json=make_audit_body(graph_id, epochs=3000))
+    assert response.status_code == 202, response.text
+    audit_id = response.json()["id"]
+    problems: list[str] = []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}"))
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.on("response", lambda r: problems.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
+
+        page.goto(f"{live_url}/console/audits")
+        assert page.url.endswith("/console/sign-in")  # signed out: sent to sign in
+        page.fill("#api_key", key)
+        page.screenshot(path=str(ARTIFACTS / "1-sign-in.png"))
+        page.click("#sign-in")
+        page.wait_for_url("**/console/audits")
+        assert audit_id in page.content()
+
+        workers.start()  # the audit was queued; from here the page refreshes itself every 2 s
+        seen: list[str] = []
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            state = _state(page, audit_id)
+            if state and (not seen or seen[-1] != state):
+                seen.append(state)
+                if state.startswith("running") and not (ARTIFACTS / "2-running.png").exists():
+                    page.screenshot(path=str(ARTIFACTS / "2-running.png"))
+            if state.startswith(("succeeded", "failed", "cancelled")):
+                break
+            time.sleep(0.25)
+        print(f"states seen in the browser: {seen}")
+        assert seen and seen[-1] == "succeeded", (seen, workers.logs())
+        assert any(s.startswith("running") and "%" in s for s in seen), seen  # stage and progress while it ran
+        page.screenshot(path=str(ARTIFACTS / "3-done.png"))
+        second = client.post("/v1/audits", json=make_audit_body(graph_id, epochs=3000)).json()["id"]
+        page.reload()  # nothing was running, so the page had stopped refreshing; now it refreshes again
+        deadline = time.monotonic() + 60
+        while not _state(page, second).startswith("running") and time.monotonic() < deadline:
+            time.sleep(0.25)
+        page.screenshot(path=str(ARTIFACTS / "5-overview.png"))  # one done, one running (the README's picture)
+
+        page.click(f"#audit-{audit_id} a.report")
+        page.wait_for_url(f"**/console/audits/{audit_id}/report")
+        assert page.title() == f"BIND audit {audit_id}"
+        assert page.locator("section#metrics .card").count() >= 4 and page.locator("svg").count() >= 2
+        page.screenshot(path=str(ARTIFACTS / "4-report.png"))
+
+        page.goto(f"{live_url}/console/graphs")
+        assert page.locator("#graphs").inner_text().count("toy") >= 1
+        page.click("#sign-out")
+        page.wait_for_url("**/console/sign-in")
+        page.goto(f"{live_url}/console/audits")
+        assert page.url.endswith("/console/sign-in")  # the cookie is gone
+        browser.close()
+    print(f"screenshots: {ARTIFACTS}")
+    assert problems == [], problems
