@@ -1,4 +1,5 @@
-"""Security headers on every response, and ``Cache-Control: no-store`` on the API's."""
+"""Security headers on every response, and ``Cache-Control: no-store`` on the API's and the console's (a signed-out
+browser keeps no copy of a tenant's pages)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class SecurityHeadersMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        no_store = str(scope.get("path", "")).startswith("/v1/")
+        no_store = str(scope.get("path", "")).startswith(("/v1/", "/console"))
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

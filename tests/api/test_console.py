@@ -202,6 +202,7 @@ def test_report_exports_and_running_progress(tenant: Callable[..., Tenant]) -> N
     report = user.browser.get(f"/console/audits/{done}/report")
     assert report.status_code == 200 and report.headers["content-type"].startswith("text/html")
     assert "form-action 'none'" in report.headers["content-security-policy"]
+    assert report.headers["cache-control"] == "no-store"  # nothing of the tenant's stays in the browser's cache
     assert f"<title>BIND audit {done}</title>" in report.text and "&lt;script&gt;alert(1)" in report.text
     card = user.browser.get(f"/console/audits/{done}/export")
     assert card.status_code == 200 and "attachment" in card.headers["content-disposition"]
