@@ -11,8 +11,9 @@ from fastapi import Depends, Request
 from app.console.cookies import SESSION_COOKIE, ConsoleSession, read_session, same_token
 from app.core.db.tables import Tenant
 from app.core.deps import SessionDep, SettingsDep
-from app.core.errors import Forbidden
-from app.tenants.keys import tenant_of_key_id
+from app.core.errors import Forbidden, TooManyRequests
+from app.core.ratelimit import RateLimiter
+from app.tenants.keys import active_key
 
 SIGN_IN_PATH = "/console/sign-in"
 
@@ -31,11 +32,21 @@ class ConsoleUser:
 
 def get_console_user(request: Request, session: SessionDep, settings: SettingsDep) -> ConsoleUser:
     """The tenant behind the request's session cookie; :class:`SignInRequired` when there is none, it is forged or
-    expired, or its API key was revoked since."""
+    expired, or its API key was revoked since. Requests count against the API key's rate limit (the same bucket
+    as the API's requests with that key): 429 past it."""
     signed = read_session(settings.console_secret.get_secret_value(), request.cookies.get(SESSION_COOKIE))
-    tenant = tenant_of_key_id(session, signed.key_id) if signed is not None else None
-    if signed is None or tenant is None:
+    key = active_key(session, signed.key_id) if signed is not None else None
+    tenant = session.get(Tenant, key.tenant_id) if key is not None else None
+    if signed is None or key is None or tenant is None:
         raise SignInRequired()
+    limiter: RateLimiter | None = getattr(request.app.state, "rate_limiter", None)
+    if limiter is not None:
+        decision = limiter.check(key.key_hash)  # the API's bucket is keyed on hash_key(key), the same digest
+        if not decision.allowed:
+            raise TooManyRequests(
+                f"Rate limit of {int(limiter.capacity)} requests per minute for this API key exceeded.",
+                headers={"Retry-After": str(decision.retry_after)},
+            )
     return ConsoleUser(tenant=tenant, session=signed)
 
 

@@ -69,7 +69,6 @@ def authenticate(session: Session, key: str) -> Tenant | None:
     return session.get(Tenant, found.tenant_id) if found is not None else None
 
 
-def tenant_of_key_id(session: Session, key_id: uuid.UUID) -> Tenant | None:
-    """The tenant of the stored key ``key_id`` while that key is not revoked (a console session rests on it)."""
-    found = session.scalar(select(ApiKey).where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None)))
-    return session.get(Tenant, found.tenant_id) if found is not None else None
+def active_key(session: Session, key_id: uuid.UUID) -> ApiKey | None:
+    """The stored key ``key_id`` while it is not revoked (a console session rests on it)."""
+    return session.scalar(select(ApiKey).where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None)))

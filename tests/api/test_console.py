@@ -15,6 +15,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.db.tables import ApiKey, Audit, Graph, Schedule, Webhook, WebhookDelivery
+from app.core.settings import Settings
+from app.main import create_app
 from app.tenants.keys import authenticate, get_or_create_tenant, hash_key, key_prefix
 
 HOSTILE = "<script>alert(1)</script>"
@@ -241,3 +243,13 @@ def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: 
     assert history.status_code == 200 and "Runs, newest first" in history.text
     hooks = user.browser.get("/console/webhooks").text
     assert "https://example.org/hook" in hooks and "<td>500</td>" in hooks and "&lt;script&gt;" in hooks
+
+
+def test_console_requests_share_the_api_keys_rate_limit(settings: Settings, sessions: sessionmaker[Session]) -> None:
+    """The console counts against its API key's bucket: spent in the console, the API refuses the key too."""
+    with TestClient(create_app(settings.model_copy(update={"rate_limit_per_minute": 3}))) as limited:
+        user = Tenant(limited, sessions)
+        user.sign_in()  # signing in takes no token from the bucket
+        assert [user.browser.get("/console/audits").status_code for _ in range(4)] == [200, 200, 200, 429]
+        refused = limited.get("/v1/audits", headers={"Authorization": f"Bearer {user.key}"})
+        assert refused.status_code == 429 and "retry-after" in refused.headers
