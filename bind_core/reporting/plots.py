@@ -56,7 +56,7 @@ def fit_time_axis(ax: Axes, times: Sequence[datetime]) -> tuple[datetime, dateti
     """
     first, last = min(times), max(times)
     margin = (last - first) * TIME_MARGIN if last > first else LONE_RUN_MARGIN
-    ax.set_xlim(first - margin, last + margin)
+    ax.set_xlim(first - margin, last + margin)  # type: ignore[arg-type]  # a date axis takes datetimes (units)
     locator = AutoDateLocator(tz=UTC, minticks=3)  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
