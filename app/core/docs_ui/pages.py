@@ -12,14 +12,13 @@ are blank offline and need ``'unsafe-inline'``. These pages reference only same-
 
 Each page carries a Content-Security-Policy allowing scripts, styles, fonts and requests from this origin
 only (images also as ``data:`` URIs, which Swagger UI's CSS uses for its icons; on ``/redoc`` also the
-``<style>`` elements ReDoc creates, see :func:`content_security_policy`); no inline script anywhere. The
+``<style>`` elements ReDoc writes, by their hashes: :data:`REDOC_STYLE_HASHES`); no inline script anywhere. The
 other security headers come from :class:`app.core.middleware.SecurityHeadersMiddleware` as on every
 response.
 """
 
 from __future__ import annotations
 
-import secrets
 from functools import lru_cache
 from html import escape
 from importlib.resources import files
@@ -37,23 +36,18 @@ VENDOR_FILES = Path(str(files("fastapi_offline").joinpath("static")))
 REDOCLY_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
 
 REDOC_STYLE_HASHES = (
-    "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",  # the empty <style> element style-loader creates first
-    "sha256-QMIg+bpjm3JdElJ388KYke01izlUW0UoNOeKjpMxdgc=",  # perfect-scrollbar's CSS, which it then writes there
+    "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",  # an empty <style> element
+    "sha256-QMIg+bpjm3JdElJ388KYke01izlUW0UoNOeKjpMxdgc=",  # perfect-scrollbar's CSS
 )
-"""The two ``<style>`` elements ReDoc's bundle (fastapi-offline 1.7.7) writes while it loads, before a nonce
-can be given to it. Another bundle may need others: the headless-Chromium test fails on any CSP violation."""
+"""The ``<style>`` elements ReDoc's bundle (fastapi-offline 1.7.7) writes: empty ones, whose rules
+styled-components then adds through the CSSOM (``insertRule``, which a CSP does not govern), and one holding
+perfect-scrollbar's CSS. Another bundle may need others: the headless-Chromium test fails on any CSP violation."""
 
 
-def content_security_policy(style_nonce: str | None = None) -> str:
-    """The documentation pages' policy: no script or style from another origin, no inline script.
-
-    ReDoc writes its styles into ``<style>`` elements at run time (styled-components): with ``style_nonce``
-    the ones marked with that nonce (ReDoc's ``nonce`` option, set by ``redoc-init.js``) and the two of
-    :data:`REDOC_STYLE_HASHES` are allowed too. Scripts stay same-origin files on both pages.
-    """
-    styles = ["'self'"]
-    if style_nonce:
-        styles += [f"'nonce-{style_nonce}'", *(f"'{h}'" for h in REDOC_STYLE_HASHES)]
+def content_security_policy(redoc: bool = False) -> str:
+    """The documentation pages' policy: no script or style from another origin, no inline script; on ReDoc's
+    page also the ``<style>`` elements of :data:`REDOC_STYLE_HASHES`."""
+    styles = ["'self'", *(f"'{h}'" for h in REDOC_STYLE_HASHES if redoc)]
     return "; ".join(
         (
             "default-src 'none'",
@@ -85,17 +79,15 @@ def install_docs(app: FastAPI, openapi_url: str = "/openapi.json") -> None:
         body = f"""<div id="swagger-ui"></div>
 <script src="{root}{ASSETS}/vendor/swagger-ui-bundle.js"></script>
 <script src="{root}{ASSETS}/swagger-init.js" data-openapi-url="{root}{escape(openapi_url)}"></script>"""
-        return _page(f"{app.title} - Swagger UI", root, ["vendor/swagger-ui.css", "docs.css"], body, None)
+        return _page(f"{app.title} - Swagger UI", root, ["vendor/swagger-ui.css", "docs.css"], body, redoc=False)
 
     @app.get("/redoc", include_in_schema=False)
     def redoc(request: Request) -> HTMLResponse:
         root = escape(str(request.scope.get("root_path", "")))
-        nonce = secrets.token_urlsafe(18)
         body = f"""<div id="redoc"></div>
 <script src="{root}{ASSETS}/redoc.standalone.js"></script>
-<script src="{root}{ASSETS}/redoc-init.js" data-openapi-url="{root}{escape(openapi_url)}"
- data-style-nonce="{nonce}"></script>"""
-        return _page(f"{app.title} - ReDoc", root, ["docs.css"], body, nonce)
+<script src="{root}{ASSETS}/redoc-init.js" data-openapi-url="{root}{escape(openapi_url)}"></script>"""
+        return _page(f"{app.title} - ReDoc", root, ["docs.css"], body, redoc=True)
 
     # Before the mounts: a mount at ASSETS would answer this path first.
     @app.get(f"{ASSETS}/redoc.standalone.js", include_in_schema=False)
@@ -107,7 +99,7 @@ def install_docs(app: FastAPI, openapi_url: str = "/openapi.json") -> None:
     app.mount(ASSETS, StaticFiles(directory=OWN_FILES), name="docs-assets")
 
 
-def _page(title: str, root: str, styles: list[str], body: str, style_nonce: str | None) -> HTMLResponse:
+def _page(title: str, root: str, styles: list[str], body: str, *, redoc: bool) -> HTMLResponse:
     links = "\n".join(f'<link rel="stylesheet" href="{root}{ASSETS}/{name}">' for name in styles)
     html = f"""<!DOCTYPE html>
 <html lang="en">
@@ -123,4 +115,4 @@ def _page(title: str, root: str, styles: list[str], body: str, style_nonce: str 
 </body>
 </html>
 """
-    return HTMLResponse(html, headers={"Content-Security-Policy": content_security_policy(style_nonce)})
+    return HTMLResponse(html, headers={"Content-Security-Policy": content_security_policy(redoc)})
