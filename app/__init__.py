@@ -1,5 +1,7 @@
-"""bind-audit's HTTP API: routes, schemas, dependencies, settings, database models and migrations.
+"""bind-audit's service: one package per feature (audits, graphs, supplied models, schedules, webhooks,
+influence, reports, datasets, tenants) over ``app.core`` (settings, database, errors, logging, publisher).
 
-Imports `bind_core` (the science) and never `worker` (the worker imports this package for its settings,
-models and sessions, and receives jobs by task name through `app.core.publisher`).
+Imports `bind_core` (the science) and never `worker`: the worker imports this package, registers the task
+bodies its features define (``app/<feature>/tasks.py``) under their names, and runs the loops. See
+docs/ARCHITECTURE.md.
 """

@@ -98,8 +98,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     (:func:`stop_worker`), and exits 0. If the worker dies on its own, the API is stopped too and the exit
     status is 1.
     """
-    import uvicorn
-
     from app.core.db.session import ensure_sqlite_dir
     from app.core.settings import get_settings
 
@@ -118,9 +116,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # A process group of its own: a terminal's Ctrl-C reaches only this process, which stops the worker
         # once (a second SIGINT would make Celery abandon its audit), and the whole group can be stopped.
         worker = subprocess.Popen(worker_command(args.loglevel.upper()), start_new_session=True)
-        config = uvicorn.Config("app.main:create_app", factory=True, host=args.host, port=args.port,
-                                log_level=args.loglevel.lower())  # fmt: skip
-        server = uvicorn.Server(config)
+        server = api_server(args.host, args.port, args.loglevel)
         _watch(worker, server)
         print(f"bind-audit: API on http://{args.host}:{args.port} (docs at /docs), one worker (pid {worker.pid})",
               file=sys.stderr)  # fmt: skip
@@ -138,6 +134,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if asked is not None or worker is None:
         return 0
     return 0 if worker.returncode in (0, -signal.SIGTERM) else 1
+
+
+def api_server(host: str, port: int, loglevel: str = "info") -> Any:
+    """The ``uvicorn.Server`` of ``serve``'s API. uvicorn's own access line is off: the app writes one per
+    request, in ``BIND_LOG_FORMAT`` (:func:`app.core.logs.configure_logging`)."""
+    import uvicorn
+
+    config = uvicorn.Config("app.main:create_app", factory=True, host=host, port=port, log_level=loglevel.lower(),
+                            access_log=False)  # fmt: skip
+    return uvicorn.Server(config)
 
 
 def _watch(worker: subprocess.Popen[bytes], server: Any) -> None:
@@ -218,10 +224,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
+def configure_cli_logging() -> None:
+    """Plain lines for the commands; ``serve``'s API swaps this handler for its own (BIND_LOG_FORMAT)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    configure_cli_logging()
     if args_list[:1] == ["run"]:
         return cmd_run(args_list[1:])
     args = build_parser().parse_args(args_list)

@@ -14,6 +14,7 @@ from app.audits import routes as audits
 from app.console import routes as console
 from app.core import health
 from app.core.db.session import make_engine, session_factory
+from app.core.docs_ui.pages import install_docs
 from app.core.logs import configure_logging
 from app.core.metrics import ApiMetrics
 from app.core.metrics import router as metrics_router
@@ -52,7 +53,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # /docs and /redoc come from install_docs: no CDN, a strict CSP
+        redoc_url=None,
         openapi_url="/openapi.json",
     )
     app.state.settings = settings
@@ -84,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.metrics_served:
         app.include_router(metrics_router)
     _install_openapi(app)
+    install_docs(app, "/openapi.json")
     return app
 
 

@@ -93,7 +93,7 @@ def execute(
     if claim.audit_id != key:
         log.info("audit %s's message: audit %s has the turn", audit_id, claim.audit_id)
     audit_id = str(claim.audit_id)
-    audit_id_var.set(audit_id[:64])  # the caller (`worker.tasks`) resets it
+    audit_id_var.set(audit_id[:64])  # the caller (`app.audits.tasks.run_audit`) resets it
     log.info("audit %s: attempt %d on %s", audit_id, claim.attempt, device)
 
     def beat(stage: str | None, progress: float | None) -> Lease:

@@ -73,10 +73,24 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(log_format: str = "json", level: int = logging.INFO) -> None:
-    """Send the root logger to stderr through the redacting filter (once per process)."""
+    """One handler on the root logger, to stderr through the redacting filter: JSON lines or plain text.
+
+    Safe to call more than once (the handler is added once per process). Every log line is written once:
+
+    - a plain handler already on the root (``logging.basicConfig``'s, which ``bind-audit`` installs before it
+      knows which command runs) is taken off, since every record would otherwise be written twice, plain and
+      in ``log_format``;
+    - uvicorn's loggers are adopted (:func:`adopt_uvicorn_loggers`): its access line is not written (the
+      request middleware, :mod:`app.core.observability`, writes the one access line, with the request id) and
+      its other messages go through this handler, in this format.
+    """
     root = logging.getLogger()
+    adopt_uvicorn_loggers()
     if any(getattr(h, _MARK, False) for h in root.handlers):
         return
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler:  # basicConfig's; subclasses (pytest's capture) stay
+            root.removeHandler(handler)
     handler = logging.StreamHandler()
     setattr(handler, _MARK, True)
     handler.addFilter(RedactingFilter())
@@ -86,6 +100,22 @@ def configure_logging(log_format: str = "json", level: int = logging.INFO) -> No
     root.addHandler(handler)
     if root.level == logging.NOTSET or root.level > level:
         root.setLevel(level)
+
+
+def adopt_uvicorn_loggers() -> None:
+    """Silence ``uvicorn.access`` and send ``uvicorn`` and ``uvicorn.error`` to the root logger's handler.
+
+    uvicorn configures its loggers before it calls the app factory, with handlers of its own (plain text, the
+    access line on stdout); this runs from the factory, so it undoes that for the process. uvicorn writes an
+    access line only while ``uvicorn.access`` has a handler (as with ``--no-access-log``).
+    """
+    access = logging.getLogger("uvicorn.access")
+    access.handlers.clear()
+    access.propagate = False
+    for name in ("uvicorn", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
 
 
 def protect_handlers(logger: logging.Logger | None = None) -> None:

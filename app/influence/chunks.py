@@ -16,7 +16,7 @@ from the stored weights, claims its chunk (skipping one that is done or held by 
 audit attempt is over), computes it and stores the result once: the write matches only a chunk not yet
 ``done``, and a chunk computed twice gives the same numbers anyway, so nothing is corrupted by a race.
 
-Celery-free, like `app.audits.run`; `worker.tasks` wires the task and the sender.
+Celery-free, like `app.audits.run`; `app.influence.tasks` holds the task and the sender, `worker.tasks` registers it.
 """
 
 from __future__ import annotations

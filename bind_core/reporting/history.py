@@ -13,12 +13,11 @@ picks and formats what the page shows as plain text; the template escapes every 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
 from bind_core.reporting import plots
@@ -102,12 +101,7 @@ def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, flo
             xs, ys = zip(*points, strict=True)
             accuracy.plot(xs, ys, color=ACCURACY[2], marker="o", markersize=3.5, linewidth=1.4)
         accuracy.set(ylabel="accuracy", xlabel="slot time (UTC)")
-        times = [_time(r.get("slot_time")) for r in runs]
-        pad = max((max(times) - min(times)) * 0.04, timedelta(hours=1))  # one run: a day around it, not years
-        accuracy.set_xlim(min(times) - pad, max(times) + pad)
-        locator = AutoDateLocator(tz=UTC)  # type: ignore[no-untyped-call]
-        accuracy.xaxis.set_major_locator(locator)
-        accuracy.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
+        plots.fit_time_axis(accuracy, [_time(r.get("slot_time")) for r in runs])  # shared with the bias panel
     return plots._svg(fig, ident)
 
 

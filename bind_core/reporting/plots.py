@@ -11,10 +11,13 @@ import io
 import math
 import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import matplotlib
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
@@ -35,6 +38,29 @@ def _svg(fig: Figure, ident: str) -> str:
     # Inline SVG in HTML5 needs no namespace declarations; without them the page names no URL at all.
     text = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", text)
     return re.sub(r'(\bid="|url\(#|href="#)', lambda m: f"{m.group(1)}{ident}-", text)
+
+
+TIME_MARGIN = 0.05
+"""Share of the runs' time span left empty on each side of a time axis."""
+LONE_RUN_MARGIN = timedelta(minutes=30)
+"""Either side of a time axis holding a single time (no span to take a share of)."""
+
+
+def fit_time_axis(ax: Axes, times: Sequence[datetime]) -> tuple[datetime, datetime]:
+    """Fit ``ax``'s x-axis (UTC) to ``times``: their range plus :data:`TIME_MARGIN` of it on each side.
+
+    Runs a minute apart get an axis of minutes, runs days apart one of days; a single time gets
+    :data:`LONE_RUN_MARGIN` either side. The ticks come from matplotlib's ``AutoDateLocator`` with its
+    ``ConciseDateFormatter``, which labels each tick with only what changes at that scale (``10:02``,
+    ``Nov 03``) and puts the rest (the day, the year) once beside the axis. Returns the limits.
+    """
+    first, last = min(times), max(times)
+    margin = (last - first) * TIME_MARGIN if last > first else LONE_RUN_MARGIN
+    ax.set_xlim(first - margin, last + margin)  # type: ignore[arg-type]  # a date axis takes datetimes (units)
+    locator = AutoDateLocator(tz=UTC, minticks=3)  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
+    return first - margin, last + margin
 
 
 def _figure(width: float, height: float, cols: int = 1) -> tuple[Figure, list[Any]]:

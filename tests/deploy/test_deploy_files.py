@@ -75,5 +75,10 @@ def test_ci_script_is_executable_bash_and_runs_the_readme_command() -> None:
     assert os.access(script, os.X_OK)
     text = script.read_text()
     assert text.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in text
-    assert text.rstrip().endswith("python -m pytest")
+    assert text.rstrip().endswith("scripts/check")
+    checks = (ROOT / "scripts" / "check").read_text()
+    assert os.access(ROOT / "scripts" / "check", os.X_OK)
+    for step in ("ruff check", "ruff format --check", "mypy", "lint-imports", "pytest"):
+        assert step in checks
+    assert "scripts/check" in (ROOT / "README.md").read_text()
     subprocess.run(["bash", "-n", str(script)], check=True)

@@ -3,6 +3,7 @@ undone when the audit ends; and the ``resource-limit`` problem they lead to."""
 
 from __future__ import annotations
 
+import gc
 import resource
 import time
 
@@ -39,8 +40,11 @@ def test_an_allocation_past_the_cap_fails_and_the_cap_is_lifted_after() -> None:
 
 
 def test_the_watchdog_trips_on_resident_memory() -> None:
+    # Earlier tests' garbage freed while the guard runs would offset what this test adds (the guard measures
+    # the process's resident size): collect it first, and add well past the limit.
+    gc.collect()
     with AuditGuard(memory=32 * MiB, seconds=0, address_space=False, interval=0.02) as guard:
-        held = torch.ones(128 * MiB, dtype=torch.uint8)  # touched: resident
+        held = torch.ones(256 * MiB, dtype=torch.uint8)  # touched: resident
         over = _wait_tripped(guard)
         assert guard.added_peak > 32 * MiB  # what it saw when it tripped (the tensor may still be filling)
         del held

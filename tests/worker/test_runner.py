@@ -21,6 +21,7 @@ from app.core.db.tables import Audit, InfluenceRow
 from app.core.settings import Settings
 from app.graphs import loading
 from bind_core import ConfigError
+from bind_core.pipeline.audit import AuditConfig
 
 Progress = Callable[[str, float], None]
 
@@ -60,7 +61,7 @@ def fake_audit(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[Progress]
 
     def install(body: Callable[[Progress], FakeResult]) -> None:
         monkeypatch.setattr(loading, "load", lambda name, root: object())
-        monkeypatch.setattr(runner.AuditConfig, "from_dict", classmethod(lambda cls, d: d))
+        monkeypatch.setattr(runner.AuditConfig, "from_dict", classmethod(lambda cls, d: AuditConfig()))
 
         def fake_run_audit(
             graph: object, config: object, *, progress: Progress, device: str, model: object = None

@@ -1,0 +1,53 @@
+"""``bind-audit run``'s torch threads: one on small graphs, the idle cores on large ones, ``--threads`` first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from bind_core.cli import SMALL_GRAPH_NODES, default_threads, main
+
+QUICK = ["--synthetic", "--synthetic-nodes", "200", "--epochs", "5", "--skip", "influence,debiasing,validation",
+         "--bootstrap", "0", "--quiet"]  # fmt: skip
+
+
+def test_small_graphs_get_one_thread_however_many_cores_are_idle() -> None:
+    assert default_threads(14_821, cpus=64, load=0.0, torch_default=32) == 1  # Income's size
+    assert default_threads(SMALL_GRAPH_NODES - 1, cpus=64, load=0.0, torch_default=32) == 1
+
+
+@pytest.mark.parametrize(
+    ("cpus", "load", "torch_default", "expected"),
+    [
+        (16, 0.0, 8, 8),  # an idle machine: torch's default (its physical cores), not the hyper-threads
+        (8, 3.4, 8, 5),  # three cores busy: the five idle ones
+        (2, 5.3, 2, 1),  # a busy 2-core machine: one thread, never zero
+        (4, 0.6, 4, 3),  # a core mostly busy counts as busy
+    ],
+)
+def test_large_graphs_get_the_idle_cores(cpus: int, load: float, torch_default: int, expected: int) -> None:
+    assert default_threads(SMALL_GRAPH_NODES, cpus=cpus, load=load, torch_default=torch_default) == expected
+
+
+def test_the_machine_s_own_figures_give_at_least_one_thread() -> None:
+    assert 1 <= default_threads(10 * SMALL_GRAPH_NODES) <= torch.get_num_threads()
+
+
+@pytest.fixture
+def restore_threads() -> Iterator[None]:
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.usefixtures("restore_threads")
+def test_run_uses_the_rule_unless_threads_is_given(capsys: pytest.CaptureFixture[str]) -> None:
+    torch.set_num_threads(2)
+    assert main(QUICK) == 0
+    assert torch.get_num_threads() == 1
+    assert "torch threads: 1 (--threads to change)" in capsys.readouterr().err
+    assert main([*QUICK, "--threads", "2"]) == 0
+    assert torch.get_num_threads() == 2
+    assert "torch threads: 2\n" in capsys.readouterr().err
