@@ -70,6 +70,7 @@ def test_a_stored_audit_is_served_as_stored_and_conforms(
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["results"] == results  # nothing added, dropped or changed
+    assert json.dumps(body["results"], sort_keys=True) == json.dumps(results, sort_keys=True)  # not even 3 → 3.0
     assert results["debiasing"][0]["against_random"]["verdict"] and results["validation"]["count"] == 2
     assert _errors(_validator(client, "/v1/audits/{audit_id}"), body) == []
     export = client.get(f"/v1/audits/{audit_id}/export", headers=auth)
