@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
+
+from app.audits.config_schema import AuditConfigRead
+from app.audits.result_schemas import AuditResultsRead, StoredModel, lenient
 
 AuditState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 AuditStage = Literal["training", "metrics", "influence", "debiasing", "validation"]
@@ -161,6 +174,29 @@ class AuditCreate(BaseModel):
         return self.model_dump(mode="json", exclude={"graph_id", "dataset", "model_id", "graph_name"})
 
 
+class StoredFieldError(StoredModel):
+    """One offending input of a problem (as :class:`app.core.problem_schema.FieldError`)."""
+
+    field: str | None = Field(None, description="string: dotted path of the offending input")
+    message: str | None = Field(None, description="string: what is wrong with it")
+    file: str | None = Field(None, description="string: the uploaded file it is in")
+    rows: list[int] | None = Field(None, description="integers: up to five offending rows, 1-based")
+    values: list[str] | None = Field(None, description="strings: the offending values at those rows")
+    count: int | None = Field(None, description="integer: how many rows are at fault in all")
+
+
+class StoredProblem(StoredModel):
+    """The RFC 9457 problem that stopped a failed audit (as :class:`app.core.problem_schema.Problem`, with the
+    problem type's own members, e.g. ``limits``), served as stored."""
+
+    type: str | None = Field(None, description="string: the problem type's URI")
+    title: str | None = Field(None, description="string: its short summary")
+    status: int | None = Field(None, description="integer: the HTTP status it stands for")
+    detail: str | None = Field(None, description="string: what went wrong in this audit")
+    instance: str | None = Field(None, description="string: the audit it concerns")
+    errors: list[StoredFieldError] | None = Field(None, description="the offending inputs, where there are some")
+
+
 class AuditSummary(BaseModel):
     """An audit's state, as listed (``GET /v1/audits/{id}`` adds its config and results)."""
 
@@ -182,7 +218,7 @@ class AuditSummary(BaseModel):
     dataset: str | None
     model_id: uuid.UUID | None = None
     """The supplied model audited, if any (null: the audit trained its own, or the model was deleted)."""
-    error: dict[str, Any] | None
+    error: Annotated[StoredProblem | None, WrapValidator(lenient)]
     """When failed: an RFC 9457 problem document."""
     created_at: datetime
     started_at: datetime | None
@@ -193,10 +229,12 @@ class AuditSummary(BaseModel):
 class AuditRead(AuditSummary):
     """An audit's state and, when it succeeded, its results."""
 
-    config: dict[str, Any]
+    config: Annotated[AuditConfigRead, WrapValidator(lenient)]
     """The full ``bind_core.pipeline.audit.AuditConfig`` it runs with (defaults filled in)."""
-    results: dict[str, Any] | None
-    """When succeeded: ``metrics``, ``influence_summary``, ``debiasing``, ``validation``, ``timings``..."""
+    results: Annotated[AuditResultsRead | None, WrapValidator(lenient)]
+    """When succeeded: everything the audit produced, typed (``bind_core/pipeline/results.py``, served through
+    ``app/audits/result_schemas.py``): ``metrics``, ``influence_summary``, ``top_harmful``, ``debiasing``,
+    ``validation``, ``stationarity``, ``timings``, ``warnings``..."""
 
 
 class AuditPage(BaseModel):

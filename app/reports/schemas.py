@@ -1,13 +1,45 @@
 """The audit export: a model card's quantitative analysis plus BIND's influence and debiasing blocks.
 
 Built by :func:`bind_core.reporting.exports.model_card`; these models only declare (and check) its shape in OpenAPI.
+Its influence, debiasing, validation, graph and model blocks are the audit's typed results
+(:mod:`app.audits.result_schemas`), less a few keys.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, TypeAlias
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WrapValidator, create_model
+
+from app.audits.result_schemas import StoredModel, lenient, model_for
+from bind_core.pipeline.results import (
+    DebiasingRow,
+    GraphSummary,
+    InfluenceRow,
+    InfluenceSummary,
+    ModelSummary,
+    Validation,
+)
+
+if TYPE_CHECKING:
+    ExportInfluence: TypeAlias = StoredModel
+    ExportDebiasing: TypeAlias = StoredModel
+    ExportValidation: TypeAlias = StoredModel
+    ExportGraph: TypeAlias = StoredModel
+    ExportModel: TypeAlias = StoredModel
+else:
+    _Row = model_for(InfluenceRow)
+    ExportInfluence = create_model(
+        "AuditExportInfluence",
+        __base__=model_for(InfluenceSummary),
+        __doc__="The influence summary (without timings and solver details) with the top harmful and helpful nodes.",
+        top_harmful=(list[_Row] | None, Field(None, description="up to 10 most harmful nodes")),
+        top_helpful=(list[_Row] | None, Field(None, description="up to 10 most helpful nodes")),
+    )
+    ExportDebiasing = model_for(DebiasingRow)
+    ExportValidation = model_for(Validation)
+    ExportGraph = model_for(GraphSummary)
+    ExportModel = model_for(ModelSummary)
 
 
 class ConfidenceInterval(BaseModel):
@@ -47,13 +79,15 @@ class AuditExport(BaseModel):
     audit_id: str | None = None
     sign_convention: str | None = None
     quantitative_analysis: QuantitativeAnalysis
-    influence: dict[str, Any] | None = None
+    influence: Annotated[ExportInfluence | None, WrapValidator(lenient)] = None
     """The influence summary (count, harmful, helpful, quantiles, Γ, λ, solver) with the top harmful and
     helpful nodes."""
-    debiasing: list[dict[str, Any]] | None = None
+    debiasing: Annotated[list[ExportDebiasing] | None, WrapValidator(lenient)] = None
     """Per budget: requested, deleted, the deleted nodes, the estimated ΔΓ, and the metrics before and after."""
-    validation: dict[str, Any] | None = None
+    validation: Annotated[ExportValidation | None, WrapValidator(lenient)] = None
     """Estimated against actual ΔΓ: count, Pearson, Spearman, per-part correlations."""
     warnings: list[str] = Field(default_factory=list)
-    graph: dict[str, Any] | None = None
-    model: dict[str, Any] | None = None
+    graph: Annotated[ExportGraph | None, WrapValidator(lenient)] = None
+    """The graph audited (as in the audit's results)."""
+    model: Annotated[ExportModel | None, WrapValidator(lenient)] = None
+    """The model audited (as in the audit's results)."""

@@ -3,6 +3,7 @@ check the estimates against retraining. What the service's worker and the comman
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ from bind_core.data.graph import Graph
 from bind_core.influence.estimate import SIGN_CONVENTION, ChunkRunner, InfluenceResult
 from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
+from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.stages import (
     STABILITY,
     AuditProgress,
@@ -34,6 +36,7 @@ __all__ = [
     "AuditConfig",
     "AuditProgress",
     "AuditResult",
+    "AuditResults",
     "run_audit",
     "warnings_for",
 ]
@@ -78,6 +81,10 @@ class AuditResult:
             + self._estimate_warnings(),
             "sign_convention": SIGN_CONVENTION,
         }
+
+    def typed(self) -> AuditResults:
+        """:meth:`to_dict` as the typed :class:`~bind_core.pipeline.results.AuditResults` (its JSON form, as stored)."""
+        return AuditResults.from_dict(json.loads(json.dumps(self.to_dict())))
 
     def _stationarity(self) -> dict[str, Any]:
         """The polish's record, the audit's check and, with influence, the Hessian's spectrum at the weights."""
