@@ -16,7 +16,7 @@ from app.core.db.tables import ACTIVE_STATES, Audit, Graph, Tenant
 from app.core.errors import Conflict, NotFound, ValidationProblem, bind_error_problem
 from app.core.pagination import newest_first
 from app.core.settings import Settings
-from app.graphs.uploads import TABLE_OPTIONS, ReceivedUpload
+from app.graphs.uploads import TABLE_DEFAULTS, TABLE_OPTIONS, ReceivedUpload
 from app.graphs.versions import add_version
 from bind_core import BindError
 from bind_core.data.datasets import ingest_files, load_npz, save_npz
@@ -58,7 +58,9 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
     name = _graph_name(fields.get("name"), upload.client_names.get("npz") or upload.client_names.get("nodes"))
     try:
         if "npz" in files:
-            clash = [k for k in ("nodes", "edges", *TABLE_OPTIONS) if k in files or k in fields]
+            clash = [k for k in ("nodes", "edges") if k in files] + [
+                k for k in TABLE_OPTIONS if k in files or (k in fields and not _at_default(k, fields[k]))
+            ]
             if clash:
                 raise ValidationProblem(
                     "Send either one npz file, or a nodes table with an edges file.",
@@ -103,6 +105,11 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
 
 
 _FLAGS = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+
+
+def _at_default(option: str, value: str) -> bool:
+    """Whether a table option's form value is empty or its declared default (what a generated client sends)."""
+    return not value.strip() or value.strip().lower() == TABLE_DEFAULTS.get(option)
 
 
 def table_options(fields: dict[str, str]) -> dict[str, Any]:

@@ -26,6 +26,14 @@ TABLE_OPTIONS = (
     "impute_missing", "max_categories", "sensitive_bins",
 )  # fmt: skip
 """Form fields that describe a node table and edge list (``bind_core.data.datasets.ingest_files`` options)."""
+TABLE_DEFAULTS = {
+    "on_unknown_nodes": "error",
+    "allow_no_edges": "false",
+    "impute_missing": "false",
+    "max_categories": "20",
+}
+"""The table options' declared defaults (the OpenAPI request body): a client generated from the document sends
+them, so a field left at its default is not a table option given to an npz upload."""
 FIELD_PARTS = (*TABLE_OPTIONS, "name")
 _PARQUET_MAGIC = b"PAR1"
 _COMPRESSED_MAGIC = {b"\x1f\x8b": ".gz", b"\x28\xb5\x2f\xfd": ".zst"}

@@ -155,6 +155,21 @@ def test_npz_and_table_fields_conflict(client: TestClient, auth: dict[str, str],
     assert fields(assert_problem(response, 422)) == {"label"}
 
 
+def test_npz_with_table_options_at_their_defaults(client: TestClient, auth: dict[str, str], graph_npz: bytes) -> None:
+    """A client generated from /openapi.json sends the declared defaults; they are not table options."""
+    defaults = {
+        "on_unknown_nodes": "error",
+        "allow_no_edges": "false",
+        "impute_missing": "False",
+        "max_categories": "20",
+    }
+    response = client.post("/v1/graphs", headers=auth, files={"npz": ("g.npz", graph_npz)}, data=defaults)
+    assert response.status_code == 201, response.text
+    changed = {**defaults, "max_categories": "5", "allow_no_edges": "true"}
+    response = client.post("/v1/graphs", headers=auth, files={"npz": ("g.npz", graph_npz)}, data=changed)
+    assert fields(assert_problem(response, 422)) == {"max_categories", "allow_no_edges"}
+
+
 def test_unexpected_part(client: TestClient, auth: dict[str, str], graph_npz: bytes) -> None:
     response = client.post("/v1/graphs", headers=auth, files={"npz": ("g.npz", graph_npz)}, data={"lable": "y"})
     assert fields(assert_problem(response, 422)) == {"lable"}

@@ -59,10 +59,8 @@ def test_the_five_requests_through_a_generated_client(served: Served, tmp_path: 
 
     # 1. upload a graph
     npz = types.File(payload=io.BytesIO(synthetic_npz(200)), file_name="demo.npz", mime_type="application/octet-stream")
-    # The form's table options carry declared defaults, which a generated client sends unless told not to; the
-    # server refuses any table option with an .npz archive (even at its default), so they are left unset here.
-    table_options = dict.fromkeys(("on_unknown_nodes", "allow_no_edges", "impute_missing", "max_categories"))
-    form = models.UploadGraphV1GraphsPostBody(npz=npz, name="demo", **{k: types.UNSET for k in table_options})
+    # The generated form sends the table options' declared defaults; the server takes those as "not given".
+    form = models.UploadGraphV1GraphsPostBody(npz=npz, name="demo")
     uploaded = upload.sync_detailed(client=client, body=form)
     assert uploaded.status_code == 201, uploaded.content
     graph = uploaded.parsed
