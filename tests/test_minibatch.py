@@ -88,6 +88,26 @@ def test_samples_are_neighbours_without_replacement(graph: Graph) -> None:
         assert torch.allclose(values[crow[i] : crow[i + 1]], torch.full((len(picked),), 1 / len(picked)).double())
 
 
+def test_samples_are_uniform(graph: Graph) -> None:
+    """Every neighbour of a degree-5 node is drawn with probability 2/5 at fan-out 2, whatever its position."""
+    seeds = (graph.degree == 5).nonzero().squeeze(1)
+    sampler = NeighbourSampler(graph, "sage", (2, -1), layers=2, dtype=torch.float64,
+                               generator=torch.Generator().manual_seed(0))  # fmt: skip
+    counts = torch.zeros(5)
+    rounds = 200
+    for _ in range(rounds):
+        batch = sampler.sample(seeds)
+        crow, col, _ = batch.blocks[0].parts
+        owner = torch.repeat_interleave(torch.arange(seeds.numel()), crow[1:] - crow[:-1])
+        first = torch.searchsorted(graph.edge_index[0], seeds)  # each seed's neighbours, in the edge list's order
+        picked = batch.input_nodes[col]
+        rank = torch.searchsorted(graph.edge_index[1][first[owner, None] + torch.arange(5)], picked[:, None])
+        counts += torch.bincount(rank.squeeze(1), minlength=5)
+    expected = rounds * seeds.numel() * 2 / 5
+    assert seeds.numel() >= 10
+    assert float((counts / expected - 1).abs().max()) < 0.1
+
+
 def test_sampling_is_seeded(graph: Graph) -> None:
     def batches(seed: int) -> list[list[torch.Tensor]]:
         sampler = NeighbourSampler(graph, "gcn", (2, 2), layers=2, dtype=torch.float32,

@@ -124,6 +124,8 @@ class NeighbourSampler:
         self.crow[1:] = torch.cumsum(self.degree, 0)
         self.col = graph.edge_index[1].cpu().contiguous()
         self.dinv = (self.degree + 1).to(dtype).pow(-0.5)
+        self._local = torch.full((graph.num_nodes,), -1, dtype=torch.long)  # scratch: a node's row in a hop's src
+        self._mark = torch.zeros(graph.num_nodes, dtype=torch.bool)  # scratch: the new nodes of a hop
 
     def sample(self, seeds: Tensor, *, exact: bool = False) -> SampledBatch:
         """The sampled computation graph of ``seeds`` (global ids, distinct); ``exact``: every neighbour at every
@@ -134,7 +136,7 @@ class NeighbourSampler:
         blocks: list[Adjacency] = []
         for fan in hops:
             owner, neighbour, count = self._draw(nodes, fan)
-            src, position = _extend(nodes, neighbour)
+            src, position = self._extend(nodes, neighbour)
             blocks.append(self._block(nodes, owner, neighbour, position, count, int(src.numel())))
             nodes = src
         return SampledBatch(seeds.cpu(), tuple(reversed(blocks)), nodes, aggregated)
@@ -147,18 +149,44 @@ class NeighbourSampler:
 
     def _draw(self, nodes: Tensor, fan: int) -> tuple[Tensor, Tensor, Tensor]:
         """For each of ``nodes``, ``min(fan, deg)`` of its neighbours, uniformly without replacement:
-        ``(owner, neighbour, count)``, ``owner`` indexing ``nodes`` and ``count`` the number drawn per node."""
+        ``(owner, neighbour, count)``, ``owner`` indexing ``nodes`` and ``count`` the number drawn per node.
+
+        Nodes of degree at most ``fan`` keep every neighbour; the others draw ``fan`` distinct positions among their
+        neighbours by Floyd's algorithm, vectorised over the nodes (``fan`` rounds of one uniform draw each, so the
+        cost is ``O(fan²)`` per node, never a sort of the neighbourhoods)."""
         degree = self.degree[nodes]
-        owner, take = row_entries(self.crow, nodes)
         if fan == ALL or degree.numel() == 0 or int(degree.max()) <= fan:
+            owner, take = row_entries(self.crow, nodes)
             return owner, self.col[take], degree
-        # A uniform random order within each row (random keys below the row index), then the first `fan` of each.
-        keys = (owner << _KEY_BITS) | torch.randint(0, 1 << _KEY_BITS, owner.shape, generator=self.generator)
-        order = torch.argsort(keys, stable=True)  # rows stay where they were; each row's entries are shuffled
-        first = torch.cumsum(degree, 0) - degree
-        rank = torch.arange(owner.numel()) - first[owner]
-        chosen = torch.sort(order[rank < fan]).values
-        return owner[chosen], self.col[take[chosen]], degree.clamp(max=fan)
+        big = degree > fan
+        small_rows, big_rows = (~big).nonzero().squeeze(1), big.nonzero().squeeze(1)
+        owner_small, take_small = row_entries(self.crow, nodes[small_rows])
+        top = degree[big_rows]
+        chosen = torch.empty((big_rows.numel(), fan), dtype=torch.long)
+        for step in range(fan):  # Floyd: j = deg − fan + step; r uniform in [0, j]; r if not yet chosen, else j
+            last = top - fan + step
+            pick = (torch.rand(last.shape, generator=self.generator, dtype=torch.float64) * (last + 1)).long()
+            pick = torch.minimum(pick, last)
+            if step:
+                pick = torch.where((chosen[:, :step] == pick[:, None]).any(1), last, pick)
+            chosen[:, step] = pick
+        take_big = (self.crow[nodes[big_rows]][:, None] + chosen).reshape(-1)
+        owner = torch.cat([small_rows[owner_small], big_rows.repeat_interleave(fan)])
+        return owner, self.col[torch.cat([take_small, take_big])], degree.clamp(max=fan)
+
+    def _extend(self, nodes: Tensor, neighbour: Tensor) -> tuple[Tensor, Tensor]:
+        """``src``: ``nodes`` followed by the neighbours not among them (in increasing id); and each neighbour's row
+        in ``src``. Through two scratch arrays over the graph's nodes (reset before returning), so no sort."""
+        local, mark = self._local, self._mark
+        local[nodes] = torch.arange(nodes.numel())
+        mark[neighbour[local[neighbour] < 0]] = True
+        new = mark.nonzero().squeeze(1)
+        mark[new] = False
+        local[new] = torch.arange(nodes.numel(), nodes.numel() + new.numel())
+        position = local[neighbour]
+        src = torch.cat([nodes, new])
+        local[src] = -1
+        return src, position
 
     def _block(
         self, dst: Tensor, owner: Tensor, neighbour: Tensor, position: Tensor, count: Tensor, num_src: int
@@ -178,24 +206,6 @@ class NeighbourSampler:
             weight = torch.cat([weight, self.dinv[dst] * self.dinv[dst]])
         block = Adjacency.from_entries(owner, position, weight, (int(dst.numel()), num_src))
         return _to(block, self.device)
-
-
-def _extend(nodes: Tensor, neighbour: Tensor) -> tuple[Tensor, Tensor]:
-    """``src``: ``nodes`` followed by the neighbours not among them (sorted); and each neighbour's row in ``src``."""
-    reached = torch.unique(neighbour)
-    known = torch.sort(nodes).values
-    new = reached[~_member(reached, known)]
-    src = torch.cat([nodes, new])
-    order = torch.argsort(src)
-    return src, order[torch.searchsorted(src[order], neighbour)]
-
-
-def _member(values: Tensor, sorted_set: Tensor) -> Tensor:
-    """``values[i] ∈ sorted_set`` for a sorted 1-D ``sorted_set``."""
-    if sorted_set.numel() == 0:
-        return torch.zeros_like(values, dtype=torch.bool)
-    pos = torch.searchsorted(sorted_set, values).clamp(max=sorted_set.numel() - 1)
-    return sorted_set[pos] == values
 
 
 def _to(block: Adjacency, device: torch.device) -> Adjacency:
