@@ -33,7 +33,7 @@ def _evaluate(module: GNN, inputs: GraphInputs, rows: LabelledRows, repeat: int)
         objective = training_objective(module, inputs, rows, 1e-4)
         objective.backward()  # type: ignore[no-untyped-call]
         best = min(best, time.perf_counter() - start)
-        value, grads = float(objective), [p.grad.clone() for p in module.parameters() if p.grad is not None]
+        value, grads = float(objective.detach()), [p.grad.clone() for p in module.parameters() if p.grad is not None]
     return best, value, grads
 
 
