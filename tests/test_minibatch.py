@@ -129,8 +129,9 @@ def test_sampling_is_seeded(graph: Graph) -> None:
     )
 
 
-def test_one_full_mini_batch_epoch_is_the_full_batch_epoch(graph: Graph) -> None:
-    model = ModelConfig(arch="gcn", layers=2, hidden=8, dropout=0.0)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_one_full_mini_batch_epoch_is_the_full_batch_epoch(graph: Graph, arch: str) -> None:
+    model = ModelConfig(arch=arch, layers=2, hidden=8, dropout=0.0)
     base = TrainConfig(epochs=3, lr=0.01, polish=False, seed=2)
     full = train(graph, base, model)
     mini = train(graph, TrainConfig(epochs=3, lr=0.01, polish=False, seed=2,
