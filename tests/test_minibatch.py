@@ -14,7 +14,7 @@ from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.pipeline.config import AuditConfig
 from bind_core.training.compgraph import computation_graph, objective_inputs
 from bind_core.training.fit import TrainConfig, TrainedModel, max_abs_gradient, polish, train
-from bind_core.training.objective import objective_gradient, training_objective
+from bind_core.training.objective import flat_objective, objective_gradient, training_objective
 from bind_core.training.sampling import NeighbourSampler, SampledBatch
 
 ARCHS = ("gcn", "sage", "gin")
@@ -185,6 +185,22 @@ def test_computation_graph_objective_equals_the_full_graphs(sparse_graph: Graph,
         assert float((g_full - g_part).abs().max()) <= 1e-10
     chosen_inputs, chosen_rows = objective_inputs(module, inputs, sparse_graph)
     assert chosen_rows is not sparse_graph and chosen_inputs.adjacency is not None
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_computation_graph_hessian_vector_products_equal_the_full_graphs(sparse_graph: Graph, arch: str) -> None:
+    """What the polish's Newton finish forms its Hessians from (forward over reverse on the flat objective)."""
+    module = _model(sparse_graph, arch, torch.float64)
+    inputs = module.prepare(sparse_graph)
+    sub = computation_graph(module, inputs, sparse_graph)
+    assert sub is not None
+    full, theta, _ = flat_objective(module, inputs, sparse_graph, 1e-3)
+    part, _, _ = flat_objective(module, sub.inputs, sub, 1e-3)
+    vector = torch.randn(theta.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    hvp_full = torch.func.jvp(torch.func.grad(full), (theta,), (vector,))[1]
+    hvp_part = torch.func.jvp(torch.func.grad(part), (theta,), (vector,))[1]
+    assert float(hvp_full.abs().max()) > 1e-3
+    assert float((hvp_full - hvp_part).abs().max()) <= 1e-10
 
 
 def test_objective_inputs_keep_the_whole_graph_when_the_part_is_most_of_it(graph: Graph) -> None:
