@@ -29,8 +29,8 @@ GAT's attention is not a fixed linear aggregation and is not sampled here.
 
 PyG's ``NeighborLoader`` needs ``pyg-lib`` or ``torch-sparse`` (no wheels for this torch on the package index);
 :data:`PYG_SAMPLER` says whether either is importable. This module does not use it even then: its GCN blocks
-renormalise on the sampled subgraph (see above), and the loader's batches are not reproducible from the training
-seed alone, so the project's own sampler is the one training uses.
+renormalise on the sampled subgraph (see above), and its neighbour draws do not come from the training's own
+``torch.Generator``, so the project's own sampler is the one training uses either way.
 """
 
 from __future__ import annotations
