@@ -44,6 +44,25 @@ class Adjacency:
         transposed = parts if symmetric else _csr_parts(edge_index[1], edge_index[0], weight, num_nodes)
         return cls(parts, transposed, (num_nodes, num_nodes))
 
+    @classmethod
+    def from_entries(cls, row: Tensor, col: Tensor, weight: Tensor, shape: tuple[int, int]) -> Adjacency:
+        """A ``[r, c]`` matrix (``shape``) from its entries ``A[row, col] = weight``, in any order (a sampled
+        mini-batch block, or a submatrix); its transpose is built too."""
+        parts = _csr_parts(row, col, weight, shape[0])
+        return cls(parts, _csr_parts(col, row, weight, shape[1]), shape)
+
+    def submatrix(self, nodes: Tensor) -> Adjacency:
+        """``A[nodes][:, nodes]`` of a square matrix for sorted unique ``nodes``, relabelled to positions in
+        ``nodes``, with the entries' values unchanged (so a GCN's normalisation stays the whole graph's)."""
+        crow, col, values = self.parts
+        nodes = nodes.to(crow.device)
+        local, take = row_entries(crow, nodes)
+        cols = col[take]
+        pos = torch.searchsorted(nodes, cols).clamp(max=max(nodes.numel() - 1, 0))
+        keep = nodes[pos] == cols
+        size = int(nodes.numel())
+        return Adjacency.from_entries(local[keep], pos[keep], values[take][keep], (size, size))
+
     @property
     def num_nodes(self) -> int:
         """The number of columns (the graph's nodes)."""

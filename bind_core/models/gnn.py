@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, cast
 
@@ -211,7 +211,7 @@ class GNN(nn.Module):
                 h = dropout(_ACT[self.config.activation](h), self.config.dropout, self.training)
             if inputs.adjacency is not None and rows is not None and i == last:
                 # The last layer computes only the wanted rows: a block of the adjacency's rows.
-                h = self._csr_layer(self.convs[i], inputs.adjacency.rows(rows), h, rows)
+                h = self._csr_layer(self.convs[i], inputs.adjacency.rows(rows), h, h[rows])
                 return cast(Tensor, self.head(h))
             h = self.layer(i, h, inputs)
         out = cast(Tensor, self.head(h))
@@ -223,14 +223,36 @@ class GNN(nn.Module):
         if i == 0 and inputs.x_prop is not None:  # the aggregated features, computed once per graph
             return self.first_layer(inputs.x_prop)
         if inputs.adjacency is not None:
-            return self._csr_layer(conv, inputs.adjacency, h, None)
+            return self._csr_layer(conv, inputs.adjacency, h, h)
         if inputs.edge_weight is not None:
             return cast(Tensor, conv(h, inputs.edge_index, inputs.edge_weight))
         return cast(Tensor, conv(h, inputs.edge_index))
 
-    def _csr_layer(self, conv: nn.Module, adjacency: Adjacency, h: Tensor, rows: Tensor | None) -> Tensor:
-        """One layer as a CSR product (the PyG layer's arithmetic; ``rows``: the output rows the block holds)."""
-        root = h if rows is None else h[rows]
+    def forward_blocks(self, h: Tensor, blocks: Sequence[Adjacency]) -> Tensor:
+        """Logits of a mini-batch's nodes from its sampled computation graph (:mod:`bind_core.training.sampling`),
+        with the same parameters as :meth:`forward`.
+
+        ``blocks`` are the layers' bipartite matrices, the first layer's first: block ``i`` is ``[r_i, c_i]`` with
+        output rows the first ``r_i`` of its ``c_i`` input rows (a node's own row comes first, as GIN's and SAGE's
+        root terms need), and ``c_{i+1} = r_i``. With one block per layer, ``h`` holds the raw features of the first
+        block's input rows; with one fewer, the first layer is applied to ``h`` as the aggregated features
+        (:func:`~bind_core.models.propagation.aggregate_features` over every neighbour, computed once per graph) of
+        the first block's input rows (or of the batch's nodes, for a one-layer model). GCN, GIN and SAGE only.
+        """
+        layers = self.config.layers
+        start = layers - len(blocks)
+        if self.config.arch not in ("gcn", "gin", "sage") or start not in (0, 1):
+            raise ValueError(f"forward_blocks: a {self.config.arch} model takes {layers} or {layers - 1} blocks")
+        if start == 1:
+            h = self.first_layer(h)
+        for i, block in enumerate(blocks, start):
+            if i > 0:
+                h = dropout(_ACT[self.config.activation](h), self.config.dropout, self.training)
+            h = self._csr_layer(self.convs[i], block, h, h[: block.shape[0]])
+        return cast(Tensor, self.head(h))
+
+    def _csr_layer(self, conv: nn.Module, adjacency: Adjacency, h: Tensor, root: Tensor) -> Tensor:
+        """One layer as a CSR product (the PyG layer's arithmetic; ``root``: the output rows' own rows of ``h``)."""
         arch = self.config.arch
         if arch == "gcn":  # GCNConv: Â·(h·Wᵀ) + b
             gcn = cast(GCNConv, conv)

@@ -31,6 +31,8 @@ from bind_core.errors import ConfigError
 from bind_core.models.gnn import GNN, ModelConfig, node_losses, probabilities, require_finite
 from bind_core.models.propagation import GraphInputs
 from bind_core.models.pyg import bind_config, bind_state_dict, is_pyg_config, read_source
+from bind_core.training.compgraph import objective_inputs
+from bind_core.training.minibatch import MiniBatchEpochs
 from bind_core.training.newton import NEWTON_MAX_PARAMETERS, newton_finish
 from bind_core.training.objective import (
     FROZEN_STEPS_PER_HESSIAN,
@@ -63,6 +65,14 @@ class TrainConfig(DictConfig):
         keep: ``"best_val"`` keeps the Adam weights with the lowest validation loss (the paper's rule);
             ``"last"`` keeps the final epoch's (what the reference code ends up using). With ``polish`` the
             L-BFGS polish then moves either to a stationary point of the training objective.
+        batch_size: ``0`` (default): full-batch epochs. ``b > 0``: each epoch takes an Adam step per batch of
+            ``b`` shuffled training nodes on the batch's neighbour-sampled computation graph
+            (:mod:`bind_core.training.minibatch`; GCN, GIN and SAGE). The validation loss stays exact, and the
+            polish is the same full-batch one, so the audited weights are a stationary point of the full objective.
+        fan_out: with ``batch_size``: neighbours sampled per hop, one entry per layer, the batch's own neighbours
+            first (the last layer's, as PyG's ``num_neighbors``); ``-1`` takes every neighbour, and an empty tuple
+            (default) every neighbour at every hop. A first layer (last entry) of ``-1`` reads the graph's
+            aggregated features, exactly, without expanding that hop (:mod:`bind_core.training.sampling`).
     """
 
     section: ClassVar[str] = "training"
@@ -76,8 +86,11 @@ class TrainConfig(DictConfig):
     polish_tol: float = 1e-7
     keep: str = "best_val"
     newton_seconds: float = 900.0
+    batch_size: int = 0
+    fan_out: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        _check_fan_out(self)
         if not 0 <= self.epochs <= 1_000_000:
             raise ConfigError(f"epochs: {self.epochs!r} must be between 0 and 1000000")
         if not 0 < self.lr <= 10:
@@ -90,6 +103,19 @@ class TrainConfig(DictConfig):
             raise ConfigError(f"newton_seconds: {self.newton_seconds!r} must be in (0, 86400]")
         if self.keep not in ("best_val", "last"):
             raise ConfigError(f"keep: {self.keep!r} is not one of best_val, last")
+        if isinstance(self.batch_size, bool) or not 0 <= self.batch_size <= 100_000_000:
+            raise ConfigError(f"batch_size: {self.batch_size!r} must be between 0 (full batch) and 100000000")
+
+
+def _check_fan_out(config: TrainConfig) -> None:
+    """Store ``fan_out`` as a tuple of ints (JSON gives a list; ``None`` means ``-1``) and check its entries."""
+    raw: object = config.fan_out
+    if not isinstance(raw, list | tuple):
+        raise ConfigError(f"fan_out: expected a list of integers, got {type(raw).__name__} {raw!r}")
+    values = tuple(-1 if f is None else f for f in raw)
+    if any(isinstance(f, bool) or not isinstance(f, int) or (f < 1 and f != -1) for f in values):
+        raise ConfigError(f"fan_out: {list(raw)!r} entries must be positive integers or -1 (every neighbour)")
+    object.__setattr__(config, "fan_out", values)
 
 
 @dataclass
@@ -279,11 +305,8 @@ def _adam(
     keep_best = config.keep == "best_val"
     share = 0.8 if config.polish else 1.0  # of the stage's progress; the polish reports the rest
     inputs = trained.prepare(graph)
-    dev = inputs.x.device
-    train_idx, val_idx = graph.train_idx.to(dev), graph.val_idx.to(dev)
-    y_train, y_val = graph.y.to(dev)[train_idx], graph.y.to(dev)[val_idx]
-    forward_train, forward_val = _row_forwards(module, inputs, train_idx, val_idx)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=True)
+    step, validation_loss, record = _epochs(module, inputs, graph, config, optimizer)
     best_val, best_epoch = float("inf"), -1
     best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
     start = time.perf_counter()
@@ -293,14 +316,11 @@ def _adam(
     for epoch in range(config.epochs):
         if toggle:
             module.train()
-        optimizer.zero_grad(set_to_none=True)
-        loss = node_losses(forward_train(), y_train).mean()
-        loss.backward()  # type: ignore[no-untyped-call]
-        optimizer.step()
+        step()
         if toggle:
             module.eval()
         with torch.no_grad():
-            val_loss = float(node_losses(forward_val(), y_val).mean())
+            val_loss = float(validation_loss())
         if keep_best and val_loss < best_val:
             best_val, best_epoch = val_loss, epoch
             best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
@@ -314,6 +334,7 @@ def _adam(
         "best_epoch": best_epoch if keep_best else config.epochs - 1,
         "best_val_loss": best_val if keep_best else None,
         "seconds": time.perf_counter() - start,
+        **record,
     }
     adam_grad = gradient_norm(trained, graph)
     trained.stationarity = {"adam_grad_norm": adam_grad, "grad_norm": adam_grad, "polished": False}
@@ -330,6 +351,31 @@ def _adam(
     return trained
 
 
+def _epochs(
+    module: GNN, inputs: GraphInputs, graph: Graph, config: TrainConfig, optimizer: torch.optim.Optimizer
+) -> tuple[Callable[[], None], Callable[[], Tensor], dict[str, Any]]:
+    """``(step, validation_loss, record)``: one epoch's Adam steps (full batch, or mini-batches when
+    ``config.batch_size > 0``), the validation loss after it, and what the history records of the batches."""
+    if config.batch_size > 0:
+        epochs = MiniBatchEpochs(
+            module, inputs, graph, optimizer, batch_size=config.batch_size, fan_out=config.fan_out, seed=config.seed
+        )
+        record = {"batch_size": config.batch_size, "fan_out": list(epochs.fan_out), "batches": epochs.batches_per_epoch}
+        return epochs.step, epochs.validation_loss, record
+    dev = inputs.x.device
+    train_idx, val_idx = graph.train_idx.to(dev), graph.val_idx.to(dev)
+    y_train, y_val = graph.y.to(dev)[train_idx], graph.y.to(dev)[val_idx]
+    forward_train, forward_val = _row_forwards(module, inputs, train_idx, val_idx)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss = node_losses(forward_train(), y_train).mean()
+        loss.backward()  # type: ignore[no-untyped-call]
+        optimizer.step()
+
+    return step, (lambda: node_losses(forward_val(), y_val).mean()), {}
+
+
 def _row_forwards(
     module: GNN, inputs: GraphInputs, train_idx: Tensor, val_idx: Tensor
 ) -> tuple[Callable[[], Tensor], Callable[[], Tensor]]:
@@ -344,14 +390,16 @@ def gradient_norm(trained: TrainedModel, graph: Graph) -> float:
     """Euclidean norm of the gradient of the training objective (no dropout) at the current weights."""
     module = trained.module
     module.eval()
-    return gradient_size(objective_gradient(module, trained.prepare(graph), graph, trained.train_config.weight_decay))
+    inputs, rows = objective_inputs(module, trained.prepare(graph), graph)
+    return gradient_size(objective_gradient(module, inputs, rows, trained.train_config.weight_decay))
 
 
 def max_abs_gradient(trained: TrainedModel, graph: Graph) -> float:
     """``max|∂L/∂θ|`` of the training objective (no dropout) at the current weights: what ``polish_tol`` bounds."""
     module = trained.module
     module.eval()
-    return largest_gradient_entry(module, trained.prepare(graph), graph, trained.train_config.weight_decay)
+    inputs, rows = objective_inputs(module, trained.prepare(graph), graph)
+    return largest_gradient_entry(module, inputs, rows, trained.train_config.weight_decay)
 
 
 def polish(
@@ -379,12 +427,15 @@ def polish(
     ``newton=False`` never runs it. Records ``grad_norm``, ``iterations`` (L-BFGS), ``seconds``, ``converged``
     (the largest gradient entry is at most ``tol``) and, when it ran, ``newton`` (its record) in
     ``trained.stationarity``.
+    A multi-layer GCN, GIN or SAGE evaluates the objective on its training nodes' computation graph
+    (:mod:`bind_core.training.compgraph`: the same objective, gradient and Hessian, exactly) when that holds at most
+    half of the graph's nodes.
     Used after training and, warm-started, as the ground truth of a deletion. ``progress(fraction)`` is called
     at every objective evaluation, after each Newton step and while a Hessian is formed; it may raise.
     """
     module = trained.module.double()
     module.eval()
-    inputs = trained.prepare(graph)
+    inputs, rows = objective_inputs(module, trained.prepare(graph), graph)  # the training nodes' part, if smaller
     wd = trained.train_config.weight_decay
     optimizer = torch.optim.LBFGS(
         module.parameters(),
@@ -409,7 +460,7 @@ def polish(
         if progress is not None:  # every evaluation: one can take seconds on a large model
             progress(lbfgs_share * min(1.0, evaluations / max(max_iter, 1)))
         optimizer.zero_grad(set_to_none=True)
-        obj = training_objective(module, inputs, graph, wd)
+        obj = training_objective(module, inputs, rows, wd)
         obj.backward()  # type: ignore[no-untyped-call]
         return obj
 
@@ -418,22 +469,22 @@ def polish(
         optimizer.step(closure)  # type: ignore[no-untyped-call]
     state = optimizer.state[optimizer._params[0]]
     record: dict[str, Any] = {}
-    if run_newton and largest_gradient_entry(module, inputs, graph, wd) > tol:
+    if run_newton and largest_gradient_entry(module, inputs, rows, wd) > tol:
         report = None if progress is None else (lambda f: progress(lbfgs_share + (1 - lbfgs_share) * f))
         if trained.module.row_separable:
-            objective, theta, write_back = flat_objective(module, inputs, graph, wd)
+            objective, theta, write_back = flat_objective(module, inputs, rows, wd)
             theta, record = newton_finish(
                 objective, theta, tol=tol, max_iter=newton_max_iter, max_seconds=newton_max_seconds, progress=report
             )
             write_back(theta)
         else:
             record = message_passing_finish(
-                module, inputs, graph, wd, tol=tol, lbfgs_iter=max(max_iter, 1000),
+                module, inputs, rows, wd, tol=tol, lbfgs_iter=max(max_iter, 1000),
                 max_steps=newton_max_iter * FROZEN_STEPS_PER_HESSIAN, max_seconds=newton_max_seconds, progress=report,
             )  # fmt: skip
     if progress is not None:
         progress(1.0)
-    grads = objective_gradient(module, inputs, graph, wd)
+    grads = objective_gradient(module, inputs, rows, wd)
     trained.stationarity = {
         **trained.stationarity,
         "grad_norm": gradient_size(grads),

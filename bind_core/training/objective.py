@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import torch
 from torch import Tensor
 from torch.func import functional_call
 
-from bind_core.data.graph import Graph
 from bind_core.models.gnn import GNN, flat_parameters, node_losses, unflatten_parameters
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.hessian import dense_hessian_by_rows
@@ -29,13 +28,24 @@ FROZEN_STEPS_PER_HESSIAN = 5
 """Frozen-Hessian steps allowed per Hessian step of ``newton_max_iter`` (a frozen step costs one gradient)."""
 
 
+class LabelledRows(Protocol):
+    """What the objective reads of a graph: its training nodes and labels (a :class:`Graph`, or the training nodes'
+    computation graph, :class:`bind_core.training.compgraph.ComputationGraph`, whose rows are its own)."""
+
+    @property
+    def train_idx(self) -> Tensor: ...
+
+    @property
+    def y(self) -> Tensor: ...
+
+
 def l2_penalty(params: Any) -> Tensor:
     """``Σ ‖p‖²`` over a module's parameters or an iterable/dict of tensors."""
     values = params.values() if isinstance(params, dict) else params
     return cast(Tensor, sum((p * p).sum() for p in values))
 
 
-def training_objective(module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float) -> Tensor:
+def training_objective(module: GNN, inputs: GraphInputs, graph: LabelledRows, weight_decay: float) -> Tensor:
     """``L(θ) = (1/m)·Σ_{j∈train} ℓ_j(θ) + (λ/2)·‖θ‖²`` in the module's current mode."""
     train = graph.train_idx.to(inputs.x.device)
     losses = node_losses(module(inputs, train), graph.y.to(inputs.x.device)[train])
@@ -46,7 +56,7 @@ def training_objective(module: GNN, inputs: GraphInputs, graph: Graph, weight_de
 def message_passing_finish(
     module: GNN,
     inputs: GraphInputs,
-    graph: Graph,
+    graph: LabelledRows,
     wd: float,
     *,
     tol: float,
@@ -97,7 +107,7 @@ def message_passing_finish(
 def lbfgs(
     module: GNN,
     inputs: GraphInputs,
-    graph: Graph,
+    graph: LabelledRows,
     wd: float,
     *,
     tol: float,
@@ -125,7 +135,7 @@ def lbfgs(
     optimizer.step(closure)  # type: ignore[no-untyped-call]
 
 
-def objective_gradient(module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float) -> list[Tensor]:
+def objective_gradient(module: GNN, inputs: GraphInputs, graph: LabelledRows, weight_decay: float) -> list[Tensor]:
     """``∂L/∂θ`` of the training objective at the current weights, per parameter tensor."""
     params = [p for p in module.parameters() if p.requires_grad]
     return list(torch.autograd.grad(training_objective(module, inputs, graph, weight_decay), params))
@@ -135,13 +145,13 @@ def gradient_size(grads: list[Tensor]) -> float:
     return float(torch.sqrt(torch.stack([(g.double() ** 2).sum() for g in grads]).sum()))
 
 
-def largest_gradient_entry(module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float) -> float:
+def largest_gradient_entry(module: GNN, inputs: GraphInputs, graph: LabelledRows, weight_decay: float) -> float:
     """``max|∂L/∂θ|``, the quantity ``polish_tol`` bounds (as L-BFGS's ``tolerance_grad``)."""
     return max(float(g.abs().max()) for g in objective_gradient(module, inputs, graph, weight_decay))
 
 
 def flat_objective(
-    module: GNN, inputs: GraphInputs, graph: Graph, weight_decay: float
+    module: GNN, inputs: GraphInputs, graph: LabelledRows, weight_decay: float
 ) -> tuple[Callable[[Tensor], Tensor], Tensor, Callable[[Tensor], None]]:
     """The training objective as a function of one flat parameter vector, that vector, and a setter for it."""
     names, shapes, theta = flat_parameters(module)
