@@ -224,13 +224,22 @@ def test_polish_on_the_computation_graph_reaches_a_stationary_point_of_the_full_
 
 
 def test_train_config_round_trips_the_batch_settings() -> None:
-    config = AuditConfig(training=TrainConfig(batch_size=256, fan_out=(10, 10)))
+    config = AuditConfig(model=ModelConfig(layers=2), training=TrainConfig(batch_size=256, fan_out=(10, 10)))
     again = AuditConfig.from_dict(json.loads(json.dumps(config.to_dict())))
     assert again == config and again.training.fan_out == (10, 10)
     assert TrainConfig.from_dict({"fan_out": [5, None]}).fan_out == (5, -1)
     trained = train(synthetic(200, seed=1, train_per_class=20), TrainConfig(epochs=2, polish=False, batch_size=8))
     loaded = TrainedModel.from_bytes(trained.to_bytes(), json.loads(json.dumps(trained.config_dict())))
     assert loaded.train_config == trained.train_config and loaded.history["batch_size"] == 8
+
+
+def test_an_audit_config_that_cannot_sample_is_refused_when_made() -> None:
+    """Checked when the audit is requested (the API's 422), not when a worker trains it."""
+    with pytest.raises(ConfigError, match="fan_out"):
+        AuditConfig(training=TrainConfig(batch_size=256, fan_out=(10, 10)))  # one layer, two entries
+    with pytest.raises(ConfigError, match="gat"):
+        AuditConfig(model=ModelConfig(arch="gat", layers=2), training=TrainConfig(batch_size=256))
+    assert AuditConfig(model=ModelConfig(arch="gat", layers=2), training=TrainConfig(fan_out=(3, 3))).training
 
 
 @pytest.mark.parametrize(

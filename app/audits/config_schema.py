@@ -37,6 +37,8 @@ class TrainingConfigRead(StoredModel):
     polish_tol: float | None = Field(None, description="number: the polish's gradient tolerance")
     keep: str | None = Field(None, description="string: best_val or last, the Adam weights kept")
     newton_seconds: float | None = Field(None, description="number: seconds the Newton finish may take")
+    batch_size: int | None = Field(None, description="integer: training nodes per Adam step (0: full batch)")
+    fan_out: list[int] | None = Field(None, description="integers: neighbours sampled per layer (-1: all)")
 
 
 class AuditConfigRead(StoredModel):

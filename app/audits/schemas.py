@@ -47,6 +47,24 @@ class TrainingSettings(BaseModel):
         description="Time the polish's Newton finish may take to bring the model to a stationary point; a model "
         "left short of one fails the influence stage (model-not-stationary).",
     )  # fmt: skip
+    batch_size: StrictInt = Field(
+        default=0, ge=0, le=100_000_000,
+        description="0: full-batch Adam epochs (the paper's). Above 0: an Adam step per batch of this many training "
+        "nodes, on neighbours sampled per layer (fan_out); multi-layer GCN, GIN and SAGE only. The polish that follows "
+        "is always exact (full-batch objective), so the audited weights do not depend on the sampling.",
+    )  # fmt: skip
+    fan_out: list[StrictInt] = Field(
+        default_factory=list, max_length=8,
+        description="With batch_size: neighbours sampled per layer, the batch's own neighbours first (as PyG's "
+        "num_neighbors); -1 takes every neighbour. Empty: every neighbour at every layer.",
+    )  # fmt: skip
+
+    @field_validator("fan_out")
+    @classmethod
+    def _fan_out_entries(cls, value: list[int]) -> list[int]:
+        if any(n == 0 or n < -1 for n in value):
+            raise ValueError("each entry is a positive number of neighbours, or -1 for every neighbour")
+        return value
 
 
 PRINTABLE = r"^[^\x00-\x1f\x7f]+$"

@@ -12,6 +12,7 @@ from bind_core.influence.estimate import METHODS
 from bind_core.influence.solvers import SOLVERS
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig
+from bind_core.training.sampling import SAMPLED_ARCHS, normalise_fan_out
 
 STAGES = ("training", "metrics", "influence", "debiasing", "validation")
 """The audit's stages in the order they run (:func:`bind_core.pipeline.stages.planned_stages` says which run)."""
@@ -108,6 +109,13 @@ class AuditConfig:
         unknown = set(self.stages) - set(STAGES)
         if unknown:
             raise ConfigError(f"stages: {sorted(unknown)} are not among {', '.join(STAGES)}")
+        if self.training.batch_size > 0:  # refused when the audit is requested, not after it queued
+            if self.model.arch not in SAMPLED_ARCHS:
+                raise ConfigError(
+                    f"training.batch_size: mini-batch training samples {', '.join(SAMPLED_ARCHS)} models, "
+                    f"not {self.model.arch}"
+                )
+            normalise_fan_out(self.training.fan_out, self.model.layers)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -40,6 +40,7 @@ def test_create_audit_with_paper_defaults(
     assert config["lam"] == 0.5 and config["budgets"] == [0.01, 0.1] and config["validation_sample"] == 50
     assert config["refine_steps"] == 0 and config["estimator"] == "auto" and config["debias_seeds"] == []
     assert config["debias_random_sets"] == 3 and config["training"]["newton_seconds"] == 900.0
+    assert config["training"]["batch_size"] == 0 and config["training"]["fan_out"] == []
     assert audit["id"] in queued_task_ids(redis_client)  # sent to the real broker after the commit
     again = client.get(f"/v1/audits/{audit['id']}", headers=auth).json()
     assert again["id"] == audit["id"] and again["state"] == "queued"
@@ -70,6 +71,9 @@ def test_create_audit_with_paper_defaults(
         ({"dataset": "x", "debias_seeds": [1, 1, 2]}, "debias_seeds"),
         ({"dataset": "x", "debias_random_sets": 0}, "debias_random_sets"),
         ({"dataset": "x", "training": {"newton_seconds": 0}}, "training.newton_seconds"),
+        ({"dataset": "x", "training": {"batch_size": -1}}, "training.batch_size"),
+        ({"dataset": "x", "training": {"fan_out": [10, 0]}}, "training.fan_out"),
+        ({"dataset": "x", "training": {"fan_out": [-2]}}, "training.fan_out"),
     ],
 )
 def test_invalid_audit_requests(client: TestClient, auth: dict[str, str], body: dict[str, Any], field: str) -> None:
@@ -248,3 +252,16 @@ def test_non_finite_results_are_stored_as_null(
         session.execute(update(Audit).where(Audit.id == uuid.UUID(audit_id)).values(state="succeeded", results=results))
     stored = client.get(f"/v1/audits/{audit_id}", headers=auth).json()["results"]
     assert stored == {"validation": {"pearson": None, "spearman": [1.0, None]}}
+
+
+def test_minibatch_training_settings(client: TestClient, auth: dict[str, str], graph_id: str) -> None:
+    """Neighbour-sampled training is requested through the API; bind_core refuses what it cannot run."""
+    body = {"graph_id": graph_id, "model": {"layers": 2}, "training": {"batch_size": 64, "fan_out": [10, -1]}}
+    response = client.post("/v1/audits", headers=auth, json=body)
+    assert response.status_code == 202, response.text
+    training = response.json()["config"]["training"]
+    assert training["batch_size"] == 64 and training["fan_out"] == [10, -1]
+    gat = {**body, "model": {"arch": "gat", "layers": 2}}
+    assert assert_problem(client.post("/v1/audits", headers=auth, json=gat), 422)["type"].endswith("/invalid-config")
+    wrong = {**body, "training": {"batch_size": 64, "fan_out": [10, 10, 10]}}  # three entries for two layers
+    assert assert_problem(client.post("/v1/audits", headers=auth, json=wrong), 422)["type"].endswith("/invalid-config")
