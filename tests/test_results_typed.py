@@ -57,8 +57,10 @@ def test_round_trip_is_the_identity_on_real_audits(name: str) -> None:
     assert result.typed() == typed
     if name == "metrics_only":
         assert typed.influence_summary is None and typed.debiasing is None and typed.metrics.intervals is None
+        assert typed.profile is None and "profile" not in _stored(result)
     else:
         assert typed.influence_summary is not None and typed.influence_summary.count == typed.graph.train
+        assert typed.profile is not None and typed.profile.sets.all.nodes == typed.graph.train
         assert typed.debiasing and typed.debiasing[0].before.nodes == typed.graph.test
     if name == "gcn1_everything":
         assert typed.metrics.intervals is not None and typed.metrics.intervals.delta_sp is not None

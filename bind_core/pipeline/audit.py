@@ -55,13 +55,15 @@ class AuditResult:
     validation: dict[str, Any] | None = None
     stability: dict[str, Any] | None = None
     refinement: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
+    """What the harmful nodes have in common (with influence; :mod:`bind_core.explain.profile`)."""
     stationarity: dict[str, Any] | None = None
     """The check before the influence stage (:func:`bind_core.training.stationarity.require_stationary`)."""
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "metrics": self.metrics,
             "influence_summary": self.influence.summary() if self.influence is not None else None,
             "top_harmful": self._top("harmful"),
@@ -81,6 +83,9 @@ class AuditResult:
             + self._estimate_warnings(),
             "sign_convention": SIGN_CONVENTION,
         }
+        if self.profile is not None:  # an optional key: absent without influence (and in older results)
+            out["profile"] = self.profile
+        return out
 
     def typed(self) -> AuditResults:
         """:meth:`to_dict` as the typed :class:`~bind_core.pipeline.results.AuditResults` (its JSON form, as stored)."""
@@ -177,7 +182,7 @@ def run_audit(
         "influence",
         lambda: influence_stage(trained, graph, config, groups, progress=tick, chunk_runner=chunk_runner),
     )
-    result.stationarity, result.influence, result.refinement = found
+    result.stationarity, result.influence, result.refinement, result.profile = found
     influence = found.influence
     if "debiasing" in plan:
         result.debiasing = stages.run(

@@ -20,6 +20,7 @@ from bind_core.data.groups import groups_arg, included_groups
 from bind_core.debiasing.debias import debias, report
 from bind_core.debiasing.validation import validate
 from bind_core.errors import AuditCancelled
+from bind_core.explain.profile import profile_nodes
 from bind_core.fairness.bootstrap import bootstrap_metrics
 from bind_core.fairness.breakdown import group_breakdown, probability_histograms
 from bind_core.fairness.metrics import worst_pairs
@@ -170,6 +171,8 @@ class InfluenceStage(NamedTuple):
     stationarity: dict[str, Any]
     influence: InfluenceResult
     refinement: dict[str, Any] | None
+    profile: dict[str, Any]
+    """What the harmful nodes have in common (:func:`bind_core.explain.profile.profile_nodes`)."""
 
 
 def influence_stage(
@@ -182,7 +185,8 @@ def influence_stage(
     chunk_runner: ChunkRunner | None = None,
 ) -> InfluenceStage:
     """Check that the weights are stationary, estimate every training node's ΔΓ and, with ``refine_steps``, refine
-    the estimates (the refinement gets the last 80% of the stage's progress)."""
+    the estimates (the refinement gets the last 80% of the stage's progress); then profile the harmful nodes (no
+    retraining: statistics and a shallow tree on the final estimates, the halves seeded by the training seed)."""
     stationarity = require_stationary(model, graph)
     share = 0.2 if config.refine_steps else 1.0  # of the influence stage's progress; refining takes the rest
     influence = estimate(
@@ -197,7 +201,8 @@ def influence_stage(
             progress=lambda _stage, frac: progress("influence", share + (1 - share) * frac),
         )  # fmt: skip
         refinement = refined.record()
-    return InfluenceStage(stationarity, influence, refinement)
+    profile = profile_nodes(graph, influence.delta.detach().cpu().double().numpy(), seed=config.training.seed)
+    return InfluenceStage(stationarity, influence, refinement, profile.document)
 
 
 def _set_estimator(

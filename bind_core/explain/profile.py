@@ -1,0 +1,256 @@
+"""A profile of the harmful training nodes: what they have in common.
+
+For the harmful nodes (the :data:`FRACTION` of training nodes with the most negative ΔΓ, only those with ΔΓ < 0),
+the helpful ones (the same fraction with the largest ΔΓ > 0) and all training nodes: the distribution of the
+sensitive group, the label, the degree, the share of neighbours from another group and every feature (mean and
+quantiles of a numeric column, the share at the higher value of a binary one). Then the rules that pick out where
+the harm concentrates (:mod:`bind_core.explain.rules`), each checked on a held-out half of the nodes.
+
+Why the top 10%: the audit's debiasing deletes the top-ranked few percent, and a tenth of the training nodes is the
+smallest set that still gives stable distributions on the paper's datasets (hundreds of training nodes); the
+profile also reports which share of the total harm (the sum of −ΔΓ over the nodes with ΔΓ < 0) the set holds, so
+that a reader sees whether the harm is concentrated there. An undefined number (an empty set, a feature with no
+spread) is null with its reason under ``undefined``, never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from bind_core.data.graph import Graph
+from bind_core.data.groups import group_name
+from bind_core.explain.rules import Candidate, Condition, find_rules, halves
+
+__all__ = ["FRACTION", "Profile", "candidate_splits", "cross_group_share", "profile_nodes"]
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+FRACTION = 0.1
+"""The share of training nodes in the harmful (and in the helpful) set."""
+QUANTILES = (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))
+MAX_THRESHOLDS = 8
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The profile as the audit result's JSON (``document``) and each reported rule's training positions."""
+
+    document: dict[str, Any]
+    members: list[list[int]]
+
+
+def cross_group_share(graph: Graph) -> FloatArray:
+    """Per node, the share of its neighbours in another sensitive group (NaN for a node without neighbours)."""
+    src, dst = graph.edge_index[0].numpy(), graph.edge_index[1].numpy()
+    sens = graph.sens.numpy()
+    other = np.bincount(src, weights=(sens[src] != sens[dst]).astype(np.float64), minlength=graph.num_nodes)
+    degree = np.bincount(src, minlength=graph.num_nodes).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(degree > 0, other / degree, np.nan)
+
+
+def _numeric(values: FloatArray) -> dict[str, float] | None:
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return None
+    q = {k: float(np.quantile(values, p)) for k, p in QUANTILES}
+    return {"mean": float(values.mean()), "min": float(values.min()), **q, "max": float(values.max())}
+
+
+def _counts(codes: npt.NDArray[np.int64], levels: int, names: list[str] | None, key: str) -> list[dict[str, Any]]:
+    counts = np.bincount(codes, minlength=levels)
+    total = int(counts.sum())
+    rows = []
+    for level, count in enumerate(counts.tolist()):
+        row: dict[str, Any] = {key: level}
+        if names is not None:
+            row["name"] = names[level]
+        rows.append({**row, "count": count, "share": count / total if total else None})
+    return rows
+
+
+def _set_profile(graph: Graph, delta: FloatArray, members: BoolArray, cross: FloatArray) -> dict[str, Any]:
+    """The distributions over one set of training positions (``members``, in ``train_idx`` order)."""
+    idx = graph.train_idx.numpy()[members]
+    harm = np.clip(-delta, 0.0, None)
+    total_harm = float(harm.sum())
+    count = int(members.sum())
+    names = [group_name(graph, g) for g in range(graph.num_groups)]
+    cross_here = cross[idx]
+    undefined: dict[str, str] = {}
+    if not count:
+        undefined["nodes"] = "the set is empty: every mean, share and distribution is undefined"
+    if total_harm <= 0:
+        undefined["harm_share"] = "no training node has ΔΓ < 0"
+    isolated = int(np.isnan(cross_here).sum())
+    if count and isolated == count:
+        undefined["cross_group_share"] = "no node of the set has a neighbour"
+    out: dict[str, Any] = {
+        "nodes": count,
+        "delta_sum": float(delta[members].sum()),
+        "delta_mean": float(delta[members].mean()) if count else None,
+        "harm_share": float(harm[members].sum()) / total_harm if total_harm > 0 else None,
+        "groups": _counts(graph.sens.numpy()[idx], graph.num_groups, names, "group"),
+        "labels": _counts(np.clip(graph.y.numpy()[idx], 0, None), graph.num_classes, None, "label"),
+        "degree": _numeric(graph.degree.numpy()[idx].astype(np.float64)),
+        "cross_group_share": _numeric(cross_here),
+        "no_neighbours": isolated,
+    }
+    if undefined:
+        out["undefined"] = undefined
+    return out
+
+
+def _feature_stats(column: FloatArray, binary: bool, high: float) -> dict[str, float] | None:
+    if column.size == 0:
+        return None
+    out = {"mean": float(column.mean())}
+    if binary:
+        out["share"] = float((column == high).mean())
+    else:
+        out.update({k: float(np.quantile(column, p)) for k, p in QUANTILES})
+    return out
+
+
+def _features(graph: Graph, sets: dict[str, BoolArray]) -> list[dict[str, Any]]:
+    """Per feature column: its kind, its statistics in each set, and the harmful set's standardised difference."""
+    x = graph.x.numpy()[graph.train_idx.numpy()].astype(np.float64)
+    rows = []
+    for j in range(x.shape[1]):
+        col = x[:, j]
+        values = np.unique(col)
+        binary = values.size <= 2
+        high = float(values.max())
+        std = float(col.std())
+        row: dict[str, Any] = {"index": j, "name": _feature_name(graph, j), "kind": "binary" if binary else "numeric"}
+        if binary:
+            row["high"] = high
+        for name, members in sets.items():
+            row[name] = _feature_stats(col[members], binary, high)
+        undefined: dict[str, str] = {}
+        if row["harmful"] is None:
+            row["difference"] = None
+            undefined["difference"] = "the harmful set is empty"
+        elif std == 0:
+            row["difference"] = None
+            undefined["difference"] = "the column is constant on the training nodes"
+        else:
+            row["difference"] = (row["harmful"]["mean"] - row["all"]["mean"]) / std
+        if undefined:
+            row["undefined"] = undefined
+        rows.append(row)
+    return rows
+
+
+def _feature_name(graph: Graph, j: int) -> str:
+    return graph.feature_names[j] if j < len(graph.feature_names) else f"x{j}"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _threshold_splits(variable: str, label: str, values: FloatArray, fit: npt.NDArray[np.int64]) -> list[Candidate]:
+    """``label > t`` against ``label <= t`` at the fit half's quantiles; NaN (undefined) satisfies neither bound, so
+    it goes with ``<= t`` and the text says so."""
+    known = values[fit][~np.isnan(values[fit])]
+    if known.size == 0:
+        return []
+    cuts = np.unique(np.quantile(known, np.arange(1, MAX_THRESHOLDS + 1) / (MAX_THRESHOLDS + 1)))
+    undefined = bool(np.isnan(values).any())
+    out = []
+    for t in cuts.tolist():
+        mask = np.nan_to_num(values, nan=-np.inf) > t
+        if mask.all() or not mask.any():
+            continue
+        low = f"{label} <= {_fmt(t)}" + (" or no neighbour" if undefined else "")
+        out.append(
+            Candidate(Condition(variable, ">", t, f"{label} > {_fmt(t)}"), Condition(variable, "<=", t, low), mask)
+        )
+    return out
+
+
+def _level_splits(variable: str, codes: npt.NDArray[np.int64], names: list[str]) -> list[Candidate]:
+    """``variable = v`` against ``variable ≠ v`` for each level present (one split for two levels)."""
+    present = np.unique(codes).tolist()
+    if len(present) < 2:
+        return []
+    levels = present[1:] if len(present) == 2 else present
+    return [
+        Candidate(
+            Condition(variable, "==", v, f"{variable} = {names[v]}"),
+            Condition(variable, "!=", v, f"{variable} ≠ {names[v]}"),
+            codes == v,
+        )
+        for v in levels
+    ]
+
+
+def candidate_splits(graph: Graph, cross: FloatArray, fit: npt.NDArray[np.int64]) -> list[Candidate]:
+    """Every split the rule search may use, as masks over the training nodes (thresholds from the fit half only)."""
+    train = graph.train_idx.numpy()
+    group_names = [group_name(graph, g) for g in range(graph.num_groups)]
+    out = _level_splits("group", graph.sens.numpy()[train], group_names)
+    out += _level_splits("label", graph.y.numpy()[train], [str(c) for c in range(graph.num_classes)])
+    out += _threshold_splits("degree", "degree", graph.degree.numpy()[train].astype(np.float64), fit)
+    out += _threshold_splits("cross_group_share", "cross-group share", cross[train], fit)
+    x = graph.x.numpy()[train].astype(np.float64)
+    for j in range(x.shape[1]):
+        name = _feature_name(graph, j)
+        values = np.unique(x[:, j])
+        if values.size == 2:
+            lo, hi = float(values[0]), float(values[1])
+            out.append(
+                Candidate(
+                    Condition(f"feature:{name}", "==", hi, f"{name} = {_fmt(hi)}"),
+                    Condition(f"feature:{name}", "==", lo, f"{name} = {_fmt(lo)}"),
+                    x[:, j] == hi,
+                )
+            )
+        elif values.size > 2:
+            out += _threshold_splits(f"feature:{name}", name, x[:, j], fit)
+    return out
+
+
+def _extreme(delta: FloatArray, fraction: float, harmful: bool) -> BoolArray:
+    """The ``fraction`` of positions with the most negative (``harmful``) or most positive ΔΓ, of that sign only."""
+    k = max(1, int(np.ceil(fraction * delta.size)))
+    order = np.argsort(delta if harmful else -delta, kind="stable")[:k]
+    members = np.zeros(delta.size, dtype=bool)
+    members[order] = True
+    return members & (delta < 0 if harmful else delta > 0)
+
+
+def profile_nodes(
+    graph: Graph, delta: FloatArray, *, seed: int = 0, fraction: float = FRACTION, max_depth: int = 2
+) -> Profile:
+    """The profile of the training nodes by their estimates ``delta`` (ΔΓ per node, in ``graph.train_idx``
+    order): the sets' distributions, the features and the rules that hold on the held-out half (seeded)."""
+    delta = np.asarray(delta, dtype=np.float64)
+    if delta.shape != (graph.train_idx.numel(),):
+        raise ValueError(f"delta has shape {delta.shape}, expected one value per training node")
+    cross = cross_group_share(graph)
+    sets = {
+        "harmful": _extreme(delta, fraction, True),
+        "helpful": _extreme(delta, fraction, False),
+        "all": np.ones(delta.size, dtype=bool),
+    }
+    fit, _ = halves(delta.size, seed)
+    found = find_rules(delta, candidate_splits(graph, cross, fit), seed=seed, max_depth=max_depth)
+    members = [rule.pop("positions") for rule in found["rules"]]
+    document = {
+        "fraction": fraction,
+        "definition": (
+            f"harmful: the {fraction:.0%} of training nodes with the most negative ΔΓ (ΔΓ < 0 only); helpful: the "
+            f"{fraction:.0%} with the largest ΔΓ (ΔΓ > 0 only); all: every training node"
+        ),
+        "sets": {name: _set_profile(graph, delta, m, cross) for name, m in sets.items()},
+        "features": _features(graph, sets),
+        "rules": found["rules"],
+        "search": found["search"],
+    }
+    return Profile(document, members)
