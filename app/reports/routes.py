@@ -1,5 +1,6 @@
-"""``/v1/audits/{id}/report``, ``/influence.csv``, ``/influence.parquet``, ``/export``: a succeeded audit as a
-page a person reads, as files for spreadsheets and data tools, and as a model card's quantitative analysis.
+"""``/v1/audits/{id}/report``, ``/influence.csv``, ``/influence.parquet``, ``/export``, ``/profile``: a succeeded
+audit as a page a person reads, as files for spreadsheets and data tools, as a model card's quantitative analysis,
+and what its harmful training nodes have in common.
 
 The routes are plain ``def``: rendering the figures runs in the thread pool, not on the event loop.
 """
@@ -13,8 +14,8 @@ from fastapi import APIRouter, Response
 
 from app.core.deps import SessionDep
 from app.core.problem_schema import problem_responses
-from app.reports.schemas import AuditExport
-from app.reports.service import all_influence_rows, succeeded_audit
+from app.reports.schemas import AuditExport, ProfileRead
+from app.reports.service import all_influence_rows, audit_profile, succeeded_audit
 from app.tenants.deps import TenantDep
 from bind_core.reporting.exports import influence_csv, influence_parquet, model_card
 from bind_core.reporting.report import render_report
@@ -82,6 +83,16 @@ def read_export(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> 
     audit = succeeded_audit(session, tenant, audit_id)
     assert audit.results is not None
     return model_card(audit.results, audit_id=str(audit.id))
+
+
+@router.get("/{audit_id}/profile", response_model=ProfileRead, responses=_ERRORS)
+def read_profile(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> dict[str, Any]:
+    """What the harmful training nodes have in common: the distributions of group, label, degree, cross-group share
+    and every feature over the harmful, helpful and all training nodes, and the rules that pick out where the harm
+    concentrates, each checked on a held-out half (docs/METHOD.md). 409 unless the audit succeeded
+    (``audit-not-succeeded``) and computed the profile (``profile-not-computed``: it ran without influence, or
+    before profiles existed)."""
+    return audit_profile(succeeded_audit(session, tenant, audit_id))
 
 
 def _attachment(body: bytes, media_type: str, filename: str) -> Response:

@@ -18,6 +18,7 @@ from bind_core.pipeline.results import (
     InfluenceRow,
     InfluenceSummary,
     ModelSummary,
+    NodeProfile,
     Validation,
 )
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     ExportValidation: TypeAlias = StoredModel
     ExportGraph: TypeAlias = StoredModel
     ExportModel: TypeAlias = StoredModel
+    ProfileRead: TypeAlias = StoredModel
 else:
     _Row = model_for(InfluenceRow)
     ExportInfluence = create_model(
@@ -40,6 +42,8 @@ else:
     ExportValidation = model_for(Validation)
     ExportGraph = model_for(GraphSummary)
     ExportModel = model_for(ModelSummary)
+    ProfileRead = model_for(NodeProfile)
+    """``GET /v1/audits/{id}/profile``: what the harmful training nodes have in common."""
 
 
 class ConfidenceInterval(BaseModel):

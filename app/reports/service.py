@@ -48,3 +48,21 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
             title="No influence estimates yet",
         )
     return rows
+
+
+def audit_profile(audit: Audit) -> dict[str, Any]:
+    """The profile of a succeeded audit's harmful nodes (``results["profile"]``).
+
+    Raises:
+        Conflict: the audit has no profile (``profile-not-computed``): it ran without the influence stage, or was
+            stored by a version without profiles.
+    """
+    profile = (audit.results or {}).get("profile")
+    if not isinstance(profile, dict):
+        raise Conflict(
+            f"Audit {audit.id} has no profile of its harmful nodes (it ran without the influence stage, or before "
+            "profiles were computed).",
+            slug="profile-not-computed",
+            title="No profile of the harmful nodes",
+        )
+    return profile

@@ -20,7 +20,7 @@ from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.reporting.exports import INFLUENCE_COLUMNS
 from bind_core.training.fit import TrainConfig
 
-ROUTES = ("report", "influence.csv", "influence.parquet", "export")
+ROUTES = ("report", "influence.csv", "influence.parquet", "export", "profile")
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +105,25 @@ def test_export(
     per_group = [m for m in metrics if m["slice"].startswith("group=")]
     assert per_group and all(m["group_name"] is not None and m["included"] is not None for m in per_group)
     assert body["influence"]["count"] == len(outcome[1]) and len(body["debiasing"]) == 2
+
+
+def test_profile(
+    client: TestClient,
+    auth: dict[str, str],
+    audit_id: str,
+    graph_id: str,
+    sessions: sessionmaker[Session],
+    outcome: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    """The stored profile, as stored; 409 for a succeeded audit without one (no influence stage)."""
+    response = client.get(f"/v1/audits/{audit_id}/profile", headers=auth)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body == outcome[0]["profile"]
+    assert body["sets"]["all"]["nodes"] == len(outcome[1]) and "criterion" in body["search"]
+    without = str(client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"])
+    finish(sessions, without, {k: v for k, v in outcome[0].items() if k != "profile"}, [])
+    assert_problem(client.get(f"/v1/audits/{without}/profile", headers=auth), 409, "profile-not-computed")
 
 
 def test_auth_isolation_and_missing_rows(
