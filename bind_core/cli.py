@@ -18,6 +18,7 @@ from bind_core.data.datasets.features import MAX_CATEGORIES
 from bind_core.data.datasets.ingest_report import IngestReport
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED
 from bind_core.errors import BindError, ConfigError
+from bind_core.explain.summary import profile_lines
 from bind_core.influence import SOLVERS
 from bind_core.models.gnn import ACTIVATIONS, ARCHS, ModelConfig
 from bind_core.pipeline.audit import STAGES, AuditConfig, AuditResult, run_audit
@@ -324,6 +325,8 @@ def render(result: AuditResult, *, top: int = 10) -> str:
             "  most harmful: " + ", ".join(f"{r['node_id']} ({r['delta']:+.2e})" for r in d["top_harmful"][:top]),
             "  most helpful: " + ", ".join(f"{r['node_id']} ({r['delta']:+.2e})" for r in d["top_helpful"][:top]),
         ]
+        if d.get("profile"):
+            lines += profile_lines(d["profile"])
         ref = d.get("refinement")
         if ref:
             lines.append(

@@ -73,7 +73,9 @@ def test_command_line_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert code == 0
     text = capsys.readouterr().out
     assert "test metrics" in text and "most harmful" in text and "self-check" in text
+    assert "what the harmful nodes have in common" in text and "harmful set:" in text
     doc = json.loads(out.read_text())
+    assert doc["profile"]["sets"]["all"]["nodes"] == doc["graph"]["train"]
     assert len(doc["influence"]) == doc["graph"]["train"]
     assert {"node_id", "delta", "delta_sp", "delta_eo"} <= set(doc["influence"][0])
     assert doc["validation"]["pearson"] is not None and "spearman" in doc["validation"]

@@ -13,6 +13,7 @@ from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.explain.profile import cross_group_share, profile_nodes
 from bind_core.explain.rules import halves
+from bind_core.explain.summary import profile_lines
 from bind_core.influence import estimate
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.result_codec import decode
@@ -148,3 +149,12 @@ def test_the_audit_result_carries_the_profile() -> None:
     assert doc["profile"]["sets"]["all"]["nodes"] == graph.train_idx.numel()
     assert doc["profile"]["search"]["seed"] == config.training.seed
     assert result.typed().profile is not None
+
+
+def test_the_text_lists_the_rules_that_held(planted: tuple[Graph, np.ndarray, np.ndarray]) -> None:
+    graph, _, delta = planted
+    doc = profile_nodes(graph, delta, seed=0).document
+    text = "\n".join(profile_lines(doc))
+    assert "rules that held on the held-out half" in text and doc["rules"][0]["text"] in text
+    none = profile_nodes(graph, np.random.default_rng(11).standard_normal(delta.size), seed=0).document
+    assert none["rules"] == [] and "no rule reported:" in "\n".join(profile_lines(none))
