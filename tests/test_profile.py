@@ -4,6 +4,7 @@ does not hold on the held-out half is not reported, and the summary statistics a
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from bind_core.influence import estimate
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.result_codec import decode
 from bind_core.pipeline.results import NodeProfile
+from bind_core.reporting.report import render_report
 from bind_core.training.fit import TrainConfig, train
 
 torch.set_num_threads(1)
@@ -158,3 +160,21 @@ def test_the_text_lists_the_rules_that_held(planted: tuple[Graph, np.ndarray, np
     assert "rules that held on the held-out half" in text and doc["rules"][0]["text"] in text
     none = profile_nodes(graph, np.random.default_rng(11).standard_normal(delta.size), seed=0).document
     assert none["rules"] == [] and "no rule reported:" in "\n".join(profile_lines(none))
+
+
+def test_the_report_has_a_section_on_the_profile(planted: tuple[Graph, np.ndarray, np.ndarray]) -> None:
+    graph = synthetic(100, seed=1, train_per_class=15)
+    config = AuditConfig.from_dict({"training": {"epochs": 20}, "stages": ["training", "metrics", "influence"]})
+    results = json.loads(json.dumps(run_audit(graph, config).to_dict()))
+    page = render_report(results)
+    assert 'id="profile"' in page and "What the harmful nodes have in common" in page
+    assert "<script" not in page
+    # with a rule that held: its text in the rules table, escaped
+    planted_graph, _, delta = planted
+    results["profile"] = profile_nodes(planted_graph, delta, seed=0).document
+    page = render_report(results)
+    rule = results["profile"]["rules"][0]["text"]
+    assert f"<td class=l>{rule}</td>" in page and "reported only when they hold on the other half" in page
+    assert "<td class=l>region</td>" in page  # the most distinctive feature
+    del results["profile"]
+    assert 'id="profile"' not in render_report(results)

@@ -15,6 +15,7 @@ from typing import Any
 
 from bind_core.reporting import plots
 from bind_core.reporting.page import CSP, finite, fmt, render, trusted_svg
+from bind_core.reporting.profile_view import profile_view
 
 __all__ = ["CSP", "DEBIAS_METRICS", "HEADLINE", "TOP_ROWS", "fmt", "render_report"]
 
@@ -64,6 +65,7 @@ def render_report(
         groups=_groups(metrics),
         influence=_influence(results, influence_rows),
         top_harmful=_top_harmful(results, influence_rows),
+        profile=profile_view(results.get("profile")),
         stability=_stability(results.get("stability")),
         trust=_trust(results.get("validation")),
         debiasing=_debiasing(results.get("debiasing")),

@@ -70,6 +70,7 @@ def test_report_page(
     page = response.text
     assert page.startswith("<!DOCTYPE html>") and f"<title>BIND audit {audit_id}</title>" in page
     assert page.count("<svg") == 5 and "<script" not in page and 'id="top-harmful"' in page
+    assert 'id="profile"' in page and "What the harmful nodes have in common" in page
     stability = outcome[0]["stability"]  # the top-k stability across seeds: numbers and the grid
     pair = stability["pairwise"][0]
     assert 'id="stability"' in page and 'id="stability-' in page and "Overlap of the top-4 harmful sets:" in page
