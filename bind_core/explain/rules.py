@@ -30,8 +30,8 @@ HARM_SHARE_KEPT = 0.5
 """The least fraction of its fitted harm share a rule must keep on the held-out half."""
 MIN_HOLDOUT_SUPPORT = 5
 PERMUTATIONS = 2000
-THRESHOLDS = 8
-"""Cut points per numeric variable: the fit half's quantiles 1/9 ... 8/9 (distinct values only)."""
+CHUNK = 256
+"""Candidate splits evaluated together (the memory of the split search: nodes × CHUNK numbers)."""
 
 CRITERION = (
     f"a rule holds when, on the held-out half: it covers at least {MIN_HOLDOUT_SUPPORT} nodes; their mean ΔΓ is "
@@ -81,10 +81,13 @@ def _best_split(values: FloatArray, idx: IntArray, candidates: list[Candidate], 
     """The candidate whose split of ``idx`` lowers the squared error of ``values`` most (``None``: none helps)."""
     if not candidates or idx.size < 2 * min_leaf:
         return None
-    masks = np.stack([c.mask[idx] for c in candidates], axis=1).astype(np.float64)
     v = values[idx]
-    n_left = masks.sum(axis=0)
-    s_left = v @ masks
+    n_left = np.empty(len(candidates))
+    s_left = np.empty(len(candidates))
+    for start in range(0, len(candidates), CHUNK):  # a bounded block of masks at a time (many features, many nodes)
+        block = np.stack([c.mask[idx] for c in candidates[start : start + CHUNK]], axis=1).astype(np.float64)
+        n_left[start : start + block.shape[1]] = block.sum(axis=0)
+        s_left[start : start + block.shape[1]] = v @ block
     n_right = idx.size - n_left
     s_right = v.sum() - s_left
     ok = (n_left >= min_leaf) & (n_right >= min_leaf)
