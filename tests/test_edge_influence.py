@@ -167,3 +167,12 @@ def test_planted_cross_group_edges_are_found() -> None:
     for k in top[:3].tolist():
         sp, eo = actual_edge_delta(model, graph, result.edges[k : k + 1])
         assert 0.5 * sp + 0.5 * eo < 0, k
+
+
+def test_a_subset_of_edges_and_small_batches_give_the_same_estimates(gcn: TrainedModel, graph: Graph) -> None:
+    full = estimate_edges(gcn, graph)
+    picks = torch.tensor(_sample(full.edges, 40))
+    part = estimate_edges(gcn, graph, edges=full.edges[picks].flip(1), max_pairs=50)  # either order, many batches
+    assert torch.allclose(part.delta, full.delta[picks], atol=1e-14, rtol=1e-10)
+    with pytest.raises(ConfigError):
+        estimate_edges(gcn, graph, edges=torch.tensor([[0, 0]]))

@@ -155,7 +155,13 @@ def estimate_edges(
     ref = influence_plan.theta.to(fm.theta.device, fm.theta.dtype)
     if ref.shape != fm.theta.shape or not torch.equal(ref, fm.theta):
         raise ConfigError("the model's weights are not the ones the influence plan was made for")
-    und = undirected_edges(graph) if edges is None else torch.as_tensor(edges, dtype=torch.long).reshape(-1, 2)
+    if edges is None:
+        und = undirected_edges(graph)
+    else:
+        und = torch.as_tensor(edges, dtype=torch.long).reshape(-1, 2)
+        keys = graph.edge_index[0] * graph.num_nodes + graph.edge_index[1]
+        if not bool(torch.isin(und[:, 0] * graph.num_nodes + und[:, 1], keys).all()):
+            raise ConfigError("edges: every pair must be an edge of the graph")
     t1 = time.perf_counter()
     non_iid, direct_part, affects = edge_terms(
         fm, influence_plan, und, direct=direct, direct_exact=direct_exact, max_pairs=max_pairs
@@ -244,14 +250,9 @@ def changed_rows(
     deg = g.degree
     # how many candidate rows each edge yields, to cut the edges into batches of about max_pairs rows
     size = (deg[edges[:, 0]] + deg[edges[:, 1]]) if arch == "gcn" else torch.full((edges.shape[0],), 2)
-    bounds = [0]
-    total = 0
-    for k, c in enumerate(size.tolist()):
-        if total + c > max_pairs and k > bounds[-1]:
-            bounds.append(k)
-            total = 0
-        total += c
-    bounds.append(edges.shape[0])
+    batch_id = torch.div(torch.cumsum(size, 0) - size, max(max_pairs, 1), rounding_mode="floor")
+    cuts = (torch.nonzero(batch_id[1:] != batch_id[:-1]).flatten() + 1).tolist()
+    bounds = [0, *cuts, int(edges.shape[0])]
     csr = Csr.of_degrees(g.edge_index, deg)
     for lo, hi in itertools.pairwise(bounds):
         if hi <= lo:
