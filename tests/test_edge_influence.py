@@ -20,7 +20,7 @@ from bind_core.data.graph import Graph
 from bind_core.debiasing.edge_validation import actual_edge_delta, validate_edges
 from bind_core.errors import ConfigError, GraphValidationError
 from bind_core.influence import plan
-from bind_core.influence.edges import changed_rows, estimate_edges, undirected_edges
+from bind_core.influence.edges import changed_rows, edge_terms, estimate_edges, undirected_edges
 from bind_core.influence.functional import FunctionalModel, estimate_targets
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, TrainedModel, train
@@ -176,3 +176,13 @@ def test_a_subset_of_edges_and_small_batches_give_the_same_estimates(gcn: Traine
     assert torch.allclose(part.delta, full.delta[picks], atol=1e-14, rtol=1e-10)
     with pytest.raises(ConfigError):
         estimate_edges(gcn, graph, edges=torch.tensor([[0, 0]]))
+
+
+def test_the_affine_shortcut_equals_recomputing_each_row(gcn: TrainedModel, graph: Graph) -> None:
+    fm = FunctionalModel.from_trained(gcn, graph)
+    shared = plan(gcn, graph, solver="exact", fm=fm)
+    fast = edge_terms(fm, shared, undirected_edges(graph), direct_exact=True)
+    slow = edge_terms(fm, shared, undirected_edges(graph), direct_exact=True, affine=False)
+    for a, b in zip(fast[:2], slow[:2], strict=True):
+        assert torch.allclose(a, b, atol=1e-13 * float(b.abs().max()), rtol=0)
+    assert torch.equal(fast[2], slow[2])

@@ -193,8 +193,16 @@ def edge_terms(
     direct: bool = True,
     direct_exact: bool = False,
     max_pairs: int = 200_000,
+    affine: bool | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """``(Σ_i (a_i − b_{e,i}), direct_e, affects_e)`` for every edge: ``[E, 2]``, ``[E, 2]``, ``[E]``."""
+    """``(Σ_i (a_i − b_{e,i}), direct_e, affects_e)`` for every edge: ``[E, 2]``, ``[E, 2]``, ``[E]``.
+
+    ``affine`` (GCN only, on by default) uses that the one-layer GCN is affine in its row
+    (``W_h·(W_c·z + b_c) + b_h``, no activation): the logits and their tangents along ``s`` of a changed row are
+    the same combination of per-node projections (``M·x_w``, ``M·z_i`` and their tangents, computed once) as the
+    row is of feature rows, so each changed row costs ``3·outputs`` numbers instead of a row of features and a
+    pass through the model (the same values to round-off; tested). ``False`` recomputes each row and pushes it
+    through the model."""
     g = fm.graph
     n = g.num_nodes
     train_pos = torch.full((n,), -1, dtype=torch.long)
@@ -216,19 +224,26 @@ def edge_terms(
         probe = base.clone().requires_grad_(True)
         d_sp = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[0], probe)[0]
         d_eo = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[1], probe)[0]
-    for e_pos, node, z in changed_rows(fm, edges, max_pairs=max_pairs):
+    out = fm.module.config.num_outputs(g.num_classes)
+    affine = fm.module.config.arch == "gcn" and affine is not False  # GIN's MLP is not affine; SAGE: 2 rows
+    features = rows_of = c0 = None
+    if affine:
+        features, rows_of, c0 = _affine_projections(fm, theta, s)
+    for e_pos, node, rows in changed_rows(fm, edges, max_pairs=max_pairs, features=features, rows=rows_of):
         affects[e_pos] = True
         is_train = train_pos[node] >= 0
         if bool(is_train.any()):
             sel = is_train.to(fm.device)
-            b = _loss_derivatives(fm, theta, z[sel], s, y[node[is_train].to(fm.device)])
+            logits, tangents = _outputs(fm, theta, s, rows[sel], c0, out)
+            yt = y[node[is_train].to(fm.device)]
+            b = torch.stack([(dloss_dlogits(logits, yt) * tangents[c]).sum(1) for c in range(2)], dim=1)
             contrib = a[train_pos[node[is_train]].to(fm.device)] - b
             non_iid.index_add_(0, e_pos[is_train].to(fm.device), contrib)
         is_test = test_pos[node] >= 0
         if direct and bool(is_test.any()):
             sel = is_test.to(fm.device)
             with torch.no_grad():
-                proba = probabilities(fm.logits_z(theta, z[sel]))
+                proba = probabilities(_outputs(fm, theta, None, rows[sel], c0, out)[0])
             t_pos = test_pos[node[is_test]].to(fm.device)
             if direct_exact:
                 _exact_direct(fm, base, gam, e_pos[is_test], t_pos, proba, direct_part)
@@ -240,10 +255,18 @@ def edge_terms(
 
 
 def changed_rows(
-    fm: FunctionalModel, edges: Tensor, *, max_pairs: int = 200_000
+    fm: FunctionalModel,
+    edges: Tensor,
+    *,
+    max_pairs: int = 200_000,
+    features: Tensor | None = None,
+    rows: Tensor | None = None,
 ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
     """For batches of ``edges`` (``[E, 2]``): ``(edge position, node, z')`` for every training or test node whose
-    aggregated row changes when that edge is deleted, ``z'`` its row on ``G − e`` (module docstring)."""
+    aggregated row changes when that edge is deleted, ``z'`` its row on ``G − e`` (module docstring).
+
+    GCN only: ``features`` (``[n, k]``) and ``rows`` (``[n, k]``) replace ``X`` and ``Â·X`` (default: the model's),
+    so that any linear image of the rows (``M·X`` and ``M·Â·X``) is propagated the same way."""
     g = fm.graph
     relevant = estimate_targets(g)
     arch = fm.module.config.arch
@@ -259,19 +282,27 @@ def changed_rows(
             continue
         batch = edges[lo:hi]
         if arch == "gcn":
-            e_local, node, z = _gcn_changed_rows(fm, batch, csr, relevant)
+            e_local, node, z = _gcn_changed_rows(fm, batch, csr, relevant, features, rows)
         else:
             e_local, node, z = _endpoint_rows(fm, batch, relevant)
         if node.numel():
             yield e_local + lo, node, z
 
 
-def _gcn_changed_rows(fm: FunctionalModel, edges: Tensor, csr: Csr, relevant: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _gcn_changed_rows(
+    fm: FunctionalModel,
+    edges: Tensor,
+    csr: Csr,
+    relevant: Tensor,
+    features: Tensor | None = None,
+    rows: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
     """GCN rows of ``N[u] ∪ N[v]`` on ``G − (u, v)`` for each edge of the batch (training and test rows only)."""
     assert fm.inputs.x_prop is not None
     g = fm.graph
     n = g.num_nodes
-    x = fm.inputs.x.cpu().to(torch.float64)
+    x = (fm.inputs.x if features is None else features).cpu().to(torch.float64)
+    z_all = fm.inputs.x_prop if rows is None else rows
     dtilde = (g.degree + 1).to(torch.float64)
     inv = dtilde.rsqrt()
     change = (dtilde - 1.0).clamp(min=1.0).rsqrt() - inv  # c_w, used only for the endpoints (degree ≥ 1)
@@ -296,9 +327,45 @@ def _gcn_changed_rows(fm: FunctionalModel, edges: Tensor, csr: Csr, relevant: Te
     s_new = torch.zeros(keys.numel(), x.shape[1], dtype=torch.float64).index_add_(0, inverse, contrib)
     is_end = (node == u[e_pair]) | (node == v[e_pair])
     d_new = dtilde[node] - is_end.to(torch.float64)
-    z = fm.inputs.x_prop[node.to(fm.device)].cpu().to(torch.float64)
+    z = z_all[node.to(z_all.device)].cpu().to(torch.float64)
     z_new = (z * dtilde[node].sqrt().unsqueeze(1) + s_new) * d_new.rsqrt().unsqueeze(1)
     return e_pair, node, z_new.to(fm.device, fm.theta.dtype)
+
+
+def _affine_projections(fm: FunctionalModel, theta: Tensor, s: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """For a model affine in its row, ``f(z) = M·z + c``: ``[M·X | M_s·X]``, ``[M·Z | M_s·Z]`` (``M_s`` the tangent
+    of ``M`` along each column of ``s``; ``[n, 3·outputs]``) and ``[c | c_s]`` (``[1, 3·outputs]``)."""
+    assert fm.inputs.x_prop is not None
+
+    def project(rows: Tensor) -> Tensor:
+        def logits(flat: Tensor) -> Tensor:
+            return fm.logits_z(flat, rows)
+
+        cols = [fm.logits_z(theta, rows).detach()]
+        cols += [forward_derivative(logits, (theta,), (s[:, c],))[1].detach() for c in range(s.shape[1])]
+        return torch.cat(cols, dim=1)
+
+    x = fm.inputs.x
+    c0 = project(torch.zeros(1, x.shape[1], dtype=x.dtype, device=x.device))
+    return project(x) - c0, project(fm.inputs.x_prop) - c0, c0
+
+
+def _outputs(
+    fm: FunctionalModel, theta: Tensor, s: Tensor | None, rows: Tensor, c0: Tensor | None, out: int
+) -> tuple[Tensor, list[Tensor]]:
+    """Logits ``[k, out]`` of changed rows and (with ``s``) their tangents along each column of ``s``: from the
+    projected rows (``c0`` given: the affine path) or by a forward-mode pass through the model."""
+    if c0 is not None:
+        full = rows + c0
+        return full[:, :out], [full[:, out * (1 + c) : out * (2 + c)] for c in range(2)]
+    if s is None:
+        return fm.logits_z(theta, rows), []
+
+    def logits(flat: Tensor) -> Tensor:
+        return fm.logits_z(flat, rows)
+
+    pairs = [forward_derivative(logits, (theta,), (s[:, c],)) for c in range(s.shape[1])]
+    return pairs[0][0].detach(), [p[1].detach() for p in pairs]
 
 
 def _endpoint_rows(fm: FunctionalModel, edges: Tensor, relevant: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -318,19 +385,6 @@ def _endpoint_rows(fm: FunctionalModel, edges: Tensor, relevant: Tensor) -> tupl
     deg = fm.graph.degree[node].to(x.dtype).to(fm.device).unsqueeze(1)
     mean = torch.where(deg > 1, (deg * z[:, :d] - xo) / (deg - 1).clamp(min=1), torch.zeros_like(xo))
     return e_local, node, torch.cat([mean, z[:, d:]], dim=1)
-
-
-def _loss_derivatives(fm: FunctionalModel, theta: Tensor, z: Tensor, s: Tensor, y: Tensor) -> Tensor:
-    """``∇ℓ(z_k)ᵀ·s[:, c]`` for each row ``z_k`` and column ``c``, by forward mode: ``[k, 2]``."""
-
-    def logits(flat: Tensor) -> Tensor:
-        return fm.logits_z(flat, z)
-
-    cols = []
-    for c in range(s.shape[1]):
-        out, tangent = forward_derivative(logits, (theta,), (s[:, c],))
-        cols.append((dloss_dlogits(out, y) * tangent).sum(dim=1))
-    return torch.stack(cols, dim=1).detach()
 
 
 def _exact_direct(
