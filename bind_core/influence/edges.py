@@ -270,19 +270,21 @@ def changed_rows(
     g = fm.graph
     relevant = estimate_targets(g)
     arch = fm.module.config.arch
-    deg = g.degree
-    # how many candidate rows each edge yields, to cut the edges into batches of about max_pairs rows
+    # GCN: neighbour lists of training and test nodes only (the only rows read: no row is made only to be dropped);
+    # the edges are cut into batches of about max_pairs such rows
+    ei = g.edge_index[:, relevant[g.edge_index[1]]]
+    deg = torch.bincount(ei[0], minlength=g.num_nodes)
     size = (deg[edges[:, 0]] + deg[edges[:, 1]]) if arch == "gcn" else torch.full((edges.shape[0],), 2)
     batch_id = torch.div(torch.cumsum(size, 0) - size, max(max_pairs, 1), rounding_mode="floor")
     cuts = (torch.nonzero(batch_id[1:] != batch_id[:-1]).flatten() + 1).tolist()
     bounds = [0, *cuts, int(edges.shape[0])]
-    csr = Csr.of_degrees(g.edge_index, deg)
+    csr = Csr.of_degrees(ei, deg)
     for lo, hi in itertools.pairwise(bounds):
         if hi <= lo:
             continue
         batch = edges[lo:hi]
         if arch == "gcn":
-            e_local, node, z = _gcn_changed_rows(fm, batch, csr, relevant, features, rows)
+            e_local, node, z = _gcn_changed_rows(fm, batch, csr, features, rows)
         else:
             e_local, node, z = _endpoint_rows(fm, batch, relevant)
         if node.numel():
@@ -293,11 +295,11 @@ def _gcn_changed_rows(
     fm: FunctionalModel,
     edges: Tensor,
     csr: Csr,
-    relevant: Tensor,
     features: Tensor | None = None,
     rows: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """GCN rows of ``N[u] ∪ N[v]`` on ``G − (u, v)`` for each edge of the batch (training and test rows only)."""
+    """GCN rows of ``N[u] ∪ N[v]`` on ``G − (u, v)`` for each edge of the batch, for the nodes ``csr`` lists as
+    neighbours (:func:`changed_rows` passes the neighbour lists restricted to training and test nodes)."""
     assert fm.inputs.x_prop is not None
     g = fm.graph
     n = g.num_nodes
@@ -313,8 +315,6 @@ def _gcn_changed_rows(
     i_all = torch.cat([i_u, i_v])
     w_all = torch.cat([u[own_u], v[own_v]])  # the endpoint whose neighbour list produced the row
     other = torch.cat([v[own_u], u[own_v]])  # the edge's other endpoint
-    keep = relevant[i_all]
-    e_all, i_all, w_all, other = e_all[keep], i_all[keep], w_all[keep], other[keep]
     if e_all.numel() == 0:
         empty = torch.empty(0, dtype=torch.long)
         return empty, empty, torch.empty(0, x.shape[1], dtype=fm.theta.dtype, device=fm.device)
