@@ -9,7 +9,8 @@ one Newton step from ``θ̂`` gives ``Δθ_e ≈ −(1/m)·H⁻¹·Σ_i ∇(ℓ_
     ΔΓ_e ≈ (1/m)·Σ_{i ∈ train, row changed} (a_i − b_{e,i})  +  [Γ(θ̂; G−e) − Γ(θ̂; G)],
 
 with ``s = H⁻¹·∇Γ`` (the node estimate's one solve), ``a_i = ∇ℓ_i(G)ᵀ·s`` (its i.i.d. pass) and
-``b_{e,i} = ∇ℓ_i(G−e)ᵀ·s`` (one forward-mode pass over all changed rows of all edges, in batches). The first sum
+``b_{e,i} = ∇ℓ_i(G−e)ᵀ·s`` (one forward-mode pass over all changed rows of all edges, in batches; for GCN,
+which is affine in its row, a combination of per-node projections computed once: :func:`edge_terms`). The first sum
 is the node estimate's non-i.i.d. term with no deleted loss (``parts["non_iid"]``); the bracket is the direct
 term (``parts["direct"]``), linearised in the test probabilities by default, exact with ``direct_exact=True``.
 
