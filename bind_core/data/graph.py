@@ -208,6 +208,31 @@ class Graph:
         )
         return reduced, mapping
 
+    def without_edges(self, edges: ArrayLike) -> Graph:
+        """The same nodes and splits without the undirected ``edges`` (``[k, 2]`` node pairs, either order; both
+        directions are removed). Raises if a pair is not an edge of the graph."""
+        pairs = _as_tensor(edges, torch.long, "edges").reshape(-1, 2)
+        n = self.num_nodes
+        ei = self.edge_index
+        keys = ei[0] * n + ei[1]
+        drop = torch.cat([pairs[:, 0] * n + pairs[:, 1], pairs[:, 1] * n + pairs[:, 0]])
+        present = torch.isin(drop, keys)
+        if not bool(present.all()):
+            raise GraphValidationError("edges", f"{int((~present).sum()) // 2 or 1} pair(s) are not edges of the graph")
+        return Graph(
+            x=self.x,
+            edge_index=ei[:, ~torch.isin(keys, drop)],
+            y=self.y,
+            sens=self.sens,
+            train_idx=self.train_idx,
+            val_idx=self.val_idx,
+            test_idx=self.test_idx,
+            node_ids=self.node_ids,
+            feature_names=self.feature_names,
+            name=self.name,
+            group_names=self.group_names,
+        )
+
     def with_split(self, train_idx: ArrayLike, val_idx: ArrayLike, test_idx: ArrayLike) -> Graph:
         """The same graph with another split (validated)."""
         return Graph(

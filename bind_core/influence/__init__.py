@@ -1,6 +1,7 @@
 """Training-node influence on bias (BIND): estimation (the influence function; damped steps with Γ exact for
-multi-layer and attention models), node sets, solvers, refinement."""
+multi-layer and attention models), node sets, solvers, refinement; edge attribution (:mod:`.edges`)."""
 
+from bind_core.influence.edges import EdgeInfluenceResult, estimate_edges, undirected_edges
 from bind_core.influence.estimate import (
     SIGN_CONVENTION,
     ChunkRunner,
@@ -21,6 +22,7 @@ __all__ = [
     "SIGN_CONVENTION",
     "SOLVERS",
     "ChunkRunner",
+    "EdgeInfluenceResult",
     "InfluenceChunk",
     "InfluencePlan",
     "InfluenceResult",
@@ -31,9 +33,11 @@ __all__ = [
     "combine",
     "estimate",
     "estimate_chunk",
+    "estimate_edges",
     "plan",
     "refine",
     "refine_deletions",
     "step_estimate",
+    "undirected_edges",
     "utility_influence",
 ]
