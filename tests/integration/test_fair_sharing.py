@@ -26,6 +26,9 @@ pytestmark = pytest.mark.integration
 
 TINY = {"training": {"epochs": 20, "lr": 0.01}, "budgets": [], "validation_sample": 0, "bootstrap": 0}
 """A few seconds on the 2-core machine: training, polish, metrics and the influence estimate."""
+BACKLOG = {**TINY, "training": {"epochs": 10000, "lr": 0.01}}
+"""Tenant A's backlog in the first test: long enough (several seconds) that the audit running when B submits
+is still running then; a TINY audit can end, and the next start, between the check and B's submission."""
 CLAIM_SLACK = 5.0
 """Seconds a free worker may take to fetch the next message and claim (Redis poll, the claim's transaction)."""
 
@@ -58,8 +61,8 @@ def new_tenant(api_settings: Settings, sessions: sessionmaker[Session]) -> Itera
         client.__exit__(None, None, None)
 
 
-def submit(client: TestClient, graph_id: str) -> str:
-    response = client.post("/v1/audits", json={"graph_id": graph_id, **TINY})
+def submit(client: TestClient, graph_id: str, settings: dict[str, Any] = TINY) -> str:
+    response = client.post("/v1/audits", json={"graph_id": graph_id, **settings})
     assert response.status_code == 202, response.text
     return str(response.json()["id"])
 
@@ -95,7 +98,18 @@ def test_a_backlog_delays_another_tenants_audit_by_at_most_one_audit(
     audit that was running (first come, first served would make it wait for all 20)."""
     worker = workers.start()
     (a, a_graph), (b, b_graph) = new_tenant(), new_tenant()
-    backlog = [submit(a, a_graph) for _ in range(20)]
+    backlog = [submit(a, a_graph, BACKLOG) for _ in range(20)]
+    try:
+        _backlog_then_b(worker, workers, a, a_graph, b, b_graph, backlog, sessions, api_settings)
+    finally:  # leave nothing queued for the next test, whatever happened here
+        for audit_id in backlog:
+            a.post(f"/v1/audits/{audit_id}/cancel")
+
+
+def _backlog_then_b(
+    worker: Any, workers: WorkerPool, a: TestClient, a_graph: str, b: TestClient, b_graph: str, backlog: list[str],
+    sessions: sessionmaker[Session], api_settings: Settings,
+) -> None:  # fmt: skip
     wait_until(lambda: rows(sessions, backlog[:1])[backlog[0]].state != "queued", workers, 60, "A's first audit")
     single = submit(b, b_graph)
     wait_until(lambda: rows(sessions, [single])[single].started_at is not None, workers, 90, "B's audit start")
@@ -116,16 +130,12 @@ def test_a_backlog_delays_another_tenants_audit_by_at_most_one_audit(
     # A full queue on the real stack: 429 with Retry-After from A's finished audits' run times.
     wait_until(lambda: rows(sessions, [single])[single].finished_at is not None, workers, 90, "B's audit end")
     worker.stop()  # the queue stands still while the limit is checked (a running worker would keep draining it)
-    try:
-        queued = sum(1 for r in rows(sessions, backlog).values() if r.state == "queued")
-        capped = api_settings.model_copy(update={"tenant_max_queued": queued})
-        with TestClient(create_app(capped), headers=dict(a.headers)) as limited:
-            refused = limited.post("/v1/audits", json={"graph_id": a_graph, **TINY})
-        assert refused.status_code == 429 and refused.json()["type"].endswith("/tenant-queue-full"), refused.text
-        assert 1 <= int(refused.headers["retry-after"]) <= int(length) + 30
-    finally:  # leave nothing queued for the next test, whatever happened here
-        for audit_id in backlog:
-            a.post(f"/v1/audits/{audit_id}/cancel")
+    queued = sum(1 for r in rows(sessions, backlog).values() if r.state == "queued")
+    capped = api_settings.model_copy(update={"tenant_max_queued": queued})
+    with TestClient(create_app(capped), headers=dict(a.headers)) as limited:
+        refused = limited.post("/v1/audits", json={"graph_id": a_graph, **TINY})
+    assert refused.status_code == 429 and refused.json()["type"].endswith("/tenant-queue-full"), refused.text
+    assert 1 <= int(refused.headers["retry-after"]) <= int(length) + 30
 
 
 def test_the_running_limit_holds_across_workers_and_every_audit_runs(
