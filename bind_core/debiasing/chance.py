@@ -34,7 +34,7 @@ from torch import Tensor
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import gammas
 from bind_core.errors import ConfigError
-from bind_core.training.fit import TrainedModel, train
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 MIN_SEEDS = 3
 NOISE_MULTIPLE = 2.0
@@ -46,9 +46,16 @@ def _gamma(model: TrainedModel, graph: Graph, lam: float, groups: list[int] | No
     return lam * sp + (1 - lam) * eo
 
 
-def _retrain(model: TrainedModel, graph: Graph, seed: int, hold: Callable[[], None] | None = None) -> TrainedModel:
-    """Retrain with ``seed``; ``hold()`` is called at every progress report of the training (it may raise)."""
-    config = dataclasses.replace(model.train_config, seed=seed)
+def _retrain(
+    model: TrainedModel,
+    graph: Graph,
+    seed: int,
+    hold: Callable[[], None] | None = None,
+    retrain: TrainConfig | None = None,
+) -> TrainedModel:
+    """Retrain with ``seed`` (and the settings ``retrain``, default the model's own); ``hold()`` is called at every
+    progress report of the training (it may raise)."""
+    config = dataclasses.replace(retrain or model.train_config, seed=seed)
     report = None if hold is None else (lambda _stage, _fraction: hold())
     return train(graph, config, model.model_config, device=model.device, progress=report)
 
@@ -61,12 +68,14 @@ def seed_baselines(
     lam: float = 0.5,
     groups: list[int] | None = None,
     hold: Callable[[], None] | None = None,
+    retrain: TrainConfig | None = None,
 ) -> dict[int, float]:
     """``Γ(G; s)`` of the model's architecture and settings retrained from scratch with each seed (``hold()``:
-    called while they train, may raise to abort)."""
+    called while they train, may raise to abort; ``retrain``: other training settings than the model's, e.g.
+    without the polish, to ask what a model trained as its user trains it does)."""
     if len(seeds) < MIN_SEEDS or len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds: {list(seeds)!r} must be at least {MIN_SEEDS} distinct training seeds")
-    return {int(s): _gamma(_retrain(model, graph, int(s), hold), graph, lam, groups) for s in seeds}
+    return {int(s): _gamma(_retrain(model, graph, int(s), hold, retrain), graph, lam, groups) for s in seeds}
 
 
 def _effects(
@@ -77,9 +86,12 @@ def _effects(
     lam: float,
     groups: list[int] | None,
     hold: Callable[[], None] | None = None,
+    retrain: TrainConfig | None = None,
 ) -> list[float]:
     reduced, _ = graph.without_nodes(nodes)
-    return [_gamma(_retrain(model, reduced, s, hold), reduced, lam, groups) - base for s, base in baselines.items()]
+    return [
+        _gamma(_retrain(model, reduced, s, hold, retrain), reduced, lam, groups) - base for s, base in baselines.items()
+    ]
 
 
 def _spread(values: Sequence[float]) -> dict[str, float]:
@@ -97,6 +109,7 @@ def against_random(
     groups: list[int] | None = None,
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
+    retrain: TrainConfig | None = None,
 ) -> dict[str, Any]:
     """The selected set's effect on Γ against random sets of the same size (see the module docstring).
 
@@ -106,6 +119,7 @@ def against_random(
         random_sets: random sets drawn (at least 1), each retrained with every seed.
         seed: seeds the draw of the random sets.
         progress: ``progress(fraction)`` after each retraining; may raise to abort.
+        retrain: the retrainings' settings (default: the model's); use the same as for ``baselines``.
 
     Returns:
         ``size``, ``seeds``, ``noise_floor``, ``selected`` (``effects`` per seed, ``mean``, ``std``), ``random``
@@ -136,14 +150,14 @@ def against_random(
         if progress is not None:
             progress(done / total)
 
-    chosen = _effects(model, graph, selected, baselines, lam, groups, hold)
+    chosen = _effects(model, graph, selected, baselines, lam, groups, hold, retrain)
     tick()
     gen = torch.Generator().manual_seed(seed)
     rows: list[dict[str, Any]] = []
     random_means: list[float] = []
     for _ in range(random_sets):
         pick = graph.train_idx[torch.randperm(graph.train_idx.numel(), generator=gen)[:size]]
-        effects = _effects(model, graph, pick, baselines, lam, groups, hold)
+        effects = _effects(model, graph, pick, baselines, lam, groups, hold, retrain)
         random_means.append(statistics.fmean(effects))
         rows.append({"effects": effects, "mean": random_means[-1]})
         tick()
