@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from planted_graphs import planted_cross_group_edges
 from torch import Tensor
 
 from bind_core.data.datasets import synthetic
@@ -128,28 +129,8 @@ def test_multi_layer_models_are_refused(graph: Graph) -> None:
         estimate_edges(deep, graph)
 
 
-def _planted_graph() -> tuple[Graph, set[tuple[int, int]]]:
-    """``synthetic(300, seed=3)`` with 3 planted cross-group edges at each group-1 positive and each group-0
-    negative training node, to validation nodes of the other group. A planted edge mixes the other group's
-    features into a training row while its label stays, so the model learns "group-0 features: positive, group-1
-    features: negative": the 126 planted edges (12% of all) raise Γ_SP from 0.36 to 0.63 and Γ_EO from 0.08 to 0.54."""
-    base = synthetic(300, seed=3)
-    gen = torch.Generator().manual_seed(0)
-    train_idx, val, sens, y = base.train_idx, base.val_idx, base.sens, base.y
-    pairs: set[tuple[int, int]] = set()
-    for group, label in ((1, 1), (0, 0)):
-        nodes = train_idx[(sens[train_idx] == group) & (y[train_idx] == label)]
-        others = val[sens[val] != group]
-        for node in nodes.tolist():
-            for p in others[torch.randperm(others.numel(), generator=gen)[:3]].tolist():
-                pairs.add((min(node, p), max(node, p)))
-    edges = torch.cat([base.edge_index, torch.tensor(sorted(pairs)).t()], dim=1)
-    graph = Graph.build(base.x, edges, base.y, base.sens, base.train_idx, base.val_idx, base.test_idx)
-    return graph, pairs
-
-
 def test_planted_cross_group_edges_are_found() -> None:
-    graph, planted = _planted_graph()
+    graph, planted = planted_cross_group_edges()
     model = train(graph, TrainConfig(epochs=200, seed=0))
     result = estimate_edges(model, graph)
     is_planted = torch.tensor([(u, v) in planted for u, v in result.edges.tolist()])

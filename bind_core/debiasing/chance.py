@@ -80,15 +80,13 @@ def seed_baselines(
 
 def _effects(
     model: TrainedModel,
-    graph: Graph,
-    nodes: Tensor,
+    reduced: Graph,
     baselines: dict[int, float],
     lam: float,
     groups: list[int] | None,
     hold: Callable[[], None] | None = None,
     retrain: TrainConfig | None = None,
 ) -> list[float]:
-    reduced, _ = graph.without_nodes(nodes)
     return [
         _gamma(_retrain(model, reduced, s, hold, retrain), reduced, lam, groups) - base for s, base in baselines.items()
     ]
@@ -117,7 +115,7 @@ def against_random(
         selected: the deleted nodes (indices into ``graph``).
         baselines: :func:`seed_baselines` of the same model and graph (its keys are the seeds).
         random_sets: random sets drawn (at least 1), each retrained with every seed.
-        seed: seeds the draw of the random sets.
+        seed: seeds the draw of the random sets (uniformly from the training nodes).
         progress: ``progress(fraction)`` after each retraining; may raise to abort.
         retrain: the retrainings' settings (default: the model's); use the same as for ``baselines``.
 
@@ -126,17 +124,46 @@ def against_random(
         (``sets``: each ``effects``, ``mean``; ``mean`` and ``std`` of the set means), ``advantage``, ``yardstick``,
         ``beats_random``, ``reduces_bias`` and ``verdict``; ``None`` values with a ``reason`` for an empty set.
     """
+    return against_random_sets(
+        model, selected, graph.train_idx, lambda nodes: graph.without_nodes(nodes)[0], baselines,
+        random_sets=random_sets, lam=lam, groups=groups, seed=seed, progress=progress, retrain=retrain,
+        empty_reason="no node was selected for this budget",
+    )  # fmt: skip
+
+
+def against_random_sets(
+    model: TrainedModel,
+    selected: Tensor,
+    pool: Tensor,
+    delete: Callable[[Tensor], Graph],
+    baselines: dict[int, float],
+    *,
+    random_sets: int = 3,
+    lam: float = 0.5,
+    groups: list[int] | None = None,
+    seed: int = 0,
+    progress: Callable[[float], None] | None = None,
+    retrain: TrainConfig | None = None,
+    empty_reason: str = "nothing was selected",
+    items: str = "nodes",
+) -> dict[str, Any]:
+    """:func:`against_random` for any kind of deleted item: ``selected`` (rows: nodes ``[k]`` or edges ``[k, 2]``)
+    against ``random_sets`` sets of ``len(selected)`` rows drawn uniformly from ``pool`` (the items the selection
+    chose from), each deleted by ``delete(rows) → the reduced graph`` and retrained with every seed of
+    ``baselines``. Same result as :func:`against_random`; ``items`` names them in the verdict."""
     if random_sets < 1:
         raise ConfigError(f"random_sets: {random_sets!r} must be >= 1")
     seeds = list(baselines)
     noise = statistics.stdev(baselines.values())
-    size = int(selected.numel())
+    size = int(selected.shape[0])
     out: dict[str, Any] = {"size": size, "seeds": seeds, "noise_floor": noise, "noise_multiple": NOISE_MULTIPLE}
     if size == 0:
         return out | {
             "selected": None, "random": None, "advantage": None, "beats_random": None, "reduces_bias": None,
-            "reason": "no node was selected for this budget", "verdict": "nothing was deleted",
+            "reason": empty_reason, "verdict": "nothing was deleted",
         }  # fmt: skip
+    if size > int(pool.shape[0]):
+        raise ConfigError(f"selected: {size} items, more than the {int(pool.shape[0])} random sets are drawn from")
     total = (1 + random_sets) * len(seeds)
     done = 0
 
@@ -150,14 +177,14 @@ def against_random(
         if progress is not None:
             progress(done / total)
 
-    chosen = _effects(model, graph, selected, baselines, lam, groups, hold, retrain)
+    chosen = _effects(model, delete(selected), baselines, lam, groups, hold, retrain)
     tick()
     gen = torch.Generator().manual_seed(seed)
     rows: list[dict[str, Any]] = []
     random_means: list[float] = []
     for _ in range(random_sets):
-        pick = graph.train_idx[torch.randperm(graph.train_idx.numel(), generator=gen)[:size]]
-        effects = _effects(model, graph, pick, baselines, lam, groups, hold, retrain)
+        pick = pool[torch.randperm(int(pool.shape[0]), generator=gen)[:size]]
+        effects = _effects(model, delete(pick), baselines, lam, groups, hold, retrain)
         random_means.append(statistics.fmean(effects))
         rows.append({"effects": effects, "mean": random_means[-1]})
         tick()
@@ -174,27 +201,28 @@ def against_random(
         "yardstick": yardstick,
         "beats_random": beats,
         "reduces_bias": reduces,
-        "verdict": verdict(sel["mean"], rnd["mean"], yardstick, beats=beats, reduces=reduces),
+        "verdict": verdict(sel["mean"], rnd["mean"], yardstick, beats=beats, reduces=reduces, items=items),
     }
 
 
-def verdict(selected: float, random: float, noise: float, *, beats: bool, reduces: bool) -> str:
-    """One sentence on what the comparison shows (see :func:`against_random`; ``noise`` is the yardstick)."""
+def verdict(selected: float, random: float, noise: float, *, beats: bool, reduces: bool, items: str = "nodes") -> str:
+    """One sentence on what the comparison shows (see :func:`against_random`; ``noise`` is the yardstick;
+    ``items``: what was deleted, ``nodes`` or ``edges``)."""
     k = NOISE_MULTIPLE
-    figures = f"mean ΔΓ {selected:+.4f} for the selected nodes, {random:+.4f} for random ones, noise {noise:.4f}"
+    figures = f"mean ΔΓ {selected:+.4f} for the selected {items}, {random:+.4f} for random ones, noise {noise:.4f}"
     if beats and reduces:
         return (
-            f"deleting the selected nodes reduces bias more than deleting random nodes, beyond {k:g}× the noise "
+            f"deleting the selected {items} reduces bias more than deleting random {items}, beyond {k:g}× the noise "
             f"({figures})"
         )
     if beats:
         return (
-            f"the selected nodes do better than random ones by more than {k:g}× the noise, but their own effect "
+            f"the selected {items} do better than random ones by more than {k:g}× the noise, but their own effect "
             f"is not clearly a reduction ({figures})"
         )
     if reduces:
         return (
-            f"deleting the selected nodes reduces bias, but not clearly more than deleting as many random nodes "
+            f"deleting the selected {items} reduces bias, but not clearly more than deleting as many random {items} "
             f"({figures})"
         )
     return f"no effect beyond the noise of retraining: the selection does not clearly beat random deletion ({figures})"
