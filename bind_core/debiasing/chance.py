@@ -201,13 +201,31 @@ def against_random_sets(
         "yardstick": yardstick,
         "beats_random": beats,
         "reduces_bias": reduces,
-        "verdict": verdict(sel["mean"], rnd["mean"], yardstick, beats=beats, reduces=reduces, items=items),
+        "verdict": verdict(
+            sel["mean"],
+            rnd["mean"],
+            yardstick,
+            beats=beats,
+            reduces=reduces,
+            items=items,
+            increases=sel["mean"] > NOISE_MULTIPLE * yardstick,
+        ),
     }
 
 
-def verdict(selected: float, random: float, noise: float, *, beats: bool, reduces: bool, items: str = "nodes") -> str:
+def verdict(
+    selected: float,
+    random: float,
+    noise: float,
+    *,
+    beats: bool,
+    reduces: bool,
+    items: str = "nodes",
+    increases: bool = False,
+) -> str:
     """One sentence on what the comparison shows (see :func:`against_random`; ``noise`` is the yardstick;
-    ``items``: what was deleted, ``nodes`` or ``edges``)."""
+    ``items``: what was deleted, ``nodes`` or ``edges``; ``increases``: the selected set's own effect is a rise of
+    Γ beyond twice the yardstick, which must not read as "no effect")."""
     k = NOISE_MULTIPLE
     figures = f"mean ΔΓ {selected:+.4f} for the selected {items}, {random:+.4f} for random ones, noise {noise:.4f}"
     if beats and reduces:
@@ -219,6 +237,11 @@ def verdict(selected: float, random: float, noise: float, *, beats: bool, reduce
         return (
             f"the selected {items} do better than random ones by more than {k:g}× the noise, but their own effect "
             f"is not clearly a reduction ({figures})"
+        )
+    if increases:
+        return (
+            f"deleting the selected {items} increases bias, beyond {k:g}× the noise: for a set this large the "
+            f"estimates do not hold; a smaller budget may ({figures})"
         )
     if reduces:
         return (
