@@ -30,6 +30,7 @@ def test_deleting_the_harmful_edges_beats_deleting_random_edges() -> None:
     assert row["cross_group"] == int((graph.sens[chosen[:, 0]] != graph.sens[chosen[:, 1]]).sum())
     assert sum((u, v) in planted for u, v in chosen.tolist()) >= 0.5 * row["deleted"]
     assert row["estimated"] < 0 and row["selected"]["mean"] < 0
+    assert (row["caveat"] is None) == (row["estimated"] >= -result.gamma["total"])
     assert row["after"] == pytest.approx(row["before"] + row["selected"]["mean"])
     assert row["beats_random"] and row["reduces_bias"], row["verdict"]
     assert row["advantage"] > 2 * row["yardstick"]
