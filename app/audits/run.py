@@ -237,6 +237,7 @@ def _payload(result: AuditResult) -> dict[str, Any]:
     return {
         "results": result.to_dict(),
         "influence": result.influence_rows(),
+        "edges": result.edge_rows(),
         "weights": None if model is None else model.to_bytes(),
         "model_config": None if model is None else model.config_dict(),
     }

@@ -46,6 +46,9 @@ class FakeResult:
     def influence_rows(self) -> list[dict[str, Any]]:
         return self.rows
 
+    def edge_rows(self) -> list[dict[str, Any]]:
+        return []
+
 
 def rows(n: int) -> list[dict[str, Any]]:
     return [
