@@ -17,6 +17,7 @@ import torch
 from bind_core.cli import main
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
+from bind_core.influence.edge_rows import iter_edge_rows
 from bind_core.influence.edges import estimate_edges, undirected_edges
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
 from bind_core.pipeline.results import AuditResults
@@ -62,6 +63,12 @@ def test_the_section_attributes_every_edge_with_the_estimators_values(graph: Gra
     for r in rows:
         assert r["within_group"] == (int(sens[r["u_index"]]) == int(sens[r["v_index"]]))
         assert (r["u_group"], r["v_group"]) == (int(sens[r["u_index"]]), int(sens[r["v_index"]]))
+
+
+def test_rows_made_in_batches_are_the_same_rows(graph: Graph, audited: AuditResult) -> None:
+    assert audited.edge_estimate is not None
+    rows = audited.edge_rows()
+    assert list(iter_edge_rows(graph, audited.edge_estimate, batch=7)) == rows == list(audited.iter_edge_rows())
 
 
 def test_the_top_edges_are_the_most_harmful_and_helpful_in_order(audited: AuditResult) -> None:

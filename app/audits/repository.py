@@ -9,7 +9,9 @@ is never overwritten.
 
 from __future__ import annotations
 
+import itertools
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -125,7 +127,7 @@ def succeed(
     weights: bytes | None,
     model_config: dict[str, Any] | None,
     influence: list[dict[str, Any]],
-    edges: list[dict[str, Any]] | None = None,
+    edges: Iterable[dict[str, Any]] = (),
 ) -> Lease:
     """Store everything an attempt produced and mark the audit ``succeeded``, in the caller's transaction.
 
@@ -145,9 +147,9 @@ def succeed(
     if influence:
         session.execute(insert(InfluenceRow), [_influence_row(claim.audit_id, r) for r in influence])
     session.execute(delete(EdgeInfluenceRow).where(EdgeInfluenceRow.audit_id == claim.audit_id))
-    for start in range(0, len(edges or []), EDGE_BATCH):
-        batch = (edges or [])[start : start + EDGE_BATCH]
-        session.execute(insert(EdgeInfluenceRow), [_edge_row(claim.audit_id, r) for r in batch])
+    rows = iter(edges)
+    while batch := [_edge_row(claim.audit_id, r) for r in itertools.islice(rows, EDGE_BATCH)]:
+        session.execute(insert(EdgeInfluenceRow), batch)
     return Lease.HELD
 
 

@@ -9,6 +9,7 @@ The section of an audit that could not attribute edges (a multi-layer or attenti
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -16,7 +17,7 @@ import torch
 from bind_core.data.graph import Graph
 from bind_core.influence.edges import EDGE_SIGN_CONVENTION, EdgeInfluenceResult
 
-__all__ = ["EDGE_ROW_KEYS", "EDGE_TOP", "edge_rows", "edge_section", "edges_not_computed"]
+__all__ = ["EDGE_ROW_KEYS", "EDGE_TOP", "edge_rows", "edge_section", "edges_not_computed", "iter_edge_rows"]
 
 EDGE_TOP = 10
 """Harmful and helpful edges listed in the section (as the node estimate's ``top_harmful``)."""
@@ -26,19 +27,23 @@ EDGE_ROW_KEYS = (
 )  # fmt: skip
 
 
-def edge_rows(graph: Graph, result: EdgeInfluenceResult) -> list[dict[str, Any]]:
-    """One row per attributed edge, in the estimator's order (``position``), with both endpoints' indexes, original
-    ids and sensitive groups, whether both are in the same group, whether deleting it changes anything, and ΔΓ."""
-    edges = result.edges
+def edge_rows(
+    graph: Graph, result: EdgeInfluenceResult, start: int = 0, stop: int | None = None
+) -> list[dict[str, Any]]:
+    """One row per attributed edge (those at positions ``start..stop-1``), in the estimator's order (``position``),
+    with both endpoints' indexes, original ids and sensitive groups, whether both are in the same group, whether
+    deleting it changes anything, and ΔΓ."""
+    stop = int(result.edges.shape[0]) if stop is None else stop
+    edges = result.edges[start:stop]
     u, v = edges[:, 0], edges[:, 1]
     columns = (
         u.tolist(), v.tolist(), graph.node_ids[u].tolist(), graph.node_ids[v].tolist(), graph.sens[u].tolist(),
-        graph.sens[v].tolist(), result.affects.tolist(), result.delta.double().tolist(),
-        result.delta_sp.double().tolist(), result.delta_eo.double().tolist(),
+        graph.sens[v].tolist(), result.affects[start:stop].tolist(), result.delta[start:stop].double().tolist(),
+        result.delta_sp[start:stop].double().tolist(), result.delta_eo[start:stop].double().tolist(),
     )  # fmt: skip
     return [
         {
-            "position": k,
+            "position": start + k,
             "u_index": int(ui),
             "v_index": int(vi),
             "u_id": int(uid),
@@ -55,12 +60,21 @@ def edge_rows(graph: Graph, result: EdgeInfluenceResult) -> list[dict[str, Any]]
     ]
 
 
-def _top(rows: list[dict[str, Any]], delta: torch.Tensor, k: int, *, harmful: bool) -> list[dict[str, Any]]:
-    """The ``k`` most harmful (ΔΓ < 0, most negative first) or helpful (ΔΓ > 0, most positive first) rows; ties by
-    position, as the paginated endpoint orders them."""
-    keep = torch.nonzero(delta < 0 if harmful else delta > 0).flatten().tolist()
-    keep.sort(key=lambda i: (float(delta[i]) if harmful else -float(delta[i]), i))
-    return [rows[i] for i in keep[:k]]
+def iter_edge_rows(graph: Graph, result: EdgeInfluenceResult, *, batch: int = 20_000) -> Iterator[dict[str, Any]]:
+    """:func:`edge_rows`, made ``batch`` rows at a time: a graph's edges can be millions, and a Python dict per edge
+    all at once would hold gigabytes."""
+    total = int(result.edges.shape[0])
+    for start in range(0, total, batch):
+        yield from edge_rows(graph, result, start, min(start + batch, total))
+
+
+def _top(delta: torch.Tensor, k: int, harmful: bool) -> list[int]:
+    """Positions of the ``k`` most harmful (ΔΓ < 0, most negative first) or helpful (ΔΓ > 0, most positive first)
+    edges; ties by position, as the paginated endpoint orders them."""
+    keep = torch.nonzero(delta < 0 if harmful else delta > 0).flatten()
+    values = delta[keep] if harmful else -delta[keep]
+    order = sorted(range(keep.numel()), key=lambda j: (float(values[j]), int(keep[j])))
+    return [int(keep[j]) for j in order[:k]]
 
 
 def _share(part: float, whole: float, why: str, name: str, undefined: dict[str, str]) -> float | None:
@@ -109,7 +123,6 @@ def edge_section(
     graph: Graph, result: EdgeInfluenceResult, *, seconds: float, shared_solve: bool, top: int = EDGE_TOP
 ) -> dict[str, Any]:
     """The audit result's ``edges`` (typed as :class:`bind_core.pipeline.results.EdgeAttribution`)."""
-    rows = edge_rows(graph, result)
     delta = result.delta.double()
     return {
         "computed": True,
@@ -120,8 +133,8 @@ def edge_section(
         "helpful": int((delta > 0).sum()),
         "seconds": seconds,
         "shared_solve": shared_solve,
-        "top_harmful": [_without_affects(r) for r in _top(rows, delta, top, harmful=True)],
-        "top_helpful": [_without_affects(r) for r in _top(rows, delta, top, harmful=False)],
+        "top_harmful": [_without_affects(edge_rows(graph, result, i, i + 1)[0]) for i in _top(delta, top, True)],
+        "top_helpful": [_without_affects(edge_rows(graph, result, i, i + 1)[0]) for i in _top(delta, top, False)],
         "cross_group": _cross_group(graph, result),
         "sign_convention": EDGE_SIGN_CONVENTION,
     }

@@ -4,13 +4,14 @@ check the estimates against retraining. What the service's worker and the comman
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from bind_core.data.graph import Graph
-from bind_core.influence.edge_rows import edge_rows, edges_not_computed
+from bind_core.influence.edge_rows import edge_rows, edges_not_computed, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.influence.estimate import SIGN_CONVENTION, ChunkRunner, InfluenceResult
 from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
@@ -146,6 +147,10 @@ class AuditResult:
         """One row per undirected edge (:func:`bind_core.influence.edge_rows.edge_rows`); empty when edges were not
         attributed."""
         return [] if self.edge_estimate is None else edge_rows(self.graph, self.edge_estimate)
+
+    def iter_edge_rows(self) -> Iterator[dict[str, Any]]:
+        """:meth:`edge_rows` made a batch at a time (what the service stores: millions of edges, bounded memory)."""
+        return iter(()) if self.edge_estimate is None else iter_edge_rows(self.graph, self.edge_estimate)
 
     def _estimate_warnings(self) -> list[str]:
         return model_warnings(self.model.model_config, self.stationarity) + estimate_warnings(
