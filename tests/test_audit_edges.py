@@ -17,8 +17,10 @@ import torch
 from bind_core.cli import main
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
+from bind_core.errors import AuditCancelled
 from bind_core.influence.edge_rows import iter_edge_rows
 from bind_core.influence.edges import estimate_edges, undirected_edges
+from bind_core.pipeline import stages
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
 from bind_core.pipeline.results import AuditResults
 from bind_core.reporting.exports import EDGE_COLUMNS, edges_csv, edges_parquet, model_card
@@ -63,6 +65,49 @@ def test_the_section_attributes_every_edge_with_the_estimators_values(graph: Gra
     for r in rows:
         assert r["within_group"] == (int(sens[r["u_index"]]) == int(sens[r["v_index"]]))
         assert (r["u_group"], r["v_group"]) == (int(sens[r["u_index"]]), int(sens[r["v_index"]]))
+
+
+def test_the_stage_in_small_parts_gives_the_same_estimates(
+    graph: Graph, audited: AuditResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts of 7 edges (progress and cancellation between them) join into the one-call estimate; a step estimate,
+    which makes no plan, gets one linear plan for every part."""
+    monkeypatch.setattr(stages, "EDGE_PART", 7)
+    ticks: list[float] = []
+    found = stages.edges_stage(
+        audited.model, graph, audited.config, None, None, progress=lambda stage, f: ticks.append(f)
+    )
+    assert audited.edge_estimate is not None and found.estimate is not None
+    assert torch.equal(found.estimate.edges, audited.edge_estimate.edges)
+    assert torch.allclose(found.estimate.delta, audited.edge_estimate.delta, rtol=1e-9, atol=1e-12)
+    assert torch.equal(found.estimate.affects, audited.edge_estimate.affects)
+    assert len(ticks) == 1 + -(-graph.num_edges // 7) and ticks[-1] == 1.0 and ticks == sorted(ticks)
+    assert found.section["shared_solve"] is False and found.section["edges"] == graph.num_edges
+
+
+def test_the_audit_stops_between_parts(graph: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stages, "EDGE_PART", 7)
+    calls: list[float] = []
+
+    def progress(stage: str, fraction: float) -> bool:
+        if stage == "edges":
+            calls.append(fraction)
+        return not (stage == "edges" and 0 < fraction < 1)
+
+    with pytest.raises(AuditCancelled) as caught:
+        run_audit(graph, AuditConfig.from_dict({**FAST, "edges": True}), progress=progress)
+    assert caught.value.stage == "edges" and calls == [0.0, 7 / graph.num_edges]
+
+
+def test_a_graph_without_edges_has_null_shares_with_reasons(graph: Graph) -> None:
+    bare = graph.without_edges(undirected_edges(graph))
+    result = run_audit(bare, AuditConfig.from_dict({**FAST, "edges": True}))
+    section = _stored(result)["edges"]
+    assert section["computed"] and section["edges"] == 0 and section["top_harmful"] == []
+    cross = section["cross_group"]
+    assert cross["edge_share"] is None and cross["harm_share"] is None and set(cross["undefined"]) >= {
+        "edge_share", "harm_share"
+    }  # fmt: skip
 
 
 def test_rows_made_in_batches_are_the_same_rows(graph: Graph, audited: AuditResult) -> None:

@@ -17,7 +17,10 @@ import torch
 from bind_core.data.graph import Graph
 from bind_core.influence.edges import EDGE_SIGN_CONVENTION, EdgeInfluenceResult
 
-__all__ = ["EDGE_ROW_KEYS", "EDGE_TOP", "edge_rows", "edge_section", "edges_not_computed", "iter_edge_rows"]
+__all__ = [
+    "EDGE_ROW_KEYS", "EDGE_TOP", "edge_rows", "edge_section", "edges_not_computed", "iter_edge_rows",
+    "join_edge_results",
+]  # fmt: skip
 
 EDGE_TOP = 10
 """Harmful and helpful edges listed in the section (as the node estimate's ``top_harmful``)."""
@@ -25,6 +28,31 @@ EDGE_ROW_KEYS = (
     "position", "u_index", "v_index", "u_id", "v_id", "u_group", "v_group", "within_group", "affects", "delta",
     "delta_sp", "delta_eo",
 )  # fmt: skip
+
+
+def join_edge_results(parts: list[EdgeInfluenceResult]) -> EdgeInfluenceResult:
+    """The attributions of consecutive parts of the edges (each from the same plan) as one, in their order; the
+    timings add up."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    timings: dict[str, float] = {}
+    for part in parts:
+        for name, seconds in part.timings.items():
+            timings[name] = timings.get(name, 0.0) + seconds
+    return EdgeInfluenceResult(
+        edges=torch.cat([p.edges for p in parts]),
+        delta=torch.cat([p.delta for p in parts]),
+        delta_sp=torch.cat([p.delta_sp for p in parts]),
+        delta_eo=torch.cat([p.delta_eo for p in parts]),
+        parts={k: torch.cat([p.parts[k] for p in parts]) for k in first.parts},
+        affects=torch.cat([p.affects for p in parts]),
+        lam=first.lam,
+        gamma=first.gamma,
+        solve=first.solve,
+        grad_norm=first.grad_norm,
+        timings=timings,
+    )
 
 
 def edge_rows(

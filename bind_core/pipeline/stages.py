@@ -24,9 +24,10 @@ from bind_core.explain.profile import profile_nodes
 from bind_core.fairness.bootstrap import bootstrap_metrics
 from bind_core.fairness.breakdown import group_breakdown, probability_histograms
 from bind_core.fairness.metrics import worst_pairs
-from bind_core.influence.edge_rows import edge_section, edges_not_computed
-from bind_core.influence.edges import EdgeInfluenceResult, estimate_edges
+from bind_core.influence.edge_rows import edge_section, edges_not_computed, join_edge_results
+from bind_core.influence.edges import EdgeInfluenceResult, estimate_edges, undirected_edges
 from bind_core.influence.estimate import ChunkRunner, InfluenceResult, estimate
+from bind_core.influence.estimate import plan as make_plan
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.plan import InfluencePlan
 from bind_core.influence.refinement import refine, require_refinable
@@ -68,6 +69,9 @@ STABILITY = "stability"
 EDGES = "edges"
 """The stage name the edge attribution reports under (right after influence, with ``edges``); not among
 :data:`STAGES`: it is part of the influence stage's work for the overall progress."""
+EDGE_PART = 20_000
+"""Edges attributed per call of the estimator: between parts the audit reports progress and can be stopped (a
+subset of edges gives the same estimates as the whole, ``tests/test_edge_influence.py``)."""
 
 T = TypeVar("T")
 
@@ -236,8 +240,8 @@ def edges_stage(
     progress: Tick,
 ) -> EdgesStage:
     """ΔΓ of deleting each undirected edge (one-layer GCN, GIN, SAGE), reusing the node estimate's solve when it
-    made one. A model the estimator does not cover gets a section with the reason, not an error: the node audit
-    stands without it."""
+    made one, in parts of :data:`EDGE_PART` edges (progress and cancellation between them). A model the estimator
+    does not cover gets a section with the reason, not an error: the node audit stands without it."""
     module = model.module
     if not module.row_separable:
         reason = (
@@ -245,13 +249,23 @@ def edges_stage(
             f"endpoints' neighbourhoods there); this is a {module.config.layers}-layer {module.config.arch}"
         )
         return EdgesStage(edges_not_computed(reason), None)
-    progress(EDGES, 0.0)
     start = time.perf_counter()
-    found = estimate_edges(
-        model, graph, lam=config.lam, influence_plan=influence_plan, solver=config.solver, groups=groups
-    )
+    progress(EDGES, 0.0)
+    shared = influence_plan
+    if shared is None:  # a step estimate made no plan: make the linear one once, for every part
+        shared = make_plan(model, graph, lam=config.lam, solver=config.solver, groups=groups)
+    edges = undirected_edges(graph)
+    parts = []
+    for first in range(0, max(int(edges.shape[0]), 1), EDGE_PART):
+        parts.append(
+            estimate_edges(
+                model, graph, lam=config.lam, edges=edges[first : first + EDGE_PART], influence_plan=shared,
+                groups=groups,
+            )
+        )  # fmt: skip
+        progress(EDGES, min(first + EDGE_PART, int(edges.shape[0])) / max(int(edges.shape[0]), 1))
+    found = join_edge_results(parts)
     seconds = time.perf_counter() - start
-    progress(EDGES, 1.0)
     return EdgesStage(edge_section(graph, found, seconds=seconds, shared_solve=influence_plan is not None), found)
 
 
