@@ -72,6 +72,15 @@ def test_work_grows_with_each_stage() -> None:
     assert more.total_work > lone.total_work
 
 
+def test_edges_add_work_for_one_layer_models_only() -> None:
+    base = {"validation_sample": 0, "budgets": []}
+    lone = audit_cost(AuditConfig.from_dict(base), TOY)
+    edges = audit_cost(AuditConfig.from_dict({**base, "edges": True}), TOY)
+    assert edges.work["edges"] > 0 and edges.total_work > lone.total_work
+    two = audit_cost(AuditConfig.from_dict({**base, "edges": True, "model": {"layers": 2}}), TOY)
+    assert "edges" not in two.work  # not attributed there: nothing to pay for
+
+
 def test_forward_flops_of_a_one_layer_gcn() -> None:
     model = ModelConfig(hidden=4)
     size = GraphSize(nodes=10, edges=20, features=3, classes=2, train=5)

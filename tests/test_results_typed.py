@@ -23,9 +23,10 @@ FAST = {"training": {"epochs": 20}, "bootstrap": 20, "validation_sample": 2, "bu
 CONFIGS: dict[str, dict[str, Any]] = {
     "gcn1_everything": {
         **FAST, "budgets": [0.05, 2], "debias_seeds": [1, 2, 3], "debias_random_sets": 1,
-        "stability_seeds": [10, 11], "stability_k": 5,
+        "stability_seeds": [10, 11], "stability_k": 5, "edges": True,
     },
-    "gcn2_step_utility": {**FAST, "model": {"layers": 2, "hidden": 4}, "estimator": "step", "debias_utility": True},
+    "gcn2_step_utility": {**FAST, "model": {"layers": 2, "hidden": 4}, "estimator": "step", "debias_utility": True,
+                          "edges": True},
     "metrics_only": {"training": {"epochs": 20}, "stages": ["training", "metrics"], "bootstrap": 0},
     "gin_refined": {
         **FAST, "model": {"arch": "gin", "hidden": 4}, "bootstrap": 0, "refine_steps": 2, "validation_sample": 0,
@@ -68,8 +69,12 @@ def test_round_trip_is_the_identity_on_real_audits(name: str) -> None:
         assert typed.debiasing is not None
         checks = [row.against_random for row in typed.debiasing]
         assert all(c is not None and c.verdict for c in checks)
+        assert typed.edges is not None and typed.edges.computed and typed.edges.edges == typed.graph.edges
     if name == "gcn2_step_utility":
         assert typed.debiasing and typed.debiasing[0].estimated_utility is not None
+        assert typed.edges is not None and not typed.edges.computed and typed.edges.reason
+    if name in ("metrics_only", "gin_refined"):
+        assert typed.edges is None and "edges" not in _stored(result)
     if name == "gin_refined":
         assert typed.refinement is not None and typed.refinement.max_iter == 2
 

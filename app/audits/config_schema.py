@@ -62,3 +62,4 @@ class AuditConfigRead(StoredModel):
     estimator: str | None = Field(None, description="string: auto, linear or step")
     debias_seeds: list[int] | None = Field(None, description="integers: seeds of the check against chance")
     debias_random_sets: int | None = Field(None, description="integer: random sets per budget in that check")
+    edges: bool | None = Field(None, description="boolean: every edge's ΔΓ attributed too (results.edges)")

@@ -9,7 +9,9 @@ is never overwritten.
 
 from __future__ import annotations
 
+import itertools
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.audits import turns
 from app.core.db.session import now, rowcount
-from app.core.db.tables import Audit, InfluencePlanRecord, InfluenceRow, SuppliedModel
+from app.core.db.tables import Audit, EdgeInfluenceRow, InfluencePlanRecord, InfluenceRow, SuppliedModel
 from app.core.lease import Lease
 
 
@@ -125,12 +127,13 @@ def succeed(
     weights: bytes | None,
     model_config: dict[str, Any] | None,
     influence: list[dict[str, Any]],
+    edges: Iterable[dict[str, Any]] = (),
 ) -> Lease:
     """Store everything an attempt produced and mark the audit ``succeeded``, in the caller's transaction.
 
     The fenced ``UPDATE`` goes first: on Postgres it locks the row, so a concurrent cancel waits and then
-    finds the audit finished. Influence rows of an earlier, interrupted attempt are replaced. On a miss
-    nothing has been written, so the caller may commit either way.
+    finds the audit finished. Influence rows (of nodes and, with ``edges``, of every edge) of an earlier,
+    interrupted attempt are replaced. On a miss nothing has been written, so the caller may commit either way.
     """
     t = now()
     values = dict(
@@ -143,7 +146,34 @@ def succeed(
     session.execute(delete(InfluenceRow).where(InfluenceRow.audit_id == claim.audit_id))
     if influence:
         session.execute(insert(InfluenceRow), [_influence_row(claim.audit_id, r) for r in influence])
+    session.execute(delete(EdgeInfluenceRow).where(EdgeInfluenceRow.audit_id == claim.audit_id))
+    rows = iter(edges)
+    while batch := [_edge_row(claim.audit_id, r) for r in itertools.islice(rows, EDGE_BATCH)]:
+        session.execute(insert(EdgeInfluenceRow), batch)
     return Lease.HELD
+
+
+EDGE_BATCH = 20_000
+"""Edge rows per ``INSERT``: a graph's edges can be millions; the parameter lists stay bounded."""
+
+
+def _edge_row(audit_id: uuid.UUID, row: dict[str, Any]) -> dict[str, Any]:
+    """A ``bind_core.influence.edge_rows`` row as an ``edge_influence_rows`` row."""
+    return {
+        "audit_id": audit_id,
+        "position": int(row["position"]),
+        "u_index": int(row["u_index"]),
+        "v_index": int(row["v_index"]),
+        "u_id": int(row["u_id"]),
+        "v_id": int(row["v_id"]),
+        "u_grp": int(row["u_group"]),
+        "v_grp": int(row["v_group"]),
+        "within_group": bool(row["within_group"]),
+        "affects": bool(row["affects"]),
+        "delta": float(row["delta"]),
+        "delta_sp": float(row["delta_sp"]),
+        "delta_eo": float(row["delta_eo"]),
+    }
 
 
 def _influence_row(audit_id: uuid.UUID, row: dict[str, Any]) -> dict[str, Any]:
@@ -172,9 +202,10 @@ def fail(session: Session, claim: Claim, problem: dict[str, Any]) -> Lease:
 
 def discard_partial(session: Session, audit_id: uuid.UUID) -> None:
     """Delete an unfinished audit's partial artefacts: a distributed estimate's plan with its chunks (their
-    tasks then find no plan and do nothing) and influence rows an earlier attempt may have left."""
+    tasks then find no plan and do nothing) and influence rows (of nodes and edges) an earlier attempt may have left."""
     session.execute(delete(InfluencePlanRecord).where(InfluencePlanRecord.audit_id == audit_id))
     session.execute(delete(InfluenceRow).where(InfluenceRow.audit_id == audit_id))
+    session.execute(delete(EdgeInfluenceRow).where(EdgeInfluenceRow.audit_id == audit_id))
 
 
 def close_cancelled(session: Session, claim: Claim) -> None:

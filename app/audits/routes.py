@@ -1,4 +1,5 @@
-"""``/v1/audits``: start, read, list and cancel audits, and page through their influence estimates."""
+"""``/v1/audits``: start, read, list and cancel audits, and page through their influence estimates (of training
+nodes and, when attributed, of edges)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from app.audits.schemas import AuditCreate, AuditPage, AuditRead, AuditState, Au
 from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.core.problem_schema import problem_responses
+from app.influence.edge_pages import edge_page
+from app.influence.edge_schemas import EDGE_SIGN_CONVENTION, EdgeOrder, EdgePage, EdgeRowRead
 from app.influence.pages import influence_page
 from app.influence.schemas import SIGN_CONVENTION, InfluenceOrder, InfluencePage, InfluenceRowRead
 from app.tenants.deps import TenantDep
@@ -97,5 +100,28 @@ def read_influence(
         order=order,
         sign_convention=SIGN_CONVENTION,
         items=[InfluenceRowRead.model_validate(r) for r in rows],
+        next_page_token=token,
+    )
+
+
+@router.get("/{audit_id}/edges", response_model=EdgePage, responses=problem_responses(404, 409))
+def read_edges(
+    audit_id: uuid.UUID,
+    session: SessionDep,
+    tenant: TenantDep,
+    order: EdgeOrder = EdgeOrder.harmful,
+    limit: LimitQuery = DEFAULT_LIMIT,
+    page_token: TokenQuery = None,
+) -> EdgePage:
+    """Each undirected edge's estimated effect on bias (an audit run with ``edges: true``): ``harmful`` (most
+    negative delta first), ``helpful`` (most positive first) or by ``edge`` position. 409 ``audit-not-succeeded``
+    until the audit succeeded, ``edges-not-computed`` when it did not attribute edges (the detail says why)."""
+    audit = service.get_audit(session, tenant, audit_id)
+    rows, token = edge_page(session, audit, order=order, limit=limit, page_token=page_token)
+    return EdgePage(
+        audit_id=audit.id,
+        order=order,
+        sign_convention=EDGE_SIGN_CONVENTION,
+        items=[EdgeRowRead.model_validate(r) for r in rows],
         next_page_token=token,
     )

@@ -232,11 +232,13 @@ def _load_graph(sessions: sessionmaker[Session], claim: Claim, settings: Setting
 
 
 def _payload(result: AuditResult) -> dict[str, Any]:
-    """What `jobs.succeed` stores, prepared before its transaction (an error here fails the audit)."""
+    """What `jobs.succeed` stores, prepared before its transaction (an error here fails the audit); the edge rows
+    are made a batch at a time while they are inserted (they can be millions)."""
     model = getattr(result, "model", None)
     return {
         "results": result.to_dict(),
         "influence": result.influence_rows(),
+        "edges": result.iter_edge_rows(),
         "weights": None if model is None else model.to_bytes(),
         "model_config": None if model is None else model.config_dict(),
     }

@@ -1,6 +1,7 @@
-"""``/v1/audits/{id}/report``, ``/influence.csv``, ``/influence.parquet``, ``/export``, ``/profile``: a succeeded
-audit as a page a person reads, as files for spreadsheets and data tools, as a model card's quantitative analysis,
-and what its harmful training nodes have in common.
+"""``/v1/audits/{id}/report``, ``/influence.csv``, ``/influence.parquet``, ``/edges.csv``, ``/edges.parquet``,
+``/export``, ``/profile``: a succeeded audit as a page a person reads, as files for spreadsheets and data tools (per
+node and, when attributed, per edge), as a model card's quantitative analysis, and what its harmful training nodes
+have in common.
 
 The routes are plain ``def``: rendering the figures runs in the thread pool, not on the event loop.
 """
@@ -15,9 +16,9 @@ from fastapi import APIRouter, Response
 from app.core.deps import SessionDep
 from app.core.problem_schema import problem_responses
 from app.reports.schemas import AuditExport, ProfileRead
-from app.reports.service import all_influence_rows, audit_profile, succeeded_audit
+from app.reports.service import all_edge_rows, all_influence_rows, audit_profile, succeeded_audit
 from app.tenants.deps import TenantDep
-from bind_core.reporting.exports import influence_csv, influence_parquet, model_card
+from bind_core.reporting.exports import edges_csv, edges_parquet, influence_csv, influence_parquet, model_card
 from bind_core.reporting.report import render_report
 
 router = APIRouter(prefix="/audits", tags=["reports"])
@@ -76,10 +77,35 @@ def read_influence_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: Ten
     return _attachment(body, PARQUET_TYPE, f"influence-{audit.id}.parquet")
 
 
+@router.get(
+    "/{audit_id}/edges.csv",
+    response_class=Response,
+    responses=_file("text", "text/csv", "Every undirected edge's ΔΓ, one row per edge in the graph's edge order"),
+)
+def read_edges_csv(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+    """Every edge's influence as CSV (``position, u_index, v_index, u_id, v_id, u_group, v_group, within_group,
+    affects, delta, delta_sp, delta_eo``; the flags as ``true``/``false``). 409 unless the audit succeeded
+    (``audit-not-succeeded``) with its edges attributed (``edges-not-computed``)."""
+    audit = succeeded_audit(session, tenant, audit_id)
+    return _attachment(edges_csv(all_edge_rows(session, audit)), "text/csv; charset=utf-8", f"edges-{audit.id}.csv")
+
+
+@router.get(
+    "/{audit_id}/edges.parquet",
+    response_class=Response,
+    responses=_file("binary", PARQUET_TYPE, "Every undirected edge's ΔΓ as a typed Parquet table"),
+)
+def read_edges_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+    """Every edge's influence as Parquet (the CSV's columns; the flags as booleans)."""
+    audit = succeeded_audit(session, tenant, audit_id)
+    return _attachment(edges_parquet(all_edge_rows(session, audit)), PARQUET_TYPE, f"edges-{audit.id}.parquet")
+
+
 @router.get("/{audit_id}/export", response_model=AuditExport, responses=_ERRORS)
 def read_export(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> dict[str, Any]:
     """The audit as a model card's quantitative analysis: each metric with its slice (``test`` or ``group=g``)
-    and, where computed, its confidence interval; plus the influence summary, debiasing and validation."""
+    and, where computed, its confidence interval; plus the influence summary, debiasing, validation and, when the
+    audit asked for them, the edges."""
     audit = succeeded_audit(session, tenant, audit_id)
     assert audit.results is not None
     return model_card(audit.results, audit_id=str(audit.id))

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, WrapValidator, create_model
 from app.audits.result_schemas import StoredModel, lenient, model_for
 from bind_core.pipeline.results import (
     DebiasingRow,
+    EdgeAttribution,
     GraphSummary,
     InfluenceRow,
     InfluenceSummary,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     ExportValidation: TypeAlias = StoredModel
     ExportGraph: TypeAlias = StoredModel
     ExportModel: TypeAlias = StoredModel
+    ExportEdges: TypeAlias = StoredModel
     ProfileRead: TypeAlias = StoredModel
 else:
     _Row = model_for(InfluenceRow)
@@ -42,6 +44,7 @@ else:
     ExportValidation = model_for(Validation)
     ExportGraph = model_for(GraphSummary)
     ExportModel = model_for(ModelSummary)
+    ExportEdges = model_for(EdgeAttribution)
     ProfileRead = model_for(NodeProfile)
     """``GET /v1/audits/{id}/profile``: what the harmful training nodes have in common."""
 
@@ -90,6 +93,9 @@ class AuditExport(BaseModel):
     """Per budget: requested, deleted, the deleted nodes, the estimated ΔΓ, and the metrics before and after."""
     validation: Annotated[ExportValidation | None, WrapValidator(lenient)] = None
     """Estimated against actual ΔΓ: count, Pearson, Spearman, per-part correlations."""
+    edges: Annotated[ExportEdges | None, WrapValidator(lenient)] = None
+    """The bias attributed to edges (an audit run with ``edges``): counts, the top harmful and helpful edges and
+    the cross-group summary; not computed: nulls and the reason."""
     warnings: list[str] = Field(default_factory=list)
     graph: Annotated[ExportGraph | None, WrapValidator(lenient)] = None
     """The graph audited (as in the audit's results)."""

@@ -1,4 +1,5 @@
-"""What the report and export routes read: a succeeded audit's results and all its influence rows."""
+"""What the report and export routes read: a succeeded audit's results and all its influence rows (of nodes and
+edges)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.audits.service import get_audit
-from app.core.db.tables import Audit, InfluenceRow, Tenant
+from app.core.db.tables import Audit, EdgeInfluenceRow, InfluenceRow, Tenant
 from app.core.errors import Conflict
+from app.influence.edge_pages import require_edges
 
 
 def succeeded_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit:
@@ -48,6 +50,26 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
             title="No influence estimates yet",
         )
     return rows
+
+
+def all_edge_rows(session: Session, audit: Audit) -> list[dict[str, Any]]:
+    """Every edge row of ``audit`` by position, as ``bind_core`` row dicts (``u_group``, not ``u_grp``).
+
+    Raises:
+        Conflict: the audit did not attribute its edges (``edges-not-computed``, with the reason).
+    """
+    require_edges(audit)
+    row = EdgeInfluenceRow
+    columns = (
+        row.position, row.u_index, row.v_index, row.u_id, row.v_id, row.u_grp, row.v_grp, row.within_group,
+        row.affects, row.delta, row.delta_sp, row.delta_eo,
+    )  # fmt: skip
+    result = session.execute(select(*columns).where(row.audit_id == audit.id).order_by(row.position))
+    names = (
+        "position", "u_index", "v_index", "u_id", "v_id", "u_group", "v_group", "within_group", "affects", "delta",
+        "delta_sp", "delta_eo",
+    )  # fmt: skip
+    return [dict(zip(names, values, strict=True)) for values in result]
 
 
 def audit_profile(audit: Audit) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""The profile of the harmful nodes in a few lines of text (what ``bind-audit run`` prints)."""
+"""The profile of the harmful nodes, and the edges that carry the bias, in a few lines of text (what
+``bind-audit run`` prints)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["profile_lines"]
+__all__ = ["edge_lines", "profile_lines"]
 
 
 def _pct(value: Any) -> str:
@@ -41,3 +42,31 @@ def profile_lines(profile: Mapping[str, Any], *, top: int = 3) -> list[str]:
             f"p = {rule['p_value']:.2g})"
         )
     return lines
+
+
+def _edge(row: Mapping[str, Any]) -> str:
+    kind = "within" if row["within_group"] else "across"
+    return f"{row['u_id']}–{row['v_id']} ({kind} {row['u_group']}/{row['v_group']}, {_delta(row['delta'])})"
+
+
+def edge_lines(section: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, top: int = 10) -> list[str]:
+    """The edge attribution: counts, the ``top`` most harmful and helpful edges (from every edge's ``rows`` when
+    given, else the section's own lists) and the cross-group edges' share of the harm against their share of edges;
+    or why it was not computed."""
+    if not section.get("computed"):
+        return [f"edges: not attributed: {section.get('reason')}"]
+    if rows:
+        harmful = sorted((r for r in rows if r["delta"] < 0), key=lambda r: (r["delta"], r["position"]))[:top]
+        helpful = sorted((r for r in rows if r["delta"] > 0), key=lambda r: (-r["delta"], r["position"]))[:top]
+    else:
+        harmful, helpful = section["top_harmful"][:top], section["top_helpful"][:top]
+    cross = section["cross_group"]
+    return [
+        f"edges (ΔΓ if the edge were deleted; negative = harmful): {section['harmful']} harmful, "
+        f"{section['helpful']} helpful of {section['edges']} ({section['affecting']} change anything); "
+        f"{section['seconds']:.2f} s",
+        "  most harmful: " + (", ".join(_edge(r) for r in harmful) or "none"),
+        "  most helpful: " + (", ".join(_edge(r) for r in helpful) or "none"),
+        f"  cross-group edges: {cross['edges']} ({_pct(cross['affecting_share'])} of those that change anything) "
+        f"carry {_pct(cross['harm_share'])} of the harm",
+    ]

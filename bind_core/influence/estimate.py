@@ -150,6 +150,7 @@ def estimate(
     groups: list[int] | None = None,
     chunk_runner: ChunkRunner | None = None,
     method: str = "auto",
+    on_plan: Callable[[InfluencePlan], None] | None = None,
 ) -> InfluenceResult:
     """Estimate ΔΓ of deleting each training node (see the module docstring for the math and the sign).
 
@@ -176,6 +177,8 @@ def estimate(
             response (:mod:`bind_core.influence.step`; ``solver``, ``damping``, ``non_iid``, ``direct`` and
             ``chunk_runner`` do not apply); ``"auto"`` (default): ``"step"`` for multi-layer and attention models
             up to :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, else ``"linear"``.
+        on_plan: given the linear estimate's plan once it is made (not called for ``"step"``), so that work sharing
+            its solve (the edge attribution, :func:`bind_core.influence.edges.estimate_edges`) need not solve again.
 
     Returns:
         An :class:`InfluenceResult` aligned with ``graph.train_idx``.
@@ -198,6 +201,8 @@ def estimate(
         damping=damping, rtol=rtol, cg_tol=cg_tol, cg_max_iter=cg_max_iter, lissa_depth=lissa_depth,
         lissa_damping=lissa_damping, groups=groups, progress=lambda f: report(0.5 * f), fm=fm,
     )  # fmt: skip
+    if on_plan is not None:
+        on_plan(the_plan)
     if chunk_runner is None:
         m = the_plan.num_train
         per_node = None if progress is None else (lambda f: report(0.5 + 0.5 * f))

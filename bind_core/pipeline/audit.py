@@ -4,22 +4,27 @@ check the estimates against retraining. What the service's worker and the comman
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from bind_core.data.graph import Graph
+from bind_core.influence.edge_rows import edge_rows, edges_not_computed, iter_edge_rows
+from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.influence.estimate import SIGN_CONVENTION, ChunkRunner, InfluenceResult
 from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.stages import (
+    EDGES,
     STABILITY,
     AuditProgress,
     StageRunner,
     check_refinable,
     debiasing_stage,
+    edges_stage,
     influence_stage,
     metric_groups,
     metrics_stage,
@@ -57,6 +62,11 @@ class AuditResult:
     refinement: dict[str, Any] | None = None
     profile: dict[str, Any] | None = None
     """What the harmful nodes have in common (with influence; :mod:`bind_core.explain.profile`)."""
+    edges: dict[str, Any] | None = None
+    """With ``config.edges``: the edge attribution's section (:mod:`bind_core.influence.edge_rows`), or why it is
+    empty."""
+    edge_estimate: EdgeInfluenceResult | None = None
+    """Every edge's estimate behind ``edges`` (when computed); :meth:`edge_rows` lists them."""
     stationarity: dict[str, Any] | None = None
     """The check before the influence stage (:func:`bind_core.training.stationarity.require_stationary`)."""
     timings: dict[str, float] = field(default_factory=dict)
@@ -85,6 +95,8 @@ class AuditResult:
         }
         if self.profile is not None:  # an optional key: absent without influence (and in older results)
             out["profile"] = self.profile
+        if self.config.edges:  # an optional key: absent unless asked for (and in older results)
+            out["edges"] = self.edges or edges_not_computed("the influence stage did not run (edges build on it)")
         return out
 
     def typed(self) -> AuditResults:
@@ -130,6 +142,15 @@ class AuditResult:
                 )
             )
         ]
+
+    def edge_rows(self) -> list[dict[str, Any]]:
+        """One row per undirected edge (:func:`bind_core.influence.edge_rows.edge_rows`); empty when edges were not
+        attributed."""
+        return [] if self.edge_estimate is None else edge_rows(self.graph, self.edge_estimate)
+
+    def iter_edge_rows(self) -> Iterator[dict[str, Any]]:
+        """:meth:`edge_rows` made a batch at a time (what the service stores: millions of edges, bounded memory)."""
+        return iter(()) if self.edge_estimate is None else iter_edge_rows(self.graph, self.edge_estimate)
 
     def _estimate_warnings(self) -> list[str]:
         return model_warnings(self.model.model_config, self.stationarity) + estimate_warnings(
@@ -182,8 +203,15 @@ def run_audit(
         "influence",
         lambda: influence_stage(trained, graph, config, groups, progress=tick, chunk_runner=chunk_runner),
     )
-    result.stationarity, result.influence, result.refinement, result.profile = found
+    result.stationarity, result.influence, result.refinement, result.profile = found[:4]
     influence = found.influence
+    if config.edges:
+        edges = stages.run(
+            EDGES,
+            lambda: edges_stage(trained, graph, config, groups, found.plan, progress=tick),
+            report_start=False,
+        )
+        result.edges, result.edge_estimate = edges.section, edges.estimate
     if "debiasing" in plan:
         result.debiasing = stages.run(
             "debiasing", lambda: debiasing_stage(trained, graph, config, influence, groups, progress=tick)

@@ -22,7 +22,10 @@ Work counts multiply-adds twice (flops). One forward pass costs
 the per-node terms ``m·4f·r/n`` (``r``: the nodes within the model's receptive field of a node, at most ``n``) for
 the influence function, ``m·(4f + 4p²)`` for the step estimator; each debiasing budget and each validated node
 one more training (debiasing) or polish (validation) on the reduced graph, each chance seed
-``(2 + random_sets)`` trainings per budget, each stability seed a whole training and influence stage.
+``(2 + random_sets)`` trainings per budget, each stability seed a whole training and influence stage. The edge
+attribution (``edges``, one-layer models) costs ``4f/n`` per changed row like the per-node terms, with ``2`` rows
+per edge (GIN, SAGE: the endpoints) or ``deg u + deg v`` (GCN), whose sum over edges, ``Σ deg²``, is taken at its
+floor for the mean degree, ``2E·(1 + 2E/n)``: a graph with hubs costs more than this figure.
 """
 
 from __future__ import annotations
@@ -175,6 +178,9 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
             reach = min(float(n), (1.0 + 2.0 * e / max(n, 1)) ** (m.layers + 1))
             influence += size.train * 4 * f * reach / max(n, 1)
         work["influence"] = influence
+        if config.edges and row_separable:
+            rows = 2.0 * e * (1.0 + 2.0 * e / max(n, 1)) if m.arch == "gcn" else 2.0 * e
+            work["edges"] = rows * 4 * f / max(n, 1)
         if "debiasing" in config.stages and config.budgets:
             seeds = len(config.debias_seeds)
             chance = seeds + len(config.budgets) * seeds * (2 + config.debias_random_sets)

@@ -56,6 +56,11 @@ class AuditConfig:
             set, and without ``debias_random_sets`` random sets of its size; empty (default) skips (it retrains
             ``(2 + debias_random_sets)·seeds`` times per budget).
         debias_random_sets: random sets per budget for that check.
+        edges: after the node estimate, also attribute the bias to every undirected edge (ΔΓ of deleting it,
+            :func:`bind_core.influence.edges.estimate_edges`, reusing the node estimate's solve); the result's
+            ``edges``. One-layer GCN, GIN and SAGE only (otherwise the section says why it is empty). Off by default:
+            its cost grows with the sum of squared degrees (about 1.1× the node estimate's time on Income, 10× on
+            Recidivism; docs/RESULTS.md).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -76,6 +81,7 @@ class AuditConfig:
     estimator: str = "auto"
     debias_seeds: tuple[int, ...] = ()
     debias_random_sets: int = 3
+    edges: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lam <= 1.0:
@@ -137,6 +143,7 @@ class AuditConfig:
             "estimator": self.estimator,
             "debias_seeds": list(self.debias_seeds),
             "debias_random_sets": self.debias_random_sets,
+            "edges": self.edges,
         }
 
     @classmethod

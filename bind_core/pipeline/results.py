@@ -20,8 +20,11 @@ __all__ = [
     "AgainstRandom",
     "AuditResults",
     "Correlation",
+    "CrossGroupEdges",
     "DebiasingRow",
     "Distributed",
+    "EdgeAttribution",
+    "EdgeRow",
     "EffectSpread",
     "FeatureProfile",
     "FeatureStats",
@@ -248,6 +251,66 @@ class InfluenceRow:
     delta: float = key("number: ΔΓ of deleting it (negative: harmful)")
     delta_sp: float = key("number: the same for Γ_SP")
     delta_eo: float = key("number: the same for Γ_EO")
+
+
+# ---------------------------------------------------------------------- edges
+@dataclass(kw_only=True)
+class EdgeRow:
+    """One undirected edge's estimate (as in ``GET /v1/audits/{id}/edges``, less ``affects``)."""
+
+    position: int = key("integer: the edge's place in the attribution's order (0-based)")
+    u_index: int = key("integer: index of its first endpoint in the graph (the smaller index)")
+    v_index: int = key("integer: index of its second endpoint")
+    u_id: int = key("integer: the first endpoint's original id")
+    v_id: int = key("integer: the second endpoint's original id")
+    u_group: int = key("integer: the first endpoint's sensitive group")
+    v_group: int = key("integer: the second endpoint's sensitive group")
+    within_group: bool = key("boolean: both endpoints are in the same group (false: a cross-group edge)")
+    delta: float = key("number: ΔΓ of deleting the edge, both directions (negative: harmful)")
+    delta_sp: float = key("number: the same for Γ_SP")
+    delta_eo: float = key("number: the same for Γ_EO")
+
+
+@dataclass(kw_only=True)
+class CrossGroupEdges:
+    """Whether the harm sits on edges between groups: their share of the edges against their share of the harm."""
+
+    edges: int = key("integer: edges whose endpoints are in different groups")
+    affecting_edges: int = key("integer: those whose deletion changes a training loss or a test prediction")
+    edge_share: float | None = key("number in [0, 1] or null (no edge): cross-group edges / all edges")
+    affecting_share: float | None = key(
+        "number in [0, 1] or null (no edge changes anything): the same among the edges whose deletion changes "
+        "something (the others have ΔΓ = 0 exactly)"
+    )
+    harm_share: float | None = key(
+        "number in [0, 1] or null (no edge has ΔΓ < 0): their share of the harm, the sum of −ΔΓ over edges with ΔΓ < 0"
+    )
+    help_share: float | None = key(
+        "number in [0, 1] or null (no edge has ΔΓ > 0): their share of the sum of ΔΓ over edges with ΔΓ > 0"
+    )
+    harm_ratio: float | None = key(
+        "number or null: harm_share / affecting_share (above 1: cross-group edges carry more than their share)"
+    )
+    undefined: dict[str, str] | None = key("object, number → why it is null: present when one is")
+
+
+@dataclass(kw_only=True)
+class EdgeAttribution:
+    """The bias attributed to edges: ΔΓ of deleting each undirected edge (:mod:`bind_core.influence.edges`);
+    with ``computed`` false (a model the estimator does not cover), every number is null and ``reason`` says why."""
+
+    computed: bool = key("boolean: whether the edges were attributed")
+    reason: str | None = key("string or null: why not (null when computed)")
+    edges: int | None = key("integer: undirected edges attributed (every edge of the graph)")
+    affecting: int | None = key("integer: those whose deletion changes a training loss or a test prediction")
+    harmful: int | None = key("integer: edges with ΔΓ < 0")
+    helpful: int | None = key("integer: edges with ΔΓ > 0")
+    seconds: float | None = key("number: seconds the attribution took")
+    shared_solve: bool | None = key("boolean: it reused the node estimate's Hessian solve (no second solve)")
+    top_harmful: list[EdgeRow] | None = key("up to 10 most harmful edges (ΔΓ < 0), most negative first")
+    top_helpful: list[EdgeRow] | None = key("up to 10 most helpful edges (ΔΓ > 0), most positive first")
+    cross_group: CrossGroupEdges | None = key("edges between groups against the harm they carry")
+    sign_convention: str = key("string: what the sign of an edge's ΔΓ means")
 
 
 # ---------------------------------------------------------------------- debiasing
@@ -660,6 +723,9 @@ class AuditResults:
     sign_convention: str = key("string: what the sign of the influence estimates means")
     profile: NodeProfile | None = key(
         "what the harmful training nodes have in common; absent without influence", optional=True
+    )
+    edges: EdgeAttribution | None = key(
+        "the bias attributed to each undirected edge; absent unless the audit asked for edges", optional=True
     )
     supplied_model: SuppliedModel | None = key(
         "for an audit of a supplied model: what was done to it (added by the service)", optional=True

@@ -24,8 +24,12 @@ from bind_core.explain.profile import profile_nodes
 from bind_core.fairness.bootstrap import bootstrap_metrics
 from bind_core.fairness.breakdown import group_breakdown, probability_histograms
 from bind_core.fairness.metrics import worst_pairs
+from bind_core.influence.edge_rows import edge_section, edges_not_computed, join_edge_results
+from bind_core.influence.edges import EdgeInfluenceResult, estimate_edges, undirected_edges
 from bind_core.influence.estimate import ChunkRunner, InfluenceResult, estimate
+from bind_core.influence.estimate import plan as make_plan
 from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.plan import InfluencePlan
 from bind_core.influence.refinement import refine, require_refinable
 from bind_core.influence.stability import topk_stability
 from bind_core.influence.step import Stepper
@@ -36,14 +40,17 @@ from bind_core.training.fit import TrainedModel, train
 from bind_core.training.stationarity import require_stationary
 
 __all__ = [
+    "EDGES",
     "STABILITY",
     "STAGES",
     "AuditProgress",
+    "EdgesStage",
     "InfluenceStage",
     "StageRunner",
     "Tick",
     "check_refinable",
     "debiasing_stage",
+    "edges_stage",
     "influence_stage",
     "metric_groups",
     "metrics_stage",
@@ -59,6 +66,12 @@ Tick = Callable[[str, float], None]
 """The audit's checkpoint handed to the stages' loops: reports ``(stage, fraction)``, raises to stop."""
 STABILITY = "stability"
 """The stage name the stability check reports under, after the planned stages; not among :data:`STAGES`."""
+EDGES = "edges"
+"""The stage name the edge attribution reports under (right after influence, with ``edges``); not among
+:data:`STAGES`: it is part of the influence stage's work for the overall progress."""
+EDGE_PART = 20_000
+"""Edges attributed per call of the estimator: between parts the audit reports progress and can be stopped (a
+subset of edges gives the same estimates as the whole, ``tests/test_edge_influence.py``)."""
 
 T = TypeVar("T")
 
@@ -173,6 +186,8 @@ class InfluenceStage(NamedTuple):
     refinement: dict[str, Any] | None
     profile: dict[str, Any]
     """What the harmful nodes have in common (:func:`bind_core.explain.profile.profile_nodes`)."""
+    plan: InfluencePlan | None
+    """The linear estimate's shared half (its solve), kept for the edge attribution; ``None`` for a step estimate."""
 
 
 def influence_stage(
@@ -189,10 +204,11 @@ def influence_stage(
     retraining: statistics and a shallow tree on the final estimates, the halves seeded by the training seed)."""
     stationarity = require_stationary(model, graph)
     share = 0.2 if config.refine_steps else 1.0  # of the influence stage's progress; refining takes the rest
+    plans: list[InfluencePlan] = []
     influence = estimate(
         model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, groups=groups,
         progress=lambda stage, frac: progress(stage, share * frac), chunk_runner=chunk_runner,
-        method=config.estimator,
+        method=config.estimator, on_plan=plans.append if config.edges else None,
     )  # fmt: skip
     refinement = None
     if config.refine_steps:
@@ -202,7 +218,55 @@ def influence_stage(
         )  # fmt: skip
         refinement = refined.record()
     profile = profile_nodes(graph, influence.delta.detach().cpu().double().numpy(), seed=config.training.seed)
-    return InfluenceStage(stationarity, influence, refinement, profile.document)
+    return InfluenceStage(stationarity, influence, refinement, profile.document, plans[0] if plans else None)
+
+
+class EdgesStage(NamedTuple):
+    """What the edge attribution adds to the audit result."""
+
+    section: dict[str, Any]
+    """The result's ``edges`` (:func:`bind_core.influence.edge_rows.edge_section`, or why it is empty)."""
+    estimate: EdgeInfluenceResult | None
+    """Every edge's estimate (``None`` when not computed), for the rows the service stores."""
+
+
+def edges_stage(
+    model: TrainedModel,
+    graph: Graph,
+    config: AuditConfig,
+    groups: list[int] | None,
+    influence_plan: InfluencePlan | None,
+    *,
+    progress: Tick,
+) -> EdgesStage:
+    """ΔΓ of deleting each undirected edge (one-layer GCN, GIN, SAGE), reusing the node estimate's solve when it
+    made one, in parts of :data:`EDGE_PART` edges (progress and cancellation between them). A model the estimator
+    does not cover gets a section with the reason, not an error: the node audit stands without it."""
+    module = model.module
+    if not module.row_separable:
+        reason = (
+            "edge attribution covers the one-layer GCN, GIN and SAGE (a changed edge moves only the rows of its "
+            f"endpoints' neighbourhoods there); this is a {module.config.layers}-layer {module.config.arch}"
+        )
+        return EdgesStage(edges_not_computed(reason), None)
+    start = time.perf_counter()
+    progress(EDGES, 0.0)
+    shared = influence_plan
+    if shared is None:  # a step estimate made no plan: make the linear one once, for every part
+        shared = make_plan(model, graph, lam=config.lam, solver=config.solver, groups=groups)
+    edges = undirected_edges(graph)
+    parts = []
+    for first in range(0, max(int(edges.shape[0]), 1), EDGE_PART):
+        parts.append(
+            estimate_edges(
+                model, graph, lam=config.lam, edges=edges[first : first + EDGE_PART], influence_plan=shared,
+                groups=groups,
+            )
+        )  # fmt: skip
+        progress(EDGES, min(first + EDGE_PART, int(edges.shape[0])) / max(int(edges.shape[0]), 1))
+    found = join_edge_results(parts)
+    seconds = time.perf_counter() - start
+    return EdgesStage(edge_section(graph, found, seconds=seconds, shared_solve=influence_plan is not None), found)
 
 
 def _set_estimator(

@@ -1,4 +1,5 @@
-"""Exports of an audit: per-node influence as CSV or Parquet, and the audit as a model card's quantitative analysis.
+"""Exports of an audit: per-node (and, when attributed, per-edge) influence as CSV or Parquet, and the audit as a
+model card's quantitative analysis.
 
 Pure functions over plain data (the rows of ``AuditResult.influence_rows()``, the JSON of
 ``AuditResult.to_dict()``); they return bytes or JSON-ready dicts and touch no file, network or database.
@@ -22,12 +23,22 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bind_core.influence.edge_rows import EDGE_ROW_KEYS
+
 INFLUENCE_COLUMNS = ("position", "node_index", "node_id", "group", "label", "delta", "delta_sp", "delta_eo")
 _INFLUENCE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("position", pa.int32()), ("node_index", pa.int64()), ("node_id", pa.int64()), ("group", pa.int32()),
     ("label", pa.int32()), ("delta", pa.float64()), ("delta_sp", pa.float64()), ("delta_eo", pa.float64()),
 ]  # fmt: skip
 INFLUENCE_SCHEMA = pa.schema(_INFLUENCE_FIELDS)
+EDGE_COLUMNS = EDGE_ROW_KEYS
+"""The columns of ``AuditResult.edge_rows()``."""
+_EDGE_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("position", pa.int32()), ("u_index", pa.int64()), ("v_index", pa.int64()), ("u_id", pa.int64()),
+    ("v_id", pa.int64()), ("u_group", pa.int32()), ("v_group", pa.int32()), ("within_group", pa.bool_()),
+    ("affects", pa.bool_()), ("delta", pa.float64()), ("delta_sp", pa.float64()), ("delta_eo", pa.float64()),
+]  # fmt: skip
+EDGE_SCHEMA = pa.schema(_EDGE_FIELDS)
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 EXPORT_FORMAT = "bind-audit/model-card-quantitative-analysis/v1"
 
@@ -74,6 +85,23 @@ def influence_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
+def edges_csv(rows: Iterable[Mapping[str, Any]]) -> bytes:
+    """Every edge's row as CSV (:data:`EDGE_COLUMNS`), as :func:`influence_csv`; the flags as ``true``/``false``."""
+    flags = ("within_group", "affects")
+    return influence_csv(
+        ({k: (("true" if v else "false") if k in flags else v) for k, v in row.items()} for row in rows), EDGE_COLUMNS
+    )
+
+
+def edges_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
+    """Every edge's row as Parquet (:data:`EDGE_SCHEMA`: the flags as booleans), zstd-compressed."""
+    rows = list(rows)
+    table = pa.table({c: [r[c] for r in rows] for c in EDGE_COLUMNS}, schema=EDGE_SCHEMA)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return bytes(sink.getvalue().to_pybytes())
+
+
 def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> dict[str, Any]:
     """The audit as a JSON document shaped like a model card's quantitative analysis (Mitchell et al., 2019;
     the Model Card Toolkit's ``quantitative_analysis.performance_metrics``), plus BIND's own blocks.
@@ -91,6 +119,7 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
          "influence": {summary: count, harmful, helpful, quantiles, ...; "top_harmful", "top_helpful"} | None,
          "debiasing": [{budget, requested, deleted, nodes, estimated_delta, before, after}] | None,
          "validation": {count, pearson, spearman, correlations} | None,
+         "edges": {computed, reason, edges, affecting, top_harmful, top_helpful, cross_group, ...} | None,
          "warnings": [...], "graph": {...}, "model": {...}}
 
     Slices: ``test`` for the whole test set (the fairness gaps ΔSP, ΔEO, Γ compare the groups within it, the
@@ -146,6 +175,7 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
         "validation": {k: validation.get(k) for k in ("count", "mode", "pearson", "spearman", "correlations")}
         if validation
         else None,
+        "edges": results.get("edges"),
         "warnings": list(results.get("warnings") or []),
         "graph": results.get("graph"),
         "model": results.get("model"),

@@ -14,7 +14,7 @@ from app.core.db.tables import Base
 
 TABLES = {
     "tenants", "api_keys", "graphs", "audits", "influence_rows", "supplied_models", "schedules", "webhooks",
-    "webhook_deliveries", "influence_plans", "influence_chunks",
+    "webhook_deliveries", "influence_plans", "influence_chunks", "edge_influence_rows",
 }  # fmt: skip
 
 
@@ -28,7 +28,8 @@ def test_upgrade_downgrade_upgrade(make_database: Callable[[], str]) -> None:
             assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
         downgrade(url, "0001")  # every later migration steps down on a migrated schema
         engine.dispose()
-        assert not {"supplied_models", "influence_plans", "influence_chunks"} & set(inspect(engine).get_table_names())
+        dropped = {"supplied_models", "influence_plans", "influence_chunks", "edge_influence_rows"}
+        assert not dropped & set(inspect(engine).get_table_names())
         upgrade(url)
         downgrade(url, "base")
         engine.dispose()

@@ -27,7 +27,14 @@ from app.audits import run as runner
 from app.audits.progress import Cancelled
 from app.core.db.migrate import upgrade
 from app.core.db.session import make_engine, now, session_factory
-from app.core.db.tables import Audit, InfluenceChunkRecord, InfluencePlanRecord, InfluenceRow, Tenant
+from app.core.db.tables import (
+    Audit,
+    EdgeInfluenceRow,
+    InfluenceChunkRecord,
+    InfluencePlanRecord,
+    InfluenceRow,
+    Tenant,
+)
 from app.core.db.tables import Graph as GraphRow
 from app.core.settings import Settings
 from app.influence import chunk_rows as stored
@@ -490,3 +497,34 @@ def test_the_runner_splits_influence_and_stores_what_one_worker_would(
     assert results["split"]["timings"]["training"] > 0
     split, whole = ({k: v for k, v in results[n]["training"].items() if k != "seconds"} for n in ("split", "whole"))
     assert split == whole  # trained by the runner, not by run_audit: the same training
+
+
+def test_the_runner_stores_every_edge_whole_or_split(
+    pg: sessionmaker[Session],
+    pg_settings: Settings,
+    running_audit: Callable[..., uuid.UUID],
+    graph: Graph,
+) -> None:
+    """With ``edges`` the runner stores one row per undirected edge, the same whether the node estimate's per-node
+    terms ran whole or in chunks (the edges reuse the plan made before the chunks either way)."""
+    chunks.empty_cache()
+    stored_rows: dict[str, list[tuple[int, int, int, float]]] = {}
+    for name, settings in (("whole", pg_settings.model_copy(update={"influence_chunks": 0})), ("split", pg_settings)):
+        audit_id = running_audit(state="queued", attempts=0, config={**AUDIT_CONFIG, "edges": True})
+        outcome = runner.execute(str(audit_id), sessions=pg, settings=settings, device="cpu", send_chunks=None)
+        assert outcome.status == "succeeded"
+        with pg() as session:
+            audit = session.get(Audit, audit_id)
+            assert audit is not None and audit.results is not None
+            section = audit.results["edges"]
+            assert section["computed"] and section["shared_solve"] and section["edges"] == graph.num_edges
+            row = EdgeInfluenceRow
+            query = select(row.position, row.u_index, row.v_index, row.delta).where(row.audit_id == audit_id)
+            stored_rows[name] = [tuple(r) for r in session.execute(query.order_by(row.position))]
+            assert section["top_harmful"][0]["delta"] == min(r[3] for r in stored_rows[name])
+    whole, split = stored_rows["whole"], stored_rows["split"]
+    assert len(whole) == len(split) == graph.num_edges
+    assert [r[:3] for r in whole] == [r[:3] for r in split]
+    assert torch.allclose(
+        torch.tensor([r[3] for r in split]), torch.tensor([r[3] for r in whole]), rtol=1e-9, atol=1e-15
+    )

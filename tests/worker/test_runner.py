@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import SimpleNamespace
@@ -45,6 +45,9 @@ class FakeResult:
 
     def influence_rows(self) -> list[dict[str, Any]]:
         return self.rows
+
+    def iter_edge_rows(self) -> Iterator[dict[str, Any]]:
+        return iter(())
 
 
 def rows(n: int) -> list[dict[str, Any]]:

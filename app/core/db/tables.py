@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Double,
     ForeignKey,
@@ -133,6 +134,33 @@ class InfluenceRow(Base):
     node_id: Mapped[int] = mapped_column(BigInteger)
     grp: Mapped[int] = mapped_column(Integer)
     label: Mapped[int] = mapped_column(Integer)
+    delta: Mapped[float] = mapped_column(Double)
+    delta_sp: Mapped[float] = mapped_column(Double)
+    delta_eo: Mapped[float] = mapped_column(Double)
+
+
+class EdgeInfluenceRow(Base):
+    """The estimated effect on the bias Γ of deleting one undirected edge (both directions), for an audit run with
+    ``edges`` (``bind_core.influence.edges``).
+
+    Sign as for nodes: ``delta = Γ(after deleting the edge and retraining) − Γ(before)``; negative means the edge is
+    harmful. ``position`` is the edge's place in the graph's edge order (``u_index < v_index``); ``affects`` is false
+    for an edge whose deletion changes no training loss and no test prediction (its ΔΓ is exactly 0).
+    """
+
+    __tablename__ = "edge_influence_rows"
+    __table_args__ = (Index(None, "audit_id", "delta", "position"),)
+
+    audit_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("audits.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    u_index: Mapped[int] = mapped_column(Integer)
+    v_index: Mapped[int] = mapped_column(Integer)
+    u_id: Mapped[int] = mapped_column(BigInteger)
+    v_id: Mapped[int] = mapped_column(BigInteger)
+    u_grp: Mapped[int] = mapped_column(Integer)
+    v_grp: Mapped[int] = mapped_column(Integer)
+    within_group: Mapped[bool] = mapped_column(Boolean)
+    affects: Mapped[bool] = mapped_column(Boolean)
     delta: Mapped[float] = mapped_column(Double)
     delta_sp: Mapped[float] = mapped_column(Double)
     delta_eo: Mapped[float] = mapped_column(Double)

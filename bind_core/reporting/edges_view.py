@@ -1,0 +1,60 @@
+"""The report's section "Which connections carry the bias": the audit's edge attribution
+(:mod:`bind_core.influence.edge_rows`) as plain-text cells that the template escapes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bind_core.reporting.page import fmt
+
+__all__ = ["edges_view"]
+
+
+def _share(value: Any) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _rows(edges: list[Mapping[str, Any]]) -> list[list[str]]:
+    return [
+        [str(i + 1), f"{fmt(e['u_id'])} – {fmt(e['v_id'])}", f"{fmt(e['u_group'])} – {fmt(e['v_group'])}",
+         "within" if e["within_group"] else "across", fmt(e["delta"], 4), fmt(e["delta_sp"], 4),
+         fmt(e["delta_eo"], 4)]
+        for i, e in enumerate(edges)
+    ]  # fmt: skip
+
+
+def edges_view(edges: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The section's numbers and tables, ``{"reason": ...}`` when the audit asked for edges but could not attribute
+    them, or ``None`` when it did not ask."""
+    if not edges:
+        return None
+    if not edges.get("computed"):
+        return {"reason": str(edges.get("reason") or "not computed")}
+    cross = edges.get("cross_group") or {}
+    undefined = cross.get("undefined") or {}
+    return {
+        "reason": None,
+        "facts": [
+            [
+                fmt(edges.get("edges")),
+                fmt(edges.get("affecting")),
+                fmt(edges.get("harmful")),
+                fmt(edges.get("helpful")),
+                fmt(edges.get("seconds"), 2),
+            ]
+        ],
+        "cross": [
+            [
+                fmt(cross.get("edges")),
+                _share(cross.get("edge_share")),
+                _share(cross.get("affecting_share")),
+                _share(cross.get("harm_share")),
+                _share(cross.get("help_share")),
+                "—" if cross.get("harm_ratio") is None else fmt(cross.get("harm_ratio"), 2),
+            ]
+        ],
+        "undefined": [f"{k}: {v}" for k, v in undefined.items()],
+        "harmful": _rows(list(edges.get("top_harmful") or [])),
+        "helpful": _rows(list(edges.get("top_helpful") or [])),
+    }
