@@ -9,7 +9,8 @@ import torch
 from bind_core.data.datasets import synthetic
 from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.pipeline.audit import AuditConfig
-from bind_core.pipeline.budget import GraphSize, audit_cost, forward_flops, parameter_count
+from bind_core.pipeline.budget import GraphSize, audit_cost, forward_flops, parameter_count, sampled_size
+from bind_core.training.fit import TrainConfig
 
 TOY = GraphSize(nodes=300, edges=1500, features=8, classes=2, train=80)
 
@@ -87,3 +88,26 @@ def test_forward_flops_of_a_one_layer_gcn() -> None:
     # 2·(n·F·h + (E + n)·h) for the layer, 2·n·h·C for the head.
     assert forward_flops(model, size) == 2 * (10 * 3 * 4 + 30 * 4) + 2 * 10 * 4 * 2
     assert torch.get_default_dtype() == torch.float32  # the meta-device count leaves torch's defaults alone
+
+
+def test_mini_batches_cost_the_sampled_graph_not_the_whole_graph() -> None:
+    big = GraphSize(nodes=1_000_000, edges=10_000_000, features=16, classes=2, train=10_000)
+    model = ModelConfig(arch="sage", layers=2, hidden=128)
+    settings = {"model": {"arch": "sage", "layers": 2, "hidden": 128}, "validation_sample": 0, "budgets": []}
+    full = audit_cost(AuditConfig.from_dict(settings), big)
+    mini = audit_cost(AuditConfig.from_dict({**settings, "training": {"batch_size": 1024, "fan_out": [10, 10]}}), big)
+    # one batch: 1024 seeds, 10 neighbours each, 10 of each of those: 1024·(1 + 10 + 100) nodes at most
+    batch = sampled_size(model, TrainConfig(batch_size=1024, fan_out=(10, 10)), big)
+    assert batch is not None and batch.nodes == 1024 * 111 and batch.train == 1024
+    f, polish = forward_flops(model, big), 1.5 * 1000 * 3 * forward_flops(model, big)
+    assert full.work["training"] == pytest.approx(1000 * 3 * f + polish)
+    # 10 batches an epoch, each one forward and backward on its sampled graph, and the exact validation pass
+    assert mini.work["training"] == pytest.approx(1000 * (10 * 3 * forward_flops(model, batch) + f) + polish)
+    # an upper bound (draws shared between seeds counted twice): 10 batches of 113,664 nodes cost more than one
+    # full pass here, fewer sampled neighbours less
+    small = {**settings, "training": {"batch_size": 1024, "fan_out": [5, 5]}}
+    assert audit_cost(AuditConfig.from_dict(small), big).work["training"] < full.work["training"]
+    # the first layer's "all neighbours" hop reads the aggregated features: it is not expanded
+    first_all = sampled_size(ModelConfig(layers=2), TrainConfig(batch_size=100, fan_out=(5, -1)), big)
+    assert first_all is not None and first_all.nodes == 100 * 6
+    assert sampled_size(ModelConfig(layers=2), TrainConfig(), big) is None

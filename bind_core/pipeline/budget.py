@@ -18,7 +18,9 @@ runtime. Memory sums the parts an audit can hold at once (bytes):
 
 Work counts multiply-adds twice (flops). One forward pass costs
 ``f = Σ_layers 2·heads·(n·d_in·h + (E + n)·h) + 2·n·h·C``; a backward about twice that. Training costs
-``epochs·3f``; the polish ``1.5·polish_max_iter·3f`` (L-BFGS's evaluation cap); a dense Hessian ``4f·p + 9p³``;
+``epochs·3f`` (with mini-batches, ``epochs·(⌈m/b⌉·3f_b + f)``: ``f_b`` a forward pass over one batch's sampled
+computation graph, :func:`sampled_size`, and ``f`` the exact validation pass); the polish
+``1.5·polish_max_iter·3f`` (L-BFGS's evaluation cap); a dense Hessian ``4f·p + 9p³``;
 the per-node terms ``m·4f·r/n`` (``r``: the nodes within the model's receptive field of a node, at most ``n``) for
 the influence function, ``m·(4f + 4p²)`` for the step estimator; each debiasing budget and each validated node
 one more training (debiasing) or polish (validation) on the reduced graph, each chance seed
@@ -40,6 +42,7 @@ from bind_core.influence.lowrank import LANCZOS_MAX
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, choose
 from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.pipeline.config import AuditConfig
+from bind_core.training.fit import TrainConfig
 from bind_core.training.newton import NEWTON_MAX_PARAMETERS
 
 LBFGS_HISTORY = 50
@@ -114,6 +117,39 @@ def forward_flops(model: ModelConfig, size: GraphSize) -> float:
     return total + 2.0 * n * h * max(size.classes, 1)
 
 
+def sampled_size(model: ModelConfig, training: TrainConfig, size: GraphSize) -> GraphSize | None:
+    """The size of one mini-batch's sampled computation graph (None for full-batch training): ``b`` seed nodes,
+    each hop multiplying the nodes by its fan-out (``-1``: the mean degree ``2E/n``; a finite fan-out above the
+    mean degree counts as the mean degree), the first layer's ``-1`` hop never expanded (it reads the aggregated
+    features), capped at the graph. An upper bound: draws shared between nodes are counted twice."""
+    if not training.batch_size:
+        return None
+    n, e = max(size.nodes, 1), size.edges
+    degree = 2.0 * e / n
+    fan = list(training.fan_out) or [-1] * model.layers
+    hops = fan[:-1] if fan[-1] == -1 else fan
+    frontier = float(min(training.batch_size, max(size.train, 1)))
+    nodes = frontier
+    for k in hops:
+        frontier *= degree if k < 0 else min(float(k), degree)
+        nodes += frontier
+    nodes = min(nodes, float(n))
+    return GraphSize(
+        nodes=int(nodes), edges=int(min(float(e), nodes * degree)), features=size.features, classes=size.classes,
+        train=min(training.batch_size, size.train),
+    )  # fmt: skip
+
+
+def training_flops(model: ModelConfig, training: TrainConfig, size: GraphSize) -> float:
+    """Flops of the Adam epochs (module docstring): full batch, or mini-batches plus the exact validation pass."""
+    f = forward_flops(model, size)
+    batch = sampled_size(model, training, size)
+    if batch is None:
+        return training.epochs * 3 * f
+    batches = -(-max(size.train, 1) // training.batch_size)
+    return training.epochs * (batches * 3 * forward_flops(model, batch) + f)
+
+
 def uses_dense_hessian(config: AuditConfig, parameters: int) -> bool:
     """Whether the audit forms a dense ``[p, p]`` Hessian (module docstring)."""
     row_separable = config.model.arch in ("gcn", "gin", "sage") and config.model.layers == 1
@@ -163,7 +199,7 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
         "lanczos": (LANCZOS_MAX + 1) * 8 * p if uses_lanczos(config, p) else 0,
     }
     f = forward_flops(m, size)
-    training = config.training.epochs * 3 * f
+    training = training_flops(m, config.training, size)
     polish = 1.5 * config.training.polish_max_iter * 3 * f if config.training.polish else 0.0
     work = {"training": training + polish}
     influence = 0.0
