@@ -135,3 +135,17 @@ def test_the_command_line_prints_a_verdict_per_edge_budget(capsys: pytest.Captur
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  edge debiasing ")]
     assert [x.split(":")[0] for x in lines] == ["  edge debiasing 1%", "  edge debiasing 5%"]
     assert all(x.split(": ", 1)[1].strip() for x in lines)
+
+
+def test_the_report_shows_a_caveat_and_why_edges_were_not_debiased(audited: AuditResult) -> None:
+    doc = _stored(audited)
+    section = doc["edges"]
+    rows = [{**section["debiasing"]["budgets"][0], "caveat": "the summed estimates exceed Γ"}]
+    caveated = {**doc, "edges": {**section, "debiasing": {**section["debiasing"], "budgets": rows}}}
+    assert "Caveat, 1%: the summed estimates exceed Γ" in render_report(caveated)
+    uncaveated = [{**r, "caveat": None} for r in section["debiasing"]["budgets"]]
+    plain = {**doc, "edges": {**section, "debiasing": {**section["debiasing"], "budgets": uncaveated}}}
+    assert "Caveat," not in render_report(plain)
+    unchecked = {k: v for k, v in section.items() if k != "debiasing"} | {"debiasing_reason": "no seeds given"}
+    page = render_report({**doc, "edges": unchecked})
+    assert "Does deleting these edges help" in page and "Not checked: no seeds given." in page
