@@ -129,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--edge-attribution", action="store_true",
         help="also attribute the bias to every edge (one-layer GCN, GIN, SAGE; costs about 1-10x the node estimate)",
     )  # fmt: skip
+    p.add_argument(
+        "--edge-budgets", default="0.0025,0.01",
+        help="comma-separated fractions in (0, 1] of the edges that change anything: with --edge-attribution and "
+        "--debias-seeds, delete the most harmful edges and check against random edges",
+    )  # fmt: skip
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes (and edges) to print")
     p.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
@@ -193,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             estimator=args.estimator,
             debias_seeds=tuple(int(s) for s in args.debias_seeds.split(",") if s.strip()),
             edges=args.edge_attribution,
+            edge_budgets=tuple(float(b) for b in args.edge_budgets.split(",") if b.strip()),
         )
     except (BindError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

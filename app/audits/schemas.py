@@ -160,6 +160,14 @@ class AuditCreate(BaseModel):
         "models results.edges says why it is empty. Off by default: its cost grows with the sum of squared degrees "
         "(about 1.1x the node estimate's time on Income, 10x on Recidivism).",
     )
+    edge_budgets: list[float] = Field(
+        default=[0.0025, 0.01],
+        max_length=10,
+        description="With edges and debias_seeds (and the debiasing stage): for each budget, a fraction in (0, 1] of "
+        "the edges whose deletion changes anything, delete the most harmful edges, retrain with every debias seed "
+        "and compare with deleting random edges from the same pool (results.edges.debiasing). Keep them small: at "
+        "5-10% the summed estimates exceed Γ and deleting them raised bias on Income and Recidivism.",
+    )
 
     @field_validator("debias_seeds")
     @classmethod
@@ -184,6 +192,13 @@ class AuditCreate(BaseModel):
         if self.graph_name is None and self.model_id is None and (self.graph_id is None) == (self.dataset is None):
             raise ValueError("give exactly one of graph_id, graph_name and dataset")
         return self
+
+    @field_validator("edge_budgets")
+    @classmethod
+    def _edge_fractions(cls, budgets: list[float]) -> list[float]:
+        if any(not 0 < b <= 1 for b in budgets):
+            raise ValueError("edge budgets must be fractions in (0, 1]")
+        return budgets
 
     @field_validator("budgets")
     @classmethod

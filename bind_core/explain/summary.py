@@ -69,4 +69,21 @@ def edge_lines(section: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *,
         "  most helpful: " + (", ".join(_edge(r) for r in helpful) or "none"),
         f"  cross-group edges: {cross['edges']} ({_pct(cross['affecting_share'])} of those that change anything) "
         f"carry {_pct(cross['harm_share'])} of the harm",
+        *_edge_debiasing_lines(section),
     ]
+
+
+def _edge_debiasing_lines(section: Mapping[str, Any]) -> list[str]:
+    """One line per edge budget with its verdict against random edges, or why the edges were not debiased."""
+    found = section.get("debiasing")
+    if not found:
+        reason = section.get("debiasing_reason")
+        return [f"  edge debiasing: not run: {reason}"] if reason else []
+    lines = []
+    for r in found["budgets"]:
+        after = "—" if r.get("after") is None else f"{r['after']:.4f}"
+        lines.append(
+            f"  edge debiasing {100 * r['budget']:.2g}%: deleted {r['deleted']}/{r['requested']} edges "
+            f"({r['cross_group']} cross-group), Γ {r['before']:.4f} -> {after}: {r['verdict']}"
+        )
+    return lines

@@ -18,12 +18,15 @@ from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.stages import (
+    EDGE_DEBIASING,
     EDGES,
     STABILITY,
     AuditProgress,
     StageRunner,
     check_refinable,
     debiasing_stage,
+    edge_debiasing_reason,
+    edge_debiasing_stage,
     edges_stage,
     influence_stage,
     metric_groups,
@@ -216,6 +219,15 @@ def run_audit(
         result.debiasing = stages.run(
             "debiasing", lambda: debiasing_stage(trained, graph, config, influence, groups, progress=tick)
         )
+    if config.edges and result.edges is not None and result.edges.get("computed"):
+        estimate, why_not = result.edge_estimate, edge_debiasing_reason(config, result.edge_estimate)
+        if why_not is None and estimate is not None:
+            result.edges["debiasing"] = stages.run(
+                EDGE_DEBIASING,
+                lambda: edge_debiasing_stage(trained, graph, config, estimate, groups, progress=tick),
+            )
+        else:
+            result.edges["debiasing_reason"] = why_not
     if "validation" in plan:
         result.validation = stages.run(
             "validation", lambda: validation_stage(trained, graph, config, influence, groups, progress=tick)

@@ -27,7 +27,9 @@ one more training (debiasing) or polish (validation) on the reduced graph, each 
 ``(2 + random_sets)`` trainings per budget, each stability seed a whole training and influence stage. The edge
 attribution (``edges``, one-layer models) costs ``4f/n`` per changed row like the per-node terms, with ``2`` rows
 per edge (GIN, SAGE: the endpoints) or ``deg u + deg v`` (GCN), whose sum over edges, ``Σ deg²``, is taken at its
-floor for the mean degree, ``2E·(1 + 2E/n)``: a graph with hubs costs more than this figure.
+floor for the mean degree, ``2E·(1 + 2E/n)``: a graph with hubs costs more than this figure. Edge debiasing
+(with ``edges``, ``debias_seeds`` and ``edge_budgets``) retrains each seed once on the graph and
+``(1 + random_sets)`` times per edge budget.
 """
 
 from __future__ import annotations
@@ -221,6 +223,9 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
             seeds = len(config.debias_seeds)
             chance = seeds + len(config.budgets) * seeds * (2 + config.debias_random_sets)
             work["debiasing"] = (len(config.budgets) + chance) * (training + polish)
+            if config.edges and row_separable and seeds and config.edge_budgets:  # edge debiasing, against chance
+                edge_chance = seeds + len(config.edge_budgets) * seeds * (1 + config.debias_random_sets)
+                work["edge_debiasing"] = edge_chance * (training + polish)
         if "validation" in config.stages and config.validation_sample:
             work["validation"] = config.validation_sample * max(polish, 1.5 * 1000 * 3 * f)
     if config.stability_seeds:

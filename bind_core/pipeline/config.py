@@ -61,6 +61,11 @@ class AuditConfig:
             ``edges``. One-layer GCN, GIN and SAGE only (otherwise the section says why it is empty). Off by default:
             its cost grows with the sum of squared degrees (about 1.1× the node estimate's time on Income, 10× on
             Recidivism; docs/RESULTS.md).
+        edge_budgets: with ``edges``, ``debias_seeds`` and the debiasing stage, delete the most harmful edges for
+            each budget (a fraction in (0, 1] of the edges whose deletion changes something), retrain with every
+            debias seed and compare with random edges (:func:`bind_core.debiasing.edge_debias.debias_edges`; the
+            ``edges`` section's ``debiasing``). Small by default: at 5-10% the summed estimates exceed Γ and the
+            deletion raised bias on Income and Recidivism (docs/RESULTS.md).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -82,6 +87,7 @@ class AuditConfig:
     debias_seeds: tuple[int, ...] = ()
     debias_random_sets: int = 3
     edges: bool = False
+    edge_budgets: tuple[float, ...] = (0.0025, 0.01)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lam <= 1.0:
@@ -110,6 +116,10 @@ class AuditConfig:
             raise ConfigError(f"debias_seeds: {list(self.debias_seeds)!r} must be empty or 3+ distinct seeds")
         if not 1 <= self.debias_random_sets <= 20:
             raise ConfigError(f"debias_random_sets: {self.debias_random_sets!r} must be between 1 and 20")
+        if any(not 0 < b <= 1 for b in self.edge_budgets):
+            raise ConfigError(
+                f"edge_budgets: {list(self.edge_budgets)!r} must be fractions in (0, 1] (empty: no edge debiasing)"
+            )
         if self.estimator not in METHODS:
             raise ConfigError(f"estimator: {self.estimator!r} is not one of {', '.join(METHODS)}")
         unknown = set(self.stages) - set(STAGES)
@@ -144,6 +154,7 @@ class AuditConfig:
             "debias_seeds": list(self.debias_seeds),
             "debias_random_sets": self.debias_random_sets,
             "edges": self.edges,
+            "edge_budgets": list(self.edge_budgets),
         }
 
     @classmethod
@@ -160,6 +171,8 @@ class AuditConfig:
                 kwargs["training"] = TrainConfig.from_dict(dict(kwargs["training"]))
             if "budgets" in kwargs:
                 kwargs["budgets"] = tuple(float(b) for b in kwargs["budgets"])
+            if "edge_budgets" in kwargs:
+                kwargs["edge_budgets"] = tuple(float(b) for b in kwargs["edge_budgets"])
             if "stages" in kwargs:
                 kwargs["stages"] = tuple(kwargs["stages"])
             if "debias_seeds" in kwargs:

@@ -24,6 +24,8 @@ __all__ = [
     "DebiasingRow",
     "Distributed",
     "EdgeAttribution",
+    "EdgeDebiasing",
+    "EdgeDebiasingRow",
     "EdgeRow",
     "EffectSpread",
     "FeatureProfile",
@@ -311,6 +313,16 @@ class EdgeAttribution:
     top_helpful: list[EdgeRow] | None = key("up to 10 most helpful edges (ΔΓ > 0), most positive first")
     cross_group: CrossGroupEdges | None = key("edges between groups against the harm they carry")
     sign_convention: str = key("string: what the sign of an edge's ΔΓ means")
+    debiasing: EdgeDebiasing | None = key(
+        "deleting the most harmful edges per edge budget, against random edges; absent when it did not run "
+        "(debiasing_reason says why)",
+        optional=True,
+    )
+    debiasing_reason: str | None = key(
+        "string: why the edges were not debiased (no debias_seeds, no edge budgets, no debiasing stage); absent "
+        "when they were or the edges were not attributed",
+        optional=True,
+    )
 
 
 # ---------------------------------------------------------------------- debiasing
@@ -356,6 +368,33 @@ class AgainstRandom:
     reduces_bias: bool | None = key("boolean or null: the selected mean < −noise_multiple × noise floor")
     reason: str | None = key("string: why the numbers are null (nothing was selected)", optional=True)
     verdict: str = key("string: one sentence on what the comparison shows")
+
+
+@dataclass(kw_only=True)
+class EdgeDebiasingRow(AgainstRandom):
+    """One edge budget: delete the most harmful affecting edges, retrain with every seed, compare with random edges
+    from the same pool (:func:`bind_core.debiasing.edge_debias.debias_edges`); the check against chance's keys
+    (``size`` etc.) count edges."""
+
+    budget: float = key("number in (0, 1]: the fraction of the affecting edges asked for")
+    requested: int = key("integer: edges the budget asks for")
+    deleted: int = key("integer: edges deleted (fewer when fewer have ΔΓ < 0)")
+    estimated: float = key("number: the sum of the deleted edges' estimates")
+    caveat: str | None = key("string or null: why the summed estimate cannot be taken at its word (it exceeds Γ)")
+    cross_group: int = key("integer: deleted edges that join two groups")
+    before: float = key("number: mean Γ retrained on the unchanged graph, over the seeds")
+    after: float | None = key("number or null (nothing deleted): mean Γ retrained without the edges")
+
+
+@dataclass(kw_only=True)
+class EdgeDebiasing:
+    """Edge debiasing against chance: the pool the budgets draw from, the seeds' baselines, one row per budget."""
+
+    pool: int = key("integer: edges whose deletion changes a training loss or a test prediction")
+    gamma_audited: float = key("number: Γ of the audited model")
+    baselines: dict[str, float] = key("object, seed → Γ retrained with that seed on the unchanged graph")
+    noise_floor: float = key("number: standard deviation of the baselines")
+    budgets: list[EdgeDebiasingRow] = key("one row per edge budget")
 
 
 @dataclass(kw_only=True)

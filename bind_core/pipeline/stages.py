@@ -18,6 +18,7 @@ import torch
 from bind_core.data.graph import Graph
 from bind_core.data.groups import groups_arg, included_groups
 from bind_core.debiasing.debias import debias, report
+from bind_core.debiasing.edge_debias import debias_edges
 from bind_core.debiasing.validation import validate
 from bind_core.errors import AuditCancelled
 from bind_core.explain.profile import profile_nodes
@@ -41,6 +42,7 @@ from bind_core.training.stationarity import require_stationary
 
 __all__ = [
     "EDGES",
+    "EDGE_DEBIASING",
     "STABILITY",
     "STAGES",
     "AuditProgress",
@@ -50,6 +52,8 @@ __all__ = [
     "Tick",
     "check_refinable",
     "debiasing_stage",
+    "edge_debiasing_reason",
+    "edge_debiasing_stage",
     "edges_stage",
     "influence_stage",
     "metric_groups",
@@ -69,6 +73,9 @@ STABILITY = "stability"
 EDGES = "edges"
 """The stage name the edge attribution reports under (right after influence, with ``edges``); not among
 :data:`STAGES`: it is part of the influence stage's work for the overall progress."""
+EDGE_DEBIASING = "edge_debiasing"
+"""The stage name edge debiasing reports under (after debiasing, with ``edges``, ``debias_seeds`` and
+``edge_budgets``); not among :data:`STAGES`: for the overall progress it is part of the debiasing stage's work."""
 EDGE_PART = 20_000
 """Edges attributed per call of the estimator: between parts the audit reports progress and can be stopped (a
 subset of edges gives the same estimates as the whole, ``tests/test_edge_influence.py``)."""
@@ -316,6 +323,40 @@ def debiasing_stage(
         groups=groups, utility=utility, chance_seeds=config.debias_seeds, random_sets=config.debias_random_sets,
         set_estimate=_set_estimator(model, graph, influence, groups, hold),
     )  # fmt: skip
+
+
+def edge_debiasing_reason(config: AuditConfig, edges: EdgeInfluenceResult | None) -> str | None:
+    """Why the audit does not debias the edges (``None``: it does). It needs the edges' estimate, the chance check's
+    seeds (every budget is judged against random edges) and the debiasing stage."""
+    if edges is None:
+        return "the edges were not attributed"
+    if not config.debias_seeds:
+        return "edge debiasing needs debias_seeds (3+ seeds): each budget is checked against random edges"
+    if not config.edge_budgets:
+        return "edge_budgets is empty"
+    if "debiasing" not in planned_stages(config):
+        return "the debiasing stage did not run"
+    return None
+
+
+def edge_debiasing_stage(
+    model: TrainedModel,
+    graph: Graph,
+    config: AuditConfig,
+    edges: EdgeInfluenceResult,
+    groups: list[int] | None,
+    *,
+    progress: Tick,
+) -> dict[str, Any]:
+    """Delete the most harmful edges per edge budget, retrain with every debias seed and compare with random edges
+    (:func:`bind_core.debiasing.edge_debias.debias_edges`; the ``edges`` section's ``debiasing``). The random draws
+    are seeded by the training seed; progress (and cancellation) between retrainings. ``baselines`` is keyed by the
+    seed as a string (as JSON stores it)."""
+    found = debias_edges(
+        model, graph, edges, config.edge_budgets, config.debias_seeds, random_sets=config.debias_random_sets,
+        groups=groups, seed=config.training.seed, progress=lambda fraction: progress(EDGE_DEBIASING, fraction),
+    )  # fmt: skip
+    return found | {"baselines": {str(s): g for s, g in found["baselines"].items()}}  # JSON's keys are strings
 
 
 def validation_stage(

@@ -57,4 +57,39 @@ def edges_view(edges: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "undefined": [f"{k}: {v}" for k, v in undefined.items()],
         "harmful": _rows(list(edges.get("top_harmful") or [])),
         "helpful": _rows(list(edges.get("top_helpful") or [])),
+        "debiasing": _debiasing(edges.get("debiasing")),
+        "debiasing_reason": edges.get("debiasing_reason"),
+    }
+
+
+def _spread(part: Mapping[str, Any] | None) -> str:
+    return "—" if part is None else f"{fmt(part.get('mean'), 4)} ± {fmt(part.get('std'), 4)}"
+
+
+def _debiasing(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """ "Does deleting these edges help more than deleting any edges?": one row per edge budget
+    (:func:`bind_core.debiasing.edge_debias.debias_edges`), and the caveats of the budgets whose summed estimate
+    exceeds Γ."""
+    if not found:
+        return None
+    budgets: list[Mapping[str, Any]] = list(found.get("budgets") or [])
+    rows, caveats = [], []
+    for r in budgets:
+        budget = f"{100 * float(r['budget']):.2g}%"
+        rows.append(
+            [
+                budget, f"{fmt(r['deleted'])} / {fmt(r['requested'])}", fmt(r.get("cross_group")),
+                fmt(r.get("estimated"), 4), fmt(r.get("before"), 4), fmt(r.get("after"), 4),
+                _spread(r.get("selected")), _spread(r.get("random")), fmt(r.get("yardstick"), 4),
+                str(r.get("verdict") or ""),
+            ]
+        )  # fmt: skip
+        if r.get("caveat"):
+            caveats.append(f"{budget}: {r['caveat']}")
+    seeds: list[int] = next((list(r["seeds"]) for r in budgets if r.get("seeds")), [])
+    return {
+        "pool": fmt(found.get("pool")),
+        "seeds": ", ".join(str(s) for s in seeds),
+        "rows": rows,
+        "caveats": caveats,
     }
