@@ -91,6 +91,14 @@ def test_without_seeds_or_the_debiasing_stage_there_is_a_reason(graph: Graph) ->
     assert AuditResults.from_dict(doc).to_dict() == doc
 
 
+def test_edges_are_debiased_without_node_budgets(graph: Graph) -> None:
+    config = AuditConfig.from_dict(
+        {**BASE, "training": {"epochs": 20, "seed": 0}, "budgets": [], "edge_budgets": [0.01], "debias_seeds": SEEDS}
+    )
+    doc = _stored(run_audit(graph, config))
+    assert not doc["debiasing"] and len(doc["edges"]["debiasing"]["budgets"]) == 1
+
+
 def test_the_audit_stops_between_retrainings(graph: Graph) -> None:
     seen: list[float] = []
 

@@ -219,13 +219,13 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
         if config.edges and row_separable:
             rows = 2.0 * e * (1.0 + 2.0 * e / max(n, 1)) if m.arch == "gcn" else 2.0 * e
             work["edges"] = rows * 4 * f / max(n, 1)
+        seeds = len(config.debias_seeds)
         if "debiasing" in config.stages and config.budgets:
-            seeds = len(config.debias_seeds)
             chance = seeds + len(config.budgets) * seeds * (2 + config.debias_random_sets)
             work["debiasing"] = (len(config.budgets) + chance) * (training + polish)
-            if config.edges and row_separable and seeds and config.edge_budgets:  # edge debiasing, against chance
-                edge_chance = seeds + len(config.edge_budgets) * seeds * (1 + config.debias_random_sets)
-                work["edge_debiasing"] = edge_chance * (training + polish)
+        if "debiasing" in config.stages and config.edges and row_separable and seeds and config.edge_budgets:
+            edge_chance = seeds + len(config.edge_budgets) * seeds * (1 + config.debias_random_sets)  # against chance
+            work["edge_debiasing"] = edge_chance * (training + polish)
         if "validation" in config.stages and config.validation_sample:
             work["validation"] = config.validation_sample * max(polish, 1.5 * 1000 * 3 * f)
     if config.stability_seeds:

@@ -327,15 +327,16 @@ def debiasing_stage(
 
 def edge_debiasing_reason(config: AuditConfig, edges: EdgeInfluenceResult | None) -> str | None:
     """Why the audit does not debias the edges (``None``: it does). It needs the edges' estimate, the chance check's
-    seeds (every budget is judged against random edges) and the debiasing stage."""
+    seeds (every budget is judged against random edges) and the debiasing stage among ``stages`` (not node
+    ``budgets``: the edges' own budgets are ``edge_budgets``)."""
     if edges is None:
         return "the edges were not attributed"
     if not config.debias_seeds:
         return "edge debiasing needs debias_seeds (3+ seeds): each budget is checked against random edges"
     if not config.edge_budgets:
         return "edge_budgets is empty"
-    if "debiasing" not in planned_stages(config):
-        return "the debiasing stage did not run"
+    if "debiasing" not in config.stages:
+        return "the debiasing stage was not asked for (stages)"
     return None
 
 
