@@ -18,7 +18,8 @@ from bind_core.cli import main
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.errors import AuditCancelled
-from bind_core.influence.edge_rows import iter_edge_rows
+from bind_core.influence.deep_edges import estimate_edges_deep
+from bind_core.influence.edge_rows import EDGE_TOP, iter_edge_rows
 from bind_core.influence.edges import estimate_edges, undirected_edges
 from bind_core.pipeline import stages
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
@@ -150,13 +151,22 @@ def test_the_section_round_trips_typed(audited: AuditResult) -> None:
     assert typed.to_dict() == doc and typed.edges is not None and typed.edges.edges == audited.graph.num_edges
 
 
-def test_a_two_layer_model_gets_nulls_with_a_reason(graph: Graph) -> None:
-    result = run_audit(graph, AuditConfig.from_dict({**FAST, "model": {"layers": 2, "hidden": 4}, "edges": True}))
+def test_a_two_layer_model_is_attributed_by_damped_steps(graph: Graph) -> None:
+    """Multi-layer models get the damped estimate (bind_core.influence.deep_edges): every edge attributed, the
+    top at each end settled (and flagged), the values those of a direct call, the section typed."""
+    config = AuditConfig.from_dict({**FAST, "model": {"layers": 2, "hidden": 4}, "edges": True})
+    result = run_audit(graph, config)
     doc = _stored(result)
     section = doc["edges"]
-    assert section["computed"] is False and "2-layer gcn" in section["reason"]
-    assert all(section[k] is None for k in ("edges", "affecting", "harmful", "top_harmful", "cross_group"))
-    assert result.edge_rows() == [] and AuditResults.from_dict(doc).to_dict() == doc
+    assert section["computed"] is True and section["reason"] is None
+    assert section["edges"] == graph.num_edges and section["shared_solve"] is True
+    assert section["estimator"].startswith("damped steps") and section["settled"] >= 2 * EDGE_TOP
+    assert all(row["settled"] for row in section["top_harmful"] + section["top_helpful"])
+    direct = estimate_edges_deep(result.model, graph, lam=config.lam)
+    rows = result.edge_rows()
+    assert len(rows) == graph.num_edges
+    assert [r["delta"] for r in rows] == pytest.approx(direct.delta.tolist(), rel=1e-6, abs=1e-12)
+    assert AuditResults.from_dict(doc).to_dict() == doc
 
 
 def test_without_influence_or_unasked_there_is_no_estimate(graph: Graph) -> None:
@@ -172,9 +182,9 @@ def test_the_report_draws_the_section(audited: AuditResult, graph: Graph) -> Non
     assert "Which connections carry the bias" in page and "Most harmful connections" in page
     first = _stored(audited)["edges"]["top_harmful"][0]
     assert f"{first['u_id']} – {first['v_id']}" in page
-    two_layer = run_audit(graph, AuditConfig.from_dict({**FAST, "model": {"layers": 2, "hidden": 4}, "edges": True}))
-    page = render_report(_stored(two_layer))
-    assert "Which connections carry the bias" in page and "Not computed: edge attribution covers" in page
+    metrics_only = run_audit(graph, AuditConfig.from_dict({**FAST, "stages": ["training", "metrics"], "edges": True}))
+    page = render_report(_stored(metrics_only))
+    assert "Which connections carry the bias" in page and "Not computed: the influence stage did not run" in page
     assert "Which connections" not in render_report({k: v for k, v in _stored(audited).items() if k != "edges"})
 
 

@@ -73,13 +73,15 @@ def test_work_grows_with_each_stage() -> None:
     assert more.total_work > lone.total_work
 
 
-def test_edges_add_work_for_one_layer_models_only() -> None:
+def test_edges_add_work_and_a_deeper_model_pays_more_per_edge() -> None:
     base = {"validation_sample": 0, "budgets": []}
     lone = audit_cost(AuditConfig.from_dict(base), TOY)
     edges = audit_cost(AuditConfig.from_dict({**base, "edges": True}), TOY)
     assert edges.work["edges"] > 0 and edges.total_work > lone.total_work
     two = audit_cost(AuditConfig.from_dict({**base, "edges": True, "model": {"layers": 2}}), TOY)
-    assert "edges" not in two.work  # not attributed there: nothing to pay for
+    three = audit_cost(AuditConfig.from_dict({**base, "edges": True, "model": {"layers": 3}}), TOY)
+    # the damped estimate: passes over the rows each edge changes (more hops, more rows) and the settled steps
+    assert 0 < edges.work["edges"] < two.work["edges"] < three.work["edges"]
 
 
 def test_forward_flops_of_a_one_layer_gcn() -> None:

@@ -22,6 +22,9 @@ __all__ = [
     "join_edge_results",
 ]  # fmt: skip
 
+DAMPED = "damped steps (the proximal response; first-order values for the edges not settled)"
+"""The ``estimator`` of a multi-layer or attention model's edge section (:mod:`bind_core.influence.deep_edges`)."""
+
 EDGE_TOP = 10
 """Harmful and helpful edges listed in the section (as the node estimate's ``top_harmful``)."""
 EDGE_ROW_KEYS = (
@@ -52,6 +55,7 @@ def join_edge_results(parts: list[EdgeInfluenceResult]) -> EdgeInfluenceResult:
         solve=first.solve,
         grad_norm=first.grad_norm,
         timings=timings,
+        settled=None if first.settled is None else torch.cat([p.settled for p in parts if p.settled is not None]),
     )
 
 
@@ -152,7 +156,7 @@ def edge_section(
 ) -> dict[str, Any]:
     """The audit result's ``edges`` (typed as :class:`bind_core.pipeline.results.EdgeAttribution`)."""
     delta = result.delta.double()
-    return {
+    out: dict[str, Any] = {
         "computed": True,
         "reason": None,
         "edges": int(result.edges.shape[0]),
@@ -166,6 +170,13 @@ def edge_section(
         "cross_group": _cross_group(graph, result),
         "sign_convention": EDGE_SIGN_CONVENTION,
     }
+    if result.settled is not None:  # the damped estimate of a multi-layer or attention model (absent otherwise)
+        settled = result.settled
+        out["estimator"] = DAMPED
+        out["settled"] = int(settled.sum())
+        for name in ("top_harmful", "top_helpful"):
+            out[name] = [row | {"settled": bool(settled[row["position"]])} for row in out[name]]
+    return out
 
 
 def _without_affects(row: dict[str, Any]) -> dict[str, Any]:

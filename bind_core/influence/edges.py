@@ -85,6 +85,9 @@ class EdgeInfluenceResult:
     grad_norm: float
     timings: dict[str, float] = field(default_factory=dict)
     sign_convention: str = EDGE_SIGN_CONVENTION
+    settled: Tensor | None = None
+    """``[E]``: the edges whose value was settled by damped steps (multi-layer and attention models,
+    :mod:`bind_core.influence.deep_edges`); None for the one-layer estimate, which needs none."""
 
     def summary(self) -> dict[str, Any]:
         """Counts and the distribution of the estimates (over the edges that affect something)."""
@@ -116,6 +119,18 @@ def undirected_edges(graph: Graph) -> Tensor:
     return ei[:, keep].t().contiguous()
 
 
+def checked_edges(graph: Graph, edges: Tensor | None) -> Tensor:
+    """``edges`` as ``[k, 2]`` (default: every undirected edge, :func:`undirected_edges`); raises unless each pair
+    is an edge of ``graph``."""
+    if edges is None:
+        return undirected_edges(graph)
+    und = torch.as_tensor(edges, dtype=torch.long).reshape(-1, 2)
+    keys = graph.edge_index[0] * graph.num_nodes + graph.edge_index[1]
+    if not bool(torch.isin(und[:, 0] * graph.num_nodes + und[:, 1], keys).all()):
+        raise ConfigError("edges: every pair must be an edge of the graph")
+    return und
+
+
 def estimate_edges(
     model: TrainedModel,
     graph: Graph,
@@ -145,8 +160,9 @@ def estimate_edges(
     fm = FunctionalModel.from_trained(model, graph, groups)
     if not fm.module.row_separable:
         raise ConfigError(
-            "edge attribution covers the row-separable models (one-layer GCN, GIN, SAGE); "
-            f"this is a {fm.module.config.layers}-layer {fm.module.config.arch}"
+            "this estimate covers the row-separable models (one-layer GCN, GIN, SAGE); "
+            f"this is a {fm.module.config.layers}-layer {fm.module.config.arch}: use "
+            "bind_core.influence.deep_edges.estimate_edges_deep"
         )
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -156,13 +172,7 @@ def estimate_edges(
     ref = influence_plan.theta.to(fm.theta.device, fm.theta.dtype)
     if ref.shape != fm.theta.shape or not torch.equal(ref, fm.theta):
         raise ConfigError("the model's weights are not the ones the influence plan was made for")
-    if edges is None:
-        und = undirected_edges(graph)
-    else:
-        und = torch.as_tensor(edges, dtype=torch.long).reshape(-1, 2)
-        keys = graph.edge_index[0] * graph.num_nodes + graph.edge_index[1]
-        if not bool(torch.isin(und[:, 0] * graph.num_nodes + und[:, 1], keys).all()):
-            raise ConfigError("edges: every pair must be an edge of the graph")
+    und = checked_edges(graph, edges)
     t1 = time.perf_counter()
     non_iid, direct_part, affects = edge_terms(
         fm, influence_plan, und, direct=direct, direct_exact=direct_exact, max_pairs=max_pairs
@@ -247,7 +257,7 @@ def edge_terms(
                 proba = probabilities(_outputs(fm, theta, None, rows[sel], c0, out)[0])
             t_pos = test_pos[node[is_test]].to(fm.device)
             if direct_exact:
-                _exact_direct(fm, base, gam, e_pos[is_test], t_pos, proba, direct_part)
+                exact_direct(fm, base, gam, e_pos[is_test], t_pos, proba, direct_part)
             else:
                 change = proba - base[t_pos]
                 lin = torch.stack([(d_sp[t_pos] * change).sum(1), (d_eo[t_pos] * change).sum(1)], dim=1)
@@ -388,7 +398,7 @@ def _endpoint_rows(fm: FunctionalModel, edges: Tensor, relevant: Tensor) -> tupl
     return e_local, node, torch.cat([mean, z[:, d:]], dim=1)
 
 
-def _exact_direct(
+def exact_direct(
     fm: FunctionalModel,
     base: Tensor,
     gam: Tensor,

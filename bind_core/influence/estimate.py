@@ -47,7 +47,7 @@ from bind_core.influence.solvers import (
     solve_exact,
     solve_lissa,
 )
-from bind_core.influence.step import DAMPING_RULE, step_estimate
+from bind_core.influence.step import DAMPING_RULE, Stepper, step_estimate
 from bind_core.models.gnn import probabilities
 from bind_core.training.fit import ProgressCallback, TrainedModel
 
@@ -151,6 +151,7 @@ def estimate(
     chunk_runner: ChunkRunner | None = None,
     method: str = "auto",
     on_plan: Callable[[InfluencePlan], None] | None = None,
+    on_stepper: Callable[[Stepper], None] | None = None,
 ) -> InfluenceResult:
     """Estimate ΔΓ of deleting each training node (see the module docstring for the math and the sign).
 
@@ -179,6 +180,8 @@ def estimate(
             up to :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, else ``"linear"``.
         on_plan: given the linear estimate's plan once it is made (not called for ``"step"``), so that work sharing
             its solve (the edge attribution, :func:`bind_core.influence.edges.estimate_edges`) need not solve again.
+        on_stepper: for ``"step"``, given its :class:`~bind_core.influence.step.Stepper` (the damped inverse), for
+            the same reason (:func:`bind_core.influence.deep_edges.estimate_edges_deep`).
 
     Returns:
         An :class:`InfluenceResult` aligned with ``graph.train_idx``.
@@ -190,7 +193,7 @@ def estimate(
 
     fm = FunctionalModel.from_trained(model, graph, groups)
     if choose_method(method, fm) == "step":
-        stepped = step_estimate(fm, progress=report)
+        stepped = step_estimate(fm, progress=report, on_stepper=on_stepper)
         grad_norm = float(torch.func.grad(fm.objective)(fm.theta).norm())
         return InfluenceResult.of_columns(
             graph.train_idx, stepped.delta, stepped.parts, lam, fm.gammas(fm.theta).detach(), stepped.solve,

@@ -159,6 +159,38 @@ def _to(t: Tensor | None, fm: FunctionalModel) -> Tensor | None:
     return None if t is None else t.to(fm.device, torch.float64)
 
 
+LayerSpec = tuple[Tensor, Tensor, Tensor, Tensor | None]
+"""One deletion's layer: the input rows' global nodes (sorted), the local edges ``[2, E']``, the positions of the
+output nodes among the input rows, and GCN's edge weights (None for other models)."""
+
+
+def layer_spec(
+    csr: Csr,
+    out_nodes: Tensor,
+    keep: Callable[[Tensor, Tensor], Tensor],
+    lowered: Tensor,
+    dtilde: Tensor | None,
+) -> LayerSpec:
+    """The local subgraph that recomputes a layer at ``out_nodes`` after a deletion: every in-neighbour of each
+    output node for which ``keep(output node, neighbour)`` holds (the deleted entries fail it); with ``dtilde``
+    (GCN's degrees with the self-loop, ``[n]``) the normalised weights, with the degrees of ``lowered`` (a sorted
+    set) one smaller, and the self-loops."""
+    owner, nb = csr.neighbours(out_nodes)
+    kept = keep(out_nodes[owner], nb)
+    owner, nb = owner[kept], nb[kept]
+    sources = torch.unique(torch.cat([out_nodes, nb]))
+    src = torch.searchsorted(sources, nb)
+    dst = torch.searchsorted(sources, out_nodes)[owner]
+    weight = None
+    if dtilde is not None:
+        loops = torch.searchsorted(sources, out_nodes)
+        src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
+        adjacent = member(sources, lowered).to(torch.float64)
+        dinv = (dtilde[sources] - adjacent).pow(-0.5)
+        weight = dinv[src] * dinv[dst]
+    return sources, torch.stack([src, dst]), torch.searchsorted(sources, out_nodes), weight
+
+
 def incremental_batches(
     fm: FunctionalModel,
     max_rows: int,
@@ -177,7 +209,7 @@ def incremental_batches(
     relevant = estimate_targets(g) if relevant is None else relevant
     dtilde = (g.degree + 1).to(torch.float64)
     full = FullGraphRows(fm)
-    pending: list[tuple[int, Tensor, list[tuple[Tensor, Tensor, Tensor, Tensor | None]]]] = []
+    pending: list[tuple[int, Tensor, list[LayerSpec]]] = []
     rows = 0
     for v_pos in range(first, stop):
         if check is not None:
@@ -189,40 +221,29 @@ def incremental_batches(
         if targets.numel() == 0:
             continue
         outputs = [_without(csr.k_hop(seed, layer + 1 + int(gcn)), v) for layer in range(depth - 1)] + [targets]
-        per_layer = []
-        for out_nodes in outputs:
-            owner, nb = csr.neighbours(out_nodes)
-            keep = nb != v
-            owner, nb = owner[keep], nb[keep]
-            sources = torch.unique(torch.cat([out_nodes, nb]))
-            src = torch.searchsorted(sources, nb)
-            dst = torch.searchsorted(sources, out_nodes)[owner]
-            weight = None
-            if gcn:
-                loops = torch.searchsorted(sources, out_nodes)
-                src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
-                adjacent = torch.zeros(sources.numel(), dtype=torch.float64)
-                adjacent[member(sources, csr.neighbours_of(v))] = 1.0
-                dinv = (dtilde[sources] - adjacent).pow(-0.5)
-                weight = dinv[src] * dinv[dst]
-            per_layer.append((sources, torch.stack([src, dst]), torch.searchsorted(sources, out_nodes), weight))
-            rows += int(sources.numel())
+        lowered = csr.neighbours_of(v)  # their degree falls by one on G − v
+
+        def keep(owner_nodes: Tensor, nb: Tensor, v: int = v) -> Tensor:
+            return nb != v
+
+        per_layer = [layer_spec(csr, out_nodes, keep, lowered, dtilde if gcn else None) for out_nodes in outputs]
+        rows += sum(int(spec[0].numel()) for spec in per_layer)
         pending.append((v_pos, targets, per_layer))
         if rows >= max_rows:
-            yield _union(fm, full, pending)
+            yield union_batch(fm, full, pending)
             pending, rows = [], 0
     if pending:
-        yield _union(fm, full, pending)
+        yield union_batch(fm, full, pending)
 
 
 def _without(nodes: Tensor, v: int) -> Tensor:
     return nodes[nodes != v]
 
 
-def _union(
+def union_batch(
     fm: FunctionalModel,
     full: FullGraphRows,
-    pending: list[tuple[int, Tensor, list[tuple[Tensor, Tensor, Tensor, Tensor | None]]]],
+    pending: list[tuple[int, Tensor, list[LayerSpec]]],
 ) -> IncrementalBatch:
     depth = len(pending[0][2])
     layers: list[_Layer] = []

@@ -126,6 +126,7 @@ def step_estimate(
     keep_weights: bool = False,
     progress: Callable[[float], None] | None = None,
     operator: str = "auto",
+    on_stepper: Callable[[Stepper], None] | None = None,
 ) -> StepEstimate:
     """ΔΓ of every training node: damped Newton steps towards the proximal optimum on ``G − v``, Γ exactly there.
 
@@ -139,16 +140,21 @@ def step_estimate(
     :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, or with ``"lanczos"``, from Lanczos
     eigenpairs plus damping, matrix-free; the solve for ``∇Γ`` is then exact by preconditioned CG and the steps'
     frozen inverse is approximate (the chord steps settle on the exact gradient all the same).
+
+    ``on_stepper`` is given the :class:`Stepper` once it is made, so that other deletions of the same model (the
+    edges, :mod:`bind_core.influence.deep_edges`) reuse its damped inverse.
     """
     t0 = time.perf_counter()
     hessian_progress = None if progress is None else (lambda f: progress(0.1 * f))
     stepper = Stepper(fm, rule=rule, rtol=rtol, steps=steps, tol=tol, operator=operator, progress=hessian_progress)
     timings = {"solve": stepper.solve.seconds}
+    if on_stepper is not None:
+        on_stepper(stepper)
     if progress is not None:
         progress(0.1)
     m, p = stepper.m, fm.num_parameters
     s_damped = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
-    iid = _loss_derivatives(fm, fm.theta, s_damped, stepper.full).cpu() / m  # (1/m)·∇ℓ_vᵀ·s: first-order i.i.d.
+    iid = loss_derivatives(fm, fm.theta, s_damped, stepper.full).cpu() / m  # (1/m)·∇ℓ_vᵀ·s: first-order i.i.d.
     first = torch.zeros(m, 2, dtype=torch.float64)
     direct = torch.zeros(m, 2, dtype=torch.float64)
     exact = torch.zeros(m, 2, dtype=torch.float64)
@@ -300,15 +306,34 @@ class Stepper:
 
     def delete(self, positions: list[int]) -> Deletion:
         """Settle the deletion of the training nodes at ``positions`` together (see :func:`step_estimate`)."""
-        fm, g, m, train, y = self.fm, self.fm.graph, self.m, self.train, self.y
+        g, m = self.fm.graph, self.m
         nodes = g.train_idx[torch.tensor(positions, dtype=torch.long)]
-        near = self.csr.k_hop(nodes, self.hops)
         gone = torch.zeros(m, dtype=torch.bool)
         gone[torch.tensor(positions, dtype=torch.long)] = True
-        near_pos = self.train_pos[near]
+        near_pos = self.train_pos[self.csr.k_hop(nodes, self.hops)]
         near_pos = near_pos[near_pos >= 0]
         others = near_pos[~gone[near_pos]]  # T(S) ⊇ the training nodes whose loss the deletion changes
-        reduced = self.reducer(nodes)
+        return self._settle(self.reducer(nodes), gone, others)
+
+    def delete_edges(self, edges: Tensor) -> Deletion:
+        """Settle the deletion of the undirected ``edges`` (``[k, 2]``, both directions go) together: no loss is
+        removed; the training nodes within ``hops − 1`` of an endpoint (one hop less than for a deleted node: the
+        endpoints stay) have their losses changed. The edges the audit settles are the most extreme by their
+        first-order value, whose first step can overshoot far (a move in Γ of ~1 where the answer is ~0.04); where
+        the chord steps stall there, L-BFGS on the same proximal objective finishes (``finish``)."""
+        fm, g = self.fm, self.fm.graph
+        pairs = torch.as_tensor(edges, dtype=torch.long).reshape(-1, 2)
+        near_pos = self.train_pos[self.csr.k_hop(torch.unique(pairs.reshape(-1)), self.hops - 1)]
+        reduced = fm.module.prepare(g.without_edges(pairs), fm.theta.dtype, fm.device)
+        return self._settle(reduced, torch.zeros(self.m, dtype=torch.bool), near_pos[near_pos >= 0], finish=True)
+
+    def _settle(self, reduced: GraphInputs, gone: Tensor, others: Tensor, *, finish: bool = False) -> Deletion:
+        """Damped steps towards the proximal optimum on the reduced graph (``reduced``: its inputs in the full
+        graph's numbering), the training positions ``gone`` (a mask) deleted with their losses and those in
+        ``others`` (a superset of the kept ones whose loss changes) kept; Γ exactly at the weights reached. With
+        ``finish``, a deletion the chord steps leave above ``tol`` is finished by L-BFGS on the proximal objective
+        (:data:`FINISH_ITERATIONS` at most)."""
+        fm, g, m, train, y = self.fm, self.fm.graph, self.m, self.train, self.y
         logits_s = fm.logits(self.probe, self.wanted, reduced)  # training rows, then test rows
         kept_loss = node_losses(logits_s[others], y[train[others]]).sum()
         lost = torch.cat([others.to(fm.device), gone.to(fm.device).nonzero().flatten()])
@@ -333,6 +358,8 @@ class Stepper:
                 break  # no progress along the chord direction: keep the best point reached
             at, value, grad_f, moved = candidate, value_new, grad_new, moved_new
             taken += 1
+        if finish and float(grad_f.abs().max()) > self.tol:  # the chord stalled: L-BFGS on F from where it got to
+            at, grad_f, moved = _lbfgs_finish(objective, at, self.tol)
         with torch.no_grad():
             direct = gammas_from_proba(probabilities(logits_s[m:]), g, fm.groups) - self.base_gamma
             return Deletion(
@@ -362,6 +389,31 @@ def step_set_estimates(
     return [stepper.delete(list(positions)) for positions in sets]
 
 
+FINISH_ITERATIONS = 1000
+"""L-BFGS iterations at most when a settle is finished that way (:meth:`Stepper.delete_edges`)."""
+
+
+def _lbfgs_finish(
+    objective: Callable[[Tensor], tuple[float, Tensor, Tensor]], start: Tensor, tol: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Minimise the proximal objective from ``start`` by float64 L-BFGS until its gradient's largest entry is at most
+    ``tol``: ``(weights, gradient, test probabilities)`` there."""
+    flat = start.detach().clone().requires_grad_(True)
+    optimizer = torch.optim.LBFGS(
+        [flat], lr=1.0, max_iter=FINISH_ITERATIONS, tolerance_grad=tol, tolerance_change=1e-18, history_size=50,
+        line_search_fn="strong_wolfe",
+    )  # fmt: skip
+
+    def closure() -> Tensor:
+        value, grad, _ = objective(flat.detach())
+        flat.grad = grad
+        return torch.tensor(value, dtype=flat.dtype)
+
+    optimizer.step(closure)  # type: ignore[no-untyped-call]
+    _, grad, moved = objective(flat.detach())
+    return flat.detach(), grad, moved
+
+
 def _proximal_objective(
     fm: FunctionalModel, reduced: GraphInputs, wanted: Tensor, rest: Tensor, y: Tensor, m: int, mu: float
 ) -> Callable[[Tensor], tuple[float, Tensor, Tensor]]:
@@ -385,7 +437,7 @@ def _proximal_objective(
     return evaluate
 
 
-def _loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
+def loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
     """``∇ℓ_jᵀ·s[:, c]`` for every training node ``j`` and column ``c``, by forward-mode AD: ``[m, k]``."""
     train = fm.graph.train_idx.to(fm.device)
     y = fm.graph.y.to(fm.device)[train]

@@ -211,7 +211,7 @@ def run_audit(
     if config.edges:
         edges = stages.run(
             EDGES,
-            lambda: edges_stage(trained, graph, config, groups, found.plan, progress=tick),
+            lambda: edges_stage(trained, graph, config, groups, found.plan, progress=tick, stepper=found.stepper),
             report_start=False,
         )
         result.edges, result.edge_estimate = edges.section, edges.estimate

@@ -25,9 +25,12 @@ the per-node terms ``m·4f·r/n`` (``r``: the nodes within the model's receptive
 the influence function, ``m·(4f + 4p²)`` for the step estimator; each debiasing budget and each validated node
 one more training (debiasing) or polish (validation) on the reduced graph, each chance seed
 ``(2 + random_sets)`` trainings per budget, each stability seed a whole training and influence stage. The edge
-attribution (``edges``, one-layer models) costs ``4f/n`` per changed row like the per-node terms, with ``2`` rows
+attribution (``edges``) of one-layer models costs ``4f/n`` per changed row like the per-node terms, with ``2`` rows
 per edge (GIN, SAGE: the endpoints) or ``deg u + deg v`` (GCN), whose sum over edges, ``Σ deg²``, is taken at its
-floor for the mean degree, ``2E·(1 + 2E/n)``: a graph with hubs costs more than this figure. Edge debiasing
+floor for the mean degree, ``2E·(1 + 2E/n)``: a graph with hubs costs more than this figure. Multi-layer and
+attention models (the damped estimate) cost two forward-mode passes per edge over the rows it changes, about
+``2·(1 + 2E/n)^(L − 1 + [GCN])`` per layer, plus :data:`~bind_core.influence.deep_edges.SETTLE` settled edges at
+each end of ``STEPS`` passes each. Edge debiasing
 (with ``edges``, ``debias_seeds`` and ``edge_budgets``) retrains each seed once on the graph and
 ``(1 + random_sets)`` times per edge budget.
 """
@@ -39,9 +42,11 @@ from typing import Any
 
 import torch
 
+from bind_core.influence.deep_edges import SETTLE
 from bind_core.influence.estimate import pick_method
 from bind_core.influence.lowrank import LANCZOS_MAX
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, choose
+from bind_core.influence.step import STEPS
 from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.pipeline.config import AuditConfig
 from bind_core.training.fit import TrainConfig
@@ -219,11 +224,15 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
         if config.edges and row_separable:
             rows = 2.0 * e * (1.0 + 2.0 * e / max(n, 1)) if m.arch == "gcn" else 2.0 * e
             work["edges"] = rows * 4 * f / max(n, 1)
+        elif config.edges:  # damped: a forward-mode pass per edge over the rows it changes, steps for the top
+            hops = m.layers - 1 + int(m.arch == "gcn")
+            rows = 2.0 * e * min(float(n), 2.0 * (1.0 + 2.0 * e / max(n, 1)) ** hops) * m.layers
+            work["edges"] = rows * 2 * 4 * f / max(n, 1) + 2 * SETTLE * STEPS * 4 * f
         seeds = len(config.debias_seeds)
         if "debiasing" in config.stages and config.budgets:
             chance = seeds + len(config.budgets) * seeds * (2 + config.debias_random_sets)
             work["debiasing"] = (len(config.budgets) + chance) * (training + polish)
-        if "debiasing" in config.stages and config.edges and row_separable and seeds and config.edge_budgets:
+        if "debiasing" in config.stages and config.edges and seeds and config.edge_budgets:
             edge_chance = seeds + len(config.edge_budgets) * seeds * (1 + config.debias_random_sets)  # against chance
             work["edge_debiasing"] = edge_chance * (training + polish)
         if "validation" in config.stages and config.validation_sample:

@@ -271,6 +271,11 @@ class EdgeRow:
     delta: float = key("number: ΔΓ of deleting the edge, both directions (negative: harmful)")
     delta_sp: float = key("number: the same for Γ_SP")
     delta_eo: float = key("number: the same for Γ_EO")
+    settled: bool | None = key(
+        "boolean: multi-layer and attention models only: the value was settled by damped steps with Γ exact (else "
+        "it is the damped first-order value)",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)
@@ -313,6 +318,12 @@ class EdgeAttribution:
     top_helpful: list[EdgeRow] | None = key("up to 10 most helpful edges (ΔΓ > 0), most positive first")
     cross_group: CrossGroupEdges | None = key("edges between groups against the harm they carry")
     sign_convention: str = key("string: what the sign of an edge's ΔΓ means")
+    estimator: str | None = key(
+        "string: multi-layer and attention models only: how the values were obtained (damped first-order values "
+        "for every edge, settled by damped steps for the top ones)",
+        optional=True,
+    )
+    settled: int | None = key("integer: multi-layer and attention models only: edges settled", optional=True)
     debiasing: EdgeDebiasing | None = key(
         "deleting the most harmful edges per edge budget, against random edges; absent when it did not run "
         "(debiasing_reason says why)",

@@ -25,7 +25,8 @@ from bind_core.explain.profile import profile_nodes
 from bind_core.fairness.bootstrap import bootstrap_metrics
 from bind_core.fairness.breakdown import group_breakdown, probability_histograms
 from bind_core.fairness.metrics import worst_pairs
-from bind_core.influence.edge_rows import edge_section, edges_not_computed, join_edge_results
+from bind_core.influence.deep_edges import estimate_edges_deep
+from bind_core.influence.edge_rows import edge_section, join_edge_results
 from bind_core.influence.edges import EdgeInfluenceResult, estimate_edges, undirected_edges
 from bind_core.influence.estimate import ChunkRunner, InfluenceResult, estimate
 from bind_core.influence.estimate import plan as make_plan
@@ -195,6 +196,8 @@ class InfluenceStage(NamedTuple):
     """What the harmful nodes have in common (:func:`bind_core.explain.profile.profile_nodes`)."""
     plan: InfluencePlan | None
     """The linear estimate's shared half (its solve), kept for the edge attribution; ``None`` for a step estimate."""
+    stepper: Stepper | None = None
+    """The step estimate's damped inverse, kept for the edge attribution; ``None`` for a linear estimate."""
 
 
 def influence_stage(
@@ -212,10 +215,12 @@ def influence_stage(
     stationarity = require_stationary(model, graph)
     share = 0.2 if config.refine_steps else 1.0  # of the influence stage's progress; refining takes the rest
     plans: list[InfluencePlan] = []
+    steppers: list[Stepper] = []
     influence = estimate(
         model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, groups=groups,
         progress=lambda stage, frac: progress(stage, share * frac), chunk_runner=chunk_runner,
         method=config.estimator, on_plan=plans.append if config.edges else None,
+        on_stepper=steppers.append if config.edges else None,
     )  # fmt: skip
     refinement = None
     if config.refine_steps:
@@ -225,7 +230,10 @@ def influence_stage(
         )  # fmt: skip
         refinement = refined.record()
     profile = profile_nodes(graph, influence.delta.detach().cpu().double().numpy(), seed=config.training.seed)
-    return InfluenceStage(stationarity, influence, refinement, profile.document, plans[0] if plans else None)
+    return InfluenceStage(
+        stationarity, influence, refinement, profile.document, plans[0] if plans else None,
+        steppers[0] if steppers else None,
+    )  # fmt: skip
 
 
 class EdgesStage(NamedTuple):
@@ -245,19 +253,21 @@ def edges_stage(
     influence_plan: InfluencePlan | None,
     *,
     progress: Tick,
+    stepper: Stepper | None = None,
 ) -> EdgesStage:
-    """ΔΓ of deleting each undirected edge (one-layer GCN, GIN, SAGE), reusing the node estimate's solve when it
-    made one, in parts of :data:`EDGE_PART` edges (progress and cancellation between them). A model the estimator
-    does not cover gets a section with the reason, not an error: the node audit stands without it."""
-    module = model.module
-    if not module.row_separable:
-        reason = (
-            "edge attribution covers the one-layer GCN, GIN and SAGE (a changed edge moves only the rows of its "
-            f"endpoints' neighbourhoods there); this is a {module.config.layers}-layer {module.config.arch}"
-        )
-        return EdgesStage(edges_not_computed(reason), None)
+    """ΔΓ of deleting each undirected edge, reusing the node estimate's solve when it made one. One-layer GCN, GIN
+    and SAGE: the influence function, in parts of :data:`EDGE_PART` edges (progress and cancellation between them).
+    Multi-layer and attention models: damped first-order values for every edge and damped steps for the top
+    (:mod:`bind_core.influence.deep_edges`), reusing the step estimate's damped inverse; progress and cancellation
+    every batch of edges."""
     start = time.perf_counter()
     progress(EDGES, 0.0)
+    if not model.module.row_separable:
+        found = estimate_edges_deep(
+            model, graph, lam=config.lam, groups=groups, stepper=stepper, progress=lambda f: progress(EDGES, f)
+        )
+        seconds = time.perf_counter() - start
+        return EdgesStage(edge_section(graph, found, seconds=seconds, shared_solve=stepper is not None), found)
     shared = influence_plan
     if shared is None:  # a step estimate made no plan: make the linear one once, for every part
         shared = make_plan(model, graph, lam=config.lam, solver=config.solver, groups=groups)

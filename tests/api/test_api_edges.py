@@ -134,7 +134,7 @@ def test_missing_other_tenant_and_not_computed(
     store(sessions, unasked, ({k: v for k, v in results.items() if k != "edges"}, nodes, []))
     for route in ("edges", "edges.csv", "edges.parquet"):
         assert_problem(client.get(f"/v1/audits/{unasked}/{route}", headers=auth), 409, "edges-not-computed")
-    reason = "edge attribution covers the one-layer GCN, GIN and SAGE; this is a 2-layer gcn"
+    reason = "the influence stage did not run (edges build on it)"
     two_layer = new_audit(client, auth, graph_id)
     section = {**results["edges"], "computed": False, "reason": reason}
     store(sessions, two_layer, ({**results, "edges": section}, nodes, []))

@@ -1,0 +1,234 @@
+"""Edge attribution for multi-layer and attention models: damped first-order estimates of every edge, settled
+damped steps (Γ exact) for the edges the audit shows and acts on.
+
+The question is the node estimate's for these models (:mod:`bind_core.influence.step`): the **proximal response**
+to deleting undirected edge ``e = (p, q)`` (both directions),
+
+    θ_e^μ = argmin_θ  L(θ; G − e) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²,      ΔΓ_e = Γ(θ_e^μ; G − e) − Γ(θ̂; G),
+
+with the damping ``μ = DAMPING_RULE·λ_max`` of the node estimate. No loss is removed; the losses of the training
+nodes whose computation graph holds the edge change. From ``θ̂`` one damped Newton step gives the first-order value
+
+    ΔΓ_e ≈ (1/m)·Σ_{i ∈ train, output changed} (a_i − b_{e,i})  +  [Γ(θ̂; G − e) − Γ(θ̂; G)],
+
+with ``s_μ = (H + μI)⁻¹·∇Γ``, ``a_i = ∇ℓ_i(G)ᵀ·s_μ`` and ``b_{e,i} = ∇ℓ_i(G − e)ᵀ·s_μ``; the bracket (the direct
+term) is exact: the test probabilities recomputed on ``G − e`` and Γ evaluated with them. This needs one solve
+for every edge and a forward-mode pass over the rows the deletion changes: layer ``l`` (``1..L``) changes at the
+nodes within ``l − 1`` hops of ``p`` or ``q`` (``l`` for GCN, whose normalisation changes at the endpoints'
+neighbours), one hop less than deleting a node; only those rows are recomputed, batched over edges
+(:func:`bind_core.influence.incremental.layer_spec`), so the cost grows with the neighbourhoods, not the graph.
+
+First-order values rank the proximal responses well but can be several times too large for a flat objective
+(docs/METHOD.md, "Multi-layer and attention models"). So the ``settle`` most harmful and most helpful edges by that
+ranking, the ones an audit shows and deletes, are settled as nodes are: damped Newton steps on ``G − e`` until the
+proximal objective's gradient is below ``tol``, and Γ evaluated exactly there (:meth:`Stepper.delete_edges`). A
+settled value is usually smaller than its first-order value, which can let further edges into the top; they are
+settled in turn, in rounds, until the top ``settle`` at each end are all settled values (at most
+:data:`SETTLE_ROUNDS` times ``2·settle`` edges).
+``delta`` holds the settled value where there is one, the first-order value elsewhere; ``parts["first_order"]``
+keeps the first-order value of every edge and ``settled`` says which edges were settled.
+
+**Sign convention** (as for nodes): ``delta = Γ(after deleting e) − Γ(now)``; negative: the edge is harmful.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import torch
+from torch import Tensor
+
+from bind_core.data.graph import Graph
+from bind_core.errors import ConfigError
+from bind_core.influence.edges import EdgeInfluenceResult, checked_edges, exact_direct
+from bind_core.influence.functional import FunctionalModel, dloss_dlogits, estimate_targets
+from bind_core.influence.incremental import (
+    FullGraphRows,
+    IncrementalBatch,
+    LayerSpec,
+    layer_spec,
+    union_batch,
+)
+from bind_core.influence.neighbourhood import Csr
+from bind_core.influence.step import Stepper, loss_derivatives
+from bind_core.models.gnn import probabilities
+from bind_core.training.fit import TrainedModel
+
+SETTLE = 50
+"""Edges settled by damped steps at each end of the first-order ranking (the audit shows the top 10 and edge
+debiasing deletes from the harmful end)."""
+
+SETTLE_ROUNDS = 4
+"""Settling stops after ``SETTLE_ROUNDS·2·settle`` edges even if settled values keep letting new edges into the
+top (each round settles the unsettled edges among the top ``settle`` at each end by the values so far)."""
+
+
+def edge_batches(
+    fm: FunctionalModel, edges: Tensor, max_rows: int = 20_000, relevant: Tensor | None = None
+) -> Iterator[IncrementalBatch]:
+    """For ``edges`` (``[E, 2]``): batches of pairs ``(edge position, node)``, every training or test node whose
+    output deleting that edge changes, with their logits on ``G − e`` (``batch.v_pos`` holds the edge position),
+    about ``max_rows`` input rows a batch."""
+    g = fm.graph
+    depth = len(fm.module.convs)
+    gcn = fm.module.config.arch == "gcn"
+    csr = Csr.of_degrees(g.edge_index, g.degree)
+    relevant = estimate_targets(g) if relevant is None else relevant
+    dtilde = (g.degree + 1).to(torch.float64) if gcn else None
+    full = FullGraphRows(fm)
+    pending: list[tuple[int, Tensor, list[LayerSpec]]] = []
+    rows = 0
+    for pos in range(int(edges.shape[0])):
+        p, q = int(edges[pos, 0]), int(edges[pos, 1])
+        ends = torch.tensor(sorted((p, q)))
+        targets = csr.k_hop(ends, depth - 1 + int(gcn))
+        targets = targets[relevant[targets]]
+        if targets.numel() == 0:
+            continue
+        outputs = [csr.k_hop(ends, layer + int(gcn)) for layer in range(depth - 1)] + [targets]
+
+        def keep(owner_nodes: Tensor, nb: Tensor, p: int = p, q: int = q) -> Tensor:
+            return ~(((owner_nodes == p) & (nb == q)) | ((owner_nodes == q) & (nb == p)))
+
+        per_layer = [layer_spec(csr, out_nodes, keep, ends, dtilde) for out_nodes in outputs]
+        rows += sum(int(spec[0].numel()) for spec in per_layer)
+        pending.append((pos, targets, per_layer))
+        if rows >= max_rows:
+            yield union_batch(fm, full, pending)
+            pending, rows = [], 0
+    if pending:
+        yield union_batch(fm, full, pending)
+
+
+def first_order_terms(
+    fm: FunctionalModel, s: Tensor, a: Tensor, edges: Tensor, *, max_rows: int = 20_000
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(Σ_i (a_i − b_{e,i}), direct_e, affects_e)`` for every edge (``[E, 2]``, ``[E, 2]``, ``[E]``; module
+    docstring), ``s``: ``[p, 2]`` (the damped solve), ``a``: ``[m, 2]``; the direct term exact."""
+    g = fm.graph
+    n, theta = g.num_nodes, fm.theta
+    train_pos = torch.full((n,), -1, dtype=torch.long)
+    train_pos[g.train_idx] = torch.arange(g.train_idx.numel())
+    test_pos = torch.full((n,), -1, dtype=torch.long)
+    test_pos[g.test_idx] = torch.arange(g.test_idx.numel())
+    y = g.y.to(fm.device)
+    num = int(edges.shape[0])
+    non_iid = torch.zeros(num, 2, dtype=torch.float64, device=fm.device)
+    direct = torch.zeros(num, 2, dtype=torch.float64, device=fm.device)
+    affects = torch.zeros(num, dtype=torch.bool)
+    base = fm.test_proba(theta).detach()
+    gamma = fm.gammas(theta).detach()
+    for batch in edge_batches(fm, edges, max_rows):
+        e_pos, node = batch.v_pos, batch.node
+        affects[e_pos] = True
+        columns = [batch.jvp(theta, s, c) for c in range(2)]
+        logits = columns[0][0].detach()
+        is_train = train_pos[node] >= 0
+        if bool(is_train.any()):
+            sel = is_train.to(fm.device)
+            slope = dloss_dlogits(logits[sel], y[node[is_train].to(fm.device)])
+            b = torch.stack([(slope * tangent[sel]).sum(1) for _, tangent in columns], dim=1)
+            non_iid.index_add_(0, e_pos[is_train].to(fm.device), a[train_pos[node[is_train]].to(fm.device)] - b)
+        is_test = test_pos[node] >= 0
+        if bool(is_test.any()):
+            sel = is_test.to(fm.device)
+            proba = probabilities(logits[sel])
+            exact_direct(fm, base, gamma, e_pos[is_test], test_pos[node[is_test]].to(fm.device), proba, direct)
+    return non_iid.detach().cpu(), direct.detach().cpu(), affects
+
+
+def estimate_edges_deep(
+    model: TrainedModel,
+    graph: Graph,
+    *,
+    lam: float = 0.5,
+    edges: Tensor | None = None,
+    settle: int = SETTLE,
+    groups: list[int] | None = None,
+    stepper: Stepper | None = None,
+    max_rows: int = 20_000,
+    progress: Callable[[float], None] | None = None,
+) -> EdgeInfluenceResult:
+    """ΔΓ of deleting each edge of a multi-layer or attention model (module docstring): the damped first-order
+    value of every edge, then damped steps with Γ exact for the ``settle`` most harmful and most helpful ones.
+
+    Args:
+        model: the trained (polished: stationary) model.
+        graph: the graph it was trained on.
+        edges: ``[k, 2]`` undirected edges (default: all, :func:`~bind_core.influence.edges.undirected_edges`).
+        settle: edges settled at each end of the first-order ranking (0: none).
+        stepper: the node estimate's :class:`Stepper` for this model (its damped inverse is reused); made here
+            if None.
+        progress: ``progress(fraction)``.
+    """
+    fm = FunctionalModel.from_trained(model, graph, groups)
+    if settle < 0:
+        raise ConfigError(f"settle: {settle!r} must be >= 0")
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    if stepper is None:
+        stepper = Stepper(fm)
+        timings["solve"] = time.perf_counter() - t0
+    elif not torch.equal(stepper.fm.theta, fm.theta):
+        raise ConfigError("the model's weights are not the ones the stepper was made for")
+    und = checked_edges(graph, edges)
+    if progress is not None:
+        progress(0.1)
+    t1 = time.perf_counter()
+    s = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
+    a = loss_derivatives(stepper.fm, stepper.fm.theta, s, stepper.full)
+    non_iid, direct, affects = first_order_terms(stepper.fm, s, a, und, max_rows=max_rows)
+    m = int(graph.train_idx.numel())
+    first = non_iid / m + direct
+    timings["first_order"] = time.perf_counter() - t1
+    if progress is not None:
+        progress(0.5)
+    t2 = time.perf_counter()
+    exact = first.clone()
+    settled = torch.zeros(und.shape[0], dtype=torch.bool)
+    residual = torch.zeros(und.shape[0], dtype=torch.float64)
+    total = lam * first[:, 0] + (1 - lam) * first[:, 1]
+    done = 0
+    while done < SETTLE_ROUNDS * 2 * settle:  # until the top `settle` at each end, by the values so far, are settled
+        picks = [pos for pos in _ends(total, affects, settle) if not settled[pos]]
+        if not picks:
+            break
+        for pos in picks:
+            out = stepper.delete_edges(und[pos : pos + 1])
+            exact[pos], settled[pos], residual[pos] = out.delta.double(), True, out.residual
+            total[pos] = lam * exact[pos, 0] + (1 - lam) * exact[pos, 1]
+            done += 1
+            if progress is not None:
+                progress(0.5 + 0.5 * min(done / (2 * settle), 1.0))
+    timings["settle"] = time.perf_counter() - t2
+    gam = stepper.base_gamma.cpu()
+    unsettled = int((residual > stepper.tol).sum())
+    details = {**stepper.solve.details, "settled": int(settled.sum()), "unsettled": unsettled}
+    solve = replace(stepper.solve, details=details)
+    return EdgeInfluenceResult(
+        edges=und,
+        delta=lam * exact[:, 0] + (1 - lam) * exact[:, 1],
+        delta_sp=exact[:, 0],
+        delta_eo=exact[:, 1],
+        parts={"non_iid": non_iid / m, "direct": direct, "first_order": first, "step": exact - first},
+        affects=affects,
+        lam=lam,
+        gamma={"sp": float(gam[0]), "eo": float(gam[1]), "total": float(lam * gam[0] + (1 - lam) * gam[1])},
+        solve=solve,
+        grad_norm=float(stepper.grad_objective.norm()),
+        timings=timings,
+        settled=settled,
+    )
+
+
+def _ends(total: Tensor, affects: Tensor, count: int) -> list[int]:
+    """Positions of the ``count`` most negative and ``count`` most positive affecting values (each once)."""
+    if count == 0:
+        return []
+    candidates = torch.nonzero(affects).flatten()
+    order = candidates[torch.argsort(total[candidates])]
+    low = order[:count].tolist()
+    high = order.flip(0)[:count].tolist()
+    return list(dict.fromkeys(low + high))
