@@ -56,11 +56,11 @@ from bind_core.influence.step import Stepper, loss_derivatives
 from bind_core.models.gnn import probabilities
 from bind_core.training.fit import TrainedModel
 
-SETTLE = 50
-"""Edges settled by damped steps at each end of the first-order ranking (the audit shows the top 10 and edge
-debiasing deletes from the harmful end)."""
+SETTLE = 10
+"""Edges settled by damped steps at each end of the ranking: the audit lists the top 10 at each end
+(:data:`bind_core.influence.edge_rows.EDGE_TOP`)."""
 
-SETTLE_ROUNDS = 4
+SETTLE_ROUNDS = 3
 """Settling stops after ``SETTLE_ROUNDS·2·settle`` edges even if settled values keep letting new edges into the
 top (each round settles the unsettled edges among the top ``settle`` at each end by the values so far)."""
 
