@@ -100,6 +100,22 @@ def test_the_audit_stops_between_parts(graph: Graph, monkeypatch: pytest.MonkeyP
     assert caught.value.stage == "edges" and calls == [0.0, 7 / graph.num_edges]
 
 
+def test_a_two_layer_audit_stops_during_the_first_order_pass(graph: Graph) -> None:
+    """The damped edge estimate reports progress after every batch of edges (0.1 to 0.5 of the stage), so a
+    cancelled audit stops there rather than after the whole pass."""
+    calls: list[float] = []
+
+    def progress(stage: str, fraction: float) -> bool:
+        if stage == "edges":
+            calls.append(fraction)
+        return not (stage == "edges" and 0.1 < fraction < 0.5)
+
+    config = AuditConfig.from_dict({**FAST, "model": {"layers": 2, "hidden": 4}, "edges": True})
+    with pytest.raises(AuditCancelled) as caught:
+        run_audit(graph, config, progress=progress)
+    assert caught.value.stage == "edges" and calls[:2] == [0.0, 0.1] and 0.1 < calls[-1] < 0.5
+
+
 def test_a_graph_without_edges_has_null_shares_with_reasons(graph: Graph) -> None:
     bare = graph.without_edges(undirected_edges(graph))
     result = run_audit(bare, AuditConfig.from_dict({**FAST, "edges": True}))

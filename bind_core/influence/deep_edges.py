@@ -103,10 +103,17 @@ def edge_batches(
 
 
 def first_order_terms(
-    fm: FunctionalModel, s: Tensor, a: Tensor, edges: Tensor, *, max_rows: int = 20_000
+    fm: FunctionalModel,
+    s: Tensor,
+    a: Tensor,
+    edges: Tensor,
+    *,
+    max_rows: int = 20_000,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """``(Σ_i (a_i − b_{e,i}), direct_e, affects_e)`` for every edge (``[E, 2]``, ``[E, 2]``, ``[E]``; module
-    docstring), ``s``: ``[p, 2]`` (the damped solve), ``a``: ``[m, 2]``; the direct term exact."""
+    docstring), ``s``: ``[p, 2]`` (the damped solve), ``a``: ``[m, 2]``; the direct term exact. ``progress(fraction
+    of the edges done)`` after every batch (it may raise to stop)."""
     g = fm.graph
     n, theta = g.num_nodes, fm.theta
     train_pos = torch.full((n,), -1, dtype=torch.long)
@@ -136,6 +143,8 @@ def first_order_terms(
             sel = is_test.to(fm.device)
             proba = probabilities(logits[sel])
             exact_direct(fm, base, gamma, e_pos[is_test], test_pos[node[is_test]].to(fm.device), proba, direct)
+        if progress is not None:
+            progress(float(e_pos.max() + 1) / max(num, 1))
     return non_iid.detach().cpu(), direct.detach().cpu(), affects
 
 
@@ -179,7 +188,8 @@ def estimate_edges_deep(
     t1 = time.perf_counter()
     s = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
     a = loss_derivatives(stepper.fm, stepper.fm.theta, s, stepper.full)
-    non_iid, direct, affects = first_order_terms(stepper.fm, s, a, und, max_rows=max_rows)
+    batches = None if progress is None else (lambda f: progress(0.1 + 0.4 * f))
+    non_iid, direct, affects = first_order_terms(stepper.fm, s, a, und, max_rows=max_rows, progress=batches)
     m = int(graph.train_idx.numel())
     first = non_iid / m + direct
     timings["first_order"] = time.perf_counter() - t1
