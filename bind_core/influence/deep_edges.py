@@ -60,7 +60,7 @@ SETTLE = 10
 """Edges settled by damped steps at each end of the ranking: the audit lists the top 10 at each end
 (:data:`bind_core.influence.edge_rows.EDGE_TOP`)."""
 
-SETTLE_ROUNDS = 3
+SETTLE_ROUNDS = 5
 """Settling stops after ``SETTLE_ROUNDS·2·settle`` edges even if settled values keep letting new edges into the
 top (each round settles the unsettled edges among the top ``settle`` at each end by the values so far)."""
 
