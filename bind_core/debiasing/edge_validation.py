@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -21,21 +22,29 @@ from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.training.fit import TrainedModel, polish
 
 
-def reoptimize_without_edges(model: TrainedModel, graph: Graph, edges: Tensor) -> tuple[TrainedModel, Graph]:
+def reoptimize_without_edges(
+    model: TrainedModel, graph: Graph, edges: Tensor, *, hold: Callable[[], None] | None = None
+) -> tuple[TrainedModel, Graph]:
     """A copy of ``model`` re-optimised (float64 polish from the trained weights) on ``graph`` without ``edges``
-    (``[k, 2]``), and that graph."""
+    (``[k, 2]``), and that graph. ``hold()`` is called at every evaluation of the polish and may raise to abort."""
     reduced = graph.without_edges(edges)
     clone = TrainedModel(copy.deepcopy(model.module), model.model_config, model.train_config, dict(model.history), {})
     cfg = model.train_config
-    return polish(clone, reduced, max_iter=max(cfg.polish_max_iter, 1000), tol=cfg.polish_tol), reduced
+    tick = None if hold is None else (lambda _f: hold())
+    return polish(clone, reduced, max_iter=max(cfg.polish_max_iter, 1000), tol=cfg.polish_tol, progress=tick), reduced
 
 
 def actual_edge_delta(
-    model: TrainedModel, graph: Graph, edges: Tensor, groups: list[int] | None = None
+    model: TrainedModel,
+    graph: Graph,
+    edges: Tensor,
+    groups: list[int] | None = None,
+    *,
+    hold: Callable[[], None] | None = None,
 ) -> tuple[float, float]:
     """Actual ``(ΔΓ_SP, ΔΓ_EO)`` of deleting ``edges`` and re-optimising (the estimate's sign convention)."""
     before = gammas(model, graph, groups)
-    after_model, reduced = reoptimize_without_edges(model, graph, edges)
+    after_model, reduced = reoptimize_without_edges(model, graph, edges, hold=hold)
     after = gammas(after_model, reduced, groups)
     return after[0] - before[0], after[1] - before[1]
 
@@ -48,20 +57,29 @@ def validate_edges(
     sample: int = 30,
     seed: int = 0,
     groups: list[int] | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> ValidationResult:
     """Estimated against actual ΔΓ for ``sample`` edges drawn at random among those whose deletion changes a loss
-    or a test prediction (the others are exactly 0 both ways). ``sets`` holds each edge as ``[u, v]``."""
+    or a test prediction (the others are exactly 0 both ways). ``sets`` holds each edge as ``[u, v]``.
+    ``progress(fraction of the edges checked)`` is called before and after each edge and during its
+    re-optimisation; it may raise to abort."""
     start = time.perf_counter()
     candidates = torch.nonzero(result.affects).flatten()
     gen = torch.Generator().manual_seed(seed)
     picks = candidates[torch.randperm(candidates.numel(), generator=gen)[: min(sample, candidates.numel())]]
     lam = result.lam
     est, act = [], []
-    for k in picks.tolist():
+    total = max(int(picks.numel()), 1)
+    for i, k in enumerate(picks.tolist()):
         edge = result.edges[k : k + 1]
-        d_sp, d_eo = actual_edge_delta(model, graph, edge, groups)
+        hold = None if progress is None else (lambda i=i: progress(i / total))
+        if hold is not None:
+            hold()
+        d_sp, d_eo = actual_edge_delta(model, graph, edge, groups, hold=hold)
         act.append([lam * d_sp + (1 - lam) * d_eo, d_sp, d_eo])
         est.append([float(result.delta[k]), float(result.delta_sp[k]), float(result.delta_eo[k])])
+        if progress is not None:
+            progress((i + 1) / total)
     again, _ = reoptimize_without_edges(model, graph, torch.empty(0, 2, dtype=torch.long))
     before, drift_g = gammas(model, graph, groups), gammas(again, graph, groups)
     drift = abs(lam * (drift_g[0] - before[0]) + (1 - lam) * (drift_g[1] - before[1]))
@@ -74,5 +92,8 @@ def validate_edges(
         actual=actual,
         lam=lam,
         seconds=time.perf_counter() - start,
-        extra={"noise_floor": drift, "clear_of_noise": float(np.mean(np.abs(actual[:, 0]) > 2 * drift))},
+        extra={
+            "noise_floor": drift,
+            "clear_of_noise": float(np.mean(np.abs(actual[:, 0]) > 2 * drift)) if actual.size else None,
+        },
     )
