@@ -134,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated fractions in (0, 1] of the edges that change anything: with --edge-attribution and "
         "--debias-seeds, delete the most harmful edges and check against random edges",
     )  # fmt: skip
+    p.add_argument(
+        "--edge-validation-sample", type=int, default=30,
+        help="with --edge-attribution and the validation stage: edges checked against deleting the edge and "
+        "re-optimising (0: none)",
+    )  # fmt: skip
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes (and edges) to print")
     p.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
@@ -199,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             debias_seeds=tuple(int(s) for s in args.debias_seeds.split(",") if s.strip()),
             edges=args.edge_attribution,
             edge_budgets=tuple(float(b) for b in args.edge_budgets.split(",") if b.strip()),
+            edge_validation_sample=args.edge_validation_sample,
         )
     except (BindError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

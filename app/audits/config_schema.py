@@ -66,3 +66,4 @@ class AuditConfigRead(StoredModel):
     edge_budgets: list[float] | None = Field(
         None, description="numbers in (0, 1]: edge debiasing budgets, fractions of the edges that change anything"
     )
+    edge_validation_sample: int | None = Field(None, description="integer: edges of the edge self-check (0: off)")

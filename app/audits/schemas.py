@@ -168,6 +168,14 @@ class AuditCreate(BaseModel):
         "and compare with deleting random edges from the same pool (results.edges.debiasing). Keep them small: at "
         "5-10% the summed estimates exceed Γ and deleting them raised bias on Income and Recidivism.",
     )
+    edge_validation_sample: StrictInt = Field(
+        default=30,
+        ge=0,
+        le=10_000,
+        description="With edges attributed and the validation stage: edges, drawn at random among those whose deletion "
+        "changes anything, whose estimate is checked by deleting the edge and re-optimising the model "
+        "(results.edges.validation); 0 disables.",
+    )
 
     @field_validator("debias_seeds")
     @classmethod

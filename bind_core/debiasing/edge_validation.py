@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -25,13 +26,16 @@ from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.training.fit import TrainedModel, polish
 
 
-def reoptimize_without_edges(model: TrainedModel, graph: Graph, edges: Tensor) -> tuple[TrainedModel, Graph]:
+def reoptimize_without_edges(
+    model: TrainedModel, graph: Graph, edges: Tensor, *, hold: Callable[[], None] | None = None
+) -> tuple[TrainedModel, Graph]:
     """A copy of ``model`` re-optimised (float64 polish from the trained weights) on ``graph`` without ``edges``
-    (``[k, 2]``), and that graph."""
+    (``[k, 2]``), and that graph. ``hold()`` is called at every evaluation of the polish and may raise to abort."""
     reduced = graph.without_edges(edges)
     clone = TrainedModel(copy.deepcopy(model.module), model.model_config, model.train_config, dict(model.history), {})
     cfg = model.train_config
-    return polish(clone, reduced, max_iter=max(cfg.polish_max_iter, 1000), tol=cfg.polish_tol), reduced
+    tick = None if hold is None else (lambda _f: hold())
+    return polish(clone, reduced, max_iter=max(cfg.polish_max_iter, 1000), tol=cfg.polish_tol, progress=tick), reduced
 
 
 def actual_edge_delta(
@@ -42,15 +46,18 @@ def actual_edge_delta(
     *,
     mode: str = "reoptimize",
     damping: float = 0.0,
+    hold: Callable[[], None] | None = None,
 ) -> tuple[float, float]:
     """Actual ``(ΔΓ_SP, ΔΓ_EO)`` of deleting ``edges`` and re-optimising (the estimate's sign convention):
     ``mode`` ``"reoptimize"`` (the same objective) or ``"proximal"`` (with ``damping`` μ)."""
     before = gammas(model, graph, groups)
     if mode == "proximal":
         reduced = graph.without_edges(edges)
-        after_model = proximal_reoptimize(model, reduced, num_train=int(graph.train_idx.numel()), damping=damping)
+        tick = None if hold is None else (lambda _fraction: hold())
+        m = int(graph.train_idx.numel())
+        after_model = proximal_reoptimize(model, reduced, num_train=m, damping=damping, progress=tick)
     elif mode == "reoptimize":
-        after_model, reduced = reoptimize_without_edges(model, graph, edges)
+        after_model, reduced = reoptimize_without_edges(model, graph, edges, hold=hold)
     else:
         raise ConfigError(f"mode: {mode!r} is not one of reoptimize, proximal")
     after = gammas(after_model, reduced, groups)
@@ -65,13 +72,16 @@ def validate_edges(
     sample: int = 30,
     seed: int = 0,
     groups: list[int] | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> ValidationResult:
     """Estimated against actual ΔΓ for ``sample`` edges drawn at random among those whose deletion changes a loss
     or a test prediction (the others are exactly 0 both ways). ``sets`` holds each edge as ``[u, v]``. The ground
     truth is the question the estimate answers: the proximal response for a damped estimate (its ``solve`` says
     ``method: step``), else re-optimisation. A damped estimate's sample is drawn among its settled edges (the top
     of the ranking at each end: the values the audit lists and deletes); the other edges hold first-order values,
-    which rank well but whose size is not claimed (``extra["population"]`` says which)."""
+    which rank well but whose size is not claimed (``extra["population"]`` says which).
+    ``progress(fraction of the edges checked)`` is called before and after each edge and during its
+    re-optimisation; it may raise to abort."""
     start = time.perf_counter()
     population = result.affects if result.settled is None else result.affects & result.settled
     candidates = torch.nonzero(population).flatten()
@@ -81,11 +91,17 @@ def validate_edges(
     proximal = result.solve.details.get("method") == "step"
     mode, damping = ("proximal", float(result.solve.details["damping"])) if proximal else ("reoptimize", 0.0)
     est, act = [], []
-    for k in picks.tolist():
+    total = max(int(picks.numel()), 1)
+    for i, k in enumerate(picks.tolist()):
         edge = result.edges[k : k + 1]
-        d_sp, d_eo = actual_edge_delta(model, graph, edge, groups, mode=mode, damping=damping)
+        hold = None if progress is None else (lambda i=i: progress(i / total))
+        if hold is not None:
+            hold()
+        d_sp, d_eo = actual_edge_delta(model, graph, edge, groups, mode=mode, damping=damping, hold=hold)
         act.append([lam * d_sp + (1 - lam) * d_eo, d_sp, d_eo])
         est.append([float(result.delta[k]), float(result.delta_sp[k]), float(result.delta_eo[k])])
+        if progress is not None:
+            progress((i + 1) / total)
     if proximal:
         again = proximal_reoptimize(model, graph, num_train=int(graph.train_idx.numel()), damping=damping)
     else:
@@ -103,7 +119,7 @@ def validate_edges(
         seconds=time.perf_counter() - start,
         extra={
             "noise_floor": drift,
-            "clear_of_noise": float(np.mean(np.abs(actual[:, 0]) > 2 * drift)),
+            "clear_of_noise": float(np.mean(np.abs(actual[:, 0]) > 2 * drift)) if actual.size else None,
             "population": "affecting edges" if result.settled is None else "settled edges (the top at each end)",
         },
     )

@@ -70,7 +70,21 @@ def edge_lines(section: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *,
         f"  cross-group edges: {cross['edges']} ({_pct(cross['affecting_share'])} of those that change anything) "
         f"carry {_pct(cross['harm_share'])} of the harm",
         *_edge_debiasing_lines(section),
+        _edge_validation_line(section),
     ]
+
+
+def _edge_validation_line(section: Mapping[str, Any]) -> str:
+    """The edge self-check in one line: its correlations and noise floor, or why it did not run."""
+    v = section.get("validation")
+    if not v:
+        return f"  edge self-check: not run: {section.get('validation_reason')}"
+    head = f"  edge self-check on {v['count']} random edges (estimate vs {v['ground_truth']}): "
+    if v["pearson"] is None:
+        why = (v.get("undefined") or {}).get("pearson", "undefined")
+        return head + f"correlation undefined ({why})"
+    floor = "—" if v.get("noise_floor") is None else f"{v['noise_floor']:.1e}"
+    return head + f"Pearson {v['pearson']:.4f}, Spearman {v['spearman']:.4f}, noise floor {floor}"
 
 
 def _edge_debiasing_lines(section: Mapping[str, Any]) -> list[str]:

@@ -16,6 +16,7 @@ from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.influence.estimate import SIGN_CONVENTION, ChunkRunner, InfluenceResult
 from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
+from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
 from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.stages import (
     EDGE_DEBIASING,
@@ -99,7 +100,9 @@ class AuditResult:
         if self.profile is not None:  # an optional key: absent without influence (and in older results)
             out["profile"] = self.profile
         if self.config.edges:  # an optional key: absent unless asked for (and in older results)
-            out["edges"] = self.edges or edges_not_computed("the influence stage did not run (edges build on it)")
+            out["edges"] = self.edges or edges_not_computed("the influence stage did not run (edges build on it)") | {
+                "validation_reason": "the edges were not attributed"
+            }
         return out
 
     def typed(self) -> AuditResults:
@@ -228,10 +231,33 @@ def run_audit(
             )
         else:
             result.edges["debiasing_reason"] = why_not
+    checked, edge_why = result.edge_estimate, edge_validation_reason(config, result.edge_estimate)
+    edge_check = checked if edge_why is None else None
+    # the validation stage's progress: the nodes' share, then the edges' (by re-optimisations)
+    edge_count = 0 if edge_check is None else min(config.edge_validation_sample, int(edge_check.affects.sum()))
+    checks = config.validation_sample + edge_count
+    share = config.validation_sample / checks if checks else 1.0
     if "validation" in plan:
         result.validation = stages.run(
-            "validation", lambda: validation_stage(trained, graph, config, influence, groups, progress=tick)
+            "validation",
+            lambda: validation_stage(
+                trained, graph, config, influence, groups, progress=lambda st, f: tick(st, share * f)
+            ),
         )
+    if config.edges and result.edges is not None:  # the edge self-check, with the validation stage
+        if edge_check is not None:
+            nodes_seconds = stages.timings.get("validation", 0.0)
+            result.edges["validation"] = stages.run(
+                "validation",
+                lambda: edge_validation_stage(
+                    trained, graph, config, edge_check, groups,
+                    progress=lambda st, f: tick(st, share + (1 - share) * f),
+                ),
+                report_start=False,
+            )  # fmt: skip
+            stages.timings["validation"] += nodes_seconds  # the stage's time: the nodes' check and the edges'
+        else:
+            result.edges["validation_reason"] = edge_why
     if config.stability_seeds:
         result.stability = stages.run(
             STABILITY,

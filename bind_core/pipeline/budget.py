@@ -32,7 +32,9 @@ attention models (the damped estimate) cost two forward-mode passes per edge ove
 ``2·(1 + 2E/n)^(L − 1 + [GCN])`` per layer, plus :data:`~bind_core.influence.deep_edges.SETTLE` settled edges at
 each end of ``STEPS`` passes each. Edge debiasing
 (with ``edges``, ``debias_seeds`` and ``edge_budgets``) retrains each seed once on the graph and
-``(1 + random_sets)`` times per edge budget.
+``(1 + random_sets)`` times per edge budget. The edge self-check (with ``edges``, the validation stage and
+``edge_validation_sample``) re-optimises once per sampled edge, like the node self-check per node (the sample is
+drawn among the edges whose deletion changes something, so this is an upper bound).
 """
 
 from __future__ import annotations
@@ -235,8 +237,11 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
         if "debiasing" in config.stages and config.edges and seeds and config.edge_budgets:
             edge_chance = seeds + len(config.edge_budgets) * seeds * (1 + config.debias_random_sets)  # against chance
             work["edge_debiasing"] = edge_chance * (training + polish)
+        reoptimisation = max(polish, 1.5 * 1000 * 3 * f)  # one validation's polish (at least 1000 iterations)
         if "validation" in config.stages and config.validation_sample:
-            work["validation"] = config.validation_sample * max(polish, 1.5 * 1000 * 3 * f)
+            work["validation"] = config.validation_sample * reoptimisation
+            if config.edges and row_separable and config.edge_validation_sample:
+                work["edge_validation"] = config.edge_validation_sample * reoptimisation
     if config.stability_seeds:
         work["stability"] = len(config.stability_seeds) * (training + polish + influence)
     return AuditCost(parameters=p, dense_hessian=dense, memory=memory, work=work)

@@ -66,6 +66,10 @@ class AuditConfig:
             debias seed and compare with random edges (:func:`bind_core.debiasing.edge_debias.debias_edges`; the
             ``edges`` section's ``debiasing``). Small by default: at 5-10% the summed estimates exceed Γ and the
             deletion raised bias on Income and Recidivism (docs/RESULTS.md).
+        edge_validation_sample: with ``edges`` attributed and the validation stage running, also check this many
+            edge estimates, drawn at random among the edges whose deletion changes something, against deleting the
+            edge and re-optimising (:func:`bind_core.debiasing.edge_validation.validate_edges`; the ``edges``
+            section's ``validation``); 0 skips.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -88,6 +92,7 @@ class AuditConfig:
     debias_random_sets: int = 3
     edges: bool = False
     edge_budgets: tuple[float, ...] = (0.0025, 0.01)
+    edge_validation_sample: int = 30
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lam <= 1.0:
@@ -100,6 +105,8 @@ class AuditConfig:
             raise ConfigError(f"budgets: {list(self.budgets)!r}: a count (>= 1) must be a whole number")
         if self.validation_sample < 0:
             raise ConfigError(f"validation_sample: {self.validation_sample!r} must be >= 0")
+        if self.edge_validation_sample < 0:
+            raise ConfigError(f"edge_validation_sample: {self.edge_validation_sample!r} must be >= 0")
         if not 0 <= self.bootstrap <= 100_000 or self.bootstrap == 1:
             raise ConfigError(f"bootstrap: {self.bootstrap!r} must be 0 (off) or between 2 and 100000")
         if not 0 < self.level < 1:
@@ -155,6 +162,7 @@ class AuditConfig:
             "debias_random_sets": self.debias_random_sets,
             "edges": self.edges,
             "edge_budgets": list(self.edge_budgets),
+            "edge_validation_sample": self.edge_validation_sample,
         }
 
     @classmethod

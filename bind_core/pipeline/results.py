@@ -27,6 +27,8 @@ __all__ = [
     "EdgeDebiasing",
     "EdgeDebiasingRow",
     "EdgeRow",
+    "EdgeValidation",
+    "EdgeValidationPoint",
     "EffectSpread",
     "FeatureProfile",
     "FeatureStats",
@@ -334,6 +336,63 @@ class EdgeAttribution:
         "when they were or the edges were not attributed",
         optional=True,
     )
+    validation: EdgeValidation | None = key(
+        "the edge self-check: a sample of edge estimates against deleting the edge and re-optimising; absent when "
+        "it did not run (validation_reason says why)",
+        optional=True,
+    )
+    validation_reason: str | None = key(
+        "string: why the edge estimates were not checked (edges not attributed, edge_validation_sample 0, no "
+        "validation stage); absent when they were",
+        optional=True,
+    )
+
+
+@dataclass(kw_only=True)
+class EdgeValidationPoint:
+    """One checked edge: its estimate against deleting it (both directions) and re-optimising."""
+
+    u: int = key("integer: index of its first endpoint in the graph (the smaller index)")
+    v: int = key("integer: index of its second endpoint")
+    u_id: int = key("integer: the first endpoint's original id")
+    v_id: int = key("integer: the second endpoint's original id")
+    estimated: list[float] = key("numbers: estimated change of [Γ, Γ_SP, Γ_EO]")
+    actual: list[float] = key("numbers: the change after deleting the edge and re-optimising, same order")
+
+
+@dataclass(kw_only=True)
+class EdgeValidation:
+    """The edge self-check (:func:`bind_core.debiasing.edge_validation.validate_edges`): estimated against actual
+    ΔΓ for edges drawn at random among those whose deletion changes something."""
+
+    ground_truth: str = key(
+        "string: what the estimates are checked against (re-optimisation; proximal re-optimisation for the damped "
+        "estimate of multi-layer and attention models)"
+    )
+    mode: str = key("string: the ground truth's mode (reoptimize or proximal)")
+    sample: int = key("integer: edges asked for (edge_validation_sample)")
+    affecting: int = key(
+        "integer: edges the sample is drawn from (those whose deletion changes something; for the damped estimate, "
+        "its settled ones)"
+    )
+    count: int = key("integer: edges checked, min(sample, affecting)")
+    seed: int = key("integer: the seed of the draw")
+    pearson: float | None = key("number in [-1, 1] or null (see ``undefined``): Pearson correlation for Γ")
+    spearman: float | None = key("number in [-1, 1] or null (see ``undefined``): Spearman correlation for Γ")
+    slope: float | None = key(
+        "number or null (see ``undefined``): least-squares slope of actual on estimated ΔΓ (1: the right scale)"
+    )
+    correlations: dict[str, Correlation] = key("object, gamma / gamma_sp / gamma_eo → its correlations")
+    noise_floor: float | None = key("number: the change of Γ the re-optimisation makes with nothing deleted")
+    clear_of_noise: float | None = key(
+        "number in [0, 1] or null (no edge checked): share of edges whose |ΔΓ| exceeds twice it"
+    )
+    seconds: float = key("number: seconds the check took")
+    points: list[EdgeValidationPoint] = key("every checked edge")
+    population: str | None = key(
+        "string: the damped estimate only: which edges the sample is drawn from (its settled edges)", optional=True
+    )
+    undefined: dict[str, str] | None = key("object, number → why it is null: present when one is", optional=True)
 
 
 # ---------------------------------------------------------------------- debiasing

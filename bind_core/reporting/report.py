@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bind_core.reporting import plots
+from bind_core.reporting.edge_check_view import edge_check_view
 from bind_core.reporting.edges_view import edges_view
 from bind_core.reporting.page import CSP, finite, fmt, render, trusted_svg
 from bind_core.reporting.profile_view import profile_view
@@ -68,6 +69,7 @@ def render_report(
         top_harmful=_top_harmful(results, influence_rows),
         profile=profile_view(results.get("profile")),
         edges=edges_view(results.get("edges")),
+        edge_check=edge_check_view(results.get("edges")),
         stability=_stability(results.get("stability")),
         trust=_trust(results.get("validation")),
         debiasing=_debiasing(results.get("debiasing")),
