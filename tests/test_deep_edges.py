@@ -18,7 +18,7 @@ from bind_core.influence.step import Stepper
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
-ARCHS = [{"arch": "gcn", "layers": 2}, {"arch": "sage", "layers": 2}, {"arch": "gat"}]
+ARCHS = [{"arch": "gcn", "layers": 2}, {"arch": "sage", "layers": 2}, {"arch": "gat"}, {"arch": "gin", "layers": 2}]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_first_order_values_equal_one_damped_step_on_the_rebuilt_graph(graph: Gr
     assert bool((got.delta[~got.affects] == 0).all())
 
 
-@pytest.mark.parametrize("arch", [ARCHS[0], ARCHS[2]], ids=["gcn2", "gat"])
+@pytest.mark.parametrize("arch", [ARCHS[0], ARCHS[2]], ids=["gcn2", "gat1"])
 def test_settled_values_agree_with_the_proximal_reoptimisation(graph: Graph, arch: dict[str, object]) -> None:
     """Settled edges (damped steps until the proximal gradient is below 1e-7, Γ exact) against L-BFGS on the
     proximal objective to 1e-10: the two solve the same problem, so they differ by the settle tolerance times the
