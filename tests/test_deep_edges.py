@@ -26,8 +26,9 @@ def graph() -> Graph:
     return synthetic(300, seed=2, train_per_class=40)
 
 
-def _model(graph: Graph, hidden: int = 4, **arch: object) -> TrainedModel:
-    model = train(graph, TrainConfig(epochs=100, lr=0.01), ModelConfig(hidden=hidden, **arch))  # type: ignore[arg-type]
+def _model(graph: Graph, **arch: object) -> TrainedModel:
+    settings: dict[str, object] = {"hidden": 4, **arch}
+    model = train(graph, TrainConfig(epochs=100, lr=0.01), ModelConfig(**settings))  # type: ignore[arg-type]
     assert model.stationarity["converged"]
     return model
 
