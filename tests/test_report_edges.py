@@ -118,3 +118,11 @@ def test_without_edges_there_is_the_reason_and_no_figure(graph: Graph) -> None:
     assert "<svg" not in part and "No edge has ΔΓ &lt; 0." in part
     reason = f"edge share: {why['edge_share']}; harm share: {why['harm_share']}"
     assert f"No chart of the cross-group shares: {escape(reason)}." in part
+
+
+def test_a_budget_that_deleted_nothing_has_no_bars(doc: dict[str, Any]) -> None:
+    first, second = doc["edges"]["debiasing"]["budgets"]
+    empty = {**first, "deleted": 0, "selected": None, "random": None, "advantage": None, "after": None}
+    svg = edge_plots.edge_debiasing_bars([empty, second], ident="x")
+    assert "5%: nothing deleted" in alt_text(svg) and "nothing deleted" in re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert f"20%: selected {second['selected']['mean']:.4g}" in alt_text(svg)
