@@ -54,6 +54,36 @@ def crossed(results: dict[str, Any] | None, rules: list[tuple[str, str, float]])
     return out
 
 
+def edges_summary(results: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The audit's edges in brief (``None`` when it did not ask for them): how many were attributed, the most
+    harmful edge (``"u–v (group a–group b)"`` and its ΔΓ), the cross-group edges' harm ratio (share of the harm /
+    share of the edges that change anything), and each edge budget's verdict against random edges, or why not."""
+    edges = (results or {}).get("edges")
+    if not edges:
+        return None
+    if not edges.get("computed"):
+        return {"computed": False, "reason": edges.get("reason")}
+    top = (edges.get("top_harmful") or [None])[0]
+    summary: dict[str, Any] = {
+        "edges": edges.get("edges"),
+        "top_harmful": None
+        if top is None
+        else {
+            "edge": f"{top['u_id']}–{top['v_id']} (group {top['u_group']}–group {top['v_group']})",
+            "delta": top["delta"],
+        },
+        "cross_group_harm_ratio": (edges.get("cross_group") or {}).get("harm_ratio"),
+    }
+    if edges.get("debiasing"):
+        summary["debiasing"] = [
+            {"budget": r["budget"], "deleted": r["deleted"], "verdict": r["verdict"]}
+            for r in edges["debiasing"]["budgets"]
+        ]
+    else:
+        summary["debiasing_reason"] = edges.get("debiasing_reason")
+    return summary
+
+
 def _call(http: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
     try:
         response = http.request(method, path, **kwargs)
@@ -96,7 +126,9 @@ def _finish(audit: dict[str, Any], rules: list[tuple[str, str, float]], out: Cal
         return AUDIT_FAILED
     test = ((audit.get("results") or {}).get("metrics") or {}).get("test") or {}
     hits = crossed(audit.get("results"), rules)
-    out(json.dumps({"id": audit["id"], "state": "succeeded", "metrics": test, "thresholds_crossed": hits}))
+    summary: dict[str, Any] = {"id": audit["id"], "state": "succeeded", "metrics": test, "thresholds_crossed": hits}
+    edges = edges_summary(audit.get("results"))
+    out(json.dumps(summary if edges is None else {**summary, "edges": edges}))
     return THRESHOLD if hits else OK
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from app.integrations.mlflow_log import log_succeeded_audit
 from bind_core.cli import main
 from bind_core.data.datasets import synthetic
 from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.reporting.mlflow_log import audit_metrics
 from bind_core.training.fit import TrainConfig
 
 
@@ -66,3 +68,28 @@ def test_service_hook_logs_and_never_raises(store: str, caplog: pytest.LogCaptur
         bad = Settings(mlflow_tracking_uri="unknown-scheme://nowhere")
         assert log_succeeded_audit(bad, "a2", config.to_dict(), result.to_dict(), None) is None
     assert "logging to MLflow" in caplog.text
+
+
+def test_the_edges_metrics_are_logged(store: str) -> None:
+    graph = synthetic(80, seed=0, train_per_class=15)
+    settings = {"training": {"epochs": 30}, "bootstrap": 0, "validation_sample": 0, "budgets": [], "edges": True}
+    config = AuditConfig.from_dict({**settings, "debias_seeds": [1, 2, 3], "edge_budgets": [0.05, 0.2]})
+    results = json.loads(json.dumps(run_audit(graph, config).to_dict()))
+    run_id = log_succeeded_audit(Settings(mlflow_tracking_uri=store), "e1", config.to_dict(), results, None)
+    _, run = _only_run(store)
+    assert run.info.run_id == run_id
+    m, edges = run.data.metrics, results["edges"]
+    cross, rows = edges["cross_group"], edges["debiasing"]["budgets"]
+    assert m["edges_attributed"] == edges["edges"] > 0 and m["edges_affecting"] == edges["affecting"]
+    assert m["edges_cross_group_edge_share"] == pytest.approx(cross["edge_share"])
+    assert m["edges_cross_group_harm_share"] == pytest.approx(cross["harm_share"])
+    assert m["edges_top_harmful_delta"] < 0 and m["edges_top_harmful_delta"] == pytest.approx(
+        edges["top_harmful"][0]["delta"]
+    )
+    assert m["edges_seconds"] == pytest.approx(edges["seconds"])
+    for name, row in (("edges_debiasing_0.05", rows[0]), ("edges_debiasing_0.2", rows[1])):
+        assert m[f"{name}_selected_delta"] == pytest.approx(row["selected"]["mean"])
+        assert m[f"{name}_advantage"] == pytest.approx(row["advantage"])
+    plain = {**results, "edges": {k: v for k, v in edges.items() if k != "debiasing"}}
+    assert not [k for k in audit_metrics(plain) if k.startswith("edges_debiasing_")]
+    assert not [k for k in audit_metrics({**results, "edges": {"computed": False, "reason": "r"}}) if "edges" in k]

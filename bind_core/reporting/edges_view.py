@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bind_core.reporting.page import fmt
+from bind_core.reporting import edge_plots
+from bind_core.reporting.page import fmt, trusted_svg
 
 __all__ = ["edges_view"]
 
@@ -33,6 +34,7 @@ def edges_view(edges: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return {"reason": str(edges.get("reason") or "not computed")}
     cross = edges.get("cross_group") or {}
     undefined = cross.get("undefined") or {}
+    harmful, helpful = list(edges.get("top_harmful") or []), list(edges.get("top_helpful") or [])
     return {
         "reason": None,
         "facts": [
@@ -55,11 +57,27 @@ def edges_view(edges: Mapping[str, Any] | None) -> dict[str, Any] | None:
             ]
         ],
         "undefined": [f"{k}: {v}" for k, v in undefined.items()],
-        "harmful": _rows(list(edges.get("top_harmful") or [])),
-        "helpful": _rows(list(edges.get("top_helpful") or [])),
+        "harmful": _rows(harmful),
+        "helpful": _rows(helpful),
+        "top_svg": trusted_svg(edge_plots.top_edges_bars(harmful, helpful, ident="edges-top"))
+        if harmful or helpful
+        else None,
+        **_shares(cross),
         "debiasing": _debiasing(edges.get("debiasing")),
         "debiasing_reason": edges.get("debiasing_reason"),
     }
+
+
+def _shares(cross: Mapping[str, Any]) -> dict[str, Any]:
+    """The chart of the cross-group edges' share of the edges against their share of the harm (``shares_svg``), or
+    why it is not drawn (``shares_reason``: either share is null)."""
+    missing = [k for k in ("edge_share", "harm_share") if cross.get(k) is None]
+    if not missing:
+        svg = trusted_svg(edge_plots.cross_group_shares(cross, ident="edges-shares"))
+        return {"shares_svg": svg, "shares_reason": None}
+    undefined = cross.get("undefined") or {}
+    why = "; ".join(f"{k.replace('_', ' ')}: {undefined.get(k) or 'not given'}" for k in missing)
+    return {"shares_svg": None, "shares_reason": why}
 
 
 def _spread(part: Mapping[str, Any] | None) -> str:
@@ -88,6 +106,7 @@ def _debiasing(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
             caveats.append(f"{budget}: {r['caveat']}")
     seeds: list[int] = next((list(r["seeds"]) for r in budgets if r.get("seeds")), [])
     return {
+        "svg": trusted_svg(edge_plots.edge_debiasing_bars(budgets, ident="edges-debiasing")) if budgets else None,
         "pool": fmt(found.get("pool")),
         "seeds": ", ".join(str(s) for s in seeds),
         "rows": rows,

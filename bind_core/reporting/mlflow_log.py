@@ -39,7 +39,8 @@ def audit_params(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def audit_metrics(results: Mapping[str, Any]) -> dict[str, float]:
-    """The test metrics, their interval bounds (``<metric>_low``/``_high``), worst pairs and stability."""
+    """The test metrics, their interval bounds (``<metric>_low``/``_high``), worst pairs, stability, validation and
+    the edges (:func:`edge_metrics`)."""
     metrics = results.get("metrics") or {}
     test = metrics.get("test") or {}
     out: dict[str, float] = {k: float(test[k]) for k in METRIC_KEYS if isinstance(test.get(k), int | float)}
@@ -59,7 +60,33 @@ def audit_metrics(results: Mapping[str, Any]) -> dict[str, float]:
     if validation and validation.get("pearson") is not None:
         out["validation_pearson"] = float(validation["pearson"])
         out["validation_spearman"] = float(validation["spearman"])
+    out.update(edge_metrics(results.get("edges")))
     return {k: v for k, v in out.items() if math.isfinite(v)}
+
+
+def edge_metrics(edges: Mapping[str, Any] | None) -> dict[str, float]:
+    """The ``edges`` section's numbers, when the edges were attributed: ``edges_attributed``, ``edges_affecting``,
+    ``edges_cross_group_edge_share``, ``edges_cross_group_harm_share``, ``edges_top_harmful_delta`` (the most
+    harmful edge's ΔΓ), ``edges_seconds``; per edge budget ``b`` (as written in the config, e.g. ``0.01``)
+    ``edges_debiasing_<b>_selected_delta`` (the selected edges' mean ΔΓ) and ``edges_debiasing_<b>_advantage``.
+    A null number is left out."""
+    if not edges or not edges.get("computed"):
+        return {}
+    cross = edges.get("cross_group") or {}
+    top = edges.get("top_harmful") or []
+    found = {
+        "edges_attributed": edges.get("edges"),
+        "edges_affecting": edges.get("affecting"),
+        "edges_cross_group_edge_share": cross.get("edge_share"),
+        "edges_cross_group_harm_share": cross.get("harm_share"),
+        "edges_top_harmful_delta": top[0]["delta"] if top else None,
+        "edges_seconds": edges.get("seconds"),
+    }
+    for row in (edges.get("debiasing") or {}).get("budgets") or []:
+        name = f"edges_debiasing_{float(row['budget']):g}"
+        found[f"{name}_selected_delta"] = (row.get("selected") or {}).get("mean")
+        found[f"{name}_advantage"] = row.get("advantage")
+    return {k: float(v) for k, v in found.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def log_audit(

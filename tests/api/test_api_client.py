@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import threading
 import time
 import uuid
@@ -13,8 +14,10 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.cli import build_parser
-from app.client import AUDIT_FAILED, HTTP_ERROR, OK, THRESHOLD, crossed, parse_rule, run
+from app.client import AUDIT_FAILED, HTTP_ERROR, OK, THRESHOLD, crossed, edges_summary, parse_rule, run
 from app.core.db.tables import Audit
+from bind_core.data.datasets import synthetic
+from bind_core.pipeline.audit import AuditConfig, run_audit
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -73,3 +76,40 @@ def test_submit_wait_fail_on_status_results(
     queued = __import__("json").loads(lines[-1])["id"]
     assert run(_args("results", queued), http, lines.append) == AUDIT_FAILED
     assert run(_args("status", str(uuid.uuid4())), http, lines.append) == HTTP_ERROR
+
+
+def test_the_summary_has_the_edges_and_their_debiasing_verdicts(
+    client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session]
+) -> None:
+    graph = synthetic(80, seed=0, train_per_class=15)
+    settings = {"training": {"epochs": 30}, "bootstrap": 0, "validation_sample": 0, "budgets": [], "edges": True}
+    debiased = {**settings, "debias_seeds": [1, 2, 3], "edge_budgets": [0.05, 0.2]}
+    results = json.loads(json.dumps(run_audit(graph, AuditConfig.from_dict(debiased)).to_dict()))
+    http = TestClient(client.app, headers=auth)
+    audit_id = http.post("/v1/audits", json={"graph_id": graph_id, **debiased}).json()["id"]
+    with sessions.begin() as session:
+        session.execute(update(Audit).where(Audit.id == uuid.UUID(audit_id)).values(state="succeeded", results=results))
+    lines: list[str] = []
+    assert run(_args("results", audit_id, "--fail-on", "gamma>10"), http, lines.append) == OK
+    shown, edges = json.loads(lines[-1])["edges"], results["edges"]
+    top = edges["top_harmful"][0]
+    assert shown["edges"] == edges["edges"] > 0 and shown["top_harmful"]["delta"] == top["delta"] < 0
+    assert (
+        shown["top_harmful"]["edge"] == f"{top['u_id']}–{top['v_id']} (group {top['u_group']}–group {top['v_group']})"
+    )
+    assert shown["cross_group_harm_ratio"] == edges["cross_group"]["harm_ratio"]
+    rows = edges["debiasing"]["budgets"]
+    assert shown["debiasing"] == [
+        {"budget": r["budget"], "deleted": r["deleted"], "verdict": r["verdict"]} for r in rows
+    ]
+    plain = {**results, "edges": {k: v for k, v in edges.items() if k != "debiasing"} | {"debiasing_reason": "why"}}
+    brief = edges_summary(plain)
+    assert brief is not None and brief["debiasing_reason"] == "why" and "debiasing" not in brief
+    assert edges_summary({"edges": {"computed": False, "reason": "two layers"}}) == {
+        "computed": False,
+        "reason": "two layers",
+    }
+    assert edges_summary({"metrics": {}}) is None
+    _succeed(sessions, audit_id, 0.05)
+    assert run(_args("results", audit_id, "--fail-on", "gamma>10"), http, lines.append) == OK
+    assert "edges" not in json.loads(lines[-1])
