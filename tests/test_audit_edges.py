@@ -183,6 +183,7 @@ def test_a_two_layer_model_is_attributed_by_damped_steps(graph: Graph) -> None:
     assert len(rows) == graph.num_edges
     assert [r["delta"] for r in rows] == pytest.approx(direct.delta.tolist(), rel=1e-6, abs=1e-12)
     assert AuditResults.from_dict(doc).to_dict() == doc
+    assert "Estimate: damped steps" in render_report(doc)
 
 
 def test_without_influence_or_unasked_there_is_no_estimate(graph: Graph) -> None:

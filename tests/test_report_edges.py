@@ -109,9 +109,9 @@ def test_no_debiasing_chart_unless_edge_debiasing_ran(graph: Graph, doc: dict[st
 
 
 def test_without_edges_there_is_the_reason_and_no_figure(graph: Graph) -> None:
-    two_layer = _stored(graph, {**FAST, "model": {"layers": 2, "hidden": 4}, "edges": True})
-    part = section(render_report(two_layer))
-    assert "Not computed: edge attribution covers" in part and "<svg" not in part
+    no_influence = _stored(graph, {**FAST, "stages": ["training", "metrics"], "edges": True})
+    part = section(render_report(no_influence))
+    assert "Not computed: the influence stage did not run" in part and "<svg" not in part
     bare = _stored(graph.without_edges(undirected_edges(graph)), {**FAST, "edges": True})
     part = section(render_report(bare))
     why = bare["edges"]["cross_group"]["undefined"]

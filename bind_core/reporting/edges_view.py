@@ -57,6 +57,7 @@ def edges_view(edges: Mapping[str, Any] | None) -> dict[str, Any] | None:
             ]
         ],
         "undefined": [f"{k}: {v}" for k, v in undefined.items()],
+        "estimator": _estimator(edges),
         "harmful": _rows(harmful),
         "helpful": _rows(helpful),
         "top_svg": trusted_svg(edge_plots.top_edges_bars(harmful, helpful, ident="edges-top"))
@@ -78,6 +79,17 @@ def _shares(cross: Mapping[str, Any]) -> dict[str, Any]:
     undefined = cross.get("undefined") or {}
     why = "; ".join(f"{k.replace('_', ' ')}: {undefined.get(k) or 'not given'}" for k in missing)
     return {"shares_svg": None, "shares_reason": why}
+
+
+def _estimator(edges: Mapping[str, Any]) -> str | None:
+    """How a multi-layer or attention model's values were obtained (``None`` for the one-layer estimate)."""
+    if not edges.get("estimator"):
+        return None
+    return (
+        f"Estimate: {edges['estimator']}. {fmt(edges.get('settled'))} edges were settled, among them every edge "
+        "listed below; the other edges' values are first-order values, which rank the edges but whose size is not "
+        "claimed."
+    )
 
 
 def _spread(part: Mapping[str, Any] | None) -> str:
