@@ -44,6 +44,7 @@ from bind_core.errors import ConfigError
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
 from bind_core.influence.lowrank import DampedInverse, damped_inverse
 from bind_core.influence.neighbourhood import Csr
+from bind_core.influence.proximal import lbfgs_finish, proximal_objective
 from bind_core.influence.reduce import GraphReducer
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns, make_hvp
 from bind_core.models.gnn import node_losses, probabilities
@@ -332,7 +333,7 @@ class Stepper:
         graph's numbering), the training positions ``gone`` (a mask) deleted with their losses and those in
         ``others`` (a superset of the kept ones whose loss changes) kept; Γ exactly at the weights reached. With
         ``finish``, a deletion the chord steps leave above ``tol`` is finished by L-BFGS on the proximal objective
-        (:data:`FINISH_ITERATIONS` at most)."""
+        (:data:`~bind_core.influence.proximal.FINISH_ITERATIONS` at most)."""
         fm, g, m, train, y = self.fm, self.fm.graph, self.m, self.train, self.y
         logits_s = fm.logits(self.probe, self.wanted, reduced)  # training rows, then test rows
         kept_loss = node_losses(logits_s[others], y[train[others]]).sum()
@@ -341,7 +342,7 @@ class Stepper:
         (grad_c,) = torch.autograd.grad(deleted, self.probe, retain_graph=True)  # through both forward passes
         first_step = self.solve_damped(grad_c) / m
         rest = ~gone.to(fm.device)
-        objective = _proximal_objective(fm, reduced, self.wanted, rest, y[train[rest]], m, self.mu)
+        objective = proximal_objective(fm, reduced, self.wanted, rest, y[train[rest]], m, self.mu)
         at, moved, taken = fm.theta, probabilities(logits_s[m:].detach()), 0  # Γ on G − S at θ̂
         value = self.objective_hat - float(deleted.detach()) / m  # F(θ̂) = L(θ̂) − c_S(θ̂)/m
         grad_f = self.grad_objective - grad_c / m
@@ -359,7 +360,7 @@ class Stepper:
             at, value, grad_f, moved = candidate, value_new, grad_new, moved_new
             taken += 1
         if finish and float(grad_f.abs().max()) > self.tol:  # the chord stalled: L-BFGS on F from where it got to
-            at, grad_f, moved = _lbfgs_finish(objective, at, self.tol)
+            at, grad_f, moved = lbfgs_finish(objective, at, self.tol)
         with torch.no_grad():
             direct = gammas_from_proba(probabilities(logits_s[m:]), g, fm.groups) - self.base_gamma
             return Deletion(
@@ -387,54 +388,6 @@ def step_set_estimates(
     can add up past anything the set can do."""
     stepper = stepper or Stepper(fm, rule=rule, steps=steps, tol=tol)
     return [stepper.delete(list(positions)) for positions in sets]
-
-
-FINISH_ITERATIONS = 1000
-"""L-BFGS iterations at most when a settle is finished that way (:meth:`Stepper.delete_edges`)."""
-
-
-def _lbfgs_finish(
-    objective: Callable[[Tensor], tuple[float, Tensor, Tensor]], start: Tensor, tol: float
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Minimise the proximal objective from ``start`` by float64 L-BFGS until its gradient's largest entry is at most
-    ``tol``: ``(weights, gradient, test probabilities)`` there."""
-    flat = start.detach().clone().requires_grad_(True)
-    optimizer = torch.optim.LBFGS(
-        [flat], lr=1.0, max_iter=FINISH_ITERATIONS, tolerance_grad=tol, tolerance_change=1e-18, history_size=50,
-        line_search_fn="strong_wolfe",
-    )  # fmt: skip
-
-    def closure() -> Tensor:
-        value, grad, _ = objective(flat.detach())
-        flat.grad = grad
-        return torch.tensor(value, dtype=flat.dtype)
-
-    optimizer.step(closure)  # type: ignore[no-untyped-call]
-    _, grad, moved = objective(flat.detach())
-    return flat.detach(), grad, moved
-
-
-def _proximal_objective(
-    fm: FunctionalModel, reduced: GraphInputs, wanted: Tensor, rest: Tensor, y: Tensor, m: int, mu: float
-) -> Callable[[Tensor], tuple[float, Tensor, Tensor]]:
-    """``θ ↦ (F(θ), ∇F(θ), test probabilities at θ)`` for the proximal objective on ``G − v``:
-    ``F(θ) = (1/m)·Σ_{rest} ℓ_j(θ; G − v) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²``; ``wanted``: the training rows (the
-    first ``m``) then the test rows, ``rest``: the training positions kept (a mask over the first ``m``)."""
-    theta_hat = fm.theta
-
-    def evaluate(at: Tensor) -> tuple[float, Tensor, Tensor]:
-        probe = at.detach().clone().requires_grad_(True)
-        logits = fm.logits(probe, wanted, reduced)
-        move = probe - theta_hat
-        value = (
-            node_losses(logits[:m][rest], y).sum() / m
-            + 0.5 * fm.weight_decay * (probe * probe).sum()
-            + 0.5 * mu * (move * move).sum()
-        )
-        (grad_f,) = torch.autograd.grad(value, probe)
-        return float(value.detach()), grad_f, probabilities(logits[m:].detach())
-
-    return evaluate
 
 
 def loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
