@@ -112,3 +112,11 @@ def test_bad_arguments_are_refused(graph: Graph) -> None:
         estimate_edges_deep(model, graph, settle=-1)
     with pytest.raises(ConfigError, match="edge"):
         estimate_edges_deep(model, graph, edges=torch.tensor([[0, 0]]))
+
+
+def test_a_stepper_made_for_other_weights_is_refused(graph: Graph) -> None:
+    model = _model(graph, arch="gcn", layers=2)
+    other = _model(graph, arch="gcn", layers=2, hidden=5)
+    stepper = Stepper(FunctionalModel.from_trained(other, graph))
+    with pytest.raises(ConfigError, match="stepper"):
+        estimate_edges_deep(model, graph, stepper=stepper)

@@ -53,7 +53,7 @@ from bind_core.influence.incremental import (
 )
 from bind_core.influence.neighbourhood import Csr
 from bind_core.influence.step import Stepper, loss_derivatives
-from bind_core.models.gnn import probabilities
+from bind_core.models.gnn import flat_parameters, probabilities
 from bind_core.training.fit import TrainedModel
 
 SETTLE = 10
@@ -172,16 +172,17 @@ def estimate_edges_deep(
             if None.
         progress: ``progress(fraction)``.
     """
-    fm = FunctionalModel.from_trained(model, graph, groups)
     if settle < 0:
         raise ConfigError(f"settle: {settle!r} must be >= 0")
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     if stepper is None:
-        stepper = Stepper(fm)
+        stepper = Stepper(FunctionalModel.from_trained(model, graph, groups))
         timings["solve"] = time.perf_counter() - t0
-    elif not torch.equal(stepper.fm.theta, fm.theta):
-        raise ConfigError("the model's weights are not the ones the stepper was made for")
+    else:
+        theta = flat_parameters(model.module)[2].to(stepper.fm.theta.device, stepper.fm.theta.dtype)
+        if not torch.equal(stepper.fm.theta, theta):
+            raise ConfigError("the model's weights are not the ones the stepper was made for")
     und = checked_edges(graph, edges)
     if progress is not None:
         progress(0.1)
