@@ -44,13 +44,7 @@ from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
 from bind_core.influence.edges import EdgeInfluenceResult, checked_edges, exact_direct
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, estimate_targets
-from bind_core.influence.incremental import (
-    FullGraphRows,
-    IncrementalBatch,
-    LayerSpec,
-    layer_spec,
-    union_batch,
-)
+from bind_core.influence.incremental import DeletionSpec, IncrementalBatch, layer_spec, union_batches
 from bind_core.influence.neighbourhood import Csr
 from bind_core.influence.step import Stepper, loss_derivatives
 from bind_core.models.gnn import flat_parameters, probabilities
@@ -77,29 +71,23 @@ def edge_batches(
     csr = Csr.of_degrees(g.edge_index, g.degree)
     relevant = estimate_targets(g) if relevant is None else relevant
     dtilde = (g.degree + 1).to(torch.float64) if gcn else None
-    full = FullGraphRows(fm)
-    pending: list[tuple[int, Tensor, list[LayerSpec]]] = []
-    rows = 0
-    for pos in range(int(edges.shape[0])):
-        p, q = int(edges[pos, 0]), int(edges[pos, 1])
-        ends = torch.tensor(sorted((p, q)))
-        targets = csr.k_hop(ends, depth - 1 + int(gcn))
-        targets = targets[relevant[targets]]
-        if targets.numel() == 0:
-            continue
-        outputs = [csr.k_hop(ends, layer + int(gcn)) for layer in range(depth - 1)] + [targets]
 
-        def keep(owner_nodes: Tensor, nb: Tensor, p: int = p, q: int = q) -> Tensor:
-            return ~(((owner_nodes == p) & (nb == q)) | ((owner_nodes == q) & (nb == p)))
+    def deletions() -> Iterator[DeletionSpec]:
+        for pos in range(int(edges.shape[0])):
+            p, q = int(edges[pos, 0]), int(edges[pos, 1])
+            ends = torch.tensor(sorted((p, q)))
+            targets = csr.k_hop(ends, depth - 1 + int(gcn))
+            targets = targets[relevant[targets]]
+            if targets.numel() == 0:
+                continue
+            outputs = [csr.k_hop(ends, layer + int(gcn)) for layer in range(depth - 1)] + [targets]
 
-        per_layer = [layer_spec(csr, out_nodes, keep, ends, dtilde) for out_nodes in outputs]
-        rows += sum(int(spec[0].numel()) for spec in per_layer)
-        pending.append((pos, targets, per_layer))
-        if rows >= max_rows:
-            yield union_batch(fm, full, pending)
-            pending, rows = [], 0
-    if pending:
-        yield union_batch(fm, full, pending)
+            def keep(owner_nodes: Tensor, nb: Tensor, p: int = p, q: int = q) -> Tensor:
+                return ~(((owner_nodes == p) & (nb == q)) | ((owner_nodes == q) & (nb == p)))
+
+            yield pos, targets, [layer_spec(csr, out_nodes, keep, ends, dtilde) for out_nodes in outputs]
+
+    return union_batches(fm, deletions(), max_rows)
 
 
 def first_order_terms(

@@ -191,6 +191,11 @@ def layer_spec(
     return sources, torch.stack([src, dst]), torch.searchsorted(sources, out_nodes), weight
 
 
+DeletionSpec = tuple[int, Tensor, list[LayerSpec]]
+"""One deletion for :func:`union_batches`: its position (a training position, or an edge's), the affected nodes worth
+yielding, and its layers."""
+
+
 def incremental_batches(
     fm: FunctionalModel,
     max_rows: int,
@@ -208,27 +213,41 @@ def incremental_batches(
     csr = Csr.of_degrees(g.edge_index, g.degree)
     relevant = estimate_targets(g) if relevant is None else relevant
     dtilde = (g.degree + 1).to(torch.float64)
+
+    def deletions() -> Iterator[DeletionSpec]:
+        for v_pos in range(first, stop):
+            if check is not None:
+                check()
+            v = int(g.train_idx[v_pos])
+            seed = torch.tensor([v])
+            targets = csr.k_hop(seed, depth)
+            targets = targets[(targets != v) & relevant[targets]]
+            if targets.numel() == 0:
+                continue
+            outputs = [_without(csr.k_hop(seed, layer + 1 + int(gcn)), v) for layer in range(depth - 1)] + [targets]
+            lowered = csr.neighbours_of(v)  # their degree falls by one on G − v
+
+            def keep(owner_nodes: Tensor, nb: Tensor, v: int = v) -> Tensor:
+                return nb != v
+
+            yield (
+                v_pos,
+                targets,
+                [layer_spec(csr, out_nodes, keep, lowered, dtilde if gcn else None) for out_nodes in outputs],
+            )
+
+    return union_batches(fm, deletions(), max_rows)
+
+
+def union_batches(fm: FunctionalModel, deletions: Iterator[DeletionSpec], max_rows: int) -> Iterator[IncrementalBatch]:
+    """``deletions`` gathered into batches of about ``max_rows`` input rows (summed over layers), each one disjoint
+    union (:func:`union_batch`) sharing the full graph's rows."""
     full = FullGraphRows(fm)
-    pending: list[tuple[int, Tensor, list[LayerSpec]]] = []
+    pending: list[DeletionSpec] = []
     rows = 0
-    for v_pos in range(first, stop):
-        if check is not None:
-            check()
-        v = int(g.train_idx[v_pos])
-        seed = torch.tensor([v])
-        targets = csr.k_hop(seed, depth)
-        targets = targets[(targets != v) & relevant[targets]]
-        if targets.numel() == 0:
-            continue
-        outputs = [_without(csr.k_hop(seed, layer + 1 + int(gcn)), v) for layer in range(depth - 1)] + [targets]
-        lowered = csr.neighbours_of(v)  # their degree falls by one on G − v
-
-        def keep(owner_nodes: Tensor, nb: Tensor, v: int = v) -> Tensor:
-            return nb != v
-
-        per_layer = [layer_spec(csr, out_nodes, keep, lowered, dtilde if gcn else None) for out_nodes in outputs]
-        rows += sum(int(spec[0].numel()) for spec in per_layer)
-        pending.append((v_pos, targets, per_layer))
+    for item in deletions:
+        pending.append(item)
+        rows += sum(int(spec[0].numel()) for spec in item[2])
         if rows >= max_rows:
             yield union_batch(fm, full, pending)
             pending, rows = [], 0
