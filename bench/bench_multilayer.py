@@ -89,7 +89,7 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
         check = validate(model, graph, influence, sample=sample, mode=mode, seed=seed)
         row[mode] = _scores(check.estimated[:, 0], check.actual[:, 0]) | {"seconds": time.perf_counter() - start}
     if args.node_sets and seed == seeds(args)[0]:
-        row["node_sets"] = node_sets(model, graph, influence, args)
+        row["node_sets"] = node_sets(model, graph, influence, args) | {"retrain": args.retrain}
     if args.debias and seed == seeds(args)[0]:
         # --retrain adam: the retrainings stop at Adam's best-validation epoch (as a user trains), no polish
         retrain = dataclasses.replace(model.train_config, polish=False) if args.retrain == "adam" else None
@@ -117,7 +117,9 @@ def node_sets(model: TrainedModel, graph: Graph, influence: Any, args: Any) -> d
     mean effect of retraining from scratch without it over the ``--debias-seeds``, paired by seed, with the seeds'
     noise floor on the unchanged graph; is the sign right wherever the effect exceeds twice the floor?"""
     train_seeds = [int(s) for s in args.debias_seeds.split(",")]
-    baselines = seed_baselines(model, graph, train_seeds)
+    # --retrain adam: every retraining (the baselines too) stops at Adam's best-validation epoch, no polish
+    config = dataclasses.replace(model.train_config, polish=False) if args.retrain == "adam" else model.train_config
+    baselines = seed_baselines(model, graph, train_seeds, retrain=config if args.retrain == "adam" else None)
     noise = statistics.stdev(baselines.values())
     fm = FunctionalModel.from_trained(model, graph)
     stepper = Stepper(fm) if influence.solve.details.get("method") == "step" else None
@@ -135,7 +137,7 @@ def node_sets(model: TrainedModel, graph: Graph, influence: Any, args: Any) -> d
             reduced, _ = graph.without_nodes(graph.train_idx[torch.tensor(positions)])
             effects = []
             for s, base in baselines.items():
-                again = train(reduced, dataclasses.replace(model.train_config, seed=s), model.model_config)
+                again = train(reduced, dataclasses.replace(config, seed=s), model.model_config)
                 sp, eo = gammas(again, reduced)
                 effects.append(influence.lam * sp + (1 - influence.lam) * eo - base)
             actual = statistics.fmean(effects)

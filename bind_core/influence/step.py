@@ -25,8 +25,8 @@ A set of nodes is settled the same way on ``G − S`` (:class:`Stepper`), not as
 
 Cost: one dense Hessian and its eigendecomposition up to
 :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, else Lanczos eigenpairs from a few hundred
-Hessian-vector products (:mod:`bind_core.influence.lowrank`); per training node two forward passes and one
-backward pass of the model on the full graph, and one of each per further step.
+Hessian-vector products (:mod:`bind_core.influence.lowrank`); per training node one forward and one backward pass
+of the model on ``G − v`` at ``θ̂`` (which give ``∇c_v`` and the direct term), and one of each per step.
 
 The sign convention is the estimate's (:data:`bind_core.influence.SIGN_CONVENTION`).
 """
@@ -43,11 +43,10 @@ from torch import Tensor
 from bind_core.errors import ConfigError
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
 from bind_core.influence.lowrank import DampedInverse, damped_inverse
-from bind_core.influence.neighbourhood import Csr
 from bind_core.influence.proximal import lbfgs_finish, proximal_objective
 from bind_core.influence.reduce import GraphReducer
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns, make_hvp
-from bind_core.models.gnn import node_losses, probabilities
+from bind_core.models.gnn import probabilities
 from bind_core.models.propagation import GraphInputs
 
 DAMPING_RULE = 1e-3
@@ -74,13 +73,6 @@ damping (:mod:`bind_core.influence.lowrank`); ``auto``: dense up to
 def damping_for(eigenvalues: Tensor, rule: float = DAMPING_RULE) -> float:
     """The proximal damping ``μ = rule·λ_max`` for a Hessian with these eigenvalues."""
     return rule * float(eigenvalues.max().clamp(min=0.0))
-
-
-def hops_affected(fm: FunctionalModel) -> int:
-    """How far from a deleted node the outputs change: ``L`` hops, ``L + 1`` for GCN (whose normalisation
-    changes at the deleted node's neighbours, so their neighbours' first-layer rows change too)."""
-    layers = fm.module.config.layers
-    return layers + 1 if fm.module.config.arch == "gcn" else layers
 
 
 def inputs_without(fm: FunctionalModel, nodes: int | Tensor) -> GraphInputs:
@@ -272,21 +264,16 @@ class Stepper:
                     "method": "step",
                 },
             )
-        self.probe = theta.detach().clone().requires_grad_(True)
         self.full = full_inputs(fm)
         # The rows a deletion is judged on, training rows first: the last layer computes these only.
         self.wanted = torch.cat([self.train, self.test])
-        base_logits = fm.logits(self.probe, self.wanted, self.full)
-        self.base_losses = node_losses(base_logits[:m], self.y[self.train])  # graph kept for every backward
-        self.base_proba = probabilities(base_logits[m:].detach())
+        with torch.no_grad():
+            base_logits = fm.logits(fm.theta, self.wanted, self.full)
+        self.base_proba = probabilities(base_logits[m:])
         self.base_gamma = gammas_from_proba(self.base_proba, g, fm.groups).detach()
         self.grad_gamma = _gamma_gradients(fm, theta, self.full)  # [2, p]
         self.grad_objective = torch.func.grad(fm.objective)(theta).detach()  # ≈ 0 at a stationary point
         self.objective_hat = float(fm.objective(theta).detach())
-        self.train_pos = torch.full((g.num_nodes,), -1, dtype=torch.long)
-        self.train_pos[g.train_idx] = torch.arange(m)
-        self.csr = Csr.of_degrees(g.edge_index, g.degree)
-        self.hops = hops_affected(fm)
         self.reducer = GraphReducer(fm, rows=self.wanted)
 
     def solve_damped(self, vec: Tensor) -> Tensor:
@@ -307,14 +294,10 @@ class Stepper:
 
     def delete(self, positions: list[int]) -> Deletion:
         """Settle the deletion of the training nodes at ``positions`` together (see :func:`step_estimate`)."""
-        g, m = self.fm.graph, self.m
-        nodes = g.train_idx[torch.tensor(positions, dtype=torch.long)]
-        gone = torch.zeros(m, dtype=torch.bool)
+        nodes = self.fm.graph.train_idx[torch.tensor(positions, dtype=torch.long)]
+        gone = torch.zeros(self.m, dtype=torch.bool)
         gone[torch.tensor(positions, dtype=torch.long)] = True
-        near_pos = self.train_pos[self.csr.k_hop(nodes, self.hops)]
-        near_pos = near_pos[near_pos >= 0]
-        others = near_pos[~gone[near_pos]]  # T(S) ⊇ the training nodes whose loss the deletion changes
-        return self._settle(self.reducer(nodes), gone, others)
+        return self._settle(self.reducer(nodes), gone)
 
     def delete_edges(self, edges: Tensor) -> Deletion:
         """Settle the deletion of the undirected ``edges`` (``[k, 2]``, both directions go) together: no loss is
@@ -324,28 +307,24 @@ class Stepper:
         the chord steps stall there, L-BFGS on the same proximal objective finishes (``finish``)."""
         fm, g = self.fm, self.fm.graph
         pairs = torch.as_tensor(edges, dtype=torch.long).reshape(-1, 2)
-        near_pos = self.train_pos[self.csr.k_hop(torch.unique(pairs.reshape(-1)), self.hops - 1)]
         reduced = fm.module.prepare(g.without_edges(pairs), fm.theta.dtype, fm.device)
-        return self._settle(reduced, torch.zeros(self.m, dtype=torch.bool), near_pos[near_pos >= 0], finish=True)
+        return self._settle(reduced, torch.zeros(self.m, dtype=torch.bool), finish=True)
 
-    def _settle(self, reduced: GraphInputs, gone: Tensor, others: Tensor, *, finish: bool = False) -> Deletion:
+    def _settle(self, reduced: GraphInputs, gone: Tensor, *, finish: bool = False) -> Deletion:
         """Damped steps towards the proximal optimum on the reduced graph (``reduced``: its inputs in the full
-        graph's numbering), the training positions ``gone`` (a mask) deleted with their losses and those in
-        ``others`` (a superset of the kept ones whose loss changes) kept; Γ exactly at the weights reached. With
+        graph's numbering), the training positions ``gone`` (a mask) deleted with their losses, every other one kept
+        with its loss on the reduced graph; Γ exactly at the weights reached. With
         ``finish``, a deletion the chord steps leave above ``tol`` is finished by L-BFGS on the proximal objective
         (:data:`~bind_core.influence.proximal.FINISH_ITERATIONS` at most)."""
         fm, g, m, train, y = self.fm, self.fm.graph, self.m, self.train, self.y
-        logits_s = fm.logits(self.probe, self.wanted, reduced)  # training rows, then test rows
-        kept_loss = node_losses(logits_s[others], y[train[others]]).sum()
-        lost = torch.cat([others.to(fm.device), gone.to(fm.device).nonzero().flatten()])
-        deleted = self.base_losses[lost].sum() - kept_loss  # c_S(θ̂)
-        (grad_c,) = torch.autograd.grad(deleted, self.probe, retain_graph=True)  # through both forward passes
-        first_step = self.solve_damped(grad_c) / m
         rest = ~gone.to(fm.device)
         objective = proximal_objective(fm, reduced, self.wanted, rest, y[train[rest]], m, self.mu)
-        at, moved, taken = fm.theta, probabilities(logits_s[m:].detach()), 0  # Γ on G − S at θ̂
-        value = self.objective_hat - float(deleted.detach()) / m  # F(θ̂) = L(θ̂) − c_S(θ̂)/m
-        grad_f = self.grad_objective - grad_c / m
+        # F at θ̂ on G − S: one forward and one backward pass. F(θ̂) = L(θ̂) − c_S(θ̂)/m, so its gradient gives
+        # ∇c_S(θ̂) without a backward pass through the full graph's losses; its test probabilities give the direct term.
+        value, grad_f, moved = objective(fm.theta)
+        at, taken, unchanged = fm.theta, 0, moved
+        grad_c = (self.grad_objective - grad_f) * m
+        first_step = self.solve_damped(grad_c) / m
         while taken < self.steps and float(grad_f.abs().max()) > self.tol:
             direction = self.solve_damped(grad_f)
             slope = float(grad_f @ direction)  # > 0: −direction descends F ((H + μI)⁻¹ is positive definite)
@@ -362,7 +341,7 @@ class Stepper:
         if finish and float(grad_f.abs().max()) > self.tol:  # the chord stalled: L-BFGS on F from where it got to
             at, grad_f, moved = lbfgs_finish(objective, at, self.tol)
         with torch.no_grad():
-            direct = gammas_from_proba(probabilities(logits_s[m:]), g, fm.groups) - self.base_gamma
+            direct = gammas_from_proba(unchanged, g, fm.groups) - self.base_gamma
             return Deletion(
                 delta=(gammas_from_proba(moved, g, fm.groups) - self.base_gamma).cpu(),
                 direct=direct.detach().cpu(),
