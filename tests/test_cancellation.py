@@ -75,6 +75,9 @@ CASES: list[tuple[str, dict[str, Any], Callable[[str, float, int], bool], str]] 
     ("debiasing retrain", {}, lambda s, f, n: s == "debiasing" and n > 3, "_adam"),
     ("chance retrains", {"debias_seeds": [1, 2, 3], "debias_random_sets": 1},
      lambda s, f, n: s == "debiasing" and n > 3, "_retrain"),
+    ("Adam-only retrains", {"debias_retrain": "adam"}, lambda s, f, n: s == "debiasing" and n > 3, "_adam"),
+    ("Adam-only chance retrains", {"debias_retrain": "adam", "debias_seeds": [1, 2, 3], "debias_random_sets": 1},
+     lambda s, f, n: s == "debiasing" and n > 40 and f < 0.5, "_retrain"),  # past the 30 epochs of `before`
     ("validation re-optimisation", {}, lambda s, f, n: s == "validation" and n > 3, "closure"),
 ]  # fmt: skip
 

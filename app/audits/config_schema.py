@@ -62,6 +62,9 @@ class AuditConfigRead(StoredModel):
     estimator: str | None = Field(None, description="string: auto, linear or step")
     debias_seeds: list[int] | None = Field(None, description="integers: seeds of the check against chance")
     debias_random_sets: int | None = Field(None, description="integer: random sets per budget in that check")
+    debias_retrain: str | None = Field(
+        None, description="string: audit (retrain as the audit trains: Adam, then the polish) or adam (Adam alone)"
+    )
     edges: bool | None = Field(None, description="boolean: every edge's ΔΓ attributed too (results.edges)")
     edge_budgets: list[float] | None = Field(
         None, description="numbers in (0, 1]: edge debiasing budgets, fractions of the edges that change anything"

@@ -153,6 +153,15 @@ class AuditCreate(BaseModel):
         "spread and whether the selection beats random deletion beyond twice the noise. Empty disables.",
     )
     debias_random_sets: StrictInt = Field(default=3, ge=1, le=20, description="Random sets per budget for that check.")
+    debias_retrain: Literal["audit", "adam"] = Field(
+        default="audit",
+        description="How every retraining of the debiasing stage trains (each budget's retrain after the deletion, "
+        "the check against chance and the edge debiasing). audit: as the audited model was trained (Adam, then the "
+        "polish to a stationary point). adam: the same settings without the polish (Adam alone, keeping its best "
+        "validation epoch, as a user trains); each row's before is then the unchanged graph retrained so too. Use "
+        "adam for multi-layer models: there the polish costs minutes per retraining and polished models from "
+        "different seeds land in different minima, whose noise swamps the check against chance.",
+    )
     edges: StrictBool = Field(
         default=False,
         description="Also attribute the bias to every undirected edge (ΔΓ of deleting it, reusing the node "

@@ -12,7 +12,7 @@ from bind_core.data.graph import Graph
 from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.nodesets import resolve_budget, select
 from bind_core.fairness.metrics import evaluate
-from bind_core.training.fit import ProgressCallback, TrainedModel, train
+from bind_core.training.fit import ProgressCallback, TrainConfig, TrainedModel, train
 
 
 def report(
@@ -39,9 +39,15 @@ def debias(
     chance_seeds: Sequence[int] = (),
     random_sets: int = 3,
     set_estimate: Callable[[list[int]], float] | None = None,
+    retrain: TrainConfig | None = None,
 ) -> list[dict[str, Any]]:
     """For each budget: delete the harmful node set (:func:`~bind_core.debiasing.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
+
+    ``retrain``: the settings of every retraining here (the after-deletion one and the chance check's), e.g. the
+    model's without the polish (``AuditConfig.debias_retrain="adam"``); ``None``: the model's own. When given,
+    ``before`` is the unchanged graph retrained with them too (the model's seed), not the audited model, so that
+    before and after went through the same training.
 
     ``utility`` (aligned with ``train_idx``, :func:`~bind_core.influence.utility.utility_influence`): when given,
     nodes whose deletion is estimated to raise the validation loss (``utility > 0``) are never deleted, so the
@@ -69,32 +75,42 @@ def debias(
         if utility.shape != influence.shape:
             raise ValueError("utility must be aligned with influence (one value per training node)")
         candidates = torch.where(utility.to(influence.device) > 0, torch.full_like(influence, torch.inf), influence)
-    before = report(model, graph, lam, groups)
-    position = torch.full((graph.num_nodes,), -1, dtype=torch.long)  # node -> its place in train_idx
-    position[graph.train_idx] = torch.arange(graph.train_idx.numel())
+    settings = model.train_config if retrain is None else retrain
     rows = []
     parts = len(budgets) * (2 if chance_seeds else 1) + (1 if chance_seeds else 0)  # progress: retraining groups
+    parts += 0 if retrain is None else 1
+    done = 0
+    if retrain is None:
+        before = report(model, graph, lam, groups)
+    else:
+        step = None if progress is None else (lambda _s, f: progress("debiasing", f / parts))
+        unchanged = train(graph, retrain, model.model_config, progress=step, device=model.device)
+        before = report(unchanged, graph, lam, groups)
+        done = 1
+    position = torch.full((graph.num_nodes,), -1, dtype=torch.long)  # node -> its place in train_idx
+    position[graph.train_idx] = torch.arange(graph.train_idx.numel())
     baselines = None
     if chance_seeds:
-        hold = None if progress is None else (lambda: progress("debiasing", 0.0))
-        baselines = seed_baselines(model, graph, chance_seeds, lam=lam, groups=groups, hold=hold)
+        hold = None if progress is None else (lambda d=done: progress("debiasing", d / parts))
+        baselines = seed_baselines(model, graph, chance_seeds, lam=lam, groups=groups, hold=hold, retrain=retrain)
+        done += 1
         if progress is not None:
-            progress("debiasing", 1 / parts)
-    done = 1 if chance_seeds else 0
+            progress("debiasing", done / parts)
     for i, budget in enumerate(budgets):
         start = time.perf_counter()
         hops = 0 if set_estimate is not None else model.model_config.layers  # 0: overlap allowed
         nodes = select(candidates, graph, budget, "harmful", hops=hops)
         reduced, _ = graph.without_nodes(nodes)
         step = None if progress is None else (lambda _s, f, d=done: progress("debiasing", (d + f) / parts))
-        retrained = train(reduced, model.train_config, model.model_config, progress=step, device=model.device)
+        retrained = train(reduced, settings, model.model_config, progress=step, device=model.device)
         done += 1
         chance = None
         if baselines is not None:
             tick = None if progress is None else (lambda f, d=done: progress("debiasing", (d + f) / parts))
             chance = against_random(
-                model, graph, nodes, baselines, random_sets=random_sets, lam=lam, groups=groups, seed=i, progress=tick
-            )
+                model, graph, nodes, baselines, random_sets=random_sets, lam=lam, groups=groups, seed=i,
+                progress=tick, retrain=retrain,
+            )  # fmt: skip
             done += 1
         if set_estimate is not None and nodes.numel():
             est = set_estimate(position[nodes].tolist())

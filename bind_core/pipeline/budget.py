@@ -34,7 +34,9 @@ each end of ``STEPS`` passes each. Edge debiasing
 (with ``edges``, ``debias_seeds`` and ``edge_budgets``) retrains each seed once on the graph and
 ``(1 + random_sets)`` times per edge budget. The edge self-check (with ``edges``, the validation stage and
 ``edge_validation_sample``) re-optimises once per sampled edge, like the node self-check per node (the sample is
-drawn among the edges whose deletion changes something, so this is an upper bound).
+drawn among the edges whose deletion changes something, so this is an upper bound). With
+``debias_retrain="adam"`` the trainings of debiasing and edge debiasing have no polish, and the unchanged graph is
+trained once more for the debiasing rows' ``before``.
 """
 
 from __future__ import annotations
@@ -231,12 +233,14 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
             rows = 2.0 * e * min(float(n), 2.0 * (1.0 + 2.0 * e / max(n, 1)) ** hops) * m.layers
             work["edges"] = rows * 2 * 4 * f / max(n, 1) + 2 * SETTLE * STEPS * 4 * f
         seeds = len(config.debias_seeds)
+        adam = config.debias_retrain == "adam"
+        retraining = training if adam else training + polish  # "adam": no polish, and "before" retrained too
         if "debiasing" in config.stages and config.budgets:
             chance = seeds + len(config.budgets) * seeds * (2 + config.debias_random_sets)
-            work["debiasing"] = (len(config.budgets) + chance) * (training + polish)
+            work["debiasing"] = (len(config.budgets) + chance + int(adam)) * retraining
         if "debiasing" in config.stages and config.edges and seeds and config.edge_budgets:
             edge_chance = seeds + len(config.edge_budgets) * seeds * (1 + config.debias_random_sets)  # against chance
-            work["edge_debiasing"] = edge_chance * (training + polish)
+            work["edge_debiasing"] = edge_chance * retraining
         reoptimisation = max(polish, 1.5 * 1000 * 3 * f)  # one validation's polish (at least 1000 iterations)
         if "validation" in config.stages and config.validation_sample:
             work["validation"] = config.validation_sample * reoptimisation

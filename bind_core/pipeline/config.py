@@ -4,7 +4,7 @@ the lower layers' callers can all be typed against it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bind_core.errors import ConfigError
@@ -16,6 +16,8 @@ from bind_core.training.sampling import SAMPLED_ARCHS, normalise_fan_out
 
 STAGES = ("training", "metrics", "influence", "debiasing", "validation")
 """The audit's stages in the order they run (:func:`bind_core.pipeline.stages.planned_stages` says which run)."""
+DEBIAS_RETRAIN = ("audit", "adam")
+"""How the debiasing stage retrains (:attr:`AuditConfig.debias_retrain`)."""
 MAX_REFINE_STEPS = 10_000
 
 
@@ -56,6 +58,14 @@ class AuditConfig:
             set, and without ``debias_random_sets`` random sets of its size; empty (default) skips (it retrains
             ``(2 + debias_random_sets)·seeds`` times per budget).
         debias_random_sets: random sets per budget for that check.
+        debias_retrain: how every retraining of the debiasing stage trains (the after-deletion retrain of each
+            budget, the chance check's seed baselines and random sets, the edge debiasing's retrains).
+            ``"audit"`` (default): as the audited model was trained, with its own settings (Adam, then the polish
+            to a stationary point). ``"adam"``: the model's settings without the polish (Adam alone, keeping its
+            best validation epoch, as a user trains); the rows' ``before`` is then the unchanged graph retrained
+            the same way with the model's seed, so before and after compare like with like. For multi-layer models,
+            where the polish costs minutes per retraining and polished models from different seeds land in
+            different minima (seed noise that swamps the check against chance); each row's ``retrain`` says which.
         edges: after the node estimate, also attribute the bias to every undirected edge (ΔΓ of deleting it,
             :func:`bind_core.influence.edges.estimate_edges`, reusing the node estimate's solve); the result's
             ``edges``. One-layer GCN, GIN and SAGE only (otherwise the section says why it is empty). Off by default:
@@ -90,6 +100,7 @@ class AuditConfig:
     estimator: str = "auto"
     debias_seeds: tuple[int, ...] = ()
     debias_random_sets: int = 3
+    debias_retrain: str = "audit"
     edges: bool = False
     edge_budgets: tuple[float, ...] = (0.0025, 0.01)
     edge_validation_sample: int = 30
@@ -123,6 +134,8 @@ class AuditConfig:
             raise ConfigError(f"debias_seeds: {list(self.debias_seeds)!r} must be empty or 3+ distinct seeds")
         if not 1 <= self.debias_random_sets <= 20:
             raise ConfigError(f"debias_random_sets: {self.debias_random_sets!r} must be between 1 and 20")
+        if self.debias_retrain not in DEBIAS_RETRAIN:
+            raise ConfigError(f"debias_retrain: {self.debias_retrain!r} is not one of {', '.join(DEBIAS_RETRAIN)}")
         if any(not 0 < b <= 1 for b in self.edge_budgets):
             raise ConfigError(
                 f"edge_budgets: {list(self.edge_budgets)!r} must be fractions in (0, 1] (empty: no edge debiasing)"
@@ -139,6 +152,12 @@ class AuditConfig:
                     f"not {self.model.arch}"
                 )
             normalise_fan_out(self.training.fan_out, self.model.layers)
+
+    def debias_training(self, trained_with: TrainConfig) -> TrainConfig | None:
+        """The settings the debiasing stage retrains with, for a model trained with ``trained_with`` (its own
+        :class:`~bind_core.training.fit.TrainConfig`, a supplied model's included): ``None`` (the model's own) for
+        ``debias_retrain="audit"``, the same without the polish for ``"adam"``."""
+        return None if self.debias_retrain == "audit" else replace(trained_with, polish=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +179,7 @@ class AuditConfig:
             "estimator": self.estimator,
             "debias_seeds": list(self.debias_seeds),
             "debias_random_sets": self.debias_random_sets,
+            "debias_retrain": self.debias_retrain,
             "edges": self.edges,
             "edge_budgets": list(self.edge_budgets),
             "edge_validation_sample": self.edge_validation_sample,

@@ -465,6 +465,11 @@ class EdgeDebiasing:
     baselines: dict[str, float] = key("object, seed → Γ retrained with that seed on the unchanged graph")
     noise_floor: float = key("number: standard deviation of the baselines")
     budgets: list[EdgeDebiasingRow] = key("one row per edge budget")
+    retrain: str | None = key(
+        "string: how every retraining trained: audit (the model's settings: Adam, then the polish) or adam (Adam "
+        "alone, as a user trains); absent in audits from before the setting",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)
@@ -486,6 +491,12 @@ class DebiasingRow:
     after: MetricValues = key("the test metrics after retraining without the nodes")
     against_random: AgainstRandom | None = key("the check against chance; null unless debias_seeds were given")
     seconds: float = key("number: seconds the budget took")
+    retrain: str | None = key(
+        "string: how every retraining of the row trained: audit (the model's settings: Adam, then the polish; "
+        "before is the audited model) or adam (Adam alone, as a user trains; before is the unchanged graph retrained "
+        "so too); absent in audits from before the setting",
+        optional=True,
+    )
 
 
 # ---------------------------------------------------------------------- validation, stability

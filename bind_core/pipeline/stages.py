@@ -321,18 +321,21 @@ def debiasing_stage(
     *,
     progress: Tick,
 ) -> list[dict[str, Any]]:
-    """For each budget, delete the most harmful training nodes, retrain and compare (the result's ``debiasing``)."""
+    """For each budget, delete the most harmful training nodes, retrain and compare (the result's ``debiasing``);
+    every retraining as ``config.debias_retrain`` says, named in each row's ``retrain``."""
     hold = lambda _f: progress("debiasing", 0.0)  # noqa: E731 (a checkpoint while a stage prepares)
     utility = (
         utility_influence(model, graph, non_iid=config.non_iid, solver=config.solver, progress=hold)
         if config.debias_utility
         else None
     )
-    return debias(
+    rows = debias(
         model, graph, influence.delta, budgets=config.budgets, lam=config.lam, progress=progress,
         groups=groups, utility=utility, chance_seeds=config.debias_seeds, random_sets=config.debias_random_sets,
         set_estimate=_set_estimator(model, graph, influence, groups, hold),
+        retrain=config.debias_training(model.train_config),
     )  # fmt: skip
+    return [row | {"retrain": config.debias_retrain} for row in rows]
 
 
 def edge_debiasing_reason(config: AuditConfig, edges: EdgeInfluenceResult | None) -> str | None:
@@ -361,13 +364,16 @@ def edge_debiasing_stage(
 ) -> dict[str, Any]:
     """Delete the most harmful edges per edge budget, retrain with every debias seed and compare with random edges
     (:func:`bind_core.debiasing.edge_debias.debias_edges`; the ``edges`` section's ``debiasing``). The random draws
-    are seeded by the training seed; progress (and cancellation) between retrainings. ``baselines`` is keyed by the
-    seed as a string (as JSON stores it)."""
+    are seeded by the training seed; progress (and cancellation) between retrainings; every retraining as
+    ``config.debias_retrain`` says (``retrain``). ``baselines`` is keyed by the seed as a string (as JSON stores
+    it)."""
     found = debias_edges(
         model, graph, edges, config.edge_budgets, config.debias_seeds, random_sets=config.debias_random_sets,
         groups=groups, seed=config.training.seed, progress=lambda fraction: progress(EDGE_DEBIASING, fraction),
+        retrain=config.debias_training(model.train_config),
     )  # fmt: skip
-    return found | {"baselines": {str(s): g for s, g in found["baselines"].items()}}  # JSON's keys are strings
+    baselines = {str(s): g for s, g in found["baselines"].items()}  # JSON's keys are strings
+    return found | {"baselines": baselines, "retrain": config.debias_retrain}
 
 
 def validation_stage(

@@ -8,6 +8,7 @@ from typing import Any
 
 from bind_core.reporting import edge_plots
 from bind_core.reporting.page import fmt, trusted_svg
+from bind_core.reporting.retraining import retraining
 
 __all__ = ["edges_view"]
 
@@ -123,4 +124,5 @@ def _debiasing(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "seeds": ", ".join(str(s) for s in seeds),
         "rows": rows,
         "caveats": caveats,
+        "retraining": retraining(found.get("retrain")),
     }

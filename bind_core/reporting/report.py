@@ -18,6 +18,7 @@ from bind_core.reporting.edge_check_view import edge_check_view
 from bind_core.reporting.edges_view import edges_view
 from bind_core.reporting.page import CSP, finite, fmt, render, trusted_svg
 from bind_core.reporting.profile_view import profile_view
+from bind_core.reporting.retraining import retraining
 
 __all__ = ["CSP", "DEBIAS_METRICS", "HEADLINE", "TOP_ROWS", "fmt", "render_report"]
 
@@ -247,7 +248,15 @@ def _debiasing(runs: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | Non
         for r in runs
     ]
     svg = trusted_svg(plots.debiasing_bars(runs, DEBIAS_METRICS, ident="debiasing"))
-    return {"head": head, "rows": rows, "svg": svg, "chance": _chance(runs)}
+    kind = runs[0].get("retrain")
+    how = retraining(kind)
+    if how is not None:
+        how += (
+            "; before is the unchanged graph retrained the same way with the model's seed"
+            if kind == "adam"
+            else "; before is the audited model"
+        )
+    return {"head": head, "rows": rows, "svg": svg, "chance": _chance(runs), "retraining": how}
 
 
 def _chance(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

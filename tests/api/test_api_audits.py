@@ -40,6 +40,7 @@ def test_create_audit_with_paper_defaults(
     assert config["lam"] == 0.5 and config["budgets"] == [0.01, 0.1] and config["validation_sample"] == 50
     assert config["refine_steps"] == 0 and config["estimator"] == "auto" and config["debias_seeds"] == []
     assert config["debias_random_sets"] == 3 and config["training"]["newton_seconds"] == 900.0
+    assert config["debias_retrain"] == "audit"
     assert config["training"]["batch_size"] == 0 and config["training"]["fan_out"] == []
     assert audit["id"] in queued_task_ids(redis_client)  # sent to the real broker after the commit
     again = client.get(f"/v1/audits/{audit['id']}", headers=auth).json()
@@ -70,6 +71,8 @@ def test_create_audit_with_paper_defaults(
         ({"dataset": "x", "debias_seeds": [1, 2]}, "debias_seeds"),
         ({"dataset": "x", "debias_seeds": [1, 1, 2]}, "debias_seeds"),
         ({"dataset": "x", "debias_random_sets": 0}, "debias_random_sets"),
+        ({"dataset": "x", "debias_retrain": "polish"}, "debias_retrain"),
+        ({"dataset": "x", "debias_retrain": True}, "debias_retrain"),
         ({"dataset": "x", "training": {"newton_seconds": 0}}, "training.newton_seconds"),
         ({"dataset": "x", "training": {"batch_size": -1}}, "training.batch_size"),
         ({"dataset": "x", "training": {"fan_out": [10, 0]}}, "training.fan_out"),
@@ -108,6 +111,13 @@ def test_strict_json_types(
     """Booleans are not integers and strings are not numbers: each is a 422 naming the field."""
     problem = assert_problem(client.post("/v1/audits", headers=auth, json={"graph_id": graph_id} | body), 422)
     assert fields(problem) == {field}, problem
+
+
+def test_debias_retrain_adam_is_accepted(client: TestClient, auth: dict[str, str], graph_id: str) -> None:
+    body = {"graph_id": graph_id, "debias_seeds": [1, 2, 3], "debias_retrain": "adam"}
+    response = client.post("/v1/audits", headers=auth, json=body)
+    assert response.status_code == 202, response.text
+    assert response.json()["config"]["debias_retrain"] == "adam"
 
 
 def test_integers_are_numbers(client: TestClient, auth: dict[str, str], graph_id: str) -> None:
