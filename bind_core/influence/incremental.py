@@ -24,7 +24,9 @@ from typing import cast
 import torch
 from torch import Tensor
 from torch.func import functional_call
+from torch.nn import functional as F
 
+from bind_core.data.sparse import Adjacency, spmm
 from bind_core.influence.functional import FunctionalModel, estimate_targets, forward_derivative
 from bind_core.influence.neighbourhood import Csr, member
 from bind_core.models.gnn import ACTIVATION_FNS
@@ -37,7 +39,9 @@ class _Layer:
     ``sources``: the global node of each input row; ``from_prev``: True where that row is one the previous
     layer recomputed (its index in the previous layer's outputs in ``prev_index``), else it is the full
     graph's row ``sources``; ``edge_index``/``edge_weight``: the union's edges in input-row numbering;
-    ``targets``: the input rows whose outputs this layer returns, in order.
+    ``targets``: the input rows whose outputs this layer returns, in order; ``adjacency``: for GCN, GIN and SAGE,
+    the layer's aggregation as a ``[targets, input rows]`` CSR matrix, so that it computes the target rows only,
+    by one sparse product (``None`` for GAT, whose PyG layer runs on the edges).
     """
 
     sources: Tensor
@@ -46,6 +50,7 @@ class _Layer:
     edge_index: Tensor
     edge_weight: Tensor | None
     targets: Tensor
+    adjacency: Adjacency | None = None
 
 
 class FullGraphRows:
@@ -88,6 +93,28 @@ def conv_step(
     return cast(Tensor, functional_call(conv, _sub_params(params, f"convs.{layer}."), args))
 
 
+def csr_conv_step(
+    fm: FunctionalModel, params: dict[str, Tensor], layer: int, adjacency: Adjacency, h: Tensor, root: Tensor
+) -> Tensor:
+    """Layer ``layer``'s conv (0-based, GCN, GIN or SAGE) at the target rows only: ``adjacency`` (``[targets, input
+    rows]``) holds the aggregation's weights, ``h`` the input rows, ``root`` the targets' own rows. The arithmetic of
+    the PyG layers (:meth:`bind_core.models.gnn.GNN._csr_layer`), aggregating before the weights (a linear map
+    commutes with the aggregation; equal to rounding)."""
+    arch, pre = fm.module.config.arch, f"convs.{layer}."
+    aggregated = spmm(adjacency, h)
+    if arch == "gcn":  # Â·(h·Wᵀ) + b
+        return F.linear(aggregated, params[pre + "lin.weight"]) + params[pre + "bias"]
+    if arch == "sage":  # W_l·mean_N(h) + b + W_r·h
+        return F.linear(aggregated, params[pre + "lin_l.weight"], params[pre + "lin_l.bias"]) + F.linear(
+            root, params[pre + "lin_r.weight"]
+        )
+    eps = float(getattr(fm.module.convs[layer], "eps", 0.0))  # GIN: MLP((1 + ε)·h + Σ_N h)
+    return cast(
+        Tensor,
+        functional_call(fm.module.convs[layer].nn, _sub_params(params, pre + "nn."), ((1 + eps) * root + aggregated,)),
+    )
+
+
 def layer_outputs(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
     """Every conv's output on the full graph (before the activation), and the logits last."""
     params = fm.unflatten(flat)
@@ -124,8 +151,11 @@ class IncrementalBatch:
                 rows = torch.cat([base[layer - 1], prev])
                 index = torch.where(spec.from_prev, spec.prev_index + base[layer - 1].shape[0], _base_positions(spec))
                 h = act(rows[index.to(fm.device)])
-            out = conv_step(fm, params, layer, h, spec.edge_index.to(fm.device), _to(spec.edge_weight, fm))
-            prev = out[spec.targets.to(fm.device)]
+            if spec.adjacency is not None:
+                prev = csr_conv_step(fm, params, layer, spec.adjacency, h, h[spec.targets.to(fm.device)])
+            else:
+                out = conv_step(fm, params, layer, h, spec.edge_index.to(fm.device), _to(spec.edge_weight, fm))
+                prev = out[spec.targets.to(fm.device)]
         assert prev is not None
         return cast(Tensor, functional_call(fm.module.head, _sub_params(params, "head."), (prev,)))
 
@@ -255,6 +285,30 @@ def union_batches(fm: FunctionalModel, deletions: Iterator[DeletionSpec], max_ro
         yield union_batch(fm, full, pending)
 
 
+def _aggregation(
+    fm: FunctionalModel, edge_index: Tensor, weight: Tensor | None, targets: Tensor, sources: int
+) -> Adjacency | None:
+    """A union layer's aggregation as a ``[targets, sources]`` CSR matrix (every edge ends at a target): GCN's
+    normalised weights (self-loops among the edges), SAGE's mean (``1/in-degree``), GIN's sum; ``None`` for GAT."""
+    arch = fm.module.config.arch
+    if arch not in ("gcn", "gin", "sage"):
+        return None
+    position = torch.full((sources,), -1, dtype=torch.long)
+    position[targets] = torch.arange(targets.numel())
+    row, col = position[edge_index[1]], edge_index[0]
+    if arch == "gcn":
+        assert weight is not None
+        values = weight
+    elif arch == "sage":
+        values = 1.0 / torch.bincount(row, minlength=targets.numel()).to(torch.float64)[row]
+    else:
+        values = torch.ones(row.numel(), dtype=torch.float64)
+    dtype, device = fm.theta.dtype, fm.device
+    return Adjacency.from_entries(
+        row.to(device), col.to(device), values.to(device, dtype), (int(targets.numel()), sources)
+    )
+
+
 def _without(nodes: Tensor, v: int) -> Tensor:
     return nodes[nodes != v]
 
@@ -289,14 +343,16 @@ def union_batch(
             offset += int(src_nodes.numel())
             out_offset += int(target_rows.numel())
         all_sources = torch.cat(sources)
+        edge_index, target_rows = torch.cat(eis, dim=1), torch.cat(targets)
         layers.append(
             _Layer(
                 sources=all_sources,
                 from_prev=torch.cat(from_prev) if layer > 0 else torch.zeros(all_sources.numel(), dtype=torch.bool),
                 prev_index=torch.cat(prev_index) if layer > 0 else torch.zeros(all_sources.numel(), dtype=torch.long),
-                edge_index=torch.cat(eis, dim=1),
+                edge_index=edge_index,
                 edge_weight=torch.cat(weights) if weights else None,
-                targets=torch.cat(targets),
+                targets=target_rows,
+                adjacency=_aggregation(fm, edge_index, torch.cat(weights) if weights else None, target_rows, offset),
             )
         )
         prev_offsets, prev_nodes = offsets_here, nodes_here
