@@ -43,6 +43,7 @@ from bind_core.influence.solvers import (
     choose,
     hessian_columns,
     make_hvp,
+    retained_hvp,
     solve_cg,
     solve_exact,
     solve_lissa,
@@ -358,7 +359,7 @@ def solve_hessian(
     if chosen == "lanczos":
         lanczos_progress = None if progress is None else (lambda f: progress(0.9 * f))
         operator = damped_inverse(
-            make_hvp(fm.objective, theta), fm.num_parameters, rule=DAMPING_RULE, damping=damping or None,
+            retained_hvp(fm.objective, theta), fm.num_parameters, rule=DAMPING_RULE, damping=damping or None,
             dtype=theta.dtype, device=theta.device, progress=lanczos_progress,
         )  # fmt: skip
         x, record = operator.solve(rhs, tol=cg_tol, max_iter=cg_max_iter, progress=progress)

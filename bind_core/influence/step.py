@@ -45,7 +45,13 @@ from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forwa
 from bind_core.influence.lowrank import DampedInverse, damped_inverse
 from bind_core.influence.proximal import lbfgs_finish, proximal_objective
 from bind_core.influence.reduce import GraphReducer
-from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns, make_hvp
+from bind_core.influence.solvers import (
+    EXACT_MAX_PARAMETERS,
+    SolveInfo,
+    dense_hessian,
+    hessian_columns,
+    retained_hvp,
+)
 from bind_core.models.gnn import probabilities
 from bind_core.models.propagation import GraphInputs
 
@@ -230,7 +236,7 @@ class Stepper:
         self.lowrank: DampedInverse | None = None
         if operator == "lanczos":
             self.lowrank = damped_inverse(
-                make_hvp(fm.objective, theta), p, rule=rule, dtype=theta.dtype, device=theta.device,
+                retained_hvp(fm.objective, theta), p, rule=rule, dtype=theta.dtype, device=theta.device,
                 progress=progress,
             )  # fmt: skip
             self.mu = self.lowrank.mu
