@@ -54,7 +54,8 @@ class _Layer:
 
 
 class FullGraphRows:
-    """The full graph's layer outputs ``H^1..H^{L-1}`` at ``θ̂`` and, per column of ``s``, their tangents."""
+    """The full graph's layer outputs ``H^1..H^{L-1}`` at ``θ̂``, activated (what the next layer reads: the activation
+    is applied once here rather than to every batch's copy of the rows), and, per column of ``s``, their tangents."""
 
     def __init__(self, fm: FunctionalModel) -> None:
         self.fm = fm
@@ -65,7 +66,7 @@ class FullGraphRows:
     def values(self) -> list[Tensor]:
         if self._values is None:
             with torch.no_grad():
-                self._values = [h.detach() for h in layer_outputs(self.fm, self.fm.theta)[:-1]]
+                self._values = [h.detach() for h in _activated(self.fm, self.fm.theta)]
         return self._values
 
     def tangents(self, s: Tensor, column: int) -> list[Tensor]:
@@ -73,7 +74,7 @@ class FullGraphRows:
             self._tangents, self._s = {}, s
         if column not in self._tangents:
             primal, tangent = forward_derivative(
-                lambda f: tuple(layer_outputs(self.fm, f)[:-1]), (self.fm.theta,), (s[:, column],)
+                lambda f: tuple(_activated(self.fm, f)), (self.fm.theta,), (s[:, column],)
             )
             self._values = [h.detach() for h in primal]
             self._tangents[column] = [t.detach() for t in tangent]
@@ -115,6 +116,12 @@ def csr_conv_step(
     )
 
 
+def _activated(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
+    """``act(H^l)`` for ``l = 1..L−1`` on the full graph: the inputs of layers 2..L."""
+    act = ACTIVATION_FNS[fm.module.config.activation]
+    return [act(h) for h in layer_outputs(fm, flat)[:-1]]
+
+
 def layer_outputs(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
     """Every conv's output on the full graph (before the activation), and the logits last."""
     params = fm.unflatten(flat)
@@ -148,9 +155,9 @@ class IncrementalBatch:
                 h = fm.inputs.x[spec.sources.to(fm.device)]
             else:
                 assert prev is not None
-                rows = torch.cat([base[layer - 1], prev])
+                rows = torch.cat([base[layer - 1], act(prev)])  # the full graph's rows come activated
                 index = torch.where(spec.from_prev, spec.prev_index + base[layer - 1].shape[0], _base_positions(spec))
-                h = act(rows[index.to(fm.device)])
+                h = rows[index.to(fm.device)]
             if spec.adjacency is not None:
                 prev = csr_conv_step(fm, params, layer, spec.adjacency, h, h[spec.targets.to(fm.device)])
             else:
