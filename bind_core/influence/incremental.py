@@ -156,7 +156,7 @@ class IncrementalBatch:
             else:
                 assert prev is not None
                 rows = torch.cat([base[layer - 1], act(prev)])  # the full graph's rows come activated
-                index = torch.where(spec.from_prev, spec.prev_index + base[layer - 1].shape[0], _base_positions(spec))
+                index = torch.where(spec.from_prev, spec.prev_index + base[layer - 1].shape[0], spec.sources)
                 h = rows[index.to(fm.device)]
             if spec.adjacency is not None:
                 prev = csr_conv_step(fm, params, layer, spec.adjacency, h, h[spec.targets.to(fm.device)])
@@ -169,12 +169,7 @@ class IncrementalBatch:
     def _base_rows(self, values: Callable[[], list[Tensor]]) -> list[Tensor]:
         if len(self.layers) == 1:
             return []  # a one-layer model reads only the (constant) features
-        rows = values()
-        return [rows[layer - 1][self._base_nodes(layer).to(self.fm.device)] for layer in range(1, len(self.layers))]
-
-    def _base_nodes(self, layer: int) -> Tensor:
-        spec = self.layers[layer]
-        return spec.sources[~spec.from_prev]
+        return values()  # whole: each layer gathers its input rows from them and its recomputed rows at once
 
     def logits(self, flat: Tensor) -> Tensor:
         """The logits ``[P, out]`` of every pair at ``flat`` (the full graph's rows are those at ``θ̂``)."""
@@ -185,11 +180,6 @@ class IncrementalBatch:
         tangents = self._base_rows(lambda: self.full.tangents(s, column))
         primals = self._base_rows(self.full.values)
         return forward_derivative(self._forward, (flat, *primals), (s[:, column], *tangents))
-
-
-def _base_positions(spec: _Layer) -> Tensor:
-    """For each input row, its position among the rows taken from the full graph (where ``~from_prev``)."""
-    return torch.cumsum((~spec.from_prev).long(), 0) - 1
 
 
 def _to(t: Tensor | None, fm: FunctionalModel) -> Tensor | None:
