@@ -35,7 +35,7 @@ from torch import Tensor
 from bind_core.errors import ConfigError
 from bind_core.influence.deletion import Batch, pair_batches
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
-from bind_core.influence.lowrank import damped_inverse
+from bind_core.influence.lowrank import RESOLVE_FOR_SOLVE, damped_inverse
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, stack_chunks
 from bind_core.influence.solvers import (
     EXACT_MAX_PARAMETERS,
@@ -360,7 +360,7 @@ def solve_hessian(
         lanczos_progress = None if progress is None else (lambda f: progress(0.9 * f))
         operator = damped_inverse(
             retained_hvp(fm.objective, theta), fm.num_parameters, rule=DAMPING_RULE, damping=damping or None,
-            dtype=theta.dtype, device=theta.device, progress=lanczos_progress,
+            dtype=theta.dtype, device=theta.device, resolve=RESOLVE_FOR_SOLVE, progress=lanczos_progress,
         )  # fmt: skip
         x, record = operator.solve(rhs, tol=cg_tol, max_iter=cg_max_iter, progress=progress)
         return x, SolveInfo("lanczos", details={"parameters": fm.num_parameters, **operator.details, **record})
