@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
@@ -15,6 +15,7 @@ from bind_core.data.graph import Graph
 from bind_core.fairness.metrics import gamma_eo, gamma_sp, pdd
 from bind_core.models.gnn import GNN, flat_parameters, node_losses, probabilities, unflatten_parameters
 from bind_core.models.propagation import GraphInputs
+from bind_core.training.compgraph import objective_inputs
 from bind_core.training.fit import TrainedModel
 
 
@@ -38,6 +39,7 @@ class FunctionalModel:
     weight_decay: float
     groups: list[int] | None = None
     """The groups Γ is measured over (``None``: all); see :func:`bind_core.data.groups.included_groups`."""
+    _objective: tuple[GraphInputs, Tensor, Tensor] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def from_trained(cls, trained: TrainedModel, graph: Graph, groups: list[int] | None = None) -> FunctionalModel:
@@ -68,9 +70,18 @@ class FunctionalModel:
         return cast(Tensor, functional_call(self.module, self.unflatten(flat), (None, None), {"z": z}))
 
     def train_losses(self, flat: Tensor) -> Tensor:
-        """``ℓ_j(θ)`` for every training node ``j`` (order of ``graph.train_idx``), ``[m]``."""
-        train = self.graph.train_idx.to(self.device)
-        return node_losses(self.logits(flat, train), self.graph.y.to(self.device)[train])
+        """``ℓ_j(θ)`` for every training node ``j`` (order of ``graph.train_idx``), ``[m]``: on the training nodes'
+        computation graph where it is a small part of the graph (:mod:`bind_core.training.compgraph`; exact, and
+        what the Hessian and its products then cost is proportional to it), else on the whole graph."""
+        inputs, train, y = self._objective_rows()
+        return node_losses(self.logits(flat, train, inputs), y)
+
+    def _objective_rows(self) -> tuple[GraphInputs, Tensor, Tensor]:
+        if self._objective is None:
+            inputs, rows = objective_inputs(self.module, self.inputs, self.graph)
+            train = rows.train_idx.to(self.device)
+            self._objective = (inputs, train, rows.y.to(self.device)[train])
+        return self._objective
 
     def objective(self, flat: Tensor) -> Tensor:
         """``L(θ) = (1/m)·Σ_j ℓ_j(θ) + (λ/2)·‖θ‖²``."""

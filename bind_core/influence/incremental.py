@@ -122,15 +122,39 @@ def _activated(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
     return [act(h) for h in layer_outputs(fm, flat)[:-1]]
 
 
+def _first_layer(fm: FunctionalModel, params: dict[str, Tensor], z: Tensor) -> Tensor:
+    """The first conv from the aggregated features ``z`` (:meth:`bind_core.models.gnn.GNN.first_layer`)."""
+    arch, pre = fm.module.config.arch, "convs.0."
+    if arch == "gcn":
+        return F.linear(z, params[pre + "lin.weight"]) + params[pre + "bias"]
+    if arch == "sage":
+        d = fm.module.in_dim
+        return F.linear(z[:, :d], params[pre + "lin_l.weight"], params[pre + "lin_l.bias"]) + F.linear(
+            z[:, d:], params[pre + "lin_r.weight"]
+        )
+    return cast(Tensor, functional_call(fm.module.convs[0].nn, _sub_params(params, pre + "nn."), (z,)))
+
+
 def layer_outputs(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
-    """Every conv's output on the full graph (before the activation), and the logits last."""
+    """Every conv's output on the full graph (before the activation), and the logits last: GCN, GIN and SAGE from
+    the aggregated features and CSR products (as :meth:`bind_core.models.gnn.GNN.forward` runs them), GAT by its
+    PyG layers."""
     params = fm.unflatten(flat)
     act = ACTIVATION_FNS[fm.module.config.activation]
-    h, outs = fm.inputs.x, []
+    inputs, outs = fm.inputs, []
+    csr = inputs.adjacency is not None and inputs.x_prop is not None and fm.module.config.arch in ("gcn", "gin", "sage")
+    h = inputs.x
     for layer in range(len(fm.module.convs)):
         if layer > 0:
             h = act(h)
-        h = conv_step(fm, params, layer, h, fm.inputs.edge_index, fm.inputs.edge_weight)
+        if csr and layer == 0:
+            assert inputs.x_prop is not None
+            h = _first_layer(fm, params, inputs.x_prop)
+        elif csr:
+            assert inputs.adjacency is not None
+            h = csr_conv_step(fm, params, layer, inputs.adjacency, h, h)
+        else:
+            h = conv_step(fm, params, layer, h, inputs.edge_index, inputs.edge_weight)
         outs.append(h)
     outs.append(functional_call(fm.module.head, _sub_params(params, "head."), (h,)))
     return outs

@@ -54,6 +54,7 @@ class GraphReducer:
         self.count = self.crow.diff()
         self.row = torch.repeat_interleave(torch.arange(n, device=device), self.count)
         self.mirror = torch.argsort(self.col * n + self.row)  # the position of (j, i) for each entry (i, j)
+        self.structure = torch.stack([self.row, self.col])  # every G − S's edges: removed entries are zeros
         self.eps = float(getattr(fm.module.convs[0], "eps", 0.0))
         if inputs.x_prop is not None and inputs.adjacency is not None:
             self.x_prop = inputs.x_prop
@@ -112,8 +113,7 @@ class GraphReducer:
         z = self.x_prop.clone()
         z[changed] = aggregate_features(self.arch, adjacency.rows(changed), fm.inputs.x, self.eps, root=changed)
         weight = values if self.arch == "gcn" else None
-        edge_index = torch.stack([self.row, self.col])  # the full structure: removed entries are zeros above
-        return GraphInputs(x=fm.inputs.x, edge_index=edge_index, edge_weight=weight, x_prop=z, adjacency=adjacency)
+        return GraphInputs(x=fm.inputs.x, edge_index=self.structure, edge_weight=weight, x_prop=z, adjacency=adjacency)
 
     def _block(self, values: Tensor) -> Adjacency:
         assert self.block is not None and self.rows is not None
