@@ -365,7 +365,7 @@ def _epochs(
     dev = inputs.x.device
     train_idx, val_idx = graph.train_idx.to(dev), graph.val_idx.to(dev)
     y_train, y_val = graph.y.to(dev)[train_idx], graph.y.to(dev)[val_idx]
-    forward_train, forward_val = _row_forwards(module, inputs, train_idx, val_idx)
+    forward_train, forward_val = _row_forwards(module, inputs, graph, val_idx)
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
@@ -377,13 +377,19 @@ def _epochs(
 
 
 def _row_forwards(
-    module: GNN, inputs: GraphInputs, train_idx: Tensor, val_idx: Tensor
+    module: GNN, inputs: GraphInputs, graph: Graph, val_idx: Tensor
 ) -> tuple[Callable[[], Tensor], Callable[[], Tensor]]:
-    """Forward passes for the training and validation rows; a one-layer GCN reuses its fixed rows of ``Â·X``."""
+    """Forward passes for the training and validation rows; a one-layer GCN reuses its fixed rows of ``Â·X``. A
+    multi-layer model's training rows are computed on their computation graph where it is a small part of the graph
+    (:func:`~bind_core.training.compgraph.objective_inputs`: the same outputs; dropout's masks are drawn for its rows
+    only), so an epoch's forward and backward passes cost what the training nodes read, not the graph."""
+    dev = inputs.x.device
     if module.row_separable and inputs.x_prop is not None:
-        z_train, z_val = inputs.x_prop[train_idx], inputs.x_prop[val_idx]
+        z_train, z_val = inputs.x_prop[graph.train_idx.to(dev)], inputs.x_prop[val_idx]
         return (lambda: module.forward_propagated(z_train)), (lambda: module.forward_propagated(z_val))
-    return (lambda: module(inputs, train_idx)), (lambda: module(inputs, val_idx))
+    train_inputs, rows = objective_inputs(module, inputs, graph)
+    train_rows = rows.train_idx.to(dev)
+    return (lambda: module(train_inputs, train_rows)), (lambda: module(inputs, val_idx))
 
 
 def gradient_norm(trained: TrainedModel, graph: Graph) -> float:
