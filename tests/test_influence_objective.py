@@ -24,7 +24,7 @@ def sparse_graph() -> Graph:
 def test_objective_on_the_computation_graph_equals_the_whole_graphs(sparse_graph: Graph, arch: str) -> None:
     model = train(sparse_graph, TrainConfig(epochs=20, polish=False), ModelConfig(arch=arch, layers=2, hidden=8))
     fm = FunctionalModel.from_trained(model, sparse_graph)
-    inputs, rows, _ = fm._objective_rows()
+    inputs = fm.objective_rows().inputs
     assert inputs is not fm.inputs and inputs.x.shape[0] < sparse_graph.num_nodes / 2  # the computation graph
 
     train_idx = sparse_graph.train_idx
@@ -47,4 +47,4 @@ def test_one_layer_objective_keeps_the_training_rows(sparse_graph: Graph) -> Non
     """A one-layer model has no computation graph to cut: its objective reads the training rows directly."""
     model = train(sparse_graph, TrainConfig(epochs=5, polish=False), ModelConfig(arch="gcn", layers=1, hidden=8))
     fm = FunctionalModel.from_trained(model, sparse_graph)
-    assert fm._objective_rows()[0] is fm.inputs
+    assert fm.objective_rows().inputs is fm.inputs and fm.objective_rows().nodes is None

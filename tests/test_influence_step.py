@@ -193,3 +193,45 @@ def test_the_reduced_inputs_give_every_remaining_node_its_output_on_the_graph_wi
         ours = torch.func.grad(lambda f, r=reduced: fm.logits(f, rows, r).sum())(fm.theta)  # the block's transpose
         dense = torch.func.grad(lambda f, r=reduced: fm.logits(f, None, r)[rows].sum())(fm.theta)
         assert torch.allclose(ours, dense, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("layers", [2, 3])
+@pytest.mark.parametrize("arch", ["gcn", "sage", "gin"])
+def test_the_computation_graph_view_gives_the_training_rows_their_outputs_without_the_nodes(
+    arch: str, layers: int
+) -> None:
+    """Where the training nodes' computation graph is a small part of the graph, each deletion's objective is
+    evaluated on it (GraphReducer.restrict): exactly the training rows' outputs on G − S."""
+    sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
+    torch.manual_seed(0)
+    module = GNN(ModelConfig(arch=arch, layers=layers, hidden=4), sparse.num_features, sparse.num_classes)
+    fm = FunctionalModel.from_trained(TrainedModel(module.double().eval(), module.config, TrainConfig()), sparse)
+    rows = fm.objective_rows()
+    assert rows.nodes is not None and rows.nodes.numel() < sparse.num_nodes / 2
+    reducer = GraphReducer(fm, rows=(sparse.test_idx,))
+    view = reducer.restrict(rows.nodes, rows.train)
+    train = sparse.train_idx
+    for nodes in (train[[0, 5]], train[[3]], torch.tensor([int(sparse.edge_index[0, 0])])):
+        reduced = reducer(nodes)
+        expected = fm.logits(fm.theta, train, reduced)
+        part = view(reduced)
+        got = fm.logits(fm.theta, rows.train, part)
+        assert torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
+        grad_view = torch.func.grad(lambda f, r=part: fm.logits(f, rows.train, r).square().sum())(fm.theta)
+        grad_full = torch.func.grad(lambda f, r=reduced: fm.logits(f, train, r).square().sum())(fm.theta)
+        assert torch.allclose(grad_view, grad_full, rtol=1e-10, atol=1e-12)
+
+
+def test_deletions_settled_on_the_computation_graph_equal_those_on_the_whole_graph() -> None:
+    sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
+    model = train(sparse, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8))
+    fm = FunctionalModel.from_trained(model, sparse)
+    on_part = Stepper(fm)
+    assert on_part.view is not None
+    whole = Stepper(fm)
+    whole.view, whole.train_rows = None, whole.train  # the objective on the whole reduced graph
+    for positions in ([0], [7], [0, 5, 9]):
+        a, b = on_part.delete(positions), whole.delete(positions)
+        assert a.taken == b.taken and a.taken >= 1
+        assert torch.allclose(a.delta, b.delta, rtol=1e-9, atol=1e-14)
+        assert torch.allclose(a.weights, b.weights, rtol=1e-9, atol=1e-13)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import Tensor
@@ -15,8 +15,21 @@ from bind_core.data.graph import Graph
 from bind_core.fairness.metrics import gamma_eo, gamma_sp, pdd
 from bind_core.models.gnn import GNN, flat_parameters, node_losses, probabilities, unflatten_parameters
 from bind_core.models.propagation import GraphInputs
-from bind_core.training.compgraph import objective_inputs
+from bind_core.training.compgraph import ComputationGraph, objective_inputs
 from bind_core.training.fit import TrainedModel
+
+
+class ObjectiveRows(NamedTuple):
+    """Where the training objective is evaluated (:meth:`FunctionalModel.objective_rows`)."""
+
+    inputs: GraphInputs
+    """The training nodes' computation graph's inputs, or the whole graph's (``FunctionalModel.inputs``)."""
+    train: Tensor
+    """The training rows in ``inputs`` (order of ``graph.train_idx``)."""
+    y: Tensor
+    """Their labels."""
+    nodes: Tensor | None
+    """The computation graph's nodes (the whole graph's ids, sorted); ``None`` when it is the whole graph."""
 
 
 @dataclass
@@ -39,7 +52,7 @@ class FunctionalModel:
     weight_decay: float
     groups: list[int] | None = None
     """The groups Γ is measured over (``None``: all); see :func:`bind_core.data.groups.included_groups`."""
-    _objective: tuple[GraphInputs, Tensor, Tensor] | None = field(default=None, init=False, repr=False, compare=False)
+    _objective: ObjectiveRows | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def from_trained(cls, trained: TrainedModel, graph: Graph, groups: list[int] | None = None) -> FunctionalModel:
@@ -73,14 +86,16 @@ class FunctionalModel:
         """``ℓ_j(θ)`` for every training node ``j`` (order of ``graph.train_idx``), ``[m]``: on the training nodes'
         computation graph where it is a small part of the graph (:mod:`bind_core.training.compgraph`; exact, and
         what the Hessian and its products then cost is proportional to it), else on the whole graph."""
-        inputs, train, y = self._objective_rows()
-        return node_losses(self.logits(flat, train, inputs), y)
+        rows = self.objective_rows()
+        return node_losses(self.logits(flat, rows.train, rows.inputs), rows.y)
 
-    def _objective_rows(self) -> tuple[GraphInputs, Tensor, Tensor]:
+    def objective_rows(self) -> ObjectiveRows:
+        """Where :meth:`train_losses` evaluates: the computation graph, or the whole graph (made once)."""
         if self._objective is None:
             inputs, rows = objective_inputs(self.module, self.inputs, self.graph)
             train = rows.train_idx.to(self.device)
-            self._objective = (inputs, train, rows.y.to(self.device)[train])
+            nodes = rows.nodes if isinstance(rows, ComputationGraph) else None
+            self._objective = ObjectiveRows(inputs, train, rows.y.to(self.device)[train], nodes)
         return self._objective
 
     def objective(self, flat: Tensor) -> Tensor:

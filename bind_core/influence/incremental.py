@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
@@ -110,10 +110,8 @@ def csr_conv_step(
             root, params[pre + "lin_r.weight"]
         )
     eps = float(getattr(fm.module.convs[layer], "eps", 0.0))  # GIN: MLP((1 + ε)·h + Σ_N h)
-    return cast(
-        Tensor,
-        functional_call(fm.module.convs[layer].nn, _sub_params(params, pre + "nn."), ((1 + eps) * root + aggregated,)),
-    )
+    mlp = cast(nn.Module, fm.module.convs[layer].nn)
+    return cast(Tensor, functional_call(mlp, _sub_params(params, pre + "nn."), ((1 + eps) * root + aggregated,)))
 
 
 def _activated(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
@@ -132,7 +130,8 @@ def _first_layer(fm: FunctionalModel, params: dict[str, Tensor], z: Tensor) -> T
         return F.linear(z[:, :d], params[pre + "lin_l.weight"], params[pre + "lin_l.bias"]) + F.linear(
             z[:, d:], params[pre + "lin_r.weight"]
         )
-    return cast(Tensor, functional_call(fm.module.convs[0].nn, _sub_params(params, pre + "nn."), (z,)))
+    mlp = cast(nn.Module, fm.module.convs[0].nn)
+    return cast(Tensor, functional_call(mlp, _sub_params(params, pre + "nn."), (z,)))
 
 
 def layer_outputs(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:

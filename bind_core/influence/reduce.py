@@ -22,6 +22,8 @@ instead (one pass over the edges per deletion).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import torch
 from torch import Tensor
 
@@ -31,14 +33,15 @@ from bind_core.models.propagation import GraphInputs, aggregate_features, messag
 
 
 class GraphReducer:
-    """``reducer(nodes)``: the inputs of ``G − nodes`` (see the module docstring); ``rows``: the rows whose block
-    of the adjacency each reduced input carries ready-cut (the model's last layer computes those rows only)."""
+    """``reducer(nodes)``: the inputs of ``G − nodes`` (see the module docstring); ``rows``: index tensors of rows
+    whose blocks of the adjacency each reduced input carries ready-cut (the model's last layer computes those rows
+    only; :meth:`bind_core.data.sparse.Adjacency.rows` finds a block by the identity of its index tensor)."""
 
-    def __init__(self, fm: FunctionalModel, rows: Tensor | None = None) -> None:
+    def __init__(self, fm: FunctionalModel, rows: Tensor | Sequence[Tensor] = ()) -> None:
         self.fm = fm
         self.n = n = fm.graph.num_nodes
         self.arch = fm.module.config.arch
-        self.rows = rows
+        self.rows = (rows,) if isinstance(rows, Tensor) else tuple(rows)
         inputs, dtype = fm.inputs, fm.theta.dtype
         if self.arch == "gat":
             ei = inputs.edge_index
@@ -60,21 +63,7 @@ class GraphReducer:
             self.x_prop = inputs.x_prop
         else:
             self.x_prop = aggregate_features(self.arch, adjacency, inputs.x, self.eps)
-        self.block: tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor] | None = None
-        if rows is not None:
-            self.block = self._block_maps(rows.to(device))
-
-    def _block_maps(self, rows: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-        """Index maps of the block ``A[rows]``: its CSR row pointer, columns and the source position of each entry;
-        and its transpose's row pointer, columns and order (a permutation of the block's entries)."""
-        local, source = row_entries(self.crow, rows)
-        crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=rows.device)
-        crow[1:] = torch.cumsum(self.count[rows], 0)
-        col = self.col[source]
-        order = torch.argsort(col * max(rows.numel(), 1) + local)
-        crow_t = torch.zeros(self.n + 1, dtype=torch.long, device=rows.device)
-        crow_t[1:] = torch.cumsum(torch.bincount(col, minlength=self.n), 0)
-        return crow, col, source, crow_t, local[order].contiguous(), order
+        self.blocks = [_block_maps(self.crow, self.col, self.count, n, r.to(device)) for r in self.rows]
 
     def __call__(self, nodes: int | Tensor) -> GraphInputs:
         fm = self.fm
@@ -107,19 +96,51 @@ class GraphReducer:
         parts = (self.crow, self.col, values)
         transposed = parts if self.arch != "sage" else (self.crow, self.col, values[self.mirror])
         adjacency = Adjacency(parts, transposed, (n, n))
-        if self.rows is not None and self.block is not None:
-            adjacency.keep_block(self.rows, self._block(values))
+        for rows, maps in zip(self.rows, self.blocks, strict=True):
+            adjacency.keep_block(rows, _cut_block(rows, maps, values, n))
         changed = torch.unique(r)
         z = self.x_prop.clone()
         z[changed] = aggregate_features(self.arch, adjacency.rows(changed), fm.inputs.x, self.eps, root=changed)
         weight = values if self.arch == "gcn" else None
         return GraphInputs(x=fm.inputs.x, edge_index=self.structure, edge_weight=weight, x_prop=z, adjacency=adjacency)
 
-    def _block(self, values: Tensor) -> Adjacency:
-        assert self.block is not None and self.rows is not None
-        crow, col, source, crow_t, col_t, order = self.block
-        block_values = values[source]
-        return Adjacency((crow, col, block_values), (crow_t, col_t, block_values[order]), (self.rows.numel(), self.n))
+    def restrict(self, nodes: Tensor, rows: Tensor) -> Callable[[GraphInputs], GraphInputs]:
+        """A view of the reduced inputs on ``nodes`` (sorted: the training nodes' computation graph of ``G``,
+        :mod:`bind_core.training.compgraph`): ``view(reducer(S))`` are the inputs of ``G − S`` restricted to
+        ``nodes × nodes``, with the values of ``G − S`` (its degrees, its aggregated features), renumbered to positions
+        in ``nodes``, the block of ``rows`` (positions in ``nodes``) cut. Deleting nodes only removes edges, so the
+        training nodes' computation graph of ``G − S`` lies inside that of ``G``, and the training objective there is
+        ``G − S``'s exactly, at a cost proportional to ``nodes``. The index maps are made once, here."""
+        if self.arch == "gat":
+            raise ValueError("a GAT's deletions mask edges; it has no computation-graph view")
+        nodes = nodes.to(self.col.device)
+        local, take = row_entries(self.crow, nodes)
+        cols = self.col[take]
+        pos = torch.searchsorted(nodes, cols).clamp(max=max(nodes.numel() - 1, 0))
+        keep = nodes[pos] == cols
+        row, col, source = local[keep], pos[keep], take[keep]  # rows sorted, columns sorted within each row
+        size = int(nodes.numel())
+        crow = torch.zeros(size + 1, dtype=torch.long, device=nodes.device)
+        crow[1:] = torch.cumsum(torch.bincount(row, minlength=size), 0)
+        order = torch.argsort(col * max(size, 1) + row)
+        crow_t = torch.zeros(size + 1, dtype=torch.long, device=nodes.device)
+        crow_t[1:] = torch.cumsum(torch.bincount(col, minlength=size), 0)
+        row_t = row[order].contiguous()
+        structure = torch.stack([row, col])
+        rows = rows.to(nodes.device)
+        maps = _block_maps(crow, col, crow.diff(), size, rows)
+        x = self.fm.inputs.x[nodes.to(self.fm.inputs.x.device)]
+
+        def view(inputs: GraphInputs) -> GraphInputs:
+            assert inputs.adjacency is not None and inputs.x_prop is not None
+            values = inputs.adjacency.parts[2][source]
+            adjacency = Adjacency((crow, col, values), (crow_t, row_t, values[order]), (size, size))
+            adjacency.keep_block(rows, _cut_block(rows, maps, values, size))
+            weight = values if self.arch == "gcn" else None
+            z = inputs.x_prop[nodes.to(inputs.x_prop.device)]
+            return GraphInputs(x=x, edge_index=structure, edge_weight=weight, x_prop=z, adjacency=adjacency)
+
+        return view
 
     def _masked(self, nodes: int | Tensor) -> GraphInputs:
         """GAT: the edges without those of ``nodes`` (PyG's attention layer adds its own self-loops)."""
@@ -127,3 +148,24 @@ class GraphReducer:
         drop[torch.as_tensor(nodes, dtype=torch.long, device=drop.device).reshape(-1)] = True
         keep = ~(drop[self.edges[0]] | drop[self.edges[1]])
         return GraphInputs(x=self.fm.inputs.x, edge_index=self.edges[:, keep], edge_weight=None, x_prop=None)
+
+
+def _block_maps(crow: Tensor, col: Tensor, count: Tensor, n: int, rows: Tensor) -> tuple[Tensor, ...]:
+    """Index maps of the block ``A[rows]`` of an ``n``-column CSR matrix: its CSR row pointer, columns and the source
+    position of each entry; and its transpose's row pointer, columns and order (a permutation of the block's
+    entries)."""
+    local, source = row_entries(crow, rows)
+    block_crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=rows.device)
+    block_crow[1:] = torch.cumsum(count[rows], 0)
+    block_col = col[source]
+    order = torch.argsort(block_col * max(rows.numel(), 1) + local)
+    crow_t = torch.zeros(n + 1, dtype=torch.long, device=rows.device)
+    crow_t[1:] = torch.cumsum(torch.bincount(block_col, minlength=n), 0)
+    return block_crow, block_col, source, crow_t, local[order].contiguous(), order
+
+
+def _cut_block(rows: Tensor, maps: tuple[Tensor, ...], values: Tensor, n: int) -> Adjacency:
+    """The block ``A[rows]`` with the matrix's current ``values``, from :func:`_block_maps`."""
+    crow, col, source, crow_t, col_t, order = maps
+    block_values = values[source]
+    return Adjacency((crow, col, block_values), (crow_t, col_t, block_values[order]), (int(rows.numel()), n))

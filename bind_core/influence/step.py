@@ -280,7 +280,12 @@ class Stepper:
         self.grad_gamma = _gamma_gradients(fm, theta, self.full)  # [2, p]
         self.grad_objective = torch.func.grad(fm.objective)(theta).detach()  # ≈ 0 at a stationary point
         self.objective_hat = float(fm.objective(theta).detach())
-        self.reducer = GraphReducer(fm, rows=self.wanted)
+        # The training objective is evaluated where it lives: the training nodes' computation graph when that is a
+        # small part of the graph (each deletion's training rows then cost what they read), else the whole graph.
+        rows = fm.objective_rows()
+        self.reducer = GraphReducer(fm, rows=(self.test,) if rows.nodes is not None else (self.train, self.test))
+        self.view = None if rows.nodes is None else self.reducer.restrict(rows.nodes, rows.train)
+        self.train_rows = rows.train if rows.nodes is not None else self.train
 
     def solve_damped(self, vec: Tensor) -> Tensor:
         """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
@@ -303,7 +308,8 @@ class Stepper:
         nodes = self.fm.graph.train_idx[torch.tensor(positions, dtype=torch.long)]
         gone = torch.zeros(self.m, dtype=torch.bool)
         gone[torch.tensor(positions, dtype=torch.long)] = True
-        return self._settle(self.reducer(nodes), gone)
+        reduced = self.reducer(nodes)
+        return self._settle(reduced, gone, None if self.view is None else self.view(reduced))
 
     def delete_edges(self, edges: Tensor) -> Deletion:
         """Settle the deletion of the undirected ``edges`` (``[k, 2]``, both directions go) together: no loss is
@@ -316,19 +322,24 @@ class Stepper:
         reduced = fm.module.prepare(g.without_edges(pairs), fm.theta.dtype, fm.device)
         return self._settle(reduced, torch.zeros(self.m, dtype=torch.bool), finish=True)
 
-    def _settle(self, reduced: GraphInputs, gone: Tensor, *, finish: bool = False) -> Deletion:
+    def _settle(
+        self, reduced: GraphInputs, gone: Tensor, part: GraphInputs | None = None, *, finish: bool = False
+    ) -> Deletion:
         """Damped steps towards the proximal optimum on the reduced graph (``reduced``: its inputs in the full
-        graph's numbering), the training positions ``gone`` (a mask) deleted with their losses, every other one kept
-        with its loss on the reduced graph; Γ exactly at the weights reached. With
+        graph's numbering; ``part``: those of its training nodes' computation graph, where the objective is
+        evaluated when given), the training positions ``gone`` (a mask) deleted with their losses, every other one
+        kept with its loss on the reduced graph; Γ exactly at the weights reached. With
         ``finish``, a deletion the chord steps leave above ``tol`` is finished by L-BFGS on the proximal objective
         (:data:`~bind_core.influence.proximal.FINISH_ITERATIONS` at most)."""
         fm, g, m, train, y = self.fm, self.fm.graph, self.m, self.train, self.y
         rest = ~gone.to(fm.device)
-        objective = proximal_objective(fm, reduced, self.wanted, rest, y[train[rest]], m, self.mu)
+        rows = self.train if part is None else self.train_rows
+        objective = proximal_objective(fm, part or reduced, rows, rest, y[train[rest]], m, self.mu)
         # F at θ̂ on G − S: one forward and one backward pass. F(θ̂) = L(θ̂) − c_S(θ̂)/m, so its gradient gives
-        # ∇c_S(θ̂) without a backward pass through the full graph's losses; its test probabilities give the direct term.
-        value, grad_f, moved = objective(fm.theta)
-        at, taken, unchanged = fm.theta, 0, moved
+        # ∇c_S(θ̂) without a backward pass through the full graph's losses.
+        value, grad_f = objective(fm.theta)
+        at, taken = fm.theta, 0
+        unchanged = self._test_proba(fm.theta, reduced)  # the direct term
         grad_c = (self.grad_objective - grad_f) * m
         first_step = self.solve_damped(grad_c) / m
         while taken < self.steps and float(grad_f.abs().max()) > self.tol:
@@ -336,16 +347,17 @@ class Stepper:
             slope = float(grad_f @ direction)  # > 0: −direction descends F ((H + μI)⁻¹ is positive definite)
             for _ in range(HALVINGS):  # a frozen Hessian may overshoot: halve until F decreases enough (Armijo)
                 candidate = at - direction
-                value_new, grad_new, moved_new = objective(candidate)
+                value_new, grad_new = objective(candidate)
                 if value_new <= value - 1e-4 * slope:
                     break
                 direction, slope = 0.5 * direction, 0.5 * slope
             else:
                 break  # no progress along the chord direction: keep the best point reached
-            at, value, grad_f, moved = candidate, value_new, grad_new, moved_new
+            at, value, grad_f = candidate, value_new, grad_new
             taken += 1
         if finish and float(grad_f.abs().max()) > self.tol:  # the chord stalled: L-BFGS on F from where it got to
-            at, grad_f, moved = lbfgs_finish(objective, at, self.tol)
+            at, grad_f = lbfgs_finish(objective, at, self.tol)
+        moved = unchanged if at is fm.theta else self._test_proba(at, reduced)  # Γ at the weights reached
         with torch.no_grad():
             direct = gammas_from_proba(unchanged, g, fm.groups) - self.base_gamma
             return Deletion(
@@ -357,6 +369,11 @@ class Stepper:
                 taken=taken,
                 residual=float(grad_f.abs().max()),
             )
+
+    def _test_proba(self, at: Tensor, reduced: GraphInputs) -> Tensor:
+        """The test nodes' probabilities at ``at`` on the reduced graph (no gradient: Γ only reads them)."""
+        with torch.no_grad():
+            return probabilities(self.fm.logits(at, self.test, reduced))
 
 
 def step_set_estimates(
