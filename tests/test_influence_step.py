@@ -229,7 +229,7 @@ def test_deletions_settled_on_the_computation_graph_equal_those_on_the_whole_gra
     on_part = Stepper(fm)
     assert on_part.view is not None
     whole = Stepper(fm)
-    whole.view, whole.train_rows = None, whole.train  # the objective on the whole reduced graph
+    whole.view = None  # the objective on the whole reduced graph
     for positions in ([0], [7], [0, 5, 9]):
         a, b = on_part.delete(positions), whole.delete(positions)
         assert a.taken == b.taken and a.taken >= 1

@@ -9,18 +9,22 @@ import torch
 from torch import Tensor
 
 from bind_core.influence.functional import FunctionalModel
-from bind_core.models.gnn import node_losses
+from bind_core.models.gnn import node_losses, probabilities
 from bind_core.models.propagation import GraphInputs
 
 FINISH_ITERATIONS = 1000
 """L-BFGS iterations at most when a settle is finished that way (:meth:`Stepper.delete_edges`)."""
 
 
+Evaluation = tuple[float, Tensor, Tensor | None]
+"""``(F(θ), ∇F(θ), the test probabilities at θ or None)``: see :func:`proximal_objective`."""
+
+
 def lbfgs_finish(
-    objective: Callable[[Tensor], tuple[float, Tensor]], start: Tensor, tol: float
-) -> tuple[Tensor, Tensor]:
+    objective: Callable[[Tensor], Evaluation], start: Tensor, tol: float
+) -> tuple[Tensor, Tensor, Tensor | None]:
     """Minimise the proximal objective from ``start`` by float64 L-BFGS until its gradient's largest entry is at most
-    ``tol``: ``(weights, gradient)`` there."""
+    ``tol``: ``(weights, gradient, test probabilities or None)`` there."""
     flat = start.detach().clone().requires_grad_(True)
     optimizer = torch.optim.LBFGS(
         [flat], lr=1.0, max_iter=FINISH_ITERATIONS, tolerance_grad=tol, tolerance_change=1e-18, history_size=50,
@@ -28,34 +32,36 @@ def lbfgs_finish(
     )  # fmt: skip
 
     def closure() -> Tensor:
-        value, grad = objective(flat.detach())
+        value, grad, _ = objective(flat.detach())
         flat.grad = grad
         return torch.tensor(value, dtype=flat.dtype)
 
     optimizer.step(closure)  # type: ignore[no-untyped-call]
-    _, grad = objective(flat.detach())
-    return flat.detach(), grad
+    _, grad, proba = objective(flat.detach())
+    return flat.detach(), grad, proba
 
 
 def proximal_objective(
-    fm: FunctionalModel, inputs: GraphInputs, train: Tensor, rest: Tensor, y: Tensor, m: int, mu: float
-) -> Callable[[Tensor], tuple[float, Tensor]]:
-    """``θ ↦ (F(θ), ∇F(θ))`` for the proximal objective on ``G − v``:
+    fm: FunctionalModel, inputs: GraphInputs, rows: Tensor, rest: Tensor, y: Tensor, m: int, mu: float
+) -> Callable[[Tensor], Evaluation]:
+    """``θ ↦ (F(θ), ∇F(θ), test probabilities)`` for the proximal objective on ``G − v``:
     ``F(θ) = (1/m)·Σ_{rest} ℓ_j(θ; G − v) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²``; ``inputs``: those of ``G − v`` (or of its
-    training nodes' computation graph), ``train``: the training rows there, ``rest``: the training positions kept (a
-    mask over ``train``)."""
+    training nodes' computation graph), ``rows``: the ``m`` training rows there, then possibly the test rows (whose
+    probabilities come from the same pass; ``None`` without them), ``rest``: the training positions kept (a mask
+    over the first ``m``)."""
     theta_hat = fm.theta
 
-    def evaluate(at: Tensor) -> tuple[float, Tensor]:
+    def evaluate(at: Tensor) -> Evaluation:
         probe = at.detach().clone().requires_grad_(True)
-        logits = fm.logits(probe, train, inputs)
+        logits = fm.logits(probe, rows, inputs)
         move = probe - theta_hat
         value = (
-            node_losses(logits[rest], y).sum() / m
+            node_losses(logits[:m][rest], y).sum() / m
             + 0.5 * fm.weight_decay * (probe * probe).sum()
             + 0.5 * mu * (move * move).sum()
         )
         (grad_f,) = torch.autograd.grad(value, probe)
-        return float(value.detach()), grad_f
+        proba = probabilities(logits[m:].detach()) if logits.shape[0] > m else None
+        return float(value.detach()), grad_f, proba
 
     return evaluate

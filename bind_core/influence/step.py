@@ -283,9 +283,9 @@ class Stepper:
         # The training objective is evaluated where it lives: the training nodes' computation graph when that is a
         # small part of the graph (each deletion's training rows then cost what they read), else the whole graph.
         rows = fm.objective_rows()
-        self.reducer = GraphReducer(fm, rows=(self.test,) if rows.nodes is not None else (self.train, self.test))
+        self.reducer = GraphReducer(fm, rows=self.test if rows.nodes is not None else self.wanted)
         self.view = None if rows.nodes is None else self.reducer.restrict(rows.nodes, rows.train)
-        self.train_rows = rows.train if rows.nodes is not None else self.train
+        self.train_rows = rows.train
 
     def solve_damped(self, vec: Tensor) -> Tensor:
         """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
@@ -333,13 +333,18 @@ class Stepper:
         (:data:`~bind_core.influence.proximal.FINISH_ITERATIONS` at most)."""
         fm, g, m, train, y = self.fm, self.fm.graph, self.m, self.train, self.y
         rest = ~gone.to(fm.device)
-        rows = self.train if part is None else self.train_rows
-        objective = proximal_objective(fm, part or reduced, rows, rest, y[train[rest]], m, self.mu)
+        # On the whole graph the test rows come in the same pass as the training rows; on the computation graph
+        # they are evaluated apart, only where Γ is read (at θ̂ and at the weights reached).
+        if part is None:
+            objective = proximal_objective(fm, reduced, self.wanted, rest, y[train[rest]], m, self.mu)
+        else:
+            objective = proximal_objective(fm, part, self.train_rows, rest, y[train[rest]], m, self.mu)
         # F at θ̂ on G − S: one forward and one backward pass. F(θ̂) = L(θ̂) − c_S(θ̂)/m, so its gradient gives
         # ∇c_S(θ̂) without a backward pass through the full graph's losses.
-        value, grad_f = objective(fm.theta)
+        value, grad_f, proba = objective(fm.theta)
         at, taken = fm.theta, 0
-        unchanged = self._test_proba(fm.theta, reduced)  # the direct term
+        unchanged = proba if proba is not None else self._test_proba(fm.theta, reduced)  # the direct term
+        moved: Tensor | None = unchanged
         grad_c = (self.grad_objective - grad_f) * m
         first_step = self.solve_damped(grad_c) / m
         while taken < self.steps and float(grad_f.abs().max()) > self.tol:
@@ -347,17 +352,18 @@ class Stepper:
             slope = float(grad_f @ direction)  # > 0: −direction descends F ((H + μI)⁻¹ is positive definite)
             for _ in range(HALVINGS):  # a frozen Hessian may overshoot: halve until F decreases enough (Armijo)
                 candidate = at - direction
-                value_new, grad_new = objective(candidate)
+                value_new, grad_new, proba_new = objective(candidate)
                 if value_new <= value - 1e-4 * slope:
                     break
                 direction, slope = 0.5 * direction, 0.5 * slope
             else:
                 break  # no progress along the chord direction: keep the best point reached
-            at, value, grad_f = candidate, value_new, grad_new
+            at, value, grad_f, moved = candidate, value_new, grad_new, proba_new
             taken += 1
         if finish and float(grad_f.abs().max()) > self.tol:  # the chord stalled: L-BFGS on F from where it got to
-            at, grad_f = lbfgs_finish(objective, at, self.tol)
-        moved = unchanged if at is fm.theta else self._test_proba(at, reduced)  # Γ at the weights reached
+            at, grad_f, moved = lbfgs_finish(objective, at, self.tol)
+        if moved is None:
+            moved = self._test_proba(at, reduced)  # Γ at the weights reached
         with torch.no_grad():
             direct = gammas_from_proba(unchanged, g, fm.groups) - self.base_gamma
             return Deletion(
