@@ -279,7 +279,6 @@ class Stepper:
         self.base_gamma = gammas_from_proba(self.base_proba, g, fm.groups).detach()
         self.grad_gamma = _gamma_gradients(fm, theta, self.full)  # [2, p]
         self.grad_objective = torch.func.grad(fm.objective)(theta).detach()  # ≈ 0 at a stationary point
-        self.objective_hat = float(fm.objective(theta).detach())
         # The training objective is evaluated where it lives: the training nodes' computation graph when that is a
         # small part of the graph (each deletion's training rows then cost what they read), else the whole graph.
         rows = fm.objective_rows()
@@ -335,10 +334,8 @@ class Stepper:
         rest = ~gone.to(fm.device)
         # On the whole graph the test rows come in the same pass as the training rows; on the computation graph
         # they are evaluated apart, only where Γ is read (at θ̂ and at the weights reached).
-        if part is None:
-            objective = proximal_objective(fm, reduced, self.wanted, rest, y[train[rest]], m, self.mu)
-        else:
-            objective = proximal_objective(fm, part, self.train_rows, rest, y[train[rest]], m, self.mu)
+        inputs, rows = (reduced, self.wanted) if part is None else (part, self.train_rows)
+        objective = proximal_objective(fm, inputs, rows, rest, y[train[rest]], m, self.mu)
         # F at θ̂ on G − S: one forward and one backward pass. F(θ̂) = L(θ̂) − c_S(θ̂)/m, so its gradient gives
         # ∇c_S(θ̂) without a backward pass through the full graph's losses.
         value, grad_f, proba = objective(fm.theta)
