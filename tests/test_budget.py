@@ -103,8 +103,11 @@ def test_mini_batches_cost_the_sampled_graph_not_the_whole_graph() -> None:
     assert batch is not None and batch.nodes == 1024 * 111 and batch.train == 1024
     f, polish = forward_flops(model, big), 1.5 * 1000 * 3 * forward_flops(model, big)
     assert full.work["training"] == pytest.approx(1000 * 3 * f + polish)
-    # 10 batches an epoch, each one forward and backward on its sampled graph, and the exact validation pass
-    assert mini.work["training"] == pytest.approx(1000 * (10 * 3 * forward_flops(model, batch) + f) + polish)
+    # 10 batches an epoch, each one forward and backward on its sampled graph, and the exact validation pass over
+    # at most 10,000 validation nodes and their neighbours (mean degree 20)
+    validation = GraphSize(nodes=10_000 * 21, edges=10_000 * 21 * 20, features=16, classes=2, train=10_000)
+    per_epoch = 10 * 3 * forward_flops(model, batch) + forward_flops(model, validation)
+    assert mini.work["training"] == pytest.approx(1000 * per_epoch + polish)
     # an upper bound (draws shared between seeds counted twice): 10 batches of 113,664 nodes cost more than one
     # full pass here, fewer sampled neighbours less
     small = {**settings, "training": {"batch_size": 1024, "fan_out": [5, 5]}}

@@ -10,10 +10,12 @@ import torch
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
-from bind_core.models.gnn import GNN, ModelConfig
+from bind_core.models.gnn import GNN, ModelConfig, node_losses
 from bind_core.pipeline.config import AuditConfig
+from bind_core.training import minibatch
 from bind_core.training.compgraph import computation_graph, objective_inputs
 from bind_core.training.fit import TrainConfig, TrainedModel, max_abs_gradient, polish, train
+from bind_core.training.minibatch import validation_nodes
 from bind_core.training.objective import flat_objective, objective_gradient, training_objective
 from bind_core.training.sampling import NeighbourSampler, SampledBatch
 
@@ -152,6 +154,28 @@ def test_mini_batch_training_is_deterministic_and_seeded(graph: Graph) -> None:
 
     assert torch.equal(weights(1), weights(1))
     assert not torch.equal(weights(1), weights(2))
+
+
+def test_a_large_validation_set_is_judged_on_a_seeded_subset(graph: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    val = graph.val_idx
+    assert torch.equal(validation_nodes(val, 1), val)  # small sets stay whole
+    part = validation_nodes(val, 1, limit=10)
+    assert part.unique().numel() == 10 and bool(torch.isin(part, val).all())
+    assert torch.equal(part, validation_nodes(val, 1, limit=10)) and not torch.equal(part, validation_nodes(val, 2, 10))
+    # the epochs' validation loss is the exact mean loss over that subset (every neighbour), and the history says so
+    monkeypatch.setattr(minibatch, "VALIDATION_NODES", 10)
+    config = TrainConfig(epochs=2, lr=0.01, polish=False, seed=1, batch_size=16, fan_out=(3, 3))
+    trained = train(graph, config, ModelConfig(arch="sage", layers=2, hidden=8))
+    assert trained.history["validation_nodes"] == 10
+    module = trained.module.eval()
+    epochs = minibatch.MiniBatchEpochs(
+        module, trained.prepare(graph), graph, torch.optim.Adam(module.parameters()), batch_size=16, fan_out=(3, 3),
+        seed=1,
+    )  # fmt: skip
+    with torch.no_grad():
+        expected = node_losses(module(trained.prepare(graph), part), graph.y[part]).mean()
+        assert torch.equal(epochs.validation_nodes, part)
+        torch.testing.assert_close(epochs.validation_loss(), expected)
 
 
 def test_sampled_training_is_about_as_accurate_as_full_batch() -> None:

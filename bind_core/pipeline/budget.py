@@ -19,7 +19,8 @@ runtime. Memory sums the parts an audit can hold at once (bytes):
 Work counts multiply-adds twice (flops). One forward pass costs
 ``f = Σ_layers 2·heads·(n·d_in·h + (E + n)·h) + 2·n·h·C``; a backward about twice that. Training costs
 ``epochs·3f`` (with mini-batches, ``epochs·(⌈m/b⌉·3f_b + f)``: ``f_b`` a forward pass over one batch's sampled
-computation graph, :func:`sampled_size`, and ``f`` the exact validation pass); the polish
+computation graph, :func:`sampled_size`, and ``f`` the exact validation pass, over at most
+:data:`~bind_core.training.minibatch.VALIDATION_NODES` validation nodes' computation graph); the polish
 ``1.5·polish_max_iter·3f`` (L-BFGS's evaluation cap); a dense Hessian ``4f·p + 9p³``;
 the per-node terms ``m·4f·r/n`` (``r``: the nodes within the model's receptive field of a node, at most ``n``) for
 the influence function, ``m·(4f + 4p²)`` for the step estimator; each debiasing budget and each validated node
@@ -41,7 +42,7 @@ trained once more for the debiasing rows' ``before``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -54,6 +55,7 @@ from bind_core.influence.step import STEPS
 from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.pipeline.config import AuditConfig
 from bind_core.training.fit import TrainConfig
+from bind_core.training.minibatch import VALIDATION_NODES
 from bind_core.training.newton import NEWTON_MAX_PARAMETERS
 
 LBFGS_HISTORY = 50
@@ -152,13 +154,17 @@ def sampled_size(model: ModelConfig, training: TrainConfig, size: GraphSize) -> 
 
 
 def training_flops(model: ModelConfig, training: TrainConfig, size: GraphSize) -> float:
-    """Flops of the Adam epochs (module docstring): full batch, or mini-batches plus the exact validation pass."""
-    f = forward_flops(model, size)
+    """Flops of the Adam epochs (module docstring): full batch, or mini-batches plus the exact validation pass (its
+    computation graph bounded like a batch of :data:`VALIDATION_NODES` seeds with every neighbour)."""
     batch = sampled_size(model, training, size)
     if batch is None:
-        return training.epochs * 3 * f
+        return training.epochs * 3 * forward_flops(model, size)
     batches = -(-max(size.train, 1) // training.batch_size)
-    return training.epochs * (batches * 3 * forward_flops(model, batch) + f)
+    validation = sampled_size(
+        model, replace(training, batch_size=VALIDATION_NODES, fan_out=()), replace(size, train=size.nodes)
+    )
+    assert validation is not None  # batch_size > 0
+    return training.epochs * (batches * 3 * forward_flops(model, batch) + forward_flops(model, validation))
 
 
 def uses_dense_hessian(config: AuditConfig, parameters: int) -> bool:

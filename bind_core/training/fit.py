@@ -360,7 +360,12 @@ def _epochs(
         epochs = MiniBatchEpochs(
             module, inputs, graph, optimizer, batch_size=config.batch_size, fan_out=config.fan_out, seed=config.seed
         )
-        record = {"batch_size": config.batch_size, "fan_out": list(epochs.fan_out), "batches": epochs.batches_per_epoch}
+        record = {
+            "batch_size": config.batch_size,
+            "fan_out": list(epochs.fan_out),
+            "batches": epochs.batches_per_epoch,
+            "validation_nodes": int(epochs.validation_nodes.numel()),
+        }
         return epochs.step, epochs.validation_loss, record
     dev = inputs.x.device
     train_idx, val_idx = graph.train_idx.to(dev), graph.val_idx.to(dev)

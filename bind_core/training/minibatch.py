@@ -6,7 +6,12 @@ every neighbour sample: the same seed gives the same batches), cuts them into ba
 each batch's computation graph (:class:`~bind_core.training.sampling.NeighbourSampler`) and takes one Adam step on
 the batch's mean loss, an unbiased estimate of the full objective's gradient when the fan-outs cover every neighbour
 (and of the sampled model's otherwise). The validation loss, which picks the best epoch, is exact: the validation
-nodes' computation graph with every neighbour, built once and reused every epoch.
+nodes' computation graph with every neighbour, built once and reused every epoch. Where the validation set is larger
+than :data:`VALIDATION_NODES`, that many of its nodes, drawn once (seeded by the training seed, from a generator of
+their own so that the batches stay the same), stand for it: an epoch then costs what its batches cost rather than a
+pass over most of the graph (a 10⁶-node graph's 250,000 validation nodes read nearly all of it, 3.5 s an epoch
+against the batches' fraction of a second), and the mean loss of 10,000 nodes differs from the whole set's by about
+1% of the loss's spread across nodes. The choice only moves the epoch the polish starts from; the polish is exact.
 
 With one batch holding every training node and every neighbour sampled, an epoch is the full-batch epoch (to
 round-off: the sums run in another order), except for dropout: its masks are drawn over the batch's rows rather
@@ -24,6 +29,19 @@ from bind_core.data.graph import Graph
 from bind_core.models.gnn import GNN, node_losses
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.sampling import NeighbourSampler, SampledBatch
+
+VALIDATION_NODES = 10_000
+"""The most validation nodes a mini-batch epoch's validation loss reads (a seeded subset of a larger set)."""
+
+
+def validation_nodes(val_idx: Tensor, seed: int, limit: int | None = None) -> Tensor:
+    """``val_idx`` itself when it holds at most ``limit`` (default :data:`VALIDATION_NODES`) nodes, else ``limit`` of
+    them drawn with ``seed`` (in ``val_idx``'s order)."""
+    limit = VALIDATION_NODES if limit is None else limit
+    if val_idx.numel() <= limit:
+        return val_idx
+    pick = torch.randperm(val_idx.numel(), generator=torch.Generator().manual_seed(seed))[:limit]
+    return val_idx[pick.sort().values]
 
 
 class MiniBatchEpochs:
@@ -62,7 +80,8 @@ class MiniBatchEpochs:
         )  # fmt: skip
         self.fan_out = self.sampler.fan_out
         self.batches_per_epoch = -(-int(graph.train_idx.numel()) // batch_size)
-        validation = self.sampler.sample(graph.val_idx, exact=True)
+        self.validation_nodes = validation_nodes(graph.val_idx, seed)
+        validation = self.sampler.sample(self.validation_nodes, exact=True)
         self._val_rows = self._rows(validation)
         self._val_blocks = validation.blocks
         self._y_val = self.y[validation.seeds.to(self.device)]
@@ -77,7 +96,8 @@ class MiniBatchEpochs:
             self.optimizer.step()
 
     def validation_loss(self) -> Tensor:
-        """The mean loss of the validation nodes (exact: every neighbour), in the module's current mode."""
+        """The mean loss of the validation nodes (exact: every neighbour; at most :data:`VALIDATION_NODES` of them), in
+        the module's current mode."""
         return node_losses(self.module.forward_blocks(self._val_rows, self._val_blocks), self._y_val).mean()
 
     def _rows(self, batch: SampledBatch) -> Tensor:
