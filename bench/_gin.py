@@ -22,9 +22,10 @@ from bind_core.debiasing.validation import ValidationResult, gammas
 from bind_core.influence import InfluenceResult, estimate
 from bind_core.influence.refinement import Refinement, refine_deletions
 from bind_core.models.gnn import ModelConfig
-from bind_core.training.fit import TrainConfig, TrainedModel, polish, train
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 from bind_core.training.hessian import dense_hessian
 from bind_core.training.objective import flat_objective
+from bind_core.training.polish import polish
 
 
 def gin_ground_truth(

@@ -2,7 +2,7 @@
 
 For each keep rule (``best_val``, the paper's; ``last``, what the reference code ends up with) the model is
 trained with ``TrainConfig(polish=False)`` (Adam only: timed and evaluated), then polished with
-``bind_core.training.fit.polish`` (timed and evaluated) — exactly what ``train(..., TrainConfig(polish=True))`` does.
+``bind_core.training.polish.polish`` (timed and evaluated) — exactly what ``train(..., TrainConfig(polish=True))`` does.
 
     python bench/bench_training.py [--datasets income,recidivism] [--seeds 1,10,100] [--keeps best_val,last]
 """
@@ -16,7 +16,8 @@ import _common as C
 
 from bind_core.debiasing.debias import report
 from bind_core.models.gnn import ModelConfig
-from bind_core.training.fit import TrainConfig, polish, train
+from bind_core.training.fit import TrainConfig, train
+from bind_core.training.polish import polish
 
 METRICS = ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo")
 

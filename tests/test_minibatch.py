@@ -14,9 +14,10 @@ from bind_core.models.gnn import GNN, ModelConfig, node_losses
 from bind_core.pipeline.config import AuditConfig
 from bind_core.training import minibatch
 from bind_core.training.compgraph import computation_graph, objective_inputs
-from bind_core.training.fit import TrainConfig, TrainedModel, max_abs_gradient, polish, train
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 from bind_core.training.minibatch import validation_nodes
 from bind_core.training.objective import flat_objective, objective_gradient, training_objective
+from bind_core.training.polish import max_abs_gradient, polish
 from bind_core.training.sampling import NeighbourSampler, SampledBatch
 
 ARCHS = ("gcn", "sage", "gin")

@@ -15,17 +15,10 @@ from bind_core.errors import ConfigError
 from bind_core.fairness.metrics import accuracy
 from bind_core.models.gnn import ARCHS, GNN, ModelConfig
 from bind_core.models.propagation import GraphInputs
-from bind_core.training.fit import (
-    TrainConfig,
-    TrainedModel,
-    fine_tune,
-    gradient_norm,
-    polish,
-    train,
-    training_objective,
-)
+from bind_core.training.fit import TrainConfig, TrainedModel, fine_tune, train, training_objective
 from bind_core.training.hessian import dense_hessian
 from bind_core.training.newton import newton_finish
+from bind_core.training.polish import gradient_norm, polish
 
 
 def test_one_layer_gcn_shortcut_equals_pyg_gcnconv(small_graph: Graph) -> None:

@@ -23,7 +23,8 @@ from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import ValidationResult, gammas, proximal_reoptimize
 from bind_core.errors import ConfigError
 from bind_core.influence.edges import EdgeInfluenceResult
-from bind_core.training.fit import TrainedModel, polish
+from bind_core.training.fit import TrainedModel
+from bind_core.training.polish import polish
 
 
 def reoptimize_without_edges(

@@ -36,7 +36,8 @@ from bind_core.fairness.metrics import gamma_eo, gamma_sp
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
 from bind_core.models.gnn import flat_parameters, node_losses, unflatten_parameters
-from bind_core.training.fit import ProgressCallback, TrainedModel, fine_tune, polish, train
+from bind_core.training.fit import ProgressCallback, TrainedModel, fine_tune, train
+from bind_core.training.polish import polish
 
 MODES = ("reoptimize", "scratch", "fine_tune", "proximal")
 

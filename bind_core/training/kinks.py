@@ -25,7 +25,8 @@ from torch import Tensor
 from bind_core.data.graph import Graph
 from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.models.propagation import GraphInputs
-from bind_core.training.fit import TrainedModel, polish
+from bind_core.training.fit import TrainedModel
+from bind_core.training.polish import polish
 
 PINNED = 1e-6
 """A pre-activation with ``|z| ≤ PINNED·max(1, max|z| of its layer)`` counts as pinned at the kink."""

@@ -1,7 +1,7 @@
 """A trust-region Newton finish to a stationary point, on the dense Hessian.
 
 
-Shared by the training polish (:func:`bind_core.training.fit.polish`) and usable by the influence solvers; it imports
+Shared by the training polish (:func:`bind_core.training.polish.polish`) and usable by the influence solvers; it imports
 nothing else from ``bind_core``, so either side may import it.
 
 :func:`newton_finish` is for the case the L-BFGS polish leaves unconverged: an objective whose Hessian spans many

@@ -1,6 +1,6 @@
 """The training objective and the pieces of the polish that work on it directly: its gradient, a flat-parameter
-view for ``torch.func``, full-batch L-BFGS and the message-passing Newton finish (:func:`bind_core.training.fit.polish`
-puts them together)."""
+view for ``torch.func``, full-batch L-BFGS and the message-passing Newton finish
+(:func:`bind_core.training.polish.polish` puts them together)."""
 
 from __future__ import annotations
 

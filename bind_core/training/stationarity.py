@@ -3,8 +3,8 @@
 An influence function linearises the re-optimisation around ``θ̂`` and assumes ``∇L(θ̂) = 0``. From weights that
 are not stationary, the "effect" of any deletion carries the drift the optimiser would have made anyway (a two-layer
 GCN left at a largest gradient entry of 5.9e-5 moved Γ by 0.0025 when merely re-optimised further, as much as most
-single deletions; docs/METHOD.md). The polish (:func:`bind_core.training.fit.polish`) finishes with a Newton method for
-every architecture; :func:`require_stationary` is the audit's check that it got there. A model with ReLU kinks whose
+single deletions; docs/METHOD.md). The polish (:func:`bind_core.training.polish.polish`) finishes with a Newton method
+for every architecture; :func:`require_stationary` is the audit's check that it got there. A model with ReLU kinks whose
 minimum sits on them never gets a vanishing gradient; it is accepted when a restarted L-BFGS finds no descent from
 its weights (:mod:`bind_core.training.kinks`), and the audit says so.
 """
@@ -16,8 +16,9 @@ from typing import Any
 
 from bind_core.data.graph import Graph
 from bind_core.errors import ModelNotStationaryError
-from bind_core.training.fit import TrainedModel, gradient_norm, max_abs_gradient
+from bind_core.training.fit import TrainedModel
 from bind_core.training.kinks import kink_stall
+from bind_core.training.polish import gradient_norm, max_abs_gradient
 
 STATIONARY_SLACK = 100.0
 """The audit refuses weights whose largest gradient entry exceeds ``STATIONARY_SLACK·polish_tol`` (1e-5 with the

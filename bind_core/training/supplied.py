@@ -3,7 +3,7 @@ and polished to a stationary point when it is not one yet.
 
 BIND's influence estimate is a first-order expansion around a minimum of the training objective; a model trained
 elsewhere usually stopped short of one (Adam, early stopping, dropout). Unless its config's ``stationarity`` says
-``polished``, it is re-optimised in place (:func:`bind_core.training.fit.polish`, float64 full-batch L-BFGS) and the
+``polished``, it is re-optimised in place (:func:`bind_core.training.polish.polish`, float64 full-batch L-BFGS) and the
 audit describes the polished model, which predicts almost exactly as the supplied one when that one was near a
 minimum. A ``torch_geometric.nn.models`` model (:mod:`bind_core.models.pyg`) is first run beside the PyG module
 itself, built from its config and weights, and refused unless the two give the same logits on the graph.
@@ -20,7 +20,8 @@ from safetensors.torch import load as st_load
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
 from bind_core.models.pyg import REPRODUCTION_TOLERANCE, bind_config, is_pyg_config, reproduction
-from bind_core.training.fit import TrainedModel, gradient_norm, polish
+from bind_core.training.fit import TrainedModel
+from bind_core.training.polish import gradient_norm, polish
 
 
 def prepare_supplied(

@@ -1,0 +1,166 @@
+"""The stationary-point polish of a trained model: float64 full-batch L-BFGS on the training objective without
+dropout, finished by a Newton method where L-BFGS stops short, and the gradient sizes that say how stationary the
+weights are (:func:`bind_core.training.fit.train` runs it after the Adam epochs; the ground truths re-run it on a
+reduced graph)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+import torch
+from torch import Tensor
+
+from bind_core.data.graph import Graph
+from bind_core.models.gnn import GNN
+from bind_core.models.propagation import GraphInputs
+from bind_core.training.compgraph import objective_inputs
+from bind_core.training.newton import NEWTON_MAX_PARAMETERS, newton_finish
+from bind_core.training.objective import (
+    FROZEN_STEPS_PER_HESSIAN,
+    flat_objective,
+    gradient_size,
+    largest_gradient_entry,
+    message_passing_finish,
+    objective_gradient,
+    training_objective,
+)
+
+
+class _Settings(Protocol):
+    @property
+    def weight_decay(self) -> float: ...
+
+
+class Polishable(Protocol):
+    """What the polish reads and writes of a trained model (:class:`bind_core.training.fit.TrainedModel`, which
+    imports this module: the protocol keeps the import one way)."""
+
+    module: GNN
+    stationarity: dict[str, Any]
+
+    @property
+    def train_config(self) -> _Settings: ...
+
+    @property
+    def num_parameters(self) -> int: ...
+
+    def prepare(self, graph: Graph) -> GraphInputs: ...
+
+
+Model = TypeVar("Model", bound=Polishable)
+
+
+def gradient_norm(trained: Polishable, graph: Graph) -> float:
+    """Euclidean norm of the gradient of the training objective (no dropout) at the current weights."""
+    module = trained.module
+    module.eval()
+    inputs, rows = objective_inputs(module, trained.prepare(graph), graph)
+    return gradient_size(objective_gradient(module, inputs, rows, trained.train_config.weight_decay))
+
+
+def max_abs_gradient(trained: Polishable, graph: Graph) -> float:
+    """``max|∂L/∂θ|`` of the training objective (no dropout) at the current weights: what ``polish_tol`` bounds."""
+    module = trained.module
+    module.eval()
+    inputs, rows = objective_inputs(module, trained.prepare(graph), graph)
+    return largest_gradient_entry(module, inputs, rows, trained.train_config.weight_decay)
+
+
+def polish(
+    trained: Model,
+    graph: Graph,
+    *,
+    max_iter: int = 1000,
+    tol: float = 1e-7,
+    progress: Callable[[float], None] | None = None,
+    newton: bool | None = None,
+    newton_max_iter: int = 200,
+    newton_max_seconds: float | None = None,
+) -> Model:
+    """Re-optimise ``trained`` in place to a stationary point: float64 full-batch L-BFGS, no dropout.
+
+    The model is converted to float64. When L-BFGS stops with a gradient entry above ``tol`` and the model has
+    at most :data:`~bind_core.training.newton.NEWTON_MAX_PARAMETERS` parameters, a trust-region Newton finish with the
+    exact Hessian (:func:`bind_core.training.newton.newton_finish`, at most ``newton_max_iter`` Hessians,
+    ``newton_max_seconds`` bounds its time) takes over; models that L-BFGS converges never form a Hessian.
+    ``newton=None`` (default) or ``True`` does this for every model: row-separable ones (one-layer GCN, GIN, SAGE),
+    whose Hessian runs over the training rows alone, form the exact Hessian at every step; message-passing models,
+    where each Hessian is ``p`` full-graph backward passes, take frozen-Hessian steps (one eigendecomposition at
+    the L-BFGS end point, a fresh one only when :data:`FROZEN_REFRESH` steps in a row have not halved the
+    gradient; each step costs one gradient), at most ``newton_max_iter·FROZEN_STEPS_PER_HESSIAN`` of them.
+    ``newton=False`` never runs it. Records ``grad_norm``, ``iterations`` (L-BFGS), ``seconds``, ``converged``
+    (the largest gradient entry is at most ``tol``) and, when it ran, ``newton`` (its record) in
+    ``trained.stationarity``.
+    A multi-layer GCN, GIN or SAGE evaluates the objective on its training nodes' computation graph
+    (:mod:`bind_core.training.compgraph`: the same objective, gradient and Hessian, exactly) when that holds at most
+    half of the graph's nodes.
+    Used after training and, warm-started, as the ground truth of a deletion. ``progress(fraction)`` is called
+    at every objective evaluation, after each Newton step and while a Hessian is formed; it may raise.
+    """
+    module = trained.module.double()
+    module.eval()
+    inputs, rows = objective_inputs(module, trained.prepare(graph), graph)  # the training nodes' part, if smaller
+    wd = trained.train_config.weight_decay
+    optimizer = torch.optim.LBFGS(
+        module.parameters(),
+        lr=1.0,
+        max_iter=max_iter,
+        max_eval=int(max_iter * 1.5) + 10,
+        tolerance_grad=tol,
+        tolerance_change=1e-16,
+        history_size=50,
+        line_search_fn="strong_wolfe",
+    )
+
+    evaluations = 0
+    if newton is None:
+        newton = True
+    run_newton = newton and newton_max_iter > 0 and trained.num_parameters <= NEWTON_MAX_PARAMETERS
+    lbfgs_share = 0.9 if run_newton else 1.0  # of the progress; a Newton finish reports the rest
+
+    def closure() -> Tensor:
+        nonlocal evaluations
+        evaluations += 1
+        if progress is not None:  # every evaluation: one can take seconds on a large model
+            progress(lbfgs_share * min(1.0, evaluations / max(max_iter, 1)))
+        optimizer.zero_grad(set_to_none=True)
+        obj = training_objective(module, inputs, rows, wd)
+        obj.backward()  # type: ignore[no-untyped-call]
+        return obj
+
+    start = time.perf_counter()
+    if max_iter > 0:
+        optimizer.step(closure)  # type: ignore[no-untyped-call]
+    state = optimizer.state[optimizer._params[0]]
+    record: dict[str, Any] = {}
+    if run_newton and largest_gradient_entry(module, inputs, rows, wd) > tol:
+        report = None if progress is None else (lambda f: progress(lbfgs_share + (1 - lbfgs_share) * f))
+        if trained.module.row_separable:
+            objective, theta, write_back = flat_objective(module, inputs, rows, wd)
+            theta, record = newton_finish(
+                objective, theta, tol=tol, max_iter=newton_max_iter, max_seconds=newton_max_seconds, progress=report
+            )
+            write_back(theta)
+        else:
+            record = message_passing_finish(
+                module, inputs, rows, wd, tol=tol, lbfgs_iter=max(max_iter, 1000),
+                max_steps=newton_max_iter * FROZEN_STEPS_PER_HESSIAN, max_seconds=newton_max_seconds, progress=report,
+            )  # fmt: skip
+    if progress is not None:
+        progress(1.0)
+    grads = objective_gradient(module, inputs, rows, wd)
+    trained.stationarity = {
+        **trained.stationarity,
+        "grad_norm": gradient_size(grads),
+        "polished": True,
+        "iterations": int(state.get("n_iter", 0)),
+        "converged": max(float(g.abs().max()) for g in grads) <= tol,
+        "seconds": time.perf_counter() - start,
+    }
+    if record:
+        trained.stationarity["newton"] = record
+    else:
+        trained.stationarity.pop("newton", None)
+    return trained
