@@ -115,9 +115,9 @@ def csr_conv_step(
 
 
 def _activated(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
-    """``act(H^l)`` for ``l = 1..L−1`` on the full graph: the inputs of layers 2..L."""
+    """``act(H^l)`` for ``l = 1..L−1`` on the full graph: the inputs of layers 2..L (the last layer is not run)."""
     act = ACTIVATION_FNS[fm.module.config.activation]
-    return [act(h) for h in layer_outputs(fm, flat)[:-1]]
+    return [act(h) for h in layer_outputs(fm, flat, layers=len(fm.module.convs) - 1)]
 
 
 def _first_layer(fm: FunctionalModel, params: dict[str, Tensor], z: Tensor) -> Tensor:
@@ -134,16 +134,17 @@ def _first_layer(fm: FunctionalModel, params: dict[str, Tensor], z: Tensor) -> T
     return cast(Tensor, functional_call(mlp, _sub_params(params, pre + "nn."), (z,)))
 
 
-def layer_outputs(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
+def layer_outputs(fm: FunctionalModel, flat: Tensor, layers: int | None = None) -> list[Tensor]:
     """Every conv's output on the full graph (before the activation), and the logits last: GCN, GIN and SAGE from
     the aggregated features and CSR products (as :meth:`bind_core.models.gnn.GNN.forward` runs them), GAT by its
-    PyG layers."""
+    PyG layers. With ``layers = k`` below the model's depth, only the first ``k`` convs' outputs (no logits)."""
     params = fm.unflatten(flat)
     act = ACTIVATION_FNS[fm.module.config.activation]
     inputs, outs = fm.inputs, []
     csr = inputs.adjacency is not None and inputs.x_prop is not None and fm.module.config.arch in ("gcn", "gin", "sage")
     h = inputs.x
-    for layer in range(len(fm.module.convs)):
+    depth = len(fm.module.convs)
+    for layer in range(depth if layers is None else min(layers, depth)):
         if layer > 0:
             h = act(h)
         if csr and layer == 0:
@@ -155,6 +156,8 @@ def layer_outputs(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
         else:
             h = conv_step(fm, params, layer, h, inputs.edge_index, inputs.edge_weight)
         outs.append(h)
+    if layers is not None and layers < depth:
+        return outs
     outs.append(functional_call(fm.module.head, _sub_params(params, "head."), (h,)))
     return outs
 
@@ -178,9 +181,12 @@ class IncrementalBatch:
                 h = fm.inputs.x[spec.sources.to(fm.device)]
             else:
                 assert prev is not None
-                rows = torch.cat([base[layer - 1], act(prev)])  # the full graph's rows come activated
-                index = torch.where(spec.from_prev, spec.prev_index + base[layer - 1].shape[0], spec.sources)
-                h = rows[index.to(fm.device)]
+                # the full graph's rows come activated; each row is the full graph's or a recomputed one (gathered
+                # apart: concatenating the two would copy all n full-graph rows for every batch)
+                h = base[layer - 1][spec.sources.to(fm.device)]
+                if prev.shape[0]:
+                    recomputed = act(prev)[spec.prev_index.to(fm.device)]
+                    h = torch.where(spec.from_prev.to(fm.device).unsqueeze(1), recomputed, h)
             if spec.adjacency is not None:
                 prev = csr_conv_step(fm, params, layer, spec.adjacency, h, h[spec.targets.to(fm.device)])
             else:
