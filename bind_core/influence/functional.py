@@ -52,13 +52,16 @@ class FunctionalModel:
     weight_decay: float
     groups: list[int] | None = None
     """The groups Γ is measured over (``None``: all); see :func:`bind_core.data.groups.included_groups`."""
-    _objective: ObjectiveRows | None = field(default=None, init=False, repr=False, compare=False)
+    _objective: ObjectiveRows = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Made here, outside any torch.func transform: made lazily inside one (the first objective evaluation of a
         # one-layer model's Hessian runs under vmap, jvp and grad), its tensors would be that transform's wrappers
         # and fail every evaluation after it had returned.
-        self._objective = self._objective_rows()
+        inputs, rows = objective_inputs(self.module, self.inputs, self.graph)
+        train = rows.train_idx.to(self.device)
+        nodes = rows.nodes if isinstance(rows, ComputationGraph) else None
+        self._objective = ObjectiveRows(inputs, train, rows.y.to(self.device)[train], nodes)
 
     @classmethod
     def from_trained(cls, trained: TrainedModel, graph: Graph, groups: list[int] | None = None) -> FunctionalModel:
@@ -97,15 +100,7 @@ class FunctionalModel:
 
     def objective_rows(self) -> ObjectiveRows:
         """Where :meth:`train_losses` evaluates: the computation graph, or the whole graph (made with the model)."""
-        if self._objective is None:
-            self._objective = self._objective_rows()
         return self._objective
-
-    def _objective_rows(self) -> ObjectiveRows:
-        inputs, rows = objective_inputs(self.module, self.inputs, self.graph)
-        train = rows.train_idx.to(self.device)
-        nodes = rows.nodes if isinstance(rows, ComputationGraph) else None
-        return ObjectiveRows(inputs, train, rows.y.to(self.device)[train], nodes)
 
     def objective(self, flat: Tensor) -> Tensor:
         """``L(θ) = (1/m)·Σ_j ℓ_j(θ) + (λ/2)·‖θ‖²``."""
