@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ from bind_core.errors import ConfigError
 from bind_core.models.gnn import GNN, ModelConfig, node_losses
 from bind_core.pipeline.config import AuditConfig
 from bind_core.training import minibatch
-from bind_core.training.compgraph import computation_graph, objective_inputs
+from bind_core.training.compgraph import ComputationGraph, computation_graph, objective_inputs
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 from bind_core.training.minibatch import validation_nodes
 from bind_core.training.objective import flat_objective, objective_gradient, training_objective
@@ -231,7 +232,16 @@ def test_computation_graph_hessian_vector_products_equal_the_full_graphs(sparse_
 def test_objective_inputs_keep_the_whole_graph_when_the_part_is_most_of_it(graph: Graph) -> None:
     module = _model(graph, "gcn", torch.float64)
     inputs = module.prepare(graph)
-    assert objective_inputs(module, inputs, graph) == (inputs, graph)
+    sub = computation_graph(module, inputs, graph)
+    assert sub is not None
+    share = sub.nodes.numel() / graph.num_nodes
+    assert objective_inputs(module, inputs, graph, max_fraction=share - 0.01) == (inputs, graph)
+    _, rows = objective_inputs(module, inputs, graph, max_fraction=share)
+    assert rows is not graph and torch.equal(cast(ComputationGraph, rows).nodes, sub.nodes)
+    dense = synthetic(300, seed=1, train_per_class=40)  # training nodes whose neighbours are nearly every node
+    dense_module = _model(dense, "gcn", torch.float64)
+    dense_inputs = dense_module.prepare(dense)
+    assert objective_inputs(dense_module, dense_inputs, dense) == (dense_inputs, dense)
     one_layer = _model(graph, "gcn", torch.float64, layers=1)
     assert computation_graph(one_layer, one_layer.prepare(graph), graph) is None
 

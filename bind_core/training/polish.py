@@ -95,7 +95,7 @@ def polish(
     ``trained.stationarity``.
     A multi-layer GCN, GIN or SAGE evaluates the objective on its training nodes' computation graph
     (:mod:`bind_core.training.compgraph`: the same objective, gradient and Hessian, exactly) when that holds at most
-    half of the graph's nodes.
+    :data:`~bind_core.training.compgraph.MAX_FRACTION` of the graph's nodes.
     Used after training and, warm-started, as the ground truth of a deletion. ``progress(fraction)`` is called
     at every objective evaluation, after each Newton step and while a Hessian is formed; it may raise.
     """
