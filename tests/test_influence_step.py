@@ -240,11 +240,12 @@ def test_deletions_settled_on_the_computation_graph_equal_those_on_the_whole_gra
     model = train(sparse, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8))
     fm = FunctionalModel.from_trained(model, sparse)
     on_part = Stepper(fm)
-    assert on_part.view is not None
+    assert on_part.view is not None and on_part.base_first is not None  # the direct term from the kept first layer
     whole = Stepper(fm)
     whole.view = None  # the objective on the whole reduced graph
     for positions in ([0], [7], [0, 5, 9]):
         a, b = on_part.delete(positions), whole.delete(positions)
         assert a.taken == b.taken and a.taken >= 1
         assert torch.allclose(a.delta, b.delta, rtol=1e-9, atol=1e-14)
+        assert torch.allclose(a.direct, b.direct, rtol=1e-9, atol=1e-14) and float(a.direct.abs().max()) > 0
         assert torch.allclose(a.weights, b.weights, rtol=1e-9, atol=1e-13)

@@ -66,9 +66,14 @@ class GraphReducer:
         self.blocks = [_block_maps(self.crow, self.col, self.count, n, r.to(device)) for r in self.rows]
 
     def __call__(self, nodes: int | Tensor) -> GraphInputs:
+        return self.reduce(nodes)[0]
+
+    def reduce(self, nodes: int | Tensor) -> tuple[GraphInputs, Tensor | None]:
+        """The inputs of ``G − nodes`` and the rows whose aggregated features changed (sorted; ``None`` for GAT,
+        which has none): every other row of the first layer's output is the full graph's at any weights."""
         fm = self.fm
         if self.arch == "gat":
-            return self._masked(nodes)
+            return self._masked(nodes), None
         n, dtype = self.n, fm.theta.dtype
         drop = torch.unique(torch.as_tensor(nodes, dtype=torch.long, device=self.col.device).reshape(-1))
         in_s = torch.zeros(n, dtype=torch.bool, device=drop.device)
@@ -102,7 +107,7 @@ class GraphReducer:
         z = self.x_prop.clone()
         z[changed] = aggregate_features(self.arch, adjacency.rows(changed), fm.inputs.x, self.eps, root=changed)
         weight = values if self.arch == "gcn" else None
-        return GraphInputs(x=fm.inputs.x, edge_index=self.structure, edge_weight=weight, x_prop=z, adjacency=adjacency)
+        return GraphInputs(fm.inputs.x, self.structure, weight, x_prop=z, adjacency=adjacency), changed
 
     def restrict(self, nodes: Tensor, rows: Tensor) -> Callable[[GraphInputs], GraphInputs]:
         """A view of the reduced inputs on ``nodes`` (sorted: the training nodes' computation graph of ``G``,

@@ -52,7 +52,7 @@ from bind_core.influence.solvers import (
     hessian_columns,
     retained_hvp,
 )
-from bind_core.models.gnn import probabilities
+from bind_core.models.gnn import flat_parameters, probabilities
 from bind_core.models.propagation import GraphInputs
 
 DAMPING_RULE = 1e-3
@@ -285,6 +285,14 @@ class Stepper:
         self.reducer = GraphReducer(fm, rows=self.test if rows.nodes is not None else self.wanted)
         self.view = None if rows.nodes is None else self.reducer.restrict(rows.nodes, rows.train)
         self.train_rows = rows.train
+        # On the computation graph, Γ's direct term needs the test rows at θ̂ on G − S apart. The first layer's output
+        # there is the full graph's except at the rows whose aggregated features S changes: kept, it spares a pass.
+        self.base_first: Tensor | None = None
+        module = fm.module
+        deep = self.view is not None and self.full.x_prop is not None and len(module.convs) > 1
+        if deep and torch.equal(flat_parameters(module)[2], theta):  # the module's own weights are θ̂ (as made)
+            with torch.no_grad():
+                self.base_first = module.first_layer(self.full.x_prop)
 
     def solve_damped(self, vec: Tensor) -> Tensor:
         """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
@@ -307,8 +315,8 @@ class Stepper:
         nodes = self.fm.graph.train_idx[torch.tensor(positions, dtype=torch.long)]
         gone = torch.zeros(self.m, dtype=torch.bool)
         gone[torch.tensor(positions, dtype=torch.long)] = True
-        reduced = self.reducer(nodes)
-        return self._settle(reduced, gone, None if self.view is None else self.view(reduced))
+        reduced, changed = self.reducer.reduce(nodes)
+        return self._settle(reduced, gone, None if self.view is None else self.view(reduced), changed=changed)
 
     def delete_edges(self, edges: Tensor) -> Deletion:
         """Settle the deletion of the undirected ``edges`` (``[k, 2]``, both directions go) together: no loss is
@@ -322,14 +330,21 @@ class Stepper:
         return self._settle(reduced, torch.zeros(self.m, dtype=torch.bool), finish=True)
 
     def _settle(
-        self, reduced: GraphInputs, gone: Tensor, part: GraphInputs | None = None, *, finish: bool = False
+        self,
+        reduced: GraphInputs,
+        gone: Tensor,
+        part: GraphInputs | None = None,
+        *,
+        finish: bool = False,
+        changed: Tensor | None = None,
     ) -> Deletion:
         """Damped steps towards the proximal optimum on the reduced graph (``reduced``: its inputs in the full
         graph's numbering; ``part``: those of its training nodes' computation graph, where the objective is
         evaluated when given), the training positions ``gone`` (a mask) deleted with their losses, every other one
         kept with its loss on the reduced graph; Γ exactly at the weights reached. With
         ``finish``, a deletion the chord steps leave above ``tol`` is finished by L-BFGS on the proximal objective
-        (:data:`~bind_core.influence.proximal.FINISH_ITERATIONS` at most)."""
+        (:data:`~bind_core.influence.proximal.FINISH_ITERATIONS` at most). ``changed``: the rows whose aggregated
+        features the deletion changed (:meth:`GraphReducer.reduce`), when known."""
         fm, g, m, train, y = self.fm, self.fm.graph, self.m, self.train, self.y
         rest = ~gone.to(fm.device)
         # On the whole graph the test rows come in the same pass as the training rows; on the computation graph
@@ -340,7 +355,7 @@ class Stepper:
         # ∇c_S(θ̂) without a backward pass through the full graph's losses.
         value, grad_f, proba = objective(fm.theta)
         at, taken = fm.theta, 0
-        unchanged = proba if proba is not None else self._test_proba(fm.theta, reduced)  # the direct term
+        unchanged = proba if proba is not None else self._proba_at_hat(reduced, changed)  # the direct term
         moved: Tensor | None = unchanged
         grad_c = (self.grad_objective - grad_f) * m
         first_step = self.solve_damped(grad_c) / m
@@ -372,6 +387,17 @@ class Stepper:
                 taken=taken,
                 residual=float(grad_f.abs().max()),
             )
+
+    def _proba_at_hat(self, reduced: GraphInputs, changed: Tensor | None) -> Tensor:
+        """The test nodes' probabilities at ``θ̂`` on the reduced graph, from the full graph's first layer with the
+        ``changed`` rows recomputed where that is known (the same values as :meth:`_test_proba`, to rounding)."""
+        if self.base_first is None or changed is None or reduced.x_prop is None:
+            return self._test_proba(self.fm.theta, reduced)
+        module = self.fm.module
+        with torch.no_grad():
+            h = self.base_first.clone()
+            h[changed] = module.first_layer(reduced.x_prop[changed])
+            return probabilities(module.forward_after_first(h, reduced, self.test))
 
     def _test_proba(self, at: Tensor, reduced: GraphInputs) -> Tensor:
         """The test nodes' probabilities at ``at`` on the reduced graph (no gradient: Γ only reads them)."""

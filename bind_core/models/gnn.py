@@ -204,9 +204,19 @@ class GNN(nn.Module):
         if inputs.x_prop is not None and self.row_separable:
             z = inputs.x_prop if rows is None else inputs.x_prop[rows]
             return self.forward_propagated(z)
-        h = inputs.x
+        return self._layers_from(0, inputs.x, inputs, rows)
+
+    def forward_after_first(self, h: Tensor, inputs: GraphInputs, rows: Tensor | None = None) -> Tensor:
+        """Logits (as :meth:`forward`) from the first conv's output ``h`` (``[n, ·]``, before the activation) on every
+        row: the layers after the first, on ``inputs``. A deletion changes the first layer's output only where it
+        changes the aggregated features, so at fixed weights the rest of ``h`` can be reused."""
+        return self._layers_from(1, h, inputs, rows)
+
+    def _layers_from(self, start: int, h: Tensor, inputs: GraphInputs, rows: Tensor | None) -> Tensor:
+        """Convs ``start..L−1`` on ``h`` (the input of conv ``start``; a conv's output before the activation for
+        ``start ≥ 1``), then the head."""
         last = len(self.convs) - 1
-        for i in range(len(self.convs)):
+        for i in range(start, len(self.convs)):
             if i > 0:
                 h = dropout(_ACT[self.config.activation](h), self.config.dropout, self.training)
             if inputs.adjacency is not None and rows is not None and i == last:
