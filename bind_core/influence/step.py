@@ -288,11 +288,11 @@ class Stepper:
         # On the computation graph, Γ's direct term needs the test rows at θ̂ on G − S apart. The first layer's output
         # there is the full graph's except at the rows whose aggregated features S changes: kept, it spares a pass.
         self.base_first: Tensor | None = None
-        module = fm.module
-        deep = self.view is not None and self.full.x_prop is not None and len(module.convs) > 1
-        if deep and torch.equal(flat_parameters(module)[2], theta):  # the module's own weights are θ̂ (as made)
+        module, z = fm.module, self.full.x_prop
+        deep = self.view is not None and z is not None and len(module.convs) > 1
+        if deep and z is not None and torch.equal(flat_parameters(module)[2], theta):  # the module's weights are θ̂
             with torch.no_grad():
-                self.base_first = module.first_layer(self.full.x_prop)
+                self.base_first = module.first_layer(z)
 
     def solve_damped(self, vec: Tensor) -> Tensor:
         """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
