@@ -11,6 +11,7 @@ import torch
 from bind_core.data.graph import Graph
 from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.nodesets import resolve_budget, select
+from bind_core.debiasing.overreach import overreach
 from bind_core.fairness.metrics import evaluate
 from bind_core.training.fit import ProgressCallback, TrainConfig, TrainedModel, train
 
@@ -66,7 +67,8 @@ def debias(
     Returns:
         One dict per budget: ``budget``, ``requested`` (node count), ``deleted`` (count), ``nodes`` (original
         ids), ``estimated_delta`` (sum of the set's estimates), ``utility_aware`` and, when so,
-        ``estimated_utility`` (the sum of the set's ``utility``), ``before`` and ``after`` (metric dicts),
+        ``estimated_utility`` (the sum of the set's ``utility``), ``caveat`` (only where the estimate is below −Γ:
+        :func:`~bind_core.debiasing.overreach.overreach`), ``before`` and ``after`` (metric dicts),
         ``seconds``, ``against_random`` (or ``None``), ``selection`` (``non_overlapping`` or ``top_ranked``). The
         fairness metrics are over pairs of ``groups``.
     """
@@ -80,8 +82,10 @@ def debias(
     parts = len(budgets) * (2 if chance_seeds else 1) + (1 if chance_seeds else 0)  # progress: retraining groups
     parts += 0 if retrain is None else 1
     done = 0
+    audited = report(model, graph, lam, groups)
+    gamma = audited.get("gamma")  # what the estimates are relative to: the audited model's Γ
     if retrain is None:
-        before = report(model, graph, lam, groups)
+        before = audited
     else:
         step = None if progress is None else (lambda _s, f: progress("debiasing", f / parts))
         unchanged = train(graph, retrain, model.model_config, progress=step, device=model.device)
@@ -116,6 +120,7 @@ def debias(
             est = set_estimate(position[nodes].tolist())
         else:
             est = float(influence[position[nodes]].sum())
+        caveat = overreach(est, None if gamma is None else float(gamma), "nodes")
         rows.append(
             {
                 "budget": budget,
@@ -123,6 +128,7 @@ def debias(
                 "deleted": int(nodes.numel()),
                 "nodes": graph.node_ids[nodes].tolist(),
                 "estimated_delta": est,
+                **({"caveat": caveat} if caveat is not None else {}),
                 "selection": "top_ranked" if set_estimate is not None else "non_overlapping",
                 "utility_aware": utility is not None,
                 **({"estimated_utility": float(utility[position[nodes]].sum())} if utility is not None else {}),

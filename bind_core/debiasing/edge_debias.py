@@ -25,6 +25,7 @@ from torch import Tensor
 
 from bind_core.data.graph import Graph
 from bind_core.debiasing.chance import against_random_sets, seed_baselines
+from bind_core.debiasing.overreach import overreach
 from bind_core.errors import ConfigError
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.training.fit import TrainConfig, TrainedModel
@@ -108,7 +109,7 @@ def debias_edges(
                 "requested": requested,
                 "deleted": int(chosen.numel()),
                 "estimated": estimated,
-                "caveat": _overreach(estimated, result.gamma["total"]),
+                "caveat": overreach(estimated, result.gamma["total"], "edges"),
                 "cross_group": int((sens[edges[:, 0]] != sens[edges[:, 1]]).sum()),
                 "before": before,
                 "after": None if selected is None else before + selected["mean"],
@@ -122,15 +123,3 @@ def debias_edges(
         "noise_floor": statistics.stdev(baselines.values()),
         "budgets": rows,
     }
-
-
-def _overreach(estimated: float, gamma: float) -> str | None:
-    """A summed estimate that lowers Γ by more than Γ itself claims the impossible (Γ ≥ 0): the set is too large
-    for the edges' effects to add up (Income: 5% of the edges summed to −0.38 against Γ = 0.16, and deleting them
-    raised Γ by 0.09)."""
-    if estimated < -gamma:
-        return (
-            f"the deleted edges' estimates sum to {estimated:+.4f}, more than Γ = {gamma:.4f} itself: far outside "
-            "the range where edge effects add up, so the retrained effect may differ in sign"
-        )
-    return None

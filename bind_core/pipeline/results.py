@@ -482,6 +482,10 @@ class DebiasingRow:
     deleted: int = key("integer: nodes deleted")
     nodes: list[int] = key("integers: the deleted nodes' original ids")
     estimated_delta: float = key("number: the estimated ΔΓ of deleting them")
+    caveat: str | None = key(
+        "string: why the estimate cannot be taken at its word (it lowers Γ by more than Γ itself); present only then",
+        optional=True,
+    )
     selection: str = key("string: top_ranked (a step estimate's sets) or non_overlapping (the paper's rule)")
     utility_aware: bool = key("boolean: whether nodes estimated to raise the validation loss were kept")
     estimated_utility: float | None = key(

@@ -256,7 +256,8 @@ def _debiasing(runs: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | Non
             if kind == "adam"
             else "; before is the audited model"
         )
-    return {"head": head, "rows": rows, "svg": svg, "chance": _chance(runs), "retraining": how}
+    caveats = [f"{_budget(r.get('budget'))}: {r['caveat']}" for r in runs if r.get("caveat")]
+    return {"head": head, "rows": rows, "svg": svg, "chance": _chance(runs), "retraining": how, "caveats": caveats}
 
 
 def _chance(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
