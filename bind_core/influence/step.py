@@ -52,7 +52,7 @@ from bind_core.influence.solvers import (
     hessian_columns,
     retained_hvp,
 )
-from bind_core.models.gnn import flat_parameters, probabilities
+from bind_core.models.gnn import ACTIVATION_FNS, flat_parameters, probabilities
 from bind_core.models.propagation import GraphInputs
 
 DAMPING_RULE = 1e-3
@@ -286,13 +286,14 @@ class Stepper:
         self.view = None if rows.nodes is None else self.reducer.restrict(rows.nodes, rows.train)
         self.train_rows = rows.train
         # On the computation graph, Γ's direct term needs the test rows at θ̂ on G − S apart. The first layer's output
-        # there is the full graph's except at the rows whose aggregated features S changes: kept, it spares a pass.
+        # there is the full graph's except at the rows whose aggregated features S changes: kept (activated), it
+        # spares a pass over every row.
         self.base_first: Tensor | None = None
         module, z = fm.module, self.full.x_prop
         deep = self.view is not None and z is not None and len(module.convs) > 1
         if deep and z is not None and torch.equal(flat_parameters(module)[2], theta):  # the module's weights are θ̂
             with torch.no_grad():
-                self.base_first = module.first_layer(z)
+                self.base_first = self._act(module.first_layer(z))
 
     def solve_damped(self, vec: Tensor) -> Tensor:
         """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
@@ -396,8 +397,12 @@ class Stepper:
         module = self.fm.module
         with torch.no_grad():
             h = self.base_first.clone()
-            h[changed] = module.first_layer(reduced.x_prop[changed])
+            h[changed] = self._act(module.first_layer(reduced.x_prop[changed]))
             return probabilities(module.forward_after_first(h, reduced, self.test))
+
+    def _act(self, h: Tensor) -> Tensor:
+        """The model's activation (what the layers after the first read of the first layer's output)."""
+        return ACTIVATION_FNS[self.fm.module.config.activation](h)
 
     def _test_proba(self, at: Tensor, reduced: GraphInputs) -> Tensor:
         """The test nodes' probabilities at ``at`` on the reduced graph (no gradient: Γ only reads them)."""

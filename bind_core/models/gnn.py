@@ -207,17 +207,19 @@ class GNN(nn.Module):
         return self._layers_from(0, inputs.x, inputs, rows)
 
     def forward_after_first(self, h: Tensor, inputs: GraphInputs, rows: Tensor | None = None) -> Tensor:
-        """Logits (as :meth:`forward`) from the first conv's output ``h`` (``[n, ·]``, before the activation) on every
-        row: the layers after the first, on ``inputs``. A deletion changes the first layer's output only where it
-        changes the aggregated features, so at fixed weights the rest of ``h`` can be reused."""
-        return self._layers_from(1, h, inputs, rows)
+        """Logits (as :meth:`forward`, in evaluation mode) from the first conv's output ``h`` (``[n, ·]``) on every
+        row, already activated: the layers after the first, on ``inputs``. A deletion changes the first layer's
+        output only where it changes the aggregated features, so at fixed weights the rest of ``h`` can be reused."""
+        return self._layers_from(1, h, inputs, rows, activated=True)
 
-    def _layers_from(self, start: int, h: Tensor, inputs: GraphInputs, rows: Tensor | None) -> Tensor:
-        """Convs ``start..L−1`` on ``h`` (the input of conv ``start``; a conv's output before the activation for
-        ``start ≥ 1``), then the head."""
+    def _layers_from(
+        self, start: int, h: Tensor, inputs: GraphInputs, rows: Tensor | None, *, activated: bool = False
+    ) -> Tensor:
+        """Convs ``start..L−1`` on ``h`` (the input of conv ``start``: a conv's output, before the activation unless
+        ``activated``, for ``start ≥ 1``), then the head."""
         last = len(self.convs) - 1
         for i in range(start, len(self.convs)):
-            if i > 0:
+            if i > 0 and not (activated and i == start):
                 h = dropout(_ACT[self.config.activation](h), self.config.dropout, self.training)
             if inputs.adjacency is not None and rows is not None and i == last:
                 # The last layer computes only the wanted rows: a block of the adjacency's rows.
