@@ -123,8 +123,9 @@ def estimate_warnings(
     advice = (
         "they were refined; treat single-node values as rough"
         if refinement
-        else "where one Newton step is not enough (e.g. a one-layer GIN), refine_steps (e.g. 300) re-optimises "
-        "each deletion approximately"
+        else 'where one Newton step is not enough (e.g. a one-layer GIN), estimator="step" answers the proximal '
+        "question by damped steps with Γ exact at the weights reached (a one-layer GIN: per-node Pearson 0.997 or "
+        "more against that truth), and refine_steps (e.g. 300) re-optimises each deletion approximately"
     )
     truth = (
         "the proximal re-optimisation (retraining without the node near the trained weights)"
