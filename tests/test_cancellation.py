@@ -69,7 +69,7 @@ CASES: list[tuple[str, dict[str, Any], Callable[[str, float, int], bool], str]] 
      lambda s, f, n: s == "influence" and 0.1 < f < 0.4, "dense_hessian_by_rows"),
     ("CG iterations", {"solver": "cg"}, lambda s, f, n: s == "influence" and 0.1 < f < 0.4, "solve_cg"),
     ("per-node terms", {"model": {"layers": 2, "hidden": 8}, "estimator": "linear", "solver": "cg"},
-     lambda s, f, n: s == "influence" and f > 0.5, "_deletion_terms"),
+     lambda s, f, n: s == "influence" and f > 0.5, "deletion_terms"),
     ("step estimate, per node", {"model": {"layers": 2, "hidden": 8}, "estimator": "step"},
      lambda s, f, n: s == "influence" and 0.2 < f < 1.0, "step_estimate"),
     ("debiasing retrain", {}, lambda s, f, n: s == "debiasing" and n > 3, "_adam"),

@@ -42,11 +42,12 @@ from torch import Tensor
 
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
-from bind_core.influence.edges import EdgeInfluenceResult, checked_edges, exact_direct
+from bind_core.influence.edges import EdgeInfluenceResult, checked_edges
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, estimate_targets
 from bind_core.influence.incremental import DeletionSpec, IncrementalBatch, layer_spec, union_batches
 from bind_core.influence.neighbourhood import Csr
 from bind_core.influence.step import Stepper, loss_derivatives
+from bind_core.influence.terms import exact_direct
 from bind_core.models.gnn import flat_parameters, probabilities
 from bind_core.training.fit import TrainedModel
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,7 @@ from bind_core.influence.functional import (
 from bind_core.influence.neighbourhood import Csr
 from bind_core.influence.plan import InfluencePlan
 from bind_core.influence.solvers import SolveInfo
+from bind_core.influence.terms import exact_direct
 from bind_core.models.gnn import probabilities
 from bind_core.training.fit import TrainedModel
 
@@ -396,36 +397,3 @@ def _endpoint_rows(fm: FunctionalModel, edges: Tensor, relevant: Tensor) -> tupl
     deg = fm.graph.degree[node].to(x.dtype).to(fm.device).unsqueeze(1)
     mean = torch.where(deg > 1, (deg * z[:, :d] - xo) / (deg - 1).clamp(min=1), torch.zeros_like(xo))
     return e_local, node, torch.cat([mean, z[:, d:]], dim=1)
-
-
-def exact_direct(
-    fm: FunctionalModel,
-    base: Tensor,
-    gam: Tensor,
-    e_pos: Tensor,
-    t_pos: Tensor,
-    proba: Tensor,
-    out: Tensor,
-    chunk: int = 128,
-) -> None:
-    """Adds ``Γ(θ̂; G − e) − Γ(θ̂; G)`` for each edge in ``e_pos``, the test probabilities patched per edge."""
-    users, inverse = torch.unique(e_pos, return_inverse=True)
-    inverse = inverse.to(base.device)
-    evaluate: Callable[[Tensor], Tensor]
-    if base.shape[1] == 2:
-
-        def evaluate(batch: Tensor) -> Tensor:
-            return gammas_from_proba(batch, fm.graph, fm.groups)
-
-    else:
-
-        def evaluate(batch: Tensor) -> Tensor:
-            return torch.stack([gammas_from_proba(p, fm.graph, fm.groups) for p in batch])
-
-    for start in range(0, users.numel(), chunk):
-        sel = (inverse >= start) & (inverse < start + chunk)
-        k = min(chunk, users.numel() - start)
-        batch = base.unsqueeze(0).repeat(k, 1, 1)
-        batch[inverse[sel] - start, t_pos[sel]] = proba[sel]
-        with torch.no_grad():
-            out[users[start : start + k].to(out.device)] += evaluate(batch) - gam

@@ -33,8 +33,7 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
-from bind_core.influence.deletion import Batch, pair_batches
-from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
+from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.lowrank import RESOLVE_FOR_SOLVE, damped_inverse
 from bind_core.influence.plan import InfluenceChunk, InfluencePlan, stack_chunks
 from bind_core.influence.solvers import (
@@ -49,7 +48,7 @@ from bind_core.influence.solvers import (
     solve_lissa,
 )
 from bind_core.influence.step import DAMPING_RULE, Stepper, step_estimate
-from bind_core.models.gnn import probabilities
+from bind_core.influence.terms import deletion_terms, directional_loss_derivatives
 from bind_core.training.fit import ProgressCallback, TrainedModel
 
 ChunkRunner = Callable[[InfluencePlan, TrainedModel], list[InfluenceChunk]]
@@ -316,7 +315,7 @@ def estimate_chunk(
     non_iid_part = torch.zeros(k, 2, dtype=torch.float64, device=fm.device)
     direct_part = torch.zeros(k, 2, dtype=torch.float64, device=fm.device)
     if plan.non_iid or plan.direct:
-        _deletion_terms(
+        deletion_terms(
             fm, theta, s, a, plan.gamma.to(fm.device), non_iid_part, direct_part, non_iid=plan.non_iid,
             direct=plan.direct, exact=plan.direct_exact, start=start, stop=stop, progress=progress,
         )  # fmt: skip
@@ -381,104 +380,3 @@ def _gamma_gradients(fm: FunctionalModel, theta: Tensor) -> Tensor:
     values = fm.gammas(probe)
     rows = [torch.autograd.grad(values[i], probe, retain_graph=i == 0)[0] for i in range(2)]
     return torch.stack(rows).detach()
-
-
-def directional_loss_derivatives(logits_fn: Any, theta: Tensor, s: Tensor, y: Tensor) -> Tensor:
-    """``∇ℓ_kᵀ·s[:, c]`` for every output row ``k`` and column ``c`` of ``s``, by forward-mode AD: ``[k, 2]``."""
-    cols = []
-    for c in range(s.shape[1]):
-        z, dz = forward_derivative(logits_fn, (theta,), (s[:, c],))
-        cols.append((dloss_dlogits(z, y) * dz).sum(dim=1))
-    return torch.stack(cols, dim=1).detach()
-
-
-def batch_loss_derivatives(batch: Batch, theta: Tensor, s: Tensor, y: Tensor) -> Tensor:
-    """``∇ℓ_jᵀ·s[:, c]`` on ``G − v`` for every pair ``(v, j)`` of a batch and column ``c``: ``[P, 2]``."""
-    cols = []
-    for c in range(s.shape[1]):
-        z, dz = batch.jvp(theta, s, c)
-        cols.append((dloss_dlogits(z, y) * dz).sum(dim=1))
-    return torch.stack(cols, dim=1).detach()
-
-
-def _deletion_terms(
-    fm: FunctionalModel,
-    theta: Tensor,
-    s: Tensor,
-    a: Tensor,
-    gam: Tensor,
-    non_iid_part: Tensor,
-    direct_part: Tensor,
-    *,
-    non_iid: bool,
-    direct: bool,
-    exact: bool,
-    start: int,
-    stop: int,
-    progress: Callable[[float], None] | None = None,
-) -> None:
-    """Adds the non-i.i.d. and direct terms of training positions ``start..stop-1`` (rows ``0..stop-start-1``)."""
-    g = fm.graph
-    n = g.num_nodes
-    train_pos = torch.full((n,), -1, dtype=torch.long)
-    train_pos[g.train_idx] = torch.arange(g.train_idx.numel())
-    test_pos = torch.full((n,), -1, dtype=torch.long)
-    test_pos[g.test_idx] = torch.arange(g.test_idx.numel())
-    y = g.y.to(fm.device)
-    base_proba = fm.test_proba(theta).detach()
-    if direct and not exact:
-        probe = base_proba.clone().requires_grad_(True)
-        d_sp = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[0], probe)[0]
-        d_eo = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[1], probe)[0]
-    done = 0.0
-
-    def check() -> None:
-        if progress is not None:
-            progress(done)
-
-    for batch in pair_batches(fm, start=start, stop=stop, check=check):
-        is_train = train_pos[batch.node] >= 0
-        if non_iid and bool(is_train.any()):
-            # ℓ_j(G) − ℓ_j(G−v) for training j affected by v, differentiated along s.
-            b = batch_loss_derivatives(batch, theta, s, y[batch.node.to(fm.device)])
-            contrib = a[train_pos[batch.node[is_train]]] - b[is_train.to(fm.device)]
-            non_iid_part.index_add_(0, (batch.v_pos[is_train] - start).to(fm.device), contrib)
-        is_test = test_pos[batch.node] >= 0
-        if direct and bool(is_test.any()):
-            with torch.no_grad():
-                proba = probabilities(batch.logits(theta))[is_test.to(fm.device)]
-            t_pos = test_pos[batch.node[is_test]]
-            if exact:
-                _direct(g, base_proba, gam, batch.v_pos[is_test] - start, t_pos, proba, direct_part, fm.groups)
-            else:
-                change = proba - base_proba[t_pos]
-                lin = torch.stack([(d_sp[t_pos] * change).sum(1), (d_eo[t_pos] * change).sum(1)], dim=1)
-                direct_part.index_add_(0, (batch.v_pos[is_test] - start).to(fm.device), lin)
-        if progress is not None and batch.v_pos.numel():
-            done = min(1.0, (int(batch.v_pos.max()) + 1 - start) / max(stop - start, 1))
-            progress(done)
-
-
-def _direct(
-    graph: Any,
-    base: Tensor,
-    gam: Tensor,
-    v_pos: Tensor,
-    t_pos: Tensor,
-    proba: Tensor,
-    out: Tensor,
-    groups: list[int] | None = None,
-    chunk: int = 128,
-) -> None:
-    """Exact ``Γ(θ̂; G−v) − Γ(θ̂; G)`` for each ``v`` among ``v_pos``, the test probabilities patched per ``v``."""
-    users, inverse = torch.unique(v_pos, return_inverse=True)
-    for start in range(0, users.numel(), chunk):
-        sel = (inverse >= start) & (inverse < start + chunk)
-        k = min(chunk, users.numel() - start)
-        batch = base.unsqueeze(0).repeat(k, 1, 1)
-        batch[inverse[sel] - start, t_pos[sel]] = proba[sel.to(proba.device)]
-        if base.shape[1] == 2:
-            new = gammas_from_proba(batch, graph, groups)
-        else:
-            new = torch.stack([gammas_from_proba(p, graph, groups) for p in batch])
-        out[users[start : start + k].to(out.device)] += new - gam

@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
-from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
+from bind_core.influence.functional import FunctionalModel, gammas_from_proba
 from bind_core.influence.lowrank import DampedInverse, damped_inverse
 from bind_core.influence.proximal import lbfgs_finish, proximal_objective
 from bind_core.influence.reduce import GraphReducer
@@ -52,6 +52,7 @@ from bind_core.influence.solvers import (
     hessian_columns,
     retained_hvp,
 )
+from bind_core.influence.terms import directional_loss_derivatives
 from bind_core.models.gnn import ACTIVATION_FNS, flat_parameters, probabilities
 from bind_core.models.propagation import GraphInputs
 
@@ -427,14 +428,10 @@ def step_set_estimates(
 
 
 def loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
-    """``∇ℓ_jᵀ·s[:, c]`` for every training node ``j`` and column ``c``, by forward-mode AD: ``[m, k]``."""
+    """``∇ℓ_jᵀ·s[:, c]`` for every training node ``j`` and column ``c`` on ``inputs`` (forward-mode AD): ``[m, k]``."""
     train = fm.graph.train_idx.to(fm.device)
     y = fm.graph.y.to(fm.device)[train]
-    cols = []
-    for c in range(s.shape[1]):
-        z, dz = forward_derivative(lambda f: fm.logits(f, train, inputs), (theta,), (s[:, c],))
-        cols.append((dloss_dlogits(z, y) * dz).sum(dim=1))
-    return torch.stack(cols, dim=1).detach()
+    return directional_loss_derivatives(lambda f: fm.logits(f, train, inputs), theta, s, y)
 
 
 def _gamma_gradients(fm: FunctionalModel, theta: Tensor, inputs: GraphInputs) -> Tensor:

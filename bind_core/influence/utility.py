@@ -24,8 +24,9 @@ import torch
 from torch import Tensor
 
 from bind_core.influence.deletion import pair_batches
-from bind_core.influence.estimate import batch_loss_derivatives, directional_loss_derivatives, solve_hessian
+from bind_core.influence.estimate import solve_hessian
 from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.terms import batch_loss_derivatives, directional_loss_derivatives
 from bind_core.models.gnn import node_losses
 from bind_core.training.fit import TrainedModel
 
