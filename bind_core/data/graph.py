@@ -251,6 +251,13 @@ class Graph:
 
 
 # ---------------------------------------------------------------------- helpers
+def positions(index: Tensor, num_nodes: int) -> Tensor:
+    """``[num_nodes]``: each node's place in ``index`` (e.g. ``train_idx``), −1 for the nodes not in it."""
+    out = torch.full((num_nodes,), -1, dtype=torch.long, device=index.device)
+    out[index] = torch.arange(index.numel(), device=index.device)
+    return out
+
+
 def _as_tensor(value: ArrayLike, dtype: torch.dtype, name: str) -> Tensor:
     try:
         if isinstance(value, Tensor):

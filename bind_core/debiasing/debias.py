@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from bind_core.data.graph import Graph
+from bind_core.data.graph import Graph, positions
 from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.nodesets import resolve_budget, select
 from bind_core.debiasing.overreach import overreach
@@ -91,8 +91,7 @@ def debias(
         unchanged = train(graph, retrain, model.model_config, progress=step, device=model.device)
         before = report(unchanged, graph, lam, groups)
         done = 1
-    position = torch.full((graph.num_nodes,), -1, dtype=torch.long)  # node -> its place in train_idx
-    position[graph.train_idx] = torch.arange(graph.train_idx.numel())
+    position = positions(graph.train_idx, graph.num_nodes)  # node -> its place in train_idx
     baselines = None
     if chance_seeds:
         hold = None if progress is None else (lambda d=done: progress("debiasing", d / parts))

@@ -40,7 +40,7 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from bind_core.data.graph import Graph
+from bind_core.data.graph import Graph, positions
 from bind_core.errors import ConfigError
 from bind_core.influence.edges import EdgeInfluenceResult, checked_edges
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, estimate_targets
@@ -105,10 +105,7 @@ def first_order_terms(
     of the edges done)`` after every batch (it may raise to stop)."""
     g = fm.graph
     n, theta = g.num_nodes, fm.theta
-    train_pos = torch.full((n,), -1, dtype=torch.long)
-    train_pos[g.train_idx] = torch.arange(g.train_idx.numel())
-    test_pos = torch.full((n,), -1, dtype=torch.long)
-    test_pos[g.test_idx] = torch.arange(g.test_idx.numel())
+    train_pos, test_pos = positions(g.train_idx, n), positions(g.test_idx, n)
     y = g.y.to(fm.device)
     num = int(edges.shape[0])
     non_iid = torch.zeros(num, 2, dtype=torch.float64, device=fm.device)

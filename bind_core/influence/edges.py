@@ -42,7 +42,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from bind_core.data.graph import Graph
+from bind_core.data.graph import Graph, positions
 from bind_core.errors import ConfigError
 from bind_core.influence.estimate import plan as make_plan
 from bind_core.influence.functional import (
@@ -217,10 +217,7 @@ def edge_terms(
     through the model."""
     g = fm.graph
     n = g.num_nodes
-    train_pos = torch.full((n,), -1, dtype=torch.long)
-    train_pos[g.train_idx] = torch.arange(g.train_idx.numel())
-    test_pos = torch.full((n,), -1, dtype=torch.long)
-    test_pos[g.test_idx] = torch.arange(g.test_idx.numel())
+    train_pos, test_pos = positions(g.train_idx, n), positions(g.test_idx, n)
     theta = fm.theta
     s = influence_plan.s.to(fm.device, theta.dtype)
     a = influence_plan.a.to(fm.device, theta.dtype)

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from bind_core.data.graph import positions
 from bind_core.influence.deletion import Batch, pair_batches
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
 from bind_core.models.gnn import probabilities
@@ -52,10 +53,7 @@ def deletion_terms(
     """Adds the non-i.i.d. and direct terms of training positions ``start..stop-1`` (rows ``0..stop-start-1``)."""
     g = fm.graph
     n = g.num_nodes
-    train_pos = torch.full((n,), -1, dtype=torch.long)
-    train_pos[g.train_idx] = torch.arange(g.train_idx.numel())
-    test_pos = torch.full((n,), -1, dtype=torch.long)
-    test_pos[g.test_idx] = torch.arange(g.test_idx.numel())
+    train_pos, test_pos = positions(g.train_idx, n), positions(g.test_idx, n)
     y = g.y.to(fm.device)
     base_proba = fm.test_proba(theta).detach()
     if direct and not exact:

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from bind_core.data.graph import positions
 from bind_core.influence.deletion import pair_batches
 from bind_core.influence.estimate import solve_hessian
 from bind_core.influence.functional import FunctionalModel
@@ -64,10 +65,7 @@ def utility_influence(
     iid_plus = a.clone()
     direct_part = torch.zeros(m, dtype=torch.float64, device=device)
     if non_iid or direct:
-        train_pos = torch.full((n,), -1, dtype=torch.long)
-        train_pos[graph.train_idx] = torch.arange(m)
-        val_pos = torch.full((n,), -1, dtype=torch.long)
-        val_pos[val] = torch.arange(val.numel())
+        train_pos, val_pos = positions(graph.train_idx, n), positions(val, n)
         targets = torch.zeros(n, dtype=torch.bool)
         targets[graph.train_idx] = non_iid
         targets[val] = direct
