@@ -239,5 +239,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(args.func(args))
 
 
+def entry() -> int:
+    """The ``bind-audit`` console script: :func:`main` in a process with the allocator settings of
+    :mod:`app.core.allocator` (restarted once with them, unless ``GLIBC_TUNABLES`` is already set)."""
+    from app.core.allocator import reexec_tuned
+
+    reexec_tuned()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from app.core.allocator import reexec_tuned
 from bind_core.data.datasets import available, canonical_name, load
 from bind_core.data.graph import Graph
 
@@ -53,6 +54,9 @@ def parser(description: str, *, seeds: str = "1,10,100") -> argparse.ArgumentPar
 
 
 def setup(args: argparse.Namespace) -> None:
+    """Every benchmark's first step: the service's allocator settings (:mod:`app.core.allocator`: the process
+    restarts once with them unless ``GLIBC_TUNABLES`` is set), then the torch threads."""
+    reexec_tuned()
     torch.set_num_threads(args.threads)
 
 
@@ -91,6 +95,7 @@ def machine() -> dict[str, Any]:
         "cuda": torch.cuda.is_available(),
         "load_average": list(load_avg),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
     }
 
 

@@ -48,7 +48,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default=None)
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
+    C.setup(args)
     graph = synthetic(args.nodes, num_features=16, avg_degree=args.avg_degree, train_per_class=args.train // 2, seed=0)
     torch.manual_seed(0)
     module = GNN(ModelConfig(arch=args.arch, layers=2, hidden=args.hidden), graph.num_features, graph.num_classes)

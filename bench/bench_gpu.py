@@ -84,7 +84,7 @@ def main() -> None:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("[skip] no CUDA device: nothing to measure")
         return
-    torch.set_num_threads(args.threads)
+    C.setup(args)
     out: dict[str, Any] = {"machine": C.machine(), "args": vars(args)}
     if args.device.startswith("cuda"):
         out["gpu"] = torch.cuda.get_device_name(0)

@@ -28,7 +28,6 @@ from typing import Any
 
 import _common as C
 import numpy as np
-import torch
 from bench_scale import audit_once
 
 SWEEPS: dict[str, list[tuple[int, float, int]]] = {
@@ -121,7 +120,7 @@ def main() -> None:
     p.add_argument("--png", default="docs/growth.png")
     p.add_argument("--out", default=None)
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
+    C.setup(args)
     sweeps = QUICK if args.quick else SWEEPS
     points: dict[str, list[dict[str, Any]]] = {}
     for sweep in args.sweeps.split(","):

@@ -22,7 +22,6 @@ import time
 from typing import Any
 
 import _common as C
-import torch
 from _stages import StageMeter
 
 from bind_core.data.datasets import synthetic
@@ -106,7 +105,7 @@ def main() -> None:
     p.add_argument("--fan-out", default="", help="TrainConfig.fan_out, comma-separated, the batch's hop first; -1 all")
     p.add_argument("--out", default=None)
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
+    C.setup(args)
     t0 = time.perf_counter()
     row = audit_once(
         args.nodes, args.avg_degree, args.train, features=args.features, arch=args.arch, layers=args.layers,
