@@ -29,7 +29,7 @@ from torch.nn import functional as F
 from bind_core.data.sparse import Adjacency, spmm
 from bind_core.influence.functional import FunctionalModel, estimate_targets, forward_derivative
 from bind_core.influence.neighbourhood import Csr, member
-from bind_core.models.gnn import ACTIVATION_FNS
+from bind_core.models.gnn import ACTIVATION_FNS, sage_first_layer
 
 
 @dataclass
@@ -126,10 +126,8 @@ def _first_layer(fm: FunctionalModel, params: dict[str, Tensor], z: Tensor) -> T
     if arch == "gcn":
         return F.linear(z, params[pre + "lin.weight"]) + params[pre + "bias"]
     if arch == "sage":
-        d = fm.module.in_dim
-        return F.linear(z[:, :d], params[pre + "lin_l.weight"], params[pre + "lin_l.bias"]) + F.linear(
-            z[:, d:], params[pre + "lin_r.weight"]
-        )
+        weight_l, bias_l, weight_r = (params[pre + k] for k in ("lin_l.weight", "lin_l.bias", "lin_r.weight"))
+        return sage_first_layer(z, weight_l, bias_l, weight_r)
     mlp = cast(nn.Module, fm.module.convs[0].nn)
     return cast(Tensor, functional_call(mlp, _sub_params(params, pre + "nn."), (z,)))
 
