@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from app.core.allocator import MALLOC_TUNABLES, tuned_environment
+from app.core.allocator import MALLOC_TUNABLES, reexec_tuned, tuned_environment
 
 GLIBC = platform.libc_ver()[0] == "glibc"
 
@@ -60,3 +60,17 @@ def test_a_process_restarts_once_with_them_and_stops_faulting_in_its_large_block
     tunables, faults, _ = _child({**env, "GLIBC_TUNABLES": ""})
     assert tunables == "''"
     assert faults >= 4 * PAGES
+
+
+def test_a_process_that_cannot_be_run_again_goes_on_untuned(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def refuse(path: str, argv: list[str], env: dict[str, str]) -> None:
+        calls.append(env["GLIBC_TUNABLES"])
+        raise PermissionError(path)
+
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.setattr("platform.libc_ver", lambda: ("glibc", "2.36"))
+    monkeypatch.setattr("os.execve", refuse)
+    reexec_tuned()  # returns: the caller goes on with the default allocator
+    assert calls == [MALLOC_TUNABLES]

@@ -37,8 +37,11 @@ def reexec_tuned() -> None:
     """Replace this process by the same command line with :func:`tuned_environment`'s settings, when it has any to
     add; returns (doing nothing) otherwise. Call it first thing in an entry point: nothing before it survives."""
     env = tuned_environment(os.environ)
-    if env is None:
+    if env is None or not sys.executable:  # an embedded interpreter has no command line to run again
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    try:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    except OSError:  # the interpreter cannot be run again from here: go on with the default allocator
+        return
