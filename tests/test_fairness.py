@@ -7,6 +7,7 @@ import torch
 from scipy.stats import wasserstein_distance
 
 from bind_core.fairness.metrics import (
+    GroupPDD,
     delta_eo,
     delta_sp,
     evaluate,
@@ -82,6 +83,29 @@ def test_pdd_is_mean_pairwise_w1() -> None:
     pairs = [(0, 1), (0, 2), (1, 2)]
     expected = sum(float(wasserstein_1d(scores[sens == a], scores[sens == b])) for a, b in pairs) / 3
     assert float(pdd(scores, sens)) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_group_pdd_equals_the_pairwise_loop_exactly(dtype: torch.dtype) -> None:
+    """GroupPDD (grids made once, each group sorted once) gives pdd's very numbers: the same sums in the same order,
+    over a subset of the nodes, a batch of score vectors and a choice of groups."""
+    gen = torch.Generator().manual_seed(3)
+    sens = torch.randint(0, 3, (301,), generator=gen)
+    subset = torch.rand(301, generator=gen) > 0.4
+    scores = torch.rand(4, 301, generator=gen, dtype=torch.float64).to(dtype)
+
+    def loop(s: torch.Tensor, mask: torch.Tensor, groups: list[int]) -> torch.Tensor:
+        pairs = [(a, b) for a in groups for b in groups if a < b]
+        return torch.stack(
+            [wasserstein_1d(s[..., mask & (sens == a)], s[..., mask & (sens == b)]) for a, b in pairs]
+        ).mean(0)
+
+    everyone = torch.ones(301, dtype=torch.bool)
+    assert torch.equal(GroupPDD(sens)(scores[0]), loop(scores[0], everyone, [0, 1, 2]))
+    assert torch.equal(GroupPDD(sens, subset=subset)(scores), loop(scores, subset, [0, 1, 2]))
+    assert torch.equal(GroupPDD(sens, groups=[0, 2])(scores), loop(scores, everyone, [0, 2]))
+    assert torch.equal(pdd(scores[1], sens), GroupPDD(sens)(scores[1]))
+    assert float(GroupPDD(sens, groups=[1])(scores[0])) == 0.0  # one group: no pair (pdd's convention)
 
 
 def test_gammas_and_evaluate_are_consistent() -> None:

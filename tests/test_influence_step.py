@@ -16,6 +16,7 @@ from bind_core.influence.reduce import GraphReducer
 from bind_core.influence.solvers import dense_hessian
 from bind_core.influence.step import Stepper, damping_for, step_estimate
 from bind_core.models.gnn import GNN, ModelConfig
+from bind_core.models.propagation import GraphInputs
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 
@@ -225,14 +226,56 @@ def test_the_computation_graph_view_gives_the_training_rows_their_outputs_withou
     view = reducer.restrict(rows.nodes, rows.train)
     train = sparse.train_idx
     for nodes in (train[[0, 5]], train[[3]], torch.tensor([int(sparse.edge_index[0, 0])])):
-        reduced = reducer(nodes)
+        reduction = reducer.reduce(nodes)
+        reduced = reduction.inputs
         expected = fm.logits(fm.theta, train, reduced)
-        part = view(reduced)
+        part = view(reduction)
         got = fm.logits(fm.theta, rows.train, part)
         assert torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
         grad_view = torch.func.grad(lambda f, r=part: fm.logits(f, rows.train, r).square().sum())(fm.theta)
         grad_full = torch.func.grad(lambda f, r=reduced: fm.logits(f, train, r).square().sum())(fm.theta)
         assert torch.allclose(grad_view, grad_full, rtol=1e-10, atol=1e-12)
+
+
+def test_the_first_layer_kept_at_theta_hat_gives_the_exact_value_and_gradient() -> None:
+    """At θ̂ on G − S the settle reuses the full graph's first layer (its activation linearised at its own point) and
+    activates only the rows S changed: the same logits and gradient as the plain activation. The test rows' pass at
+    the weights last evaluated reuses that evaluation's rows: the same first layer as computed on every row."""
+    sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
+    torch.manual_seed(0)
+    module = GNN(ModelConfig(arch="gcn", layers=2, hidden=4), sparse.num_features, sparse.num_classes)
+    fm = FunctionalModel.from_trained(TrainedModel(module.double().eval(), module.config, TrainConfig()), sparse)
+    stepper = Stepper(fm)
+    cache, view = stepper.first, stepper.view
+    assert cache is not None and view is not None
+    split = cache.split
+    for positions in ([0], [3, 7]):
+        reduction = stepper.reducer.reduce(sparse.train_idx[positions])
+        part = view(reduction)
+        assert reduction.changed is not None and part.x_prop is not None
+        changed = cache.changed_positions(reduction.changed)
+        assert 0 < changed.numel() < cache.nodes.numel()
+
+        def logits(kept: bool, part: GraphInputs = part, changed: torch.Tensor = changed) -> tuple[torch.Tensor, ...]:
+            probe = fm.theta.detach().clone().requires_grad_(True)
+            assert part.x_prop is not None
+            pre = split.pre(probe, part.x_prop)
+            h = cache.activate(fm.theta, pre, changed) if kept else split.act(pre)
+            out = split.logits(probe, h, part, stepper.train_rows)
+            return out.detach(), torch.autograd.grad(out.square().sum(), probe)[0]
+
+        (ours, grad_ours), (plain, grad_plain) = logits(True), logits(False)
+        assert torch.allclose(ours, plain, rtol=1e-12, atol=1e-14)
+        assert torch.allclose(grad_ours, grad_plain, rtol=1e-11, atol=1e-14)
+        assert torch.allclose(ours, fm.logits(fm.theta, stepper.train_rows, part), rtol=1e-12, atol=1e-14)
+        moved = fm.theta + 0.01 * torch.randn_like(fm.theta)
+        full = reduction.inputs.x_prop
+        assert full is not None
+        cache.activate(moved, split.pre(moved, part.x_prop), changed)
+        expected = split.act(split.pre(moved, full))
+        got = cache.full_rows(moved, full)
+        assert got is not None and torch.allclose(got, expected, rtol=1e-12, atol=1e-14)
+        assert cache.full_rows(moved.clone(), full) is None  # other weights: not the last evaluation's
 
 
 def test_deletions_settled_on_the_computation_graph_equal_those_on_the_whole_graph() -> None:
@@ -241,6 +284,7 @@ def test_deletions_settled_on_the_computation_graph_equal_those_on_the_whole_gra
     fm = FunctionalModel.from_trained(model, sparse)
     on_part = Stepper(fm)
     assert on_part.view is not None and on_part.base_first is not None  # the direct term from the kept first layer
+    assert on_part.first is not None  # and the evaluations at θ̂ and the test rows' pass from the kept rows
     whole = Stepper(fm)
     whole.view = None  # the objective on the whole reduced graph
     for positions in ([0], [7], [0, 5, 9]):

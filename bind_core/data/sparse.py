@@ -102,6 +102,16 @@ class Adjacency:
         transposed = _csr_parts(block_col, local, block_values, n)
         return Adjacency((block_crow, block_col, block_values), transposed, (int(rows.numel()), n))
 
+    def product_rows(self, rows: Tensor, x: Tensor) -> Tensor:
+        """``A[rows] @ x``, forward only (not differentiable in ``x``): no block or transpose is cut or cached, for
+        rows asked for once."""
+        crow, col, values = self.parts
+        rows = rows.to(crow.device)
+        take = row_entries(crow, rows)[1]
+        block_crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=crow.device)
+        block_crow[1:] = torch.cumsum(crow[rows + 1] - crow[rows], 0)
+        return _product((block_crow, col[take], values[take]), (int(rows.numel()), self.shape[1]), x.detach())
+
     def __matmul__(self, x: Tensor) -> Tensor:
         return spmm(self, x)
 

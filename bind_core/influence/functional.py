@@ -12,7 +12,7 @@ from torch import Tensor
 from torch.func import functional_call, jvp
 
 from bind_core.data.graph import Graph
-from bind_core.fairness.metrics import gamma_eo, gamma_sp, pdd
+from bind_core.fairness.metrics import GroupPDD, gamma_eo, gamma_sp
 from bind_core.models.gnn import GNN, flat_parameters, node_losses, probabilities, unflatten_parameters
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.compgraph import ComputationGraph, objective_inputs
@@ -118,18 +118,34 @@ class FunctionalModel:
 def gammas_from_proba(proba: Tensor, graph: Graph, groups: list[int] | None = None) -> Tensor:
     """``[Γ_SP, Γ_EO]`` from test probabilities ``[t, C]`` (or a batch ``[B, t, C]`` → ``[B, 2]``, binary only),
     over pairs of ``groups`` (default: all groups)."""
+    if proba.shape[-1] == 2:
+        return GammaEvaluator(graph, groups, proba.device)(proba)
     test = graph.test_idx.to(proba.device)
     sens, y = graph.sens.to(proba.device)[test], graph.y.to(proba.device)[test]
     num = graph.num_groups
-    if proba.ndim == 3:
-        scores = proba[..., 1]
-        pos = y == 1
-        sp = pdd(scores, sens, num_groups=num, batched=True, groups=groups)
-        eo = pdd(scores[:, pos], sens[pos], num_groups=num, batched=True, groups=groups)
-        return torch.stack([sp, eo], dim=1)
     return torch.stack(
         [gamma_sp(proba, sens, num_groups=num, groups=groups), gamma_eo(proba, y, sens, num_groups=num, groups=groups)]
     )
+
+
+class GammaEvaluator:
+    """:func:`gammas_from_proba` for one graph's test nodes, many times (a deletion evaluates Γ two or three times):
+    the groups' positions and the pairs' quantile grids are made once (:class:`~bind_core.fairness.metrics.GroupPDD`);
+    binary labels only, other label counts fall back to :func:`gammas_from_proba`. Equal to it exactly."""
+
+    def __init__(self, graph: Graph, groups: list[int] | None = None, device: torch.device | str = "cpu") -> None:
+        self.graph, self.groups = graph, groups
+        test = graph.test_idx.to(device)
+        sens, y = graph.sens.to(device)[test], graph.y.to(device)[test]
+        self.sp = GroupPDD(sens, num_groups=graph.num_groups, groups=groups)
+        self.eo = GroupPDD(sens, num_groups=graph.num_groups, groups=groups, subset=y == 1)
+
+    def __call__(self, proba: Tensor) -> Tensor:
+        """``[Γ_SP, Γ_EO]`` from ``[t, C]`` probabilities, or ``[B, 2]`` from a batch ``[B, t, 2]``."""
+        if proba.shape[-1] != 2:
+            return gammas_from_proba(proba, self.graph, self.groups)
+        scores = proba[..., 1]
+        return torch.stack([self.sp(scores), self.eo(scores)], dim=-1)
 
 
 def estimate_targets(graph: Graph) -> Tensor:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from bind_core.influence.firstlayer import FirstLayerCache
 from bind_core.influence.functional import FunctionalModel
 from bind_core.models.gnn import node_losses, probabilities
 from bind_core.models.propagation import GraphInputs
@@ -42,18 +43,33 @@ def lbfgs_finish(
 
 
 def proximal_objective(
-    fm: FunctionalModel, inputs: GraphInputs, rows: Tensor, rest: Tensor, y: Tensor, m: int, mu: float
+    fm: FunctionalModel,
+    inputs: GraphInputs,
+    rows: Tensor,
+    rest: Tensor,
+    y: Tensor,
+    m: int,
+    mu: float,
+    *,
+    first: FirstLayerCache | None = None,
+    changed: Tensor | None = None,
 ) -> Callable[[Tensor], Evaluation]:
     """``θ ↦ (F(θ), ∇F(θ), test probabilities)`` for the proximal objective on ``G − v``:
     ``F(θ) = (1/m)·Σ_{rest} ℓ_j(θ; G − v) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²``; ``inputs``: those of ``G − v`` (or of its
     training nodes' computation graph), ``rows``: the ``m`` training rows there, then possibly the test rows (whose
     probabilities come from the same pass; ``None`` without them), ``rest``: the training positions kept (a mask
-    over the first ``m``)."""
+    over the first ``m``). ``first``: the computation graph's first layer at ``θ̂``
+    (:mod:`~bind_core.influence.firstlayer`; ``inputs`` are then that graph's), reused at ``θ̂`` except at the rows
+    ``changed`` (positions there), and remembered at every evaluation."""
     theta_hat = fm.theta
 
     def evaluate(at: Tensor) -> Evaluation:
         probe = at.detach().clone().requires_grad_(True)
-        logits = fm.logits(probe, rows, inputs)
+        if first is None or inputs.x_prop is None:
+            logits = fm.logits(probe, rows, inputs)
+        else:
+            h = first.activate(at, first.split.pre(probe, inputs.x_prop), changed)
+            logits = first.split.logits(probe, h, inputs, rows)
         move = probe - theta_hat
         value = (
             node_losses(logits[:m][rest], y).sum() / m

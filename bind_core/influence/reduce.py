@@ -12,8 +12,9 @@ rewrites values:
 * the entries whose value depends on a changed degree are recomputed: GCN's ``d_i^{-1/2}·d_j^{-1/2}`` in the rows
   and columns of ``S ∪ N(S)``; SAGE's ``1/d_i`` in the rows of ``S ∪ N(S)``; GIN's ones need nothing more;
 * the aggregated features (the first layer's input) are recomputed for the rows whose adjacency row changed;
-* the block of the rows the estimate reads (training and test rows) and its transpose are gathered from the new
-  values through index maps made once.
+* the block of the rows the estimate reads (training and test rows) and its transpose, and the training nodes'
+  computation graph (:meth:`GraphReducer.restrict`), are copied from their values on ``G``, made once, and patched at
+  the rewritten entries: a copy, not a gather through an index map (a third of a 20,000-node GCN's deletion did that).
 
 A graph's edges are stored both ways (:class:`~bind_core.data.graph.Graph`), so the structure is symmetric and each
 entry's mirror ``(j, i)`` is found once. GAT's attention is not a fixed linear aggregation: its edges are masked
@@ -23,13 +24,29 @@ instead (one pass over the edges per deletion).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from bind_core.data.sparse import Adjacency, row_entries
 from bind_core.influence.functional import FunctionalModel
-from bind_core.models.propagation import GraphInputs, aggregate_features, message_adjacency
+from bind_core.models.propagation import GraphInputs, aggregate_features, combine_aggregated, message_adjacency
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """What :meth:`GraphReducer.reduce` gives for one node set ``S``."""
+
+    inputs: GraphInputs
+    """The inputs of ``G − S`` in the full graph's numbering."""
+    changed: Tensor | None
+    """The rows whose aggregated features ``S`` changed (sorted; ``None`` for GAT, which has none): every other row
+    of the first layer's output is the full graph's at any weights."""
+    affected: Tensor | None = None
+    """The positions of the adjacency's entries that ``S`` rewrote (``None`` for GAT)."""
+    new: Tensor | None = None
+    """Their values on ``G − S``."""
 
 
 class GraphReducer:
@@ -63,17 +80,17 @@ class GraphReducer:
             self.x_prop = inputs.x_prop
         else:
             self.x_prop = aggregate_features(self.arch, adjacency, inputs.x, self.eps)
-        self.blocks = [_block_maps(self.crow, self.col, self.count, n, r.to(device)) for r in self.rows]
+        self.blocks = [_BlockCut(self.crow, self.col, n, r.to(device), self.values) for r in self.rows]
+        self.mirrored = None if self.arch != "sage" else _Gathered(self.values, self.mirror)
 
     def __call__(self, nodes: int | Tensor) -> GraphInputs:
-        return self.reduce(nodes)[0]
+        return self.reduce(nodes).inputs
 
-    def reduce(self, nodes: int | Tensor) -> tuple[GraphInputs, Tensor | None]:
-        """The inputs of ``G − nodes`` and the rows whose aggregated features changed (sorted; ``None`` for GAT,
-        which has none): every other row of the first layer's output is the full graph's at any weights."""
+    def reduce(self, nodes: int | Tensor) -> Reduction:
+        """The inputs of ``G − nodes``, the rows whose aggregated features changed and the entries rewritten."""
         fm = self.fm
         if self.arch == "gat":
-            return self._masked(nodes), None
+            return Reduction(self._masked(nodes), None)
         n, dtype = self.n, fm.theta.dtype
         drop = torch.unique(torch.as_tensor(nodes, dtype=torch.long, device=self.col.device).reshape(-1))
         in_s = torch.zeros(n, dtype=torch.bool, device=drop.device)
@@ -96,22 +113,25 @@ class GraphReducer:
             new = alive
         else:  # sage: the mean over the remaining neighbours
             new = alive / degree.clamp(min=1)[r]
+        new = new.to(self.values.dtype)
         values = self.values.clone()
-        values[affected] = new.to(values.dtype)
+        values[affected] = new
         parts = (self.crow, self.col, values)
-        transposed = parts if self.arch != "sage" else (self.crow, self.col, values[self.mirror])
+        transposed = parts if self.mirrored is None else (self.crow, self.col, self.mirrored(affected, new))
         adjacency = Adjacency(parts, transposed, (n, n))
-        for rows, maps in zip(self.rows, self.blocks, strict=True):
-            adjacency.keep_block(rows, _cut_block(rows, maps, values, n))
+        for rows, block in zip(self.rows, self.blocks, strict=True):
+            adjacency.keep_block(rows, block(affected, new))
         changed = torch.unique(r)
         z = self.x_prop.clone()
-        z[changed] = aggregate_features(self.arch, adjacency.rows(changed), fm.inputs.x, self.eps, root=changed)
+        x = fm.inputs.x
+        z[changed] = combine_aggregated(self.arch, adjacency.product_rows(changed, x), x[changed], self.eps)
         weight = values if self.arch == "gcn" else None
-        return GraphInputs(fm.inputs.x, self.structure, weight, x_prop=z, adjacency=adjacency), changed
+        inputs = GraphInputs(x, self.structure, weight, x_prop=z, adjacency=adjacency)
+        return Reduction(inputs, changed, affected, new)
 
-    def restrict(self, nodes: Tensor, rows: Tensor) -> Callable[[GraphInputs], GraphInputs]:
+    def restrict(self, nodes: Tensor, rows: Tensor) -> Callable[[Reduction], GraphInputs]:
         """A view of the reduced inputs on ``nodes`` (sorted: the training nodes' computation graph of ``G``,
-        :mod:`bind_core.training.compgraph`): ``view(reducer(S))`` are the inputs of ``G − S`` restricted to
+        :mod:`bind_core.training.compgraph`): ``view(reducer.reduce(S))`` are the inputs of ``G − S`` restricted to
         ``nodes × nodes``, with the values of ``G − S`` (its degrees, its aggregated features), renumbered to positions
         in ``nodes``, the block of ``rows`` (positions in ``nodes``) cut. Deleting nodes only removes edges, so the
         training nodes' computation graph of ``G − S`` lies inside that of ``G``, and the training objective there is
@@ -133,15 +153,17 @@ class GraphReducer:
         row_t = row[order].contiguous()
         structure = torch.stack([row, col])
         rows = rows.to(nodes.device)
-        maps = _block_maps(crow, col, crow.diff(), size, rows)
+        values, values_t = _Gathered(self.values, source), _Gathered(self.values, source[order])
+        block = _BlockCut(crow, col, size, rows, self.values, through=source)
         x = self.fm.inputs.x[nodes.to(self.fm.inputs.x.device)]
 
-        def view(inputs: GraphInputs) -> GraphInputs:
-            assert inputs.adjacency is not None and inputs.x_prop is not None
-            values = inputs.adjacency.parts[2][source]
-            adjacency = Adjacency((crow, col, values), (crow_t, row_t, values[order]), (size, size))
-            adjacency.keep_block(rows, _cut_block(rows, maps, values, size))
-            weight = values if self.arch == "gcn" else None
+        def view(reduction: Reduction) -> GraphInputs:
+            inputs, affected, new = reduction.inputs, reduction.affected, reduction.new
+            assert inputs.x_prop is not None and affected is not None and new is not None
+            kept = values(affected, new)
+            adjacency = Adjacency((crow, col, kept), (crow_t, row_t, values_t(affected, new)), (size, size))
+            adjacency.keep_block(rows, block(affected, new))
+            weight = kept if self.arch == "gcn" else None
             z = inputs.x_prop[nodes.to(inputs.x_prop.device)]
             return GraphInputs(x=x, edge_index=structure, edge_weight=weight, x_prop=z, adjacency=adjacency)
 
@@ -155,22 +177,48 @@ class GraphReducer:
         return GraphInputs(x=self.fm.inputs.x, edge_index=self.edges[:, keep], edge_weight=None, x_prop=None)
 
 
-def _block_maps(crow: Tensor, col: Tensor, count: Tensor, n: int, rows: Tensor) -> tuple[Tensor, ...]:
-    """Index maps of the block ``A[rows]`` of an ``n``-column CSR matrix: its CSR row pointer, columns and the source
-    position of each entry; and its transpose's row pointer, columns and order (a permutation of the block's
-    entries)."""
-    local, source = row_entries(crow, rows)
-    block_crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=rows.device)
-    block_crow[1:] = torch.cumsum(count[rows], 0)
-    block_col = col[source]
-    order = torch.argsort(block_col * max(rows.numel(), 1) + local)
-    crow_t = torch.zeros(n + 1, dtype=torch.long, device=rows.device)
-    crow_t[1:] = torch.cumsum(torch.bincount(block_col, minlength=n), 0)
-    return block_crow, block_col, source, crow_t, local[order].contiguous(), order
+class _Gathered:
+    """Entries of the full matrix gathered at ``source`` (a block's, a view's, a transpose's): their values on ``G``,
+    gathered once, and per deletion a copy with the rewritten entries patched in, rather than a new gather."""
+
+    def __init__(self, values: Tensor, source: Tensor) -> None:
+        self.base = values[source]
+        self.slot = torch.full((values.numel(),), -1, dtype=torch.long, device=values.device)
+        self.slot[source] = torch.arange(source.numel(), device=values.device)
+
+    def __call__(self, affected: Tensor, new: Tensor) -> Tensor:
+        """The gathered values with the full matrix's entries ``affected`` set to ``new``."""
+        out = self.base.clone()
+        slots = self.slot[affected]
+        hit = slots >= 0
+        out[slots[hit]] = new[hit]
+        return out
 
 
-def _cut_block(rows: Tensor, maps: tuple[Tensor, ...], values: Tensor, n: int) -> Adjacency:
-    """The block ``A[rows]`` with the matrix's current ``values``, from :func:`_block_maps`."""
-    crow, col, source, crow_t, col_t, order = maps
-    block_values = values[source]
-    return Adjacency((crow, col, block_values), (crow_t, col_t, block_values[order]), (int(rows.numel()), n))
+class _BlockCut:
+    """The block ``A[rows]`` of an ``n``-column CSR matrix (``crow``, ``col``) and its transpose, with the values of
+    the full matrix's entries (``values``; through the map ``through`` from this matrix's entries to the full one's,
+    when it is a view of it), patched per deletion."""
+
+    def __init__(
+        self, crow: Tensor, col: Tensor, n: int, rows: Tensor, values: Tensor, through: Tensor | None = None
+    ) -> None:
+        local, source = row_entries(crow, rows)
+        self.crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=rows.device)
+        self.crow[1:] = torch.cumsum(crow.diff()[rows], 0)
+        self.col = col[source]
+        order = torch.argsort(self.col * max(rows.numel(), 1) + local)
+        self.crow_t = torch.zeros(n + 1, dtype=torch.long, device=rows.device)
+        self.crow_t[1:] = torch.cumsum(torch.bincount(self.col, minlength=n), 0)
+        self.col_t = local[order].contiguous()
+        full = source if through is None else through[source]
+        self.values, self.values_t = _Gathered(values, full), _Gathered(values, full[order])
+        self.shape = (int(rows.numel()), n)
+
+    def __call__(self, affected: Tensor, new: Tensor) -> Adjacency:
+        """The block with the full matrix's entries ``affected`` set to ``new``."""
+        return Adjacency(
+            (self.crow, self.col, self.values(affected, new)),
+            (self.crow_t, self.col_t, self.values_t(affected, new)),
+            self.shape,
+        )

@@ -41,7 +41,8 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
-from bind_core.influence.functional import FunctionalModel, gammas_from_proba
+from bind_core.influence.firstlayer import FirstLayerCache, SplitModel
+from bind_core.influence.functional import FunctionalModel, GammaEvaluator, gammas_from_proba
 from bind_core.influence.lowrank import DampedInverse, damped_inverse
 from bind_core.influence.proximal import lbfgs_finish, proximal_objective
 from bind_core.influence.reduce import GraphReducer
@@ -277,7 +278,8 @@ class Stepper:
         with torch.no_grad():
             base_logits = fm.logits(fm.theta, self.wanted, self.full)
         self.base_proba = probabilities(base_logits[m:])
-        self.base_gamma = gammas_from_proba(self.base_proba, g, fm.groups).detach()
+        self.gammas = GammaEvaluator(g, fm.groups, fm.device)
+        self.base_gamma = self.gammas(self.base_proba).detach()
         self.grad_gamma = _gamma_gradients(fm, theta, self.full)  # [2, p]
         self.grad_objective = torch.func.grad(fm.objective)(theta).detach()  # ≈ 0 at a stationary point
         # The training objective is evaluated where it lives: the training nodes' computation graph when that is a
@@ -290,11 +292,14 @@ class Stepper:
         # there is the full graph's except at the rows whose aggregated features S changes: kept (activated), it
         # spares a pass over every row.
         self.base_first: Tensor | None = None
+        self.first: FirstLayerCache | None = None
         module, z = fm.module, self.full.x_prop
         deep = self.view is not None and z is not None and len(module.convs) > 1
         if deep and z is not None and torch.equal(flat_parameters(module)[2], theta):  # the module's weights are θ̂
             with torch.no_grad():
                 self.base_first = self._act(module.first_layer(z))
+            assert rows.nodes is not None
+            self.first = FirstLayerCache(SplitModel(fm), z, rows.nodes)  # the view's first layer at θ̂, reused
 
     def solve_damped(self, vec: Tensor) -> Tensor:
         """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
@@ -317,8 +322,9 @@ class Stepper:
         nodes = self.fm.graph.train_idx[torch.tensor(positions, dtype=torch.long)]
         gone = torch.zeros(self.m, dtype=torch.bool)
         gone[torch.tensor(positions, dtype=torch.long)] = True
-        reduced, changed = self.reducer.reduce(nodes)
-        return self._settle(reduced, gone, None if self.view is None else self.view(reduced), changed=changed)
+        reduction = self.reducer.reduce(nodes)
+        part = None if self.view is None else self.view(reduction)
+        return self._settle(reduction.inputs, gone, part, changed=reduction.changed)
 
     def delete_edges(self, edges: Tensor) -> Deletion:
         """Settle the deletion of the undirected ``edges`` (``[k, 2]``, both directions go) together: no loss is
@@ -347,12 +353,16 @@ class Stepper:
         ``finish``, a deletion the chord steps leave above ``tol`` is finished by L-BFGS on the proximal objective
         (:data:`~bind_core.influence.proximal.FINISH_ITERATIONS` at most). ``changed``: the rows whose aggregated
         features the deletion changed (:meth:`GraphReducer.reduce`), when known."""
-        fm, g, m, train, y = self.fm, self.fm.graph, self.m, self.train, self.y
+        fm, m, train, y = self.fm, self.m, self.train, self.y
         rest = ~gone.to(fm.device)
         # On the whole graph the test rows come in the same pass as the training rows; on the computation graph
         # they are evaluated apart, only where Γ is read (at θ̂ and at the weights reached).
         inputs, rows = (reduced, self.wanted) if part is None else (part, self.train_rows)
-        objective = proximal_objective(fm, inputs, rows, rest, y[train[rest]], m, self.mu)
+        first = None if part is None or changed is None else self.first
+        at_changed = None if first is None or changed is None else first.changed_positions(changed)
+        objective = proximal_objective(
+            fm, inputs, rows, rest, y[train[rest]], m, self.mu, first=first, changed=at_changed
+        )
         # F at θ̂ on G − S: one forward and one backward pass. F(θ̂) = L(θ̂) − c_S(θ̂)/m, so its gradient gives
         # ∇c_S(θ̂) without a backward pass through the full graph's losses.
         value, grad_f, proba = objective(fm.theta)
@@ -379,9 +389,9 @@ class Stepper:
         if moved is None:
             moved = self._test_proba(at, reduced)  # Γ at the weights reached
         with torch.no_grad():
-            direct = gammas_from_proba(unchanged, g, fm.groups) - self.base_gamma
+            direct = self.gammas(unchanged) - self.base_gamma
             return Deletion(
-                delta=(gammas_from_proba(moved, g, fm.groups) - self.base_gamma).cpu(),
+                delta=(self.gammas(moved) - self.base_gamma).cpu(),
                 direct=direct.detach().cpu(),
                 first_order=(self.grad_gamma @ first_step).cpu(),
                 first_step=first_step.detach().cpu(),
@@ -406,8 +416,12 @@ class Stepper:
         return ACTIVATION_FNS[self.fm.module.config.activation](h)
 
     def _test_proba(self, at: Tensor, reduced: GraphInputs) -> Tensor:
-        """The test nodes' probabilities at ``at`` on the reduced graph (no gradient: Γ only reads them)."""
+        """The test nodes' probabilities at ``at`` on the reduced graph (no gradient: Γ only reads them), with the
+        computation graph's first-layer rows from the last evaluation where it was at ``at``."""
         with torch.no_grad():
+            h = None if self.first is None or reduced.x_prop is None else self.first.full_rows(at, reduced.x_prop)
+            if h is not None and self.first is not None:
+                return probabilities(self.first.split.logits(at, h, reduced, self.test))
             return probabilities(self.fm.logits(at, self.test, reduced))
 
 

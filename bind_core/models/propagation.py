@@ -53,13 +53,17 @@ def aggregate_features(
     ``[mean_N(X), X]``. Constant for a graph, so computed once: training and every evaluation then start from it,
     and a multi-layer model's first layer costs no sparse product (forward or backward). For a block of rows of
     the adjacency, ``root`` names those rows (their own features, for GIN and SAGE)."""
-    z = adjacency @ x
-    own = x if root is None else x[root]
+    return combine_aggregated(arch, adjacency @ x, x if root is None else x[root], eps)
+
+
+def combine_aggregated(arch: str, summed: Tensor, own: Tensor, eps: float = 0.0) -> Tensor:
+    """:func:`aggregate_features` from the adjacency's product ``summed`` (``A·X`` over some rows) and those rows'
+    own features ``own``."""
     if arch == "gin":
-        return z + (1 + eps) * own
+        return summed + (1 + eps) * own
     if arch == "sage":
-        return torch.cat([z, own], dim=1)
-    return z
+        return torch.cat([summed, own], dim=1)
+    return summed
 
 
 def with_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
