@@ -107,7 +107,9 @@ def proximal_reoptimize(
     flat = theta_hat.clone().requires_grad_(True)
 
     def objective(f: Tensor) -> Tensor:
-        logits = functional_call(clone.module, unflatten_parameters(f, names, shapes), (inputs, train))
+        logits = functional_call(
+            clone.module, unflatten_parameters(f, names, shapes), (inputs, train), tie_weights=False
+        )
         prox = f - theta_hat
         return node_losses(logits, y).sum() / num_train + 0.5 * wd * (f * f).sum() + 0.5 * damping * (prox * prox).sum()
 

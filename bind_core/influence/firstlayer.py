@@ -63,11 +63,11 @@ class SplitModel:
 
     def pre(self, flat: Tensor, z: Tensor) -> Tensor:
         """The first layer's pre-activation output at ``flat`` from aggregated features ``z``."""
-        return cast(Tensor, functional_call(self.first, self._params(flat), (z,)))
+        return cast(Tensor, functional_call(self.first, self._params(flat), (z,), tie_weights=False))
 
     def logits(self, flat: Tensor, h: Tensor, inputs: GraphInputs, rows: Tensor | None) -> Tensor:
         """Logits of ``rows`` from the activated first-layer output ``h`` (every row of ``inputs``)."""
-        return cast(Tensor, functional_call(self.after, self._params(flat), (h, inputs, rows)))
+        return cast(Tensor, functional_call(self.after, self._params(flat), (h, inputs, rows), tie_weights=False))
 
 
 class FirstLayerCache:

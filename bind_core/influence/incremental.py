@@ -91,7 +91,7 @@ def conv_step(
     """Layer ``layer``'s conv (0-based) on input rows ``h`` (already activated), as :meth:`GNN.forward` runs it."""
     conv = fm.module.convs[layer]
     args = (h, ei) if w is None else (h, ei, w)
-    return cast(Tensor, functional_call(conv, _sub_params(params, f"convs.{layer}."), args))
+    return cast(Tensor, functional_call(conv, _sub_params(params, f"convs.{layer}."), args, tie_weights=False))
 
 
 def csr_conv_step(
@@ -111,7 +111,10 @@ def csr_conv_step(
         )
     eps = float(getattr(fm.module.convs[layer], "eps", 0.0))  # GIN: MLP((1 + ε)·h + Σ_N h)
     mlp = cast(nn.Module, fm.module.convs[layer].nn)
-    return cast(Tensor, functional_call(mlp, _sub_params(params, pre + "nn."), ((1 + eps) * root + aggregated,)))
+    return cast(
+        Tensor,
+        functional_call(mlp, _sub_params(params, pre + "nn."), ((1 + eps) * root + aggregated,), tie_weights=False),
+    )
 
 
 def _activated(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
@@ -129,7 +132,7 @@ def _first_layer(fm: FunctionalModel, params: dict[str, Tensor], z: Tensor) -> T
         weight_l, bias_l, weight_r = (params[pre + k] for k in ("lin_l.weight", "lin_l.bias", "lin_r.weight"))
         return sage_first_layer(z, weight_l, bias_l, weight_r)
     mlp = cast(nn.Module, fm.module.convs[0].nn)
-    return cast(Tensor, functional_call(mlp, _sub_params(params, pre + "nn."), (z,)))
+    return cast(Tensor, functional_call(mlp, _sub_params(params, pre + "nn."), (z,), tie_weights=False))
 
 
 def layer_outputs(fm: FunctionalModel, flat: Tensor, layers: int | None = None) -> list[Tensor]:
@@ -156,7 +159,7 @@ def layer_outputs(fm: FunctionalModel, flat: Tensor, layers: int | None = None) 
         outs.append(h)
     if layers is not None and layers < depth:
         return outs
-    outs.append(functional_call(fm.module.head, _sub_params(params, "head."), (h,)))
+    outs.append(functional_call(fm.module.head, _sub_params(params, "head."), (h,), tie_weights=False))
     return outs
 
 
@@ -191,7 +194,7 @@ class IncrementalBatch:
                 out = conv_step(fm, params, layer, h, spec.edge_index.to(fm.device), _to(spec.edge_weight, fm))
                 prev = out[spec.targets.to(fm.device)]
         assert prev is not None
-        return cast(Tensor, functional_call(fm.module.head, _sub_params(params, "head."), (prev,)))
+        return cast(Tensor, functional_call(fm.module.head, _sub_params(params, "head."), (prev,), tie_weights=False))
 
     def _base_rows(self, values: Callable[[], list[Tensor]]) -> list[Tensor]:
         if len(self.layers) == 1:

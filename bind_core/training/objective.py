@@ -160,7 +160,7 @@ def flat_objective(
     y = graph.y.to(inputs.x.device)[train]
 
     def objective(flat: Tensor) -> Tensor:
-        logits = functional_call(module, unflatten_parameters(flat, names, shapes), (inputs, train))
+        logits = functional_call(module, unflatten_parameters(flat, names, shapes), (inputs, train), tie_weights=False)
         return node_losses(logits, y).mean() + 0.5 * weight_decay * (flat * flat).sum()
 
     def write_back(flat: Tensor) -> None:
