@@ -1,0 +1,118 @@
+"""The audit result's metrics (fairness and utility, per group, their histograms and bootstrap intervals), typed:
+part of :mod:`bind_core.pipeline.results`."""
+
+# ruff: noqa: RUF009  (key() and open_keys() return dataclasses.field(...): fields with metadata, not shared defaults)
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bind_core.pipeline.result_codec import key
+
+__all__ = [
+    "GroupMetrics",
+    "Histograms",
+    "Interval",
+    "Intervals",
+    "MetricValues",
+    "Metrics",
+    "TestMetrics",
+    "WorstPair",
+]
+
+NULLABLE = " (null when undefined; see ``undefined``)"
+
+
+@dataclass(kw_only=True)
+class MetricValues:
+    """Utility and fairness on a set of test nodes (:class:`bind_core.fairness.metrics.FairnessReport`)."""
+
+    nodes: int = key("integer: the number of nodes measured")
+    accuracy: float | None = key("number in [0, 1]: accuracy" + NULLABLE)
+    auc: float | None = key("number in [0, 1]: ROC AUC" + NULLABLE)
+    f1: float | None = key("number in [0, 1]: F1 of the positive class" + NULLABLE)
+    delta_sp: float | None = key("number >= 0: ΔSP, the largest gap in predicted positive rates" + NULLABLE)
+    delta_eo: float | None = key("number >= 0: ΔEO, the largest gap in true positive rates" + NULLABLE)
+    gamma_sp: float | None = key("number >= 0: Γ_SP, PDD of the predicted probabilities" + NULLABLE)
+    gamma_eo: float | None = key("number >= 0: Γ_EO, PDD over the positive nodes" + NULLABLE)
+    gamma: float | None = key("number >= 0: Γ = lam·Γ_SP + (1−lam)·Γ_EO" + NULLABLE)
+    undefined: dict[str, str] | None = key(
+        "object, metric name → reason: present only when some metric is undefined (null)", optional=True
+    )
+
+
+@dataclass(kw_only=True)
+class WorstPair:
+    """The pair of groups with the largest gap for one fairness metric."""
+
+    value: float = key("number: the metric over that pair")
+    groups: list[int] = key("[integer, integer]: the two group codes")
+
+
+@dataclass(kw_only=True)
+class TestMetrics(MetricValues):
+    """The metrics on all test nodes, and the worst pair of groups per fairness metric."""
+
+    worst_pairs: dict[str, WorstPair | None] = key(
+        "object, metric (delta_sp, delta_eo, gamma_sp, gamma_eo) → its worst pair, null when no pair defines it"
+    )
+
+
+@dataclass(kw_only=True)
+class GroupMetrics:
+    """One sensitive group's test nodes (:func:`bind_core.fairness.breakdown.group_breakdown`)."""
+
+    group: int = key("integer: the group code")
+    name: str = key("string: the group's name (an intersectional group's is its combination, e.g. female|black)")
+    size: int = key("integer: its test nodes")
+    included: bool = key("boolean: whether the fairness metrics include it (min_group_size)")
+    excluded_reason: str | None = key("string or null: why it is left out of the metrics")
+    positive_rate: float | None = key("number in [0, 1] or null (no test node): predicted positive rate")
+    tpr: float | None = key("number in [0, 1] or null (no positive test node): true positive rate")
+    mean_probability: float | None = key("number in [0, 1] or null: mean predicted probability of the last class")
+    accuracy: float | None = key("number in [0, 1] or null: accuracy on its test nodes")
+
+
+@dataclass(kw_only=True)
+class Histograms:
+    """Histograms of the predicted probability of the last class on the test nodes, per group."""
+
+    bin_edges: list[float] = key("numbers: the bins' edges, one more than the counts")
+    all: dict[str, list[int]] = key("object, group code → counts per bin of all its test nodes")
+    positives: dict[str, list[int]] = key("object, group code → counts per bin of its positive test nodes")
+
+
+@dataclass(kw_only=True)
+class Interval:
+    """A metric's percentile bootstrap interval (:class:`bind_core.fairness.bootstrap.Interval`)."""
+
+    estimate: float | None = key("number or null: the metric on the full test sample")
+    low: float | None = key("number or null: lower bound (null when no resample defines it)")
+    high: float | None = key("number or null: upper bound")
+    dropped: int = key("integer: resamples that could not define the metric, left out")
+
+
+@dataclass(kw_only=True)
+class Intervals:
+    """Bootstrap confidence intervals of the test metrics (present when ``bootstrap`` > 0)."""
+
+    level: float = key("number in (0, 1): the intervals' coverage")
+    resamples: int = key("integer: bootstrap resamples drawn")
+    accuracy: Interval | None = key("accuracy's interval", optional=True)
+    auc: Interval | None = key("ROC AUC's interval", optional=True)
+    f1: Interval | None = key("F1's interval", optional=True)
+    delta_sp: Interval | None = key("ΔSP's interval", optional=True)
+    delta_eo: Interval | None = key("ΔEO's interval", optional=True)
+    gamma_sp: Interval | None = key("Γ_SP's interval (none for more than two classes)", optional=True)
+    gamma_eo: Interval | None = key("Γ_EO's interval", optional=True)
+    gamma: Interval | None = key("Γ's interval", optional=True)
+
+
+@dataclass(kw_only=True)
+class Metrics:
+    """The metrics stage: the trained model on the test split."""
+
+    test: TestMetrics = key("the metrics on all test nodes")
+    groups: list[GroupMetrics] = key("the per-group breakdown, one entry per sensitive group")
+    included_groups: list[int] = key("integers: the groups the fairness metrics compare")
+    histograms: Histograms = key("probability histograms per group")
+    intervals: Intervals | None = key("bootstrap confidence intervals; absent without bootstrap", optional=True)
