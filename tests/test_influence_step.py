@@ -237,13 +237,14 @@ def test_the_computation_graph_view_gives_the_training_rows_their_outputs_withou
         assert torch.allclose(grad_view, grad_full, rtol=1e-10, atol=1e-12)
 
 
-def test_the_first_layer_kept_at_theta_hat_gives_the_exact_value_and_gradient() -> None:
+@pytest.mark.parametrize("arch", ["gcn", "sage", "gin"])
+def test_the_first_layer_kept_at_theta_hat_gives_the_exact_value_and_gradient(arch: str) -> None:
     """At θ̂ on G − S the settle reuses the full graph's first layer (its activation linearised at its own point) and
     activates only the rows S changed: the same logits and gradient as the plain activation. The test rows' pass at
     the weights last evaluated reuses that evaluation's rows: the same first layer as computed on every row."""
     sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
     torch.manual_seed(0)
-    module = GNN(ModelConfig(arch="gcn", layers=2, hidden=4), sparse.num_features, sparse.num_classes)
+    module = GNN(ModelConfig(arch=arch, layers=2, hidden=4), sparse.num_features, sparse.num_classes)
     fm = FunctionalModel.from_trained(TrainedModel(module.double().eval(), module.config, TrainConfig()), sparse)
     stepper = Stepper(fm)
     cache, view = stepper.first, stepper.view
