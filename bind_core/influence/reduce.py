@@ -117,7 +117,7 @@ class GraphReducer:
         values = self.values.clone()
         values[affected] = new
         parts = (self.crow, self.col, values)
-        transposed = parts if self.mirrored is None else (self.crow, self.col, self.mirrored(affected, new))
+        transposed = parts if self.mirrored is None else (self.crow, self.col, self.mirrored(affected, new)[0])
         adjacency = Adjacency(parts, transposed, (n, n))
         for rows, block in zip(self.rows, self.blocks, strict=True):
             adjacency.keep_block(rows, block(affected, new))
@@ -153,15 +153,16 @@ class GraphReducer:
         row_t = row[order].contiguous()
         structure = torch.stack([row, col])
         rows = rows.to(nodes.device)
-        values, values_t = _Gathered(self.values, source), _Gathered(self.values, source[order])
-        block = _BlockCut(crow, col, size, rows, self.values, through=source)
+        gathered = _Gathered(self.values, source, order)
+        block = _BlockCut(crow, col, size, rows, self.values, parent=gathered)
         x = self.fm.inputs.x[nodes.to(self.fm.inputs.x.device)]
 
         def view(reduction: Reduction) -> GraphInputs:
             inputs, affected, new = reduction.inputs, reduction.affected, reduction.new
             assert inputs.x_prop is not None and affected is not None and new is not None
-            kept = values(affected, new)
-            adjacency = Adjacency((crow, col, kept), (crow_t, row_t, values_t(affected, new)), (size, size))
+            kept, kept_t = gathered(affected, new)
+            assert kept_t is not None
+            adjacency = Adjacency((crow, col, kept), (crow_t, row_t, kept_t), (size, size))
             adjacency.keep_block(rows, block(affected, new))
             weight = kept if self.arch == "gcn" else None
             z = inputs.x_prop[nodes.to(inputs.x_prop.device)]
@@ -177,31 +178,58 @@ class GraphReducer:
         return GraphInputs(x=self.fm.inputs.x, edge_index=self.edges[:, keep], edge_weight=None, x_prop=None)
 
 
+def _inverse(index: Tensor, size: int) -> Tensor:
+    """``out[index[k]] = k`` and −1 elsewhere, over ``size`` positions (int32 where that holds them: these maps span the
+    whole matrix's entries)."""
+    dtype = torch.int32 if size < 2**31 else torch.long
+    out = torch.full((size,), -1, dtype=dtype, device=index.device)
+    out[index] = torch.arange(index.numel(), dtype=dtype, device=index.device)
+    return out
+
+
 class _Gathered:
-    """Entries of the full matrix gathered at ``source`` (a block's, a view's, a transpose's): their values on ``G``,
-    gathered once, and per deletion a copy with the rewritten entries patched in, rather than a new gather."""
+    """Entries gathered at ``source`` from the full matrix's values (a block's, a view's, a mirror's) or from another
+    gathered array (``parent``: a block of a view), and optionally their transpose's order: their values on ``G``,
+    gathered once, and per deletion a copy with the rewritten entries patched in, rather than a new gather. One
+    inverse map of the source spans the parent's entries; the transpose is patched through a map of the array's own
+    size."""
 
-    def __init__(self, values: Tensor, source: Tensor) -> None:
+    def __init__(
+        self, values: Tensor, source: Tensor, order: Tensor | None = None, parent: _Gathered | None = None
+    ) -> None:
+        self.parent = parent
         self.base = values[source]
-        self.slot = torch.full((values.numel(),), -1, dtype=torch.long, device=values.device)
-        self.slot[source] = torch.arange(source.numel(), device=values.device)
+        self.slot = _inverse(source, values.numel())
+        self.base_t = None if order is None else self.base[order]
+        self.slot_t = None if order is None else _inverse(order, order.numel())
 
-    def __call__(self, affected: Tensor, new: Tensor) -> Tensor:
-        """The gathered values with the full matrix's entries ``affected`` set to ``new``."""
-        out = self.base.clone()
-        slots = self.slot[affected]
+    def landing(self, affected: Tensor, new: Tensor) -> tuple[Tensor, Tensor]:
+        """Where the full matrix's rewritten entries ``affected`` land here, and their values ``new`` there."""
+        if self.parent is not None:
+            affected, new = self.parent.landing(affected, new)
+        slots = self.slot[affected].long()
         hit = slots >= 0
-        out[slots[hit]] = new[hit]
-        return out
+        return slots[hit], new[hit]
+
+    def __call__(self, affected: Tensor, new: Tensor) -> tuple[Tensor, Tensor | None]:
+        """The gathered values, and their transpose's (when kept), with the entries ``affected`` set to ``new``."""
+        positions, values = self.landing(affected, new)
+        out = self.base.clone()
+        out[positions] = values
+        if self.base_t is None or self.slot_t is None:
+            return out, None
+        out_t = self.base_t.clone()
+        out_t[self.slot_t[positions].long()] = values
+        return out, out_t
 
 
 class _BlockCut:
     """The block ``A[rows]`` of an ``n``-column CSR matrix (``crow``, ``col``) and its transpose, with the values of
-    the full matrix's entries (``values``; through the map ``through`` from this matrix's entries to the full one's,
-    when it is a view of it), patched per deletion."""
+    the full matrix's entries (``values``), or of a view of it (``parent``: the view's gathered values), patched per
+    deletion."""
 
     def __init__(
-        self, crow: Tensor, col: Tensor, n: int, rows: Tensor, values: Tensor, through: Tensor | None = None
+        self, crow: Tensor, col: Tensor, n: int, rows: Tensor, values: Tensor, parent: _Gathered | None = None
     ) -> None:
         local, source = row_entries(crow, rows)
         self.crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=rows.device)
@@ -211,14 +239,11 @@ class _BlockCut:
         self.crow_t = torch.zeros(n + 1, dtype=torch.long, device=rows.device)
         self.crow_t[1:] = torch.cumsum(torch.bincount(self.col, minlength=n), 0)
         self.col_t = local[order].contiguous()
-        full = source if through is None else through[source]
-        self.values, self.values_t = _Gathered(values, full), _Gathered(values, full[order])
+        self.values = _Gathered(values if parent is None else parent.base, source, order, parent)
         self.shape = (int(rows.numel()), n)
 
     def __call__(self, affected: Tensor, new: Tensor) -> Adjacency:
         """The block with the full matrix's entries ``affected`` set to ``new``."""
-        return Adjacency(
-            (self.crow, self.col, self.values(affected, new)),
-            (self.crow_t, self.col_t, self.values_t(affected, new)),
-            self.shape,
-        )
+        values, values_t = self.values(affected, new)
+        assert values_t is not None
+        return Adjacency((self.crow, self.col, values), (self.crow_t, self.col_t, values_t), self.shape)
