@@ -14,7 +14,8 @@ rewrites values:
 * the aggregated features (the first layer's input) are recomputed for the rows whose adjacency row changed;
 * the block of the rows the estimate reads (training and test rows) and its transpose, and the training nodes'
   computation graph (:meth:`GraphReducer.restrict`), are copied from their values on ``G``, made once, and patched at
-  the rewritten entries: a copy, not a gather through an index map (a third of a 20,000-node GCN's deletion did that).
+  the rewritten entries: a copy, not a gather through an index map (making a 20,000-node GCN's reduced inputs this
+  way took 2.8 ms a deletion instead of 4.9).
 
 A graph's edges are stored both ways (:class:`~bind_core.data.graph.Graph`), so the structure is symmetric and each
 entry's mirror ``(j, i)`` is found once. GAT's attention is not a fixed linear aggregation: its edges are masked
