@@ -92,25 +92,24 @@ class Adjacency:
         self._blocks[id(rows)] = (weakref.ref(rows), block)
 
     def _cut(self, rows: Tensor) -> Adjacency:
+        parts, local = self._row_block(rows)
+        shape = (int(parts[0].numel()) - 1, self.shape[1])
+        return Adjacency(parts, _csr_parts(parts[1], local, parts[2], shape[1]), shape)
+
+    def product_rows(self, rows: Tensor, x: Tensor) -> Tensor:
+        """``A[rows] @ x``, forward only (not differentiable in ``x``): no block or transpose is cut or cached, for
+        rows asked for once."""
+        parts, _ = self._row_block(rows)
+        return _product(parts, (int(parts[0].numel()) - 1, self.shape[1]), x.detach())
+
+    def _row_block(self, rows: Tensor) -> tuple[tuple[Tensor, Tensor, Tensor], Tensor]:
+        """The CSR parts of ``A[rows]`` and each entry's row within ``rows``."""
         crow, col, values = self.parts
         rows = rows.to(crow.device)
         local, take = row_entries(crow, rows)
         block_crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=crow.device)
         block_crow[1:] = torch.cumsum(crow[rows + 1] - crow[rows], 0)
-        block_col, block_values = col[take], values[take]
-        n = self.shape[1]
-        transposed = _csr_parts(block_col, local, block_values, n)
-        return Adjacency((block_crow, block_col, block_values), transposed, (int(rows.numel()), n))
-
-    def product_rows(self, rows: Tensor, x: Tensor) -> Tensor:
-        """``A[rows] @ x``, forward only (not differentiable in ``x``): no block or transpose is cut or cached, for
-        rows asked for once."""
-        crow, col, values = self.parts
-        rows = rows.to(crow.device)
-        take = row_entries(crow, rows)[1]
-        block_crow = torch.zeros(rows.numel() + 1, dtype=torch.long, device=crow.device)
-        block_crow[1:] = torch.cumsum(crow[rows + 1] - crow[rows], 0)
-        return _product((block_crow, col[take], values[take]), (int(rows.numel()), self.shape[1]), x.detach())
+        return (block_crow, col[take], values[take]), local
 
     def __matmul__(self, x: Tensor) -> Tensor:
         return spmm(self, x)

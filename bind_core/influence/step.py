@@ -358,8 +358,9 @@ class Stepper:
         # On the whole graph the test rows come in the same pass as the training rows; on the computation graph
         # they are evaluated apart, only where Γ is read (at θ̂ and at the weights reached).
         inputs, rows = (reduced, self.wanted) if part is None else (part, self.train_rows)
-        first = None if part is None or changed is None else self.first
-        at_changed = None if first is None or changed is None else first.changed_positions(changed)
+        first, at_changed = None, None
+        if part is not None and changed is not None and self.first is not None:
+            first, at_changed = self.first, self.first.changed_positions(changed)
         objective = proximal_objective(
             fm, inputs, rows, rest, y[train[rest]], m, self.mu, first=first, changed=at_changed
         )

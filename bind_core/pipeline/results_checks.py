@@ -9,14 +9,6 @@ from dataclasses import dataclass
 
 from bind_core.pipeline.result_codec import key
 
-__all__ = [
-    "AgainstRandom",
-    "Correlation",
-    "EffectSpread",
-    "RandomSet",
-    "RandomSpread",
-]
-
 
 @dataclass(kw_only=True)
 class Correlation:

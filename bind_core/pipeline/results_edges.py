@@ -9,16 +9,6 @@ from dataclasses import dataclass
 from bind_core.pipeline.result_codec import key
 from bind_core.pipeline.results_checks import AgainstRandom, Correlation
 
-__all__ = [
-    "CrossGroupEdges",
-    "EdgeAttribution",
-    "EdgeDebiasing",
-    "EdgeDebiasingRow",
-    "EdgeRow",
-    "EdgeValidation",
-    "EdgeValidationPoint",
-]
-
 
 @dataclass(kw_only=True)
 class EdgeRow:

@@ -8,17 +8,6 @@ from dataclasses import dataclass
 
 from bind_core.pipeline.result_codec import key
 
-__all__ = [
-    "GroupMetrics",
-    "Histograms",
-    "Interval",
-    "Intervals",
-    "MetricValues",
-    "Metrics",
-    "TestMetrics",
-    "WorstPair",
-]
-
 NULLABLE = " (null when undefined; see ``undefined``)"
 
 

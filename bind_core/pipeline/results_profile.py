@@ -8,21 +8,6 @@ from dataclasses import dataclass
 
 from bind_core.pipeline.result_codec import key
 
-__all__ = [
-    "FeatureProfile",
-    "FeatureStats",
-    "GroupShare",
-    "LabelShare",
-    "NodeProfile",
-    "NumericSummary",
-    "ProfileRule",
-    "ProfileSet",
-    "ProfileSets",
-    "RuleCondition",
-    "RuleSearch",
-    "RuleStats",
-]
-
 
 @dataclass(kw_only=True)
 class NumericSummary:
