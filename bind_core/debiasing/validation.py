@@ -101,8 +101,8 @@ def proximal_reoptimize(
     clone = TrainedModel(copy.deepcopy(model.module).double().eval(), model.model_config, model.train_config)
     names, shapes, theta_hat = flat_parameters(clone.module)
     inputs = clone.prepare(reduced)
-    train = reduced.train_idx
-    y = reduced.y[train]
+    train = reduced.train_idx.to(clone.device)
+    y = reduced.y[reduced.train_idx].to(clone.device)
     wd = model.train_config.weight_decay
     flat = theta_hat.clone().requires_grad_(True)
 

@@ -154,8 +154,8 @@ def damped_inverse(
     top = float(evals.abs().max())
     mu = rule * top if damping is None else damping
     keep = converged_count
-    ritz_vectors = basis[:, :k] @ evecs_t[:, :keep].to(dtype)
-    kept = evals[:keep]
+    ritz_vectors = basis[:, :k] @ evecs_t[:, :keep].to(device=basis.device, dtype=dtype)  # the tridiagonal's: CPU
+    kept = evals[:keep].to(device=basis.device, dtype=dtype)
     complement = 0.5 * float(kept.abs().min()) if keep else top
     details = {
         "lanczos_iterations": k,

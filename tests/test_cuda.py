@@ -1,0 +1,64 @@
+"""The audit on a GPU gives the CPU's numbers (skipped without CUDA; CI has none, a lent device runs them:
+docs/SCALE.md "GPU workers"). Each case estimates one model's influence on both devices from the same weights, so
+the two results differ only by the order of floating-point sums."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
+from bind_core.influence import estimate
+from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.audit import run_audit
+from bind_core.pipeline.config import AuditConfig
+from bind_core.training.fit import TrainConfig, TrainedModel, train
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def _graph() -> Graph:
+    return synthetic(400, seed=2, train_per_class=40)
+
+
+def _on_gpu(model: TrainedModel) -> TrainedModel:
+    clone = TrainedModel.from_bytes(model.to_bytes(), model.config_dict())
+    clone.module.to("cuda")
+    return clone
+
+
+def _same(cpu: torch.Tensor, gpu: torch.Tensor) -> None:
+    scale = float(cpu.abs().max())
+    assert float((cpu - gpu.cpu()).abs().max()) <= 1e-8 * scale
+
+
+@pytest.mark.parametrize(
+    ("arch", "layers", "kwargs"),
+    [
+        ("gcn", 1, {}),
+        ("gcn", 2, {"method": "step"}),
+        ("sage", 2, {"solver": "lanczos"}),  # the Lanczos operator's eigenpairs are made on the CPU
+        ("sage", 2, {"method": "step", "solver": "lanczos"}),
+    ],
+)
+def test_estimate_on_gpu_equals_cpu(arch: str, layers: int, kwargs: dict[str, str]) -> None:
+    graph = _graph()
+    model = train(graph, TrainConfig(epochs=200), ModelConfig(arch=arch, layers=layers))
+    cpu = estimate(model, graph, **kwargs)
+    gpu = estimate(_on_gpu(model), graph, **kwargs)
+    _same(cpu.delta, gpu.delta)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_audit_on_gpu_runs_every_stage(layers: int) -> None:
+    """Training, metrics, influence, debiasing and the self-check (re-optimisation at one layer, the proximal
+    response at two), all on the GPU."""
+    graph = _graph()
+    config = AuditConfig(
+        model=ModelConfig(layers=layers), training=TrainConfig(epochs=200), validation_sample=5, bootstrap=50
+    )
+    result = run_audit(graph, config, device="cuda")
+    assert result.influence is not None and result.influence.delta.numel() == graph.train_idx.numel()
+    assert result.validation is not None and result.debiasing is not None
+    assert result.to_dict()["influence_summary"] is not None
