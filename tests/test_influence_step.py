@@ -8,14 +8,14 @@ import torch
 
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
-from bind_core.debiasing.validation import validate
+from bind_core.debiasing.validation import proximal_reoptimize, validate
 from bind_core.influence import estimate
 from bind_core.influence.estimate import choose_method
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.reduce import GraphReducer
 from bind_core.influence.solvers import dense_hessian
 from bind_core.influence.step import Stepper, damping_for, step_estimate
-from bind_core.models.gnn import GNN, ModelConfig
+from bind_core.models.gnn import GNN, ModelConfig, flat_parameters, node_losses, unflatten_parameters
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
@@ -294,3 +294,33 @@ def test_deletions_settled_on_the_computation_graph_equal_those_on_the_whole_gra
         assert torch.allclose(a.delta, b.delta, rtol=1e-9, atol=1e-14)
         assert torch.allclose(a.direct, b.direct, rtol=1e-9, atol=1e-14) and float(a.direct.abs().max()) > 0
         assert torch.allclose(a.weights, b.weights, rtol=1e-9, atol=1e-13)
+
+
+def test_the_proximal_truth_read_on_the_computation_graph_is_the_whole_graphs_optimum() -> None:
+    """The self-check's proximal re-optimisation evaluates its objective on the training nodes' computation graph
+    where that is smaller: the weights it returns are stationary for the objective on the whole of G − v too."""
+    sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
+    model = train(sparse, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8))
+    assert FunctionalModel.from_trained(model, sparse).objective_rows().nodes is not None  # the part is used
+    m, mu = sparse.train_idx.numel(), 1e-2
+    node = sparse.train_idx[4:5]
+    reduced, _ = sparse.without_nodes(node)
+    again = proximal_reoptimize(model, reduced, num_train=m, damping=mu)
+    assert float(again.stationarity["max_abs_grad"]) < 1e-7
+    theta_hat = flat_parameters(model.module.double())[2]
+    names, shapes, theta = flat_parameters(again.module)
+    whole = again.prepare(reduced)  # every node of G − v
+
+    def objective(f: torch.Tensor) -> torch.Tensor:
+        params = unflatten_parameters(f, names, shapes)
+        logits = torch.func.functional_call(again.module, params, (whole, reduced.train_idx), tie_weights=False)
+        decay = 0.5 * model.train_config.weight_decay * (f * f).sum()
+        return (
+            node_losses(logits, reduced.y[reduced.train_idx]).sum() / m
+            + decay
+            + 0.5 * mu * (f - theta_hat).square().sum()
+        )
+
+    gradient = torch.func.grad(objective)(theta)
+    assert float(gradient.abs().max()) < 1e-7
+    assert float((theta - theta_hat).abs().max()) > 1e-5  # it moved: the check is not at θ̂ itself

@@ -36,6 +36,7 @@ from bind_core.fairness.metrics import gamma_eo, gamma_sp
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
 from bind_core.models.gnn import flat_parameters, node_losses, unflatten_parameters
+from bind_core.training.compgraph import objective_inputs
 from bind_core.training.fit import ProgressCallback, TrainedModel, fine_tune, train
 from bind_core.training.polish import polish
 
@@ -100,9 +101,10 @@ def proximal_reoptimize(
     raise to abort."""
     clone = TrainedModel(copy.deepcopy(model.module).double().eval(), model.model_config, model.train_config)
     names, shapes, theta_hat = flat_parameters(clone.module)
-    inputs = clone.prepare(reduced)
-    train = reduced.train_idx.to(clone.device)
-    y = reduced.y[reduced.train_idx].to(clone.device)
+    # the training nodes' computation graph where it is smaller: the same objective exactly, at its cost
+    inputs, rows = objective_inputs(clone.module, clone.prepare(reduced), reduced)
+    train = rows.train_idx.to(clone.device)
+    y = rows.y[rows.train_idx].to(clone.device)
     wd = model.train_config.weight_decay
     flat = theta_hat.clone().requires_grad_(True)
 
