@@ -19,16 +19,13 @@ import pytest
 import redis
 from bind_it import ROOT, SHARED_DATASETS, WorkerPool, synthetic_npz
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from pgtemp import migrated_database
 
-from app.core.db.migrate import upgrade
 from app.core.db.session import engine_for, session_factory
 from app.core.settings import Settings
 from app.main import create_app
 from app.tenants.keys import create_api_key
 
-ADMIN_URL = os.environ.get("BIND_TEST_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 # Not the API tests' DB 13: a worker here would consume the messages those tests inspect.
 REDIS_URL = os.environ.get("BIND_TEST_WORKER_REDIS_URL", "redis://127.0.0.1:6379/14")
 
@@ -45,19 +42,11 @@ WORKER_ENV = {
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
     """A new, migrated Postgres database; dropped at the end of the session."""
-    name = f"bind_it_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", pool_pre_ping=True)  # survives test_faults
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    try:
-        upgrade(url)
-        yield url
-    finally:
-        engine_for.cache_clear()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with migrated_database("bind_it", pre_ping=True) as url:  # the admin connection survives test_faults
+        try:
+            yield url
+        finally:
+            engine_for.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -3,20 +3,18 @@ per-tenant running limit, and, on Postgres, two workers claiming at once see eac
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import create_engine, select, text, update
-from sqlalchemy.engine import make_url
+from pgtemp import migrated_database
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audits import repository as jobs
 from app.audits.turns import next_turn, ranked_tenants
-from app.core.db.migrate import upgrade
 from app.core.db.session import make_engine, session_factory
 from app.core.db.tables import Audit, Tenant
 
@@ -125,28 +123,15 @@ def test_a_dead_workers_audit_is_taken_over_only_when_nothing_else_may_start(
         assert session.scalar(select(Audit.attempts).where(Audit.id == dead)) == 2
 
 
-ADMIN_URL = os.environ.get("BIND_TEST_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-
-
 @pytest.fixture(scope="module")
 def pg() -> Iterator[sessionmaker[Session]]:
     """Sessions on a new, migrated Postgres database, dropped at the end of the module."""
-    name = f"bind_turns_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    engine = None
-    try:
-        upgrade(url)
+    with migrated_database("bind_turns") as url:
         engine = make_engine(url)
-        yield session_factory(engine)
-    finally:
-        if engine is not None:
+        try:
+            yield session_factory(engine)
+        finally:
             engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def test_concurrent_claims_on_postgres_see_each_other(pg: sessionmaker[Session]) -> None:

@@ -5,7 +5,6 @@ and running audits of it."""
 from __future__ import annotations
 
 import io
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,11 +12,9 @@ from typing import Any
 
 import pytest
 from chunkhelp import LEASE
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from pgtemp import migrated_database
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.db.migrate import upgrade
 from app.core.db.session import make_engine, now, session_factory
 from app.core.db.tables import Audit, Tenant
 from app.core.db.tables import Graph as GraphRow
@@ -28,24 +25,12 @@ from bind_core.influence.estimate import plan
 from bind_core.influence.plan import InfluencePlan
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
-ADMIN_URL = os.environ.get("BIND_TEST_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-
 
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:
     """A new, migrated Postgres database, dropped at the end of the module."""
-    name = f"bind_chunks_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    try:
-        upgrade(url)
+    with migrated_database("bind_chunks") as url:
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @pytest.fixture(scope="module")
