@@ -39,7 +39,7 @@ from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.nodesets import select
-from bind_core.debiasing.validation import gammas, proximal_reoptimize, validate
+from bind_core.debiasing.validation import gammas, retrain_without, sample_positions, validate
 from bind_core.influence import estimate
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
@@ -119,7 +119,7 @@ def sampled_only(model: TrainedModel, graph: Graph, seed: int, sample: int) -> d
     damped step, against the proximal re-optimisation without it: for models whose estimate of every training node
     costs hours (a GIN the polish leaves non-stationary: each deletion carries the drift)."""
     m = graph.train_idx.numel()
-    picks = torch.randperm(m, generator=torch.Generator().manual_seed(seed))[: min(sample, m)].tolist()
+    picks = sample_positions(m, sample, seed)
     start = time.perf_counter()
     stepper = Stepper(FunctionalModel.from_trained(model, graph))
     lam = 0.5
@@ -133,9 +133,8 @@ def sampled_only(model: TrainedModel, graph: Graph, seed: int, sample: int) -> d
     act = []
     for pos in picks:
         node = graph.train_idx[pos : pos + 1]
-        reduced, _ = graph.without_nodes(node)
-        again = proximal_reoptimize(model, reduced, num_train=m, damping=stepper.mu)
-        sp, eo = gammas(again, reduced)
+        again = retrain_without(model, graph, node, "proximal", damping=stepper.mu)
+        sp, eo = gammas(again, graph.without_nodes(node)[0])
         act.append(lam * (sp - before[0]) + (1 - lam) * (eo - before[1]))
     proximal = _scores(np.asarray(est), np.asarray(act)) | {"seconds": time.perf_counter() - start}
     return {

@@ -198,6 +198,11 @@ class ValidationResult:
         }
 
 
+def sample_positions(m: int, sample: int, seed: int) -> list[int]:
+    """The training positions the per-node check draws: ``sample`` of ``m`` at random, reproducibly from ``seed``."""
+    return torch.randperm(m, generator=torch.Generator().manual_seed(seed))[: min(sample, m)].tolist()
+
+
 def validate(
     model: TrainedModel,
     graph: Graph,
@@ -235,9 +240,7 @@ def validate(
     m = train_idx.numel()
     est_all = torch.stack([influence.delta, influence.delta_sp, influence.delta_eo], dim=1).double()
     if protocol == "sample":
-        gen = torch.Generator().manual_seed(seed)
-        picks = torch.randperm(m, generator=gen)[: min(sample, m)]
-        positions = [[int(p)] for p in picks]
+        positions = [[p] for p in sample_positions(m, sample, seed)]
     else:
         order = torch.argsort(influence.delta)
         top = max(1, int(max_set_fraction * m))
