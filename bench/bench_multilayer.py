@@ -138,6 +138,7 @@ def sampled_only(model: TrainedModel, graph: Graph, seed: int, args: Any) -> dic
         "estimate_s": time.perf_counter() - start,
         "sampled": len(estimates),
         "damping": stepper.mu,
+        "solve": stepper.solve.details,  # the spectrum (λ_max, eigenvalues below the weight decay, flat ones)
     }
     before = gammas(model, graph)
     for mode, picks in draws.items():
