@@ -30,6 +30,7 @@ from bind_core.config import DictConfig
 from bind_core.data.graph import Graph
 from bind_core.data.sparse import Adjacency, spmm
 from bind_core.errors import ConfigError, NonFiniteError
+from bind_core.models.expansion import EXPANSIONS
 from bind_core.models.propagation import (
     GraphInputs,
     aggregate_features,
@@ -148,6 +149,16 @@ class GNN(nn.Module):
             nn.init.xavier_uniform_(head.weight)
             nn.init.zeros_(head.bias)
             self.head = head
+        self.expand_activations = False
+        """While True, the activations between layers are their second-order expansions about the point
+        (:mod:`bind_core.models.expansion`: the same value, gradient and Hessian, for forming Hessians only)."""
+
+    def activation(self, h: Tensor) -> Tensor:
+        """The activation between layers (its second-order expansion while :attr:`expand_activations`)."""
+        name = self.config.activation
+        if self.expand_activations and name in EXPANSIONS:
+            return EXPANSIONS[name](h)
+        return _ACT[name](h)
 
     @property
     def row_separable(self) -> bool:
@@ -220,7 +231,7 @@ class GNN(nn.Module):
         last = len(self.convs) - 1
         for i in range(start, len(self.convs)):
             if i > 0 and not (activated and i == start):
-                h = dropout(_ACT[self.config.activation](h), self.config.dropout, self.training)
+                h = dropout(self.activation(h), self.config.dropout, self.training)
             if inputs.adjacency is not None and rows is not None and i == last:
                 # The last layer computes only the wanted rows: a block of the adjacency's rows.
                 h = self._csr_layer(self.convs[i], inputs.adjacency.rows(rows), h, h[rows])
@@ -259,7 +270,7 @@ class GNN(nn.Module):
             h = self.first_layer(h)
         for i, block in enumerate(blocks, start):
             if i > 0:
-                h = dropout(_ACT[self.config.activation](h), self.config.dropout, self.training)
+                h = dropout(self.activation(h), self.config.dropout, self.training)
             h = self._csr_layer(self.convs[i], block, h, h[: block.shape[0]])
         return cast(Tensor, self.head(h))
 

