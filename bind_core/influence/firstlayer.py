@@ -27,7 +27,8 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from bind_core.influence.functional import FunctionalModel
-from bind_core.models.gnn import ACTIVATION_FNS, GNN
+from bind_core.models.activations import ACTIVATION_FNS
+from bind_core.models.gnn import GNN
 from bind_core.models.propagation import GraphInputs
 
 

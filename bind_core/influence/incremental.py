@@ -29,7 +29,8 @@ from torch.nn import functional as F
 from bind_core.data.sparse import Adjacency, spmm
 from bind_core.influence.functional import FunctionalModel, estimate_targets, forward_derivative
 from bind_core.influence.neighbourhood import Csr, member
-from bind_core.models.gnn import ACTIVATION_FNS, sage_first_layer
+from bind_core.models.activations import ACTIVATION_FNS
+from bind_core.models.gnn import sage_first_layer
 
 
 @dataclass

@@ -54,7 +54,8 @@ from bind_core.influence.solvers import (
     retained_hvp,
 )
 from bind_core.influence.terms import directional_loss_derivatives
-from bind_core.models.gnn import ACTIVATION_FNS, flat_parameters, probabilities
+from bind_core.models.activations import ACTIVATION_FNS
+from bind_core.models.gnn import flat_parameters, probabilities
 from bind_core.models.propagation import GraphInputs
 
 DAMPING_RULE = 1e-3

@@ -16,21 +16,21 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
-from torch_geometric.utils import softmax as pyg_softmax
+from torch_geometric.nn import GCNConv, GINConv, SAGEConv
 
 from bind_core.config import DictConfig
 from bind_core.data.graph import Graph
 from bind_core.data.sparse import Adjacency, spmm
 from bind_core.errors import ConfigError, NonFiniteError
-from bind_core.models.expansion import EXPANSIONS
+from bind_core.models.activations import ACTIVATION_FNS, EXPANSIONS
+from bind_core.models.gat import SmoothGATConv
 from bind_core.models.propagation import (
     GraphInputs,
     aggregate_features,
@@ -149,16 +149,28 @@ class GNN(nn.Module):
             nn.init.xavier_uniform_(head.weight)
             nn.init.zeros_(head.bias)
             self.head = head
-        self.expand_activations = False
-        """While True, the activations between layers are their second-order expansions about the point
-        (:mod:`bind_core.models.expansion`: the same value, gradient and Hessian, for forming Hessians only)."""
+        self._expand = False
+
+    @property
+    def expand_activations(self) -> bool:
+        """While True, the activations between layers and in GAT's attention scores are their second-order
+        expansions about the point (:mod:`bind_core.models.expansion`: the same value, gradient and Hessian, for
+        forming Hessians only)."""
+        return self._expand
+
+    @expand_activations.setter
+    def expand_activations(self, on: bool) -> None:
+        self._expand = on
+        for conv in self.convs:
+            if isinstance(conv, SmoothGATConv):
+                conv.expand_activation = on
 
     def activation(self, h: Tensor) -> Tensor:
         """The activation between layers (its second-order expansion while :attr:`expand_activations`)."""
         name = self.config.activation
         if self.expand_activations and name in EXPANSIONS:
             return EXPANSIONS[name](h)
-        return _ACT[name](h)
+        return ACTIVATION_FNS[name](h)
 
     @property
     def row_separable(self) -> bool:
@@ -343,16 +355,6 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * mask
 
 
-ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {
-    "gelu": F.gelu,
-    "relu": F.relu,
-    "tanh": torch.tanh,
-    "elu": F.elu,
-}
-"""The activation functions by name (between layers; see :class:`ModelConfig`)."""
-_ACT = ACTIVATION_FNS
-
-
 def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
     """Layer ``a → b``; ``last``: the last layer (which averages GAT's heads when it outputs the logits)."""
     if config.arch == "gcn":
@@ -368,39 +370,6 @@ def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
         a, b // config.heads if concat else b, heads=config.heads, concat=concat, add_self_loops=True,
         negative_slope=config.negative_slope, activation=score,
     )  # fmt: skip
-
-
-class SmoothGATConv(GATConv):  # type: ignore[misc]  # PyG is untyped, so GATConv is Any to mypy
-    """PyG's ``GATConv`` with the attention scores' leaky ReLU made as smooth as the model's activation:
-    ``s·x + (1 − s)·act(x)`` with ``s`` the negative slope (0.2). With ``act = relu`` this is GAT's own leaky ReLU;
-    with the default GELU the training objective is twice differentiable, which the polish and the influence
-    estimate need: with the leaky ReLU's kink a one-layer GAT on Income stalled at a gradient norm of 2.85e-3 after
-    686 L-BFGS iterations, and the Newton finish's trust region collapses at the kinks. ``activation="leaky_relu"``
-    applies ``F.leaky_relu`` itself, exactly as ``GATConv`` does (a supplied PyG ``GAT``)."""
-
-    def __init__(self, *args: object, activation: str = "gelu", **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self.score_activation = activation
-
-    def edge_update(
-        self,
-        alpha_j: Tensor,
-        alpha_i: Tensor | None,
-        edge_attr: Tensor | None,
-        index: Tensor,
-        ptr: Tensor | None,
-        dim_size: int | None,
-    ) -> Tensor:
-        alpha = alpha_j if alpha_i is None else alpha_j + alpha_i
-        if index.numel() == 0:
-            return alpha
-        slope = self.negative_slope
-        if self.score_activation == "leaky_relu":
-            alpha = F.leaky_relu(alpha, slope)
-        else:
-            alpha = slope * alpha + (1 - slope) * ACTIVATION_FNS[self.score_activation](alpha)
-        alpha = pyg_softmax(alpha, index, ptr, dim_size)
-        return F.dropout(alpha, p=self.dropout, training=self.training)
 
 
 def flat_parameters(module: nn.Module) -> tuple[list[str], list[torch.Size], Tensor]:

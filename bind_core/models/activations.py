@@ -1,4 +1,4 @@
-"""Second-order expansions of the activations, for forming Hessians faster.
+"""The activation functions by name, and their second-order expansions, for forming Hessians faster.
 
 A dense Hessian by rows (:func:`bind_core.training.hessian.dense_hessian_by_rows`) runs one backward pass per
 parameter through the same retained gradient graph, and where the activation is GELU each of those passes
@@ -11,7 +11,8 @@ replaced by its second-order Taylor polynomial about the point it is evaluated a
 whose value, gradient and Hessian at that point are σ's exactly: ``z − z̄`` is zero there, but its derivative is
 one, so autograd differentiates the polynomial, whose coefficients are constants of the graph. Only derivatives up
 to the second at the point itself are exact; a third derivative, or anything evaluated elsewhere, is not, so this is
-for forming Hessians only (:meth:`bind_core.models.gnn.GNN.expanded`).
+for forming Hessians only (:attr:`bind_core.models.gnn.GNN.expand_activations`; GELU between layers and in GAT's
+attention scores; the MLP inside a GIN layer keeps its own).
 """
 
 from __future__ import annotations
@@ -20,10 +21,20 @@ import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 _SQRT_2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "tanh": torch.tanh,
+    "elu": F.elu,
+}
+"""The activation functions by name (between layers; see :class:`bind_core.models.gnn.ModelConfig`)."""
 
 
 def gelu_expansion(z: Tensor) -> Tensor:
