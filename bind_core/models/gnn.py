@@ -154,7 +154,7 @@ class GNN(nn.Module):
     @property
     def expand_activations(self) -> bool:
         """While True, the activations between layers and in GAT's attention scores are their second-order
-        expansions about the point (:mod:`bind_core.models.expansion`: the same value, gradient and Hessian, for
+        expansions about the point (:mod:`bind_core.models.activations`: the same value, gradient and Hessian, for
         forming Hessians only)."""
         return self._expand
 
