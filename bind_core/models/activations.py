@@ -51,3 +51,8 @@ def gelu_expansion(z: Tensor) -> Tensor:
 EXPANSIONS: dict[str, Callable[[Tensor], Tensor]] = {"gelu": gelu_expansion}
 """Activations with an expansion; the others (ReLU, whose second derivative is zero almost everywhere; ELU and tanh,
 rarely trained here) are used as they are."""
+
+
+def activation_fn(name: str, *, expanded: bool = False) -> Callable[[Tensor], Tensor]:
+    """The activation ``name``, or its second-order expansion when ``expanded`` and it has one."""
+    return EXPANSIONS[name] if expanded and name in EXPANSIONS else ACTIVATION_FNS[name]

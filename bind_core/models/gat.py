@@ -7,7 +7,7 @@ from torch import Tensor
 from torch_geometric.nn import GATConv
 from torch_geometric.utils import softmax as pyg_softmax
 
-from bind_core.models.activations import ACTIVATION_FNS, EXPANSIONS
+from bind_core.models.activations import activation_fn
 
 
 class SmoothGATConv(GATConv):  # type: ignore[misc]  # PyG is untyped, so GATConv is Any to mypy
@@ -39,8 +39,7 @@ class SmoothGATConv(GATConv):  # type: ignore[misc]  # PyG is untyped, so GATCon
         if self.score_activation == "leaky_relu":
             alpha = F.leaky_relu(alpha, slope)
         else:
-            name = self.score_activation
-            act = EXPANSIONS[name] if self.expand_activation and name in EXPANSIONS else ACTIVATION_FNS[name]
+            act = activation_fn(self.score_activation, expanded=self.expand_activation)
             alpha = slope * alpha + (1 - slope) * act(alpha)
         alpha = pyg_softmax(alpha, index, ptr, dim_size)
         return F.dropout(alpha, p=self.dropout, training=self.training)

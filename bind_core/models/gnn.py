@@ -29,7 +29,7 @@ from bind_core.config import DictConfig
 from bind_core.data.graph import Graph
 from bind_core.data.sparse import Adjacency, spmm
 from bind_core.errors import ConfigError, NonFiniteError
-from bind_core.models.activations import ACTIVATION_FNS, EXPANSIONS
+from bind_core.models.activations import activation_fn
 from bind_core.models.gat import SmoothGATConv
 from bind_core.models.propagation import (
     GraphInputs,
@@ -167,10 +167,7 @@ class GNN(nn.Module):
 
     def activation(self, h: Tensor) -> Tensor:
         """The activation between layers (its second-order expansion while :attr:`expand_activations`)."""
-        name = self.config.activation
-        if self.expand_activations and name in EXPANSIONS:
-            return EXPANSIONS[name](h)
-        return ACTIVATION_FNS[name](h)
+        return activation_fn(self.config.activation, expanded=self._expand)(h)
 
     @property
     def row_separable(self) -> bool:
