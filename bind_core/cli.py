@@ -7,8 +7,9 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from tqdm import tqdm
@@ -23,10 +24,13 @@ from bind_core.influence import SOLVERS
 from bind_core.models.gnn import ACTIVATIONS, ARCHS, ModelConfig
 from bind_core.pipeline.audit import STAGES, AuditConfig, AuditResult, run_audit
 from bind_core.pipeline.config import DEBIAS_RETRAIN
+from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.reporting.exports import json_safe
 from bind_core.reporting.mlflow_log import log_audit
 from bind_core.training.fit import TrainConfig, TrainedModel
-from bind_core.training.supplied import prepare_supplied
+from bind_core.training.supplied import REFERENCES
+
+N = TypeVar("N", int, float)
 
 SMALL_GRAPH_NODES = 100_000
 """Below this many nodes ``bind-audit run`` uses one torch thread unless ``--threads`` says otherwise."""
@@ -95,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--model-config", type=Path, metavar="FILE",
         help="the model's JSON config: TrainedModel.config_dict()'s form or a torch_geometric.nn.models one "
         "(docs/API.md, Supplied models)",
+    )  # fmt: skip
+    p.add_argument(
+        "--reference", choices=REFERENCES, default="as_given",
+        help="with a supplied model: as_given (default) audits its weights as they are; polished audits a copy "
+        "polished to a stationary point first and prints both models' metrics side by side",
     )  # fmt: skip
     p.add_argument("--epochs", type=int, default=1000)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -175,47 +184,67 @@ def _add_file_options(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """``bind-audit run``: the exit status. 0: done; 1: the audit is done but ``--mlflow`` logging failed; 2: a
+    usage error (argparse's, with the usage) or bad input, any :class:`~bind_core.errors.BindError` raised while
+    loading the graph, preparing a supplied model, auditing or writing the outputs, reported as one line
+    ``bind-audit run: error: <message>`` on stderr and no traceback; 130: interrupted (Ctrl-C), one line too.
+    Any other exception is a bug and keeps its traceback."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
-        graph, report = _load(args)
-        threads = default_threads(graph.num_nodes) if args.threads is None else args.threads
-        if threads > 0:
-            torch.set_num_threads(threads)
-        print(f"torch threads: {torch.get_num_threads()}" + (" (--threads to change)" if args.threads is None else ""),
-              file=sys.stderr)  # fmt: skip
-        for note in report.notes() if report is not None else []:
-            print(f"read: {note}", file=sys.stderr)
-        skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-        model_config = ModelConfig(args.arch, args.layers, args.hidden, args.dropout, activation=args.activation)
-        train_config = TrainConfig(args.epochs, args.lr, args.weight_decay, args.seed)
-        supplied, record = _supplied(args, graph)
-        if supplied is not None:
-            model_config, train_config = supplied.model_config, supplied.train_config
-        config = AuditConfig(
-            model=model_config,
-            training=train_config,
-            lam=args.lam,
-            solver=args.solver,
-            non_iid=not args.no_non_iid,
-            budgets=tuple(float(b) for b in args.budgets.split(",") if b.strip()),
-            validation_sample=args.validation_sample,
-            stages=tuple(s for s in STAGES if s not in skip),
-            bootstrap=args.bootstrap,
-            min_group_size=args.min_group_size,
-            stability_seeds=tuple(int(s) for s in args.stability_seeds.split(",") if s.strip()),
-            stability_k=args.stability_k,
-            refine_steps=args.refine_steps,
-            debias_utility=args.debias_utility,
-            estimator=args.estimator,
-            debias_seeds=tuple(int(s) for s in args.debias_seeds.split(",") if s.strip()),
-            debias_retrain=args.debias_retrain,
-            edges=args.edge_attribution,
-            edge_budgets=tuple(float(b) for b in args.edge_budgets.split(",") if b.strip()),
-            edge_validation_sample=args.edge_validation_sample,
-        )
-    except (BindError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        return _run(args)
+    except BindError as exc:
+        print(f"{parser.prog}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line (its lines joined by spaces), or its class name when it has none."""
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The audit of ``args``, printed (and written); every error on bad input is a :class:`BindError`."""
+    graph, report = _load(args)
+    threads = default_threads(graph.num_nodes) if args.threads is None else args.threads
+    if threads > 0:
+        torch.set_num_threads(threads)
+    print(f"torch threads: {torch.get_num_threads()}" + (" (--threads to change)" if args.threads is None else ""),
+          file=sys.stderr)  # fmt: skip
+    for note in report.notes() if report is not None else []:
+        print(f"read: {note}", file=sys.stderr)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    model_config = ModelConfig(args.arch, args.layers, args.hidden, args.dropout, activation=args.activation)
+    train_config = TrainConfig(args.epochs, args.lr, args.weight_decay, args.seed)
+    config = AuditConfig(
+        model=model_config,
+        training=train_config,
+        lam=args.lam,
+        solver=args.solver,
+        non_iid=not args.no_non_iid,
+        budgets=_numbers(args.budgets, "--budgets", float),
+        validation_sample=args.validation_sample,
+        stages=tuple(s for s in STAGES if s not in skip),
+        bootstrap=args.bootstrap,
+        min_group_size=args.min_group_size,
+        stability_seeds=_numbers(args.stability_seeds, "--stability-seeds", int),
+        stability_k=args.stability_k,
+        refine_steps=args.refine_steps,
+        debias_utility=args.debias_utility,
+        estimator=args.estimator,
+        debias_seeds=_numbers(args.debias_seeds, "--debias-seeds", int),
+        debias_retrain=args.debias_retrain,
+        edges=args.edge_attribution,
+        edge_budgets=_numbers(args.edge_budgets, "--edge-budgets", float),
+        edge_validation_sample=args.edge_validation_sample,
+        reference=args.reference,
+    )
+    supplied, record = _supplied(args, graph, config)
+    if supplied is not None:
+        config = replace(config, model=supplied.model_config, training=supplied.train_config)
     bar = None
     if not args.quiet:
         bar = tqdm(total=100, file=sys.stderr, mininterval=0.5, bar_format="{desc} {bar} {percentage:3.0f}%")
@@ -229,9 +258,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             bar.set_description(f"{stage:<10}", refresh=False)
             bar.update(done - bar.n)
 
-    result = run_audit(graph, config, progress=progress, model=supplied)
-    if bar is not None:
-        bar.close()
+    try:
+        result = run_audit(graph, config, progress=progress, model=supplied)
+    finally:  # ends the bar's line, so that an error is a line of its own
+        if bar is not None:
+            bar.close()
     if record is not None:
         print(_render_supplied(record))
     print(render(result, top=args.top))
@@ -241,7 +272,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             doc["supplied_model"] = record
         if report is not None:
             doc["ingest"] = report.to_dict()
-        args.json.write_text(json.dumps(json_safe(doc), indent=2, default=float))
+        text = json.dumps(json_safe(doc), indent=2, default=float)
+        try:
+            args.json.write_text(text)
+        except OSError as exc:
+            raise ConfigError(f"--json: cannot write {args.json} ({exc.strerror or exc})") from exc
         print(f"\nwrote {args.json}")
     if args.mlflow:
         try:
@@ -253,19 +288,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _supplied(args: argparse.Namespace, graph: Any) -> tuple[TrainedModel | None, dict[str, Any] | None]:
-    """The model of ``--model-weights``/``--model-config``, ready to audit (:func:`prepare_supplied`), or none."""
+def _numbers(value: str, option: str, kind: type[N]) -> tuple[N, ...]:
+    """The comma-separated numbers of ``option`` (empty items skipped); :class:`ConfigError` names a bad one."""
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    try:
+        return tuple(kind(v) for v in items)
+    except ValueError as exc:
+        what = "whole numbers" if kind is int else "numbers"
+        raise ConfigError(f"{option}: {value!r} is not a comma-separated list of {what}") from exc
+
+
+def _supplied(
+    args: argparse.Namespace, graph: Any, config: AuditConfig
+) -> tuple[TrainedModel | None, dict[str, Any] | None]:
+    """The model of ``--model-weights``/``--model-config``, ready to audit with ``config`` (as given, or polished with
+    ``--reference polished``: :func:`prepare_for_audit`), and its record; or none."""
     if args.model_weights is None and args.model_config is None:
         return None, None
     if args.model_weights is None or args.model_config is None:
-        raise ValueError("--model-weights and --model-config go together")
+        raise ConfigError("--model-weights and --model-config go together")
     try:
-        config = json.loads(args.model_config.read_text())
+        model_config = json.loads(args.model_config.read_text())
     except (OSError, ValueError) as exc:
-        raise ValueError(f"--model-config: {exc}") from exc
-    if not isinstance(config, dict):
-        raise ValueError("--model-config: must hold a JSON object")
-    return prepare_supplied(args.model_weights.read_bytes(), config, graph)
+        raise ConfigError(f"--model-config: {exc}") from exc
+    if not isinstance(model_config, dict):
+        raise ConfigError("--model-config: must hold a JSON object")
+    try:
+        weights = args.model_weights.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"--model-weights: {exc}") from exc
+    return prepare_for_audit(weights, model_config, graph, config)
 
 
 def _render_supplied(record: dict[str, Any]) -> str:
@@ -276,9 +328,28 @@ def _render_supplied(record: dict[str, Any]) -> str:
             f"  read from a PyG {pyg['class']}: largest relative logit difference {pyg['max_logit_difference']:.1e} "
             f"on {pyg['nodes']} nodes"
         )
-    if record["polished_by_service"]:
-        lines.append(f"  polished: gradient norm {record['grad_norm_supplied']:.2e} -> {record['grad_norm']:.2e}")
+    if not record["polished_by_service"]:
+        lines.append(f"  audited as given (gradient norm of its training objective {record['grad_norm']:.2e})")
+        return "\n".join(lines)
+    lines.append(
+        f"  audited polished (--reference polished): gradient norm {record['grad_norm_supplied']:.2e} as given -> "
+        f"{record['grad_norm']:.2e}"
+    )
+    comparison = record.get("comparison")
+    if comparison:
+        lines.append(f"  {'':<10} {'as given':>10} {'polished':>10}")
+        for key, name in (("accuracy", "accuracy"), ("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma", "Γ")):
+            given, polished = comparison["as_given"].get(key), comparison["polished"].get(key)
+            lines.append(f"  {name:<10} {_shown(given):>10} {_shown(polished):>10}")
+        share = comparison.get("predictions_differ")
+        if share is not None:
+            lines.append(f"  test predictions that differ: {100 * share:.1f}% of {comparison['test_nodes']}")
     return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    """A metric for the side-by-side table (null: "—")."""
+    return "—" if value is None else f"{float(value):.4f}"
 
 
 _TABLE_ONLY = ("edges", "label", "sensitive", "node_id", "features", "split", "unlabeled", "sensitive_bins")

@@ -55,17 +55,6 @@ class ConfigError(BindError):
     """A configuration value is not one of the accepted values; the message quotes it."""
 
 
-class ModelNotStationaryError(BindError):
-    """The audited weights are not a stationary point of the training objective, so influence estimates (which
-    linearise around one) would not mean what they say. ``max_abs_grad`` and ``grad_norm`` say how far off."""
-
-    def __init__(self, message: str, *, max_abs_grad: float, grad_norm: float, tolerance: float) -> None:
-        self.max_abs_grad = max_abs_grad
-        self.grad_norm = grad_norm
-        self.tolerance = tolerance
-        super().__init__(message)
-
-
 class NonFiniteError(BindError):
     """A model's outputs (predicted probabilities) hold NaN or inf, so no prediction or metric can be made."""
 

@@ -49,8 +49,8 @@ def test_quirks_through_the_command_line(tmp_path: Path, capsys: pytest.CaptureF
     code, _, err = _run(capsys, tmp_path, *_table_args(*dangling))
     assert code == 2
     assert err.strip() == (
-        "error: edges: edges.csv, column 'src/dst': node ids absent from the node table's column 'id' in 2 row(s): "
-        "row 3 ('9999'), row 5 ('8888'); to drop such edges, pass on_unknown_nodes=drop"
+        "bind-audit run: error: edges: edges.csv, column 'src/dst': node ids absent from the node table's column 'id' "
+        "in 2 row(s): row 3 ('9999'), row 5 ('8888'); to drop such edges, pass on_unknown_nodes=drop"
     )
     code, doc, err = _run(capsys, tmp_path, *_table_args(*dangling, "--on-unknown-nodes", "drop"))
     assert code == 0 and doc["ingest"]["dropped_edges"] == 2 and doc["ingest"]["unknown_ids"] == ["9999", "8888"]

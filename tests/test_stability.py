@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bind_core.data.datasets import synthetic
-from bind_core.errors import ConfigError, ModelNotStationaryError
+from bind_core.errors import ConfigError
 from bind_core.influence.stability import _overlap, topk_harmful, topk_stability
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
@@ -49,14 +49,13 @@ def test_stability_across_seeds_on_a_tiny_graph() -> None:
         AuditConfig(stability_seeds=(1, 1))
 
 
-def test_an_audit_refuses_influence_for_weights_that_are_not_stationary() -> None:
-    # 20 Adam epochs without the polish leave the gradient far from zero: the influence stage fails with the
-    # gradient in the error instead of publishing estimates; the metrics stages alone still run
+def test_an_audit_attributes_weights_that_are_not_stationary_and_reports_how_far_they_are() -> None:
+    # 20 Adam epochs without the polish leave the gradient far from zero: the audit is not refused; the influence
+    # stage runs and the stationarity record says how far from a stationary point the weights are
     g = synthetic(120, seed=1)
     config = AuditConfig(training=TrainConfig(epochs=20, polish=False), stages=("training", "metrics", "influence"))
-    with pytest.raises(ModelNotStationaryError) as caught:
-        run_audit(g, config)
-    assert caught.value.max_abs_grad > caught.value.tolerance == pytest.approx(1e-5)
-    assert "not a stationary point" in str(caught.value)
-    fine = run_audit(g, AuditConfig(training=TrainConfig(epochs=20, polish=False), stages=("training", "metrics")))
-    assert fine.influence is None
+    result = run_audit(g, config)
+    record = result.to_dict()["stationarity"]
+    assert record["stationary"] is False and record["max_abs_grad"] > record["tolerance"] == pytest.approx(1e-5)
+    assert result.influence is not None and bool(torch.isfinite(result.influence.delta).all())
+    assert any("not a stationary point" in w for w in result.to_dict()["warnings"])

@@ -70,3 +70,6 @@ class AuditConfigRead(StoredModel):
         None, description="numbers in (0, 1]: edge debiasing budgets, fractions of the edges that change anything"
     )
     edge_validation_sample: int | None = Field(None, description="integer: edges of the edge self-check (0: off)")
+    reference: str | None = Field(
+        None, description="string: as_given (the supplied weights) or polished (a polished copy, the supplied beside)"
+    )

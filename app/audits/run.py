@@ -128,7 +128,7 @@ def execute(
                     parts = jobs.model_parts(session, claim.model_id)
                 progress("training", 0.0)
                 model, supplied = prepare_model(
-                    parts, claim.model_id, graph, device, progress=lambda f: progress("training", f)
+                    parts, claim.model_id, graph, config, device, progress=lambda f: progress("training", f)
                 )
             distributed: dict[str, Any] | None = None
             n_chunks = chunks.wanted(settings, graph)

@@ -45,7 +45,7 @@ class TrainingSettings(BaseModel):
     newton_seconds: StrictFloat = Field(
         default=900.0, gt=0.0, le=86_400.0,
         description="Time the polish's Newton finish may take to bring the model to a stationary point; a model "
-        "left short of one fails the influence stage (model-not-stationary).",
+        "left short of one is audited as it is, with its gradient reported under stationarity.",
     )  # fmt: skip
     batch_size: StrictInt = Field(
         default=0, ge=0, le=100_000_000,
@@ -184,6 +184,14 @@ class AuditCreate(BaseModel):
         description="With edges attributed and the validation stage: edges, drawn at random among those whose deletion "
         "changes anything, whose estimate is checked by deleting the edge and re-optimising the model "
         "(results.edges.validation); 0 disables.",
+    )
+    reference: Literal["as_given", "polished"] = Field(
+        default="as_given",
+        description="For a supplied model (model_id): which model the audit describes. as_given: the supplied weights "
+        "as they are (every metric from their own forward pass; the influence estimate answers the proximal Bregman "
+        "response, defined at any weights). polished: a copy re-optimised to a stationary point first (for "
+        "research); the supplied model's metrics and the share of test predictions that differ are then reported "
+        "beside it (results.supplied_model.comparison). Ignored for a model the audit trains.",
     )
 
     @field_validator("debias_seeds")

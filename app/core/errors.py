@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError
-from bind_core.errors import ModelNotStationaryError, NonFiniteError
+from bind_core.errors import NonFiniteError
 
 PROBLEM_BASE = "https://bind-audit.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -122,9 +122,8 @@ def bind_error_problem(exc: BindError) -> ProblemError:
     """The one mapping of ``bind_core``'s errors to problems, for the API and for failed audits alike: all are
     the caller's input refused (422), with a message that names the field and the bad value.
 
-    ``invalid-graph`` (with ``errors[]`` naming the field), ``dataset-not-found``, ``model-not-stationary``
-    (with the gradient norms), ``model-output-not-finite``, ``invalid-config``, and ``invalid-input`` for the
-    rest.
+    ``invalid-graph`` (with ``errors[]`` naming the field), ``dataset-not-found``, ``model-output-not-finite``,
+    ``invalid-config``, and ``invalid-input`` for the rest.
     """
     if isinstance(exc, GraphValidationError):
         message = str(exc).removeprefix(f"{exc.field}: ")
@@ -134,11 +133,6 @@ def bind_error_problem(exc: BindError) -> ProblemError:
         )  # fmt: skip
     if isinstance(exc, DatasetNotFoundError):
         return ValidationProblem(str(exc), slug="dataset-not-found", title="Dataset not found")
-    if isinstance(exc, ModelNotStationaryError):
-        return ValidationProblem(
-            str(exc), slug="model-not-stationary", title="Model not stationary",
-            extensions={"max_abs_grad": exc.max_abs_grad, "grad_norm": exc.grad_norm, "tolerance": exc.tolerance},
-        )  # fmt: skip
     if isinstance(exc, NonFiniteError):
         return ValidationProblem(str(exc), slug="model-output-not-finite", title="Model output not finite")
     if isinstance(exc, ConfigError):

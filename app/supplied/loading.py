@@ -1,6 +1,6 @@
-"""Loading a supplied model for an audit (:func:`bind_core.training.supplied.prepare_supplied`: polished to a stationary
-point first when it is not yet; a PyG model checked against the PyG module), with the record the results keep
-under ``supplied_model``.
+"""Loading a supplied model for an audit (:func:`bind_core.pipeline.reference.prepare_for_audit`: audited as given, or a
+polished copy beside it with ``reference="polished"``; a PyG model checked against the PyG module), with the record
+the results keep under ``supplied_model``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from bind_core import Graph
+from bind_core.pipeline.audit import AuditConfig
+from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.training.fit import TrainedModel
-from bind_core.training.supplied import prepare_supplied
 
 
 class ModelGone(LookupError):
@@ -22,20 +23,21 @@ def prepare_model(
     parts: tuple[bytes, dict[str, Any]] | None,
     model_id: uuid.UUID,
     graph: Graph,
+    config: AuditConfig,
     device: str,
     progress: Callable[[float], None] | None = None,
 ) -> tuple[TrainedModel, dict[str, Any]]:
-    """The model ready to audit on ``device`` and a record of what was done to it. ``progress(fraction)`` is
-    called through the polish (it may raise to stop it).
+    """The model ready to audit with ``config`` on ``device`` and a record of what was done to it.
+    ``progress(fraction)`` is called through the polish, when ``config.reference`` asks for one (it may raise to
+    stop it).
 
     Raises:
         ModelGone: the model was deleted.
         bind_core.ConfigError: the stored weights no longer fit (never expected: checked on upload), or a PyG
             model's conversion does not reproduce the PyG module's logits.
-        bind_core.errors.NonFiniteError: the model predicts NaN or inf on the graph (checked before polishing,
-            which would otherwise chase a NaN objective and report the model as not stationary).
+        bind_core.errors.NonFiniteError: the model predicts NaN or inf on the graph.
     """
     if parts is None:
         raise ModelGone(f"model {model_id} was deleted")
-    model, record = prepare_supplied(*parts, graph, device, progress=progress)
+    model, record = prepare_for_audit(*parts, graph, config, device, progress=progress)
     return model, {"id": str(model_id), **record}

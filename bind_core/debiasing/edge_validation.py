@@ -6,7 +6,8 @@ edges removed both ways), copy the trained weights and re-optimise on it, then m
 objective to convergence with the project's float64 polish (``mode="reoptimize"``, as
 ``validation.retrain_without`` does for node deletions); for the damped estimate of multi-layer and attention
 models (:mod:`bind_core.influence.deep_edges`) it is the proximal response that estimate answers
-(``mode="proximal"``: the same objective plus ``(μ/2)·‖θ − θ̂‖²`` with the estimate's damping ``μ``).
+(``mode="proximal"``: the Bregman objective of ``G − e`` plus ``(μ/2)·‖θ − θ̂‖²`` with the estimate's damping ``μ``;
+:mod:`bind_core.influence.bregman`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 from torch import Tensor
 
 from bind_core.data.graph import Graph
-from bind_core.debiasing.validation import ValidationResult, gammas, proximal_reoptimize
+from bind_core.debiasing.validation import ValidationResult, gammas, ground_truth_mode, proximal_reoptimize
 from bind_core.errors import ConfigError
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.training.fit import TrainedModel
@@ -56,7 +57,7 @@ def actual_edge_delta(
         reduced = graph.without_edges(edges)
         tick = None if hold is None else (lambda _fraction: hold())
         m = int(graph.train_idx.numel())
-        after_model = proximal_reoptimize(model, reduced, num_train=m, damping=damping, progress=tick)
+        after_model = proximal_reoptimize(model, reduced, num_train=m, damping=damping, anchor=graph, progress=tick)
     elif mode == "reoptimize":
         after_model, reduced = reoptimize_without_edges(model, graph, edges, hold=hold)
     else:
@@ -89,8 +90,9 @@ def validate_edges(
     gen = torch.Generator().manual_seed(seed)
     picks = candidates[torch.randperm(candidates.numel(), generator=gen)[: min(sample, candidates.numel())]]
     lam = result.lam
-    proximal = result.solve.details.get("method") == "step"
-    mode, damping = ("proximal", float(result.solve.details["damping"])) if proximal else ("reoptimize", 0.0)
+    mode = ground_truth_mode(model, graph, result.solve.details)
+    proximal = mode == "proximal"
+    damping = float(result.solve.details.get("damping", 0.0)) if proximal else 0.0
     est, act = [], []
     total = max(int(picks.numel()), 1)
     for i, k in enumerate(picks.tolist()):
@@ -104,7 +106,7 @@ def validate_edges(
         if progress is not None:
             progress((i + 1) / total)
     if proximal:
-        again = proximal_reoptimize(model, graph, num_train=int(graph.train_idx.numel()), damping=damping)
+        again = proximal_reoptimize(model, graph, num_train=int(graph.train_idx.numel()), damping=damping, anchor=graph)
     else:
         again, _ = reoptimize_without_edges(model, graph, torch.empty(0, 2, dtype=torch.long))
     before, drift_g = gammas(model, graph, groups), gammas(again, graph, groups)

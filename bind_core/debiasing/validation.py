@@ -9,11 +9,12 @@ Three ways to get the "actual" change of Γ after deleting a node set ``S`` (``�
   different training path; what the paper's debiasing does).
 * ``"fine_tune"``: the reference code's protocol (30 Adam epochs at lr 0.01 from the trained weights), kept
   for comparison: its own movement dwarfs the effect of one node.
-* ``"proximal"``: the proximal response, the question the estimate of multi-layer and attention models answers
-  (:mod:`bind_core.influence.step`): minimise ``(1/m)·Σ_{j ∈ train∖S} ℓ_j(θ; G − S) + (λ/2)·‖θ‖² +
-  (μ/2)·‖θ − θ̂‖²`` from ``θ̂`` (``m`` the original training set's size, so the objective is ``L − (1/m)·c_S``)
-  with float64 L-BFGS, ``μ`` the damping the estimate used. Well-posed where leave-one-out retraining of a flat
-  objective is not, and deterministic.
+* ``"proximal"``: the proximal Bregman response, the question the estimate answers at any weights
+  (:mod:`bind_core.influence.bregman`): minimise ``(1/m)·Σ_{j ∈ train∖S} ℓ_j(θ; G − S) + (λ/2)·‖θ‖² + r(θ) +
+  (μ/2)·‖θ − θ̂‖²`` from ``θ̂`` (``m`` the original training set's size, so the objective is ``B − (1/m)·c_S``
+  with ``B`` the Bregman objective, whose minimum is ``θ̂``), ``r`` the Bregman tilt on ``G``, with float64
+  L-BFGS, ``μ`` the damping the estimate used (0 for the linear estimate). Well-posed where leave-one-out
+  retraining of a flat objective is not, defined at weights that are not a minimum, and deterministic.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from torch import Tensor
 from torch.func import functional_call
 
 from bind_core.data.graph import Graph
-from bind_core.errors import ConfigError
+from bind_core.errors import ConfigError, NonFiniteError
 from bind_core.fairness.metrics import gamma_eo, gamma_sp
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
@@ -39,6 +40,7 @@ from bind_core.models.gnn import flat_parameters, node_losses, unflatten_paramet
 from bind_core.training.compgraph import objective_inputs
 from bind_core.training.fit import ProgressCallback, TrainedModel, fine_tune, train
 from bind_core.training.polish import polish
+from bind_core.training.stationarity import is_stationary
 
 MODES = ("reoptimize", "scratch", "fine_tune", "proximal")
 
@@ -70,7 +72,7 @@ def retrain_without(
     tick = None if hold is None else (lambda *_: hold())
     if mode == "proximal":
         return proximal_reoptimize(
-            model, reduced, num_train=int(graph.train_idx.numel()), damping=damping, progress=tick
+            model, reduced, num_train=int(graph.train_idx.numel()), damping=damping, anchor=graph, progress=tick
         )
     if mode == "reoptimize":
         clone = TrainedModel(
@@ -91,14 +93,16 @@ def proximal_reoptimize(
     *,
     num_train: int,
     damping: float,
+    anchor: Graph | None,
     tol: float = 1e-10,
     max_iter: int = 5000,
     progress: Callable[[float], None] | None = None,
 ) -> TrainedModel:
-    """A copy of ``model`` re-optimised on ``reduced`` (``G − S``) by the proximal objective (module docstring):
-    float64 L-BFGS from the trained weights until ``max|∇| ≤ tol``. ``stationarity`` records ``converged``,
-    ``max_abs_grad`` and ``iterations``. ``progress(fraction of max_iter)`` is called at every evaluation and may
-    raise to abort."""
+    """A copy of ``model`` re-optimised on ``reduced`` (``G − S``) by the proximal Bregman objective (module
+    docstring): float64 L-BFGS from the trained weights until ``max|∇| ≤ tol``. ``anchor``: the graph ``G`` the
+    model was trained on, whose Bregman tilt is added (``None``: the plain proximal objective, without it).
+    ``stationarity`` records ``converged``, ``max_abs_grad`` and ``iterations``. ``progress(fraction of
+    max_iter)`` is called at every evaluation and may raise to abort."""
     clone = TrainedModel(copy.deepcopy(model.module).double().eval(), model.model_config, model.train_config)
     names, shapes, theta_hat = flat_parameters(clone.module)
     # the training nodes' computation graph where it is smaller: the same objective exactly, at its cost
@@ -107,13 +111,16 @@ def proximal_reoptimize(
     y = rows.y[rows.train_idx].to(clone.device)
     wd = model.train_config.weight_decay
     flat = theta_hat.clone().requires_grad_(True)
+    tilt = None if anchor is None else FunctionalModel.from_trained(model, anchor).tilt
 
     def objective(f: Tensor) -> Tensor:
         logits = functional_call(
             clone.module, unflatten_parameters(f, names, shapes), (inputs, train), tie_weights=False
         )
         prox = f - theta_hat
-        return node_losses(logits, y).sum() / num_train + 0.5 * wd * (f * f).sum() + 0.5 * damping * (prox * prox).sum()
+        value = node_losses(logits, y).sum() / num_train + 0.5 * wd * (f * f).sum()
+        value = value + 0.5 * damping * (prox * prox).sum()
+        return value if tilt is None else value + tilt(f)
 
     optimizer = torch.optim.LBFGS(
         [flat], lr=1.0, max_iter=max_iter, max_eval=int(max_iter * 1.5), tolerance_grad=tol,
@@ -177,8 +184,10 @@ class ValidationResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def correlations(self) -> dict[str, dict[str, float | None]]:
+        """Pearson and Spearman per column over the deletions whose actual ΔΓ is defined (finite)."""
         names = ("gamma", "gamma_sp", "gamma_eo")
-        return {nm: _corr(self.estimated[:, i], self.actual[:, i]) for i, nm in enumerate(names)}
+        ok = np.isfinite(self.actual).all(axis=1) if self.actual.size else np.zeros(0, dtype=bool)
+        return {nm: _corr(self.estimated[ok, i], self.actual[ok, i]) for i, nm in enumerate(names)}
 
     def to_dict(self) -> dict[str, Any]:
         corr = self.correlations()
@@ -190,12 +199,23 @@ class ValidationResult:
             "spearman": corr["gamma"]["spearman"],
             "correlations": corr,
             "points": [
-                {"nodes": s, "estimated": e.tolist(), "actual": a.tolist()}
+                {"nodes": s, "estimated": e.tolist(), "actual": a.tolist() if np.isfinite(a).all() else None}
                 for s, e, a in zip(self.sets, self.estimated, self.actual, strict=True)
             ],
             "seconds": self.seconds,
             **self.extra,
         }
+
+
+def ground_truth_mode(model: TrainedModel, graph: Graph, details: dict[str, Any]) -> str:
+    """The ground truth of an estimate whose solve recorded ``details``: the proximal Bregman response
+    (``"proximal"``) for a step estimate, and for a linear one at weights that are not stationary (with the solve's
+    damping, 0 by default: the Bregman objective of ``G − S`` re-optimised); unconstrained re-optimisation
+    (``"reoptimize"``, the paper's question) for a linear estimate at a stationary point, where the two coincide for
+    a model linear in its weights and unconstrained re-optimisation is the established reference."""
+    if details.get("method") == "step":
+        return "proximal"
+    return "reoptimize" if is_stationary(model, graph) else "proximal"
 
 
 def sample_positions(m: int, sample: int, seed: int) -> list[int]:
@@ -229,7 +249,7 @@ def validate(
             report both) and the set's own damped step for a step estimate
             (:class:`~bind_core.influence.step.Stepper`; a sum of flat-objective steps can exceed Γ itself).
         mode: how the actual ΔΓ is obtained (``reoptimize``, ``proximal``, ``scratch`` or ``fine_tune``); default:
-            the question the estimate answers (``proximal`` for a step estimate, else ``reoptimize``).
+            the question the estimate answers (:func:`ground_truth_mode`).
         groups: the groups Γ is measured over (default: all), as in the estimate.
         damping: the proximal mode's ``μ``; default: the damping the estimate's solve used.
     """
@@ -247,7 +267,7 @@ def validate(
         sizes = sorted({max(1, round(top * (i + 1) / num_sets)) for i in range(num_sets)})
         positions = [order[:k].tolist() for k in sizes] + [order.flip(0)[:k].tolist() for k in sizes]
     if mode is None:
-        mode = "proximal" if influence.solve.details.get("method") == "step" else "reoptimize"
+        mode = ground_truth_mode(model, graph, influence.solve.details)
     if damping is None:
         damping = float(influence.solve.details.get("damping", 0.0))
     stepper = None
@@ -263,7 +283,10 @@ def validate(
         nodes = train_idx[torch.tensor(pos)]
         reduced, _ = graph.without_nodes(nodes)
         hold = None if progress is None else (lambda i=i: progress("validation", i / len(positions)))
-        after = gammas(retrain_without(model, graph, nodes, mode, damping=damping, hold=hold), reduced, groups)
+        try:
+            after = gammas(retrain_without(model, graph, nodes, mode, damping=damping, hold=hold), reduced, groups)
+        except NonFiniteError:  # the objective has no minimum near θ̂ for this deletion: no ground truth
+            after = (float("nan"), float("nan"))
         d_sp, d_eo = after[0] - before[0], after[1] - before[1]
         act.append([influence.lam * d_sp + (1 - influence.lam) * d_eo, d_sp, d_eo])
         if stepper is not None and len(pos) > 1:  # the set's own step, not the sum of its members'
@@ -275,6 +298,15 @@ def validate(
         if progress is not None:
             progress("validation", (i + 1) / len(positions))
     actual = np.asarray(act, dtype=np.float64).reshape(-1, 3)
+    undefined = [sets for sets, a in zip(positions, actual, strict=True) if not np.isfinite(a).all()]
+    extra = _noise(model, graph, mode, damping, before, influence.lam, groups, actual[:, 0])
+    if undefined:
+        extra["undefined_truth"] = {
+            "count": len(undefined),
+            "nodes": [train_idx[torch.tensor(p)].tolist() for p in undefined],
+            "reason": "the re-optimisation left every finite value (the objective has no minimum near the given "
+            "weights for this deletion); these deletions are left out of the correlations",
+        }
     return ValidationResult(
         protocol=protocol,
         mode=mode,
@@ -283,7 +315,7 @@ def validate(
         actual=actual,
         lam=influence.lam,
         seconds=time.perf_counter() - start,
-        extra=_noise(model, graph, mode, damping, before, influence.lam, groups, actual[:, 0]),
+        extra=extra,
     )
 
 
@@ -306,5 +338,6 @@ def _noise(
     again = retrain_without(model, graph, [], mode, damping=damping)
     sp, eo = gammas(again, graph, groups)
     drift = abs(lam * (sp - before[0]) + (1 - lam) * (eo - before[1]))
-    clear = float(np.mean(np.abs(actual) > 2 * drift)) if actual.size else None
+    finite = actual[np.isfinite(actual)]
+    clear = float(np.mean(np.abs(finite) > 2 * drift)) if finite.size else None
     return {"noise_floor": drift, "clear_of_noise": clear}

@@ -53,6 +53,8 @@ class FunctionalModel:
     groups: list[int] | None = None
     """The groups Γ is measured over (``None``: all); see :func:`bind_core.data.groups.included_groups`."""
     _objective: ObjectiveRows = field(init=False, repr=False, compare=False)
+    _slopes: Tensor = field(init=False, repr=False, compare=False)
+    """``ĝ_i/m = (1/m)·∂ℓ_i/∂f_i`` at ``θ̂`` for the training rows (the Bregman anchor, :meth:`tilt`)."""
 
     def __post_init__(self) -> None:
         # Made here, outside any torch.func transform: made lazily inside one (the first objective evaluation of a
@@ -62,6 +64,9 @@ class FunctionalModel:
         train = rows.train_idx.to(self.device)
         nodes = rows.nodes if isinstance(rows, ComputationGraph) else None
         self._objective = ObjectiveRows(inputs, train, rows.y.to(self.device)[train], nodes)
+        with torch.no_grad():
+            logits = self.logits(self.theta, train, inputs)
+            self._slopes = (dloss_dlogits(logits, self._objective.y) / train.numel()).detach()
 
     @classmethod
     def from_trained(cls, trained: TrainedModel, graph: Graph, groups: list[int] | None = None) -> FunctionalModel:
@@ -111,6 +116,29 @@ class FunctionalModel:
     def objective(self, flat: Tensor) -> Tensor:
         """``L(θ) = (1/m)·Σ_j ℓ_j(θ) + (λ/2)·‖θ‖²``."""
         return self.train_losses(flat).mean() + 0.5 * self.weight_decay * (flat * flat).sum()
+
+    def tilt(self, flat: Tensor) -> Tensor:
+        """``r(θ) = −(1/m)·Σ_i ĝ_iᵀ·f_i(θ; G) − λ·θ̂ᵀθ``, with ``ĝ_i = ∂ℓ_i/∂f_i`` at ``θ̂`` held fixed: added to the
+        training objective it gives the Bregman objective :meth:`bregman` up to a constant, and added to the
+        objective of ``G − v`` the proximal Bregman response's (:mod:`bind_core.influence.bregman`). ``∇r(θ̂) =
+        −∇L(θ̂)``: the given weights are the answer when nothing is deleted, stationary or not."""
+        rows = self._objective
+        logits = self.logits(flat, rows.train, rows.inputs)
+        return -(self._slopes * logits).sum() - self.weight_decay * (self.theta * flat).sum()
+
+    def bregman(self, flat: Tensor) -> Tensor:
+        """``B(θ) = (1/m)·Σ_i D_{ℓ_i}(f_i(θ), f_i(θ̂)) + (λ/2)·‖θ − θ̂‖²`` up to a constant: :meth:`objective` plus
+        :meth:`tilt` in one pass. ``∇B(θ̂) = 0`` and ``∇²B(θ̂) = G + λI``, the Gauss–Newton matrix ``G = (1/m)·Σ_i
+        J_iᵀ·∇²ℓ_i·J_i`` of the training losses plus the weight decay: positive semi-definite at any weights."""
+        rows = self._objective
+        logits = self.logits(flat, rows.train, rows.inputs)
+        lam = self.weight_decay
+        return (
+            node_losses(logits, rows.y).mean()
+            - (self._slopes * logits).sum()
+            + 0.5 * lam * (flat * flat).sum()
+            - lam * (self.theta * flat).sum()
+        )
 
     def test_proba(self, flat: Tensor) -> Tensor:
         test = self.graph.test_idx.to(self.device)

@@ -1,5 +1,7 @@
-"""The proximal objective of one deletion and the L-BFGS finish of a settle that the chord steps leave short
-(:class:`bind_core.influence.step.Stepper`): ``F(θ) = (1/m)·Σ_{kept} ℓ_j(θ; G − S) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²``."""
+"""The proximal Bregman objective of one deletion and the L-BFGS finish of a settle that the chord steps leave short
+(:class:`bind_core.influence.step.Stepper`): ``F(θ) = (1/m)·Σ_{kept} ℓ_j(θ; G − S) + (λ/2)·‖θ‖² + r(θ) +
+(μ/2)·‖θ − θ̂‖²``, with ``r`` the Bregman tilt (:meth:`bind_core.influence.functional.FunctionalModel.tilt`;
+:mod:`bind_core.influence.bregman` says why)."""
 
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ def proximal_objective(
     *,
     first: FirstLayerCache | None = None,
     changed: Tensor | None = None,
+    tilt: Callable[[Tensor], Tensor] | None = None,
 ) -> Callable[[Tensor], Evaluation]:
     """``θ ↦ (F(θ), ∇F(θ), test probabilities)`` for the proximal objective on ``G − v``:
     ``F(θ) = (1/m)·Σ_{rest} ℓ_j(θ; G − v) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²``; ``inputs``: those of ``G − v`` (or of its
@@ -60,7 +63,8 @@ def proximal_objective(
     probabilities come from the same pass; ``None`` without them), ``rest``: the training positions kept (a mask
     over the first ``m``). ``first``: the computation graph's first layer at ``θ̂``
     (:mod:`~bind_core.influence.firstlayer`; ``inputs`` are then that graph's), reused at ``θ̂`` except at the rows
-    ``changed`` (positions there), and remembered at every evaluation."""
+    ``changed`` (positions there), and remembered at every evaluation. ``tilt``: the Bregman tilt ``r(θ)`` on the
+    full graph, added to ``F`` (``None``: the plain proximal objective)."""
     theta_hat = fm.theta
 
     def evaluate(at: Tensor) -> Evaluation:
@@ -76,6 +80,8 @@ def proximal_objective(
             + 0.5 * fm.weight_decay * (probe * probe).sum()
             + 0.5 * mu * (move * move).sum()
         )
+        if tilt is not None:
+            value = value + tilt(probe)
         (grad_f,) = torch.autograd.grad(value, probe)
         proba = probabilities(logits[m:].detach()) if logits.shape[0] > m else None
         return float(value.detach()), grad_f, proba

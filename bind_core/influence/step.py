@@ -239,7 +239,7 @@ class Stepper:
         self.lowrank: DampedInverse | None = None
         if operator == "lanczos":
             self.lowrank = damped_inverse(
-                retained_hvp(fm.objective, theta), p, rule=rule, dtype=theta.dtype, device=theta.device,
+                retained_hvp(fm.bregman, theta), p, rule=rule, dtype=theta.dtype, device=theta.device,
                 progress=progress,
             )  # fmt: skip
             self.mu = self.lowrank.mu
@@ -249,7 +249,7 @@ class Stepper:
                 details={"parameters": p, **self.lowrank.details, "method": "step"},
             )
         else:
-            hessian = dense_hessian(fm.objective, theta, hessian_columns(fm), progress=progress)
+            hessian = dense_hessian(fm.bregman, theta, hessian_columns(fm), progress=progress)
             evals, evecs = torch.linalg.eigh(hessian)
             self.evecs: Tensor = evecs
             del hessian
@@ -282,7 +282,8 @@ class Stepper:
         self.gammas = GammaEvaluator(g, fm.groups, fm.device)
         self.base_gamma = self.gammas(self.base_proba).detach()
         self.grad_gamma = _gamma_gradients(fm, theta, self.full)  # [2, p]
-        self.grad_objective = torch.func.grad(fm.objective)(theta).detach()  # ≈ 0 at a stationary point
+        # ∇B(θ̂) of the Bregman objective: 0 at any weights, to rounding (F_S(θ̂) − B(θ̂) = −c_S(θ̂)/m below)
+        self.grad_objective = torch.func.grad(fm.bregman)(theta).detach()
         # The training objective is evaluated where it lives: the training nodes' computation graph when that is a
         # small part of the graph (each deletion's training rows then cost what they read), else the whole graph.
         rows = fm.objective_rows()
@@ -363,10 +364,10 @@ class Stepper:
         if part is not None and changed is not None and self.first is not None:
             first, at_changed = self.first, self.first.changed_positions(changed)
         objective = proximal_objective(
-            fm, inputs, rows, rest, y[train[rest]], m, self.mu, first=first, changed=at_changed
+            fm, inputs, rows, rest, y[train[rest]], m, self.mu, first=first, changed=at_changed, tilt=fm.tilt
         )
-        # F at θ̂ on G − S: one forward and one backward pass. F(θ̂) = L(θ̂) − c_S(θ̂)/m, so its gradient gives
-        # ∇c_S(θ̂) without a backward pass through the full graph's losses.
+        # F at θ̂ on G − S: F(θ) = B(θ) − c_S(θ)/m + (μ/2)·‖θ − θ̂‖² + const, so its gradient at θ̂ gives ∇c_S(θ̂)
+        # without a backward pass through the full graph's losses (∇B(θ̂) = 0).
         value, grad_f, proba = objective(fm.theta)
         at, taken = fm.theta, 0
         unchanged = proba if proba is not None else self._proba_at_hat(reduced, changed)  # the direct term

@@ -72,7 +72,8 @@ class AuditResult:
     edge_estimate: EdgeInfluenceResult | None = None
     """Every edge's estimate behind ``edges`` (when computed); :meth:`edge_rows` lists them."""
     stationarity: dict[str, Any] | None = None
-    """The check before the influence stage (:func:`bind_core.training.stationarity.require_stationary`)."""
+    """How stationary the weights are, read before the influence stage
+    (:func:`bind_core.training.stationarity.describe_stationarity`; information, never a refusal)."""
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
 

@@ -54,12 +54,15 @@ def kinks(model: ModelConfig) -> list[str]:
 
 
 def model_warnings(model: ModelConfig, stationarity: dict[str, Any] | None = None) -> list[str]:
-    """What the audit does about a non-smooth model (see docs/METHOD.md, "Non-smooth activations"), and weights
-    accepted as a minimum on the kinks (``stationarity["stationary"] == "kinks"``)."""
+    """What the audit does about a non-smooth model (see docs/METHOD.md, "Non-smooth activations"), weights that are
+    a minimum on the kinks (``stationarity["stationary"] == "kinks"``) and weights that are not a stationary point
+    (``False``: attributed all the same, and said so)."""
+    stationarity = stationarity or {}
+    out = _not_stationary(stationarity)
     where = kinks(model)
     if not where:
-        return []
-    out = [
+        return out
+    out += [
         f"the model is not smooth ({' and '.join(where)}): its training objective is piecewise smooth, and its "
         "Hessian exists almost everywhere (wherever no pre-activation is exactly at a kink). The audit "
         "differentiates it as PyTorch does (the derivative at a kink is one side's; no curvature from the kinks): "
@@ -68,7 +71,6 @@ def model_warnings(model: ModelConfig, stationarity: dict[str, Any] | None = Non
         "is followed only by the step estimate's exact gradients and exact Γ, not by the linear estimate. The "
         "self-check's correlation shows what that costs for this model"
     ]
-    stationarity = stationarity or {}
     stall = stationarity.get("kinks")
     if stationarity.get("stationary") == "kinks" and stall:
         out.append(
@@ -78,6 +80,21 @@ def model_warnings(model: ModelConfig, stationarity: dict[str, Any] | None = Non
             "the estimates expand around a point where the objective has no Hessian in every direction"
         )
     return out
+
+
+def _not_stationary(stationarity: dict[str, Any]) -> list[str]:
+    """A note for weights that are not a stationary point of their training objective: audited as given."""
+    if stationarity.get("stationary") is not False:
+        return []
+    worst = stationarity.get("max_abs_grad")
+    shown = "not finite" if worst is None or worst != worst else f"{worst:.1e}"
+    return [
+        f"the weights are not a stationary point of their training objective (largest gradient entry {shown}, "
+        "as when training stops early): the audit describes them as given, and each influence estimate answers "
+        "the proximal Bregman response at these weights (retraining without the node from them, with the other "
+        'nodes\' losses measured against their current predictions; docs/METHOD.md, "The model as given"), '
+        "not leave-one-out retraining to a new minimum; the self-check measures that question"
+    ]
 
 
 METRIC_NAMES = {"accuracy": "accuracy", "auc": "ROC-AUC", "f1": "F1", "delta_sp": "ΔSP", "delta_eo": "ΔEO",

@@ -13,6 +13,7 @@ from bind_core.influence.solvers import SOLVERS
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig
 from bind_core.training.sampling import SAMPLED_ARCHS, normalise_fan_out
+from bind_core.training.supplied import REFERENCES
 
 STAGES = ("training", "metrics", "influence", "debiasing", "validation")
 """The audit's stages in the order they run (:func:`bind_core.pipeline.stages.planned_stages` says which run)."""
@@ -80,6 +81,11 @@ class AuditConfig:
             edge estimates, drawn at random among the edges whose deletion changes something, against deleting the
             edge and re-optimising (:func:`bind_core.debiasing.edge_validation.validate_edges`; the ``edges``
             section's ``validation``); 0 skips.
+        reference: for a supplied model, which model the audit describes (:data:`REFERENCES`): ``"as_given"``
+            (default) the supplied weights as they are; ``"polished"`` a copy polished to a stationary point first
+            (for research), with the supplied model's metrics and the share of test predictions that differ
+            reported beside it (``supplied_model.comparison``). A model the audit trains itself is what its recipe
+            leaves (``training.polish``), whatever this says.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -104,6 +110,7 @@ class AuditConfig:
     edges: bool = False
     edge_budgets: tuple[float, ...] = (0.0025, 0.01)
     edge_validation_sample: int = 30
+    reference: str = "as_given"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lam <= 1.0:
@@ -140,6 +147,8 @@ class AuditConfig:
             raise ConfigError(
                 f"edge_budgets: {list(self.edge_budgets)!r} must be fractions in (0, 1] (empty: no edge debiasing)"
             )
+        if self.reference not in REFERENCES:
+            raise ConfigError(f"reference: {self.reference!r} is not one of {', '.join(REFERENCES)}")
         if self.estimator not in METHODS:
             raise ConfigError(f"estimator: {self.estimator!r} is not one of {', '.join(METHODS)}")
         unknown = set(self.stages) - set(STAGES)
@@ -183,6 +192,7 @@ class AuditConfig:
             "edges": self.edges,
             "edge_budgets": list(self.edge_budgets),
             "edge_validation_sample": self.edge_validation_sample,
+            "reference": self.reference,
         }
 
     @classmethod

@@ -89,6 +89,7 @@ __all__ = [
     "Quantiles",
     "RandomSet",
     "RandomSpread",
+    "ReferenceComparison",
     "Refinement",
     "RuleCondition",
     "RuleSearch",
@@ -241,7 +242,10 @@ class ValidationPoint:
 
     nodes: list[int] = key("integers: the nodes deleted")
     estimated: list[float] = key("numbers: estimated change of [Γ, Γ_SP, Γ_EO]")
-    actual: list[float] = key("numbers: the change after re-optimising without them, same order")
+    actual: list[float] | None = key(
+        "numbers: the change after re-optimising without them, same order; null where the re-optimisation found no "
+        "finite optimum (see undefined_truth)"
+    )
 
 
 @dataclass(kw_only=True)
@@ -386,13 +390,34 @@ class PygCheck:
 
 
 @dataclass(kw_only=True)
+class ReferenceComparison:
+    """With ``reference="polished"``: the supplied model and the polished copy side by side
+    (:func:`bind_core.pipeline.reference.compare_reference`)."""
+
+    as_given: dict[str, Any] = key("object: the supplied model's test metrics, from its own forward pass")
+    polished: dict[str, Any] = key("object: the polished copy's test metrics (the model the audit describes)")
+    predictions_differ: float | None = key(
+        "number: share of test nodes whose predicted label differs; null without test nodes", optional=True
+    )
+    test_nodes: int | None = key("integer: test nodes compared", optional=True)
+
+
+@dataclass(kw_only=True)
 class SuppliedModel:
     """What was done to a supplied model before its audit (added by the service; ``POST /v1/models``)."""
 
     id: str | None = key("string: the supplied model's id", optional=True)
-    polished_by_service: bool = key("boolean: the service polished it to a stationary point first")
-    grad_norm_supplied: float | None = key("number: gradient norm as supplied (when polished)", optional=True)
+    reference: str | None = key(
+        "string: as_given (the supplied weights audited as they are) or polished (a polished copy audited, the "
+        "supplied model reported beside it)",
+        optional=True,
+    )
+    polished_by_service: bool = key("boolean: the audit describes a copy polished to a stationary point")
+    grad_norm_supplied: float | None = key("number: gradient norm of the training objective as supplied", optional=True)
     grad_norm: float | None = key("number: gradient norm as audited", optional=True)
+    comparison: ReferenceComparison | None = key(
+        "with reference polished: the supplied and the polished model's metrics side by side", optional=True
+    )
     pyg: PygCheck | None = key("a PyG model's reproduction check", optional=True)
     extra: dict[str, Any] = open_keys("other figures of the record")
 

@@ -39,7 +39,7 @@ from bind_core.influence.utility import utility_influence
 from bind_core.models.gnn import GNN
 from bind_core.pipeline.config import STAGES, AuditConfig
 from bind_core.training.fit import TrainedModel, train
-from bind_core.training.stationarity import require_stationary
+from bind_core.training.stationarity import describe_stationarity
 
 __all__ = [
     "EDGES",
@@ -209,10 +209,11 @@ def influence_stage(
     progress: Tick,
     chunk_runner: ChunkRunner | None = None,
 ) -> InfluenceStage:
-    """Check that the weights are stationary, estimate every training node's ΔΓ and, with ``refine_steps``, refine
+    """Describe how stationary the weights are (information, never a refusal), estimate every training node's ΔΓ
+    and, with ``refine_steps``, refine
     the estimates (the refinement gets the last 80% of the stage's progress); then profile the harmful nodes (no
     retraining: statistics and a shallow tree on the final estimates, the halves seeded by the training seed)."""
-    stationarity = require_stationary(model, graph)
+    stationarity = describe_stationarity(model, graph)
     share = 0.2 if config.refine_steps else 1.0  # of the influence stage's progress; refining takes the rest
     plans: list[InfluencePlan] = []
     steppers: list[Stepper] = []

@@ -122,9 +122,11 @@ def influence_histogram(deltas: Sequence[float], bins: int = 40, *, ident: str) 
 def validation_scatter(
     points: Sequence[Mapping[str, Any]], pearson: float | None, spearman: float | None, *, ident: str
 ) -> str:
-    """Estimated against actual (retrained) ΔΓ for the checked nodes, with the line y = x."""
-    est = [float(p["estimated"][0]) for p in points]
-    act = [float(p["actual"][0]) for p in points]
+    """Estimated against actual (retrained) ΔΓ for the checked nodes, with the line y = x (nodes without a
+    ground truth, ``actual`` null, are left out)."""
+    defined = [p for p in points if p.get("actual") is not None]
+    est = [float(p["estimated"][0]) for p in defined]
+    act = [float(p["actual"][0]) for p in defined]
     fig, (ax,) = _figure(4.6, 4.0)
     with matplotlib.rc_context(_RC):
         colours = [HARMFUL if e < 0 else HELPFUL for e in est]

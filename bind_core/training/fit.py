@@ -56,7 +56,7 @@ class TrainConfig(DictConfig):
         polish_max_iter: L-BFGS iteration cap.
         polish_tol: stop when the largest gradient entry is below this.
         newton_seconds: the time the polish's Newton finish may take (:func:`polish`); a model left short of a
-            stationary point is then refused by the audit's influence stage.
+            stationary point is audited as it is (its gradient is reported under ``stationarity``).
         keep: ``"best_val"`` keeps the Adam weights with the lowest validation loss (the paper's rule);
             ``"last"`` keeps the final epoch's (what the reference code ends up using). With ``polish`` the
             L-BFGS polish then moves either to a stationary point of the training objective.

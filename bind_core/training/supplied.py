@@ -1,18 +1,21 @@
-"""A supplied model (trained elsewhere) made ready to audit: loaded, checked against the PyG module it came from,
-and polished to a stationary point when it is not one yet.
+"""A supplied model (trained elsewhere) made ready to audit: loaded, checked against the PyG module it came from, and
+audited **as given** (docs/METHOD.md, "The model as given").
 
-BIND's influence estimate is a first-order expansion around a minimum of the training objective; a model trained
-elsewhere usually stopped short of one (Adam, early stopping, dropout). Unless its config's ``stationarity`` says
-``polished``, it is re-optimised in place (:func:`bind_core.training.polish.polish`, float64 full-batch L-BFGS) and the
-audit describes the polished model, which predicts almost exactly as the supplied one when that one was near a
-minimum. A ``torch_geometric.nn.models`` model (:mod:`bind_core.models.pyg`) is first run beside the PyG module
-itself, built from its config and weights, and refused unless the two give the same logits on the graph.
+The governance question is about the model the user deployed, so its weights are audited as they are: every metric
+comes from its own forward pass (in float64), and the influence estimate answers the proximal Bregman response at
+those weights (:mod:`bind_core.influence.bregman`), which needs no minimum. Only on request (``reference="polished"``,
+for research) is a copy re-optimised to a stationary point first (:func:`bind_core.training.polish.polish`, float64
+full-batch L-BFGS and the Newton finish); the audit then describes that polished model and reports the supplied one
+beside it (:func:`bind_core.pipeline.reference.compare_reference`), never one in place of the other. A
+``torch_geometric.nn.models`` model (:mod:`bind_core.models.pyg`) is first run beside the PyG module itself, built
+from its config and weights, and refused unless the two give the same logits on the graph.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from safetensors.torch import load as st_load
@@ -23,6 +26,22 @@ from bind_core.models.pyg import REPRODUCTION_TOLERANCE, bind_config, is_pyg_con
 from bind_core.training.fit import TrainedModel
 from bind_core.training.polish import gradient_norm, polish
 
+REFERENCES = ("as_given", "polished")
+"""Which model a supplied model's audit describes: the supplied weights (``as_given``, the default) or a copy polished
+to a stationary point first (``polished``; the supplied one is then reported beside it)."""
+
+
+class Supplied(NamedTuple):
+    """A supplied model ready to audit (:func:`prepare_supplied`)."""
+
+    model: TrainedModel
+    """The model the audit describes: the supplied weights, or the polished copy with ``reference="polished"``."""
+    record: dict[str, Any]
+    """What was done to it: ``reference``, ``polished_by_service``, ``grad_norm_supplied``, ``grad_norm`` and, for a
+    PyG model, ``pyg`` (:func:`~bind_core.models.pyg.reproduction`)."""
+    given: TrainedModel | None
+    """The supplied weights as they are, when ``model`` is a polished copy; ``None`` otherwise."""
+
 
 def prepare_supplied(
     weights: bytes,
@@ -30,22 +49,25 @@ def prepare_supplied(
     graph: Graph,
     device: str | torch.device = "cpu",
     *,
+    reference: str = "as_given",
     progress: Callable[[float], None] | None = None,
-) -> tuple[TrainedModel, dict[str, Any]]:
-    """The model ready to audit on ``device`` and a record of what was done to it (``progress``: the polish's,
-    which may raise to stop it).
+) -> Supplied:
+    """The supplied model ready to audit on ``device``, in float64 (its own forward pass; nothing is changed).
 
-    Returns:
-        The model and ``{"polished_by_service", "grad_norm_supplied" (when polished), "grad_norm", "pyg"
-        (a PyG model: :func:`~bind_core.models.pyg.reproduction` before the polish)}``.
+    Args:
+        reference: ``"as_given"`` (default): the audit describes the supplied weights. ``"polished"``: a copy is
+            polished to a stationary point and audited; the supplied model comes back as ``given`` so that the
+            audit can report both (``progress``: the polish's, which may raise to stop it).
 
     Raises:
-        ConfigError: the weights do not fit the config, or the converted PyG model does not reproduce the PyG
-            module's logits within :data:`~bind_core.models.pyg.REPRODUCTION_TOLERANCE`.
+        ConfigError: the weights do not fit the config, ``reference`` is unknown, or the converted PyG model does
+            not reproduce the PyG module's logits within :data:`~bind_core.models.pyg.REPRODUCTION_TOLERANCE`.
         NonFiniteError: the model predicts NaN or inf on the graph.
     """
+    if reference not in REFERENCES:
+        raise ConfigError(f"reference: {reference!r} is not one of {', '.join(REFERENCES)}")
     model = TrainedModel.from_bytes(weights, config)
-    record: dict[str, Any] = {"polished_by_service": False}
+    record: dict[str, Any] = {"reference": reference, "polished_by_service": False}
     source = bind_config(config)["source"] if is_pyg_config(config) else config.get("source")
     if is_pyg_config(source):
         check = reproduction(model.module, st_load(weights), source, graph)
@@ -55,11 +77,16 @@ def prepare_supplied(
                 f"(largest relative difference {check['max_logit_difference']:.2e} > {REPRODUCTION_TOLERANCE:g})"
             )
         record["pyg"] = check
-    model.module.to(device)
-    model.predict_proba(graph)  # refuses probabilities that are not finite (NonFiniteError) before the polish
-    if not model.stationarity.get("polished"):
-        record["grad_norm_supplied"] = gradient_norm(model, graph)
-        polish(model, graph, newton_max_seconds=model.train_config.newton_seconds, progress=progress)
-        record["polished_by_service"] = True
-    record["grad_norm"] = float(model.stationarity.get("grad_norm", gradient_norm(model, graph)))
-    return model, record
+    model.module.to(device).double()
+    model.predict_proba(graph)  # refuses probabilities that are not finite (NonFiniteError)
+    record["grad_norm_supplied"] = gradient_norm(model, graph)
+    if reference == "as_given":
+        record["grad_norm"] = record["grad_norm_supplied"]
+        return Supplied(model, record, None)
+    polished = TrainedModel(
+        copy.deepcopy(model.module), model.model_config, model.train_config, dict(model.history), {}
+    )
+    polish(polished, graph, newton_max_seconds=model.train_config.newton_seconds, progress=progress)
+    record["polished_by_service"] = True
+    record["grad_norm"] = float(polished.stationarity.get("grad_norm", gradient_norm(polished, graph)))
+    return Supplied(polished, record, model)

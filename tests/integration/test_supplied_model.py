@@ -11,6 +11,7 @@ from bind_it import WorkerPool, synthetic_npz, wait_for_audit
 from fastapi.testclient import TestClient
 
 from bind_core.data.datasets import load_npz
+from bind_core.debiasing.debias import report
 from bind_core.training.fit import TrainConfig, train
 
 pytestmark = pytest.mark.integration
@@ -24,16 +25,18 @@ def one_worker(workers: WorkerPool) -> WorkerPool:
     return workers
 
 
-def test_supplied_model_is_polished_and_audited(client: TestClient, workers: WorkerPool) -> None:
+def test_supplied_model_is_audited_as_given_or_polished_beside_it(client: TestClient, workers: WorkerPool) -> None:
     npz = synthetic_npz(200, seed=5)
     graph = client.post("/v1/graphs", files={"npz": ("g.npz", npz)}, data={"name": "supplied"}).json()
-    model = train(load_npz(io.BytesIO(npz)), TrainConfig(epochs=30, lr=0.01, polish=False))
+    local = load_npz(io.BytesIO(npz))
+    model = train(local, TrainConfig(epochs=30, lr=0.01, polish=False))
     registered = client.post(
         "/v1/models",
         files={"weights": ("m.safetensors", model.to_bytes())},
         data={"config": json.dumps(model.config_dict()), "graph_id": graph["id"]},
     )
     assert registered.status_code == 201, registered.text
+    own = report(model, local)  # the supplied model's own metrics
 
     response = client.post("/v1/audits", json={"model_id": registered.json()["id"], **TINY})
     assert response.status_code == 202, response.text
@@ -41,9 +44,22 @@ def test_supplied_model_is_polished_and_audited(client: TestClient, workers: Wor
     audit = wait_for_audit(client, response.json()["id"], {"succeeded", "failed"}, pool=workers)
     assert audit["state"] == "succeeded", audit["error"]
     supplied = audit["results"]["supplied_model"]
-    assert supplied["polished_by_service"] is True
-    assert supplied["grad_norm"] < supplied["grad_norm_supplied"]
-    assert audit["results"]["metrics"]["test"]["delta_sp"] >= 0
+    assert supplied["reference"] == "as_given" and supplied["polished_by_service"] is False
+    assert audit["results"]["stationarity"]["stationary"] is False  # reported, not refused
+    for key in ("accuracy", "delta_sp", "delta_eo", "gamma"):
+        assert audit["results"]["metrics"]["test"][key] == pytest.approx(own[key], abs=1e-6), key
+
+    body = {"model_id": registered.json()["id"], **TINY, "reference": "polished"}
+    response = client.post("/v1/audits", json=body)
+    assert response.status_code == 202, response.text
+    audit = wait_for_audit(client, response.json()["id"], {"succeeded", "failed"}, pool=workers)
+    assert audit["state"] == "succeeded", audit["error"]
+    supplied = audit["results"]["supplied_model"]
+    assert supplied["polished_by_service"] is True and supplied["grad_norm"] < supplied["grad_norm_supplied"]
+    comparison = supplied["comparison"]
+    assert comparison["as_given"]["gamma"] == pytest.approx(own["gamma"], abs=1e-6)
+    assert comparison["polished"]["gamma"] == pytest.approx(audit["results"]["metrics"]["test"]["gamma"], abs=1e-12)
+    assert 0.0 <= comparison["predictions_differ"] <= 1.0
 
 
 def test_supplied_model_predicting_nan_fails_clearly(client: TestClient, workers: WorkerPool) -> None:
