@@ -288,6 +288,28 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stationarity_line(record: dict[str, Any]) -> str:
+    """How stationary the audited weights are, in a few words."""
+    norm = record.get("grad_norm")
+    shown = "gradient norm " + ("–" if norm is None else f"{norm:.2e}")
+    state = record.get("stationary")
+    if state is False:
+        return f"{shown}: not a stationary point, audited as given (estimates: the proximal Bregman response)"
+    if state == "kinks":
+        return f"{shown}: a minimum on ReLU kinks"
+    return shown + ("" if state is None else ": a stationary point")
+
+
+def _recipe_line(recipe: dict[str, Any]) -> str:
+    """The debiasing's retraining recipe in a line."""
+    stop = f", early stopping after {recipe['patience']} epochs" if recipe.get("patience") else ""
+    polish = ", then the polish" if recipe.get("polish") else ""
+    return (
+        f"retrained from scratch: {recipe.get('optimizer', 'adam')} lr {recipe.get('lr')}, weight decay "
+        f"{recipe.get('weight_decay')}, up to {recipe.get('epochs')} epochs{stop}{polish}"
+    )
+
+
 def _numbers(value: str, option: str, kind: type[N]) -> tuple[N, ...]:
     """The comma-separated numbers of ``option`` (empty items skipped); :class:`ConfigError` names a bad one."""
     items = [v.strip() for v in value.split(",") if v.strip()]
@@ -395,7 +417,7 @@ def render(result: AuditResult, *, top: int = 10) -> str:
         f"graph {g['name']}: {g['nodes']} nodes, {g['edges']} edges, {g['features']} features, "
         f"{g['groups']} groups; train/val/test {g['train']}/{g['val']}/{g['test']}",
         f"model {d['model']['arch']} ({d['model']['layers']} layer(s), {d['model']['parameters']} parameters); "
-        f"gradient norm {d['stationarity'].get('grad_norm', float('nan')):.2e} after polish",
+        + _stationarity_line(d["stationarity"]),
         "",
         "test metrics (%)   acc    AUC     F1    ΔSP    ΔEO   Γ_SP   Γ_EO",
         "                "
@@ -435,6 +457,8 @@ def render(result: AuditResult, *, top: int = 10) -> str:
         b = d["debiasing"][0]["before"]
         if d["debiasing"][0].get("retrain") == "adam":
             lines.append("  retrained with Adam alone (no polish); before: the unchanged graph retrained so")
+        if d["debiasing"][0].get("recipe"):
+            lines.append("  " + _recipe_line(d["debiasing"][0]["recipe"]))
         lines.append(
             "  before                   "
             + " ".join(_pct(b[k]) for k in ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo"))
@@ -453,11 +477,14 @@ def render(result: AuditResult, *, top: int = 10) -> str:
         lines += [
             "",
             f"self-check on {v['count']} random training nodes (estimate vs "
-            f"{'proximal' if v.get('mode') == 'proximal' else 're-optimised'} model): "
+            f"{'proximal Bregman response' if v.get('mode') == 'proximal' else 're-optimised model'}): "
             f"Pearson {v['pearson']:.4f}, Spearman {v['spearman']:.4f}"
             if v["pearson"] is not None
             else f"self-check on {v['count']} nodes: correlation undefined",
         ]
+        gone = v.get("undefined_truth")
+        if gone:
+            lines.append(f"  {gone['count']} of them without a ground truth, left out: {gone['reason']}")
     st = d.get("stability")
     if st:
         lines += [

@@ -157,7 +157,7 @@ def test_a_two_layer_audit_checks_itself_against_the_proximal_response_and_repor
     assert spectrum["damping"] == pytest.approx(1e-3 * spectrum["max_eigenvalue"])
     assert spectrum["below_weight_decay"] > 0
     assert out["influence_summary"]["solver_details"]["method"] == "step"
-    assert any("proximal response" in w and "debias_seeds" in w for w in out["warnings"])
+    assert any("proximal Bregman response" in w and "debias_seeds" in w for w in out["warnings"])
     assert out["validation"]["noise_floor"] is not None and 0 <= out["validation"]["clear_of_noise"] <= 1
 
 

@@ -5,6 +5,7 @@ Bregman response that the self-check measures."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -21,6 +22,10 @@ from bind_core.influence.estimate import estimate
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.reference import prepare_for_audit
+from bind_core.pipeline.result_codec import decode, encode
+from bind_core.pipeline.results import SuppliedModel
+from bind_core.reporting.page import fmt
+from bind_core.reporting.report import render_report
 from bind_core.training.fit import TrainConfig, train
 from bind_core.training.stationarity import describe_stationarity
 
@@ -85,6 +90,7 @@ def test_a_supplied_pyg_model_is_audited_with_its_own_predictions(
     model, record = prepare_for_audit(weights, _config(cls, args), graph, config)
     assert record["reference"] == "as_given" and not record["polished_by_service"]
     result = run_audit(graph, config, model=model)
+    assert "<b>as given</b>" in render_report({**result.to_dict(), "supplied_model": record})
     got, own = result.metrics["test"], _own_metrics(module, graph)
     for key in ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo", "gamma"):
         assert got[key] == pytest.approx(own[key], abs=1e-12), key
@@ -114,6 +120,13 @@ def test_polishing_first_is_possible_and_reports_both_models_side_by_side(graph:
     after = model.predict_proba(graph, test).argmax(1)
     assert comparison["predictions_differ"] == pytest.approx(float((before != after).double().mean()))
     assert comparison["test_nodes"] == int(test.numel())
+    html = render_report({**result.to_dict(), "supplied_model": record})
+    assert "reference: polished" in html and "Test predictions that differ between the two" in html
+    row = f"<td class=l>accuracy</td><td>{fmt(comparison['as_given']['accuracy'])}</td>"
+    assert row in html.replace("\n", "")  # the supplied model's own accuracy beside the polished one's
+    typed = decode(SuppliedModel, json.loads(json.dumps(record)))  # the typed result reads it back as it was
+    assert typed.comparison is not None and typed.comparison.as_given.gamma == comparison["as_given"]["gamma"]
+    assert encode(typed) == json.loads(json.dumps(record))
 
 
 def test_an_early_stopped_model_is_attributed_and_its_estimate_matches_the_proximal_bregman_response(

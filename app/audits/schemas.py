@@ -59,6 +59,16 @@ class TrainingSettings(BaseModel):
         "num_neighbors); -1 takes every neighbour. Empty: every neighbour at every layer.",
     )  # fmt: skip
 
+    optimizer: Literal["adam", "sgd"] = Field(
+        default="adam", description="adam (the paper's) or sgd (with momentum); weight_decay is the coupled L2 term."
+    )
+    momentum: StrictFloat = Field(default=0.0, ge=0.0, lt=1.0, description="SGD's momentum (optimizer sgd only).")
+    patience: StrictInt = Field(
+        default=0, ge=0, le=1_000_000,
+        description="Early stopping: 0 runs every epoch; k > 0 stops once the validation loss has not improved for k "
+        "epochs (the best epoch's weights are kept).",
+    )  # fmt: skip
+
     @field_validator("fan_out")
     @classmethod
     def _fan_out_entries(cls, value: list[int]) -> list[int]:

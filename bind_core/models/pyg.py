@@ -19,10 +19,12 @@ A supplied PyG model is described by a JSON config (:data:`PYG_FORMAT`)::
 mode, GATv2, edge features, ...) is refused with an :class:`UnsupportedModelError` that names each one. ``training``
 states the objective the model was trained with: the ``loss`` (``"cross_entropy"`` over ``out_channels`` logits, or
 ``"binary_cross_entropy"`` on one logit) and the ``weight_decay`` λ given to ``torch.optim.Adam`` (the objective
-``mean(ℓ_train) + (λ/2)·‖θ‖²``); any other :class:`~bind_core.training.fit.TrainConfig` setting (``epochs``, ``lr``) is
-how the audit retrains when it debiases. :func:`bind_config` turns it into the project's config form (with the PyG
-description kept under ``source``), :func:`bind_state_dict` renames the weights, and :func:`reproduction` checks the
-result against the PyG module itself, built from the same arguments and weights.
+``mean(ℓ_train) + (λ/2)·‖θ‖²``); any other :class:`~bind_core.training.fit.TrainConfig` setting (``epochs``, ``lr``,
+``optimizer``, ``patience`` for early stopping, ``seed``) is the user's recipe, with which the audit retrains when it
+debiases; it has no polish unless it says ``"polish": true`` (a PyG user's training has none). :func:`bind_config`
+turns it into the project's config form (with the PyG description kept under ``source``), :func:`bind_state_dict`
+renames the weights, and :func:`reproduction` checks the result against the PyG module itself, built from the same
+arguments and weights.
 """
 
 from __future__ import annotations
@@ -287,7 +289,7 @@ def bind_config(config: dict[str, Any]) -> dict[str, Any]:
     bound = {
         "format": "bind-audit/model@1",
         "model": model.to_dict(),
-        "training": training,
+        "training": {"polish": False, **training},  # the user's recipe: no polish unless it says so
         "in_dim": int(pyg.args["in_channels"]),
         "num_classes": 2 if out == 1 else out,
         "source": pyg.to_dict(),

@@ -145,7 +145,7 @@ def estimate_warnings(
         "more against that truth), and refine_steps (e.g. 300) re-optimises each deletion approximately"
     )
     truth = (
-        "the proximal re-optimisation (retraining without the node near the trained weights)"
+        "the proximal Bregman re-optimisation (retraining without the node near the given weights)"
         if (validation or {}).get("mode") == "proximal"
         else "re-optimisation without the node"
     )
@@ -162,8 +162,9 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
     d = influence.solve.details
     out = [
         "this model's objective is flat (multi-layer or attention): leave-one-out retraining from scratch is "
-        "ill-posed for it, so each ΔΓ is the proximal response, the change of Γ when the model is retrained "
-        f"without the node while kept near the trained weights (damping μ = {d['damping']:.2e}); read the "
+        "ill-posed for it, so each ΔΓ is the proximal Bregman response, the change of Γ when the model is "
+        "retrained without the node while kept near the given weights, the other nodes' losses measured against "
+        f"their current predictions (damping μ = {d['damping']:.2e}); read the "
         "values as the node's pull on the trained model, and check debiasing against random deletion "
         "(debias_seeds) before acting on it"
     ]

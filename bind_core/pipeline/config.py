@@ -164,9 +164,14 @@ class AuditConfig:
 
     def debias_training(self, trained_with: TrainConfig) -> TrainConfig | None:
         """The settings the debiasing stage retrains with, for a model trained with ``trained_with`` (its own
-        :class:`~bind_core.training.fit.TrainConfig`, a supplied model's included): ``None`` (the model's own) for
-        ``debias_retrain="audit"``, the same without the polish for ``"adam"``."""
-        return None if self.debias_retrain == "audit" else replace(trained_with, polish=False)
+        :class:`~bind_core.training.fit.TrainConfig`; a supplied model's is its config's training section, the
+        user's recipe): for ``debias_retrain="audit"`` the model's own recipe, ``None`` when it ends with the polish
+        (every seed reaches the audited optimum, so the audited model is ``before``), else that recipe itself (the
+        unchanged graph is then retrained with it for ``before``, so that before and after went through the same
+        training); for ``"adam"`` the same without the polish."""
+        if self.debias_retrain == "audit":
+            return None if trained_with.polish else trained_with
+        return replace(trained_with, polish=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

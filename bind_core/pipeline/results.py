@@ -91,6 +91,7 @@ __all__ = [
     "RandomSpread",
     "ReferenceComparison",
     "Refinement",
+    "RetrainRecipe",
     "RuleCondition",
     "RuleSearch",
     "RuleStats",
@@ -231,6 +232,25 @@ class DebiasingRow:
         "so too); absent in audits from before the setting",
         optional=True,
     )
+    recipe: RetrainRecipe | None = key(
+        "the training every retraining of the row used (a supplied model's: its config's training section); absent in "
+        "audits from before it was recorded",
+        optional=True,
+    )
+
+
+@dataclass(kw_only=True)
+class RetrainRecipe:
+    """How the debiasing retrained (:class:`bind_core.training.fit.TrainConfig`): from scratch, with each seed."""
+
+    optimizer: str = key("string: adam or sgd")
+    lr: float = key("number: learning rate")
+    weight_decay: float = key("number: the L2 coefficient λ of the objective")
+    epochs: int = key("integer: epochs at most")
+    patience: int = key("integer: early stopping after this many epochs without a better validation loss (0: off)")
+    keep: str = key("string: best_val (the epoch of the lowest validation loss) or last")
+    polish: bool = key("boolean: whether a float64 L-BFGS polish to a stationary point followed")
+    extra: dict[str, Any] = open_keys("the recipe's other settings (seed, momentum, mini-batches)")
 
 
 # ---------------------------------------------------------------------- validation, stability
@@ -394,8 +414,8 @@ class ReferenceComparison:
     """With ``reference="polished"``: the supplied model and the polished copy side by side
     (:func:`bind_core.pipeline.reference.compare_reference`)."""
 
-    as_given: dict[str, Any] = key("object: the supplied model's test metrics, from its own forward pass")
-    polished: dict[str, Any] = key("object: the polished copy's test metrics (the model the audit describes)")
+    as_given: MetricValues = key("the supplied model's test metrics, from its own forward pass")
+    polished: MetricValues = key("the polished copy's test metrics (the model the audit describes)")
     predictions_differ: float | None = key(
         "number: share of test nodes whose predicted label differs; null without test nodes", optional=True
     )

@@ -330,13 +330,14 @@ def debiasing_stage(
         if config.debias_utility
         else None
     )
+    retrain = config.debias_training(model.train_config)
     rows = debias(
         model, graph, influence.delta, budgets=config.budgets, lam=config.lam, progress=progress,
         groups=groups, utility=utility, chance_seeds=config.debias_seeds, random_sets=config.debias_random_sets,
-        set_estimate=_set_estimator(model, graph, influence, groups, hold),
-        retrain=config.debias_training(model.train_config),
+        set_estimate=_set_estimator(model, graph, influence, groups, hold), retrain=retrain,
     )  # fmt: skip
-    return [row | {"retrain": config.debias_retrain} for row in rows]
+    recipe = (retrain or model.train_config).to_dict()
+    return [row | {"retrain": config.debias_retrain, "recipe": recipe} for row in rows]
 
 
 def edge_debiasing_reason(config: AuditConfig, edges: EdgeInfluenceResult | None) -> str | None:

@@ -75,6 +75,7 @@ def render_report(
         trust=_trust(results.get("validation")),
         debiasing=_debiasing(results.get("debiasing")),
         run=_run(results),
+        supplied=_supplied(results.get("supplied_model")),
     )
 
 
@@ -291,11 +292,40 @@ def _budget(budget: Any) -> str:
 
 
 def _run(results: Mapping[str, Any]) -> dict[str, str]:
-    """The footer: the device, the time each stage took and the gradient norm at the audited weights."""
+    """The footer: the device, the time each stage took, the gradient norm at the audited weights and whether they are
+    a stationary point (information: weights that are not are attributed as given)."""
     timings = results.get("timings") or {}
     stationarity = results.get("stationarity") or {}
+    stationary = stationarity.get("stationary")
     return {
         "device": str(results.get("device", "?")),
         "spent": ", ".join(f"{k} {fmt(v, 2)} s" for k, v in timings.items()),
         "grad_norm": fmt(stationarity.get("grad_norm")),
+        "stationary": {
+            True: "a stationary point",
+            "kinks": "a minimum on ReLU kinks",
+            False: "not a stationary point",
+        }.get(stationary, "not checked"),
+    }
+
+
+COMPARED = (("accuracy", "accuracy"), ("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma", "Γ"))
+
+
+def _supplied(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A supplied model's section: which model the audit describes and, polished first, both side by side."""
+    if not record:
+        return None
+    comparison = record.get("comparison") or {}
+    rows = [
+        [name, fmt((comparison.get("as_given") or {}).get(key)), fmt((comparison.get("polished") or {}).get(key))]
+        for key, name in COMPARED
+    ]
+    share = comparison.get("predictions_differ")
+    return {
+        "polished": bool(record.get("polished_by_service")),
+        "grad_norm_supplied": fmt(record.get("grad_norm_supplied")),
+        "grad_norm": fmt(record.get("grad_norm")),
+        "rows": rows if comparison else [],
+        "differ": None if share is None else f"{fmt(100 * share, 1)}% of {comparison.get('test_nodes')}",
     }

@@ -68,6 +68,12 @@ class TrainConfig(DictConfig):
             first (the last layer's, as PyG's ``num_neighbors``); ``-1`` takes every neighbour, and an empty tuple
             (default) every neighbour at every hop. A first layer (last entry) of ``-1`` reads the graph's
             aggregated features, exactly, without expanding that hop (:mod:`bind_core.training.sampling`).
+        optimizer: ``"adam"`` (default; ``weight_decay`` as Adam's coupled L2 term, i.e. the objective above) or
+            ``"sgd"`` (with ``momentum``): how the epochs step. A supplied model's recipe, which the audit's debiasing
+            retrains with.
+        momentum: SGD's momentum (``optimizer="sgd"`` only).
+        patience: early stopping: ``0`` (default) runs every epoch; ``k > 0`` stops once the validation loss has not
+            improved for ``k`` epochs (the best epoch's weights are kept, as with ``keep="best_val"``).
     """
 
     section: ClassVar[str] = "training"
@@ -83,9 +89,18 @@ class TrainConfig(DictConfig):
     newton_seconds: float = 900.0
     batch_size: int = 0
     fan_out: tuple[int, ...] = ()
+    optimizer: str = "adam"
+    momentum: float = 0.0
+    patience: int = 0
 
     def __post_init__(self) -> None:
         _check_fan_out(self)
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer: {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if not 0 <= self.momentum < 1 or (self.momentum and self.optimizer != "sgd"):
+            raise ConfigError(f"momentum: {self.momentum!r} must be in [0, 1), and is for optimizer sgd only")
+        if isinstance(self.patience, bool) or not 0 <= self.patience <= 1_000_000:
+            raise ConfigError(f"patience: {self.patience!r} must be 0 (no early stopping) or a number of epochs")
         if not 0 <= self.epochs <= 1_000_000:
             raise ConfigError(f"epochs: {self.epochs!r} must be between 0 and 1000000")
         if not 0 < self.lr <= 10:
@@ -300,7 +315,7 @@ def _adam(
     keep_best = config.keep == "best_val"
     share = 0.8 if config.polish else 1.0  # of the stage's progress; the polish reports the rest
     inputs = trained.prepare(graph)
-    optimizer = torch.optim.Adam(module.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=True)
+    optimizer = _optimizer(module, config)
     step, validation_loss, record = _epochs(module, inputs, graph, config, optimizer)
     best_val, best_epoch = float("inf"), -1
     best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
@@ -308,7 +323,11 @@ def _adam(
     every = max(1, config.epochs // 100)
     toggle = not module.row_separable  # a one-layer GCN has no dropout: skip the mode switches
     module.train()
+    ran = config.epochs
     for epoch in range(config.epochs):
+        if config.patience and best_epoch >= 0 and epoch - best_epoch > config.patience:
+            ran = epoch  # early stopping: no improvement for `patience` epochs
+            break
         if toggle:
             module.train()
         step()
@@ -316,17 +335,18 @@ def _adam(
             module.eval()
         with torch.no_grad():
             val_loss = float(validation_loss())
-        if keep_best and val_loss < best_val:
+        if (keep_best or config.patience) and val_loss < best_val:
             best_val, best_epoch = val_loss, epoch
             best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
         if progress is not None and (epoch % every == 0 or epoch == config.epochs - 1):
             progress(stage, share * (epoch + 1) / config.epochs)
+    keep_best = keep_best or config.patience > 0
     if keep_best and best_epoch >= 0:
         module.load_state_dict(best_state)
     module.eval()
     trained.history = {
-        "epochs": config.epochs,
-        "best_epoch": best_epoch if keep_best else config.epochs - 1,
+        "epochs": ran,
+        "best_epoch": best_epoch if keep_best else ran - 1,
         "best_val_loss": best_val if keep_best else None,
         "seconds": time.perf_counter() - start,
         **record,
@@ -344,6 +364,20 @@ def _adam(
         )
         trained.stationarity["adam_grad_norm"] = adam_grad
     return trained
+
+
+OPTIMIZERS = ("adam", "sgd")
+"""The optimisers :attr:`TrainConfig.optimizer` names; both add ``weight_decay`` as the coupled L2 term of the
+objective (AdamW's decoupled decay is another objective)."""
+
+
+def _optimizer(module: GNN, config: TrainConfig) -> torch.optim.Optimizer:
+    """The optimiser of ``config``'s epochs."""
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(
+            module.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+        )
+    return torch.optim.Adam(module.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=True)
 
 
 def _epochs(
