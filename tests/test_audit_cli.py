@@ -91,7 +91,7 @@ def test_command_line_two_layer_audit_with_the_check_against_chance(
     code = main([*args, "--validation-sample", "5", "--debias-seeds", "1,2,3", "--quiet", "--json", str(out)])
     assert code == 0
     text = capsys.readouterr().out
-    assert "against chance:" in text and "estimate vs proximal model" in text
+    assert "against chance:" in text and "estimate vs proximal Bregman response" in text
     doc = json.loads(out.read_text())
     assert doc["config"]["estimator"] == "auto" and doc["config"]["debias_seeds"] == [1, 2, 3]
     assert doc["influence_summary"]["solver_details"]["method"] == "step"

@@ -221,8 +221,8 @@ def _patch_where(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ex
     if where == "loading":
         monkeypatch.setattr(datasets, "synthetic", _raiser(exc))  # as bind_core.cli calls it
         return [*GRAPH, *FAST]
-    if where == "prepare_supplied":
-        monkeypatch.setattr(cli, "prepare_supplied", _raiser(exc))
+    if where == "prepare_for_audit":
+        monkeypatch.setattr(cli, "prepare_for_audit", _raiser(exc))
         (tmp_path / "w.safetensors").write_bytes(b"")
         (tmp_path / "c.json").write_text("{}")
         return [*GRAPH, *FAST, "--model-weights", str(tmp_path / "w.safetensors"), "--model-config",
@@ -235,7 +235,7 @@ def _patch_where(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ex
     return [*GRAPH, *FAST, "--json", str(tmp_path / "audit.json")]
 
 
-WHERE = ("loading", "prepare_supplied", "run_audit", "writing")
+WHERE = ("loading", "prepare_for_audit", "run_audit", "writing")
 
 
 @pytest.mark.parametrize("where", WHERE)

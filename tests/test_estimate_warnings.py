@@ -13,5 +13,5 @@ def test_a_low_self_check_names_the_step_estimate_and_refinement_as_remedies() -
 
 def test_refined_estimates_are_not_told_to_refine_and_a_good_self_check_says_nothing() -> None:
     (text,) = estimate_warnings(None, {"pearson": 0.5, "mode": "proximal"}, {"deletions": 10})
-    assert "they were refined" in text and "refine_steps" not in text and "proximal re-optimisation" in text
+    assert "they were refined" in text and "refine_steps" not in text and "proximal Bregman re-optimisation" in text
     assert estimate_warnings(None, {"pearson": 0.99}, None) == []
