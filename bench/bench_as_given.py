@@ -201,6 +201,10 @@ def main() -> None:
             for seed in seeds(args):
                 row = {"graph": gname} | run_one(graph, name, seed, args)
                 rows.append(row)
+                write_json("as_given", {"machine": machine(), "args": vars(args), "rows": rows}, args.out)
+                for deb in (row.get("debiasing") or {}).get("rows", []):
+                    print(f"  budget {deb['budget']}: advantage {deb['advantage']}, yardstick {deb['yardstick']}, "
+                          f"noise floor {deb['noise_floor']}: {deb['verdict']}", flush=True)  # fmt: skip
                 node = row.get("per_node") or {}
                 print(
                     f"{gname} {name} seed {seed}: {row['epochs_run']} epochs, accuracy {row['metrics']['accuracy']:.3f}"
