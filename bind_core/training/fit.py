@@ -312,7 +312,7 @@ def _adam(
     stage: str,
 ) -> TrainedModel:
     module = trained.module
-    keep_best = config.keep == "best_val"
+    keep_best = config.keep == "best_val" or config.patience > 0  # early stopping keeps the best epoch
     share = 0.8 if config.polish else 1.0  # of the stage's progress; the polish reports the rest
     inputs = trained.prepare(graph)
     optimizer = _optimizer(module, config)
@@ -335,12 +335,11 @@ def _adam(
             module.eval()
         with torch.no_grad():
             val_loss = float(validation_loss())
-        if (keep_best or config.patience) and val_loss < best_val:
+        if keep_best and val_loss < best_val:
             best_val, best_epoch = val_loss, epoch
             best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
         if progress is not None and (epoch % every == 0 or epoch == config.epochs - 1):
             progress(stage, share * (epoch + 1) / config.epochs)
-    keep_best = keep_best or config.patience > 0
     if keep_best and best_epoch >= 0:
         module.load_state_dict(best_state)
     module.eval()
