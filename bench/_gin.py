@@ -20,6 +20,7 @@ from _scores import NAMES, corr, fmt_corr, scores, timed_estimate, validation_re
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import ValidationResult, gammas
 from bind_core.influence import InfluenceResult, estimate
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.refinement import Refinement, refine_deletions
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, TrainedModel, train
@@ -106,11 +107,11 @@ def rq2_gin(
         full, est_s = timed_estimate(on, graph)
     variants: dict[str, InfluenceResult | dict] = {
         "default": full,
-        "no_non_iid": estimate(on, graph, non_iid=False),
-        "no_direct": estimate(on, graph, direct=False),
+        "no_non_iid": estimate(on, graph, InfluenceArguments(non_iid=False)),
+        "no_direct": estimate(on, graph, InfluenceArguments(direct=False)),
         # the exact solver drops eigenvalues below rtol·max|λ|; GIN's max|λ| (~10⁵ on Income) makes the default
         # 1e-6 discard real curvature directions, so score a tighter threshold too
-        "rtol_1e-12": estimate(on, graph, rtol=1e-12),
+        "rtol_1e-12": estimate(on, graph, InfluenceArguments(rtol=1e-12)),
     }
     variant_solves = {k: v.solve.details for k, v in variants.items() if isinstance(v, InfluenceResult)}
     if args.gin_save:

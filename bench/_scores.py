@@ -12,6 +12,7 @@ from scipy.stats import pearsonr, spearmanr
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import ValidationResult
 from bind_core.influence import InfluenceResult, estimate
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.training.fit import TrainedModel
 
 NAMES = ("gamma", "gamma_sp", "gamma_eo")
@@ -44,7 +45,7 @@ def scores(val: ValidationResult, graph: Graph, variants: dict[str, InfluenceRes
 
 def timed_estimate(model: TrainedModel, graph: Graph, **kw: Any) -> tuple[InfluenceResult, float]:
     t0 = time.perf_counter()
-    r = estimate(model, graph, **kw)
+    r = estimate(model, graph, InfluenceArguments(**kw))
     return r, time.perf_counter() - t0
 
 

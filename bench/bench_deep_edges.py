@@ -25,6 +25,7 @@ from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.edge_validation import actual_edge_delta, validate_edges
 from bind_core.influence import estimate
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.deep_edges import estimate_edges_deep
 from bind_core.influence.step import Stepper
 from bind_core.models.gnn import ModelConfig
@@ -50,7 +51,7 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
     train_s = time.perf_counter() - t0
     steppers: list[Stepper] = []
     t0 = time.perf_counter()
-    estimate(model, graph, method="step", on_stepper=steppers.append)
+    estimate(model, graph, InfluenceArguments(method="step"), on_stepper=steppers.append)
     node_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     edges = estimate_edges_deep(model, graph, settle=args.settle, stepper=steppers[0])

@@ -24,7 +24,8 @@ import _common as C
 
 from bind_core.debiasing.edge_debias import debias_edges
 from bind_core.debiasing.edge_validation import validate_edges
-from bind_core.influence import combine, estimate_chunk, plan
+from bind_core.influence import plan
+from bind_core.influence.distributed import combine, estimate_chunk
 from bind_core.influence.edges import estimate_edges
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, train

@@ -31,6 +31,7 @@ from bench_scale import audit_once
 
 from bind_core.data.datasets import load, synthetic
 from bind_core.influence import estimate
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
@@ -60,10 +61,10 @@ def deep_agreement(device: str, nodes: int = 3000) -> dict[str, Any]:
     graph = synthetic(nodes, seed=10)
     model = train(graph, TrainConfig(), ModelConfig(layers=2))
     t0 = time.perf_counter()
-    cpu = estimate(model, graph, method="step")
+    cpu = estimate(model, graph, InfluenceArguments(method="step"))
     cpu_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
-    gpu = estimate(_copy_to(model, device), graph, method="step")
+    gpu = estimate(_copy_to(model, device), graph, InfluenceArguments(method="step"))
     seconds = time.perf_counter() - t0
     diff = float((cpu.delta - gpu.delta.cpu()).abs().max())
     scale = float(cpu.delta.abs().max())

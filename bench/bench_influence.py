@@ -31,6 +31,7 @@ from naive_bind import naive_estimate
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import retrain_without, validate
 from bind_core.influence import InfluenceResult, estimate
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
@@ -43,11 +44,11 @@ def rq2(name: str, graph: Graph, model: TrainedModel, args: argparse.Namespace, 
     _COLD.setdefault(name, cold)
     variants: dict[str, InfluenceResult | dict] = {
         "default": full,
-        "no_non_iid": estimate(model, graph, non_iid=False),
-        "no_direct": estimate(model, graph, direct=False),
-        "no_non_iid_no_direct": estimate(model, graph, non_iid=False, direct=False),
-        "direct_exact": estimate(model, graph, direct_exact=True),
-        "cg": estimate(model, graph, solver="cg"),
+        "no_non_iid": estimate(model, graph, InfluenceArguments(non_iid=False)),
+        "no_direct": estimate(model, graph, InfluenceArguments(direct=False)),
+        "no_non_iid_no_direct": estimate(model, graph, InfluenceArguments(non_iid=False, direct=False)),
+        "direct_exact": estimate(model, graph, InfluenceArguments(direct_exact=True)),
+        "cg": estimate(model, graph, InfluenceArguments(solver="cg")),
     }
     if args.lissa_depth > 0:  # --lissa-depth 0 skips the (slow) LiSSA variant
         lissa, lissa_s = timed_estimate(model, graph, solver="lissa", lissa_depth=args.lissa_depth)
@@ -137,7 +138,7 @@ def rq1(name: str, graph: Graph, model: TrainedModel, args: argparse.Namespace) 
         }
         out["speedup_vs_naive"] = projected / out["warm_seconds"]
         ours = estimate(model, graph)
-        ours_paper_terms = estimate(model, graph, direct=False)
+        ours_paper_terms = estimate(model, graph, InfluenceArguments(direct=False))
         out["naive"]["pearson_vs_ours"] = corr((nv.delta + nv.direct)[:done].numpy(), ours.delta[:done].numpy())
         out["naive"]["pearson_paper_terms_vs_ours_no_direct"] = corr(
             nv.delta[:done].numpy(), ours_paper_terms.delta[:done].numpy()

@@ -41,6 +41,7 @@ from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.nodesets import select
 from bind_core.debiasing.validation import gammas, retrain_without, sample_positions, validate
 from bind_core.influence import estimate
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
 from bind_core.models.gnn import ModelConfig
@@ -79,7 +80,7 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
     if args.sampled_only:
         return row | sampled_only(model, graph, seed, args)
     start = time.perf_counter()
-    influence = estimate(model, graph, method=args.estimator)
+    influence = estimate(model, graph, InfluenceArguments(method=args.estimator))
     row["estimator"] = influence.solve.details.get("method", "linear")
     row["estimate_s"] = time.perf_counter() - start
     row["solve"] = influence.solve.details

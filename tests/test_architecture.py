@@ -158,3 +158,37 @@ def test_architecture_doc_names_files_that_exist() -> None:
     assert len(named) >= 20
     missing = sorted(p for p in named if not (ROOT / p.rstrip("/")).exists())
     assert missing == []
+
+
+SERVICE_FACING = (
+    "bind_core",
+    "bind_core.cli",
+    "bind_core.data.datasets",
+    "bind_core.influence.distributed",
+    "bind_core.models.pyg",
+    "bind_core.pipeline",
+    "bind_core.pipeline.results",
+    "bind_core.reporting",
+)
+"""What app/ and worker/ may import from bind_core: the public face and the named service-facing modules (the same
+list as the import contract in pyproject.toml and docs/ARCHITECTURE.md)."""
+
+
+def test_the_service_imports_bind_core_through_its_faces() -> None:
+    """Every bind_core module app/ and worker/ import (at any level, including under TYPE_CHECKING and in
+    functions) is one of :data:`SERVICE_FACING`."""
+    known = modules()
+    reached = {
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for module, path in known.items()
+        if module.split(".")[0] in {"app", "worker"}
+        for target, _, line in imports(path, known)
+        if target.split(".")[0] == "bind_core" and target not in SERVICE_FACING
+    }
+    assert reached == set()
+
+
+def test_the_contract_and_this_check_name_the_same_modules() -> None:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    allowed = set(re.findall(r'"(?:app|worker)\.\*\* -> ([\w.]+)"', text))
+    assert allowed == set(SERVICE_FACING) - {"bind_core"}

@@ -4,12 +4,15 @@ the two results differ only by the order of floating-point sums."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.influence import estimate
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import run_audit
 from bind_core.pipeline.config import AuditConfig
@@ -42,11 +45,11 @@ def _same(cpu: torch.Tensor, gpu: torch.Tensor) -> None:
         ("sage", 2, {"method": "step", "solver": "lanczos"}),
     ],
 )
-def test_estimate_on_gpu_equals_cpu(arch: str, layers: int, kwargs: dict[str, str]) -> None:
+def test_estimate_on_gpu_equals_cpu(arch: str, layers: int, kwargs: dict[str, Any]) -> None:
     graph = _graph()
     model = train(graph, TrainConfig(epochs=200), ModelConfig(arch=arch, layers=layers))
-    cpu = estimate(model, graph, **kwargs)
-    gpu = estimate(_on_gpu(model), graph, **kwargs)
+    cpu = estimate(model, graph, InfluenceArguments(**kwargs))
+    gpu = estimate(_on_gpu(model), graph, InfluenceArguments(**kwargs))
     _same(cpu.delta, gpu.delta)
 
 

@@ -21,6 +21,7 @@ from bind_core.data.graph import Graph
 from bind_core.debiasing.edge_validation import actual_edge_delta, validate_edges
 from bind_core.errors import ConfigError, GraphValidationError
 from bind_core.influence import plan
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.edges import changed_rows, edge_terms, estimate_edges, undirected_edges
 from bind_core.influence.functional import FunctionalModel, estimate_targets
 from bind_core.models.gnn import ModelConfig
@@ -102,7 +103,7 @@ def test_per_edge_estimates_track_reoptimisation(gcn: TrainedModel, graph: Graph
 
 
 def test_the_node_estimates_solve_is_reused(gcn: TrainedModel, graph: Graph) -> None:
-    shared = plan(gcn, graph, solver="exact")
+    shared = plan(gcn, graph, InfluenceArguments(solver="exact"))
     reused = estimate_edges(gcn, graph, influence_plan=shared)
     fresh = estimate_edges(gcn, graph, solver="exact")
     assert "plan" not in reused.timings and "plan" in fresh.timings
@@ -161,7 +162,7 @@ def test_a_subset_of_edges_and_small_batches_give_the_same_estimates(gcn: Traine
 
 def test_the_affine_shortcut_equals_recomputing_each_row(gcn: TrainedModel, graph: Graph) -> None:
     fm = FunctionalModel.from_trained(gcn, graph)
-    shared = plan(gcn, graph, solver="exact", fm=fm)
+    shared = plan(gcn, graph, InfluenceArguments(solver="exact"), fm=fm)
     fast = edge_terms(fm, shared, undirected_edges(graph), direct_exact=True)
     slow = edge_terms(fm, shared, undirected_edges(graph), direct_exact=True, affine=False)
     for a, b in zip(fast[:2], slow[:2], strict=True):

@@ -18,6 +18,7 @@ from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import actual_delta, validate
 from bind_core.influence import estimate
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.deletion import _row_batches, _subgraph_batches
 from bind_core.influence.functional import FunctionalModel
 from bind_core.models.gnn import ModelConfig
@@ -26,7 +27,7 @@ from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 @pytest.fixture(scope="module")
 def influence(small_model: TrainedModel, small_graph: Graph):  # type: ignore[no-untyped-def]
-    return estimate(small_model, small_graph, solver="exact")
+    return estimate(small_model, small_graph, InfluenceArguments(solver="exact"))
 
 
 def test_result_is_aligned_with_the_training_nodes(influence, small_graph: Graph) -> None:  # type: ignore[no-untyped-def]
@@ -61,13 +62,13 @@ def test_node_set_sweep_tracks_reoptimisation(small_model: TrainedModel, small_g
 
 
 def test_exact_and_cg_agree(small_model: TrainedModel, small_graph: Graph, influence) -> None:  # type: ignore[no-untyped-def]
-    cg = estimate(small_model, small_graph, solver="cg")
+    cg = estimate(small_model, small_graph, InfluenceArguments(solver="cg"))
     scale = float(influence.delta.abs().max())
     assert torch.allclose(cg.delta, influence.delta, atol=1e-4 * scale)
 
 
 def test_lissa_correlates_with_exact(small_model: TrainedModel, small_graph: Graph, influence) -> None:  # type: ignore[no-untyped-def]
-    lissa = estimate(small_model, small_graph, solver="lissa", lissa_depth=300)
+    lissa = estimate(small_model, small_graph, InfluenceArguments(solver="lissa", lissa_depth=300))
     corr = np.corrcoef(lissa.delta.numpy(), influence.delta.numpy())[0, 1]
     assert corr > 0.5
 
@@ -93,7 +94,7 @@ def test_non_iid_term_is_zero_without_training_neighbours() -> None:
 def test_non_iid_term_acts_where_training_nodes_share_neighbourhoods() -> None:
     g = _graph_without_training_neighbours(share=True)
     model = train(g, TrainConfig(epochs=50))
-    with_term, without = estimate(model, g), estimate(model, g, non_iid=False)
+    with_term, without = estimate(model, g), estimate(model, g, InfluenceArguments(non_iid=False))
     has_train_neighbour = torch.tensor(
         [bool(torch.isin(g.edge_index[1, g.edge_index[0] == v], g.train_idx).any()) for v in g.train_idx.tolist()]
     )

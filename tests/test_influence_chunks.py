@@ -8,12 +8,14 @@ from torch_geometric.utils import k_hop_subgraph, subgraph
 
 from bind_core import ConfigError, Graph
 from bind_core.influence import estimate
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.deletion import _subgraph_batches
-from bind_core.influence.estimate import combine, estimate_chunk, plan
+from bind_core.influence.distributed import combine, estimate_chunk
+from bind_core.influence.distributed.plan import InfluenceChunk, InfluencePlan, chunk_bounds
+from bind_core.influence.estimate import plan
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.incremental import incremental_batches
 from bind_core.influence.neighbourhood import Csr
-from bind_core.influence.plan import InfluenceChunk, InfluencePlan, chunk_bounds
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
@@ -83,7 +85,7 @@ def test_chunk_bounds_cover_everything_once() -> None:
 
 def test_two_layer_chunks_match(small_graph: Graph) -> None:
     model = train(small_graph, TrainConfig(epochs=60, polish_max_iter=300), ModelConfig(arch="gcn", layers=2, hidden=8))
-    whole = estimate(model, small_graph, method="linear")
+    whole = estimate(model, small_graph, InfluenceArguments(method="linear"))
     p = plan(model, small_graph)
     m = p.num_train
     split = combine(p, small_graph, [estimate_chunk(p, model, small_graph, a, b) for a, b in chunk_bounds(m, 2)])

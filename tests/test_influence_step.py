@@ -10,6 +10,7 @@ from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import proximal_reoptimize, validate
 from bind_core.influence import estimate
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.estimate import choose_method
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.reduce import GraphReducer
@@ -112,7 +113,7 @@ def test_one_layer_models_take_the_step_estimate_when_asked(graph: Graph, arch: 
     # it they were its wrappers, and every evaluation after it failed). The step estimate answers the proximal
     # question for one-layer models as for deeper ones (a one-layer GIN on synthetic(1500): 0.9967, RESULTS.md).
     model = _model(graph, arch=arch)
-    result = estimate(model, graph, method="step")
+    result = estimate(model, graph, InfluenceArguments(method="step"))
     assert result.solve.details["method"] == "step" and bool(torch.isfinite(result.delta).all())
     checked = validate(model, graph, result, sample=10, mode="proximal", seed=1)
     assert checked.to_dict()["pearson"] > 0.95

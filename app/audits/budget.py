@@ -14,9 +14,8 @@ from typing import Any
 
 from app.core.errors import ProblemError
 from app.core.settings import Settings
-from bind_core.models.gnn import ModelConfig
-from bind_core.pipeline.audit import AuditConfig
-from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
+from bind_core import AuditConfig, ModelConfig
+from bind_core.pipeline import AuditCost, GraphSize, audit_cost
 
 
 class ResourceLimitExceeded(ProblemError):

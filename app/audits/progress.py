@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 from app.core.lease import Lease, LeaseLost
-from bind_core.errors import AuditCancelled
+from bind_core import AuditCancelled
 
 log = logging.getLogger(__name__)
 

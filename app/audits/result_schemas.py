@@ -24,8 +24,7 @@ from pydantic import (
     model_serializer,
 )
 
-from bind_core.pipeline.result_codec import EXTRA
-from bind_core.pipeline.results import AuditResults
+from bind_core.pipeline.results import EXTRA, AuditResults
 
 __all__ = ["AuditResultsRead", "StoredModel", "lenient", "model_for"]
 

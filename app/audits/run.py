@@ -33,11 +33,17 @@ from app.integrations.mlflow_log import log_succeeded_audit
 from app.supplied.loading import ModelGone, prepare_model
 from app.webhooks import events
 from app.webhooks.tasks import send_deliveries
-from bind_core import ConfigError, DatasetNotFoundError, Graph
-from bind_core.errors import AuditCancelled
-from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
-from bind_core.pipeline.stages import planned_stages
-from bind_core.training.fit import TrainedModel
+from bind_core import (
+    AuditCancelled,
+    AuditConfig,
+    AuditResult,
+    ConfigError,
+    DatasetNotFoundError,
+    Graph,
+    TrainedModel,
+    run_audit,
+)
+from bind_core.pipeline import planned_stages
 
 log = logging.getLogger(__name__)
 

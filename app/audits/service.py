@@ -29,9 +29,8 @@ from app.core.publisher import Publisher
 from app.core.settings import Settings
 from app.graphs.versions import resolve_name
 from app.tenants.limits import check_queue_room
-from bind_core import BindError
+from bind_core import AuditConfig, BindError
 from bind_core.data.datasets import available, canonical_name
-from bind_core.pipeline.audit import AuditConfig
 
 
 def request_hash(body: AuditCreate) -> str:

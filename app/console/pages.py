@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader
 
 from app.console.deps import ConsoleUser
-from bind_core.reporting.page import environment
+from bind_core.reporting import environment
 
 # Same origin only: no script at all (pages refresh with <meta http-equiv="refresh">), inline styles and SVG,
 # forms posting back to the console, never framed.

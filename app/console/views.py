@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.core.db.tables import Audit, Graph, Schedule, Webhook, WebhookDelivery
-from bind_core.reporting.page import fmt
+from bind_core.reporting import fmt
 
 RUNNING = ("queued", "running")
 METRICS = (("delta_sp", "ΔSP", "#c0392b"), ("delta_eo", "ΔEO", "#8e44ad"), ("gamma", "Γ", "#2471a3"))

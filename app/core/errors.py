@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError
-from bind_core.errors import NonFiniteError
+from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError, NonFiniteError
 
 PROBLEM_BASE = "https://bind-audit.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"

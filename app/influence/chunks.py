@@ -52,11 +52,15 @@ from app.influence.chunk_rows import (
     store,
     touch,
 )
-from bind_core import Graph
-from bind_core.influence.estimate import estimate_chunk
-from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.plan import InfluenceChunk, InfluencePlan, chunk_bounds
-from bind_core.training.fit import TrainedModel
+from bind_core import Graph, TrainedModel
+from bind_core.influence.distributed import (
+    ChunkContext,
+    InfluenceChunk,
+    InfluencePlan,
+    chunk_bounds,
+    chunk_context,
+    estimate_chunk,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +130,7 @@ class Loaded:
     plan: InfluencePlan
     model: TrainedModel
     graph: Graph
-    fm: FunctionalModel
+    fm: ChunkContext
 
 
 def compute(
@@ -174,7 +178,7 @@ def load_plan(sessions: sessionmaker[Session], source: PlanSource, load_graph: L
     model = TrainedModel.from_bytes(weights, config)
     model.module.to(device)
     plan = InfluencePlan.from_bytes(plan_bytes)
-    loaded = Loaded(source.plan_id, plan, model, graph, FunctionalModel.from_trained(model, graph, plan.groups))
+    loaded = Loaded(source.plan_id, plan, model, graph, chunk_context(plan, model, graph))
     with _cache_lock:
         _cache = loaded
     return loaded
@@ -300,7 +304,7 @@ class Coordinator:
                 if loaded is None:
                     model = self.model
                     assert model is not None  # set at the top of __call__
-                    fm = FunctionalModel.from_trained(model, self.graph, plan.groups)
+                    fm = chunk_context(plan, model, self.graph)
                     loaded = Loaded(plan_id, plan, model, self.graph, fm)
                 compute(self.sessions, claim, loaded, self.settings.heartbeat_interval)
             with self.sessions() as session:

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from app.core.settings import Settings
-from bind_core.reporting.mlflow_log import log_audit
+from bind_core.reporting import log_audit
 
 log = logging.getLogger(__name__)
 

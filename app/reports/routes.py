@@ -18,8 +18,7 @@ from app.core.problem_schema import problem_responses
 from app.reports.schemas import AuditExport, ProfileRead
 from app.reports.service import all_edge_rows, all_influence_rows, audit_profile, succeeded_audit
 from app.tenants.deps import TenantDep
-from bind_core.reporting.exports import edges_csv, edges_parquet, influence_csv, influence_parquet, model_card
-from bind_core.reporting.report import render_report
+from bind_core.reporting import edges_csv, edges_parquet, influence_csv, influence_parquet, model_card, render_report
 
 router = APIRouter(prefix="/audits", tags=["reports"])
 

@@ -13,8 +13,7 @@ from app.core.problem_schema import problem_responses
 from app.schedules import service
 from app.schedules.schemas import RunPage, ScheduleCreate, SchedulePage, ScheduleRead
 from app.tenants.deps import TenantDep
-from bind_core.reporting.history import render_history
-from bind_core.reporting.report import CSP
+from bind_core.reporting import CSP, render_history
 
 router = APIRouter(prefix="/schedules", tags=["schedules"])
 

@@ -22,9 +22,8 @@ from app.core.settings import Settings
 from app.schedules.schemas import Breach, RunRead, ScheduleCreate
 from app.schedules.slots import check_cron, check_interval_floor, first_slot
 from app.webhooks.thresholds import breaches, test_metrics
-from bind_core import BindError
+from bind_core import AuditConfig, BindError
 from bind_core.data.datasets import available, canonical_name
-from bind_core.pipeline.audit import AuditConfig
 
 _SOURCE_KEYS = {"graph_id", "graph_name", "dataset", "model_id"}
 

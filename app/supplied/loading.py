@@ -9,10 +9,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from bind_core import Graph
-from bind_core.pipeline.audit import AuditConfig
-from bind_core.pipeline.reference import prepare_for_audit
-from bind_core.training.fit import TrainedModel
+from bind_core import AuditConfig, Graph, TrainedModel
+from bind_core.pipeline import prepare_for_audit
 
 
 class ModelGone(LookupError):

@@ -18,9 +18,8 @@ from sqlalchemy.orm import Session, defer
 from app.core.db.tables import Graph, SuppliedModel, Tenant
 from app.core.errors import NotFound, ValidationProblem
 from app.core.pagination import newest_first
-from bind_core import BindError
+from bind_core import BindError, TrainedModel
 from bind_core.models.pyg import UnsupportedModelError, bind_config, is_pyg_config
-from bind_core.training.fit import TrainedModel
 
 
 def parse_config(raw: bytes | str) -> dict[str, Any]:

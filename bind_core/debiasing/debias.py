@@ -13,6 +13,7 @@ from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.nodesets import resolve_budget, select
 from bind_core.debiasing.overreach import overreach
 from bind_core.fairness.metrics import evaluate
+from bind_core.influence.result import InfluenceResult
 from bind_core.training.fit import ProgressCallback, TrainConfig, TrainedModel, train
 
 
@@ -30,10 +31,10 @@ def report(
 def debias(
     model: TrainedModel,
     graph: Graph,
-    influence: torch.Tensor,
+    influence: InfluenceResult | torch.Tensor,
     *,
     budgets: Sequence[float] = (0.01, 0.1),
-    lam: float = 0.5,
+    lam: float | None = None,
     progress: ProgressCallback | None = None,
     groups: list[int] | None = None,
     utility: torch.Tensor | None = None,
@@ -64,6 +65,9 @@ def debias(
     (:func:`bind_core.debiasing.chance.against_random`: the set and ``random_sets`` random sets of its size, each
     retrained with every seed, against the seeds' noise floor on the unchanged graph), in the row's ``against_random``.
 
+    ``influence``: the estimate (:func:`bind_core.estimate_influence`), or its ``delta`` (aligned with
+    ``train_idx``). ``lam``: Γ's weighting of Γ_SP; default: the estimate's, or 0.5 for a bare tensor.
+
     Returns:
         One dict per budget: ``budget``, ``requested`` (node count), ``deleted`` (count), ``nodes`` (original
         ids), ``estimated_delta`` (sum of the set's estimates), ``utility_aware`` and, when so,
@@ -72,6 +76,10 @@ def debias(
         ``seconds``, ``against_random`` (or ``None``), ``selection`` (``non_overlapping`` or ``top_ranked``). The
         fairness metrics are over pairs of ``groups``.
     """
+    if isinstance(influence, InfluenceResult):
+        lam = influence.lam if lam is None else lam
+        influence = influence.delta
+    lam = 0.5 if lam is None else lam
     candidates = influence
     if utility is not None:
         if utility.shape != influence.shape:

@@ -1,38 +1,29 @@
 """Training-node influence on bias (BIND): estimation (the influence function; damped steps with Γ exact for
-multi-layer and attention models), node sets, solvers, refinement; edge attribution (:mod:`.edges`)."""
+multi-layer and attention models), node sets, solvers, refinement; edge attribution (:mod:`.edges`); the
+distributed plumbing of the linear estimate (:mod:`.distributed`)."""
 
+from bind_core.influence.arguments import METHODS, SOLVERS, InfluenceArguments, Method, Solver
 from bind_core.influence.edges import EdgeInfluenceResult, estimate_edges, undirected_edges
-from bind_core.influence.estimate import (
-    SIGN_CONVENTION,
-    ChunkRunner,
-    InfluenceResult,
-    combine,
-    estimate,
-    estimate_chunk,
-    plan,
-)
-from bind_core.influence.plan import InfluenceChunk, InfluencePlan, chunk_bounds
+from bind_core.influence.estimate import estimate, plan
 from bind_core.influence.refinement import Refinement, refine, refine_deletions
-from bind_core.influence.solvers import SOLVERS
+from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
 from bind_core.influence.step import DAMPING_RULE, StepEstimate, Stepper, step_estimate
 from bind_core.influence.utility import utility_influence
 
 __all__ = [
     "DAMPING_RULE",
+    "METHODS",
     "SIGN_CONVENTION",
     "SOLVERS",
-    "ChunkRunner",
     "EdgeInfluenceResult",
-    "InfluenceChunk",
-    "InfluencePlan",
+    "InfluenceArguments",
     "InfluenceResult",
+    "Method",
     "Refinement",
+    "Solver",
     "StepEstimate",
     "Stepper",
-    "chunk_bounds",
-    "combine",
     "estimate",
-    "estimate_chunk",
     "estimate_edges",
     "plan",
     "refine",

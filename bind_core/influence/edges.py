@@ -44,6 +44,8 @@ from torch import Tensor
 
 from bind_core.data.graph import Graph, positions
 from bind_core.errors import ConfigError
+from bind_core.influence.arguments import InfluenceArguments, Solver
+from bind_core.influence.distributed.plan import InfluencePlan
 from bind_core.influence.estimate import plan as make_plan
 from bind_core.influence.functional import (
     FunctionalModel,
@@ -53,7 +55,6 @@ from bind_core.influence.functional import (
     gammas_from_proba,
 )
 from bind_core.influence.neighbourhood import Csr
-from bind_core.influence.plan import InfluencePlan
 from bind_core.influence.solvers import SolveInfo
 from bind_core.influence.terms import exact_direct
 from bind_core.models.gnn import probabilities
@@ -141,7 +142,7 @@ def estimate_edges(
     influence_plan: InfluencePlan | None = None,
     direct: bool = True,
     direct_exact: bool = False,
-    solver: str = "auto",
+    solver: Solver = "auto",
     groups: list[int] | None = None,
     max_pairs: int = 200_000,
 ) -> EdgeInfluenceResult:
@@ -168,7 +169,7 @@ def estimate_edges(
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     if influence_plan is None:
-        influence_plan = make_plan(model, graph, lam=lam, solver=solver, groups=groups, fm=fm)
+        influence_plan = make_plan(model, graph, InfluenceArguments(lam=lam, solver=solver), groups=groups, fm=fm)
         timings["plan"] = time.perf_counter() - t0
     ref = influence_plan.theta.to(fm.theta.device, fm.theta.dtype)
     if ref.shape != fm.theta.shape or not torch.equal(ref, fm.theta):

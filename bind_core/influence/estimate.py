@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
+from bind_core.influence.arguments import METHODS, InfluenceArguments
+from bind_core.influence.distributed.chunks import ChunkRunner, combine, estimate_chunk
+from bind_core.influence.distributed.plan import InfluencePlan
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.lowrank import RESOLVE_FOR_SOLVE, damped_inverse
-from bind_core.influence.plan import InfluenceChunk, InfluencePlan, stack_chunks
+from bind_core.influence.result import InfluenceResult
 from bind_core.influence.solvers import (
     EXACT_MAX_PARAMETERS,
     SolveInfo,
@@ -48,136 +50,33 @@ from bind_core.influence.solvers import (
     solve_lissa,
 )
 from bind_core.influence.step import DAMPING_RULE, Stepper, step_estimate
-from bind_core.influence.terms import deletion_terms, directional_loss_derivatives
+from bind_core.influence.terms import directional_loss_derivatives
 from bind_core.training.fit import ProgressCallback, TrainedModel
-
-ChunkRunner = Callable[[InfluencePlan, TrainedModel], list[InfluenceChunk]]
-"""Computes the per-node terms of a plan for the model it was made for, e.g. as chunks on several workers (see
-``plan.chunk_bounds`` and :func:`estimate_chunk`)."""
-
-SIGN_CONVENTION = (
-    "delta = Γ(model retrained without node v) − Γ(current model); positive: deleting v increases bias "
-    "(v helps fairness); negative: v is harmful (deleting it reduces bias)."
-)
-
-
-@dataclass
-class InfluenceResult:
-    """Estimated ΔΓ for every training node, aligned with ``train_idx``.
-
-    ``delta_sp``/``delta_eo`` are the Γ_SP and Γ_EO parts; ``delta = lam·delta_sp + (1 − lam)·delta_eo``.
-    ``parts`` splits each into ``iid``, ``non_iid`` and ``direct`` (each ``[m, 2]``: SP, EO columns).
-    """
-
-    train_idx: Tensor
-    delta: Tensor
-    delta_sp: Tensor
-    delta_eo: Tensor
-    parts: dict[str, Tensor]
-    lam: float
-    gamma: dict[str, float]
-    solve: SolveInfo
-    grad_norm: float
-    timings: dict[str, float] = field(default_factory=dict)
-    sign_convention: str = SIGN_CONVENTION
-
-    @classmethod
-    def of_columns(
-        cls,
-        train_idx: Tensor,
-        total: Tensor,
-        parts: dict[str, Tensor],
-        lam: float,
-        gamma: Tensor,
-        solve: SolveInfo,
-        grad_norm: float,
-        timings: dict[str, float],
-    ) -> InfluenceResult:
-        """From ``total`` (``[m, 2]``: ΔΓ_SP, ΔΓ_EO) and ``gamma`` (``[Γ_SP, Γ_EO]`` now)."""
-        return cls(
-            train_idx=train_idx.clone(),
-            delta=lam * total[:, 0] + (1 - lam) * total[:, 1],
-            delta_sp=total[:, 0],
-            delta_eo=total[:, 1],
-            parts=parts,
-            lam=lam,
-            gamma={"sp": float(gamma[0]), "eo": float(gamma[1]), "total": float(lam * gamma[0] + (1 - lam) * gamma[1])},
-            solve=solve,
-            grad_norm=grad_norm,
-            timings=timings,
-        )
-
-    def summary(self) -> dict[str, Any]:
-        """The distribution of the estimates, for reports and the API."""
-        d = self.delta.double()
-        q = torch.quantile(d, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99], dtype=torch.float64)).tolist()
-        return {
-            "count": int(d.numel()),
-            "harmful": int((d < 0).sum()),
-            "helpful": int((d > 0).sum()),
-            "sum": float(d.sum()),
-            "mean": float(d.mean()),
-            "std": float(d.std()) if d.numel() > 1 else 0.0,
-            "min": float(d.min()),
-            "max": float(d.max()),
-            "quantiles": dict(zip(["p01", "p10", "p50", "p90", "p99"], q, strict=True)),
-            "gamma": self.gamma,
-            "lam": self.lam,
-            "solver": self.solve.solver,
-            "solver_details": self.solve.details,
-            "grad_norm": self.grad_norm,
-            "timings": self.timings,
-            "sign_convention": self.sign_convention,
-        }
 
 
 def estimate(
     model: TrainedModel,
     graph: Any,
+    arguments: InfluenceArguments | None = None,
     *,
-    lam: float = 0.5,
-    non_iid: bool = True,
-    direct: bool = True,
-    direct_exact: bool = False,
-    solver: str = "auto",
-    damping: float = 0.0,
-    rtol: float = 1e-6,
-    cg_tol: float = 1e-10,
-    cg_max_iter: int = 2000,
-    lissa_depth: int = 1000,
-    lissa_damping: float = 0.01,
     progress: ProgressCallback | None = None,
     groups: list[int] | None = None,
     chunk_runner: ChunkRunner | None = None,
-    method: str = "auto",
     on_plan: Callable[[InfluencePlan], None] | None = None,
     on_stepper: Callable[[Stepper], None] | None = None,
 ) -> InfluenceResult:
     """Estimate ΔΓ of deleting each training node (see the module docstring for the math and the sign).
 
     Args:
-        model: the trained model (polish it first: the estimate linearises around a stationary point).
+        model: the trained model, with the weights to attribute (any weights: see docs/METHOD.md, "The model as
+            given").
         graph: the graph it was trained on.
-        lam: Γ = lam·Γ_SP + (1 − lam)·Γ_EO.
-        non_iid: include the change of the other training nodes' losses (the paper's non-i.i.d. term).
-        direct: include the direct change of Γ through test nodes whose computation graph holds ``v``.
-        direct_exact: recompute Γ per node for that term instead of linearising it (slower; on Income the two
-            differ by up to 5% of a typical estimate, where a deletion reorders near-tied probabilities).
-        solver: ``"exact"`` (dense eigendecomposition, pseudo-inverse), ``"cg"``, ``"lissa"``, ``"lanczos"``
-            (damped, matrix-free: CG on ``H + μI`` preconditioned by Lanczos eigenpairs,
-            :mod:`bind_core.influence.lowrank`), or ``"auto"`` (exact up to 5000 parameters; beyond, lanczos for
-            multi-layer and attention models and CG for one-layer ones).
-        damping: added to the Hessian's eigenvalues (exact, cg); 0 by default. For ``lanczos``, 0 means the
-            proximal rule ``μ = DAMPING_RULE·λ_max`` of the step estimate.
+        arguments: what to compute and how (:class:`~bind_core.influence.arguments.InfluenceArguments`);
+            default: its defaults.
         progress: ``progress("influence", fraction)``.
         groups: the groups Γ is measured over (default: all; an audit's minimum group size narrows them).
         chunk_runner: computes the per-node terms from the plan (``chunk_runner(plan, model) -> chunks``), for
-            instance spread over several workers; default: all of them here, in one chunk.
-        method: ``"linear"``: the influence function above (one solve, Γ linearised; the paper's estimate);
-            ``"step"``: one damped Newton step per node with Γ evaluated exactly there, answering the proximal
-            response (:mod:`bind_core.influence.step`; ``solver``, ``damping``, ``non_iid``, ``direct`` and
-            ``chunk_runner`` do not apply); ``"auto"`` (default): ``"step"`` for multi-layer and attention models
-            up to :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, else ``"linear"``.
+            instance spread over several workers; default: all of them here, in one chunk (linear only).
         on_plan: given the linear estimate's plan once it is made (not called for ``"step"``), so that work sharing
             its solve (the edge attribution, :func:`bind_core.influence.edges.estimate_edges`) need not solve again.
         on_stepper: for ``"step"``, given its :class:`~bind_core.influence.step.Stepper` (the damped inverse), for
@@ -191,19 +90,17 @@ def estimate(
         if progress is not None:
             progress("influence", frac)
 
+    args = arguments or InfluenceArguments()
+    lam = args.lam
     fm = FunctionalModel.from_trained(model, graph, groups)
-    if choose_method(method, fm) == "step":
+    if choose_method(args.method, fm) == "step":
         stepped = step_estimate(fm, progress=report, on_stepper=on_stepper)
         grad_norm = float(torch.func.grad(fm.objective)(fm.theta).norm())
         return InfluenceResult.of_columns(
             graph.train_idx, stepped.delta, stepped.parts, lam, fm.gammas(fm.theta).detach(), stepped.solve,
             grad_norm, stepped.timings,
         )  # fmt: skip
-    the_plan = plan(
-        model, graph, lam=lam, non_iid=non_iid, direct=direct, direct_exact=direct_exact, solver=solver,
-        damping=damping, rtol=rtol, cg_tol=cg_tol, cg_max_iter=cg_max_iter, lissa_depth=lissa_depth,
-        lissa_damping=lissa_damping, groups=groups, progress=lambda f: report(0.5 * f), fm=fm,
-    )  # fmt: skip
+    the_plan = plan(model, graph, args, groups=groups, progress=lambda f: report(0.5 * f), fm=fm)
     if on_plan is not None:
         on_plan(the_plan)
     if chunk_runner is None:
@@ -214,9 +111,6 @@ def estimate(
         chunks = chunk_runner(the_plan, model)
     report(1.0)
     return combine(the_plan, graph, chunks)
-
-
-METHODS = ("auto", "linear", "step")
 
 
 def choose_method(method: str, fm: FunctionalModel) -> str:
@@ -236,23 +130,15 @@ def pick_method(method: str, *, row_separable: bool, num_parameters: int) -> str
 def plan(
     model: TrainedModel,
     graph: Any,
+    arguments: InfluenceArguments | None = None,
     *,
-    lam: float = 0.5,
-    non_iid: bool = True,
-    direct: bool = True,
-    direct_exact: bool = False,
-    solver: str = "auto",
-    damping: float = 0.0,
-    rtol: float = 1e-6,
-    cg_tol: float = 1e-10,
-    cg_max_iter: int = 2000,
-    lissa_depth: int = 1000,
-    lissa_damping: float = 0.01,
     groups: list[int] | None = None,
     progress: Callable[[float], None] | None = None,
     fm: FunctionalModel | None = None,
 ) -> InfluencePlan:
-    """The part of :func:`estimate` done once: ``∇Γ``, the solve ``s = H⁻¹·∇Γ`` and ``a_j = ∇ℓ_jᵀ·s``."""
+    """The part of :func:`estimate` done once: ``∇Γ``, the solve ``s = H⁻¹·∇Γ`` and ``a_j = ∇ℓ_jᵀ·s``
+    (``arguments.method`` does not apply: a plan is always the linear estimate's)."""
+    args = arguments or InfluenceArguments()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     fm = fm or FunctionalModel.from_trained(model, graph, groups)
@@ -266,8 +152,9 @@ def plan(
 
     t0 = time.perf_counter()
     s, info = solve_hessian(
-        fm, grad_gamma.T.contiguous(), solver=solver, rtol=rtol, damping=damping, cg_tol=cg_tol,
-        cg_max_iter=cg_max_iter, lissa_depth=lissa_depth, lissa_damping=lissa_damping,
+        fm, grad_gamma.T.contiguous(), solver=args.solver, rtol=args.rtol, damping=args.damping,
+        cg_tol=args.cg_tol, cg_max_iter=args.cg_max_iter, lissa_depth=args.lissa_depth,
+        lissa_damping=args.lissa_damping,
         progress=None if progress is None else (lambda f: progress(0.2 + 0.6 * f)),
     )  # fmt: skip
     info.seconds = time.perf_counter() - t0
@@ -283,57 +170,9 @@ def plan(
     if progress is not None:
         progress(1.0)
     return InfluencePlan(
-        lam=lam, theta=theta.detach(), s=s, a=a, gamma=gam, grad_norm=grad_norm, solve=info, non_iid=non_iid,
-        direct=direct, direct_exact=direct_exact, groups=groups, timings=timings,
+        lam=args.lam, theta=theta.detach(), s=s, a=a, gamma=gam, grad_norm=grad_norm, solve=info,
+        non_iid=args.non_iid, direct=args.direct, direct_exact=args.direct_exact, groups=groups, timings=timings,
     )  # fmt: skip
-
-
-def estimate_chunk(
-    plan: InfluencePlan,
-    model: TrainedModel,
-    graph: Any,
-    start: int,
-    stop: int,
-    *,
-    fm: FunctionalModel | None = None,
-    progress: Callable[[float], None] | None = None,
-) -> InfluenceChunk:
-    """The per-node terms of training positions ``start..stop-1`` (see :mod:`bind_core.influence.plan`).
-    ``progress(fraction of the positions)`` is called after each batch of affected pairs; it may raise."""
-    t0 = time.perf_counter()
-    fm = fm or FunctionalModel.from_trained(model, graph, plan.groups)
-    theta = fm.theta
-    ref = plan.theta.to(theta.device, theta.dtype)
-    if ref.shape != theta.shape or not torch.equal(ref, theta):
-        raise ConfigError("the model's weights are not the ones the influence plan was made for")
-    m = int(graph.train_idx.numel())
-    if plan.num_train != m or not 0 <= start <= stop <= m:
-        raise ConfigError(f"chunk {start}..{stop} does not fit a plan of {plan.num_train} training nodes ({m} here)")
-    s = plan.s.to(fm.device)
-    a = plan.a.to(fm.device)
-    k = stop - start
-    non_iid_part = torch.zeros(k, 2, dtype=torch.float64, device=fm.device)
-    direct_part = torch.zeros(k, 2, dtype=torch.float64, device=fm.device)
-    if plan.non_iid or plan.direct:
-        deletion_terms(
-            fm, theta, s, a, plan.gamma.to(fm.device), non_iid_part, direct_part, non_iid=plan.non_iid,
-            direct=plan.direct, exact=plan.direct_exact, start=start, stop=stop, progress=progress,
-        )  # fmt: skip
-    return InfluenceChunk(
-        start, stop, iid=a[start:stop] / m, non_iid=non_iid_part / m, direct=direct_part,
-        seconds=time.perf_counter() - t0,
-    )  # fmt: skip
-
-
-def combine(plan: InfluencePlan, graph: Any, chunks: list[InfluenceChunk]) -> InfluenceResult:
-    """The estimate from its plan and chunks covering every training position exactly once."""
-    parts = stack_chunks(chunks, plan.num_train)
-    total = parts["iid"] + parts["non_iid"] + parts["direct"]
-    lam, gam = plan.lam, plan.gamma
-    timings = dict(plan.timings)
-    timings["per_node_terms"] = float(sum(c.seconds for c in chunks))
-    timings["chunks"] = float(len(chunks))
-    return InfluenceResult.of_columns(graph.train_idx, total, parts, lam, gam, plan.solve, plan.grad_norm, timings)
 
 
 def solve_hessian(

@@ -33,8 +33,8 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
-from bind_core.influence.estimate import InfluenceResult
 from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.result import InfluenceResult
 from bind_core.influence.solvers import dense_hessian, hessian_columns
 from bind_core.training.fit import TrainedModel
 from bind_core.training.newton import NEWTON_MAX_PARAMETERS, newton_finish

@@ -23,11 +23,11 @@ from torch import Tensor
 from torch.func import grad, hessian, jvp
 
 from bind_core.errors import ConfigError
+from bind_core.influence.arguments import SOLVERS
 from bind_core.influence.functional import FunctionalModel
 from bind_core.training.hessian import dense_hessian as chunked_hessian
 from bind_core.training.hessian import dense_hessian_by_rows
 
-SOLVERS = ("auto", "exact", "cg", "lissa", "lanczos")
 EXACT_MAX_PARAMETERS = 5000
 
 

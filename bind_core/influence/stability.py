@@ -18,6 +18,7 @@ import torch
 from bind_core.data.graph import Graph
 from bind_core.data.groups import groups_arg, included_groups
 from bind_core.errors import ConfigError
+from bind_core.influence.arguments import InfluenceArguments, Solver
 from bind_core.influence.estimate import estimate
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, train
@@ -36,7 +37,7 @@ class RetrainSettings(Protocol):
     @property
     def non_iid(self) -> bool: ...
     @property
-    def solver(self) -> str: ...
+    def solver(self) -> Solver: ...
     @property
     def min_group_size(self) -> int: ...
 
@@ -95,10 +96,8 @@ def topk_stability(
             done = i / len(seeds)
             hold = None if progress is None else (lambda *_, d=done: progress("stability", d))
             model = train(graph, replace(config.training, seed=seed), config.model, device=device, progress=hold)
-            delta = estimate(
-                model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, groups=groups,
-                progress=hold,
-            ).delta  # fmt: skip
+            arguments = InfluenceArguments(lam=config.lam, non_iid=config.non_iid, solver=config.solver)
+            delta = estimate(model, graph, arguments, groups=groups, progress=hold).delta
         sets[seed] = topk_harmful(delta, node_ids, k)
         if progress is not None:
             progress("stability", (i + 1) / len(seeds))

@@ -11,9 +11,10 @@ from typing import Any
 import torch
 
 from bind_core.data.graph import Graph
+from bind_core.influence.distributed import ChunkRunner
 from bind_core.influence.edge_rows import edge_rows, edges_not_computed, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
-from bind_core.influence.estimate import SIGN_CONVENTION, ChunkRunner, InfluenceResult
+from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
 from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
@@ -190,7 +191,7 @@ def run_audit(
     stops with :class:`~bind_core.errors.AuditCancelled`; it may also raise (its exception propagates). A supplied
     ``model`` skips training (the paper's setting: a given GNN trained on the graph). ``chunk_runner``
     computes the influence estimate's per-node terms from its plan (e.g. spread over workers; see
-    :mod:`bind_core.influence.plan`); by default they are computed here.
+    :mod:`bind_core.influence.distributed.plan`); by default they are computed here.
     """
     config = config or AuditConfig()
     plan = planned_stages(config)

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bind_core.errors import ConfigError
-from bind_core.influence.estimate import METHODS
-from bind_core.influence.solvers import SOLVERS
+from bind_core.influence.arguments import METHODS, SOLVERS, InfluenceArguments, Method, Solver
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig
 from bind_core.training.sampling import SAMPLED_ARCHS, normalise_fan_out
@@ -91,7 +90,7 @@ class AuditConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     training: TrainConfig = field(default_factory=TrainConfig)
     lam: float = 0.5
-    solver: str = "auto"
+    solver: Solver = "auto"
     non_iid: bool = True
     budgets: tuple[float, ...] = (0.01, 0.1)
     validation_sample: int = 50
@@ -103,7 +102,7 @@ class AuditConfig:
     stability_k: int = 10
     refine_steps: int = 0
     debias_utility: bool = False
-    estimator: str = "auto"
+    estimator: Method = "auto"
     debias_seeds: tuple[int, ...] = ()
     debias_random_sets: int = 3
     debias_retrain: str = "audit"
@@ -161,6 +160,10 @@ class AuditConfig:
                     f"not {self.model.arch}"
                 )
             normalise_fan_out(self.training.fan_out, self.model.layers)
+
+    def influence_arguments(self) -> InfluenceArguments:
+        """The influence estimate's settings this audit asks for."""
+        return InfluenceArguments(lam=self.lam, method=self.estimator, non_iid=self.non_iid, solver=self.solver)
 
     def debias_training(self, trained_with: TrainConfig) -> TrainConfig | None:
         """The settings the debiasing stage retrains with, for a model trained with ``trained_with`` (its own

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bind_core.pipeline.result_codec import decode, encode, key, open_keys
+from bind_core.pipeline.result_codec import EXTRA, decode, encode, key, open_keys
 from bind_core.pipeline.results_checks import AgainstRandom, Correlation, EffectSpread, RandomSet, RandomSpread
 from bind_core.pipeline.results_edges import (
     CrossGroupEdges,
@@ -51,6 +51,7 @@ from bind_core.pipeline.results_profile import (
 )
 
 __all__ = [
+    "EXTRA",
     "AgainstRandom",
     "AuditResults",
     "Correlation",
@@ -138,7 +139,7 @@ class SolverDetails:
 
 @dataclass(kw_only=True)
 class InfluenceSummary:
-    """The distribution of the per-node estimates ΔΓ (:meth:`bind_core.influence.estimate.InfluenceResult.summary`)."""
+    """The distribution of the per-node estimates ΔΓ (:meth:`bind_core.influence.result.InfluenceResult.summary`)."""
 
     count: int = key("integer: training nodes estimated")
     harmful: int = key("integer: nodes with ΔΓ < 0 (deleting them reduces bias)")

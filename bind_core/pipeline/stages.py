@@ -25,14 +25,17 @@ from bind_core.explain.profile import profile_nodes
 from bind_core.fairness.bootstrap import bootstrap_metrics
 from bind_core.fairness.breakdown import group_breakdown, probability_histograms
 from bind_core.fairness.metrics import worst_pairs
+from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.deep_edges import estimate_edges_deep
+from bind_core.influence.distributed import ChunkRunner
+from bind_core.influence.distributed.plan import InfluencePlan
 from bind_core.influence.edge_rows import edge_section, join_edge_results
 from bind_core.influence.edges import EdgeInfluenceResult, estimate_edges, undirected_edges
-from bind_core.influence.estimate import ChunkRunner, InfluenceResult, estimate
+from bind_core.influence.estimate import estimate
 from bind_core.influence.estimate import plan as make_plan
 from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.plan import InfluencePlan
 from bind_core.influence.refinement import refine, require_refinable
+from bind_core.influence.result import InfluenceResult
 from bind_core.influence.stability import topk_stability
 from bind_core.influence.step import Stepper
 from bind_core.influence.utility import utility_influence
@@ -218,10 +221,9 @@ def influence_stage(
     plans: list[InfluencePlan] = []
     steppers: list[Stepper] = []
     influence = estimate(
-        model, graph, lam=config.lam, non_iid=config.non_iid, solver=config.solver, groups=groups,
+        model, graph, config.influence_arguments(), groups=groups,
         progress=lambda stage, frac: progress(stage, share * frac), chunk_runner=chunk_runner,
-        method=config.estimator, on_plan=plans.append if config.edges else None,
-        on_stepper=steppers.append if config.edges else None,
+        on_plan=plans.append if config.edges else None, on_stepper=steppers.append if config.edges else None,
     )  # fmt: skip
     refinement = None
     if config.refine_steps:
@@ -271,7 +273,7 @@ def edges_stage(
         return EdgesStage(edge_section(graph, found, seconds=seconds, shared_solve=stepper is not None), found)
     shared = influence_plan
     if shared is None:  # a step estimate made no plan: make the linear one once, for every part
-        shared = make_plan(model, graph, lam=config.lam, solver=config.solver, groups=groups)
+        shared = make_plan(model, graph, InfluenceArguments(lam=config.lam, solver=config.solver), groups=groups)
     edges = undirected_edges(graph)
     parts = []
     for first in range(0, max(int(edges.shape[0]), 1), EDGE_PART):

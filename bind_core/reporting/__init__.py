@@ -1,3 +1,25 @@
 """Presenting an audit: the HTML report and schedule history pages, their figures, exports (CSV, Parquet, model card)
 and MLflow logging.
+
+The names below are what a service renders with; the modules hold the rest.
 """
+
+from bind_core.reporting.exports import edges_csv, edges_parquet, influence_csv, influence_parquet, model_card
+from bind_core.reporting.history import render_history
+from bind_core.reporting.mlflow_log import log_audit
+from bind_core.reporting.page import environment, fmt
+from bind_core.reporting.report import CSP, render_report
+
+__all__ = [
+    "CSP",
+    "edges_csv",
+    "edges_parquet",
+    "environment",
+    "fmt",
+    "influence_csv",
+    "influence_parquet",
+    "log_audit",
+    "model_card",
+    "render_history",
+    "render_report",
+]

@@ -269,7 +269,7 @@ CHUNK_STATES = ("pending", "running", "done")
 class InfluencePlanRecord(Base):
     """The shared half of one audit attempt's influence estimate, while its per-node chunks are computed.
 
-    ``plan`` is ``bind_core.influence.plan.InfluencePlan.to_bytes()`` (``s = H⁻¹·∇Γ`` and the per-node loss
+    ``plan`` is ``bind_core.influence.distributed.plan.InfluencePlan.to_bytes()`` (``s = H⁻¹·∇Γ`` and the per-node loss
     derivatives); ``model_weights``/``model_config`` the model it was made for (``TrainedModel.to_bytes()``,
     ``config_dict()``), so that any worker can compute a chunk. Written by the attempt (``attempt`` is its
     fencing token) and deleted when the estimate is complete; a new attempt replaces an older one's.

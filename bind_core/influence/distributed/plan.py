@@ -4,7 +4,7 @@ An estimate has a part done once for the whole training set (the gradient of Γ,
 ``s = H⁻¹·∇Γ``, and ``a_j = ∇ℓ_jᵀ·s`` for every training node ``j``: the :class:`InfluencePlan`) and a part
 done per training node ``v`` (the i.i.d., non-i.i.d. and direct terms of ``v``: an :class:`InfluenceChunk` for
 a contiguous range of positions in ``train_idx``). Chunks are independent given the plan, so they can run in
-any order, anywhere; :func:`bind_core.influence.estimate.combine` puts them together. Both halves serialise to
+any order, anywhere; :func:`bind_core.influence.distributed.combine` puts them together. Both halves serialise to
 safetensors bytes plus JSON-safe metadata (no pickle), to travel between processes or machines.
 """
 

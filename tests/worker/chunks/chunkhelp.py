@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker, undefer
 from app.core.db.tables import InfluenceChunkRecord
 from app.influence import chunk_rows as stored
 from app.influence.chunk_rows import ChunkClaim
-from bind_core.influence.plan import InfluencePlan
+from bind_core.influence.distributed.plan import InfluencePlan
 from bind_core.training.fit import TrainedModel
 
 LEASE = 2.0  # seconds without a heartbeat after which a running chunk may be claimed again
@@ -21,7 +21,7 @@ LEASE = 2.0  # seconds without a heartbeat after which a running chunk may be cl
 def store_plan(
     pg: sessionmaker[Session], audit_id: uuid.UUID, the_plan: InfluencePlan, model: TrainedModel, n: int = 4
 ) -> uuid.UUID:
-    from bind_core.influence.plan import chunk_bounds
+    from bind_core.influence.distributed.plan import chunk_bounds
 
     with pg.begin() as session:
         return stored.create_plan(

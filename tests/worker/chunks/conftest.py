@@ -21,8 +21,8 @@ from app.core.db.tables import Graph as GraphRow
 from app.core.settings import Settings
 from bind_core import Graph
 from bind_core.data.datasets import save_npz, synthetic
+from bind_core.influence.distributed.plan import InfluencePlan
 from bind_core.influence.estimate import plan
-from bind_core.influence.plan import InfluencePlan
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 

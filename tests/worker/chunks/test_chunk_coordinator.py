@@ -26,7 +26,7 @@ from app.influence import chunks
 from app.influence.chunks import Coordinator
 from bind_core import Graph
 from bind_core.influence import estimate
-from bind_core.influence.plan import InfluencePlan
+from bind_core.influence.distributed.plan import InfluencePlan
 from bind_core.training.fit import TrainedModel
 
 
@@ -60,7 +60,7 @@ def test_a_chunk_task_computes_skips_and_gives_up(
     assert [r.status for r in rows] == ["pending", "pending", "done", "done"]
     assert rows[2].worker == "w2:1" and rows[2].seconds is not None and rows[2].seconds > 0
     whole = estimate(model, graph)
-    from bind_core.influence.plan import InfluenceChunk
+    from bind_core.influence.distributed.plan import InfluenceChunk
 
     got = InfluenceChunk.from_bytes(rows[2].result or b"")
     expect = whole.parts["iid"][got.start : got.stop]

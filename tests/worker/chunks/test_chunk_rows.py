@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.db.session import now
 from app.core.db.tables import Audit, InfluenceChunkRecord, InfluencePlanRecord
 from app.influence import chunk_rows as stored
-from bind_core.influence.plan import InfluencePlan
+from bind_core.influence.distributed.plan import InfluencePlan
 from bind_core.training.fit import TrainedModel
 
 

@@ -1,0 +1,86 @@
+"""What an influence estimate returns: :class:`InfluenceResult`, and the sign convention it follows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from bind_core.influence.solvers import SolveInfo
+
+SIGN_CONVENTION = (
+    "delta = Γ(model retrained without node v) − Γ(current model); positive: deleting v increases bias "
+    "(v helps fairness); negative: v is harmful (deleting it reduces bias)."
+)
+
+
+@dataclass
+class InfluenceResult:
+    """Estimated ΔΓ for every training node, aligned with ``train_idx``.
+
+    ``delta_sp``/``delta_eo`` are the Γ_SP and Γ_EO parts; ``delta = lam·delta_sp + (1 − lam)·delta_eo``.
+    ``parts`` splits each into ``iid``, ``non_iid`` and ``direct`` (each ``[m, 2]``: SP, EO columns).
+    """
+
+    train_idx: Tensor
+    delta: Tensor
+    delta_sp: Tensor
+    delta_eo: Tensor
+    parts: dict[str, Tensor]
+    lam: float
+    gamma: dict[str, float]
+    solve: SolveInfo
+    grad_norm: float
+    timings: dict[str, float] = field(default_factory=dict)
+    sign_convention: str = SIGN_CONVENTION
+
+    @classmethod
+    def of_columns(
+        cls,
+        train_idx: Tensor,
+        total: Tensor,
+        parts: dict[str, Tensor],
+        lam: float,
+        gamma: Tensor,
+        solve: SolveInfo,
+        grad_norm: float,
+        timings: dict[str, float],
+    ) -> InfluenceResult:
+        """From ``total`` (``[m, 2]``: ΔΓ_SP, ΔΓ_EO) and ``gamma`` (``[Γ_SP, Γ_EO]`` now)."""
+        return cls(
+            train_idx=train_idx.clone(),
+            delta=lam * total[:, 0] + (1 - lam) * total[:, 1],
+            delta_sp=total[:, 0],
+            delta_eo=total[:, 1],
+            parts=parts,
+            lam=lam,
+            gamma={"sp": float(gamma[0]), "eo": float(gamma[1]), "total": float(lam * gamma[0] + (1 - lam) * gamma[1])},
+            solve=solve,
+            grad_norm=grad_norm,
+            timings=timings,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The distribution of the estimates, for reports and the API."""
+        d = self.delta.double()
+        q = torch.quantile(d, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99], dtype=torch.float64)).tolist()
+        return {
+            "count": int(d.numel()),
+            "harmful": int((d < 0).sum()),
+            "helpful": int((d > 0).sum()),
+            "sum": float(d.sum()),
+            "mean": float(d.mean()),
+            "std": float(d.std()) if d.numel() > 1 else 0.0,
+            "min": float(d.min()),
+            "max": float(d.max()),
+            "quantiles": dict(zip(["p01", "p10", "p50", "p90", "p99"], q, strict=True)),
+            "gamma": self.gamma,
+            "lam": self.lam,
+            "solver": self.solve.solver,
+            "solver_details": self.solve.details,
+            "grad_norm": self.grad_norm,
+            "timings": self.timings,
+            "sign_convention": self.sign_convention,
+        }
