@@ -9,7 +9,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
-SERVICE_DIRS = ("api", "deploy", "integration", "security", "worker")
+SERVICE_DIRS = (("app", "api"), ("deploy",), ("integration",), ("security",), ("worker",))
 """Tests that talk to Postgres or Redis, start service processes or restart the servers (the fault tests): marked
 ``integration`` and kept on one xdist worker (``--dist loadgroup``), so that a restarted Redis or a stopped Postgres
 never pulls the ground from under another test."""
@@ -19,7 +19,7 @@ never pulls the ground from under another test."""
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parts = item.path.relative_to(TESTS).parts
-        if parts and parts[0] in SERVICE_DIRS:
+        if any(parts[: len(top)] == top for top in SERVICE_DIRS):
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.xdist_group("services"))
 

@@ -1,11 +1,11 @@
 """The audit's results as typed dataclasses: exactly the JSON of :meth:`~bind_core.pipeline.audit.AuditResult.to_dict`
 (what the service stores and serves), key for key.
 
-``AuditResults.from_dict(doc).to_dict() == doc`` for every audit's stored document (``tests/test_results_typed.py``
-checks it on real audits). A number a set of nodes cannot define is ``null`` (never 0), with its reason beside it
-where the producer gives one (``undefined`` of :class:`MetricValues`, ``excluded_reason`` of :class:`GroupMetrics`,
-``reason`` of :class:`AgainstRandom`). The service's response models (``app/audits/result_schemas.py``) are built
-from these classes and their field docs.
+``AuditResults.from_dict(doc).to_dict() == doc`` for every audit's stored document
+(``tests/core/pipeline/test_results_typed.py`` checks it on real audits). A number a set of nodes cannot define is
+``null`` (never 0), with its reason beside it where the producer gives one (``undefined`` of :class:`MetricValues`,
+``excluded_reason`` of :class:`GroupMetrics`, ``reason`` of :class:`AgainstRandom`). The service's response models
+(``app/audits/result_schemas.py``) are built from these classes and their field docs.
 """
 
 # ruff: noqa: RUF009  (key() and open_keys() return dataclasses.field(...): fields with metadata, not shared defaults)

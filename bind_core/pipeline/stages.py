@@ -82,7 +82,7 @@ EDGE_DEBIASING = "edge_debiasing"
 ``edge_budgets``); not among :data:`STAGES`: for the overall progress it is part of the debiasing stage's work."""
 EDGE_PART = 20_000
 """Edges attributed per call of the estimator: between parts the audit reports progress and can be stopped (a
-subset of edges gives the same estimates as the whole, ``tests/test_edge_influence.py``)."""
+subset of edges gives the same estimates as the whole, ``tests/core/influence/test_edge_influence.py``)."""
 
 T = TypeVar("T")
 

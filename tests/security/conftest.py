@@ -1,5 +1,5 @@
 """The security tests reuse the API tests' fixtures (a fresh migrated Postgres database, Redis DB 13,
-tenants with real API keys), loaded from ``tests/api/conftest.py`` under a name of their own."""
+tenants with real API keys), loaded from ``tests/app/api/conftest.py`` under a name of their own."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
-_API = Path(__file__).resolve().parents[1] / "api"
+_API = Path(__file__).resolve().parents[1] / "app" / "api"
 if str(_API) not in sys.path:
-    sys.path.insert(0, str(_API))  # for `apihelp`, as in tests/api
+    sys.path.insert(0, str(_API))  # for `apihelp`, as in tests/app/api
 
 _spec = importlib.util.spec_from_file_location("bind_api_fixtures", _API / "conftest.py")
 assert _spec is not None and _spec.loader is not None

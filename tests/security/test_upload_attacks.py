@@ -1,6 +1,6 @@
 """Hostile uploads: each gets a 4xx problem document and leaves nothing behind (no rows, no temp files).
 
-Cases already covered in ``tests/api/test_api_graph_uploads.py`` (object arrays in ``sens``, a body over
+Cases already covered in ``tests/app/api/test_api_graph_uploads.py`` (object arrays in ``sens``, a body over
 the limit, a graph over the node limit, malformed CSV) are not repeated; here are the rest, each checked
 for leftovers: the tenant still has no graph (or model) and no ``bind-upload-*`` folder is left in the
 temp directory.

@@ -1,0 +1,144 @@
+"""The audit facade and the `bind-audit run` command line on a small synthetic graph."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from torch_geometric.nn import models
+
+from bind_core.cli import main
+from bind_core.data.datasets import synthetic
+from bind_core.errors import ConfigError
+from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.audit import AuditConfig, run_audit, warnings_for
+from bind_core.training.fit import TrainConfig
+
+
+def test_config_roundtrip_and_errors() -> None:
+    cfg = AuditConfig(model=ModelConfig(arch="gin", layers=2), training=TrainConfig(epochs=7), budgets=(0.05, 3))
+    assert AuditConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    assert AuditConfig.from_dict({}) == AuditConfig()
+    bad_configs = ({"lam": 2}, {"solver": "newton"}, {"budgets": [1.5]}, {"stages": ["x"]}, {"colour": 1}, {"level": 1})
+    for bad in bad_configs:
+        with pytest.raises(ConfigError):
+            AuditConfig.from_dict(bad)
+    with pytest.raises(ConfigError, match="arch"):
+        AuditConfig.from_dict({"model": {"arch": "mlp"}})
+
+
+def test_run_audit_produces_every_block() -> None:
+    graph = synthetic(300, seed=5, train_per_class=40)
+    stages: list[str] = []
+    result = run_audit(
+        graph,
+        AuditConfig(training=TrainConfig(epochs=60), budgets=(0.1,), validation_sample=8),
+        progress=lambda stage, frac: stages.append(stage),
+    )
+    doc = json.loads(json.dumps(result.to_dict()))
+    assert doc["metrics"]["test"]["nodes"] == graph.test_idx.numel()
+    assert len(doc["metrics"]["groups"]) == 2
+    ci = doc["metrics"]["intervals"]
+    assert ci["level"] == 0.95 and ci["accuracy"]["low"] <= ci["accuracy"]["estimate"] <= ci["accuracy"]["high"]
+    assert doc["influence_summary"]["count"] == graph.train_idx.numel()
+    assert len(doc["debiasing"]) == 1 and doc["validation"]["count"] == 8
+    assert set(doc["timings"]) == {"training", "metrics", "influence", "debiasing", "validation"}
+    assert "negative" in doc["sign_convention"]
+    assert list(dict.fromkeys(stages)) == ["training", "metrics", "influence", "debiasing", "validation"]
+    rows = result.influence_rows()
+    assert [r["position"] for r in rows] == list(range(graph.train_idx.numel()))
+    assert all(r["delta"] < 0 for r in doc["top_harmful"])
+
+
+def test_stages_can_be_skipped() -> None:
+    graph = synthetic(200, seed=1)
+    result = run_audit(graph, AuditConfig(training=TrainConfig(epochs=20), stages=("training", "metrics")))
+    assert result.influence is None and result.influence_rows() == []
+    assert result.to_dict()["influence_summary"] is None
+
+
+def test_small_groups_are_flagged() -> None:
+    graph = synthetic(200, seed=1)
+    assert warnings_for(graph)  # a 200-node graph has far fewer than 30 positives per group in its test split
+
+
+def test_command_line_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "audit.json"
+    args = ["--synthetic", "--synthetic-nodes", "300", "--epochs", "40", "--validation-sample", "6", "--budgets", "0.1"]
+    code = main([*args, "--quiet", "--json", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "test metrics" in text and "most harmful" in text and "self-check" in text
+    assert "what the harmful nodes have in common" in text and "harmful set:" in text
+    doc = json.loads(out.read_text())
+    assert doc["profile"]["sets"]["all"]["nodes"] == doc["graph"]["train"]
+    assert len(doc["influence"]) == doc["graph"]["train"]
+    assert {"node_id", "delta", "delta_sp", "delta_eo"} <= set(doc["influence"][0])
+    assert doc["validation"]["pearson"] is not None and "spearman" in doc["validation"]
+    assert doc["config"]["budgets"] == [0.1]
+
+
+@pytest.mark.heavy  # 15 s here
+def test_command_line_two_layer_audit_with_the_check_against_chance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "audit.json"
+    args = ["--synthetic", "--synthetic-nodes", "200", "--epochs", "40", "--layers", "2", "--hidden", "4"]
+    args += ["--budgets", "3"]
+    code = main([*args, "--validation-sample", "5", "--debias-seeds", "1,2,3", "--quiet", "--json", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "against chance:" in text and "estimate vs proximal Bregman response" in text
+    doc = json.loads(out.read_text())
+    assert doc["config"]["estimator"] == "auto" and doc["config"]["debias_seeds"] == [1, 2, 3]
+    assert doc["influence_summary"]["solver_details"]["method"] == "step"
+    check = doc["debiasing"][0]["against_random"]
+    assert check["seeds"] == [1, 2, 3] and len(check["random"]["sets"]) == 3 and isinstance(check["beats_random"], bool)
+
+
+def test_command_line_reports_a_missing_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--dataset", "income", "--data-root", str(tmp_path), "--quiet"]) == 2
+    assert "income" in capsys.readouterr().err
+
+
+@pytest.mark.heavy  # 5 s here
+@pytest.mark.parametrize("shape", [{"num_groups": 3}, {"num_classes": 3}, {"num_classes": 3, "num_groups": 3}])
+def test_multi_group_and_multi_class_audits(shape: dict[str, int]) -> None:
+    graph = synthetic(400, seed=2, train_per_class=40, **shape)
+    result = run_audit(graph, AuditConfig(training=TrainConfig(epochs=30), budgets=(0.1,), validation_sample=0))
+    doc = json.loads(json.dumps(result.to_dict()))
+    assert doc["metrics"]["test"]["gamma"] > 0
+    assert doc["influence_summary"]["count"] == graph.train_idx.numel()
+    assert result.influence is not None and bool(result.influence.delta.isfinite().all())
+    assert len(doc["metrics"]["groups"]) == graph.num_groups
+
+
+def test_command_line_audits_a_pyg_model_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    graph = synthetic(200, seed=1)
+    args = {"in_channels": graph.num_features, "hidden_channels": 4, "num_layers": 1, "out_channels": 2}
+    torch.manual_seed(0)
+    pyg = models.GCN(**args)
+    optimizer = torch.optim.Adam(pyg.parameters(), lr=0.05, weight_decay=1e-3)
+    for _ in range(50):
+        optimizer.zero_grad()
+        F.cross_entropy(pyg(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
+        optimizer.step()
+    save_file(pyg.state_dict(), tmp_path / "gcn.safetensors")
+    training = {"loss": "cross_entropy", "weight_decay": 1e-3, "epochs": 30, "lr": 0.05}
+    config = {"format": "torch_geometric", "class": "GCN", "args": args, "training": training}
+    (tmp_path / "gcn.json").write_text(json.dumps(config))
+    files = ["--model-weights", str(tmp_path / "gcn.safetensors"), "--model-config", str(tmp_path / "gcn.json")]
+    out = tmp_path / "audit.json"
+    base = ["--synthetic", "--nodes", "200", "--seed", "1", "--validation-sample", "5", "--budgets", "1", "--quiet"]
+    assert main([*base, *files, "--bootstrap", "0", "--json", str(out)]) == 0
+    assert "read from a PyG GCN" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["supplied_model"]["pyg"]["max_logit_difference"] <= 1e-6
+    assert doc["model"]["head"] is False and doc["model"]["outputs"] == 2
+    assert doc["config"]["training"]["weight_decay"] == 1e-3  # the supplied model's objective
+    assert main([*base, *files[:2]]) == 2
+    assert "--model-config" in capsys.readouterr().err
