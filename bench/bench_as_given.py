@@ -88,7 +88,7 @@ def per_node(model: TrainedModel, graph: Graph, sample: int) -> dict[str, Any]:
     m = int(graph.train_idx.numel())
     picks = sample_positions(m, sample, 0)  # the audit's self-check draw (seed 0)
     start = time.perf_counter()
-    stepper = Stepper(FunctionalModel.from_trained(model, graph))
+    stepper = Stepper.build(FunctionalModel.from_trained(model, graph))
     setup_s = time.perf_counter() - start
     est, unsettled = [], 0
     for pos in picks:

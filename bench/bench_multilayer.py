@@ -128,7 +128,7 @@ def sampled_only(model: TrainedModel, graph: Graph, seed: int, args: Any) -> dic
     m = graph.train_idx.numel()
     draws = {mode: sample_positions(m, n, seed) if n else [] for mode, n in checks(args)}
     start = time.perf_counter()
-    stepper = Stepper(FunctionalModel.from_trained(model, graph))
+    stepper = Stepper.build(FunctionalModel.from_trained(model, graph))
     lam = 0.5
     estimates: dict[int, float] = {}
     for pos in sorted({p for picks in draws.values() for p in picks}):
@@ -168,7 +168,7 @@ def node_sets(model: TrainedModel, graph: Graph, influence: Any, args: Any) -> d
     baselines = seed_baselines(model, graph, train_seeds, retrain=config if args.retrain == "adam" else None)
     noise = statistics.stdev(baselines.values())
     fm = FunctionalModel.from_trained(model, graph)
-    stepper = Stepper(fm) if influence.solve.details.get("method") == "step" else None
+    stepper = Stepper.build(fm) if influence.solve.details.get("method") == "step" else None
     order = torch.argsort(influence.delta)
     m = graph.train_idx.numel()
     rows = []

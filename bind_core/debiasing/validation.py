@@ -272,7 +272,7 @@ def validate(
         damping = float(influence.solve.details.get("damping", 0.0))
     stepper = None
     if protocol == "sets" and influence.solve.details.get("method") == "step":
-        stepper = Stepper(
+        stepper = Stepper.build(
             FunctionalModel.from_trained(model, graph, groups), rule=influence.solve.details["damping_rule"],
             operator="lanczos" if influence.solve.solver == "lanczos" else "dense",
             progress=None if progress is None else (lambda _f: progress("validation", 0.0)),

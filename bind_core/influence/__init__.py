@@ -3,11 +3,12 @@ multi-layer and attention models), node sets, solvers, refinement; edge attribut
 distributed plumbing of the linear estimate (:mod:`.distributed`)."""
 
 from bind_core.influence.arguments import METHODS, SOLVERS, InfluenceArguments, Method, Solver
+from bind_core.influence.curvature import DAMPING_RULE
 from bind_core.influence.edges import EdgeInfluenceResult, estimate_edges, undirected_edges
 from bind_core.influence.estimate import estimate, plan
 from bind_core.influence.refinement import Refinement, refine, refine_deletions
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
-from bind_core.influence.step import DAMPING_RULE, StepEstimate, Stepper, step_estimate
+from bind_core.influence.step import StepEstimate, Stepper, step_estimate
 from bind_core.influence.utility import utility_influence
 
 __all__ = [

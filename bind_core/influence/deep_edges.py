@@ -163,7 +163,7 @@ def estimate_edges_deep(
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     if stepper is None:
-        stepper = Stepper(FunctionalModel.from_trained(model, graph, groups))
+        stepper = Stepper.build(FunctionalModel.from_trained(model, graph, groups))
         timings["solve"] = time.perf_counter() - t0
     else:
         theta = flat_parameters(model.module)[2].to(stepper.fm.theta.device, stepper.fm.theta.dtype)

@@ -33,6 +33,7 @@ from torch import Tensor
 
 from bind_core.errors import ConfigError
 from bind_core.influence.arguments import METHODS, InfluenceArguments
+from bind_core.influence.curvature import DAMPING_RULE
 from bind_core.influence.distributed.chunks import ChunkRunner, combine, estimate_chunk
 from bind_core.influence.distributed.plan import InfluencePlan
 from bind_core.influence.functional import FunctionalModel
@@ -49,7 +50,7 @@ from bind_core.influence.solvers import (
     solve_exact,
     solve_lissa,
 )
-from bind_core.influence.step import DAMPING_RULE, Stepper, step_estimate
+from bind_core.influence.step import Stepper, step_estimate
 from bind_core.influence.terms import directional_loss_derivatives
 from bind_core.training.fit import ProgressCallback, TrainedModel
 

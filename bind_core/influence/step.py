@@ -4,15 +4,17 @@ Why (docs/METHOD.md, "Multi-layer and attention models"). For a two-layer GNN or
 flat: at a converged point about half the Hessian's eigenvalues lie below the weight decay, and re-optimising after
 a deletion (leave-one-out retraining) travels far along those flat directions, to a point one Newton step does not
 reach and along a path on which Γ is not linear. That question is ill-posed; the estimate answers a well-posed
-one instead, the **proximal response** (the proximal Bregman response function, "PBRF", of Bae et al.,
-NeurIPS 2022, with the exact loss in place of its Bregman term):
+one instead, the **proximal Bregman response** (PBRF, Bae et al., NeurIPS 2022, adapted to graphs; defined at any
+weights, docs/METHOD.md "The model as given"):
 
-    θ_v^μ = argmin_θ  F_v(θ) = L(θ) − (1/m)·c_v(θ) + (μ/2)·‖θ − θ̂‖²,      ΔΓ_v = Γ(θ_v^μ; G − v) − Γ(θ̂; G),
+    θ_v^μ = argmin_θ  F_v(θ) = B(θ) − (1/m)·c_v(θ) + (μ/2)·‖θ − θ̂‖²,      ΔΓ_v = Γ(θ_v^μ; G − v) − Γ(θ̂; G),
 
-i.e. retraining without ``v`` while staying near the trained weights, with ``c_v`` the deleted loss of
+where ``B`` is the training objective with each kept node's loss replaced by its Bregman divergence from the
+outputs at ``θ̂`` (so ``θ̂`` is the answer when nothing is deleted), and ``c_v`` is the deleted loss of
 :mod:`bind_core.influence.estimate` (``v``'s loss and the change of the losses of the training nodes ``T(v)``
-whose computation graph holds ``v``). The damping follows a rule, not a per-dataset constant:
-``μ = DAMPING_RULE·λ_max(H)`` (:func:`damping_for`).
+whose computation graph holds ``v``). The curvature ``H = ∇²B(θ̂)`` is the Gauss–Newton matrix plus the weight
+decay; the damping follows a rule, not a per-dataset constant: ``μ = DAMPING_RULE·λ_max(H)``
+(:mod:`bind_core.influence.curvature`).
 
 From ``θ̂`` the estimate takes the damped Newton step ``Δθ_v = (1/m)·(H + μI)⁻¹·∇c_v(θ̂)``, then further steps
 with the same frozen ``(H + μI)⁻¹`` on the exact gradient of ``F_v`` on ``G − v`` (a chord method; each halved
@@ -41,27 +43,17 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
+from bind_core.influence.curvature import DAMPING_RULE, DampedCurvature, choose_operator
 from bind_core.influence.firstlayer import FirstLayerCache, SplitModel
 from bind_core.influence.functional import FunctionalModel, GammaEvaluator, gammas_from_proba
-from bind_core.influence.lowrank import DampedInverse, damped_inverse
+from bind_core.influence.lowrank import DampedInverse
 from bind_core.influence.proximal import lbfgs_finish, proximal_objective
-from bind_core.influence.reduce import GraphReducer
-from bind_core.influence.solvers import (
-    EXACT_MAX_PARAMETERS,
-    SolveInfo,
-    dense_hessian,
-    hessian_columns,
-    retained_hvp,
-)
+from bind_core.influence.reduce import GraphReducer, Reduction
+from bind_core.influence.solvers import SolveInfo
 from bind_core.influence.terms import directional_loss_derivatives
 from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import flat_parameters, probabilities
 from bind_core.models.propagation import GraphInputs
-
-DAMPING_RULE = 1e-3
-"""``μ = DAMPING_RULE·λ_max``: the proximal damping relative to the largest Hessian eigenvalue (a condition
-number of the damped Hessian of at most ~1000; docs/METHOD.md shows where this came from)."""
-
 
 STEPS = 20
 """Damped Newton steps per node at most (the first, then chord steps with the Hessian at ``θ̂`` frozen) towards
@@ -71,17 +63,6 @@ the proximal optimum; each after the first costs one forward and one backward pa
 HALVINGS = 30
 """A step is halved up to this many times until the proximal objective decreases enough (Armijo); a damped Newton
 direction descends, so a small enough step always does."""
-
-
-OPERATORS = ("auto", "dense", "lanczos")
-"""How :class:`Stepper` applies ``(H + μI)⁻¹``: the dense Hessian's eigendecomposition, or Lanczos eigenpairs plus
-damping (:mod:`bind_core.influence.lowrank`); ``auto``: dense up to
-:data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters."""
-
-
-def damping_for(eigenvalues: Tensor, rule: float = DAMPING_RULE) -> float:
-    """The proximal damping ``μ = rule·λ_max`` for a Hessian with these eigenvalues."""
-    return rule * float(eigenvalues.max().clamp(min=0.0))
 
 
 def inputs_without(fm: FunctionalModel, nodes: int | Tensor) -> GraphInputs:
@@ -148,7 +129,9 @@ def step_estimate(
     """
     t0 = time.perf_counter()
     hessian_progress = None if progress is None else (lambda f: progress(0.1 * f))
-    stepper = Stepper(fm, rule=rule, rtol=rtol, steps=steps, tol=tol, operator=operator, progress=hessian_progress)
+    stepper = Stepper.build(
+        fm, rule=rule, rtol=rtol, steps=steps, tol=tol, operator=operator, progress=hessian_progress
+    )
     timings = {"solve": stepper.solve.seconds}
     if on_stepper is not None:
         on_stepper(stepper)
@@ -202,13 +185,44 @@ class Deletion:
     residual: float
 
 
+@dataclass(eq=False)
 class Stepper:
-    """The damped-step machinery for one model: ``(H + μI)⁻¹`` at ``θ̂`` (the dense Hessian's eigendecomposition,
-    or Lanczos eigenpairs plus damping: ``operator``, :data:`OPERATORS`), the damping, the full graph's outputs;
-    :meth:`delete` settles one deletion (a node or a set of training positions)."""
+    """The damped-step machinery for one model: its damped curvature (:class:`DampedCurvature`), the full graph's
+    outputs and Γ at ``θ̂``, and the rows a deletion is judged on; :meth:`delete` settles one deletion (a node or a
+    set of training positions). Made by :meth:`build`; the constructor only stores."""
 
-    def __init__(
-        self,
+    fm: FunctionalModel
+    curvature: DampedCurvature
+    steps: int
+    """Damped steps per deletion at most (the first, then chord steps)."""
+    tol: float
+    """A deletion is settled when the proximal gradient's largest entry is at most this."""
+    full: GraphInputs
+    """The full graph's inputs."""
+    wanted: Tensor
+    """The rows a deletion is judged on: the training nodes, then the test nodes."""
+    base_proba: Tensor
+    """The test nodes' probabilities at ``θ̂`` on ``G``."""
+    gammas: GammaEvaluator
+    base_gamma: Tensor
+    """``[2]``: Γ_SP, Γ_EO at ``θ̂`` on ``G``."""
+    grad_gamma: Tensor
+    """``[2, p]``: their gradients."""
+    grad_objective: Tensor
+    """``∇B(θ̂)``: 0 at any weights, to rounding."""
+    y: Tensor
+    """Every node's label, on the model's device."""
+    reducer: GraphReducer
+    view: Callable[[Reduction], GraphInputs] | None
+    """The training nodes' computation graph, where the objective is evaluated when it is a small part of ``G``."""
+    train_rows: Tensor
+    base_first: Tensor | None = None
+    """The full graph's first-layer output at ``θ̂`` (activated), for Γ's direct term on the computation graph."""
+    first: FirstLayerCache | None = None
+
+    @classmethod
+    def build(
+        cls,
         fm: FunctionalModel,
         *,
         rule: float = DAMPING_RULE,
@@ -217,107 +231,67 @@ class Stepper:
         tol: float = 1e-7,
         operator: str = "auto",
         progress: Callable[[float], None] | None = None,
-    ) -> None:
-        p = fm.num_parameters
-        if operator not in OPERATORS:
-            raise ConfigError(f"operator: {operator!r} is not one of {', '.join(OPERATORS)}")
-        if operator == "auto":
-            operator = "dense" if p <= EXACT_MAX_PARAMETERS else "lanczos"
-        if operator == "dense" and p > EXACT_MAX_PARAMETERS:
-            raise ConfigError(
-                f"the dense damped inverse needs a dense Hessian, and this model has {p} parameters (at most "
-                f"{EXACT_MAX_PARAMETERS}); use operator='lanczos'"
-            )
+    ) -> Stepper:
+        """The stepper of ``fm`` at its weights: the damped curvature (``rule``, ``rtol``, ``operator``:
+        :meth:`DampedCurvature.build`, reporting ``progress``), then the baseline every deletion is measured
+        against. ``steps`` and ``tol`` bound each deletion's chord steps."""
         if steps < 1:
             raise ConfigError(f"steps: {steps!r} must be >= 1")
-        self.fm, self.steps, self.tol = fm, steps, tol
-        theta, g = fm.theta, fm.graph
-        self.m = m = int(g.train_idx.numel())
-        self.train, self.test = g.train_idx.to(fm.device), g.test_idx.to(fm.device)
-        self.y = g.y.to(fm.device)
-        t0 = time.perf_counter()
-        self.lowrank: DampedInverse | None = None
-        if operator == "lanczos":
-            self.lowrank = damped_inverse(
-                retained_hvp(fm.bregman, theta), p, rule=rule, dtype=theta.dtype, device=theta.device,
-                progress=progress,
-            )  # fmt: skip
-            self.mu = self.lowrank.mu
-            self.solve = SolveInfo(
-                "lanczos",
-                seconds=time.perf_counter() - t0,
-                details={"parameters": p, **self.lowrank.details, "method": "step"},
-            )
-        else:
-            hessian = dense_hessian(fm.bregman, theta, hessian_columns(fm), progress=progress)
-            evals, evecs = torch.linalg.eigh(hessian)
-            self.evecs: Tensor = evecs
-            del hessian
-            scale = float(evals.abs().max())
-            kept = evals.abs() > rtol * scale
-            self.mu = mu = damping_for(evals, rule)
-            self.inv = torch.where(kept, 1.0 / (evals.abs() + mu), torch.zeros_like(evals))
-            self.solve = SolveInfo(
-                "exact",
-                seconds=time.perf_counter() - t0,
-                details={
-                    "parameters": p,
-                    "max_eigenvalue": float(evals.max()),
-                    "min_eigenvalue": float(evals.min()),
-                    "dropped_eigenvalues": int((~kept).sum()),
-                    "negative_eigenvalues_flipped": int((evals < -rtol * scale).sum()),
-                    "below_weight_decay": int((evals.abs() < fm.weight_decay).sum()),
-                    "rtol": rtol,
-                    "damping": mu,
-                    "damping_rule": rule,
-                    "method": "step",
-                },
-            )
-        self.full = full_inputs(fm)
-        # The rows a deletion is judged on, training rows first: the last layer computes these only.
-        self.wanted = torch.cat([self.train, self.test])
+        choose_operator(operator, fm.num_parameters)  # a bad operator fails before the curvature's minutes
+        curvature = DampedCurvature.build(fm, rule=rule, rtol=rtol, operator=operator, progress=progress)
+        g, theta = fm.graph, fm.theta
+        full = full_inputs(fm)
+        train, test = g.train_idx.to(fm.device), g.test_idx.to(fm.device)
+        wanted = torch.cat([train, test])  # training rows first: the last layer computes these only
         with torch.no_grad():
-            base_logits = fm.logits(fm.theta, self.wanted, self.full)
-        self.base_proba = probabilities(base_logits[m:])
-        self.gammas = GammaEvaluator(g, fm.groups, fm.device)
-        self.base_gamma = self.gammas(self.base_proba).detach()
-        self.grad_gamma = _gamma_gradients(fm, theta, self.full)  # [2, p]
-        # ∇B(θ̂) of the Bregman objective: 0 at any weights, to rounding (F_S(θ̂) − B(θ̂) = −c_S(θ̂)/m below)
-        self.grad_objective = torch.func.grad(fm.bregman)(theta).detach()
+            base_proba = probabilities(fm.logits(theta, wanted, full)[train.numel() :])
+        gammas = GammaEvaluator(g, fm.groups, fm.device)
         # The training objective is evaluated where it lives: the training nodes' computation graph when that is a
         # small part of the graph (each deletion's training rows then cost what they read), else the whole graph.
         rows = fm.objective_rows()
-        self.reducer = GraphReducer(fm, rows=self.test if rows.nodes is not None else self.wanted)
-        self.view = None if rows.nodes is None else self.reducer.restrict(rows.nodes, rows.train)
-        self.train_rows = rows.train
-        # On the computation graph, Γ's direct term needs the test rows at θ̂ on G − S apart. The first layer's output
-        # there is the full graph's except at the rows whose aggregated features S changes: kept (activated), it
-        # spares a pass over every row.
-        self.base_first: Tensor | None = None
-        self.first: FirstLayerCache | None = None
-        module, z = fm.module, self.full.x_prop
-        deep = self.view is not None and z is not None and len(module.convs) > 1
-        if deep and z is not None and torch.equal(flat_parameters(module)[2], theta):  # the module's weights are θ̂
-            with torch.no_grad():
-                self.base_first = self._act(module.first_layer(z))
-            assert rows.nodes is not None
-            self.first = FirstLayerCache(SplitModel(fm), z, rows.nodes)  # the view's first layer at θ̂, reused
+        reducer = GraphReducer(fm, rows=test if rows.nodes is not None else wanted)
+        view = None if rows.nodes is None else reducer.restrict(rows.nodes, rows.train)
+        base_first, first = _first_layer_at_hat(fm, full, rows.nodes)
+        return cls(
+            fm, curvature, steps, tol, full, wanted, base_proba, gammas, gammas(base_proba).detach(),
+            _gamma_gradients(fm, theta, full), torch.func.grad(fm.bregman)(theta).detach(), g.y.to(fm.device),
+            reducer, view, rows.train, base_first, first,
+        )  # fmt: skip
+
+    @property
+    def m(self) -> int:
+        """The number of training nodes."""
+        return int(self.fm.graph.train_idx.numel())
+
+    @property
+    def train(self) -> Tensor:
+        return self.wanted[: self.m]
+
+    @property
+    def test(self) -> Tensor:
+        return self.wanted[self.m :]
+
+    @property
+    def mu(self) -> float:
+        """The damping ``μ``."""
+        return self.curvature.mu
+
+    @property
+    def solve(self) -> SolveInfo:
+        """How the damped curvature was made (its details gain each deletion batch's figures)."""
+        return self.curvature.solve
+
+    @property
+    def lowrank(self) -> DampedInverse | None:
+        return self.curvature.lowrank
 
     def solve_damped(self, vec: Tensor) -> Tensor:
-        """``(H + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
-        operator its low-rank-plus-damping approximation (the chord steps correct it on the exact gradient)."""
-        if self.lowrank is not None:
-            return self.lowrank.apply(vec)
-        inv = self.inv if vec.ndim == 1 else self.inv.unsqueeze(1)
-        return self.evecs @ (inv * (self.evecs.T @ vec))
+        """``(H + μI)⁻¹·vec`` (:meth:`DampedCurvature.apply`)."""
+        return self.curvature.apply(vec)
 
     def solve_damped_exactly(self, vec: Tensor) -> Tensor:
-        """``(H + μI)⁻¹·vec`` to rounding: the dense inverse, or CG preconditioned by the Lanczos operator."""
-        if self.lowrank is None:
-            return self.solve_damped(vec)
-        out, record = self.lowrank.solve(vec)
-        self.solve.details |= record
-        return out
+        """``(H + μI)⁻¹·vec`` to rounding (:meth:`DampedCurvature.apply_exactly`)."""
+        return self.curvature.apply_exactly(vec)
 
     def delete(self, positions: list[int]) -> Deletion:
         """Settle the deletion of the training nodes at ``positions`` together (see :func:`step_estimate`)."""
@@ -428,6 +402,21 @@ class Stepper:
             return probabilities(self.fm.logits(at, self.test, reduced))
 
 
+def _first_layer_at_hat(
+    fm: FunctionalModel, full: GraphInputs, nodes: Tensor | None
+) -> tuple[Tensor | None, FirstLayerCache | None]:
+    """On the computation graph (``nodes``), Γ's direct term needs the test rows at ``θ̂`` on ``G − S`` apart. The
+    first layer's output there is the full graph's except at the rows whose aggregated features ``S`` changes: kept
+    (activated), it spares a pass over every row; and the view's first layer at ``θ̂``, reused. ``(None, None)`` for
+    one-layer models, without a computation graph, or when the module's weights are not ``θ̂``."""
+    module, z = fm.module, full.x_prop
+    if nodes is None or z is None or len(module.convs) < 2 or not torch.equal(flat_parameters(module)[2], fm.theta):
+        return None, None
+    with torch.no_grad():
+        base_first = ACTIVATION_FNS[module.config.activation](module.first_layer(z))
+    return base_first, FirstLayerCache(SplitModel(fm), z, nodes)
+
+
 def step_set_estimates(
     fm: FunctionalModel,
     sets: list[list[int]],
@@ -440,7 +429,7 @@ def step_set_estimates(
     """The step estimate of deleting each set of training positions together (one step from θ̂ for the whole set
     on ``G − S``, Γ exactly there), rather than the sum of its members' estimates, which for a flat objective
     can add up past anything the set can do."""
-    stepper = stepper or Stepper(fm, rule=rule, steps=steps, tol=tol)
+    stepper = stepper or Stepper.build(fm, rule=rule, steps=steps, tol=tol)
     return [stepper.delete(list(positions)) for positions in sets]
 
 

@@ -302,7 +302,7 @@ def _set_estimator(
     if details.get("method") != "step":
         return None
     operator = "lanczos" if influence.solve.solver == "lanczos" else "dense"  # the estimate's own operator
-    stepper = Stepper(
+    stepper = Stepper.build(
         FunctionalModel.from_trained(model, graph, groups), rule=details["damping_rule"], operator=operator,
         progress=hold,
     )  # fmt: skip

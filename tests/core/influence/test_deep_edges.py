@@ -39,7 +39,7 @@ def test_first_order_values_equal_one_damped_step_on_the_rebuilt_graph(graph: Gr
     """The batched path (only the changed rows recomputed) gives, per edge, exactly the first damped step's
     ∇Γᵀ·Δθ and the direct term that the stepper computes from G − e rebuilt from scratch."""
     model = _model(graph, **arch)
-    stepper = Stepper(FunctionalModel.from_trained(model, graph))
+    stepper = Stepper.build(FunctionalModel.from_trained(model, graph))
     edges = undirected_edges(graph)[:60]
     got = estimate_edges_deep(model, graph, edges=edges, settle=0, stepper=stepper)
     assert got.settled is not None and not bool(got.settled.any())
@@ -121,6 +121,6 @@ def test_bad_arguments_are_refused(graph: Graph) -> None:
 def test_a_stepper_made_for_other_weights_is_refused(graph: Graph) -> None:
     model = _model(graph, arch="gcn", layers=2)
     other = _model(graph, arch="gcn", layers=2, hidden=5)
-    stepper = Stepper(FunctionalModel.from_trained(other, graph))
+    stepper = Stepper.build(FunctionalModel.from_trained(other, graph))
     with pytest.raises(ConfigError, match="stepper"):
         estimate_edges_deep(model, graph, stepper=stepper)

@@ -13,11 +13,12 @@ import torch
 
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
+from bind_core.influence.curvature import DAMPING_RULE
 from bind_core.influence.estimate import solve_hessian
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.lowrank import damped_inverse
 from bind_core.influence.solvers import dense_hessian
-from bind_core.influence.step import DAMPING_RULE, step_estimate
+from bind_core.influence.step import step_estimate
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, train
 

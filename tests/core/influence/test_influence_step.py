@@ -11,10 +11,11 @@ from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import proximal_reoptimize, validate
 from bind_core.influence import estimate
 from bind_core.influence.arguments import InfluenceArguments
+from bind_core.influence.curvature import damping_for
 from bind_core.influence.estimate import choose_method
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.reduce import GraphReducer
-from bind_core.influence.step import Stepper, damping_for, step_estimate
+from bind_core.influence.step import Stepper, step_estimate
 from bind_core.models.gnn import GNN, ModelConfig, flat_parameters, node_losses, unflatten_parameters
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.fit import TrainConfig, TrainedModel, train
@@ -170,7 +171,7 @@ def test_a_two_layer_audit_checks_itself_against_the_proximal_response_and_repor
 def test_node_sets_are_estimated_by_their_own_step_and_stay_within_what_a_set_can_do(graph: Graph) -> None:
     model = _model(graph, arch="gcn", layers=2)
     fm = FunctionalModel.from_trained(model, graph)
-    stepper = Stepper(fm)
+    stepper = Stepper.build(fm)
     single = step_estimate(fm)
     assert torch.allclose(stepper.delete([5]).delta, single.delta[5], rtol=1e-9, atol=1e-13)
     result = estimate(model, graph)
@@ -270,7 +271,7 @@ def test_the_first_layer_kept_at_theta_hat_gives_the_exact_value_and_gradient(ar
     torch.manual_seed(0)
     module = GNN(ModelConfig(arch=arch, layers=2, hidden=4), sparse.num_features, sparse.num_classes)
     fm = FunctionalModel.from_trained(TrainedModel(module.double().eval(), module.config, TrainConfig()), sparse)
-    stepper = Stepper(fm)
+    stepper = Stepper.build(fm)
     cache, view = stepper.first, stepper.view
     assert cache is not None and view is not None
     split = cache.split
@@ -307,10 +308,10 @@ def test_deletions_settled_on_the_computation_graph_equal_those_on_the_whole_gra
     sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
     model = train(sparse, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8))
     fm = FunctionalModel.from_trained(model, sparse)
-    on_part = Stepper(fm)
+    on_part = Stepper.build(fm)
     assert on_part.view is not None and on_part.base_first is not None  # the direct term from the kept first layer
     assert on_part.first is not None  # and the evaluations at θ̂ and the test rows' pass from the kept rows
-    whole = Stepper(fm)
+    whole = Stepper.build(fm)
     whole.view = None  # the objective on the whole reduced graph
     for positions in ([0], [7], [0, 5, 9]):
         a, b = on_part.delete(positions), whole.delete(positions)

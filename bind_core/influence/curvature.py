@@ -1,0 +1,144 @@
+"""The damped curvature a step estimate moves by: ``(B″ + μI)⁻¹`` at the given weights ``θ̂``.
+
+``B`` is the proximal Bregman objective of the weights as given (:meth:`FunctionalModel.bregman
+<bind_core.influence.functional.FunctionalModel.bregman>`), so ``B″(θ̂)`` is the Gauss–Newton matrix plus the weight
+decay: positive semi-definite at any weights (docs/METHOD.md, "The model as given"). The damping follows a rule,
+``μ = DAMPING_RULE·λ_max`` (:func:`damping_for`). It is applied either from the dense matrix's eigendecomposition or,
+matrix-free, from Lanczos eigenpairs plus damping (:mod:`bind_core.influence.lowrank`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from bind_core.errors import ConfigError
+from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.lowrank import DampedInverse, damped_inverse
+from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns, retained_hvp
+
+DAMPING_RULE = 1e-3
+"""``μ = DAMPING_RULE·λ_max``: the proximal damping relative to the largest curvature eigenvalue (a condition
+number of the damped matrix of at most ~1000; docs/METHOD.md shows where this came from)."""
+
+OPERATORS = ("auto", "dense", "lanczos")
+"""How ``(B″ + μI)⁻¹`` is applied: the dense matrix's eigendecomposition, or Lanczos eigenpairs plus damping;
+``auto``: dense up to :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters."""
+
+
+def damping_for(eigenvalues: Tensor, rule: float = DAMPING_RULE) -> float:
+    """The proximal damping ``μ = rule·λ_max`` for a curvature with these eigenvalues."""
+    return rule * float(eigenvalues.max().clamp(min=0.0))
+
+
+def choose_operator(operator: str, num_parameters: int) -> str:
+    """``operator`` made concrete for a model of ``num_parameters``; a :class:`ConfigError` for one it cannot take."""
+    if operator not in OPERATORS:
+        raise ConfigError(f"operator: {operator!r} is not one of {', '.join(OPERATORS)}")
+    if operator == "auto":
+        return "dense" if num_parameters <= EXACT_MAX_PARAMETERS else "lanczos"
+    if operator == "dense" and num_parameters > EXACT_MAX_PARAMETERS:
+        raise ConfigError(
+            f"the dense damped inverse needs a dense Hessian, and this model has {num_parameters} parameters (at "
+            f"most {EXACT_MAX_PARAMETERS}); use operator='lanczos'"
+        )
+    return operator
+
+
+@dataclass
+class DampedCurvature:
+    """``(B″ + μI)⁻¹`` at ``θ̂``: from the eigendecomposition (``evecs``, ``inv``) or a Lanczos operator
+    (``lowrank``). Made by :meth:`build`; the constructor only stores."""
+
+    mu: float
+    """The damping ``μ``."""
+    solve: SolveInfo
+    """How it was made: the operator, its seconds and the spectrum's figures."""
+    evecs: Tensor | None = None
+    """``[p, p]``: the eigenvectors (dense)."""
+    inv: Tensor | None = None
+    """``[p]``: ``1/(|λ| + μ)`` on the kept eigenvalues, 0 on the dropped (dense)."""
+    lowrank: DampedInverse | None = None
+    """The Lanczos operator (matrix-free)."""
+
+    @classmethod
+    def build(
+        cls,
+        fm: FunctionalModel,
+        *,
+        rule: float = DAMPING_RULE,
+        rtol: float = 1e-9,
+        operator: str = "auto",
+        progress: Callable[[float], None] | None = None,
+    ) -> DampedCurvature:
+        """The damped curvature of ``fm``'s Bregman objective at its weights.
+
+        Args:
+            fm: the model as given, on its graph.
+            rule: the damping rule (``μ = rule·λ_max``).
+            rtol: eigenvalues below ``rtol·|λ|_max`` are dropped (flat symmetry directions; dense only).
+            operator: :data:`OPERATORS`.
+            progress: ``progress(fraction)`` while the matrix or the eigenpairs are formed.
+        """
+        if choose_operator(operator, fm.num_parameters) == "lanczos":
+            return cls._lanczos(fm, rule, progress)
+        return cls._dense(fm, rule, rtol, progress)
+
+    @classmethod
+    def _lanczos(cls, fm: FunctionalModel, rule: float, progress: Callable[[float], None] | None) -> DampedCurvature:
+        t0 = time.perf_counter()
+        theta = fm.theta
+        lowrank = damped_inverse(
+            retained_hvp(fm.bregman, theta), fm.num_parameters, rule=rule, dtype=theta.dtype, device=theta.device,
+            progress=progress,
+        )  # fmt: skip
+        details = {"parameters": fm.num_parameters, **lowrank.details, "method": "step"}
+        return cls(lowrank.mu, SolveInfo("lanczos", seconds=time.perf_counter() - t0, details=details), lowrank=lowrank)
+
+    @classmethod
+    def _dense(
+        cls, fm: FunctionalModel, rule: float, rtol: float, progress: Callable[[float], None] | None
+    ) -> DampedCurvature:
+        t0 = time.perf_counter()
+        matrix = dense_hessian(fm.bregman, fm.theta, hessian_columns(fm), progress=progress)
+        evals, evecs = torch.linalg.eigh(matrix)
+        del matrix
+        scale = float(evals.abs().max())
+        kept = evals.abs() > rtol * scale
+        mu = damping_for(evals, rule)
+        inv = torch.where(kept, 1.0 / (evals.abs() + mu), torch.zeros_like(evals))
+        details = {
+            "parameters": fm.num_parameters,
+            "max_eigenvalue": float(evals.max()),
+            "min_eigenvalue": float(evals.min()),
+            "dropped_eigenvalues": int((~kept).sum()),
+            "negative_eigenvalues_flipped": int((evals < -rtol * scale).sum()),
+            "below_weight_decay": int((evals.abs() < fm.weight_decay).sum()),
+            "rtol": rtol,
+            "damping": mu,
+            "damping_rule": rule,
+            "method": "step",
+        }
+        return cls(mu, SolveInfo("exact", seconds=time.perf_counter() - t0, details=details), evecs=evecs, inv=inv)
+
+    def apply(self, vec: Tensor) -> Tensor:
+        """``(B″ + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos
+        operator its low-rank-plus-damping approximation (the chord steps correct it on the exact gradient)."""
+        if self.lowrank is not None:
+            return self.lowrank.apply(vec)
+        assert self.evecs is not None and self.inv is not None
+        inv = self.inv if vec.ndim == 1 else self.inv.unsqueeze(1)
+        return self.evecs @ (inv * (self.evecs.T @ vec))
+
+    def apply_exactly(self, vec: Tensor) -> Tensor:
+        """``(B″ + μI)⁻¹·vec`` to rounding: the dense inverse, or CG preconditioned by the Lanczos operator (its
+        record joins ``solve.details``)."""
+        if self.lowrank is None:
+            return self.apply(vec)
+        out, record = self.lowrank.solve(vec)
+        self.solve.details |= record
+        return out
