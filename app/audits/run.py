@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.audits import repository as jobs
 from app.audits.budget import check_budget, cost_of
+from app.audits.engine import LIBRARY, AuditOutput, Engine
 from app.audits.failures import problem_for
 from app.audits.guard import AuditGuard, LimitExceeded
 from app.audits.progress import ProgressReporter
@@ -26,7 +27,7 @@ from app.core.lease import Lease, LeaseLost
 from app.core.logs import audit_id as audit_id_var
 from app.core.publisher import Publisher
 from app.core.settings import Settings
-from app.graphs.loading import GraphGone, load_graph
+from app.graphs.loading import GraphGone
 from app.influence import chunks
 from app.influence.tasks import chunk_sender
 from app.integrations.mlflow_log import log_succeeded_audit
@@ -36,12 +37,9 @@ from app.webhooks.tasks import send_deliveries
 from bind_core import (
     AuditCancelled,
     AuditConfig,
-    AuditResult,
     ConfigError,
     DatasetNotFoundError,
     Graph,
-    TrainedModel,
-    run_audit,
 )
 from bind_core.pipeline import planned_stages
 
@@ -65,23 +63,40 @@ def execute(
     device: str,
     publisher: Publisher | None = None,
     send_chunks: chunks.SendChunks | None = None,
+    engine: Engine = LIBRARY,
 ) -> Outcome:
     """Run one attempt at the audit whose turn it is (see `app.audits.repository.claim`): the message names
     ``audit_id``, but a free worker takes the next audit in the rotation between tenants (`app.audits.turns`),
-    which may be another one; the returned outcome names the audit that ran.
+    which may be another one; the returned outcome names the audit that ran. Claim, then compute (load the graph,
+    run the audit under the guard), then store.
 
     With ``BIND_INFLUENCE_CHUNKS`` above 1 and a training set of at least ``BIND_INFLUENCE_CHUNK_MIN_TRAIN``
     nodes, the influence estimate's per-node part is split into chunks (`app.influence.chunks`): ``send_chunks``
     sends their tasks to the other workers (default: through ``publisher``), and this one computes whatever
     they have not taken. The webhook deliveries of the outcome are sent through ``publisher``; without one they
-    wait for :func:`app.webhooks.delivery.resend_stale`.
+    wait for :func:`app.webhooks.delivery.resend_stale`. ``engine`` loads and computes (:data:`LIBRARY`; tests
+    pass a double).
 
     Never raises for a problem with the audit itself: a failure is recorded on the row. Database errors
     propagate: the attempt's heartbeat then stops, and the sweeper retries the audit (at most
     ``BIND_MAX_ATTEMPTS`` attempts in all).
     """
+    claim = _claim(audit_id, sessions, settings, device)
+    if isinstance(claim, Outcome):
+        return claim
     if send_chunks is None and publisher is not None:
         send_chunks = chunk_sender(publisher)
+    attempt = Attempt(claim, sessions, settings, device, engine, send_chunks)
+    computed = attempt.compute()
+    if isinstance(computed, Exception):
+        return _store_failure(attempt, computed, publisher)
+    if isinstance(computed, Outcome):
+        return computed
+    return _store_success(attempt, computed, publisher)
+
+
+def _claim(audit_id: str, sessions: sessionmaker[Session], settings: Settings, device: str) -> Claim | Outcome:
+    """The claimed audit, or the outcome of a message with nothing to run."""
     try:
         key = uuid.UUID(audit_id)
     except ValueError:
@@ -98,86 +113,142 @@ def execute(
         return Outcome(audit_id, "skipped")
     if claim.audit_id != key:
         log.info("audit %s's message: audit %s has the turn", audit_id, claim.audit_id)
-    audit_id = str(claim.audit_id)
-    audit_id_var.set(audit_id[:64])  # the caller (`app.audits.tasks.run_audit`) resets it
-    log.info("audit %s: attempt %d on %s", audit_id, claim.attempt, device)
+    audit_id_var.set(str(claim.audit_id)[:64])  # the caller (`app.audits.tasks.run_audit`) resets it
+    log.info("audit %s: attempt %d on %s", claim.audit_id, claim.attempt, device)
+    return claim
 
-    def beat(stage: str | None, progress: float | None) -> Lease:
-        with sessions.begin() as session:
-            return jobs.beat(session, claim, stage, progress)
 
-    reporter = ProgressReporter(
-        beat, min_interval=settings.progress_interval, heartbeat_interval=settings.heartbeat_interval
-    )
+@dataclass
+class Computed:
+    """A computed audit, ready to store: the stored payload, and the result it came from."""
+
+    payload: dict[str, Any]
+    result: AuditOutput
+
+
+@dataclass
+class Attempt:
+    """One attempt's compute step: load the graph, check the budget, prepare a supplied model and run the audit,
+    with progress, heartbeats and the resource guard."""
+
+    claim: Claim
+    sessions: sessionmaker[Session]
+    settings: Settings
+    device: str
+    engine: Engine
+    send_chunks: chunks.SendChunks | None
     stage: str | None = None
-    guard = AuditGuard(
-        memory=settings.audit_memory_guard,
-        seconds=settings.audit_max_seconds,
-        address_space=device == "cpu",
-    )
-    try:
-        with reporter, guard:
-            graph = _load_graph(sessions, claim, settings)
-            config = AuditConfig.from_dict(claim.config)
-            _check_budget(sessions, claim, graph, config, settings)
-            overall = OverallProgress(planned_stages(config))
+    guard: AuditGuard = field(init=False)
 
-            def progress(current: str, fraction: float) -> None:
-                nonlocal stage
-                guard.check()
-                stage, total = overall(current, fraction)
-                reporter(stage, total)
+    def __post_init__(self) -> None:
+        self.guard = AuditGuard(
+            memory=self.settings.audit_memory_guard,
+            seconds=self.settings.audit_max_seconds,
+            address_space=self.device == "cpu",
+        )
 
-            model, supplied = None, None
-            if claim.model_id is not None:
-                with sessions() as session:
-                    parts = jobs.model_parts(session, claim.model_id)
-                progress("training", 0.0)
-                model, supplied = prepare_model(
-                    parts, claim.model_id, graph, config, device, progress=lambda f: progress("training", f)
-                )
-            distributed: dict[str, Any] | None = None
-            n_chunks = chunks.wanted(settings, graph)
-            if n_chunks and "influence" in config.stages:
-                result, distributed = _run_distributed(
-                    graph, config, claim, model, n_chunks, sessions=sessions, settings=settings, device=device,
-                    progress=progress, send_chunks=send_chunks,
-                )  # fmt: skip
-            else:
-                result = run_audit(graph, config, progress=progress, device=device, model=model)
-            reporter.check()
-            payload = _payload(result)
-            if supplied is not None:
-                payload["results"]["supplied_model"] = supplied
-            if distributed is not None and payload["results"].get("influence_summary") is not None:
-                payload["results"]["influence_summary"]["distributed"] = distributed
-    except AuditCancelled:
-        log.info("audit %s: stopped in stage %s; %d bytes of resident memory added at most", audit_id, stage,
-                 guard.added_peak)  # fmt: skip
-        return _cancelled(sessions, claim)
-    except LeaseLost:
-        log.warning("audit %s: attempt %d lost its lease; another attempt owns it", audit_id, claim.attempt)
-        return Outcome(audit_id, "lost", claim.attempt)
-    except Exception as exc:
-        over = exc if isinstance(exc, LimitExceeded) else guard.memory_failure(exc)
-        if over is not None:
-            log.warning("audit %s stopped in stage %s: %s (resident memory added: %d bytes at most)", audit_id,
-                        stage, over, guard.added_peak)  # fmt: skip
+    @property
+    def audit_id(self) -> str:
+        return str(self.claim.audit_id)
+
+    def compute(self) -> Computed | Outcome | Exception:
+        """The computed audit; the outcome of a cancelled or lost attempt; or the exception that failed it."""
+
+        def beat(stage: str | None, progress: float | None) -> Lease:
+            with self.sessions.begin() as session:
+                return jobs.beat(session, self.claim, stage, progress)
+
+        reporter = ProgressReporter(
+            beat, min_interval=self.settings.progress_interval, heartbeat_interval=self.settings.heartbeat_interval
+        )
+        try:
+            with reporter, self.guard:
+                computed = self._run(reporter)
+                reporter.check()
+                return computed
+        except AuditCancelled:
+            log.info("audit %s: stopped in stage %s; %d bytes of resident memory added at most", self.audit_id,
+                     self.stage, self.guard.added_peak)  # fmt: skip
+            return _cancelled(self.sessions, self.claim)
+        except LeaseLost:
+            log.warning("audit %s: attempt %d lost its lease; another attempt owns it", self.audit_id,
+                        self.claim.attempt)  # fmt: skip
+            return Outcome(self.audit_id, "lost", self.claim.attempt)
+        except Exception as exc:
+            return exc
+
+    def _run(self, reporter: ProgressReporter) -> Computed:
+        claim, sessions = self.claim, self.sessions
+        graph = self.engine.load(sessions, self.settings, claim)
+        config = AuditConfig.from_dict(claim.config)
+        _check_budget(sessions, claim, graph, config, self.settings)
+        overall = OverallProgress(planned_stages(config))
+
+        def progress(current: str, fraction: float) -> None:
+            self.guard.check()
+            self.stage, total = overall(current, fraction)
+            reporter(self.stage, total)
+
+        model, supplied = None, None
+        if claim.model_id is not None:
+            with sessions() as session:
+                parts = jobs.model_parts(session, claim.model_id)
+            progress("training", 0.0)
+            model, supplied = prepare_model(
+                parts, claim.model_id, graph, config, self.device, progress=lambda f: progress("training", f)
+            )
+        distributed: dict[str, Any] | None = None
+        n_chunks = chunks.wanted(self.settings, graph)
+        if n_chunks and "influence" in config.stages:
+            coordinator = chunks.Coordinator(
+                sessions, self.settings, claim.audit_id, claim.attempt, model, graph, self.device, n_chunks, progress,
+                self.send_chunks,
+            )  # fmt: skip
+            result = self.engine.compute(
+                graph, config, progress=progress, device=self.device, model=model, chunk_runner=coordinator
+            )
+            distributed = coordinator.record
         else:
-            log.exception("audit %s failed in stage %s (attempt %d)", audit_id, stage, claim.attempt)
-        problem = problem_for(_unwrap(over or exc), audit_id=audit_id, stage=stage)
-        with sessions.begin() as session:
-            lease = jobs.fail(session, claim, problem)
-            deliveries = events.audit_finished(session, claim.audit_id) if lease is Lease.HELD else []
-        _send(publisher, deliveries)
-        return _settled(sessions, claim, lease, "failed")
-    with sessions.begin() as session:  # one transaction; a fenced miss has written nothing
+            result = self.engine.compute(graph, config, progress=progress, device=self.device, model=model)
+        payload = _payload(result)
+        if supplied is not None:
+            payload["results"]["supplied_model"] = supplied
+        if distributed is not None and payload["results"].get("influence_summary") is not None:
+            payload["results"]["influence_summary"]["distributed"] = distributed
+        return Computed(payload, result)
+
+
+def _store_failure(attempt: Attempt, exc: Exception, publisher: Publisher | None) -> Outcome:
+    """Record why the attempt failed (a problem document), and tell the webhooks."""
+    claim, guard, stage = attempt.claim, attempt.guard, attempt.stage
+    over = exc if isinstance(exc, LimitExceeded) else guard.memory_failure(exc)
+    if over is not None:
+        log.warning("audit %s stopped in stage %s: %s (resident memory added: %d bytes at most)", attempt.audit_id,
+                    stage, over, guard.added_peak)  # fmt: skip
+    else:
+        log.error("audit %s failed in stage %s (attempt %d)", attempt.audit_id, stage, claim.attempt, exc_info=exc)
+    problem = problem_for(_unwrap(over or exc), audit_id=attempt.audit_id, stage=stage)
+    with attempt.sessions.begin() as session:
+        lease = jobs.fail(session, claim, problem)
+        deliveries = events.audit_finished(session, claim.audit_id) if lease is Lease.HELD else []
+    _send(publisher, deliveries)
+    return _settled(attempt.sessions, claim, lease, "failed")
+
+
+def _store_success(attempt: Attempt, computed: Computed, publisher: Publisher | None) -> Outcome:
+    """Store the results, the influence and edge rows and the weights in one transaction (a fenced miss writes
+    nothing), tell the webhooks and log the audit to MLflow when configured."""
+    claim, payload = attempt.claim, computed.payload
+    with attempt.sessions.begin() as session:
         lease = jobs.succeed(session, claim, **payload)
         deliveries = events.audit_finished(session, claim.audit_id) if lease is Lease.HELD else []
     _send(publisher, deliveries)
-    outcome = _settled(sessions, claim, lease, "succeeded")
+    outcome = _settled(attempt.sessions, claim, lease, "succeeded")
     if outcome.status == "succeeded":
-        log_succeeded_audit(settings, audit_id, result.config.to_dict(), payload["results"], payload["influence"])
+        log_succeeded_audit(
+            attempt.settings, attempt.audit_id, computed.result.config.to_dict(), payload["results"],
+            payload["influence"],
+        )  # fmt: skip
     return outcome
 
 
@@ -186,8 +257,6 @@ def _check_budget(
 ) -> None:
     """The API's budget check again, now that the graph is loaded (a built-in dataset's sizes are known only
     here; the limits may also have changed since the audit was queued)."""
-    if not isinstance(graph, Graph):  # a stand-in (the runner's tests)
-        return
     supplied = None
     if claim.model_id is not None:
         with sessions() as session:
@@ -200,29 +269,6 @@ def _check_budget(
     check_budget(cost, settings)
 
 
-def _run_distributed(
-    graph: Graph,
-    config: AuditConfig,
-    claim: Claim,
-    model: TrainedModel | None,
-    n_chunks: int,
-    *,
-    sessions: sessionmaker[Session],
-    settings: Settings,
-    device: str,
-    progress: chunks.Progress,
-    send_chunks: chunks.SendChunks | None,
-) -> tuple[AuditResult, dict[str, Any] | None]:
-    """`run_audit` with the influence estimate's per-node part spread over workers (`app.influence.chunks`): the
-    coordinator receives the plan and the model (trained by `run_audit`, or the supplied one) and returns the
-    chunks. Also returns how many chunks ran, on which workers and devices."""
-    coordinator = chunks.Coordinator(
-        sessions, settings, claim.audit_id, claim.attempt, model, graph, device, n_chunks, progress, send_chunks
-    )
-    result = run_audit(graph, config, progress=progress, device=device, model=model, chunk_runner=coordinator)
-    return result, coordinator.record
-
-
 def _send(publisher: Publisher | None, deliveries: list[uuid.UUID]) -> None:
     """Send the webhook deliveries the outcome's transaction wrote (a lost send is re-sent later)."""
     if publisher is None or not deliveries:
@@ -233,14 +279,10 @@ def _send(publisher: Publisher | None, deliveries: list[uuid.UUID]) -> None:
         log.warning("could not send %d webhook deliveries; they are re-sent later", len(deliveries), exc_info=True)
 
 
-def _load_graph(sessions: sessionmaker[Session], claim: Claim, settings: Settings) -> Graph:
-    return load_graph(sessions, settings, claim.graph_id, claim.dataset)
-
-
-def _payload(result: AuditResult) -> dict[str, Any]:
+def _payload(result: AuditOutput) -> dict[str, Any]:
     """What `jobs.succeed` stores, prepared before its transaction (an error here fails the audit); the edge rows
     are made a batch at a time while they are inserted (they can be millions)."""
-    model = getattr(result, "model", None)
+    model = result.model
     return {
         "results": result.to_dict(),
         "influence": result.influence_rows(),

@@ -16,12 +16,11 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audits import run as runner
+from app.audits.engine import LIBRARY, Engine
 from app.core.db.session import now
 from app.core.db.tables import Audit, InfluenceRow
 from app.core.settings import Settings
-from app.graphs import loading
-from bind_core import ConfigError
-from bind_core.pipeline.audit import AuditConfig
+from bind_core import AuditConfig, ConfigError, Graph, synthetic
 
 Progress = Callable[[str, float], None]
 
@@ -58,26 +57,33 @@ def rows(n: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+_ENGINE: dict[str, Engine] = {}
+"""The engine the test installed (:func:`fake_audit`); without one, the service's own."""
+
+
 @pytest.fixture
-def fake_audit(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[Progress], FakeResult]], None]:
-    """Replace graph loading, config parsing and `run_audit`; the body gets the progress callback."""
+def fake_audit() -> Iterator[Callable[[Callable[[Progress], FakeResult]], None]]:
+    """A typed double of the attempt's engine (:class:`app.audits.engine.Engine`): a small real graph, and the audit
+    replaced by ``body``, which gets the progress callback."""
+    graph = synthetic(80, seed=0)
 
     def install(body: Callable[[Progress], FakeResult]) -> None:
-        monkeypatch.setattr(loading, "load", lambda name, root: object())
-        monkeypatch.setattr(runner.AuditConfig, "from_dict", classmethod(lambda cls, d: AuditConfig()))
-
-        def fake_run_audit(
-            graph: object, config: object, *, progress: Progress, device: str, model: object = None
-        ) -> FakeResult:
+        def compute(
+            graph: Graph, config: AuditConfig | None = None, *, progress: Any = None, model: Any = None,
+            device: str = "cpu", chunk_runner: Any = None,
+        ) -> FakeResult:  # fmt: skip
+            assert progress is not None
             return body(progress)
 
-        monkeypatch.setattr(runner, "run_audit", fake_run_audit)
+        _ENGINE["engine"] = Engine(load=lambda sessions, settings, claim: graph, compute=compute)
 
-    return install
+    yield install
+    _ENGINE.clear()
 
 
 def run(audit_id: uuid.UUID, sessions: sessionmaker[Session], settings: Settings) -> runner.Outcome:
-    return runner.execute(str(audit_id), sessions=sessions, settings=settings, device="cpu")
+    engine = _ENGINE.get("engine", LIBRARY)
+    return runner.execute(str(audit_id), sessions=sessions, settings=settings, device="cpu", engine=engine)
 
 
 def get(sessions: sessionmaker[Session], audit_id: uuid.UUID) -> Audit:

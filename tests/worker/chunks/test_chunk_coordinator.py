@@ -16,11 +16,11 @@ from chunkhelp import LEASE, chunk_rows, claim, store_plan
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.audits import run as runner
 from app.audits.progress import Cancelled
 from app.core.db.session import now
 from app.core.db.tables import Audit, InfluenceChunkRecord, InfluencePlanRecord
 from app.core.settings import Settings
+from app.graphs import loading
 from app.influence import chunk_rows as stored
 from app.influence import chunks
 from app.influence.chunks import Coordinator
@@ -44,7 +44,7 @@ def test_a_chunk_task_computes_skips_and_gives_up(
 
     def load_graph(graph_id: uuid.UUID | None, dataset: str | None) -> Graph:
         loads.append(graph_id)
-        return runner.load_graph(pg, pg_settings, graph_id, dataset)
+        return loading.load_graph(pg, pg_settings, graph_id, dataset)
 
     def run(index: int, worker: str = "w2:1") -> str:
         return chunks.execute_chunk(
@@ -157,7 +157,7 @@ def test_other_workers_chunks_are_used_and_a_dead_ones_reclaimed(
     helpers: list[threading.Thread] = []
 
     def load_graph(graph_id: uuid.UUID | None, dataset: str | None) -> Graph:
-        return runner.load_graph(pg, pg_settings, graph_id, dataset)
+        return loading.load_graph(pg, pg_settings, graph_id, dataset)
 
     def send(plan_id: uuid.UUID, indices: list[int]) -> None:
         slow = claim(pg, plan_id, "slow:2", index=0)

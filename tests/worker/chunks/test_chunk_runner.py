@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.audits import run as runner
 from app.core.db.tables import Audit, EdgeInfluenceRow, InfluenceRow
 from app.core.settings import Settings
+from app.graphs import loading
 from app.influence import chunks
 from bind_core import Graph
 
@@ -42,7 +43,7 @@ def test_the_runner_splits_influence_and_stores_what_one_worker_would(
             sent.append(i)
             chunks.execute_chunk(
                 str(plan_id), i, sessions=pg, settings=pg_settings, device="cpu", worker="other:9",
-                load_graph=lambda g, d: runner.load_graph(pg, pg_settings, g, d),
+                load_graph=lambda g, d: loading.load_graph(pg, pg_settings, g, d),
             )  # fmt: skip
 
     results: dict[str, Any] = {}
