@@ -185,6 +185,18 @@ def run_audit(
     """Run the audit's stages on ``graph`` (see :data:`STAGES` and :func:`~bind_core.pipeline.stages.planned_stages`)
     and return everything they produced.
 
+    Args:
+        graph: the graph to audit, with its split.
+        config: what to run and how (default :class:`AuditConfig`: the paper's GCN and budgets).
+        progress: ``progress(stage, fraction)``; see below.
+        model: a model to audit as given (skips training); default: train one with ``config``'s recipe.
+        device: where to compute.
+        chunk_runner: computes the linear estimate's per-node terms from its plan; see below.
+
+    Returns:
+        An :class:`AuditResult`: the model, its metrics, the influence estimate and every other stage's section;
+        ``typed()`` gives them as :class:`~bind_core.pipeline.results.AuditResults`.
+
     ``progress(stage, fraction)`` is called as each stage advances, also inside every long loop (training epochs,
     the polish's evaluations and Newton steps, Hessian columns, solver iterations, the per-node terms, every
     retraining), so that the work can be stopped within about one such step: when it returns ``False`` the audit

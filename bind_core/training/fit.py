@@ -266,10 +266,21 @@ def train(
     progress: ProgressCallback | None = None,
     device: str | torch.device = "cpu",
 ) -> TrainedModel:
-    """Train a GNN on ``graph`` (full batch, Adam, best validation loss kept, then polished).
+    """Train a GNN on ``graph`` with the recipe ``config``: Adam or SGD on full batches or sampled mini-batches, the
+    weights of the best validation loss kept (or the last), early stopping with ``patience``, then the polish to a
+    stationary point when ``config.polish`` (the paper's recipe; on by default).
 
-    Deterministic for a given ``config.seed`` on the CPU. ``progress("training", f)`` is called about a
-    hundred times with ``f`` in [0, 1].
+    Deterministic for a given ``config.seed`` on the CPU.
+
+    Args:
+        graph: the graph, with its train/validation/test split.
+        config: the recipe (default :class:`TrainConfig`: the paper's).
+        model: the architecture (default :class:`~bind_core.models.gnn.ModelConfig`: the paper's one-layer GCN).
+        progress: ``progress("training", f)``, called about a hundred times with ``f`` in [0, 1].
+        device: where to train.
+
+    Returns:
+        The trained model, with its training history (float64 after the polish; float32 without it).
     """
     config = config or TrainConfig()
     model = model or ModelConfig()

@@ -32,8 +32,18 @@ MAX_SENSITIVE_VALUES = 10
 
 
 def from_files(nodes: str | Path, edges: str | Path | None = None, **options: Any) -> Graph:
-    """The graph of :func:`ingest_files` (the same keyword arguments), without the report of what reading it
-    did."""
+    """A graph from your files: a node table (CSV or Parquet) and an edge list.
+
+    Args:
+        nodes: the node table, one row per node.
+        edges: the edge list (two columns of node ids); ``None`` for a graph without edges (with
+            ``allow_no_edges=True``).
+        options: the keyword arguments of :func:`ingest_files` (``label``, ``sensitive``, ``features``, ``split``,
+            ``node_id``, limits and how to treat unknown nodes, missing values and categories).
+
+    Returns:
+        The graph of :func:`ingest_files`, without the report of what reading it did.
+    """
     return ingest_files(nodes, edges, **options).graph
 
 
