@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from app.gates import METRICS, judge, junit_xml, parse_rule
 
 log = logging.getLogger("bind-audit")
 
@@ -43,9 +48,58 @@ def _migrate() -> None:
 
 
 def cmd_run(argv: list[str]) -> int:
+    """``bind-audit run``: bind_core's command line, plus the CI gates of ``submit`` (``--fail-on``, ``--junit``:
+    :mod:`app.gates`) judged on the audit's ``--json`` document (a temporary one when none is asked for)."""
     from bind_core.cli import main as core_main
 
-    return int(core_main(argv) or 0)
+    gates = argparse.ArgumentParser(prog="bind-audit run", add_help=False)
+    gates.add_argument("--fail-on", action="append", type=parse_rule, default=[])
+    gates.add_argument("--junit")
+    known, rest = gates.parse_known_args(argv)
+    if "-h" in rest or "--help" in rest:
+        try:
+            code = int(core_main(rest) or 0)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        print(RUN_GATES_HELP)
+        return code
+    if not known.fail_on:
+        if known.junit:
+            gates.error("--junit needs --fail-on")
+        return int(core_main(rest) or 0)
+    with tempfile.TemporaryDirectory(prefix="bind-run-") as scratch:
+        json_path = _json_flag(rest) or str(Path(scratch) / "audit.json")
+        code = int(core_main(rest if _json_flag(rest) else [*rest, "--json", json_path]) or 0)
+        if code != 0:
+            return code
+        results = json.loads(Path(json_path).read_text(encoding="utf-8"))
+    verdicts = judge(results, known.fail_on)
+    if known.junit:
+        Path(known.junit).write_text(junit_xml("local", "succeeded", verdicts), encoding="utf-8")
+    for verdict in verdicts:
+        print(f"{'CROSSED' if verdict.crossed else 'ok':8s} {verdict.rule}: {verdict.reason}")
+    return 1 if any(v.crossed for v in verdicts) else 0
+
+
+RUN_GATES_HELP = (
+    """
+CI gates (as in 'bind-audit submit'):
+  --fail-on RULE        exit 1 when a test metric or a bound of its interval satisfies RULE, e.g. 'delta_sp>0.1'
+                        or 'delta_sp.upper>0.1' (repeatable; metrics: """
+    + ", ".join(METRICS)
+    + """)
+  --junit FILE          with --fail-on: write the verdicts as JUnit XML"""
+)
+
+
+def _json_flag(argv: list[str]) -> str | None:
+    """The value of ``--json`` in ``argv`` (``--json FILE`` or ``--json=FILE``), if given."""
+    for i, arg in enumerate(argv):
+        if arg == "--json" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--json="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def cmd_migrate(_: argparse.Namespace) -> int:

@@ -1,7 +1,9 @@
 """``bind-audit submit|status|results|report``: a command-line client of the API, for cron jobs and CI.
 
-The server and key come from ``--url``/``BIND_URL`` and ``--key``/``BIND_API_KEY``. ``submit --wait
---fail-on 'delta_sp>0.1'`` waits for the audit and exits 1 when a test-set metric crosses a threshold.
+The server and key come from ``--url``/``BIND_URL`` and ``--key``/``BIND_API_KEY``. ``submit --fail-on
+'delta_sp>0.1'`` (it implies ``--wait``) waits for the audit and exits 1 when a test-set metric, or a bound of its
+bootstrap interval (``delta_sp.upper>0.1``), crosses a threshold (:mod:`app.gates`); ``--junit FILE`` writes the
+verdicts as JUnit XML, one test case per threshold. A misspelled metric is refused before anything is queued.
 
 Exit codes: 0 fine; 1 a ``--fail-on`` threshold was crossed; 2 the audit failed or was cancelled, or the
 command was wrong; 3 the server answered with an error or could not be reached; 4 ``--wait`` timed out.
@@ -11,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import operator
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -22,11 +22,9 @@ from typing import Any
 
 import httpx
 
+from app.gates import METRICS, Rule, judge, junit_xml, parse_rule
+
 OK, THRESHOLD, AUDIT_FAILED, HTTP_ERROR, TIMED_OUT = 0, 1, 2, 3, 4
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
-}  # fmt: skip
-_RULE = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|>|<)\s*([-+0-9.eE]+)\s*$")
 
 
 class ClientError(Exception):
@@ -35,23 +33,9 @@ class ClientError(Exception):
         self.code = code
 
 
-def parse_rule(text: str) -> tuple[str, str, float]:
-    """``"delta_sp>0.1"`` → ``("delta_sp", ">", 0.1)``; the metric is a key of ``results.metrics.test``."""
-    match = _RULE.match(text)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not METRIC(>|>=|<|<=)NUMBER, e.g. delta_sp>0.1")
-    return match[1], match[2], float(match[3])
-
-
-def crossed(results: dict[str, Any] | None, rules: list[tuple[str, str, float]]) -> list[str]:
-    """The rules that hold for the test-set metrics (a missing metric counts as crossed: fail closed)."""
-    test = ((results or {}).get("metrics") or {}).get("test") or {}
-    out = []
-    for metric, op, limit in rules:
-        value = test.get(metric)
-        if not isinstance(value, int | float) or _OPS[op](float(value), limit):
-            out.append(f"{metric}={value} {op} {limit}")
-    return out
+def crossed(results: dict[str, Any] | None, rules: list[Rule]) -> list[str]:
+    """The rules that hold for the results, in words (a missing value counts as crossed: fail closed)."""
+    return [v.reason for v in judge(results, rules) if v.crossed]
 
 
 def edges_summary(results: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -109,10 +93,18 @@ def _settings(text: str | None) -> dict[str, Any]:
     return value
 
 
-def wait(http: httpx.Client, audit_id: str, *, timeout: float, poll: float) -> dict[str, Any]:
+def wait(
+    http: httpx.Client, audit_id: str, *, timeout: float, poll: float, show: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Poll the audit until it ends; ``show(line)`` gets its state, stage and progress whenever they change."""
     deadline = time.monotonic() + timeout
+    last = ""
     while True:
         audit: dict[str, Any] = _call(http, "GET", f"/v1/audits/{audit_id}").json()
+        line = progress_line(audit)
+        if show is not None and line != last:
+            show(line)
+            last = line
         if audit["state"] in ("succeeded", "failed", "cancelled"):
             return audit
         if time.monotonic() > deadline:
@@ -120,13 +112,39 @@ def wait(http: httpx.Client, audit_id: str, *, timeout: float, poll: float) -> d
         time.sleep(poll)
 
 
-def _finish(audit: dict[str, Any], rules: list[tuple[str, str, float]], out: Callable[[str], None]) -> int:
+def progress_line(audit: dict[str, Any]) -> str:
+    """``audit 1f2e…: running, influence 42%`` (the stage and progress while it runs)."""
+    state = audit.get("state")
+    text = f"audit {audit.get('id')}: {state}"
+    if state == "running" and audit.get("stage"):
+        text += f", {audit['stage']}"
+        if isinstance(audit.get("progress"), int | float):
+            text += f" {float(audit['progress']):.0%}"
+    return text
+
+
+def _terminal_line() -> Callable[[str], None]:
+    """Progress on stderr: one line rewritten in place on a terminal, a line per change otherwise (logs)."""
+    if sys.stderr.isatty():
+        return lambda line: print(f"\r{line:<78}", end="", file=sys.stderr, flush=True)
+    return lambda line: print(line, file=sys.stderr, flush=True)
+
+
+def _finish(audit: dict[str, Any], rules: list[Rule], out: Callable[[str], None], junit: str | None = None) -> int:
+    verdicts = judge(audit.get("results"), rules)
+    if junit:
+        error = audit.get("error")
+        detail = (error or {}).get("detail") if isinstance(error, dict) else None
+        Path(junit).write_text(junit_xml(audit["id"], audit["state"], verdicts, detail), encoding="utf-8")
     if audit["state"] != "succeeded":
         out(json.dumps({"id": audit["id"], "state": audit["state"], "error": audit.get("error")}))
         return AUDIT_FAILED
     test = ((audit.get("results") or {}).get("metrics") or {}).get("test") or {}
-    hits = crossed(audit.get("results"), rules)
-    summary: dict[str, Any] = {"id": audit["id"], "state": "succeeded", "metrics": test, "thresholds_crossed": hits}
+    hits = [v.reason for v in verdicts if v.crossed]
+    summary: dict[str, Any] = {
+        "id": audit["id"], "state": "succeeded", "metrics": test, "thresholds_crossed": hits,
+        "thresholds": [v.to_dict() for v in verdicts],
+    }  # fmt: skip
     edges = edges_summary(audit.get("results"))
     out(json.dumps(summary if edges is None else {**summary, "edges": edges}))
     return THRESHOLD if hits else OK
@@ -148,10 +166,14 @@ def _run(args: argparse.Namespace, http: httpx.Client, out: Callable[[str], None
             if getattr(args, flag):
                 body[flag] = getattr(args, flag)
         audit = _call(http, "POST", "/v1/audits", json=body).json()
-        if not args.wait:
+        if not (args.wait or args.fail_on):  # a threshold needs the finished audit: --fail-on implies --wait
             out(json.dumps({"id": audit["id"], "state": audit["state"]}))
             return OK
-        return _finish(wait(http, audit["id"], timeout=args.timeout, poll=args.poll), args.fail_on, out)
+        show = None if args.quiet else _terminal_line()
+        done = wait(http, audit["id"], timeout=args.timeout, poll=args.poll, show=show)
+        if show is not None and sys.stderr.isatty():
+            print(file=sys.stderr)  # end the line rewritten in place
+        return _finish(done, args.fail_on, out, args.junit)
     if args.command == "status":
         audit = _call(http, "GET", f"/v1/audits/{args.audit_id}").json()
         keys = ("id", "state", "stage", "progress", "attempts", "created_at", "finished_at", "error")
@@ -160,7 +182,7 @@ def _run(args: argparse.Namespace, http: httpx.Client, out: Callable[[str], None
     if args.command == "results":
         audit = _call(http, "GET", f"/v1/audits/{args.audit_id}").json()
         if args.fail_on:
-            return _finish(audit, args.fail_on, out)
+            return _finish(audit, args.fail_on, out, args.junit)
         out(json.dumps(audit.get("results"), indent=2))
         return OK if audit["state"] == "succeeded" else AUDIT_FAILED
     html = _call(http, "GET", f"/v1/audits/{args.audit_id}/report").text
@@ -176,7 +198,10 @@ def add_commands(sub: Any) -> None:
                         help="the server (default: $BIND_URL or http://127.0.0.1:8000)")  # fmt: skip
     common.add_argument("--key", default=os.environ.get("BIND_API_KEY"), help="API key (default: $BIND_API_KEY)")
     common.add_argument("--fail-on", action="append", type=parse_rule, default=[], metavar="RULE",
-                        help="exit 1 when a test metric satisfies RULE, e.g. 'delta_sp>0.1' (repeatable)")  # fmt: skip
+                        help="exit 1 when a test metric or a bound of its interval satisfies RULE, e.g. "
+                        "'delta_sp>0.1' or 'delta_sp.upper>0.1' (repeatable; metrics: " + ", ".join(METRICS)
+                        + "); implies --wait")  # fmt: skip
+    common.add_argument("--junit", metavar="FILE", help="with --fail-on: write the verdicts as JUnit XML")
     submit = sub.add_parser("submit", parents=[common], help="queue an audit on a server (see --wait, --fail-on)")
     source = submit.add_mutually_exclusive_group(required=True)
     source.add_argument("--dataset")
@@ -187,6 +212,7 @@ def add_commands(sub: Any) -> None:
     submit.add_argument("--wait", action="store_true", help="wait for the audit to finish; print its metrics")
     submit.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits (exit 4 past it)")
     submit.add_argument("--poll", type=float, default=2.0, help="seconds between two polls")
+    submit.add_argument("--quiet", action="store_true", help="no progress line on stderr while waiting")
     for name, text in (("status", "an audit's state"), ("results", "an audit's results (JSON)")):
         command = sub.add_parser(name, parents=[common], help=text)
         command.add_argument("audit_id")

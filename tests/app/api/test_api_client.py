@@ -7,6 +7,8 @@ import json
 import threading
 import time
 import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -14,8 +16,9 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.cli import build_parser
-from app.client import AUDIT_FAILED, HTTP_ERROR, OK, THRESHOLD, crossed, edges_summary, parse_rule, run
+from app.client import AUDIT_FAILED, HTTP_ERROR, OK, THRESHOLD, crossed, edges_summary, run
 from app.core.db.tables import Audit
+from app.gates import Rule, parse_rule
 from bind_core.data.datasets import synthetic
 from bind_core.pipeline.audit import AuditConfig, run_audit
 
@@ -32,22 +35,22 @@ def _succeed(sessions: sessionmaker[Session], audit_id: str, delta_sp: float, de
 
 
 def test_rules() -> None:
-    assert parse_rule("delta_sp>0.1") == ("delta_sp", ">", 0.1)
-    assert parse_rule(" gamma >= 1e-2 ") == ("gamma", ">=", 0.01)
+    assert parse_rule("delta_sp>0.1") == Rule("delta_sp", None, ">", 0.1)
+    assert parse_rule(" gamma >= 1e-2 ") == Rule("gamma", None, ">=", 0.01)
     with pytest.raises(argparse.ArgumentTypeError):
         parse_rule("delta_sp=0.1")
     results = {"metrics": {"test": {"delta_sp": 0.3}}}
-    assert crossed(results, [("delta_sp", ">", 0.1)]) and not crossed(results, [("delta_sp", "<", 0.1)])
-    assert crossed(results, [("auc", "<", 0.5)])  # missing metric: fail closed
+    assert crossed(results, [parse_rule("delta_sp>0.1")]) and not crossed(results, [parse_rule("delta_sp<0.1")])
+    assert crossed(results, [parse_rule("auc<0.5")])  # missing metric: fail closed
 
 
 def test_submit_wait_fail_on_status_results(
-    client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session]
+    client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session], tmp_path: Path
 ) -> None:
     http = TestClient(client.app, headers=auth)
     lines: list[str] = []
     settings = '{"training": {"epochs": 1}, "budgets": [1]}'
-    argv = ["submit", "--graph-id", graph_id, "--settings", settings, "--wait", "--poll", "0.05"]
+    argv = ["submit", "--graph-id", graph_id, "--settings", settings, "--poll", "0.05"]  # --fail-on implies --wait
 
     def submit_and_succeed(delta_sp: float, *extra: str) -> int:
         before = {a.id for a in sessions().query(Audit.id).all()}
@@ -71,7 +74,14 @@ def test_submit_wait_fail_on_status_results(
     assert submit_and_succeed(0.05, "--fail-on", "delta_sp>0.1", "--fail-on", "gamma>0.5") == OK
     audit_id = __import__("json").loads(lines[-1])["id"]
     assert run(_args("status", audit_id), http, lines.append) == OK and '"succeeded"' in lines[-1]
-    assert run(_args("results", audit_id, "--fail-on", "delta_eo>0.01"), http, lines.append) == THRESHOLD
+    junit = tmp_path / "gates.xml"
+    argv_results = ["results", audit_id, "--fail-on", "delta_eo>0.01", "--fail-on", "gamma>0.5", "--junit", str(junit)]
+    assert run(_args(*argv_results), http, lines.append) == THRESHOLD
+    suite = ET.fromstring(junit.read_text(encoding="utf-8"))
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
+    assert json.loads(lines[-1])["thresholds"][0] == {
+        "rule": "delta_eo>0.01", "value": 0.05, "crossed": True, "reason": "delta_eo=0.05 > 0.01",
+    }  # fmt: skip
     assert run(_args("submit", "--graph-id", graph_id), http, lines.append) == OK and '"queued"' in lines[-1]
     queued = __import__("json").loads(lines[-1])["id"]
     assert run(_args("results", queued), http, lines.append) == AUDIT_FAILED
