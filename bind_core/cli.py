@@ -300,6 +300,22 @@ def _stationarity_line(record: dict[str, Any]) -> str:
     return shown + ("" if state is None else ": a stationary point")
 
 
+_BIAS_NAMES = {"delta_sp": "ΔSP", "delta_eo": "ΔEO", "gamma": "Γ"}
+
+
+def _backfires(rows: list[dict[str, Any]]) -> list[str]:
+    """A line per budget whose deletion raised a bias metric (``backfired``), with the metric before and after."""
+    lines = []
+    for row in rows:
+        if row.get("backfired"):
+            rose = ", ".join(
+                f"{_BIAS_NAMES[k]} {_pct(row['before'][k]).strip()} → {_pct(row['after'][k]).strip()}"
+                for k in row["backfired"]
+            )
+            lines.append(f"  budget {row['budget']} BACKFIRED: the deletion raised {rose} (%)")
+    return lines
+
+
 def _recipe_line(recipe: dict[str, Any]) -> str:
     """The debiasing's retraining recipe in a line."""
     stop = f", early stopping after {recipe['patience']} epochs" if recipe.get("patience") else ""
@@ -469,9 +485,13 @@ def render(result: AuditResult, *, top: int = 10) -> str:
                 f"  budget {row['budget']:<8} {row['deleted']:>6}   "
                 + " ".join(_pct(a[k]) for k in ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo"))
             )
+        lines += _backfires(d["debiasing"])
         for row in d["debiasing"]:
             if row.get("against_random"):
                 lines.append(f"  budget {row['budget']} against chance: {row['against_random']['verdict']}")
+        if not any(row.get("against_random") for row in d["debiasing"]):
+            lines.append("  against chance: not checked, so retraining noise cannot be told from an effect "
+                         "(--debias-seeds 1,10,100 checks it)")  # fmt: skip
     v = d["validation"]
     if v is not None:
         lines += [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -26,6 +26,21 @@ def report(
     proba = model.predict_proba(graph, test).double()
     y, sens = graph.y[test], graph.sens[test]
     return evaluate(proba, y, sens, lam=lam, num_groups=graph.num_groups, groups=groups).to_dict()
+
+
+BIAS_METRICS = ("delta_sp", "delta_eo", "gamma")
+"""The bias metrics a deletion is meant to lower; one that rises instead is a backfire (:func:`backfired`)."""
+
+
+def backfired(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The bias metrics (:data:`BIAS_METRICS`) that rose from ``before`` to ``after``: the deletion backfired on them.
+    A metric undefined on either side is left out (it cannot be said to have risen)."""
+    rose = []
+    for name in BIAS_METRICS:
+        b, a = before.get(name), after.get(name)
+        if isinstance(b, int | float) and isinstance(a, int | float) and a > b + 1e-12:
+            rose.append(name)
+    return rose
 
 
 def debias(
@@ -73,6 +88,7 @@ def debias(
         ids), ``estimated_delta`` (sum of the set's estimates), ``utility_aware`` and, when so,
         ``estimated_utility`` (the sum of the set's ``utility``), ``caveat`` (only where the estimate is below −Γ:
         :func:`~bind_core.debiasing.overreach.overreach`), ``before`` and ``after`` (metric dicts),
+        ``backfired`` (the bias metrics that rose after the deletion, :func:`backfired`; empty when none did),
         ``seconds``, ``against_random`` (or ``None``), ``selection`` (``non_overlapping`` or ``top_ranked``). The
         fairness metrics are over pairs of ``groups``.
     """
@@ -140,7 +156,8 @@ def debias(
                 "utility_aware": utility is not None,
                 **({"estimated_utility": float(utility[position[nodes]].sum())} if utility is not None else {}),
                 "before": before,
-                "after": report(retrained, reduced, lam, groups),
+                "after": (after := report(retrained, reduced, lam, groups)),
+                "backfired": backfired(before, after),
                 "against_random": chance,
                 "seconds": time.perf_counter() - start,
             }

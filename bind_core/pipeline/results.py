@@ -225,6 +225,11 @@ class DebiasingRow:
     )
     before: MetricValues = key("the test metrics before")
     after: MetricValues = key("the test metrics after retraining without the nodes")
+    backfired: list[str] | None = key(
+        "strings: the bias metrics (delta_sp, delta_eo, gamma) that rose after the deletion, so the budget backfired "
+        "on them; empty when none rose; absent in audits from before it was recorded",
+        optional=True,
+    )
     against_random: AgainstRandom | None = key("the check against chance; null unless debias_seeds were given")
     seconds: float = key("number: seconds the budget took")
     retrain: str | None = key(

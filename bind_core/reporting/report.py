@@ -238,6 +238,13 @@ def _trust(validation: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+def _backfire(row: Mapping[str, Any]) -> str:
+    """``the deletion backfired: it raised ΔSP (0.169 → 0.266)``, for each bias metric that rose."""
+    names = dict(DEBIAS_METRICS)
+    rose = [f"{names.get(k, k)} ({fmt(row['before'].get(k))} → {fmt(row['after'].get(k))})" for k in row["backfired"]]
+    return "the deletion backfired: it raised " + ", ".join(rose)
+
+
 def _debiasing(runs: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
     """Each budget's deletion, before and after, the bars, and the comparison with random deletion."""
     if not runs:
@@ -258,6 +265,7 @@ def _debiasing(runs: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | Non
             else "; before is the audited model"
         )
     caveats = [f"{_budget(r.get('budget'))}: {r['caveat']}" for r in runs if r.get("caveat")]
+    caveats += [f"{_budget(r.get('budget'))}: {_backfire(r)}" for r in runs if r.get("backfired")]
     return {"head": head, "rows": rows, "svg": svg, "chance": _chance(runs), "retraining": how, "caveats": caveats}
 
 

@@ -1,0 +1,48 @@
+"""A budget whose deletion raises a bias metric is flagged wherever it is shown: the rows (``backfired``), the typed
+results, the command line and the HTML report; the command line also says when the check against chance did not
+run, and how to run it."""
+
+from __future__ import annotations
+
+import pytest
+
+import bind_core as bc
+from bind_core.cli import render
+from bind_core.debiasing.debias import BIAS_METRICS, backfired
+from bind_core.reporting import render_report
+
+
+def test_backfired_names_the_bias_metrics_that_rose() -> None:
+    before = {"accuracy": 0.8, "delta_sp": 0.169, "delta_eo": 0.2, "gamma": 0.1}
+    after = {"accuracy": 0.7, "delta_sp": 0.266, "delta_eo": 0.2, "gamma": None}
+    assert backfired(before, after) == ["delta_sp"]  # accuracy is not a bias metric; an undefined one is left out
+    assert backfired(before, before) == []
+    assert backfired(before, {**before, "delta_eo": 0.2 + 1e-15}) == []  # rounding is not a rise
+
+
+@pytest.fixture(scope="module")
+def audit() -> bc.AuditResult:
+    graph = bc.synthetic(300, seed=1)
+    config = bc.AuditConfig(training=bc.TrainConfig(epochs=60), budgets=(0.05, 0.2), validation_sample=0, bootstrap=0)
+    return bc.run_audit(graph, config)
+
+
+def test_every_row_says_which_bias_metrics_rose(audit: bc.AuditResult) -> None:
+    assert audit.debiasing
+    for row in audit.debiasing:
+        rose = [k for k in BIAS_METRICS if row["after"][k] is not None and row["after"][k] > row["before"][k] + 1e-12]
+        assert row["backfired"] == rose
+    typed = audit.typed().debiasing
+    assert typed is not None and [r.backfired for r in typed] == [r["backfired"] for r in audit.debiasing]
+
+
+def test_the_command_line_and_the_report_flag_a_backfire(audit: bc.AuditResult) -> None:
+    assert audit.debiasing
+    row = audit.debiasing[0]
+    row["after"] = {**row["after"], "delta_sp": row["before"]["delta_sp"] + 0.097}
+    row["backfired"] = backfired(row["before"], row["after"])
+    text = render(audit)
+    assert f"budget {row['budget']} BACKFIRED: the deletion raised ΔSP" in text
+    assert "against chance: not checked" in text and "--debias-seeds 1,10,100" in text
+    page = render_report(audit.to_dict())
+    assert "the deletion backfired: it raised ΔSP" in page
