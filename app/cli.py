@@ -52,7 +52,7 @@ def cmd_run(argv: list[str]) -> int:
     :mod:`app.gates`) judged on the audit's ``--json`` document (a temporary one when none is asked for)."""
     from bind_core.cli import main as core_main
 
-    gates = argparse.ArgumentParser(prog="bind-audit run", add_help=False)
+    gates = argparse.ArgumentParser(prog="bind-audit run", add_help=False, allow_abbrev=False)  # --j is not --junit
     gates.add_argument("--fail-on", action="append", type=parse_rule, default=[])
     gates.add_argument("--junit")
     known, rest = gates.parse_known_args(argv)
@@ -68,8 +68,9 @@ def cmd_run(argv: list[str]) -> int:
             gates.error("--junit needs --fail-on")
         return int(core_main(rest) or 0)
     with tempfile.TemporaryDirectory(prefix="bind-run-") as scratch:
-        json_path = _json_flag(rest) or str(Path(scratch) / "audit.json")
-        code = int(core_main(rest if _json_flag(rest) else [*rest, "--json", json_path]) or 0)
+        asked = _json_flag(rest)
+        json_path = asked or str(Path(scratch) / "audit.json")
+        code = int(core_main(rest if asked else [*rest, "--json", json_path]) or 0)
         if code != 0:
             return code
         results = json.loads(Path(json_path).read_text(encoding="utf-8"))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.gates import Rule, judge
+
 METRICS = ("delta_sp", "delta_eo", "gamma")
 
 
@@ -14,11 +16,11 @@ def test_metrics(results: dict[str, Any] | None) -> dict[str, float | None]:
 
 
 def breaches(results: dict[str, Any] | None, thresholds: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """``[{metric, value, threshold}]`` for each metric strictly above its threshold."""
-    values = test_metrics(results)
-    found = []
-    for metric, limit in (thresholds or {}).items():
-        value = values.get(metric)
-        if limit is not None and value is not None and value > float(limit):
-            found.append({"metric": metric, "value": value, "threshold": float(limit)})
-    return found
+    """``[{metric, value, threshold}]`` for each metric strictly above its threshold: the CI gates' rules
+    (:func:`app.gates.judge`), except that an alert needs a value (an undefined metric raises none)."""
+    rules = [Rule(metric, None, ">", float(limit)) for metric, limit in (thresholds or {}).items() if limit is not None]
+    return [
+        {"metric": v.rule.metric, "value": v.value, "threshold": v.rule.limit}
+        for v in judge(results, rules)
+        if v.crossed and v.value is not None
+    ]
