@@ -119,14 +119,13 @@ class Graph:
             "label": self.label_name,
             "class_names": list(self.class_names) or [str(c) for c in range(self.num_classes)],
             "group_labels": group_labels(self),
-            "node_id_column": self.node_id_column,
             "node_id_meaning": id_legend(self),
             "class_sizes": torch.bincount(self.y[self.y >= 0], minlength=self.num_classes).tolist(),
             "unlabeled": int((self.y < 0).sum()),
             "train": int(self.train_idx.numel()),
             "val": int(self.val_idx.numel()),
             "test": int(self.test_idx.numel()),
-        }
+        } | ({"node_id_column": self.node_id_column} if self.node_id_column is not None else {})
 
     # ------------------------------------------------------------------ construction
     @classmethod

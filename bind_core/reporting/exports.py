@@ -113,9 +113,9 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
              {"type": "accuracy", "value": 0.89, "slice": "test",
               "confidence_interval": {"lower_bound": 0.83, "upper_bound": 0.96}},   # only where finite
              {"type": "true_positive_rate", "value": 0.95, "slice": "group=0", "group": 0,
-              "group_name": "gender=F, race=B", "included": true}, ...,
+              "group_name": "gender=F & race=B", "included": true}, ...,
              {"type": "delta_sp_worst_pair", "value": 0.41, "slice": "group=0 vs group=2", "groups": [0, 2],
-              "group_names": ["gender=F, race=B", "gender=M, race=W"]}, ...]},
+              "group_names": ["gender=F & race=B", "gender=M & race=W"]}, ...]},
          "influence": {summary: count, harmful, helpful, quantiles, ...; "top_harmful", "top_helpful"} | None,
          "debiasing": [{budget, requested, deleted, nodes, estimated_delta, before, after}] | None,
          "validation": {count, pearson, spearman, correlations} | None,

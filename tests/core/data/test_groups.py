@@ -111,7 +111,7 @@ def test_a_group_below_the_minimum_is_reported_but_kept_out() -> None:
     result = run_audit(g, config)
     d = result.to_dict()
     rows = d["metrics"]["groups"]
-    assert [r["name"] for r in rows] == ["a", "b", "tiny"]
+    assert [r["name"] for r in rows] == ["sens=a", "sens=b", "sens=tiny"]  # the user's terms: attribute=value
     assert [r["included"] for r in rows] == [True, True, False] and rows[2]["size"] == tiny
     assert any("tiny" in w and "min_group_size" in w for w in d["warnings"])
     assert d["metrics"]["included_groups"] == [0, 1]
