@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from bind_core.data.graph import Graph
+from bind_core.data.labels import user_ids
 from bind_core.influence.distributed import ChunkRunner
 from bind_core.influence.edge_rows import edge_rows, edges_not_computed, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
@@ -130,7 +131,7 @@ class AuditResult:
             {
                 "position": i,
                 "node_index": int(node),
-                "node_id": int(nid),
+                "node_id": nid,
                 "group": int(grp),
                 "label": int(lab),
                 "delta": float(d),
@@ -140,7 +141,7 @@ class AuditResult:
             for i, (node, nid, grp, lab, d, dsp, deo) in enumerate(
                 zip(
                     idx.tolist(),
-                    g.node_ids[idx].tolist(),
+                    user_ids(g, idx.tolist()),
                     g.sens[idx].tolist(),
                     g.y[idx].tolist(),
                     inf.delta.tolist(),

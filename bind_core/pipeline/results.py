@@ -190,7 +190,7 @@ class InfluenceRow:
 
     position: int = key("integer: rank of the node in the training split (0-based)")
     node_index: int = key("integer: index of the node in the graph (0-based)")
-    node_id: int = key("integer: the node's original id")
+    node_id: int | str = key("integer or string: the user's id (graph.node_id_meaning says what it is)")
     group: int = key("integer: its sensitive group")
     label: int = key("integer: its label")
     delta: float = key("number: ΔΓ of deleting it (negative: harmful)")
@@ -212,7 +212,9 @@ class DebiasingRow:
     budget: float = key("number: the budget asked for, a fraction (< 1) or a count (>= 1) of training nodes")
     requested: int = key("integer: nodes the budget asks for")
     deleted: int = key("integer: nodes deleted")
-    nodes: list[int] = key("integers: the deleted nodes' original ids")
+    nodes: list[int | str] = key(
+        "integers or strings: the deleted nodes' ids, each the user's id (graph.node_id_meaning says what it is)"
+    )
     estimated_delta: float = key("number: the estimated ΔΓ of deleting them")
     caveat: str | None = key(
         "string: why the estimate cannot be taken at its word (it lowers Γ by more than Γ itself); present only then",
@@ -313,7 +315,7 @@ class Stability:
 
     k: int = key("integer: the k of the top-k sets")
     seeds: list[int] = key("integers: the training seeds")
-    sets: dict[str, list[int]] = key("object, seed → its top-k harmful node ids")
+    sets: dict[str, list[int | str]] = key("object, seed → its top-k harmful nodes' ids (the user's ids)")
     pairwise: list[PairOverlap] = key("the overlap of every pair of seeds")
     all: Overlap = key("the overlap of all the sets")
     mean_pairwise_jaccard: float = key("number in [0, 1]: mean Jaccard index over the pairs")

@@ -79,7 +79,8 @@ def influence_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str] = IN
 def influence_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
     """The rows as a Parquet file (:data:`INFLUENCE_SCHEMA`, zstd-compressed). Typed columns: no escaping."""
     rows = list(rows)
-    table = pa.table({c: [r[c] for r in rows] for c in INFLUENCE_COLUMNS}, schema=INFLUENCE_SCHEMA)
+    schema = _text_ids(INFLUENCE_SCHEMA, rows, ("node_id",))
+    table = pa.table({c: [r[c] for r in rows] for c in INFLUENCE_COLUMNS}, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return bytes(sink.getvalue().to_pybytes())
@@ -96,7 +97,8 @@ def edges_csv(rows: Iterable[Mapping[str, Any]]) -> bytes:
 def edges_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
     """Every edge's row as Parquet (:data:`EDGE_SCHEMA`: the flags as booleans), zstd-compressed."""
     rows = list(rows)
-    table = pa.table({c: [r[c] for r in rows] for c in EDGE_COLUMNS}, schema=EDGE_SCHEMA)
+    schema = _text_ids(EDGE_SCHEMA, rows, ("u_id", "v_id"))
+    table = pa.table({c: [r[c] for r in rows] for c in EDGE_COLUMNS}, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return bytes(sink.getvalue().to_pybytes())
@@ -217,3 +219,13 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return value
+
+
+def _text_ids(schema: pa.Schema, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pa.Schema:
+    """``schema`` with the id ``columns`` as strings where the user's ids are text (an id column of text), else
+    unchanged (int64)."""
+    if not any(isinstance(r[c], str) for r in rows for c in columns):
+        return schema
+    for c in columns:
+        schema = schema.set(schema.get_field_index(c), pa.field(c, pa.string()))
+    return schema
