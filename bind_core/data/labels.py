@@ -62,4 +62,4 @@ def id_legend(graph: Graph) -> str:
     lists say it once)."""
     if graph.node_id_column is not None:
         return f"the values of the node table's column {graph.node_id_column!r}"
-    return "the row's position in the node table (or the arrays), counting from 0, the header row not counted"
+    return "row positions in the node table (or the arrays), counted from 0, the header row not counted"

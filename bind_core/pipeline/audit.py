@@ -19,6 +19,7 @@ from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
 from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
+from bind_core.pipeline.result_codec import encode
 from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.stages import (
     EDGE_DEBIASING,
@@ -39,6 +40,7 @@ from bind_core.pipeline.stages import (
     training_stage,
     validation_stage,
 )
+from bind_core.pipeline.summary import summarize
 from bind_core.training.fit import TrainedModel
 
 __all__ = [
@@ -106,6 +108,7 @@ class AuditResult:
             out["edges"] = self.edges or edges_not_computed("the influence stage did not run (edges build on it)") | {
                 "validation_reason": "the edges were not attributed"
             }
+        out["summary"] = encode(summarize(AuditResults.from_dict(json.loads(json.dumps(out)))))
         return out
 
     def typed(self) -> AuditResults:

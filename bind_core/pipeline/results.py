@@ -49,13 +49,16 @@ from bind_core.pipeline.results_profile import (
     RuleSearch,
     RuleStats,
 )
+from bind_core.pipeline.results_summary import AttributionFinding, DebiasingFinding, GapFinding, Summary, TrustFinding
 
 __all__ = [
     "EXTRA",
     "AgainstRandom",
+    "AttributionFinding",
     "AuditResults",
     "Correlation",
     "CrossGroupEdges",
+    "DebiasingFinding",
     "DebiasingRow",
     "Distributed",
     "EdgeAttribution",
@@ -67,6 +70,7 @@ __all__ = [
     "EffectSpread",
     "FeatureProfile",
     "FeatureStats",
+    "GapFinding",
     "GraphSummary",
     "GroupMetrics",
     "GroupShare",
@@ -100,9 +104,11 @@ __all__ = [
     "Spectrum",
     "Stability",
     "Stationarity",
+    "Summary",
     "SuppliedModel",
     "TestMetrics",
     "TrainingHistory",
+    "TrustFinding",
     "Validation",
     "ValidationPoint",
     "WorkerShare",
@@ -497,6 +503,11 @@ class AuditResults:
     )
     supplied_model: SuppliedModel | None = key(
         "for an audit of a supplied model: what was done to it (added by the service)", optional=True
+    )
+    summary: Summary | None = key(
+        "the verdict first: the findings in a few plain sentences, with their fields; absent in audits from before "
+        "it was written",
+        optional=True,
     )
 
     @classmethod
