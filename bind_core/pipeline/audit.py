@@ -97,9 +97,7 @@ class AuditResult:
             "graph": self.graph.summary(),
             "timings": self.timings,
             "device": self.device,
-            "warnings": warnings_for(self.graph, self.config.min_group_size)
-            + metric_warnings(self.metrics)
-            + self._estimate_warnings(),
+            "warnings": self.warnings(),
             "sign_convention": SIGN_CONVENTION,
         }
         if self.profile is not None:  # an optional key: absent without influence (and in older results)
@@ -110,6 +108,14 @@ class AuditResult:
             }
         out["summary"] = encode(summarize(AuditResults.from_dict(json.loads(json.dumps(out)))))
         return out
+
+    def warnings(self) -> list[str]:
+        """The caveats about the graph, the metrics, the model and the estimates (the results' ``warnings``)."""
+        return (
+            warnings_for(self.graph, self.config.min_group_size)
+            + metric_warnings(self.metrics)
+            + self._estimate_warnings()
+        )
 
     def typed(self) -> AuditResults:
         """:meth:`to_dict` as the typed :class:`~bind_core.pipeline.results.AuditResults` (its JSON form, as stored)."""

@@ -122,7 +122,7 @@ def test_audit_refusing_a_model_too_large_to_refine_does_so_before_training(smal
 
 def test_low_self_check_warns_and_points_to_refinement(small_model: TrainedModel, small_graph: Graph) -> None:
     result = AuditResult(small_graph, AuditConfig(), small_model, {}, validation={"pearson": 0.3})
-    (warning,) = [w for w in result.to_dict()["warnings"] if "self-check" in w]
+    (warning,) = [w for w in result.warnings() if "self-check" in w]
     assert "0.30" in warning and "refine_steps" in warning
     result.validation = {"pearson": 0.95}
-    assert not [w for w in result.to_dict()["warnings"] if "self-check" in w]
+    assert not [w for w in result.warnings() if "self-check" in w]
