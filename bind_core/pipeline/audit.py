@@ -16,7 +16,7 @@ from bind_core.influence.distributed import ChunkRunner
 from bind_core.influence.edge_rows import edge_rows, edges_not_computed, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
-from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
+from bind_core.pipeline.caveats import AuditContext, estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
 from bind_core.pipeline.result_codec import encode
@@ -172,7 +172,10 @@ class AuditResult:
 
     def _estimate_warnings(self) -> list[str]:
         return model_warnings(self.model.model_config, self.stationarity) + estimate_warnings(
-            self.influence, self.validation, self.refinement
+            self.influence,
+            self.validation,
+            self.refinement,
+            AuditContext(self.graph, self.model.model_config, self.config.lam),
         )
 
     def _top(self, direction: str, k: int = 10) -> list[dict[str, Any]] | None:
