@@ -244,6 +244,6 @@ AUTO_CHANCE_SEEDS = (1, 10, 100)
 
 
 def chance_retrains(budgets: int, random_sets: int, seeds: int = len(AUTO_CHANCE_SEEDS)) -> int:
-    """Retrainings the chance check takes: per budget, the selected set and ``random_sets`` random sets with every
-    seed, and once the unchanged graph with every seed (:mod:`bind_core.debiasing.chance`)."""
-    return budgets * (1 + random_sets) * seeds + seeds
+    """Retrainings the chance check takes at most, as :mod:`bind_core.pipeline.budget` counts them: per budget
+    ``(2 + random_sets)`` with every seed, and the unchanged graph once with every seed."""
+    return budgets * (2 + random_sets) * seeds + seeds

@@ -107,3 +107,13 @@ def test_the_chance_check_runs_by_default_only_where_cheap(audited: AuditResult)
     assert seeds == () and rule is not None and "did not run" in rule and "--debias-seeds" in rule
     assert chance_decision(cheap, replace(config, chance_seconds=0)) == ((), None)  # off: the library's default
     assert chance_decision(dear, replace(config, debias_seeds=(1, 2, 3))) == ((1, 2, 3), None)  # given: as given
+
+
+def test_the_quote_before_queueing_counts_a_default_chance_check_as_if_it_ran() -> None:
+    from bind_core.pipeline.budget import GraphSize, audit_cost
+
+    size = GraphSize.of_summary(synthetic(300, seed=1).summary())
+    off = audit_cost(AuditConfig(), size).work["debiasing"]
+    auto = audit_cost(AuditConfig(chance_seconds=60), size).work["debiasing"]
+    given = audit_cost(AuditConfig(debias_seeds=AUTO_CHANCE_SEEDS), size).work["debiasing"]
+    assert off < auto == given  # an upper bound: the rule may still decide against it
