@@ -85,7 +85,13 @@ class Graph:
         return torch.bincount(self.edge_index[0], minlength=self.num_nodes)
 
     def summary(self) -> dict[str, Any]:
-        """Sizes a person would want to see first, as plain JSON-ready values."""
+        """Sizes a person would want to see first, as plain JSON-ready values.
+
+        Returns:
+            ``name``, ``nodes``, ``edges`` (undirected), ``features``, ``classes``, ``groups``, ``group_sizes``,
+            ``group_names``, ``class_sizes`` (labelled nodes per class), ``unlabeled``, and the split's sizes
+            ``train``, ``val`` and ``test``.
+        """
         return {
             "name": self.name,
             "nodes": self.num_nodes,
@@ -124,9 +130,25 @@ class Graph:
         """Build a graph from arrays, cleaning the edge list.
 
         Args:
+            x: node features, ``[n, d]``, converted to float32.
             edges: ``[2, E]`` or ``[E, 2]`` integer node pairs, in one or both directions.
+            y: labels, ``[n]``, in ``[0, C)``; ``-1`` marks an unlabeled node.
+            sens: sensitive group codes, ``[n]``, in ``[0, G)``.
+            train_idx: training node indices.
+            val_idx: validation node indices.
+            test_idx: test node indices.
             self_loops: ``"drop"`` removes ``(v, v)`` pairs; ``"error"`` rejects them.
             duplicates: ``"merge"`` keeps one copy of a repeated (undirected) edge; ``"error"`` rejects it.
+            feature_names: optional names of the ``d`` feature columns.
+            name: a label for reports.
+            node_ids: the original id of each node, ``[n]`` (default ``arange(n)``).
+            group_names: optional names of the ``G`` sensitive groups, one per group.
+
+        Returns:
+            The validated :class:`Graph`, each undirected edge stored in both directions.
+
+        Raises:
+            GraphValidationError: a field is malformed (the message names it).
         """
         xt = _as_tensor(x, torch.float32, "x")
         n = int(xt.shape[0]) if xt.ndim >= 1 else 0
@@ -175,6 +197,9 @@ class Graph:
     def without_nodes(self, nodes: ArrayLike) -> tuple[Graph, Tensor]:
         """Remove ``nodes`` and their edges.
 
+        Args:
+            nodes: indices (0-based positions in this graph) of the nodes to remove.
+
         Returns:
             ``(graph, mapping)``: the reduced graph, re-indexed ``0..n-k-1`` in the old order with the
             splits and ``node_ids`` carried over, and ``mapping`` (int64 ``[n]``), the new index of each
@@ -209,8 +234,17 @@ class Graph:
         return reduced, mapping
 
     def without_edges(self, edges: ArrayLike) -> Graph:
-        """The same nodes and splits without the undirected ``edges`` (``[k, 2]`` node pairs, either order; both
-        directions are removed). Raises if a pair is not an edge of the graph."""
+        """The same nodes and splits without some undirected edges.
+
+        Args:
+            edges: ``[k, 2]`` node pairs, either order; both directions of each are removed.
+
+        Returns:
+            A new :class:`Graph` with the same nodes, ids, names and split.
+
+        Raises:
+            GraphValidationError: a pair is not an edge of the graph.
+        """
         pairs = _as_tensor(edges, torch.long, "edges").reshape(-1, 2)
         n = self.num_nodes
         ei = self.edge_index
@@ -234,7 +268,16 @@ class Graph:
         )
 
     def with_split(self, train_idx: ArrayLike, val_idx: ArrayLike, test_idx: ArrayLike) -> Graph:
-        """The same graph with another split (validated)."""
+        """The same graph with another split.
+
+        Args:
+            train_idx: training node indices.
+            val_idx: validation node indices.
+            test_idx: test node indices (pairwise disjoint from the others, none empty).
+
+        Returns:
+            A new, validated :class:`Graph`.
+        """
         return Graph(
             x=self.x,
             edge_index=self.edge_index,
