@@ -3,7 +3,9 @@
 embedded default (SQLite and a server-less queue in a fresh folder, one worker process), failing on any non-zero
 step (``set -euo pipefail``).
 
-The one change to the blocks' text: the README's ``localhost:8000`` becomes the free port the test serves on.
+The one change to the blocks' text: the README's ``localhost:8000`` becomes the free port the test serves on. The live
+test needs neither Postgres nor Redis; it carries ``integration`` because it starts service processes (the marker's
+meaning in pyproject.toml), so the inner loop (``scripts/fast``) leaves its ~45 s out while ``scripts/check`` runs it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -83,8 +86,12 @@ def served(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
         log.close()
 
 
+@pytest.mark.integration
 def test_the_readme_runs_against_a_live_server(served: tuple[int, dict[str, str]], tmp_path: Path) -> None:
     port, env = served
+    assert shutil.which("curl") and shutil.which("jq"), (
+        "the README's shell blocks need curl and jq (.ci/run installs them)"
+    )
     steps = [code for marker, code in bash_blocks() if marker == "run"]
     script = "set -euo pipefail\n" + "\n".join(steps).replace("localhost:8000", f"127.0.0.1:{port}")
     shell = subprocess.Popen(
