@@ -112,3 +112,9 @@ def test_the_readme_runs_against_a_live_server(served: tuple[int, dict[str, str]
     # The README says the demo's self-check passes (per-node Pearson 0.996 measured) and warns of nothing.
     assert summary["self_check"] >= 0.9 and summary["warnings"] == [], summary
     assert out.rstrip().splitlines()[-1] == "paused", out  # then the DELETE (curl -f: a 204, no body)
+
+
+def test_the_sites_first_audit_is_the_readmes() -> None:
+    """docs/service.md repeats the README's service block; the test above runs the README's, so they must agree."""
+    readme_service = [code for marker, code in bash_blocks() if marker == "run"][0]
+    assert readme_service in (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
