@@ -116,5 +116,5 @@ def test_the_readme_runs_against_a_live_server(served: tuple[int, dict[str, str]
 
 def test_the_sites_first_audit_is_the_readmes() -> None:
     """docs/service.md repeats the README's service block; the test above runs the README's, so they must agree."""
-    readme_service = [code for marker, code in bash_blocks() if marker == "run"][0]
+    readme_service = next(code for marker, code in bash_blocks() if marker == "run")
     assert readme_service in (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
