@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from bind_core.data.graph import Graph
+from bind_core.data.labels import user_ids
 from bind_core.influence.distributed import ChunkRunner
 from bind_core.influence.edge_rows import edge_rows, edges_not_computed, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
@@ -18,6 +19,7 @@ from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
 from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
+from bind_core.pipeline.result_codec import encode
 from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.stages import (
     EDGE_DEBIASING,
@@ -38,6 +40,7 @@ from bind_core.pipeline.stages import (
     training_stage,
     validation_stage,
 )
+from bind_core.pipeline.summary import summarize
 from bind_core.training.fit import TrainedModel
 
 __all__ = [
@@ -130,6 +133,7 @@ class AuditResult:
             out["edges"] = self.edges or edges_not_computed("the influence stage did not run (edges build on it)") | {
                 "validation_reason": "the edges were not attributed"
             }
+        out["summary"] = encode(summarize(AuditResults.from_dict(json.loads(json.dumps(out)))))
         return out
 
     def typed(self) -> AuditResults:
@@ -165,7 +169,7 @@ class AuditResult:
             {
                 "position": i,
                 "node_index": int(node),
-                "node_id": int(nid),
+                "node_id": nid,
                 "group": int(grp),
                 "label": int(lab),
                 "delta": float(d),
@@ -175,7 +179,7 @@ class AuditResult:
             for i, (node, nid, grp, lab, d, dsp, deo) in enumerate(
                 zip(
                     idx.tolist(),
-                    g.node_ids[idx].tolist(),
+                    user_ids(g, idx.tolist()),
                     g.sens[idx].tolist(),
                     g.y[idx].tolist(),
                     inf.delta.tolist(),

@@ -35,7 +35,7 @@ def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
         pos = int(((s == grp) & (y == 1)).sum())
         if graph.num_classes == 2 and pos < MIN_TEST_POSITIVES:
             out.append(
-                f"group {grp} ({group_name(graph, grp)}) has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
+                f"group {group_name(graph, grp)} has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
                 f"them, and per-node estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}"
             )
     return out

@@ -178,9 +178,23 @@ def ingest_files(
     train, val, test = parts
     try:
         graph = Graph.build(
-            x, edge_list.edges, y, sens, train, val, test, feature_names=feature_names, node_ids=node_ids,
-            name=name if name is not None else stem, group_names=group_names,
-        )  # fmt: skip
+            x,
+            edge_list.edges,
+            y,
+            sens,
+            train,
+            val,
+            test,
+            feature_names=feature_names,
+            node_ids=node_ids,
+            name=name if name is not None else stem,
+            group_names=group_names,
+            sensitive=sens_columns,
+            node_id_column=node_id,
+            node_keys=[str(k) for k in ids] if ids is not None and node_ids is None else (),
+            label_name=label,
+            class_names=classes,
+        )
     except GraphValidationError as exc:
         raise _in_user_terms(exc, label=label, sensitive=sens_columns, split=split, file=nodes_name,
                              classes=classes, groups=group_names) from exc  # fmt: skip
