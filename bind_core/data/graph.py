@@ -109,8 +109,10 @@ class Graph:
 
         Returns:
             ``name``, ``nodes``, ``edges`` (undirected), ``features``, ``classes``, ``groups``, ``group_sizes``,
-            ``group_names``, ``class_sizes`` (labelled nodes per class), ``unlabeled``, and the split's sizes
-            ``train``, ``val`` and ``test``.
+            ``group_names`` (never empty: the codes when the graph names none), ``sensitive``, ``label``,
+            ``class_names``, ``group_labels`` (``attribute=value``), ``node_id_meaning`` (what node ids are),
+            ``class_sizes`` (labelled nodes per class), ``unlabeled``, the split's sizes ``train``, ``val`` and
+            ``test``, and ``node_id_column`` when the ids come from one.
         """
         return {
             "name": self.name,
@@ -173,10 +175,18 @@ class Graph:
             feature_names: optional names of the ``d`` feature columns.
             name: a label for reports.
             node_ids: the original id of each node, ``[n]`` (default ``arange(n)``).
-            group_names: optional names of the ``G`` sensitive groups, one per group.
+            group_names: optional names of the ``G`` sensitive groups as the user's file writes them, one per
+                group.
+            sensitive: the name(s) of the sensitive attribute(s).
+            group_meanings: what each group stands for where documented, empty or one per group.
+            node_id_column: the user's column that ``node_ids`` (or ``node_keys``) hold; ``None``: row positions.
+            node_keys: the user's node ids when they are text, empty or one per node.
+            label_name: the name of the label.
+            class_names: each class's value as the user's file writes it, empty or one per class.
 
         Returns:
-            The validated :class:`Graph`, each undirected edge stored in both directions.
+            The validated :class:`Graph`, each undirected edge stored in both directions (see the class's
+            attributes for the naming fields).
 
         Raises:
             GraphValidationError: a field is malformed (the message names it).

@@ -105,7 +105,8 @@ class AuditResult:
         Returns:
             The results document: one key per section of
             :class:`~bind_core.pipeline.results.AuditResults` (null for a stage that did not run; ``profile`` and
-            ``edges`` only where computed or asked for), with the warnings and the sign convention.
+            ``edges`` only where computed or asked for), with the warnings, the sign convention and ``summary``, the
+            verdict first.
         """
         out: dict[str, Any] = {
             "metrics": self.metrics,
@@ -158,7 +159,8 @@ class AuditResult:
         """Every training node's estimate, as rows.
 
         Returns:
-            One row per training node, in ``train_idx`` order: ``position``, ``node_index``, ``node_id``,
+            One row per training node, in ``train_idx`` order: ``position``, ``node_index``, ``node_id`` (the user's
+            id: the id column's value, text as written, else the row's position counted from 0),
             ``group``, ``label``, ``delta``, ``delta_sp`` and ``delta_eo``; empty when influence was not computed.
         """
         if self.influence is None:

@@ -481,6 +481,8 @@ class AuditResults:
     the API's schema carries; the terms are in the docs' glossary.
 
     Attributes:
+        summary: the verdict first: the findings in a few plain sentences, with their fields; absent in audits from
+            before it was written.
         metrics: the metrics stage: test metrics, per-group breakdown, histograms and intervals.
         influence_summary: the influence estimate's distribution; null without influence.
         top_harmful: up to 10 most harmful nodes (ΔΓ < 0); null without influence.
