@@ -122,13 +122,15 @@ def _gaps(label: str, obj: Any, doc: str | None, *, bound: bool, sections: tuple
 
 
 def _public_methods(cls: type) -> list[tuple[str, Any]]:
-    """The class's own public methods (not properties, not inherited), as plain functions."""
-    out = []
-    for name, member in vars(cls).items():
-        function = member.__func__ if isinstance(member, classmethod | staticmethod) else member
-        if not name.startswith("_") and inspect.isfunction(function):
-            out.append((name, function))
-    return out
+    """The class's public methods (not properties), its own and those it inherits from bind_core's bases, as plain
+    functions."""
+    out: dict[str, Any] = {}
+    for owner in reversed([k for k in cls.__mro__ if k.__module__.startswith("bind_core")]):
+        for name, member in vars(owner).items():
+            function = member.__func__ if isinstance(member, classmethod | staticmethod) else member
+            if not name.startswith("_") and inspect.isfunction(function):
+                out[name] = function
+    return sorted(out.items())
 
 
 def test_every_public_name_documents_its_arguments_and_returns() -> None:
