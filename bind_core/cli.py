@@ -75,6 +75,10 @@ class _DeprecatedNodes(argparse.Action):
         namespace.synthetic_nodes = values
 
 
+DEFAULT_CHANCE_SECONDS = 60.0
+"""``bind-audit run`` checks debiasing against chance by default when that costs at most this (``chance_seconds``)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bind-audit run", description=__doc__)
     src = p.add_mutually_exclusive_group(required=True)
@@ -134,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--debias-seeds", default="",
         help="comma-separated training seeds (3+): check each budget against deleting random nodes",
+    )  # fmt: skip
+    p.add_argument(
+        "--chance-seconds", type=float, default=DEFAULT_CHANCE_SECONDS,
+        help="without --debias-seeds, run that check anyway (seeds 1,10,100) when its retrainings times the model's "
+        f"training time come to at most this many seconds (default {DEFAULT_CHANCE_SECONDS:g}; 0: never)",
     )  # fmt: skip
     p.add_argument(
         "--debias-retrain", choices=DEBIAS_RETRAIN, default="audit",
@@ -236,6 +245,7 @@ def _run(args: argparse.Namespace) -> int:
         debias_utility=args.debias_utility,
         estimator=args.estimator,
         debias_seeds=_numbers(args.debias_seeds, "--debias-seeds", int),
+        chance_seconds=args.chance_seconds,
         debias_retrain=args.debias_retrain,
         edges=args.edge_attribution,
         edge_budgets=_numbers(args.edge_budgets, "--edge-budgets", float),

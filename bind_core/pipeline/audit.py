@@ -16,7 +16,7 @@ from bind_core.influence.distributed import ChunkRunner
 from bind_core.influence.edge_rows import edge_rows, edges_not_computed, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
-from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
+from bind_core.pipeline.caveats import AuditContext, estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
 from bind_core.pipeline.result_codec import encode
@@ -123,9 +123,7 @@ class AuditResult:
             "graph": self.graph.summary(),
             "timings": self.timings,
             "device": self.device,
-            "warnings": warnings_for(self.graph, self.config.min_group_size)
-            + metric_warnings(self.metrics)
-            + self._estimate_warnings(),
+            "warnings": self.warnings(),
             "sign_convention": SIGN_CONVENTION,
         }
         if self.profile is not None:  # an optional key: absent without influence (and in older results)
@@ -136,6 +134,14 @@ class AuditResult:
             }
         out["summary"] = encode(summarize(AuditResults.from_dict(json.loads(json.dumps(out)))))
         return out
+
+    def warnings(self) -> list[str]:
+        """The caveats about the graph, the metrics, the model and the estimates (the results' ``warnings``)."""
+        return (
+            warnings_for(self.graph, self.config.min_group_size)
+            + metric_warnings(self.metrics)
+            + self._estimate_warnings()
+        )
 
     def typed(self) -> AuditResults:
         """The results, typed.
@@ -211,7 +217,10 @@ class AuditResult:
 
     def _estimate_warnings(self) -> list[str]:
         return model_warnings(self.model.model_config, self.stationarity) + estimate_warnings(
-            self.influence, self.validation, self.refinement
+            self.influence,
+            self.validation,
+            self.refinement,
+            AuditContext(self.graph, self.model.model_config, self.config.lam),
         )
 
     def _top(self, direction: str, k: int = 10) -> list[dict[str, Any]] | None:

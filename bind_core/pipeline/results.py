@@ -246,6 +246,11 @@ class DebiasingRow:
         "so too); absent in audits from before the setting",
         optional=True,
     )
+    chance_rule: str | None = key(
+        "string: whether the check against chance ran by default and why (the audit's chance_seconds rule); absent "
+        "where the seeds were given or the rule is off",
+        optional=True,
+    )
     recipe: RetrainRecipe | None = key(
         "the training every retraining of the row used (a supplied model's: its config's training section); absent in "
         "audits from before it was recorded",

@@ -202,7 +202,8 @@ def _debiasing(rows: list[DebiasingRow] | None) -> DebiasingFinding | None:
         f"{_points(a.delta_eo)} points, accuracy {_pct(b.accuracy)} → {_pct(a.accuracy)}."
     )
     if check is None:
-        text += f" Whether that beats deleting random nodes was not checked; to check it, set {CHANCE_FLAG}."
+        rule = best.chance_rule or f"whether that beats deleting random nodes was not checked; set {CHANCE_FLAG}"
+        text += f" {rule[0].upper()}{rule[1:]}."
     elif check.beats_random:
         text += f" It beats deleting {check.size} random training nodes: {check.verdict}"
     else:

@@ -156,7 +156,9 @@ def _debiasing_lines(rows: list[dict[str, Any]]) -> list[str]:
     for row in rows:
         if row.get("against_random"):
             lines.append(f"  budget {row['budget']} against chance: {row['against_random']['verdict']}")
-    if not any(row.get("against_random") for row in rows):
+    if first.get("chance_rule"):
+        lines.append(f"  {first['chance_rule']}")
+    elif not any(row.get("against_random") for row in rows):
         lines.append(
             "  against chance: not checked, so retraining noise cannot be told from an effect "
             "(--debias-seeds 1,10,100 checks it)"
