@@ -136,7 +136,11 @@ class AuditResult:
         return out
 
     def warnings(self) -> list[str]:
-        """The caveats about the graph, the metrics, the model and the estimates (the results' ``warnings``)."""
+        """The caveats about the graph, the metrics, the model and the estimates.
+
+        Returns:
+            One sentence per caveat, each naming its cause (the results' ``warnings``); empty when there is none.
+        """
         return (
             warnings_for(self.graph, self.config.min_group_size)
             + metric_warnings(self.metrics)
