@@ -14,6 +14,14 @@ class GraphValidationError(BindError):
     five 1-based rows as a spreadsheet or text editor shows them), ``values`` (the offending values at those
     rows, as text) and ``count`` (how many rows are at fault in all). ``field`` is then the user's column, or
     the form field or file part (``"edges"``) when no column applies.
+
+    Args:
+        field: the field, column or file part at fault.
+        message: what is wrong with it (the exception's text is ``"{field}: {message}"``).
+        file: the file name as the user knows it, when the error is about a user's file.
+        rows: up to five 1-based rows at fault.
+        values: the offending values at those rows, as text.
+        count: how many rows are at fault in all.
     """
 
     def __init__(
@@ -34,7 +42,11 @@ class GraphValidationError(BindError):
         super().__init__(f"{field}: {message}")
 
     def details(self) -> dict[str, object]:
-        """``file``, ``rows``, ``values`` and ``count`` where known (for problem+json ``errors[]``)."""
+        """Where the error is, for problem+json ``errors[]``.
+
+        Returns:
+            ``file``, ``rows``, ``values`` and ``count``, each only where known.
+        """
         out: dict[str, object] = {}
         if self.file is not None:
             out["file"] = self.file
@@ -61,7 +73,11 @@ class NonFiniteError(BindError):
 
 class AuditCancelled(Exception):
     """The caller's progress callback asked to stop (it returned ``False``, or raised this). Not a
-    :class:`BindError`: nothing is wrong with the input. ``stage`` is where the work stopped."""
+    :class:`BindError`: nothing is wrong with the input.
+
+    Args:
+        stage: the stage where the work stopped (``None`` when unknown).
+    """
 
     def __init__(self, stage: str | None = None) -> None:
         self.stage = stage

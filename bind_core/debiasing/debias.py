@@ -62,27 +62,33 @@ def debias(
     """For each budget: delete the harmful node set (:func:`~bind_core.debiasing.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
 
-    ``retrain``: the settings of every retraining here (the after-deletion one and the chance check's), e.g. the
-    model's without the polish (``AuditConfig.debias_retrain="adam"``); ``None``: the model's own. When given,
-    ``before`` is the unchanged graph retrained with them too (the model's seed), not the audited model, so that
-    before and after went through the same training.
-
-    ``utility`` (aligned with ``train_idx``, :func:`~bind_core.influence.utility.utility_influence`): when given,
-    nodes whose deletion is estimated to raise the validation loss (``utility > 0``) are never deleted, so the
-    set trades no estimated utility for fairness (utility-aware BIND; the paper's method is ``None``).
-
-    ``set_estimate(positions)`` (positions in ``train_idx``), when given, estimates each set as a whole (a step
-    estimate's :class:`~bind_core.influence.step.Stepper`); the set is then the top of the ranking with overlapping
-    computation graphs allowed, so a multi-layer model's budget can be reached (Theorem 3's non-overlap rule,
-    which makes the members' estimates add up, admitted 27 of 100 requested nodes for a two-layer GCN). Without
-    it the set keeps the non-overlap rule and its estimate is the members' sum.
-
-    ``chance_seeds`` (at least 3 training seeds; empty: skipped): each budget's set is also checked against chance
-    (:func:`bind_core.debiasing.chance.against_random`: the set and ``random_sets`` random sets of its size, each
-    retrained with every seed, against the seeds' noise floor on the unchanged graph), in the row's ``against_random``.
-
-    ``influence``: the estimate (:func:`bind_core.estimate_influence`), or its ``delta`` (aligned with
-    ``train_idx``). ``lam``: Γ's weighting of Γ_SP; default: the estimate's, or 0.5 for a bare tensor.
+    Args:
+        model: the audited model; its settings and seed are the retrainings' (unless ``retrain``).
+        graph: the graph it was trained on.
+        influence: the estimate (:func:`bind_core.estimate_influence`), or its ``delta`` (aligned with
+            ``train_idx``).
+        budgets: fractions (< 1) or counts (>= 1) of the training set to delete, one row each.
+        lam: Γ's weighting of Γ_SP; default: the estimate's, or 0.5 for a bare tensor.
+        progress: called as the retrainings advance.
+        groups: the groups the fairness metrics compare (default: every group).
+        utility: aligned with ``train_idx`` (:func:`~bind_core.influence.utility.utility_influence`); when given,
+            nodes whose deletion is estimated to raise the validation loss (``utility > 0``) are never deleted, so
+            the set trades no estimated utility for fairness (utility-aware BIND; the paper's method is ``None``).
+        chance_seeds: at least 3 training seeds (empty: skipped); each budget's set is also checked against
+            chance (:func:`bind_core.debiasing.chance.against_random`: the set and ``random_sets`` random sets of
+            its size, each retrained with every seed, against the seeds' noise floor on the unchanged graph), in
+            the row's ``against_random``.
+        random_sets: random sets per budget for that check.
+        set_estimate: ``set_estimate(positions)`` (positions in ``train_idx``) estimates each set as a whole (a
+            step estimate's :class:`~bind_core.influence.step.Stepper`); the set is then the top of the ranking
+            with overlapping computation graphs allowed, so a multi-layer model's budget can be reached (Theorem
+            3's non-overlap rule, which makes the members' estimates add up, admitted 27 of 100 requested nodes
+            for a two-layer GCN). Without it the set keeps the non-overlap rule and its estimate is the members'
+            sum.
+        retrain: the settings of every retraining here (the after-deletion one and the chance check's), e.g. the
+            model's without the polish (``AuditConfig.debias_retrain="adam"``); ``None``: the model's own. When
+            given, ``before`` is the unchanged graph retrained with them too (the model's seed), not the audited
+            model, so that before and after went through the same training.
 
     Returns:
         One dict per budget: ``budget``, ``requested`` (node count), ``deleted`` (count), ``nodes`` (original

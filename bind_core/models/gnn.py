@@ -113,7 +113,17 @@ class ModelConfig(DictConfig):
             raise ConfigError(f"concat: hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
 
     def num_outputs(self, num_classes: int) -> int:
-        """The number of logits for ``num_classes`` classes; raises ConfigError if ``outputs`` does not fit."""
+        """The number of logits the model ends with.
+
+        Args:
+            num_classes: the label's classes.
+
+        Returns:
+            ``outputs`` when set, else 1 for two classes (one logit) and ``num_classes`` otherwise.
+
+        Raises:
+            ConfigError: ``outputs`` does not fit ``num_classes``.
+        """
         auto = 1 if num_classes == 2 else num_classes
         if self.outputs == 0 or self.outputs == auto or (num_classes == 2 and self.outputs == 2):
             return self.outputs or auto
