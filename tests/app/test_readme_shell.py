@@ -111,6 +111,7 @@ def test_the_readme_runs_against_a_live_server(served: tuple[int, dict[str, str]
     assert summary["state"] == "succeeded", out
     # The README says the demo's self-check passes (per-node Pearson 0.996 measured) and warns of nothing.
     assert summary["self_check"] >= 0.9 and summary["warnings"] == [], summary
+    assert summary["verdict"].startswith(("Biased: sens=", "No clear bias")), summary  # the verdict, in group names
     assert out.rstrip().splitlines()[-1] == "paused", out  # then the DELETE (curl -f: a 204, no body)
 
 
