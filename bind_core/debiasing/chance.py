@@ -125,10 +125,19 @@ def against_random(
         ``beats_random``, ``reduces_bias`` and ``verdict``; ``None`` values with a ``reason`` for an empty set.
     """
     return against_random_sets(
-        model, selected, graph.train_idx, lambda nodes: graph.without_nodes(nodes)[0], baselines,
-        random_sets=random_sets, lam=lam, groups=groups, seed=seed, progress=progress, retrain=retrain,
+        model,
+        selected,
+        graph.train_idx,
+        lambda nodes: graph.without_nodes(nodes)[0],
+        baselines,
+        random_sets=random_sets,
+        lam=lam,
+        groups=groups,
+        seed=seed,
+        progress=progress,
+        retrain=retrain,
         empty_reason="no node was selected for this budget",
-    )  # fmt: skip
+    )
 
 
 def against_random_sets(
@@ -159,9 +168,14 @@ def against_random_sets(
     out: dict[str, Any] = {"size": size, "seeds": seeds, "noise_floor": noise, "noise_multiple": NOISE_MULTIPLE}
     if size == 0:
         return out | {
-            "selected": None, "random": None, "advantage": None, "beats_random": None, "reduces_bias": None,
-            "reason": empty_reason, "verdict": "nothing was deleted",
-        }  # fmt: skip
+            "selected": None,
+            "random": None,
+            "advantage": None,
+            "beats_random": None,
+            "reduces_bias": None,
+            "reason": empty_reason,
+            "verdict": "nothing was deleted",
+        }
     if size > int(pool.shape[0]):
         raise ConfigError(f"selected: {size} items, more than the {int(pool.shape[0])} random sets are drawn from")
     total = (1 + random_sets) * len(seeds)

@@ -135,9 +135,17 @@ def debias(
         if baselines is not None:
             tick = None if progress is None else (lambda f, d=done: progress("debiasing", (d + f) / parts))
             chance = against_random(
-                model, graph, nodes, baselines, random_sets=random_sets, lam=lam, groups=groups, seed=i,
-                progress=tick, retrain=retrain,
-            )  # fmt: skip
+                model,
+                graph,
+                nodes,
+                baselines,
+                random_sets=random_sets,
+                lam=lam,
+                groups=groups,
+                seed=i,
+                progress=tick,
+                retrain=retrain,
+            )
             done += 1
         if set_estimate is not None and nodes.numel():
             est = set_estimate(position[nodes].tolist())

@@ -86,9 +86,14 @@ def debias_edges(
         return lambda fraction: progress((offset + fraction * size) / total)
 
     baselines = seed_baselines(
-        model, graph, seeds, lam=lam, groups=groups, retrain=retrain,
+        model,
+        graph,
+        seeds,
+        lam=lam,
+        groups=groups,
+        retrain=retrain,
         hold=None if progress is None else (lambda: progress(0.0)),
-    )  # fmt: skip
+    )
     before = statistics.fmean(baselines.values())
     sens = graph.sens
     rows = []
@@ -97,10 +102,20 @@ def debias_edges(
         chosen = harmful_edges(result, requested)
         edges = result.edges[chosen]
         check = against_random_sets(
-            model, edges, pool, graph.without_edges, baselines, random_sets=random_sets, lam=lam, groups=groups,
-            seed=seed + i, progress=stage(len(seeds) + i * per_budget, per_budget), retrain=retrain,
-            empty_reason="no edge has a negative estimate: none is harmful", items="edges",
-        )  # fmt: skip
+            model,
+            edges,
+            pool,
+            graph.without_edges,
+            baselines,
+            random_sets=random_sets,
+            lam=lam,
+            groups=groups,
+            seed=seed + i,
+            progress=stage(len(seeds) + i * per_budget, per_budget),
+            retrain=retrain,
+            empty_reason="no edge has a negative estimate: none is harmful",
+            items="edges",
+        )
         selected = check.get("selected")
         estimated = float(result.delta[chosen].sum())
         rows.append(

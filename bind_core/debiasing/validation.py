@@ -123,9 +123,15 @@ def proximal_reoptimize(
         return value if tilt is None else value + tilt(f)
 
     optimizer = torch.optim.LBFGS(
-        [flat], lr=1.0, max_iter=max_iter, max_eval=int(max_iter * 1.5), tolerance_grad=tol,
-        tolerance_change=1e-18, history_size=50, line_search_fn="strong_wolfe",
-    )  # fmt: skip
+        [flat],
+        lr=1.0,
+        max_iter=max_iter,
+        max_eval=int(max_iter * 1.5),
+        tolerance_grad=tol,
+        tolerance_change=1e-18,
+        history_size=50,
+        line_search_fn="strong_wolfe",
+    )
 
     evaluations = 0
 
@@ -273,10 +279,11 @@ def validate(
     stepper = None
     if protocol == "sets" and influence.solve.details.get("method") == "step":
         stepper = Stepper.build(
-            FunctionalModel.from_trained(model, graph, groups), rule=influence.solve.details["damping_rule"],
+            FunctionalModel.from_trained(model, graph, groups),
+            rule=influence.solve.details["damping_rule"],
             operator="lanczos" if influence.solve.solver == "lanczos" else "dense",
             progress=None if progress is None else (lambda _f: progress("validation", 0.0)),
-        )  # fmt: skip
+        )
     before = gammas(model, graph, groups)
     est, act = [], []
     for i, pos in enumerate(positions):

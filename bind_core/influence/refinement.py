@@ -190,9 +190,17 @@ def refine(
         raise ConfigError("the influence result does not belong to this graph's training nodes")
     pos = torch.arange(m) if positions is None else torch.as_tensor(positions, dtype=torch.long).reshape(-1)
     record = refine_deletions(
-        model, graph, [[p] for p in pos.tolist()], lam=influence.lam, max_iter=max_iter, tol=tol, rtol=rtol,
-        refresh_after=refresh_after, groups=groups, progress=progress,
-    )  # fmt: skip
+        model,
+        graph,
+        [[p] for p in pos.tolist()],
+        lam=influence.lam,
+        max_iter=max_iter,
+        tol=tol,
+        rtol=rtol,
+        refresh_after=refresh_after,
+        groups=groups,
+        progress=progress,
+    )
     first = torch.stack([influence.delta_sp, influence.delta_eo], dim=1).double().cpu()[pos]
     lam = influence.lam
     delta_sp, delta_eo = influence.delta_sp.clone(), influence.delta_eo.clone()

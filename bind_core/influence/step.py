@@ -253,10 +253,24 @@ class Stepper:
         view = None if rows.nodes is None else reducer.restrict(rows.nodes, rows.train)
         base_first, first = _first_layer_at_hat(fm, full, rows.nodes)
         return cls(
-            fm, curvature, steps, tol, full, wanted, base_proba, gammas, gammas(base_proba).detach(),
-            _gamma_gradients(fm, theta, full), torch.func.grad(fm.bregman)(theta).detach(), g.y.to(fm.device),
-            reducer, view, rows.train, base_first, first,
-        )  # fmt: skip
+            fm,
+            curvature,
+            steps,
+            tol,
+            full,
+            wanted,
+            base_proba,
+            gammas,
+            gammas(base_proba).detach(),
+            _gamma_gradients(fm, theta, full),
+            torch.func.grad(fm.bregman)(theta).detach(),
+            g.y.to(fm.device),
+            reducer,
+            view,
+            rows.train,
+            base_first,
+            first,
+        )
 
     @property
     def m(self) -> int:

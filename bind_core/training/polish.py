@@ -145,9 +145,16 @@ def polish(
             write_back(theta)
         else:
             record = message_passing_finish(
-                module, inputs, rows, wd, tol=tol, lbfgs_iter=max(max_iter, 1000),
-                max_steps=newton_max_iter * FROZEN_STEPS_PER_HESSIAN, max_seconds=newton_max_seconds, progress=report,
-            )  # fmt: skip
+                module,
+                inputs,
+                rows,
+                wd,
+                tol=tol,
+                lbfgs_iter=max(max_iter, 1000),
+                max_steps=newton_max_iter * FROZEN_STEPS_PER_HESSIAN,
+                max_seconds=newton_max_seconds,
+                progress=report,
+            )
     if progress is not None:
         progress(1.0)
     grads = objective_gradient(module, inputs, rows, wd)
