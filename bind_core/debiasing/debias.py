@@ -186,6 +186,7 @@ class _Run:
     done: int = 0
 
     def report(self, model: TrainedModel, graph: Graph) -> dict[str, float | int]:
+        """:func:`report` with this call's ``lam`` and ``groups``."""
         return report(model, graph, self.lam, self.groups)
 
     def before(self) -> tuple[dict[str, float | int], float | int | None]:
