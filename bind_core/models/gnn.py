@@ -374,9 +374,14 @@ def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
     concat = config.concat and not (last and not config.head)
     score = "leaky_relu" if config.attention == "leaky_relu" else config.activation
     return SmoothGATConv(
-        a, b // config.heads if concat else b, heads=config.heads, concat=concat, add_self_loops=True,
-        negative_slope=config.negative_slope, activation=score,
-    )  # fmt: skip
+        a,
+        b // config.heads if concat else b,
+        heads=config.heads,
+        concat=concat,
+        add_self_loops=True,
+        negative_slope=config.negative_slope,
+        activation=score,
+    )
 
 
 def flat_parameters(module: nn.Module) -> tuple[list[str], list[torch.Size], Tensor]:
