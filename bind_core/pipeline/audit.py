@@ -326,11 +326,15 @@ def run_audit(
             result.edges["validation"] = stages.run(
                 "validation",
                 lambda: edge_validation_stage(
-                    trained, graph, config, edge_check, groups,
+                    trained,
+                    graph,
+                    config,
+                    edge_check,
+                    groups,
                     progress=lambda st, f: tick(st, share + (1 - share) * f),
                 ),
                 report_start=False,
-            )  # fmt: skip
+            )
             stages.timings["validation"] += nodes_seconds  # the stage's time: the nodes' check and the edges'
         else:
             result.edges["validation_reason"] = edge_why
