@@ -26,6 +26,7 @@ from bind_core.pipeline.stages import (
     EDGES,
     STABILITY,
     AuditProgress,
+    InfluenceStage,
     StageRunner,
     check_refinable,
     debiasing_stage,
@@ -270,78 +271,123 @@ def run_audit(
     config = config or AuditConfig()
     plan = planned_stages(config)
     stages = StageRunner(progress)
-    tick = stages.tick
-
     if config.refine_steps and "influence" in plan:
         check_refinable(model, graph, config)
-    trained = stages.run("training", lambda: training_stage(graph, config, model, progress=tick, device=device))
+    trained = stages.run("training", lambda: training_stage(graph, config, model, progress=stages.tick, device=device))
     groups = metric_groups(graph, config.min_group_size)
     metrics = stages.run("metrics", lambda: metrics_stage(trained, graph, config, groups), report_end=True)
     result = AuditResult(graph, config, trained, metrics, timings=stages.timings, device=str(device))
     if "influence" not in plan:
         return result
-
     found = stages.run(
         "influence",
-        lambda: influence_stage(trained, graph, config, groups, progress=tick, chunk_runner=chunk_runner),
+        lambda: influence_stage(trained, graph, config, groups, progress=stages.tick, chunk_runner=chunk_runner),
     )
     result.stationarity, result.influence, result.refinement, result.profile = found[:4]
-    influence = found.influence
-    if config.edges:
-        edges = stages.run(
+    after = _AfterInfluence(result, stages, plan, groups, found, device)
+    after.edges()
+    after.debiasing()
+    after.validation()
+    after.stability()
+    return result
+
+
+@dataclass
+class _AfterInfluence:
+    """The stages that build on the influence estimate, in the order they run: edges, debiasing (nodes, then
+    edges), validation (nodes, then edges) and stability; each fills its part of ``result``."""
+
+    result: AuditResult
+    stages: StageRunner
+    plan: tuple[str, ...]
+    groups: list[int] | None
+    found: InfluenceStage
+    device: str | torch.device
+
+    def edges(self) -> None:
+        r, config = self.result, self.result.config
+        if not config.edges:
+            return
+        edges = self.stages.run(
             EDGES,
-            lambda: edges_stage(trained, graph, config, groups, found.plan, progress=tick, stepper=found.stepper),
+            lambda: edges_stage(
+                r.model,
+                r.graph,
+                config,
+                self.groups,
+                self.found.plan,
+                progress=self.stages.tick,
+                stepper=self.found.stepper,
+            ),
             report_start=False,
         )
-        result.edges, result.edge_estimate = edges.section, edges.estimate
-    if "debiasing" in plan:
-        result.debiasing = stages.run(
-            "debiasing", lambda: debiasing_stage(trained, graph, config, influence, groups, progress=tick)
-        )
-    if config.edges and result.edges is not None and result.edges.get("computed"):
-        estimate, why_not = result.edge_estimate, edge_debiasing_reason(config, result.edge_estimate)
+        r.edges, r.edge_estimate = edges.section, edges.estimate
+
+    def debiasing(self) -> None:
+        r, config, influence, tick = self.result, self.result.config, self.found.influence, self.stages.tick
+        if "debiasing" in self.plan:
+            r.debiasing = self.stages.run(
+                "debiasing", lambda: debiasing_stage(r.model, r.graph, config, influence, self.groups, progress=tick)
+            )
+        if not (config.edges and r.edges is not None and r.edges.get("computed")):
+            return
+        estimate, why_not = r.edge_estimate, edge_debiasing_reason(config, r.edge_estimate)
         if why_not is None and estimate is not None:
-            result.edges["debiasing"] = stages.run(
+            r.edges["debiasing"] = self.stages.run(
                 EDGE_DEBIASING,
-                lambda: edge_debiasing_stage(trained, graph, config, estimate, groups, progress=tick),
+                lambda: edge_debiasing_stage(r.model, r.graph, config, estimate, self.groups, progress=tick),
             )
         else:
-            result.edges["debiasing_reason"] = why_not
-    checked, edge_why = result.edge_estimate, edge_validation_reason(config, result.edge_estimate)
-    edge_check = checked if edge_why is None else None
-    # the validation stage's progress: the nodes' share, then the edges' (by re-optimisations)
-    edge_count = 0 if edge_check is None else min(config.edge_validation_sample, int(edge_check.affects.sum()))
-    checks = config.validation_sample + edge_count
-    share = config.validation_sample / checks if checks else 1.0
-    if "validation" in plan:
-        result.validation = stages.run(
-            "validation",
-            lambda: validation_stage(
-                trained, graph, config, influence, groups, progress=lambda st, f: tick(st, share * f)
-            ),
-        )
-    if config.edges and result.edges is not None:  # the edge self-check, with the validation stage
-        if edge_check is not None:
-            nodes_seconds = stages.timings.get("validation", 0.0)
-            result.edges["validation"] = stages.run(
+            r.edges["debiasing_reason"] = why_not
+
+    def validation(self) -> None:
+        """The nodes' self-check, then the edges'; the stage's progress: the nodes' share, then the edges' (by
+        re-optimisations)."""
+        r, config, tick = self.result, self.result.config, self.stages.tick
+        edge_why = edge_validation_reason(config, r.edge_estimate)
+        edge_check = r.edge_estimate if edge_why is None else None
+        edge_count = 0 if edge_check is None else min(config.edge_validation_sample, int(edge_check.affects.sum()))
+        checks = config.validation_sample + edge_count
+        share = config.validation_sample / checks if checks else 1.0
+        if "validation" in self.plan:
+            r.validation = self.stages.run(
                 "validation",
-                lambda: edge_validation_stage(
-                    trained,
-                    graph,
+                lambda: validation_stage(
+                    r.model,
+                    r.graph,
                     config,
-                    edge_check,
-                    groups,
-                    progress=lambda st, f: tick(st, share + (1 - share) * f),
+                    self.found.influence,
+                    self.groups,
+                    progress=lambda st, f: tick(st, share * f),
+                ),
+            )
+        if not (config.edges and r.edges is not None):
+            return
+        if edge_check is None:
+            r.edges["validation_reason"] = edge_why
+            return
+        nodes_seconds = self.stages.timings.get("validation", 0.0)
+        r.edges["validation"] = self.stages.run(
+            "validation",
+            lambda: edge_validation_stage(
+                r.model,
+                r.graph,
+                config,
+                edge_check,
+                self.groups,
+                progress=lambda st, f: tick(st, share + (1 - share) * f),
+            ),
+            report_start=False,
+        )
+        self.stages.timings["validation"] += nodes_seconds  # the stage's time: the nodes' check and the edges'
+
+    def stability(self) -> None:
+        r, config = self.result, self.result.config
+        if config.stability_seeds:
+            r.stability = self.stages.run(
+                STABILITY,
+                lambda: stability_stage(
+                    r.graph, config, self.found.influence, progress=self.stages.tick, device=self.device
                 ),
                 report_start=False,
             )
-            stages.timings["validation"] += nodes_seconds  # the stage's time: the nodes' check and the edges'
-        else:
-            result.edges["validation_reason"] = edge_why
-    if config.stability_seeds:
-        result.stability = stages.run(
-            STABILITY,
-            lambda: stability_stage(graph, config, influence, progress=tick, device=device),
-            report_start=False,
-        )
-    return result
