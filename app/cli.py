@@ -109,19 +109,6 @@ def cmd_migrate(_: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_keys_create(args: argparse.Namespace) -> int:
-    from app.core.db.session import engine_for, session_factory
-    from app.core.settings import get_settings
-    from app.tenants.keys import create_api_key
-
-    with session_factory(engine_for(get_settings().database_url)).begin() as session:
-        key = create_api_key(session, args.tenant)
-    print(key)
-    print(f"(API key for tenant {args.tenant.strip()!r}; it is not stored and will not be shown again)",
-          file=sys.stderr)  # fmt: skip
-    return 0
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     extra = args.celery_args[1:] if args.celery_args[:1] == ["--"] else args.celery_args
     cmd = worker_command(args.loglevel, extra)
@@ -267,14 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="upgrade the database to the latest migration")
     migrate.set_defaults(func=cmd_migrate)
 
-    keys = sub.add_parser("keys", help="manage API keys")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", help="create an API key for a tenant and print it once")
-    create.add_argument("--tenant", required=True)
-    create.set_defaults(func=cmd_keys_create)
-
     from app.client import add_commands
+    from app.tenants.cli import add_commands as add_key_commands
 
+    add_key_commands(sub)
     add_commands(sub)
     return parser
 
