@@ -14,7 +14,7 @@ from app.core.db.tables import Base
 
 TABLES = {
     "tenants", "api_keys", "graphs", "audits", "influence_rows", "supplied_models", "schedules", "webhooks",
-    "webhook_deliveries", "influence_plans", "influence_chunks", "edge_influence_rows",
+    "webhook_deliveries", "influence_plans", "influence_chunks", "edge_influence_rows", "trail_events",
 }  # fmt: skip
 
 
