@@ -200,7 +200,8 @@ def test_erasing_needs_an_admin_key(
 
     name = f"erase-{uuid.uuid4().hex[:8]}"
     with sessions.begin() as session:
-        keys: dict[str, Any] = {"admin": create_api_key(session, name), "auditor": create_api_key(session, name, "auditor")}
+        keys: dict[str, Any] = {"admin": create_api_key(session, name)}
+        keys["auditor"] = create_api_key(session, name, "auditor")
     headers = {role: {"Authorization": f"Bearer {key}"} for role, key in keys.items()}
     graph_id = client.post("/v1/graphs", headers=headers["auditor"], files={"npz": ("g.npz", graph_npz)}).json()["id"]
     target = graph_id if "graphs" in path else str(derive(sessions, tenant_of(sessions, graph_id), uuid.UUID(graph_id),

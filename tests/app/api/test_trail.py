@@ -86,7 +86,8 @@ def test_a_scripted_sequence_leaves_one_entry_per_action(client: TestClient, tea
     did(200, pause.status_code, ("schedule.pause", f"/schedules/{sid}", "succeeded", "auditor"))
     gone = client.delete(f"/v1/schedules/{sid}", headers=h["admin"])
     did(204, gone.status_code, ("schedule.delete", f"/schedules/{sid}", "succeeded", "admin"))
-    hook = client.post("/v1/webhooks", headers=h["admin"], json={"url": "https://8.8.8.8/h", "events": ["audit.failed"]})
+    hook_body = {"url": "https://8.8.8.8/h", "events": ["audit.failed"]}
+    hook = client.post("/v1/webhooks", headers=h["admin"], json=hook_body)
     did(201, hook.status_code, ("webhook.create", f"/webhooks/{hook.json()['id']}", "succeeded", "admin"))
     key = client.post("/v1/keys", headers=h["admin"], json={"role": "viewer"})
     kid = key.json()["id"]
@@ -177,7 +178,9 @@ def test_the_application_cannot_change_or_delete_an_entry(client: TestClient, te
     assert [e["outcome"] for e in all_events(client, team)] == ["succeeded"]
 
 
-def test_revoking_the_last_admin_key_is_refused(client: TestClient, team: Team, sessions: sessionmaker[Session]) -> None:
+def test_revoking_the_last_admin_key_is_refused(
+    client: TestClient, team: Team, sessions: sessionmaker[Session]
+) -> None:
     admin = team.headers["admin"]
     only = client.post(f"/v1/keys/{team.key_ids['admin']}/revoke", headers=admin)
     assert_problem(only, 409, "last-admin-key")
