@@ -138,10 +138,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     Either signal (what Docker, systemd and Ctrl-C send) stops the API gracefully, then the worker
     (:func:`stop_worker`), and exits 0. If the worker dies on its own, the API is stopped too and the exit
-    status is 1.
+    status is 1. Production settings unsafe for the API (``app/core/production.py``): the reasons, exit status 2.
     """
     from app.core.db.session import ensure_sqlite_dir
+    from app.core.production import unsafe_reasons
     from app.core.settings import get_settings
+
+    if reasons := unsafe_reasons(get_settings()):
+        print("bind-audit: BIND_ENVIRONMENT=production refuses to start with these settings:", file=sys.stderr)
+        print("\n".join(f"  - {r}" for r in reasons), file=sys.stderr)
+        return 2
 
     # Set before uvicorn starts: uvicorn swaps in its own handlers while it serves, then restores these and
     # raises the signal it caught again, which lands here after its graceful shutdown.
