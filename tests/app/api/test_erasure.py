@@ -123,7 +123,9 @@ def test_a_purge_leaves_no_row_and_no_file_naming_the_graph_or_its_audits(
     kept = rows_naming(sessions, ids["kept"])  # another tenant's graph and audits are untouched
     assert kept["graphs"] == 1 and kept["audits"] == 2 and kept["influence_rows"] == 2
     with sessions() as session:  # the trail keeps that the graph was purged, by its path only
-        entries = session.scalars(select(TrailEvent).where(TrailEvent.target == f"/graphs/{purged_graph}")).all()
+        entries = session.scalars(
+            select(TrailEvent).where(TrailEvent.target == f"/graphs/{purged_graph}").order_by(TrailEvent.created_at)
+        ).all()
         assert [(e.action, e.outcome) for e in entries] == [("graph.upload", "succeeded"), ("graph.purge", "succeeded")]
     assert_problem(client.get(f"/v1/graphs/{purged_graph}", headers=auth), 404)
 
