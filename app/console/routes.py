@@ -125,7 +125,7 @@ def sign_in(
     return response
 
 
-@router.post("/sign-out", dependencies=[trailed("console.sign_out")])
+@router.post("/sign-out", status_code=303, dependencies=[trailed("console.sign_out")])
 def sign_out(request: Request, user: ConsoleUserDep, csrf: Annotated[str, Form(max_length=200)] = "") -> Response:
     """End the session: the cookie is cleared (CSRF-checked, so another site cannot sign a user out)."""
     check_csrf(user, csrf)
@@ -166,7 +166,7 @@ def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep)
     return page("audit.html", user, title=f"Audit {audit_id} · bind-audit", audit=row, refresh=row["running"])
 
 
-@router.post("/audits/{audit_id}/cancel", dependencies=[trailed("audit.cancel", "/audits/{audit_id}")])
+@router.post("/audits/{audit_id}/cancel", status_code=303, dependencies=[trailed("audit.cancel", "/audits/{audit_id}")])
 def audit_cancel(
     audit_id: uuid.UUID, session: SessionDep, user: ConsoleAuditorDep, csrf: Annotated[str, Form(max_length=200)] = ""
 ) -> Response:

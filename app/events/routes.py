@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
+from pydantic import AwareDatetime
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.deps import SessionDep
@@ -29,8 +29,12 @@ def event_filter(
     actor_key_id: Annotated[uuid.UUID | None, Query(description="Only the entries of this API key.")] = None,
     action: Annotated[str | None, Query(max_length=64, description="Only this action, e.g. `graph.purge`.")] = None,
     target: Annotated[str | None, Query(max_length=300, description="Only this resource, e.g. `/audits/<id>`.")] = None,
-    since: Annotated[datetime | None, Query(description="From this time on (inclusive; ISO 8601 with a zone).")] = None,
-    until: Annotated[datetime | None, Query(description="Before this time (exclusive; ISO 8601 with a zone).")] = None,
+    since: Annotated[
+        AwareDatetime | None, Query(description="From this time on (inclusive; ISO 8601 with a zone).")
+    ] = None,
+    until: Annotated[
+        AwareDatetime | None, Query(description="Before this time (exclusive; ISO 8601 with a zone).")
+    ] = None,
 ) -> service.EventFilter:
     return service.EventFilter(actor, actor_key_id, action, target, since, until)
 

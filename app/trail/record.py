@@ -102,6 +102,7 @@ class _Trailed:
             raise
         actor = actor_of(request)
         if actor is not None:
+            # A route returning its own Response leaves the injected one's status unset: the decorator's is the answer.
             route_status = getattr(request.scope.get("route"), "status_code", None)
             append(session, tenant_id=actor.tenant_id, actor_key_id=actor.key_id, action=self.action(request),
                    target=self._target(request, response), outcome="succeeded",

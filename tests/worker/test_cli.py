@@ -1,5 +1,5 @@
-"""``bind-audit``: argument handling, ``run`` forwarding, ``migrate``, ``keys`` (create, list, rotate, revoke) on SQLite,
-and ``serve`` refusing unsafe production settings."""
+"""``bind-audit``: argument handling, ``run`` forwarding, ``migrate``, ``keys`` (create, list, rotate, revoke) on
+SQLite, and ``serve`` refusing unsafe production settings."""
 
 from __future__ import annotations
 

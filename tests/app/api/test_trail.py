@@ -141,6 +141,8 @@ def test_events_are_admin_only_and_errors_are_problems(client: TestClient, team:
     bad = client.get("/v1/events", headers=team.headers["admin"], params={"page_token": "nope"})
     assert_problem(bad, 400, "invalid-page-token")
     assert_problem(client.get("/v1/events", headers=team.headers["admin"], params={"actor": "robot"}), 422)
+    naive = client.get("/v1/events", headers=team.headers["admin"], params={"since": "2026-11-28T07:00:00"})
+    assert_problem(naive, 422, "validation-error")  # a time without its zone is ambiguous
 
 
 def test_a_tenant_sees_only_its_own_trail(client: TestClient, team: Team, sessions: sessionmaker[Session]) -> None:
@@ -192,3 +194,24 @@ def test_revoking_the_last_admin_key_is_refused(
     assert {k["role"] for k in listed} == {"viewer", "auditor", "admin"} and "key" not in listed[0]
     with sessions() as session:
         assert session.get(ApiKey, team.key_ids["admin"]) is not None  # revoked, not deleted
+
+
+def test_console_actions_are_in_the_trail(client: TestClient, team: Team, sessions: sessionmaker[Session]) -> None:
+    """Signing in, a refused cancel (viewer), a report read and signing out, through the console."""
+    import re
+
+    browser = TestClient(client.app, follow_redirects=False)
+    viewer_key = team.headers["viewer"]["Authorization"].removeprefix("Bearer ")
+    form = re.search(r'name="csrf" value="([^"]+)"', browser.get("/console/sign-in").text)
+    assert form is not None
+    assert browser.post("/console/sign-in", data={"api_key": viewer_key, "csrf": form.group(1)}).status_code == 303
+    page = re.search(r'name="csrf" value="([^"]+)"', browser.get("/console/audits").text)
+    assert page is not None
+    audit_id = uuid.uuid4()
+    assert browser.post(f"/console/audits/{audit_id}/cancel", data={"csrf": page.group(1)}).status_code == 403
+    assert browser.get(f"/console/audits/{audit_id}/report").status_code == 404
+    assert browser.post("/console/sign-out", data={"csrf": page.group(1)}).status_code == 303
+    got = [(e["action"], e["outcome"], e["status"]) for e in all_events(client, team)]
+    assert got == [("console.sign_in", "succeeded", 303), ("audit.cancel", "denied", 403),
+                   ("report.read", "failed", 404), ("console.sign_out", "succeeded", 303)]  # fmt: skip
+    assert {e["actor_key_id"] for e in all_events(client, team)} == {str(team.key_ids["viewer"])}
