@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -107,6 +108,17 @@ def cmd_migrate(_: argparse.Namespace) -> int:
     _migrate()
     print("database is at the latest migration")
     return 0
+
+
+KEY_ROLES = ("viewer", "auditor", "admin")
+"""``app.core.db.tables.ROLES``, spelled out so that building the parser loads no database code."""
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """``bind-audit keys create | list | revoke | rotate`` (``app/tenants/cli.py``)."""
+    from app.tenants.cli import COMMANDS
+
+    return COMMANDS[args.keys_command](args)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -260,10 +272,21 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="upgrade the database to the latest migration")
     migrate.set_defaults(func=cmd_migrate)
 
-    from app.client import add_commands
-    from app.tenants.cli import add_commands as add_key_commands
+    keys = sub.add_parser("keys", help="manage API keys: create, list, revoke, rotate")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create an API key for a tenant and print it once")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--role", choices=KEY_ROLES, help="required unless the tenant has no key yet (then admin)")
+    listing = keys_sub.add_parser("list", help="list a tenant's keys (id, prefix, role, created, revoked)")
+    listing.add_argument("--tenant", required=True)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key at once (not the tenant's last admin key)")
+    rotate = keys_sub.add_parser("rotate", help="replace a key by a new one of the same role and print it once")
+    for needs_id in (revoke, rotate):
+        needs_id.add_argument("key_id", type=uuid.UUID)
+    keys.set_defaults(func=cmd_keys)
 
-    add_key_commands(sub)
+    from app.client import add_commands
+
     add_commands(sub)
     return parser
 

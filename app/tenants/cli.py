@@ -7,23 +7,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-import uuid
 from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.db.tables import ROLES, ApiKey, Tenant
+from app.core.db.session import engine_for, session_factory
+from app.core.db.tables import ApiKey, Tenant
 from app.core.errors import ProblemError
+from app.core.settings import get_settings
 from app.tenants import management
 from app.tenants.keys import create_api_key, find_key
 from app.trail.record import append
 
 
 def _sessions() -> sessionmaker[Session]:
-    from app.core.db.session import engine_for, session_factory
-    from app.core.settings import get_settings
-
     return session_factory(engine_for(get_settings().database_url))
 
 
@@ -90,22 +88,7 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     return _change(args, "key.rotate", rotate)
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``bind-audit keys ...`` on the CLI's subcommands."""
-    keys = sub.add_parser("keys", help="manage API keys: create, list, revoke, rotate")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", help="create an API key for a tenant and print it once")
-    create.add_argument("--tenant", required=True)
-    create.add_argument(
-        "--role", choices=ROLES, default=None, help="required unless the tenant has no key yet (its first is admin)"
-    )
-    create.set_defaults(func=cmd_create)
-    listing = keys_sub.add_parser("list", help="list a tenant's keys (id, prefix, role, created, revoked)")
-    listing.add_argument("--tenant", required=True)
-    listing.set_defaults(func=cmd_list)
-    revoke = keys_sub.add_parser("revoke", help="revoke a key at once (not the tenant's last admin key)")
-    revoke.add_argument("key_id", type=uuid.UUID)
-    revoke.set_defaults(func=cmd_revoke)
-    rotate = keys_sub.add_parser("rotate", help="replace a key by a new one of the same role and print it once")
-    rotate.add_argument("key_id", type=uuid.UUID)
-    rotate.set_defaults(func=cmd_rotate)
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "create": cmd_create, "list": cmd_list, "revoke": cmd_revoke, "rotate": cmd_rotate,
+}  # fmt: skip
+"""The ``bind-audit keys`` subcommands (the parser is ``app/cli.py``'s, which loads this module only to run one)."""

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from app import cli
 from app.core.db.session import make_engine, session_factory
-from app.core.db.tables import ApiKey, TrailEvent
+from app.core.db.tables import ROLES, ApiKey, TrailEvent
 from app.core.settings import get_settings
 from app.tenants.keys import authenticate
 
@@ -108,3 +108,7 @@ def test_serve_refuses_unsafe_production_settings(
     assert cli.main(["serve"]) == 2
     err = capsys.readouterr().err
     assert "refuses to start" in err and "BIND_DATABASE_URL is SQLite" in err and "BIND_CONSOLE_SECRET" in err
+
+
+def test_the_parser_offers_the_roles_of_the_tables() -> None:
+    assert cli.KEY_ROLES == ROLES
