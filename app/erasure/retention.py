@@ -2,7 +2,8 @@
 
 Finished audits whose ``finished_at`` is older than the period, and graphs uploaded before it (with everything
 :func:`app.erasure.service.erase_graph` erases) unless an audit of theirs is still queued or running (then the
-next sweep takes them). Each erasure is one trail entry (``audit.expire``, ``graph.expire``; actor ``system``).
+next sweep takes them). Each erasure is one trail entry (``audit.expire``, ``graph.expire``; actor ``system``), written
+only by the sweep whose ``DELETE`` removed the row, however many workers sweep at once.
 """
 
 from __future__ import annotations
@@ -37,22 +38,22 @@ def expire(sessions: sessionmaker[Session], days: int, *, at: datetime | None = 
         return Expired(0, 0)
     cutoff = (at or now()) - timedelta(days=days)
     with sessions.begin() as session:
-        audits = session.execute(
+        old = session.execute(
             select(Audit.id, Audit.tenant_id)
             .where(Audit.state.in_(FINAL_STATES), Audit.finished_at < cutoff)
             .limit(BATCH)
         ).all()
+        audits = [(a, t) for a, t in old if erase_audits(session, t, [a])]  # those no concurrent sweep took
         for audit_id, tenant_id in audits:
-            erase_audits(session, tenant_id, [audit_id])
             append(session, tenant_id=tenant_id, actor="system", action="audit.expire", target=f"/audits/{audit_id}",
                    outcome="succeeded")  # fmt: skip
     with sessions.begin() as session:
         busy = exists().where(Audit.graph_id == Graph.id, Audit.state.in_(ACTIVE_STATES))
-        graphs = session.execute(
+        uploaded = session.execute(
             select(Graph.id, Graph.tenant_id).where(Graph.created_at < cutoff, ~busy).limit(BATCH)
         ).all()
+        graphs = [(g, t) for g, t in uploaded if erase_graph(session, t, g)]
         for graph_id, tenant_id in graphs:
-            erase_graph(session, tenant_id, graph_id)
             append(session, tenant_id=tenant_id, actor="system", action="graph.expire", target=f"/graphs/{graph_id}",
                    outcome="succeeded")  # fmt: skip
     if audits or graphs:

@@ -21,13 +21,15 @@ from app.core.db.tables import Audit, Graph, SuppliedModel, Tenant, Webhook, Web
 from app.core.errors import NotFound
 
 
-def erase_audits(session: Session, tenant_id: uuid.UUID, audit_ids: Sequence[uuid.UUID]) -> None:
-    """Delete the audits and their deliveries (the rows cascading from them go with them); only flushes."""
+def erase_audits(session: Session, tenant_id: uuid.UUID, audit_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Delete the audits and their deliveries (the rows cascading from them go with them); only flushes. Return the
+    ids this call deleted (a concurrent erasure, another worker's retention sweep say, may have taken some)."""
     if not audit_ids:
-        return
+        return []
     names = [str(a) for a in audit_ids]
     _delete_deliveries(session, tenant_id, WebhookDelivery.payload["data"]["audit_id"].as_string().in_(names))
-    session.execute(delete(Audit).where(Audit.id.in_(audit_ids), Audit.tenant_id == tenant_id))
+    stmt = delete(Audit).where(Audit.id.in_(audit_ids), Audit.tenant_id == tenant_id).returning(Audit.id)
+    return list(session.scalars(stmt))
 
 
 def delete_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> None:
@@ -48,13 +50,14 @@ def purge_graph(session: Session, tenant: Tenant, graph_id: uuid.UUID) -> None:
     erase_graph(session, tenant.id, graph_id)
 
 
-def erase_graph(session: Session, tenant_id: uuid.UUID, graph_id: uuid.UUID) -> None:
-    """What :func:`purge_graph` deletes, for a graph already found (the retention sweep); only flushes."""
+def erase_graph(session: Session, tenant_id: uuid.UUID, graph_id: uuid.UUID) -> bool:
+    """What :func:`purge_graph` deletes, for a graph already found (the retention sweep); only flushes. Return
+    whether this call deleted the graph's row (``False``: a concurrent erasure did)."""
     audits = session.scalars(select(Audit.id).where(Audit.graph_id == graph_id)).all()
     erase_audits(session, tenant_id, audits)
     _delete_deliveries(session, tenant_id, WebhookDelivery.payload["data"]["graph_id"].as_string() == str(graph_id))
     session.execute(delete(SuppliedModel).where(SuppliedModel.graph_id == graph_id))
-    session.execute(delete(Graph).where(Graph.id == graph_id))
+    return session.scalar(delete(Graph).where(Graph.id == graph_id).returning(Graph.id)) is not None
 
 
 def _delete_deliveries(session: Session, tenant_id: uuid.UUID, matches: ColumnElement[bool]) -> None:

@@ -211,3 +211,17 @@ def test_erasing_needs_an_admin_key(
     url = path.replace("{id}", target)
     assert_problem(client.delete(url, headers=headers["auditor"]), 403, "role-not-allowed")
     assert client.delete(url, headers=headers["admin"]).status_code == 204
+
+
+def test_concurrent_sweeps_record_each_erasure_once(
+    client: TestClient, sessions: sessionmaker[Session], auth: dict[str, str], graph_id: str
+) -> None:
+    """Every worker sweeps: a sweep that finds the row already erased by another records nothing."""
+    from app.erasure.service import erase_audits
+
+    tenant = tenant_of(sessions, graph_id)
+    audit_id = derive(sessions, tenant, uuid.UUID(graph_id), "succeeded")
+    with sessions.begin() as session:
+        assert erase_audits(session, tenant, [audit_id]) == [audit_id]
+    with sessions.begin() as session:
+        assert erase_audits(session, tenant, [audit_id]) == []
