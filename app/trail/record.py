@@ -28,6 +28,8 @@ from app.core.logs import request_id
 log = logging.getLogger(__name__)
 
 API_PREFIX = "/v1"
+TRUE_WORDS = frozenset({"1", "on", "t", "true", "y", "yes"})
+"""What pydantic reads as ``True`` for a boolean query parameter (the route's own parsing of a flag)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class _Trailed:
     def action(self, request: Request) -> str:
         """The action, or the one a boolean query flag set to true names instead (``?purge=true``)."""
         for flag, action in self.flags.items():
-            if request.query_params.get(flag, "").lower() in ("true", "1", "yes", "on"):
+            if request.query_params.get(flag, "").lower() in TRUE_WORDS:
                 return action
         return self._action
 
@@ -122,7 +124,7 @@ class _Trailed:
         try:
             session.rollback()
             append(session, tenant_id=actor.tenant_id, actor_key_id=actor.key_id, action=self.action(request),
-                   target=self._target(request, None), outcome="denied" if status in (401, 403) else "failed",
+                   target=self._target(request, None), outcome="denied" if status == 403 else "failed",
                    status=status)  # fmt: skip
             session.commit()
         except Exception:
