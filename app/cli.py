@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -109,17 +110,15 @@ def cmd_migrate(_: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_keys_create(args: argparse.Namespace) -> int:
-    from app.core.db.session import engine_for, session_factory
-    from app.core.settings import get_settings
-    from app.tenants.keys import create_api_key
+KEY_ROLES = ("viewer", "auditor", "admin")
+"""``app.core.db.tables.ROLES``, spelled out so that building the parser loads no database code."""
 
-    with session_factory(engine_for(get_settings().database_url)).begin() as session:
-        key = create_api_key(session, args.tenant)
-    print(key)
-    print(f"(API key for tenant {args.tenant.strip()!r}; it is not stored and will not be shown again)",
-          file=sys.stderr)  # fmt: skip
-    return 0
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """``bind-audit keys create | list | revoke | rotate`` (``app/tenants/cli.py``)."""
+    from app.tenants.cli import COMMANDS
+
+    return COMMANDS[args.keys_command](args)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -151,10 +150,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     Either signal (what Docker, systemd and Ctrl-C send) stops the API gracefully, then the worker
     (:func:`stop_worker`), and exits 0. If the worker dies on its own, the API is stopped too and the exit
-    status is 1.
+    status is 1. Production settings unsafe for the API (``app/core/production.py``): the reasons, exit status 2.
     """
     from app.core.db.session import ensure_sqlite_dir
+    from app.core.production import unsafe_reasons
     from app.core.settings import get_settings
+
+    if reasons := unsafe_reasons(get_settings()):
+        print("bind-audit: BIND_ENVIRONMENT=production refuses to start with these settings:", file=sys.stderr)
+        print("\n".join(f"  - {r}" for r in reasons), file=sys.stderr)
+        return 2
 
     # Set before uvicorn starts: uvicorn swaps in its own handlers while it serves, then restores these and
     # raises the signal it caught again, which lands here after its graceful shutdown.
@@ -267,11 +272,18 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="upgrade the database to the latest migration")
     migrate.set_defaults(func=cmd_migrate)
 
-    keys = sub.add_parser("keys", help="manage API keys")
+    keys = sub.add_parser("keys", help="manage API keys: create, list, revoke, rotate")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create an API key for a tenant and print it once")
     create.add_argument("--tenant", required=True)
-    create.set_defaults(func=cmd_keys_create)
+    create.add_argument("--role", choices=KEY_ROLES, help="required unless the tenant has no key yet (then admin)")
+    listing = keys_sub.add_parser("list", help="list a tenant's keys (id, prefix, role, created, revoked)")
+    listing.add_argument("--tenant", required=True)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key at once (not the tenant's last admin key)")
+    rotate = keys_sub.add_parser("rotate", help="replace a key by a new one of the same role and print it once")
+    for needs_id in (revoke, rotate):
+        needs_id.add_argument("key_id", type=uuid.UUID)
+    keys.set_defaults(func=cmd_keys)
 
     from app.client import add_commands
 

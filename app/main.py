@@ -22,14 +22,17 @@ from app.core.middleware import SecurityHeadersMiddleware
 from app.core.observability import RequestContextMiddleware
 from app.core.problem_schema import problem_responses, problem_schemas
 from app.core.problems import install_problem_handlers
+from app.core.production import check_production
 from app.core.publisher import BrokerClient
 from app.core.ratelimit import make_auth_failure_guard, make_rate_limiter
 from app.core.settings import Settings, get_settings
 from app.datasets import routes as datasets
+from app.events import routes as events
 from app.graphs import routes as graphs
 from app.reports import routes as reports
 from app.schedules import routes as schedules
 from app.supplied import routes as models
+from app.tenants import routes as keys
 from app.webhooks import routes as webhooks
 
 DESCRIPTION = """Audit graph neural networks for unfairness with BIND (Dong et al., AAAI 2023): train a GNN
@@ -38,8 +41,13 @@ the most harmful nodes and validate the estimates. Every error is an RFC 9457 pr
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the API for ``settings`` (default: from the environment). Nothing connects until used."""
+    """Build the API for ``settings`` (default: from the environment). Nothing connects until used.
+
+    Raises:
+        UnsafeSettings: ``BIND_ENVIRONMENT=production`` with settings unsafe there (``app/core/production.py``).
+    """
     settings = settings or get_settings()
+    check_production(settings)
     configure_logging(settings.log_format)
     engine = make_engine(settings.database_url)
 
@@ -77,8 +85,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
-    v1 = APIRouter(prefix="/v1", responses=problem_responses(400, 401, 422, 429, 500, 503))
-    for module in (graphs, datasets, models, audits, reports, schedules, webhooks):
+    v1 = APIRouter(prefix="/v1", responses=problem_responses(400, 401, 403, 422, 429, 500, 503))
+    for module in (graphs, datasets, models, audits, reports, schedules, webhooks, keys, events):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)

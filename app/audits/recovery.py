@@ -5,6 +5,9 @@
 * ``queued`` and untouched for ``BIND_QUEUED_TIMEOUT``: its message was lost (the API crashed between commit
   and send, the broker lost it, an embedded broker's worker was killed after receiving it). Send it again.
 
+* ``BIND_RETENTION_DAYS`` above 0: finished audits and graphs older than that are erased
+  (`app.erasure.retention`).
+
 Each step is one conditional ``UPDATE ... RETURNING``, so several workers sweeping at once re-send an audit
 once; and a duplicate message is harmless anyway, because only one claim of a queued audit succeeds.
 """
@@ -26,6 +29,7 @@ from app.core.db.tables import Audit
 from app.core.errors import ProblemError
 from app.core.publisher import Publisher
 from app.core.settings import Settings
+from app.erasure.retention import expire
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +82,7 @@ def sweep(
 
 
 def sweep_and_send(publisher: Publisher, settings: Settings, sessions: sessionmaker[Session]) -> Sweep:
-    """One sweep, then the tasks of every audit it found."""
+    """One sweep, then the tasks of every audit it found; then the retention period's erasures."""
     found = sweep(
         sessions, heartbeat_timeout=settings.heartbeat_timeout, queued_timeout=settings.queued_timeout,
         max_attempts=settings.max_attempts,
@@ -93,4 +97,5 @@ def sweep_and_send(publisher: Publisher, settings: Settings, sessions: sessionma
                     settings.queued_timeout)  # fmt: skip
     for audit_id in [*found.requeued, *found.resent]:
         publisher.send(RUN_AUDIT, [str(audit_id)], task_id=str(audit_id))
+    expire(sessions, settings.retention_days)
     return found

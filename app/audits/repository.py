@@ -103,8 +103,10 @@ def _fence(claim: Claim) -> Any:
 
 
 def _lease_after_miss(session: Session, claim: Claim) -> Lease:
+    """Why a fenced write missed: the audit was cancelled, or erased (``DELETE /v1/audits/{id}``, a graph's purge,
+    retention: no row, so the attempt stops as if cancelled and writes nothing), or another attempt owns it."""
     state = session.scalar(select(Audit.state).where(Audit.id == claim.audit_id))
-    return Lease.CANCELLED if state == "cancelled" else Lease.LOST
+    return Lease.CANCELLED if state in ("cancelled", None) else Lease.LOST
 
 
 def beat(session: Session, claim: Claim, stage: str | None, progress: float | None) -> Lease:

@@ -13,11 +13,13 @@ from app.audits.schemas import AuditCreate, AuditPage, AuditRead, AuditState, Au
 from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.core.problem_schema import problem_responses
+from app.erasure.service import delete_audit as erase_audit
 from app.influence.edge_pages import edge_page
 from app.influence.edge_schemas import EDGE_SIGN_CONVENTION, EdgeOrder, EdgePage, EdgeRowRead
 from app.influence.pages import influence_page
 from app.influence.schemas import SIGN_CONVENTION, InfluenceOrder, InfluencePage, InfluenceRowRead
-from app.tenants.deps import TenantDep
+from app.tenants.deps import AdminTenant, AuditorTenant, ViewerTenant
+from app.trail.record import trailed
 
 router = APIRouter(prefix="/audits", tags=["audits"])
 
@@ -30,12 +32,13 @@ TokenQuery = Annotated[str | None, Query(max_length=500)]
     status_code=status.HTTP_202_ACCEPTED,
     response_model=AuditRead,
     responses=problem_responses(409),
+    dependencies=[trailed("audit.create")],
 )
 def create_audit(
     body: AuditCreate,
     response: Response,
     session: SessionDep,
-    tenant: TenantDep,
+    tenant: AuditorTenant,
     settings: SettingsDep,
     broker: BrokerDep,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None,
@@ -57,7 +60,7 @@ def create_audit(
 @router.get("", response_model=AuditPage)
 def list_audits(
     session: SessionDep,
-    tenant: TenantDep,
+    tenant: ViewerTenant,
     graph_id: uuid.UUID | None = None,
     state: AuditState | None = None,
     limit: LimitQuery = DEFAULT_LIMIT,
@@ -71,22 +74,33 @@ def list_audits(
 
 
 @router.get("/{audit_id}", response_model=AuditRead, responses=problem_responses(404))
-def read_audit(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+def read_audit(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Any:
     """State, stage and progress; when succeeded the results, when failed the problem that stopped it."""
     return service.get_audit(session, tenant, audit_id)
 
 
-@router.post("/{audit_id}/cancel", response_model=AuditRead, responses=problem_responses(404, 409))
-def cancel_audit(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+@router.post("/{audit_id}/cancel", response_model=AuditRead, responses=problem_responses(404, 409),
+             dependencies=[trailed("audit.cancel", "/audits/{audit_id}")])  # fmt: skip
+def cancel_audit(audit_id: uuid.UUID, session: SessionDep, tenant: AuditorTenant) -> Any:
     """Cancel a queued or running audit (a running one stops at its next progress report)."""
     return service.cancel_audit(session, tenant, audit_id)
 
 
-@router.get("/{audit_id}/influence", response_model=InfluencePage, responses=problem_responses(404, 409))
+@router.delete("/{audit_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404),
+               dependencies=[trailed("audit.delete", "/audits/{audit_id}")])  # fmt: skip
+def delete_audit(audit_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Response:
+    """Erase an audit with its results, influence and edge rows, weights and webhook deliveries, in any state
+    (a running one stops at its next write). The trail keeps only that it was erased."""
+    erase_audit(session, tenant, audit_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/{audit_id}/influence", response_model=InfluencePage, responses=problem_responses(404, 409),
+            dependencies=[trailed("influence.read", "/audits/{audit_id}")])  # fmt: skip
 def read_influence(
     audit_id: uuid.UUID,
     session: SessionDep,
-    tenant: TenantDep,
+    tenant: ViewerTenant,
     order: InfluenceOrder = InfluenceOrder.harmful,
     limit: LimitQuery = DEFAULT_LIMIT,
     page_token: TokenQuery = None,
@@ -104,11 +118,12 @@ def read_influence(
     )
 
 
-@router.get("/{audit_id}/edges", response_model=EdgePage, responses=problem_responses(404, 409))
+@router.get("/{audit_id}/edges", response_model=EdgePage, responses=problem_responses(404, 409),
+            dependencies=[trailed("edges.read", "/audits/{audit_id}")])  # fmt: skip
 def read_edges(
     audit_id: uuid.UUID,
     session: SessionDep,
-    tenant: TenantDep,
+    tenant: ViewerTenant,
     order: EdgeOrder = EdgeOrder.harmful,
     limit: LimitQuery = DEFAULT_LIMIT,
     page_token: TokenQuery = None,

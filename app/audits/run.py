@@ -22,7 +22,7 @@ from app.audits.guard import AuditGuard, LimitExceeded
 from app.audits.progress import ProgressReporter
 from app.audits.repository import Claim
 from app.audits.stages import OverallProgress
-from app.core.db.tables import SuppliedModel
+from app.core.db.tables import Audit, SuppliedModel
 from app.core.lease import Lease, LeaseLost
 from app.core.logs import audit_id as audit_id_var
 from app.core.publisher import Publisher
@@ -171,6 +171,8 @@ class Attempt:
                      self.stage, self.guard.added_peak)  # fmt: skip
             return _cancelled(self.sessions, self.claim)
         except LeaseLost:
+            if _erased(self.sessions, self.claim):  # a distributed estimate's plan went with the erased audit
+                return _cancelled(self.sessions, self.claim)
             log.warning("audit %s: attempt %d lost its lease; another attempt owns it", self.audit_id,
                         self.claim.attempt)  # fmt: skip
             return Outcome(self.audit_id, "lost", self.claim.attempt)
@@ -300,6 +302,12 @@ def _settled(sessions: sessionmaker[Session], claim: Claim, lease: Lease, status
         return Outcome(str(claim.audit_id), "lost", claim.attempt)
     log.info("audit %s: %s (attempt %d)", claim.audit_id, status, claim.attempt)
     return Outcome(str(claim.audit_id), status, claim.attempt)
+
+
+def _erased(sessions: sessionmaker[Session], claim: Claim) -> bool:
+    """Whether the audit's row is gone (``DELETE /v1/audits/{id}``, a graph's purge, retention)."""
+    with sessions() as session:
+        return session.scalar(select(Audit.id).where(Audit.id == claim.audit_id)) is None
 
 
 def _cancelled(sessions: sessionmaker[Session], claim: Claim) -> Outcome:

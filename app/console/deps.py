@@ -1,5 +1,5 @@
-"""Who is signed in to the console: the session cookie read, its key still active, its tenant; and the CSRF check
-every form POST makes."""
+"""Who is signed in to the console: the session cookie read, its key still active, its tenant and role; the role
+each page or form needs (the API's roles, ``app/tenants/roles.py``); and the CSRF check every form POST makes."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import Forbidden, TooManyRequests
 from app.core.ratelimit import RateLimiter
 from app.tenants.keys import active_key
+from app.tenants.roles import check_role
+from app.trail.record import Actor
 
 SIGN_IN_PATH = "/console/sign-in"
 
@@ -24,10 +26,12 @@ class SignInRequired(Exception):
 
 @dataclass(frozen=True)
 class ConsoleUser:
-    """The signed-in tenant and the session (its CSRF token goes into every form)."""
+    """The signed-in tenant, the role of the key signed in with, and the session (its CSRF token goes into every
+    form)."""
 
     tenant: Tenant
     session: ConsoleSession
+    role: str
 
 
 def get_console_user(request: Request, session: SessionDep, settings: SettingsDep) -> ConsoleUser:
@@ -47,7 +51,8 @@ def get_console_user(request: Request, session: SessionDep, settings: SettingsDe
                 f"Rate limit of {int(limiter.capacity)} requests per minute for this API key exceeded.",
                 headers={"Retry-After": str(decision.retry_after)},
             )
-    return ConsoleUser(tenant=tenant, session=signed)
+    request.state.actor = Actor(tenant_id=tenant.id, key_id=key.id)  # for the trail
+    return ConsoleUser(tenant=tenant, session=signed, role=key.role)
 
 
 def check_csrf(user: ConsoleUser, token: str | None) -> None:
@@ -57,3 +62,19 @@ def check_csrf(user: ConsoleUser, token: str | None) -> None:
 
 
 ConsoleUserDep = Annotated[ConsoleUser, Depends(get_console_user)]
+
+
+def console_auditor(user: ConsoleUserDep) -> ConsoleUser:
+    """The signed-in user when the key is an ``auditor`` or ``admin`` key; 403 ``role-not-allowed`` otherwise."""
+    check_role(user.role, "auditor")
+    return user
+
+
+def console_admin(user: ConsoleUserDep) -> ConsoleUser:
+    """The signed-in user when the key is an ``admin`` key; 403 ``role-not-allowed`` otherwise."""
+    check_role(user.role, "admin")
+    return user
+
+
+ConsoleAuditorDep = Annotated[ConsoleUser, Depends(console_auditor)]
+ConsoleAdminDep = Annotated[ConsoleUser, Depends(console_admin)]

@@ -31,7 +31,12 @@ def page(template: str, user: ConsoleUser | None, *, status_code: int = 200, **c
     body = (
         templates()
         .get_template(template)
-        .render(tenant=user.tenant.name if user else None, csrf=user.session.csrf if user else None, **context)
+        .render(
+            tenant=user.tenant.name if user else None,
+            csrf=user.session.csrf if user else None,
+            role=user.role if user else None,
+            **context,
+        )
     )
     headers = {"Content-Security-Policy": CONSOLE_CSP, "Cache-Control": "no-store"}
     return HTMLResponse(body, status_code=status_code, headers=headers)

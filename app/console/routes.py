@@ -1,6 +1,9 @@
 """``/console``: sign in with an API key, then the tenant's graphs, audits (with their reports and exports),
 schedules and webhooks as server-rendered pages.
 
+The key's role applies as in the API: any role reads, cancelling needs ``auditor``, the webhooks page ``admin``.
+Cancelling, signing in and out and every read of a report or an export leave an entry in the audit trail.
+
 Authentication is a signed session cookie (``app/console/cookies.py``, ``app/console/deps.py``); every form POST
 carries the session's CSRF token. Pages read through the features' services with the signed-in tenant, so the
 console sees exactly what the tenant's API key sees; reports and exports are the API's own route functions.
@@ -25,7 +28,14 @@ from app.console.cookies import (
     same_token,
     sign_in_token,
 )
-from app.console.deps import SIGN_IN_PATH, ConsoleUserDep, SignInRequired, check_csrf
+from app.console.deps import (
+    SIGN_IN_PATH,
+    ConsoleAdminDep,
+    ConsoleAuditorDep,
+    ConsoleUserDep,
+    SignInRequired,
+    check_csrf,
+)
 from app.console.pages import page
 from app.console.views import audit_row, audit_verdict, graph_row, schedule_row, webhook_row
 from app.core.db.tables import AUDIT_STATES
@@ -37,6 +47,7 @@ from app.reports import routes as reports
 from app.schedules import routes as schedule_routes
 from app.schedules import service as schedules
 from app.tenants.keys import find_key
+from app.trail.record import append, trailed
 from app.webhooks import service as webhooks
 
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -104,6 +115,8 @@ def sign_in(
         if guard is not None:
             guard.failed(client)
         return _sign_in_page(request, settings, error="That API key is unknown or revoked.", status_code=401)
+    append(session, tenant_id=key.tenant_id, actor_key_id=key.id, action="console.sign_in", target=None,
+           outcome="succeeded", status=303)  # fmt: skip
     value, _ = new_session(secret, key.id, settings.console_session_seconds)
     response = RedirectResponse(HOME, status_code=303)
     response.set_cookie(SESSION_COOKIE, value, max_age=settings.console_session_seconds, path=COOKIE_PATH,
@@ -112,7 +125,7 @@ def sign_in(
     return response
 
 
-@router.post("/sign-out")
+@router.post("/sign-out", status_code=303, dependencies=[trailed("console.sign_out")])
 def sign_out(request: Request, user: ConsoleUserDep, csrf: Annotated[str, Form(max_length=200)] = "") -> Response:
     """End the session: the cookie is cleared (CSRF-checked, so another site cannot sign a user out)."""
     check_csrf(user, csrf)
@@ -157,9 +170,9 @@ def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep)
     )  # fmt: skip
 
 
-@router.post("/audits/{audit_id}/cancel")
+@router.post("/audits/{audit_id}/cancel", status_code=303, dependencies=[trailed("audit.cancel", "/audits/{audit_id}")])
 def audit_cancel(
-    audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep, csrf: Annotated[str, Form(max_length=200)] = ""
+    audit_id: uuid.UUID, session: SessionDep, user: ConsoleAuditorDep, csrf: Annotated[str, Form(max_length=200)] = ""
 ) -> Response:
     """Cancel a queued or running audit (as ``POST /v1/audits/{id}/cancel``)."""
     check_csrf(user, csrf)
@@ -167,23 +180,26 @@ def audit_cancel(
     return RedirectResponse(f"/console/audits/{audit_id}", status_code=303)
 
 
-@router.get("/audits/{audit_id}/report")
+@router.get("/audits/{audit_id}/report", dependencies=[trailed("report.read", "/audits/{audit_id}")])
 def audit_report(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
     """The audit's report, as ``GET /v1/audits/{id}/report`` serves it."""
     return reports.read_report(audit_id, session, user.tenant)
 
 
-@router.get("/audits/{audit_id}/influence.csv")
+@router.get("/audits/{audit_id}/influence.csv", dependencies=[trailed("export.influence_csv", "/audits/{audit_id}")])
 def audit_csv(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
     return reports.read_influence_csv(audit_id, session, user.tenant)
 
 
-@router.get("/audits/{audit_id}/influence.parquet")
+@router.get(
+    "/audits/{audit_id}/influence.parquet",
+    dependencies=[trailed("export.influence_parquet", "/audits/{audit_id}")],
+)
 def audit_parquet(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
     return reports.read_influence_parquet(audit_id, session, user.tenant)
 
 
-@router.get("/audits/{audit_id}/export")
+@router.get("/audits/{audit_id}/export", dependencies=[trailed("export.model_card", "/audits/{audit_id}")])
 def audit_export(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
     """The model card export as JSON, as a download."""
     card = reports.read_export(audit_id, session, user.tenant)
@@ -201,7 +217,7 @@ def schedule_list(
                 next_query=_next({"limit": limit}, token))  # fmt: skip
 
 
-@router.get("/schedules/{schedule_id}/report")
+@router.get("/schedules/{schedule_id}/report", dependencies=[trailed("report.read", "/schedules/{schedule_id}")])
 def schedule_report(schedule_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
     """The schedule's history page, as ``GET /v1/schedules/{id}/report`` serves it."""
     return schedule_routes.schedule_report(schedule_id, session, user.tenant)
@@ -209,7 +225,7 @@ def schedule_report(schedule_id: uuid.UUID, session: SessionDep, user: ConsoleUs
 
 @router.get("/webhooks")
 def webhook_list(
-    session: SessionDep, user: ConsoleUserDep, page_token: PageToken = None, limit: Limit = PAGE_SIZE
+    session: SessionDep, user: ConsoleAdminDep, page_token: PageToken = None, limit: Limit = PAGE_SIZE
 ) -> Response:
     """The tenant's webhooks, each with its most recent deliveries."""
     rows, token = webhooks.list_webhooks(session, user.tenant, limit=limit, page_token=page_token)

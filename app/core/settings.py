@@ -22,6 +22,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BIND_", env_file=".env", extra="ignore")
 
     environment: Literal["development", "production"] = "development"
+    """``production``: the API refuses to start on SQLite, without a console secret of its own, with private webhook
+    targets allowed, CORS ``*`` or ``/metrics`` without a key (``app/core/production.py``)."""
     database_url: str = "sqlite:///./var/bind.db"
     broker_url: str = "sqla+sqlite:///./var/broker.db"
     result_backend: str | None = None
@@ -61,7 +63,7 @@ class Settings(BaseSettings):
     """Serve Prometheus metrics at ``/metrics`` (the API) and on ``worker_metrics_port`` (each worker)."""
     metrics_key: SecretStr | None = Field(default=None, min_length=16)
     """When set, ``/metrics`` answers only ``Authorization: Bearer <metrics_key>`` (else a 401 problem). Unset:
-    ``/metrics`` is open in ``development`` and not served at all in ``production``."""
+    ``/metrics`` is open in ``development``; in ``production`` the API refuses to start unless metrics are off."""
     worker_metrics_port: int | None = Field(default=None, ge=0, le=65535)
     """Port of a worker's own Prometheus endpoint (stage durations, outcomes); unset: none."""
 
@@ -71,6 +73,10 @@ class Settings(BaseSettings):
     422 ``resource-limit`` before queueing (and the worker refuses it before training). 0: no limit."""
     audit_max_work: float = Field(default=1e16, ge=0)
     """Most floating-point operations an audit's estimate may reach (`bind_core.pipeline.budget`); as above. 0: none."""
+
+    retention_days: int = Field(default=0, ge=0)
+    """Days finished audits and uploaded graphs are kept: the workers' sweeper erases older ones, with everything
+    derived from them, and records each erasure in the audit trail (``app/erasure/retention.py``). 0: forever."""
 
     # Worker-only settings (read by `worker/`; the API ignores them).
     audit_memory_guard: int = Field(default=16 * 1024**3, ge=0)

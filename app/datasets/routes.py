@@ -6,14 +6,14 @@ from fastapi import APIRouter
 
 from app.core.deps import SettingsDep
 from app.datasets.schemas import DatasetList, DatasetRead
-from app.tenants.deps import TenantDep
+from app.tenants.deps import ViewerTenant
 from bind_core.data.datasets import available
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
 
 @router.get("", response_model=DatasetList)
-def list_datasets(settings: SettingsDep, _tenant: TenantDep) -> DatasetList:
+def list_datasets(settings: SettingsDep, _tenant: ViewerTenant) -> DatasetList:
     """The paper's datasets and whether each is present; empty when the server has no data root."""
     if settings.data_root is None:
         return DatasetList(items=[])

@@ -13,10 +13,12 @@ from fastapi.concurrency import run_in_threadpool
 from app.core.deps import SessionDep, SettingsDep
 from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.core.problem_schema import problem_responses
+from app.erasure.service import purge_graph
 from app.graphs import service
 from app.graphs.schemas import GraphPage, GraphRead
 from app.graphs.uploads import receive_upload, remove_folder
-from app.tenants.deps import TenantDep
+from app.tenants.deps import AdminTenant, AuditorTenant, ViewerTenant
+from app.trail.record import trailed
 
 router = APIRouter(prefix="/graphs", tags=["graphs"])
 
@@ -96,9 +98,10 @@ _UPLOAD_BODY: dict[str, Any] = {
     response_model=GraphRead,
     openapi_extra={"requestBody": _UPLOAD_BODY},
     responses=problem_responses(400, 413, 415),
+    dependencies=[trailed("graph.upload")],
 )
 async def upload_graph(
-    request: Request, response: Response, session: SessionDep, tenant: TenantDep, settings: SettingsDep
+    request: Request, response: Response, session: SessionDep, tenant: AuditorTenant, settings: SettingsDep
 ) -> Any:
     """Upload a graph: a node table and an edge list, or one ``.npz``; validated with bind_core's rules.
 
@@ -124,7 +127,7 @@ async def upload_graph(
 @router.get("", response_model=GraphPage)
 def list_graphs(
     session: SessionDep,
-    tenant: TenantDep,
+    tenant: ViewerTenant,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
     page_token: Annotated[str | None, Query(max_length=500)] = None,
     name: Annotated[str | None, Query(max_length=200, description="Only the versions of this name.")] = None,
@@ -135,12 +138,28 @@ def list_graphs(
 
 
 @router.get("/{graph_id}", response_model=GraphRead, responses=problem_responses(404))
-def read_graph(graph_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+def read_graph(graph_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Any:
     return service.get_graph(session, tenant, graph_id)
 
 
-@router.delete("/{graph_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404, 409))
-def delete_graph(graph_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
-    """Delete a graph. Finished audits of it keep their results; 409 while an audit still needs it."""
-    service.delete_graph(session, tenant, graph_id)
+@router.delete(
+    "/{graph_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404, 409),
+    dependencies=[trailed("graph.delete", "/graphs/{graph_id}", flags={"purge": "graph.purge"})],
+)
+def delete_graph(
+    graph_id: uuid.UUID,
+    session: SessionDep,
+    tenant: AdminTenant,
+    purge: Annotated[bool, Query(description="Also erase every audit of it and all they hold.")] = False,
+) -> Response:
+    """Delete a graph. Without ``purge``, finished audits of it keep their results and a queued or running audit
+    makes it a 409. With ``purge=true``, erase it with its registered models and every audit of it (schedule runs
+    included, running ones stopped) and all they hold: results, influence and edge rows, weights, webhook
+    deliveries. The trail records the deletion (``graph.delete`` or ``graph.purge``) and nothing of what was erased."""
+    if purge:
+        purge_graph(session, tenant, graph_id)
+    else:
+        service.delete_graph(session, tenant, graph_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

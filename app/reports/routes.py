@@ -17,7 +17,8 @@ from app.core.deps import SessionDep
 from app.core.problem_schema import problem_responses
 from app.reports.schemas import AuditExport, ProfileRead
 from app.reports.service import all_edge_rows, all_influence_rows, audit_profile, succeeded_audit
-from app.tenants.deps import TenantDep
+from app.tenants.deps import ViewerTenant
+from app.trail.record import trailed
 from bind_core.reporting import edges_csv, edges_parquet, influence_csv, influence_parquet, model_card, render_report
 
 router = APIRouter(prefix="/audits", tags=["reports"])
@@ -35,10 +36,11 @@ def _file(kind: str, media_type: str, description: str) -> dict[int | str, dict[
 
 @router.get(
     "/{audit_id}/report",
+    dependencies=[trailed("report.read", "/audits/{audit_id}")],
     response_class=Response,
     responses=_file("text", "text/html", "The report: one self-contained HTML5 page (no script, no external files)"),
 )
-def read_report(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+def read_report(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Response:
     """The audit as an HTML page: metrics with confidence intervals, warnings, each group's distribution of
     predicted probabilities, the distribution of node influence, the most harmful nodes, estimated against
     actual ΔΓ, and debiasing per budget. 409 unless the audit succeeded."""
@@ -52,10 +54,11 @@ def read_report(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> 
 
 @router.get(
     "/{audit_id}/influence.csv",
+    dependencies=[trailed("export.influence_csv", "/audits/{audit_id}")],
     response_class=Response,
     responses=_file("text", "text/csv", "Every training node's ΔΓ, one row per node in training-split order"),
 )
-def read_influence_csv(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+def read_influence_csv(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Response:
     """Every training node's influence as CSV (``position, node_index, node_id, group, label, delta, delta_sp,
     delta_eo``). String cells starting with ``=``, ``+``, ``-`` or ``@`` are prefixed with ``'``; numbers,
     negative ones included, are written as numbers."""
@@ -66,10 +69,11 @@ def read_influence_csv(audit_id: uuid.UUID, session: SessionDep, tenant: TenantD
 
 @router.get(
     "/{audit_id}/influence.parquet",
+    dependencies=[trailed("export.influence_parquet", "/audits/{audit_id}")],
     response_class=Response,
     responses=_file("binary", PARQUET_TYPE, "Every training node's ΔΓ as a typed Parquet table"),
 )
-def read_influence_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+def read_influence_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Response:
     """Every training node's influence as Parquet (the CSV's columns, int32/int64/float64 types)."""
     audit = succeeded_audit(session, tenant, audit_id)
     body = influence_parquet(all_influence_rows(session, audit, required=True))
@@ -78,10 +82,11 @@ def read_influence_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: Ten
 
 @router.get(
     "/{audit_id}/edges.csv",
+    dependencies=[trailed("export.edges_csv", "/audits/{audit_id}")],
     response_class=Response,
     responses=_file("text", "text/csv", "Every undirected edge's ΔΓ, one row per edge in the graph's edge order"),
 )
-def read_edges_csv(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+def read_edges_csv(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Response:
     """Every edge's influence as CSV (``position, u_index, v_index, u_id, v_id, u_group, v_group, within_group,
     affects, delta, delta_sp, delta_eo``; the flags as ``true``/``false``). 409 unless the audit succeeded
     (``audit-not-succeeded``) with its edges attributed (``edges-not-computed``)."""
@@ -91,17 +96,19 @@ def read_edges_csv(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) 
 
 @router.get(
     "/{audit_id}/edges.parquet",
+    dependencies=[trailed("export.edges_parquet", "/audits/{audit_id}")],
     response_class=Response,
     responses=_file("binary", PARQUET_TYPE, "Every undirected edge's ΔΓ as a typed Parquet table"),
 )
-def read_edges_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+def read_edges_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Response:
     """Every edge's influence as Parquet (the CSV's columns; the flags as booleans)."""
     audit = succeeded_audit(session, tenant, audit_id)
     return _attachment(edges_parquet(all_edge_rows(session, audit)), PARQUET_TYPE, f"edges-{audit.id}.parquet")
 
 
-@router.get("/{audit_id}/export", response_model=AuditExport, responses=_ERRORS)
-def read_export(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> dict[str, Any]:
+@router.get("/{audit_id}/export", response_model=AuditExport, responses=_ERRORS,
+            dependencies=[trailed("export.model_card", "/audits/{audit_id}")])  # fmt: skip
+def read_export(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> dict[str, Any]:
     """The audit as a model card's quantitative analysis: each metric with its slice (``test`` or ``group=g``)
     and, where computed, its confidence interval; plus the influence summary, debiasing, validation and, when the
     audit asked for them, the edges."""
@@ -110,8 +117,9 @@ def read_export(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> 
     return model_card(audit.results, audit_id=str(audit.id))
 
 
-@router.get("/{audit_id}/profile", response_model=ProfileRead, responses=_ERRORS)
-def read_profile(audit_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> dict[str, Any]:
+@router.get("/{audit_id}/profile", response_model=ProfileRead, responses=_ERRORS,
+            dependencies=[trailed("export.profile", "/audits/{audit_id}")])  # fmt: skip
+def read_profile(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> dict[str, Any]:
     """What the harmful training nodes have in common: the distributions of group, label, degree, cross-group share
     and every feature over the harmful, helpful and all training nodes, and the rules that pick out where the harm
     concentrates, each checked on a held-out half (docs/METHOD.md). 409 unless the audit succeeded

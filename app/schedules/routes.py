@@ -12,7 +12,8 @@ from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.core.problem_schema import problem_responses
 from app.schedules import service
 from app.schedules.schemas import RunPage, ScheduleCreate, SchedulePage, ScheduleRead
-from app.tenants.deps import TenantDep
+from app.tenants.deps import AdminTenant, AuditorTenant, ViewerTenant
+from app.trail.record import trailed
 from bind_core.reporting import CSP, render_history
 
 router = APIRouter(prefix="/schedules", tags=["schedules"])
@@ -21,9 +22,10 @@ LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT)]
 REPORT_MAX_RUNS = 1000
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ScheduleRead)
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ScheduleRead,
+             dependencies=[trailed("schedule.create")])  # fmt: skip
 def create_schedule(
-    body: ScheduleCreate, response: Response, session: SessionDep, tenant: TenantDep, settings: SettingsDep
+    body: ScheduleCreate, response: Response, session: SessionDep, tenant: AuditorTenant, settings: SettingsDep
 ) -> Any:
     """Schedule an audit of a graph's latest version (``graph_name``) or a dataset, every
     ``interval_seconds`` (the first run at once) or on a ``cron`` expression (UTC)."""
@@ -35,7 +37,7 @@ def create_schedule(
 @router.get("", response_model=SchedulePage)
 def list_schedules(
     session: SessionDep,
-    tenant: TenantDep,
+    tenant: ViewerTenant,
     limit: LimitQuery = DEFAULT_LIMIT,
     page_token: Annotated[str | None, Query(max_length=500)] = None,
 ) -> SchedulePage:
@@ -44,31 +46,36 @@ def list_schedules(
 
 
 @router.get("/{schedule_id}", response_model=ScheduleRead, responses=problem_responses(404))
-def read_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+def read_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Any:
     return service.get_schedule(session, tenant, schedule_id)
 
 
-@router.post("/{schedule_id}/pause", response_model=ScheduleRead, responses=problem_responses(404))
-def pause_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+@router.post("/{schedule_id}/pause", response_model=ScheduleRead, responses=problem_responses(404),
+             dependencies=[trailed("schedule.pause", "/schedules/{schedule_id}")])  # fmt: skip
+def pause_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: AuditorTenant) -> Any:
     """Stop starting runs (runs already queued still run)."""
     return service.set_state(session, tenant, schedule_id, "paused")
 
 
-@router.post("/{schedule_id}/resume", response_model=ScheduleRead, responses=problem_responses(404))
-def resume_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+@router.post("/{schedule_id}/resume", response_model=ScheduleRead, responses=problem_responses(404),
+             dependencies=[trailed("schedule.resume", "/schedules/{schedule_id}")])  # fmt: skip
+def resume_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: AuditorTenant) -> Any:
     """Start runs again: an interval schedule at once, a cron schedule at its next time."""
     return service.set_state(session, tenant, schedule_id, "active")
 
 
-@router.delete("/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404))
-def delete_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+@router.delete("/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404),
+               dependencies=[trailed("schedule.delete", "/schedules/{schedule_id}")])  # fmt: skip
+def delete_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Response:
     """Delete a schedule; the audits it ran stay."""
     service.delete_schedule(session, tenant, schedule_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/{schedule_id}/runs", response_model=RunPage, responses=problem_responses(404))
-def schedule_runs(schedule_id: uuid.UUID, session: SessionDep, tenant: TenantDep, limit: LimitQuery = 100) -> RunPage:
+def schedule_runs(
+    schedule_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant, limit: LimitQuery = 100
+) -> RunPage:
     """The history of the bias metrics: one run per slot, newest first, with ΔSP, ΔEO, Γ and breaches."""
     schedule = service.get_schedule(session, tenant, schedule_id)
     return RunPage(schedule_id=schedule.id, items=service.runs(session, schedule, limit=limit))
@@ -82,11 +89,12 @@ def schedule_runs(schedule_id: uuid.UUID, session: SessionDep, tenant: TenantDep
               "content": {"text/html": {"schema": {"type": "string"}}}},
         **problem_responses(404),
     },
+    dependencies=[trailed("report.read", "/schedules/{schedule_id}")],
 )  # fmt: skip
 def schedule_report(
     schedule_id: uuid.UUID,
     session: SessionDep,
-    tenant: TenantDep,
+    tenant: ViewerTenant,
     limit: Annotated[int, Query(ge=1, le=REPORT_MAX_RUNS)] = 365,
 ) -> Response:
     """The schedule's metrics over time as an HTML page: ΔSP, ΔEO and Γ of its latest ``limit`` runs with the

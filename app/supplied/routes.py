@@ -17,7 +17,8 @@ from app.core.problem_schema import problem_responses
 from app.graphs.uploads import receive_upload, remove_folder
 from app.supplied import service
 from app.supplied.schemas import ModelPage, ModelRead
-from app.tenants.deps import TenantDep
+from app.tenants.deps import AdminTenant, AuditorTenant, ViewerTenant
+from app.trail.record import trailed
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -50,9 +51,10 @@ _UPLOAD_BODY: dict[str, Any] = {
     response_model=ModelRead,
     openapi_extra={"requestBody": _UPLOAD_BODY},
     responses=problem_responses(400, 413, 415),
+    dependencies=[trailed("model.register")],
 )
 async def register_model(
-    request: Request, response: Response, session: SessionDep, tenant: TenantDep, settings: SettingsDep
+    request: Request, response: Response, session: SessionDep, tenant: AuditorTenant, settings: SettingsDep
 ) -> Any:
     """Register a trained GNN for a graph; 422 when the weights are not safetensors, do not fit the config,
     or the config's ``in_dim`` / ``num_classes`` do not fit the graph, or a PyG model asks for options the audit
@@ -104,7 +106,7 @@ async def register_model(
 @router.get("", response_model=ModelPage)
 def list_models(
     session: SessionDep,
-    tenant: TenantDep,
+    tenant: ViewerTenant,
     graph_id: uuid.UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
     page_token: Annotated[str | None, Query(max_length=500)] = None,
@@ -115,12 +117,13 @@ def list_models(
 
 
 @router.get("/{model_id}", response_model=ModelRead, responses=problem_responses(404))
-def read_model(model_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+def read_model(model_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Any:
     return service.get_model(session, tenant, model_id)
 
 
-@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404))
-def delete_model(model_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404),
+               dependencies=[trailed("model.delete", "/models/{model_id}")])  # fmt: skip
+def delete_model(model_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Response:
     """Delete a model; audits of it keep their results."""
     service.delete_model(session, tenant, model_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

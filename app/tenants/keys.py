@@ -1,4 +1,5 @@
-"""API keys: ``bind_<43 url-safe chars>``, stored as the SHA-256 of the whole key, shown once."""
+"""API keys: ``bind_<43 url-safe chars>``, stored as the SHA-256 of the whole key, shown once; each with a role
+(``app/tenants/roles.py``). Made, listed, revoked and rotated here, for the CLI and ``/v1/keys`` alike."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import hmac
 import secrets
 import uuid
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from app.core.db.tables import ApiKey, Tenant
+from app.tenants.roles import Role, as_role
 
 KEY_SCHEME = "bind_"
 PREFIX_LENGTH = len(KEY_SCHEME) + 8
@@ -34,19 +36,29 @@ def get_or_create_tenant(session: Session, name: str) -> Tenant:
     return tenant
 
 
-def create_api_key(session: Session, tenant_name: str) -> str:
-    """Create a key for ``tenant_name`` (and the tenant if it is new); return the plaintext key.
+def create_api_key(session: Session, tenant_name: str, role: str | None = None) -> str:
+    """Create a key of ``role`` for ``tenant_name`` (and the tenant if it is new); return the plaintext key.
 
-    The plaintext is not stored and cannot be shown again. Only flushes: the caller commits, e.g.
+    ``role`` may be left out for the tenant's first key only, which is then ``admin`` (someone must be able to
+    make the others); any later key needs it (``ValueError`` otherwise). The plaintext is not stored and cannot
+    be shown again. Only flushes: the caller commits, e.g.
     ``with factory.begin() as session: key = create_api_key(session, "acme")``.
     """
     if not tenant_name.strip():
         raise ValueError("tenant name must not be empty")
     tenant = get_or_create_tenant(session, tenant_name.strip())
+    if role is None and session.scalar(select(exists().where(ApiKey.tenant_id == tenant.id))):
+        raise ValueError(f"tenant {tenant.name!r} has keys already: give the new key's role (viewer, auditor or admin)")
+    return add_key(session, tenant, as_role(role or "admin"))[1]
+
+
+def add_key(session: Session, tenant: Tenant, role: Role) -> tuple[ApiKey, str]:
+    """A new key of ``role`` for ``tenant``: the stored row (flushed) and the plaintext, shown once."""
     key = KEY_SCHEME + secrets.token_urlsafe(32)
-    session.add(ApiKey(tenant_id=tenant.id, prefix=key_prefix(key), key_hash=hash_key(key)))
+    row = ApiKey(tenant_id=tenant.id, prefix=key_prefix(key), key_hash=hash_key(key), role=role)
+    session.add(row)
     session.flush()
-    return key
+    return row, key
 
 
 def find_key(session: Session, key: str) -> ApiKey | None:

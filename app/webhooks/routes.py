@@ -1,4 +1,4 @@
-"""``/v1/webhooks``: subscribe URLs to audit and schedule events; signed deliveries with a log."""
+"""``/v1/webhooks``: subscribe URLs to audit and schedule events; signed deliveries with a log. Admin keys only."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from fastapi import APIRouter, Query, Response, status
 from app.core.deps import SessionDep, SettingsDep
 from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.core.problem_schema import problem_responses
-from app.tenants.deps import TenantDep
+from app.tenants.deps import AdminTenant
+from app.trail.record import trailed
 from app.webhooks import service
 from app.webhooks.schemas import DeliveryPage, DeliveryRead, WebhookCreate, WebhookCreated, WebhookPage, WebhookRead
 
@@ -19,9 +20,10 @@ router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT)]
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=WebhookCreated)
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=WebhookCreated,
+             dependencies=[trailed("webhook.create")])  # fmt: skip
 def create_webhook(
-    body: WebhookCreate, response: Response, session: SessionDep, tenant: TenantDep, settings: SettingsDep
+    body: WebhookCreate, response: Response, session: SessionDep, tenant: AdminTenant, settings: SettingsDep
 ) -> Any:
     """Subscribe ``url`` to ``events``. The answer holds the signing ``secret``, shown this once. A URL whose
     host is or resolves to a private, loopback, link-local, multicast or reserved address is refused (422)
@@ -34,7 +36,7 @@ def create_webhook(
 @router.get("", response_model=WebhookPage)
 def list_webhooks(
     session: SessionDep,
-    tenant: TenantDep,
+    tenant: AdminTenant,
     limit: LimitQuery = DEFAULT_LIMIT,
     page_token: Annotated[str | None, Query(max_length=500)] = None,
 ) -> WebhookPage:
@@ -43,19 +45,20 @@ def list_webhooks(
 
 
 @router.get("/{webhook_id}", response_model=WebhookRead, responses=problem_responses(404))
-def read_webhook(webhook_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Any:
+def read_webhook(webhook_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Any:
     return service.get_webhook(session, tenant, webhook_id)
 
 
-@router.delete("/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404))
-def delete_webhook(webhook_id: uuid.UUID, session: SessionDep, tenant: TenantDep) -> Response:
+@router.delete("/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404),
+               dependencies=[trailed("webhook.delete", "/webhooks/{webhook_id}")])  # fmt: skip
+def delete_webhook(webhook_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Response:
     service.delete_webhook(session, tenant, webhook_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/{webhook_id}/deliveries", response_model=DeliveryPage, responses=problem_responses(404))
 def list_deliveries(
-    webhook_id: uuid.UUID, session: SessionDep, tenant: TenantDep, limit: LimitQuery = 100
+    webhook_id: uuid.UUID, session: SessionDep, tenant: AdminTenant, limit: LimitQuery = 100
 ) -> DeliveryPage:
     """The delivery log, newest first: event, payload, state, attempts, the receiver's last status."""
     webhook = service.get_webhook(session, tenant, webhook_id)

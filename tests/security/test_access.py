@@ -51,6 +51,7 @@ def owned(client: TestClient, new_key_module: Callable[[], dict[str, str]]) -> d
     hook = client.post("/v1/webhooks", headers=auth, json={"url": "http://hooks.test/", "events": ["audit.failed"]})
     ids = {"graph_id": graph["id"], "audit_id": audit["id"], "model_id": registered.get("id")}
     ids |= {"schedule_id": schedule.json().get("id"), "webhook_id": hook.json().get("id")}
+    ids["key_id"] = client.post("/v1/keys", headers=auth, json={"role": "viewer"}).json().get("id")
     return {"auth": auth, "ids": ids}
 
 
@@ -169,16 +170,21 @@ def test_metrics_key(settings: Settings, auth: dict[str, str]) -> None:
         assert response.status_code == 200 and "bind_http_requests_total" in response.text
 
 
+PRODUCTION = {"environment": "production", "console_secret": SecretStr("Vq3-Lm8Zt1Rk6Wx0Bn4Hs9Jd2Fy7Gc5P")}
+"""Production with a console secret of its own (without one the API refuses to start: test_production.py)."""
+
+
 @pytest.mark.parametrize(
     ("update", "served"),
     [
         ({}, True),  # development, no key: open, as before
-        ({"environment": "production"}, False),  # the secure default: no key, no /metrics
-        ({"environment": "production", "metrics_key": SecretStr("k" * 16)}, True),
+        ({**PRODUCTION, "metrics_key": SecretStr("k" * 16)}, True),
+        ({**PRODUCTION, "metrics_enabled": False}, False),
         ({"metrics_enabled": False}, False),
     ],
 )
 def test_metrics_are_served_only_when_configured(settings: Settings, update: dict[str, Any], served: bool) -> None:
+    """In production, metrics without a key refuse the start instead (``tests/app/core/test_production.py``)."""
     with TestClient(create_app(settings.model_copy(update=update))) as app_client:
         headers = {"Authorization": f"Bearer {'k' * 16}"}
         response = app_client.get("/metrics", headers=headers)

@@ -1,4 +1,5 @@
-"""``bind-audit``: argument handling, ``run`` forwarding, ``migrate`` and ``keys create`` on SQLite."""
+"""``bind-audit``: argument handling, ``run`` forwarding, ``migrate``, ``keys`` (create, list, rotate, revoke) on
+SQLite, and ``serve`` refusing unsafe production settings."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlalchemy import func, select
 
 from app import cli
 from app.core.db.session import make_engine, session_factory
-from app.core.db.tables import ApiKey
+from app.core.db.tables import ROLES, ApiKey, TrailEvent
 from app.core.settings import get_settings
 from app.tenants.keys import authenticate
 
@@ -66,3 +67,48 @@ def test_serve_and_keys_need_their_arguments() -> None:
         cli.main(["keys", "create"])
     with pytest.raises(SystemExit):
         cli.main([])
+
+
+def test_keys_list_rotate_and_revoke_with_roles_and_a_trail(
+    sqlite_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["migrate"]) == 0
+    assert cli.main(["keys", "create", "--tenant", "acme"]) == 0  # the first key: admin
+    assert cli.main(["keys", "create", "--tenant", "acme"]) == 2  # later keys need their role
+    assert "give the new key's role" in capsys.readouterr().err
+    assert cli.main(["keys", "create", "--tenant", "acme", "--role", "viewer"]) == 0
+    viewer_key = capsys.readouterr().out.strip().splitlines()[-1]
+    assert cli.main(["keys", "list", "--tenant", "acme"]) == 0
+    listed = [line.split() for line in capsys.readouterr().out.strip().splitlines()]
+    assert sorted(row[2] for row in listed) == ["admin", "viewer"] and all(row[-1] == "active" for row in listed)
+    admin_id = next(row[0] for row in listed if row[2] == "admin")
+    viewer_id = next(row[0] for row in listed if row[2] == "viewer")
+
+    assert cli.main(["keys", "revoke", admin_id]) == 1  # the tenant's last admin key
+    assert "last active admin key" in capsys.readouterr().err
+    assert cli.main(["keys", "rotate", viewer_id]) == 0
+    new_key = capsys.readouterr().out.strip()
+    assert cli.main(["keys", "revoke", viewer_id]) == 1  # rotating revoked it already
+    engine = make_engine(sqlite_env)
+    with session_factory(engine)() as session:
+        assert authenticate(session, viewer_key) is None and authenticate(session, new_key) is not None
+        roles = session.scalars(select(ApiKey.role).where(ApiKey.revoked_at.is_(None))).all()
+        assert sorted(roles) == ["admin", "viewer"]
+        trail = session.execute(select(TrailEvent.action, TrailEvent.actor, TrailEvent.outcome)).all()
+        assert sorted(trail) == sorted([("key.create", "cli", "succeeded")] * 2 + [("key.rotate", "cli", "succeeded")])
+    engine.dispose()
+    assert cli.main(["keys", "list", "--tenant", "nobody"]) == 2
+
+
+def test_serve_refuses_unsafe_production_settings(
+    sqlite_env: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BIND_ENVIRONMENT", "production")
+    get_settings.cache_clear()
+    assert cli.main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert "refuses to start" in err and "BIND_DATABASE_URL is SQLite" in err and "BIND_CONSOLE_SECRET" in err
+
+
+def test_the_parser_offers_the_roles_of_the_tables() -> None:
+    assert cli.KEY_ROLES == ROLES

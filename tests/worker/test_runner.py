@@ -12,13 +12,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audits import run as runner
 from app.audits.engine import LIBRARY, Engine
 from app.core.db.session import now
 from app.core.db.tables import Audit, InfluenceRow
+from app.core.lease import LeaseLost
 from app.core.settings import Settings
 from bind_core import AuditConfig, ConfigError, Graph, synthetic
 
@@ -225,6 +226,32 @@ def test_cancel_after_the_last_callback_discards_the_result(sessions, settings, 
     audit_id = new_audit()
     assert run(audit_id, sessions, settings).status == "cancelled"
     assert get(sessions, audit_id).results is None
+    assert count_rows(sessions, audit_id) == 0
+
+
+@pytest.mark.parametrize("when", ["during the run", "after the last callback", "failing", "with its plan"])
+def test_an_audit_erased_while_running_ends_cancelled(sessions, settings, new_audit, fake_audit, when) -> None:
+    """``DELETE /v1/audits/{id}`` or a graph's purge racing the attempt: no row is left to write to, and the attempt
+    stops as cancelled without raising (``Lease.CANCELLED``) and without writing anything back."""
+
+    def body(progress: Progress) -> FakeResult:
+        progress("training", 0.1)
+        with sessions.begin() as session:  # the API's erasure
+            session.execute(delete(Audit).where(Audit.id == audit_id))
+        if when == "during the run":
+            progress("training", 0.2)
+            raise AssertionError("the progress callback should have raised")
+        if when == "failing":
+            raise RuntimeError("the audit fails after its row was erased")
+        if when == "with its plan":  # a distributed estimate's coordinator finds its plan gone with the audit
+            raise LeaseLost
+        return FakeResult(rows(3))
+
+    fake_audit(body)
+    audit_id = new_audit()
+    assert run(audit_id, sessions, settings).status == "cancelled"
+    with sessions() as session:
+        assert session.get(Audit, audit_id) is None
     assert count_rows(sessions, audit_id) == 0
 
 

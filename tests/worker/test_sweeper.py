@@ -1,4 +1,5 @@
-"""`app.audits.recovery`: dead workers' audits are re-queued, lost messages re-sent, nothing else touched."""
+"""`app.audits.recovery`: dead workers' audits are re-queued, lost messages re-sent, the retention period enforced,
+nothing else touched."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audits.recovery import sweep, sweep_and_send
 from app.core.db.session import now
-from app.core.db.tables import Audit
+from app.core.db.tables import Audit, TrailEvent
 
 
 class RecordingPublisher:
@@ -69,3 +71,19 @@ def test_sweep_and_send_sends_after_commit(sessions, settings, new_audit) -> Non
     publisher = RecordingPublisher()
     sweep_and_send(publisher, settings.model_copy(update={"heartbeat_timeout": 60}), sessions)
     assert publisher.sent == [("bind.run_audit", [str(dead)], str(dead))]
+
+
+def test_the_sweep_enforces_the_retention_period(sessions, settings, new_audit) -> None:
+    """``BIND_RETENTION_DAYS``: finished audits older than the period go, with one ``system`` trail entry each;
+    newer ones, unfinished ones, and everything when the setting is 0, stay."""
+    long_ago = now() - timedelta(days=10)
+    old = new_audit(state="succeeded", finished_at=long_ago)
+    recent = new_audit(state="failed", finished_at=now() - timedelta(days=1))
+    queued = new_audit(updated_at=now())
+    sweep_and_send(RecordingPublisher(), settings, sessions)  # 0 days: keep everything
+    sweep_and_send(RecordingPublisher(), settings.model_copy(update={"retention_days": 7}), sessions)
+    with sessions() as session:
+        left = set(session.scalars(select(Audit.id)))
+        trail = session.execute(select(TrailEvent.actor, TrailEvent.action, TrailEvent.target)).all()
+    assert old not in left and {recent, queued} <= left
+    assert trail == [("system", "audit.expire", f"/audits/{old}")]

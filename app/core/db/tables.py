@@ -28,6 +28,9 @@ from sqlalchemy.orm import Mapped, deferred, mapped_column
 
 from app.core.db.base import Base, JSONType, UTCDateTime, utcnow
 
+ROLES = ("viewer", "auditor", "admin")
+"""An API key's role, each allowed what the one before it is: read; upload, start, cancel, schedule; keys,
+webhooks, deletion and the trail (``app/tenants/roles.py``)."""
 AUDIT_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 ACTIVE_STATES = ("queued", "running")
 FINAL_STATES = ("succeeded", "failed", "cancelled")
@@ -42,14 +45,16 @@ class Tenant(Base):
 
 
 class ApiKey(Base):
-    """An API key, stored as the SHA-256 of the whole key; ``prefix`` narrows the lookup."""
+    """An API key, stored as the SHA-256 of the whole key; ``prefix`` narrows the lookup; ``role``: what it may do."""
 
     __tablename__ = "api_keys"
+    __table_args__ = (CheckConstraint(f"role IN {ROLES!r}", name="role"),)
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
     prefix: Mapped[str] = mapped_column(String(16), index=True)
     key_hash: Mapped[str] = mapped_column(String(64))
+    role: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
@@ -333,3 +338,36 @@ class InfluenceChunkRecord(Base):
     seconds: Mapped[float | None] = mapped_column(Double)
     result: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+TRAIL_ACTORS = ("key", "cli", "system")
+TRAIL_OUTCOMES = ("succeeded", "denied", "failed")
+
+
+class TrailEvent(Base):
+    """One entry of the audit trail: who did (or tried) what to which resource, and how it ended.
+
+    Append-only: a trigger made by the migration refuses every ``UPDATE`` and ``DELETE`` (``app/trail``). No foreign
+    keys, so that erasing a graph, an audit or a key leaves the trail as it was; ``target`` is a resource path
+    (``/graphs/<id>``), never the resource's data.
+    """
+
+    __tablename__ = "trail_events"
+    __table_args__ = (
+        Index(None, "tenant_id", "created_at"),
+        CheckConstraint(f"actor IN {TRAIL_ACTORS!r}", name="actor"),
+        CheckConstraint(f"outcome IN {TRAIL_OUTCOMES!r}", name="outcome"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    actor: Mapped[str] = mapped_column(String(16))
+    """``key`` (an API key, through the API or the console), ``cli`` (``bind-audit keys``) or ``system`` (retention)."""
+    actor_key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str | None] = mapped_column(String(300))
+    request_id: Mapped[str | None] = mapped_column(String(64))
+    outcome: Mapped[str] = mapped_column(String(16))
+    status: Mapped[int | None] = mapped_column(Integer)
+    """The HTTP status answered (``None`` outside a request)."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -63,9 +63,11 @@ def test_keys_are_stored_hashed_and_can_be_revoked(
 
 def test_same_tenant_gets_several_keys(sessions: sessionmaker[Session]) -> None:
     with sessions.begin() as session:
-        a, b = create_api_key(session, "two-keys"), create_api_key(session, "two-keys")
+        a, b = create_api_key(session, "two-keys"), create_api_key(session, "two-keys", "viewer")
         tenant_a, tenant_b = authenticate(session, a), authenticate(session, b)
         assert tenant_a is not None and tenant_b is not None and tenant_a.id == tenant_b.id
+        with pytest.raises(ValueError, match="give the new key's role"):
+            create_api_key(session, "two-keys")  # the first key alone may leave its role out (admin)
 
 
 def test_healthz(client: TestClient) -> None:

@@ -63,7 +63,7 @@ class Tenant:
 def _make_key(session: Session, key: str) -> uuid.UUID:
     """Store ``key`` for a new tenant (as ``create_api_key`` does, with the key chosen here)."""
     tenant = get_or_create_tenant(session, f"tenant-{uuid.uuid4().hex[:10]}")
-    session.add(ApiKey(tenant_id=tenant.id, prefix=key_prefix(key), key_hash=hash_key(key)))
+    session.add(ApiKey(tenant_id=tenant.id, prefix=key_prefix(key), key_hash=hash_key(key), role="admin"))
     session.flush()
     assert authenticate(session, key) is not None
     return tenant.id

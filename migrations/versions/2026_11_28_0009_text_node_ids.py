@@ -3,8 +3,8 @@
 ``node_id`` (``u_id``, ``v_id``) keeps integer ids; where the user's ids are text, it holds the node's index and the
 text id sits in ``node_key`` (``u_key``, ``v_key``), so an audit lists nodes by the ids the user wrote.
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-11-28 07:50:00
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0008"
-down_revision: str | None = "0007"
+revision: str = "0009"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
