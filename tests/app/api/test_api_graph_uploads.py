@@ -76,7 +76,7 @@ def test_several_sensitive_columns_give_intersectional_groups(client: TestClient
     assert response.status_code == 201, response.text
     summary = response.json()["summary"]
     assert summary["groups"] == 4 and summary["features"] == 4  # both sensitive columns stay features
-    assert summary["group_names"] == [f"gender={g}, region={r}" for g in "fm" for r in "ns"]
+    assert summary["group_names"] == [f"gender={g} & region={r}" for g in "fm" for r in "ns"]
 
 
 def test_parquet_upload_with_chosen_features(client: TestClient, auth: dict[str, str]) -> None:
