@@ -178,8 +178,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         worker = subprocess.Popen(worker_command(args.loglevel.upper()), start_new_session=True)
         server = api_server(args.host, args.port, args.loglevel)
         _watch(worker, server)
-        print(f"bind-audit: API on http://{args.host}:{args.port} (docs at /docs), one worker (pid {worker.pid})",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"bind-audit: API on http://{args.host}:{args.port} (docs at /docs), one worker (pid {worker.pid})",
+            file=sys.stderr,
+        )
         server.run()
     except Stopped as exc:
         asked = str(exc)
@@ -201,8 +203,9 @@ def api_server(host: str, port: int, loglevel: str = "info") -> Any:
     request, in ``BIND_LOG_FORMAT`` (:func:`app.core.logs.configure_logging`)."""
     import uvicorn
 
-    config = uvicorn.Config("app.main:create_app", factory=True, host=host, port=port, log_level=loglevel.lower(),
-                            access_log=False)  # fmt: skip
+    config = uvicorn.Config(
+        "app.main:create_app", factory=True, host=host, port=port, log_level=loglevel.lower(), access_log=False
+    )
     return uvicorn.Server(config)
 
 
@@ -244,15 +247,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bind-audit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("run", help="audit a graph locally, no service (bind_core's CLI; see 'bind-audit run -h')",
-                   add_help=False)  # fmt: skip
+    sub.add_parser(
+        "run", help="audit a graph locally, no service (bind_core's CLI; see 'bind-audit run -h')", add_help=False
+    )
 
     serve = sub.add_parser("serve", help="migrate, then run the API and one worker (embedded by default)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
-    serve.add_argument("--grace", type=float, default=20.0,
-                       help="seconds the worker may take to finish its audit on SIGTERM or Ctrl-C")  # fmt: skip
+    serve.add_argument(
+        "--grace", type=float, default=20.0, help="seconds the worker may take to finish its audit on SIGTERM or Ctrl-C"
+    )
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run one Celery worker (one audit at a time)")
@@ -265,8 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the scheduler as its own process (turns due schedule slots into audits; safe beside the "
         "workers' scheduler threads and other schedulers)",
     )
-    scheduler.add_argument("--interval", type=float, default=None,
-                           help="seconds between two ticks (default: BIND_SCHEDULER_INTERVAL)")  # fmt: skip
+    scheduler.add_argument(
+        "--interval", type=float, default=None, help="seconds between two ticks (default: BIND_SCHEDULER_INTERVAL)"
+    )
     scheduler.set_defaults(func=cmd_scheduler)
 
     migrate = sub.add_parser("migrate", help="upgrade the database to the latest migration")

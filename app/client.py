@@ -143,9 +143,13 @@ def _finish(audit: dict[str, Any], rules: list[Rule], out: Callable[[str], None]
     hits = [v.reason for v in verdicts if v.crossed]
     said = (audit.get("results") or {}).get("summary") or {}
     summary: dict[str, Any] = {
-        "id": audit["id"], "state": "succeeded", "verdict": said.get("verdict"), "metrics": test,
-        "thresholds_crossed": hits, "thresholds": [v.to_dict() for v in verdicts],
-    }  # fmt: skip
+        "id": audit["id"],
+        "state": "succeeded",
+        "verdict": said.get("verdict"),
+        "metrics": test,
+        "thresholds_crossed": hits,
+        "thresholds": [v.to_dict() for v in verdicts],
+    }
     edges = edges_summary(audit.get("results"))
     out(json.dumps(summary if edges is None else {**summary, "edges": edges}))
     return THRESHOLD if hits else OK
@@ -195,13 +199,21 @@ def _run(args: argparse.Namespace, http: httpx.Client, out: Callable[[str], None
 def add_commands(sub: Any) -> None:
     """Add ``submit``, ``status``, ``results`` and ``report`` to the ``bind-audit`` parser."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=os.environ.get("BIND_URL", "http://127.0.0.1:8000"),
-                        help="the server (default: $BIND_URL or http://127.0.0.1:8000)")  # fmt: skip
+    common.add_argument(
+        "--url",
+        default=os.environ.get("BIND_URL", "http://127.0.0.1:8000"),
+        help="the server (default: $BIND_URL or http://127.0.0.1:8000)",
+    )
     common.add_argument("--key", default=os.environ.get("BIND_API_KEY"), help="API key (default: $BIND_API_KEY)")
-    common.add_argument("--fail-on", action="append", type=parse_rule, default=[], metavar="RULE",
-                        help="exit 1 when a test metric or a bound of its interval satisfies RULE, e.g. "
-                        "'delta_sp>0.1' or 'delta_sp.upper>0.1' (repeatable; metrics: " + ", ".join(METRICS)
-                        + "); implies --wait")  # fmt: skip
+    common.add_argument(
+        "--fail-on",
+        action="append",
+        type=parse_rule,
+        default=[],
+        metavar="RULE",
+        help="exit 1 when a test metric or a bound of its interval satisfies RULE, e.g. "
+        "'delta_sp>0.1' or 'delta_sp.upper>0.1' (repeatable; metrics: " + ", ".join(METRICS) + "); implies --wait",
+    )
     common.add_argument("--junit", metavar="FILE", help="with --fail-on: write the verdicts as JUnit XML")
     submit = sub.add_parser("submit", parents=[common], help="queue an audit on a server (see --wait, --fail-on)")
     source = submit.add_mutually_exclusive_group(required=True)

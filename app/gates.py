@@ -25,8 +25,11 @@ INTERVAL_METRICS = ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp",
 BOUNDS = {"lower": "low", "upper": "high"}
 """A rule's interval bound, and its key in ``results.metrics.intervals.<metric>``."""
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
-}  # fmt: skip
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+}
 _RULE = re.compile(r"^\s*([A-Za-z_]+)(?:\.([A-Za-z]+))?\s*(>=|<=|>|<)\s*([-+0-9.eE]+)\s*$")
 
 

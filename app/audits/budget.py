@@ -59,8 +59,14 @@ def check_budget(cost: AuditCost, settings: Settings) -> None:
     words: list[str] = []
     if settings.audit_max_memory and cost.peak_memory > settings.audit_max_memory:
         excess = cost.peak_memory - settings.audit_max_memory
-        over.append({"limit": "BIND_AUDIT_MAX_MEMORY", "allowed": settings.audit_max_memory,
-                     "estimated": cost.peak_memory, "excess": excess})  # fmt: skip
+        over.append(
+            {
+                "limit": "BIND_AUDIT_MAX_MEMORY",
+                "allowed": settings.audit_max_memory,
+                "estimated": cost.peak_memory,
+                "excess": excess,
+            }
+        )
         part = max(cost.memory, key=lambda k: cost.memory[k])
         words.append(
             f"estimated peak memory {gib(cost.peak_memory)} is {gib(excess)} over BIND_AUDIT_MAX_MEMORY "
@@ -68,8 +74,14 @@ def check_budget(cost: AuditCost, settings: Settings) -> None:
         )
     if settings.audit_max_work and cost.total_work > settings.audit_max_work:
         excess_work = cost.total_work - settings.audit_max_work
-        over.append({"limit": "BIND_AUDIT_MAX_WORK", "allowed": settings.audit_max_work,
-                     "estimated": cost.total_work, "excess": excess_work})  # fmt: skip
+        over.append(
+            {
+                "limit": "BIND_AUDIT_MAX_WORK",
+                "allowed": settings.audit_max_work,
+                "estimated": cost.total_work,
+                "excess": excess_work,
+            }
+        )
         stage = max(cost.work, key=lambda k: cost.work[k])
         words.append(
             f"estimated work {cost.total_work:.3g} flops is {excess_work:.3g} over BIND_AUDIT_MAX_WORK "

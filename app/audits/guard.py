@@ -90,15 +90,19 @@ class AuditGuard:
                 continue
             if self.memory and rss - self.base_rss > self.memory:
                 self._tripped = LimitExceeded(
-                    "BIND_AUDIT_MEMORY_GUARD", self.memory, rss - self.base_rss,
+                    "BIND_AUDIT_MEMORY_GUARD",
+                    self.memory,
+                    rss - self.base_rss,
                     f"the audit added {rss - self.base_rss} bytes of resident memory to its worker, over "
                     f"BIND_AUDIT_MEMORY_GUARD ({self.memory} bytes)",
-                )  # fmt: skip
+                )
             elif self.seconds and elapsed > self.seconds:
                 self._tripped = LimitExceeded(
-                    "BIND_AUDIT_MAX_SECONDS", self.seconds, elapsed,
+                    "BIND_AUDIT_MAX_SECONDS",
+                    self.seconds,
+                    elapsed,
                     f"the audit ran {elapsed:.0f} s, over BIND_AUDIT_MAX_SECONDS ({self.seconds:g} s)",
-                )  # fmt: skip
+                )
             if self._tripped is not None:
                 log.warning("resource guard tripped: %s", self._tripped)
 

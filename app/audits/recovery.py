@@ -84,17 +84,19 @@ def sweep(
 def sweep_and_send(publisher: Publisher, settings: Settings, sessions: sessionmaker[Session]) -> Sweep:
     """One sweep, then the tasks of every audit it found; then the retention period's erasures."""
     found = sweep(
-        sessions, heartbeat_timeout=settings.heartbeat_timeout, queued_timeout=settings.queued_timeout,
+        sessions,
+        heartbeat_timeout=settings.heartbeat_timeout,
+        queued_timeout=settings.queued_timeout,
         max_attempts=settings.max_attempts,
-    )  # fmt: skip
+    )
     for audit_id in found.abandoned:
         log.error("audit %s: its worker died %d times; failed, not retried", audit_id, settings.max_attempts)
     for audit_id in found.requeued:
-        log.warning("audit %s: heartbeat older than %ss, worker presumed dead; re-queued", audit_id,
-                    settings.heartbeat_timeout)  # fmt: skip
+        log.warning(
+            "audit %s: heartbeat older than %ss, worker presumed dead; re-queued", audit_id, settings.heartbeat_timeout
+        )
     for audit_id in found.resent:
-        log.warning("audit %s: queued for over %ss without a worker; task re-sent", audit_id,
-                    settings.queued_timeout)  # fmt: skip
+        log.warning("audit %s: queued for over %ss without a worker; task re-sent", audit_id, settings.queued_timeout)
     for audit_id in [*found.requeued, *found.resent]:
         publisher.send(RUN_AUDIT, [str(audit_id)], task_id=str(audit_id))
     expire(sessions, settings.retention_days)

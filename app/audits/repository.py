@@ -76,9 +76,17 @@ def claim(
 def _take(session: Session, audit_id: uuid.UUID, condition: Any, *, device: str, at: datetime) -> Claim | None:
     """One conditional ``UPDATE ... RETURNING``: the audit becomes ``running`` with ``attempts + 1``."""
     values = dict(
-        state="running", attempts=Audit.attempts + 1, device=device, stage=None, progress=0.0,
-        error=None, started_at=at, heartbeat_at=at, finished_at=None, updated_at=at,
-    )  # fmt: skip
+        state="running",
+        attempts=Audit.attempts + 1,
+        device=device,
+        stage=None,
+        progress=0.0,
+        error=None,
+        started_at=at,
+        heartbeat_at=at,
+        finished_at=None,
+        updated_at=at,
+    )
     row = session.execute(
         update(Audit)
         .where(Audit.id == audit_id, condition)
@@ -139,9 +147,17 @@ def succeed(
     """
     t = now()
     values = dict(
-        state="succeeded", stage=None, progress=1.0, results=results, model_weights=weights,
-        model_config=model_config, error=None, finished_at=t, heartbeat_at=t, updated_at=t,
-    )  # fmt: skip
+        state="succeeded",
+        stage=None,
+        progress=1.0,
+        results=results,
+        model_weights=weights,
+        model_config=model_config,
+        error=None,
+        finished_at=t,
+        heartbeat_at=t,
+        updated_at=t,
+    )
     hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
     if not hit:
         return _lease_after_miss(session, claim)

@@ -79,15 +79,23 @@ def read_audit(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -
     return service.get_audit(session, tenant, audit_id)
 
 
-@router.post("/{audit_id}/cancel", response_model=AuditRead, responses=problem_responses(404, 409),
-             dependencies=[trailed("audit.cancel", "/audits/{audit_id}")])  # fmt: skip
+@router.post(
+    "/{audit_id}/cancel",
+    response_model=AuditRead,
+    responses=problem_responses(404, 409),
+    dependencies=[trailed("audit.cancel", "/audits/{audit_id}")],
+)
 def cancel_audit(audit_id: uuid.UUID, session: SessionDep, tenant: AuditorTenant) -> Any:
     """Cancel a queued or running audit (a running one stops at its next progress report)."""
     return service.cancel_audit(session, tenant, audit_id)
 
 
-@router.delete("/{audit_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404),
-               dependencies=[trailed("audit.delete", "/audits/{audit_id}")])  # fmt: skip
+@router.delete(
+    "/{audit_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404),
+    dependencies=[trailed("audit.delete", "/audits/{audit_id}")],
+)
 def delete_audit(audit_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Response:
     """Erase an audit with its results, influence and edge rows, weights and webhook deliveries, in any state
     (a running one stops at its next write). The trail keeps only that it was erased."""
@@ -95,8 +103,12 @@ def delete_audit(audit_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) 
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/{audit_id}/influence", response_model=InfluencePage, responses=problem_responses(404, 409),
-            dependencies=[trailed("influence.read", "/audits/{audit_id}")])  # fmt: skip
+@router.get(
+    "/{audit_id}/influence",
+    response_model=InfluencePage,
+    responses=problem_responses(404, 409),
+    dependencies=[trailed("influence.read", "/audits/{audit_id}")],
+)
 def read_influence(
     audit_id: uuid.UUID,
     session: SessionDep,
@@ -118,8 +130,12 @@ def read_influence(
     )
 
 
-@router.get("/{audit_id}/edges", response_model=EdgePage, responses=problem_responses(404, 409),
-            dependencies=[trailed("edges.read", "/audits/{audit_id}")])  # fmt: skip
+@router.get(
+    "/{audit_id}/edges",
+    response_model=EdgePage,
+    responses=problem_responses(404, 409),
+    dependencies=[trailed("edges.read", "/audits/{audit_id}")],
+)
 def read_edges(
     audit_id: uuid.UUID,
     session: SessionDep,

@@ -104,12 +104,19 @@ def _claim(audit_id: str, sessions: sessionmaker[Session], settings: Settings, d
         return Outcome(audit_id, "skipped")
     with sessions.begin() as session:
         claim = jobs.claim(
-            session, key, device=device, heartbeat_timeout=settings.heartbeat_timeout,
-            max_attempts=settings.max_attempts, max_running=settings.tenant_max_running,
-        )  # fmt: skip
+            session,
+            key,
+            device=device,
+            heartbeat_timeout=settings.heartbeat_timeout,
+            max_attempts=settings.max_attempts,
+            max_running=settings.tenant_max_running,
+        )
     if claim is None:
-        log.info("nothing to run for audit %s's message (no queued audit may start; it is finished, cancelled "
-                 "or running elsewhere)", audit_id)  # fmt: skip
+        log.info(
+            "nothing to run for audit %s's message (no queued audit may start; it is finished, cancelled "
+            "or running elsewhere)",
+            audit_id,
+        )
         return Outcome(audit_id, "skipped")
     if claim.audit_id != key:
         log.info("audit %s's message: audit %s has the turn", audit_id, claim.audit_id)
@@ -167,14 +174,19 @@ class Attempt:
                 reporter.check()
                 return computed
         except AuditCancelled:
-            log.info("audit %s: stopped in stage %s; %d bytes of resident memory added at most", self.audit_id,
-                     self.stage, self.guard.added_peak)  # fmt: skip
+            log.info(
+                "audit %s: stopped in stage %s; %d bytes of resident memory added at most",
+                self.audit_id,
+                self.stage,
+                self.guard.added_peak,
+            )
             return _cancelled(self.sessions, self.claim)
         except LeaseLost:
             if _erased(self.sessions, self.claim):  # a distributed estimate's plan went with the erased audit
                 return _cancelled(self.sessions, self.claim)
-            log.warning("audit %s: attempt %d lost its lease; another attempt owns it", self.audit_id,
-                        self.claim.attempt)  # fmt: skip
+            log.warning(
+                "audit %s: attempt %d lost its lease; another attempt owns it", self.audit_id, self.claim.attempt
+            )
             return Outcome(self.audit_id, "lost", self.claim.attempt)
         except Exception as exc:
             return exc
@@ -203,9 +215,17 @@ class Attempt:
         n_chunks = chunks.wanted(self.settings, graph)
         if n_chunks and "influence" in config.stages:
             coordinator = chunks.Coordinator(
-                sessions, self.settings, claim.audit_id, claim.attempt, model, graph, self.device, n_chunks, progress,
+                sessions,
+                self.settings,
+                claim.audit_id,
+                claim.attempt,
+                model,
+                graph,
+                self.device,
+                n_chunks,
+                progress,
                 self.send_chunks,
-            )  # fmt: skip
+            )
             result = self.engine.compute(
                 graph, config, progress=progress, device=self.device, model=model, chunk_runner=coordinator
             )
@@ -225,8 +245,13 @@ def _store_failure(attempt: Attempt, exc: Exception, publisher: Publisher | None
     claim, guard, stage = attempt.claim, attempt.guard, attempt.stage
     over = exc if isinstance(exc, LimitExceeded) else guard.memory_failure(exc)
     if over is not None:
-        log.warning("audit %s stopped in stage %s: %s (resident memory added: %d bytes at most)", attempt.audit_id,
-                    stage, over, guard.added_peak)  # fmt: skip
+        log.warning(
+            "audit %s stopped in stage %s: %s (resident memory added: %d bytes at most)",
+            attempt.audit_id,
+            stage,
+            over,
+            guard.added_peak,
+        )
     else:
         log.error("audit %s failed in stage %s (attempt %d)", attempt.audit_id, stage, claim.attempt, exc_info=exc)
     problem = problem_for(_unwrap(over or exc), audit_id=attempt.audit_id, stage=stage)
@@ -248,9 +273,12 @@ def _store_success(attempt: Attempt, computed: Computed, publisher: Publisher | 
     outcome = _settled(attempt.sessions, claim, lease, "succeeded")
     if outcome.status == "succeeded":
         log_succeeded_audit(
-            attempt.settings, attempt.audit_id, computed.result.config.to_dict(), payload["results"],
+            attempt.settings,
+            attempt.audit_id,
+            computed.result.config.to_dict(),
+            payload["results"],
             payload["influence"],
-        )  # fmt: skip
+        )
     return outcome
 
 

@@ -43,31 +43,38 @@ class TrainingSettings(BaseModel):
     weight_decay: StrictFloat = Field(default=1e-4, ge=0.0, le=10.0)
     seed: StrictInt = Field(default=10, ge=0, le=2**31 - 1)
     newton_seconds: StrictFloat = Field(
-        default=900.0, gt=0.0, le=86_400.0,
+        default=900.0,
+        gt=0.0,
+        le=86_400.0,
         description="Time the polish's Newton finish may take to bring the model to a stationary point; a model "
         "left short of one is audited as it is, with its gradient reported under stationarity.",
-    )  # fmt: skip
+    )
     batch_size: StrictInt = Field(
-        default=0, ge=0, le=100_000_000,
+        default=0,
+        ge=0,
+        le=100_000_000,
         description="0: full-batch Adam epochs (the paper's). Above 0: an Adam step per batch of this many training "
         "nodes, on neighbours sampled per layer (fan_out); multi-layer GCN, GIN and SAGE only. The polish that follows "
         "is always exact (full-batch objective), so the audited weights do not depend on the sampling.",
-    )  # fmt: skip
+    )
     fan_out: list[StrictInt] = Field(
-        default_factory=list, max_length=8,
+        default_factory=list,
+        max_length=8,
         description="With batch_size: neighbours sampled per layer, the batch's own neighbours first (as PyG's "
         "num_neighbors); -1 takes every neighbour. Empty: every neighbour at every layer.",
-    )  # fmt: skip
+    )
 
     optimizer: Literal["adam", "sgd"] = Field(
         default="adam", description="adam (the paper's) or sgd (with momentum); weight_decay is the coupled L2 term."
     )
     momentum: StrictFloat = Field(default=0.0, ge=0.0, lt=1.0, description="SGD's momentum (optimizer sgd only).")
     patience: StrictInt = Field(
-        default=0, ge=0, le=1_000_000,
+        default=0,
+        ge=0,
+        le=1_000_000,
         description="Early stopping: 0 runs every epoch; k > 0 stops once the validation loss has not improved for k "
         "epochs (the best epoch's weights are kept).",
-    )  # fmt: skip
+    )
 
     @field_validator("fan_out")
     @classmethod

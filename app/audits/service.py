@@ -218,6 +218,9 @@ def cancel_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit
     if audit is None:
         raise NotFound("audit", audit_id)
     if result.rowcount == 0 and audit.state != "cancelled":
-        raise Conflict(f"The audit already {audit.state}; only queued or running audits can be cancelled.",
-                       slug="audit-finished", title="Audit already finished")  # fmt: skip
+        raise Conflict(
+            f"The audit already {audit.state}; only queued or running audits can be cancelled.",
+            slug="audit-finished",
+            title="Audit already finished",
+        )
     return audit

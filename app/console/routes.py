@@ -76,10 +76,18 @@ def _secure(request: Request) -> bool:
 
 def _sign_in_page(request: Request, settings: SettingsDep, *, error: str | None, status_code: int) -> Response:
     value, token = new_sign_in(settings.console_secret.get_secret_value())
-    response = page("sign_in.html", None, status_code=status_code, title="Sign in · bind-audit", form_csrf=token,
-                    error=error)  # fmt: skip
-    response.set_cookie(SIGN_IN_COOKIE, value, max_age=SIGN_IN_SECONDS, path=COOKIE_PATH, secure=_secure(request),
-                        httponly=True, samesite="strict")  # fmt: skip
+    response = page(
+        "sign_in.html", None, status_code=status_code, title="Sign in · bind-audit", form_csrf=token, error=error
+    )
+    response.set_cookie(
+        SIGN_IN_COOKIE,
+        value,
+        max_age=SIGN_IN_SECONDS,
+        path=COOKIE_PATH,
+        secure=_secure(request),
+        httponly=True,
+        samesite="strict",
+    )
     return response
 
 
@@ -115,12 +123,26 @@ def sign_in(
         if guard is not None:
             guard.failed(client)
         return _sign_in_page(request, settings, error="That API key is unknown or revoked.", status_code=401)
-    append(session, tenant_id=key.tenant_id, actor_key_id=key.id, action="console.sign_in", target=None,
-           outcome="succeeded", status=303)  # fmt: skip
+    append(
+        session,
+        tenant_id=key.tenant_id,
+        actor_key_id=key.id,
+        action="console.sign_in",
+        target=None,
+        outcome="succeeded",
+        status=303,
+    )
     value, _ = new_session(secret, key.id, settings.console_session_seconds)
     response = RedirectResponse(HOME, status_code=303)
-    response.set_cookie(SESSION_COOKIE, value, max_age=settings.console_session_seconds, path=COOKIE_PATH,
-                        secure=_secure(request), httponly=True, samesite="strict")  # fmt: skip
+    response.set_cookie(
+        SESSION_COOKIE,
+        value,
+        max_age=settings.console_session_seconds,
+        path=COOKIE_PATH,
+        secure=_secure(request),
+        httponly=True,
+        samesite="strict",
+    )
     response.delete_cookie(SIGN_IN_COOKIE, path=COOKIE_PATH, secure=_secure(request), httponly=True, samesite="strict")
     return response
 
@@ -136,27 +158,48 @@ def sign_out(request: Request, user: ConsoleUserDep, csrf: Annotated[str, Form(m
 
 @router.get("/graphs")
 def graph_list(
-    session: SessionDep, user: ConsoleUserDep, page_token: PageToken = None, limit: Limit = PAGE_SIZE,
+    session: SessionDep,
+    user: ConsoleUserDep,
+    page_token: PageToken = None,
+    limit: Limit = PAGE_SIZE,
     name: Annotated[str | None, Query(max_length=200)] = None,
-) -> Response:  # fmt: skip
+) -> Response:
     """The tenant's graphs, one row per version, newest first (``name``: every version of one graph)."""
     rows, token = graphs.list_graphs(session, user.tenant, limit=limit, page_token=page_token, name=name)
-    return page("graphs.html", user, title="Graphs · bind-audit", graphs=[graph_row(g) for g in rows], name=name,
-                next_query=_next({"name": name, "limit": limit}, token))  # fmt: skip
+    return page(
+        "graphs.html",
+        user,
+        title="Graphs · bind-audit",
+        graphs=[graph_row(g) for g in rows],
+        name=name,
+        next_query=_next({"name": name, "limit": limit}, token),
+    )
 
 
 @router.get("/audits")
 def audit_list(
-    session: SessionDep, user: ConsoleUserDep, page_token: PageToken = None, limit: Limit = PAGE_SIZE,
+    session: SessionDep,
+    user: ConsoleUserDep,
+    page_token: PageToken = None,
+    limit: Limit = PAGE_SIZE,
     state: Annotated[str | None, Query(pattern="^(" + "|".join(AUDIT_STATES) + ")$")] = None,
-) -> Response:  # fmt: skip
+) -> Response:
     """The tenant's audits, newest first, with state, stage and progress; refreshes while any is running."""
-    rows, token = audits.list_audits(session, user.tenant, graph_id=None, state=state, limit=limit,
-                                     page_token=page_token)  # fmt: skip
+    rows, token = audits.list_audits(
+        session, user.tenant, graph_id=None, state=state, limit=limit, page_token=page_token
+    )
     shown = [audit_row(a) for a in rows]
     following = _next({"state": state, "limit": limit}, token)
-    return page("audits.html", user, title="Audits · bind-audit", audits=shown, state=state, states=AUDIT_STATES,
-                refresh=any(a["running"] for a in shown), next_query=following)  # fmt: skip
+    return page(
+        "audits.html",
+        user,
+        title="Audits · bind-audit",
+        audits=shown,
+        state=state,
+        states=AUDIT_STATES,
+        refresh=any(a["running"] for a in shown),
+        next_query=following,
+    )
 
 
 @router.get("/audits/{audit_id}")
@@ -165,9 +208,13 @@ def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep)
     audit = audits.get_audit(session, user.tenant, audit_id)
     row = audit_row(audit)
     return page(
-        "audit.html", user, title=f"Audit {audit_id} · bind-audit", audit=row, refresh=row["running"],
+        "audit.html",
+        user,
+        title=f"Audit {audit_id} · bind-audit",
+        audit=row,
+        refresh=row["running"],
         verdict=audit_verdict(audit),
-    )  # fmt: skip
+    )
 
 
 @router.post("/audits/{audit_id}/cancel", status_code=303, dependencies=[trailed("audit.cancel", "/audits/{audit_id}")])
@@ -213,8 +260,13 @@ def schedule_list(
     """The tenant's schedules: their latest values against the thresholds and a sparkline of recent runs."""
     rows, token = schedules.list_schedules(session, user.tenant, limit=limit, page_token=page_token)
     shown = [schedule_row(s, schedules.history(session, s, limit=SPARK_RUNS)) for s in rows]
-    return page("schedules.html", user, title="Schedules · bind-audit", schedules=shown,
-                next_query=_next({"limit": limit}, token))  # fmt: skip
+    return page(
+        "schedules.html",
+        user,
+        title="Schedules · bind-audit",
+        schedules=shown,
+        next_query=_next({"limit": limit}, token),
+    )
 
 
 @router.get("/schedules/{schedule_id}/report", dependencies=[trailed("report.read", "/schedules/{schedule_id}")])
@@ -230,8 +282,9 @@ def webhook_list(
     """The tenant's webhooks, each with its most recent deliveries."""
     rows, token = webhooks.list_webhooks(session, user.tenant, limit=limit, page_token=page_token)
     shown = [webhook_row(w, webhooks.deliveries(session, w, limit=DELIVERIES_SHOWN)) for w in rows]
-    return page("webhooks.html", user, title="Webhooks · bind-audit", webhooks=shown,
-                next_query=_next({"limit": limit}, token))  # fmt: skip
+    return page(
+        "webhooks.html", user, title="Webhooks · bind-audit", webhooks=shown, next_query=_next({"limit": limit}, token)
+    )
 
 
 def _next(query: dict[str, Any], token: str | None) -> dict[str, Any] | None:

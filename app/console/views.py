@@ -24,10 +24,15 @@ def when(moment: datetime | None) -> str:
 def graph_row(graph: Graph) -> dict[str, Any]:
     summary = graph.summary or {}
     return {
-        "id": str(graph.id), "name": graph.name, "version": graph.version, "nodes": fmt(summary.get("nodes")),
-        "edges": fmt(summary.get("edges")), "groups": fmt(summary.get("groups")), "size": fmt(graph.size_bytes),
+        "id": str(graph.id),
+        "name": graph.name,
+        "version": graph.version,
+        "nodes": fmt(summary.get("nodes")),
+        "edges": fmt(summary.get("edges")),
+        "groups": fmt(summary.get("groups")),
+        "size": fmt(graph.size_bytes),
         "created": when(graph.created_at),
-    }  # fmt: skip
+    }
 
 
 def audit_row(audit: Audit) -> dict[str, Any]:
@@ -124,11 +129,17 @@ def webhook_row(webhook: Webhook, deliveries: Sequence[WebhookDelivery]) -> dict
         "events": ", ".join(webhook.events or []),
         "created": when(webhook.created_at),
         "deliveries": [
-            {"event": d.event, "state": d.state, "attempts": d.attempts, "status": fmt(d.response_status),
-             "error": d.last_error or "", "created": when(d.created_at)}
+            {
+                "event": d.event,
+                "state": d.state,
+                "attempts": d.attempts,
+                "status": fmt(d.response_status),
+                "error": d.last_error or "",
+                "created": when(d.created_at),
+            }
             for d in deliveries
         ],
-    }  # fmt: skip
+    }
 
 
 def _finite(value: Any) -> bool:

@@ -54,7 +54,8 @@ async def readyz(request: Request, broker: BrokerDep) -> dict[str, Any]:
     }
     if any(v != "ok" for v in checks.values()):
         failing = ", ".join(k for k, v in checks.items() if v != "ok")
-        raise ServiceUnavailable(f"Not ready: {failing} unreachable.", errors=[
-            {"field": k, "message": v} for k, v in checks.items() if v != "ok"
-        ])  # fmt: skip
+        raise ServiceUnavailable(
+            f"Not ready: {failing} unreachable.",
+            errors=[{"field": k, "message": v} for k, v in checks.items() if v != "ok"],
+        )
     return {"status": "ok", "checks": checks}

@@ -54,14 +54,18 @@ class ApiMetrics:
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
-            "bind_http_requests", "HTTP requests by method, route template and status.",
-            ["method", "route", "status"], registry=self.registry,
-        )  # fmt: skip
+            "bind_http_requests",
+            "HTTP requests by method, route template and status.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
-            "bind_http_request_duration_seconds", "Time to the response's first byte, by route template.",
-            ["method", "route"], registry=self.registry,
+            "bind_http_request_duration_seconds",
+            "Time to the response's first byte, by route template.",
+            ["method", "route"],
+            registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-        )  # fmt: skip
+        )
         self.registry.register(AuditCollector(sessions))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:

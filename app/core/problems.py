@@ -24,8 +24,14 @@ from bind_core import BindError
 
 logger = logging.getLogger("app.core.errors")
 
-_HTTP_SLUGS = {400: "bad-request", 401: "unauthorized", 404: "not-found", 405: "method-not-allowed",
-               413: "payload-too-large", 415: "unsupported-media-type"}  # fmt: skip
+_HTTP_SLUGS = {
+    400: "bad-request",
+    401: "unauthorized",
+    404: "not-found",
+    405: "method-not-allowed",
+    413: "payload-too-large",
+    415: "unsupported-media-type",
+}
 
 
 _METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
@@ -91,9 +97,12 @@ async def _on_http(request: Request, exc: Exception) -> ProblemResponse:
     if exc.status_code == 405 and (methods := allowed_methods(request)):
         headers["Allow"] = ", ".join(methods)
     error = ProblemError(
-        detail, status=exc.status_code, title=title, slug=_HTTP_SLUGS.get(exc.status_code, "http-error"),
+        detail,
+        status=exc.status_code,
+        title=title,
+        slug=_HTTP_SLUGS.get(exc.status_code, "http-error"),
         headers=headers or None,
-    )  # fmt: skip
+    )
     return problem_response(request, error)
 
 
@@ -104,9 +113,10 @@ DATABASE_RETRY_AFTER = 5
 async def _on_database_unavailable(request: Request, exc: Exception) -> ProblemResponse:
     logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
     error = ServiceUnavailable(
-        "The database cannot be reached; try again shortly.", slug="database-unavailable",
+        "The database cannot be reached; try again shortly.",
+        slug="database-unavailable",
         headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
-    )  # fmt: skip
+    )
     return problem_response(request, error)
 
 

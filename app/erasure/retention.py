@@ -45,8 +45,14 @@ def expire(sessions: sessionmaker[Session], days: int, *, at: datetime | None = 
         ).all()
         audits = [(a, t) for a, t in old if erase_audits(session, t, [a])]  # those no concurrent sweep took
         for audit_id, tenant_id in audits:
-            append(session, tenant_id=tenant_id, actor="system", action="audit.expire", target=f"/audits/{audit_id}",
-                   outcome="succeeded")  # fmt: skip
+            append(
+                session,
+                tenant_id=tenant_id,
+                actor="system",
+                action="audit.expire",
+                target=f"/audits/{audit_id}",
+                outcome="succeeded",
+            )
     with sessions.begin() as session:
         busy = exists().where(Audit.graph_id == Graph.id, Audit.state.in_(ACTIVE_STATES))
         uploaded = session.execute(
@@ -54,8 +60,14 @@ def expire(sessions: sessionmaker[Session], days: int, *, at: datetime | None = 
         ).all()
         graphs = [(g, t) for g, t in uploaded if erase_graph(session, t, g)]
         for graph_id, tenant_id in graphs:
-            append(session, tenant_id=tenant_id, actor="system", action="graph.expire", target=f"/graphs/{graph_id}",
-                   outcome="succeeded")  # fmt: skip
+            append(
+                session,
+                tenant_id=tenant_id,
+                actor="system",
+                action="graph.expire",
+                target=f"/graphs/{graph_id}",
+                outcome="succeeded",
+            )
     if audits or graphs:
         log.info("retention (%d days): erased %d audits and %d graphs", days, len(audits), len(graphs))
     return Expired(len(audits), len(graphs))

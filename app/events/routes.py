@@ -68,8 +68,11 @@ def list_events(
 def export_events(request: Request, tenant: AdminTenant, where: FilterDep) -> StreamingResponse:
     """The tenant's matching trail entries as JSON lines, oldest first (itself an entry, ``events.export``)."""
     factory: sessionmaker[Session] = request.app.state.session_factory
-    return StreamingResponse(_lines(factory, tenant.id, where), media_type=JSON_LINES,
-                             headers={"Content-Disposition": 'attachment; filename="events.jsonl"'})  # fmt: skip
+    return StreamingResponse(
+        _lines(factory, tenant.id, where),
+        media_type=JSON_LINES,
+        headers={"Content-Disposition": 'attachment; filename="events.jsonl"'},
+    )
 
 
 def _lines(factory: sessionmaker[Session], tenant_id: uuid.UUID, where: service.EventFilter) -> Iterator[bytes]:

@@ -22,9 +22,18 @@ from app.core.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType, V
 
 FILE_PARTS = ("nodes", "edges", "npz")
 TABLE_OPTIONS = (
-    "label", "sensitive", "features", "split", "node_id", "unlabeled", "on_unknown_nodes", "allow_no_edges",
-    "impute_missing", "max_categories", "sensitive_bins",
-)  # fmt: skip
+    "label",
+    "sensitive",
+    "features",
+    "split",
+    "node_id",
+    "unlabeled",
+    "on_unknown_nodes",
+    "allow_no_edges",
+    "impute_missing",
+    "max_categories",
+    "sensitive_bins",
+)
 """Form fields that describe a node table and edge list (``bind_core.data.datasets.ingest_files`` options)."""
 TABLE_DEFAULTS = {
     "on_unknown_nodes": "error",

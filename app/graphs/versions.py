@@ -22,8 +22,9 @@ def add_version(session: Session, tenant: Tenant, name: str, *, summary: dict[st
     """Insert ``data`` as the next version of the graph ``name`` and flush."""
     for attempt in range(_RETRIES):
         latest = session.scalar(select(func.max(Graph.version)).where(Graph.tenant_id == tenant.id, Graph.name == name))
-        graph = Graph(tenant_id=tenant.id, name=name, version=(latest or 0) + 1, summary=summary, data=data,
-                      size_bytes=len(data))  # fmt: skip
+        graph = Graph(
+            tenant_id=tenant.id, name=name, version=(latest or 0) + 1, summary=summary, data=data, size_bytes=len(data)
+        )
         try:
             with session.begin_nested():
                 session.add(graph)

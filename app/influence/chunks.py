@@ -230,8 +230,15 @@ def execute_chunk(
         log.info("chunk %d of plan %s: done or held by a live worker; skipped", index, plan_id)
         return "skipped"
     stored, seconds = compute(sessions, claim, loaded, settings.heartbeat_interval)
-    log.info("chunk %d of plan %s (positions %d..%d): %.3fs%s", index, plan_id, claim.start, claim.stop - 1,
-             seconds, "" if stored else ", already stored by another worker")  # fmt: skip
+    log.info(
+        "chunk %d of plan %s (positions %d..%d): %.3fs%s",
+        index,
+        plan_id,
+        claim.start,
+        claim.stop - 1,
+        seconds,
+        "" if stored else ", already stored by another worker",
+    )
     return "computed" if stored else "duplicate"
 
 
@@ -270,9 +277,14 @@ class Coordinator:
         weights, config = self.model.to_bytes(), self.model.config_dict()
         with self.sessions.begin() as session:
             plan_id = create_plan(
-                session, audit_id=self.audit_id, attempt=self.attempt, plan=plan.to_bytes(), weights=weights,
-                model_config=config, bounds=bounds,
-            )  # fmt: skip
+                session,
+                audit_id=self.audit_id,
+                attempt=self.attempt,
+                plan=plan.to_bytes(),
+                weights=weights,
+                model_config=config,
+                bounds=bounds,
+            )
         log.info("audit %s: influence split into %d chunks (plan %s)", self.audit_id, len(bounds), plan_id)
         try:
             self._send(plan_id, len(bounds))
@@ -297,9 +309,13 @@ class Coordinator:
         while True:
             with self.sessions.begin() as session:
                 claim = claim_chunk(
-                    session, plan_id, worker=self.worker, device=self.device,
-                    lease_timeout=self.settings.heartbeat_timeout, newest_first=True,
-                )  # fmt: skip
+                    session,
+                    plan_id,
+                    worker=self.worker,
+                    device=self.device,
+                    lease_timeout=self.settings.heartbeat_timeout,
+                    newest_first=True,
+                )
             if claim is not None:
                 if loaded is None:
                     model = self.model

@@ -32,6 +32,10 @@ def run_chunk(plan_id: str, index: int, *, sessions: sessionmaker[Session], sett
     """Compute chunk ``index`` of the plan, unless it is done, held by a live worker or no longer wanted
     (see :func:`app.influence.chunks.execute_chunk`)."""
     return execute_chunk(
-        plan_id, int(index), sessions=sessions, settings=settings, device=device,
+        plan_id,
+        int(index),
+        sessions=sessions,
+        settings=settings,
+        device=device,
         load_graph=lambda graph_id, dataset: load_graph(sessions, settings, graph_id, dataset),
-    )  # fmt: skip
+    )

@@ -106,8 +106,12 @@ def read_edges_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerT
     return _attachment(edges_parquet(all_edge_rows(session, audit)), PARQUET_TYPE, f"edges-{audit.id}.parquet")
 
 
-@router.get("/{audit_id}/export", response_model=AuditExport, responses=_ERRORS,
-            dependencies=[trailed("export.model_card", "/audits/{audit_id}")])  # fmt: skip
+@router.get(
+    "/{audit_id}/export",
+    response_model=AuditExport,
+    responses=_ERRORS,
+    dependencies=[trailed("export.model_card", "/audits/{audit_id}")],
+)
 def read_export(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> dict[str, Any]:
     """The audit as a model card's quantitative analysis: each metric with its slice (``test`` or ``group=g``)
     and, where computed, its confidence interval; plus the influence summary, debiasing, validation and, when the
@@ -117,8 +121,12 @@ def read_export(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) 
     return model_card(audit.results, audit_id=str(audit.id))
 
 
-@router.get("/{audit_id}/profile", response_model=ProfileRead, responses=_ERRORS,
-            dependencies=[trailed("export.profile", "/audits/{audit_id}")])  # fmt: skip
+@router.get(
+    "/{audit_id}/profile",
+    response_model=ProfileRead,
+    responses=_ERRORS,
+    dependencies=[trailed("export.profile", "/audits/{audit_id}")],
+)
 def read_profile(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> dict[str, Any]:
     """What the harmful training nodes have in common: the distributions of group, label, degree, cross-group share
     and every feature over the harmful, helpful and all training nodes, and the rules that pick out where the harm

@@ -61,14 +61,38 @@ def all_edge_rows(session: Session, audit: Audit) -> list[dict[str, Any]]:
     require_edges(audit)
     row = EdgeInfluenceRow
     columns = (
-        row.position, row.u_index, row.v_index, row.u_id, row.v_id, row.u_grp, row.v_grp, row.within_group,
-        row.affects, row.delta, row.delta_sp, row.delta_eo, row.u_key, row.v_key,
-    )  # fmt: skip
+        row.position,
+        row.u_index,
+        row.v_index,
+        row.u_id,
+        row.v_id,
+        row.u_grp,
+        row.v_grp,
+        row.within_group,
+        row.affects,
+        row.delta,
+        row.delta_sp,
+        row.delta_eo,
+        row.u_key,
+        row.v_key,
+    )
     result = session.execute(select(*columns).where(row.audit_id == audit.id).order_by(row.position))
     names = (
-        "position", "u_index", "v_index", "u_id", "v_id", "u_group", "v_group", "within_group", "affects", "delta",
-        "delta_sp", "delta_eo", "u_key", "v_key",
-    )  # fmt: skip
+        "position",
+        "u_index",
+        "v_index",
+        "u_id",
+        "v_id",
+        "u_group",
+        "v_group",
+        "within_group",
+        "affects",
+        "delta",
+        "delta_sp",
+        "delta_eo",
+        "u_key",
+        "v_key",
+    )
     return [
         _user_ids(_user_ids(dict(zip(names, values, strict=True)), "u_id", "u_key"), "v_id", "v_key")
         for values in result

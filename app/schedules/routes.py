@@ -22,8 +22,9 @@ LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT)]
 REPORT_MAX_RUNS = 1000
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ScheduleRead,
-             dependencies=[trailed("schedule.create")])  # fmt: skip
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=ScheduleRead, dependencies=[trailed("schedule.create")]
+)
 def create_schedule(
     body: ScheduleCreate, response: Response, session: SessionDep, tenant: AuditorTenant, settings: SettingsDep
 ) -> Any:
@@ -50,22 +51,34 @@ def read_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: ViewerTen
     return service.get_schedule(session, tenant, schedule_id)
 
 
-@router.post("/{schedule_id}/pause", response_model=ScheduleRead, responses=problem_responses(404),
-             dependencies=[trailed("schedule.pause", "/schedules/{schedule_id}")])  # fmt: skip
+@router.post(
+    "/{schedule_id}/pause",
+    response_model=ScheduleRead,
+    responses=problem_responses(404),
+    dependencies=[trailed("schedule.pause", "/schedules/{schedule_id}")],
+)
 def pause_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: AuditorTenant) -> Any:
     """Stop starting runs (runs already queued still run)."""
     return service.set_state(session, tenant, schedule_id, "paused")
 
 
-@router.post("/{schedule_id}/resume", response_model=ScheduleRead, responses=problem_responses(404),
-             dependencies=[trailed("schedule.resume", "/schedules/{schedule_id}")])  # fmt: skip
+@router.post(
+    "/{schedule_id}/resume",
+    response_model=ScheduleRead,
+    responses=problem_responses(404),
+    dependencies=[trailed("schedule.resume", "/schedules/{schedule_id}")],
+)
 def resume_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: AuditorTenant) -> Any:
     """Start runs again: an interval schedule at once, a cron schedule at its next time."""
     return service.set_state(session, tenant, schedule_id, "active")
 
 
-@router.delete("/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404),
-               dependencies=[trailed("schedule.delete", "/schedules/{schedule_id}")])  # fmt: skip
+@router.delete(
+    "/{schedule_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404),
+    dependencies=[trailed("schedule.delete", "/schedules/{schedule_id}")],
+)
 def delete_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Response:
     """Delete a schedule; the audits it ran stay."""
     service.delete_schedule(session, tenant, schedule_id)
@@ -85,12 +98,14 @@ def schedule_runs(
     "/{schedule_id}/report",
     response_class=Response,
     responses={
-        200: {"description": "The history as one self-contained HTML5 page (no script, no external files)",
-              "content": {"text/html": {"schema": {"type": "string"}}}},
+        200: {
+            "description": "The history as one self-contained HTML5 page (no script, no external files)",
+            "content": {"text/html": {"schema": {"type": "string"}}},
+        },
         **problem_responses(404),
     },
     dependencies=[trailed("report.read", "/schedules/{schedule_id}")],
-)  # fmt: skip
+)
 def schedule_report(
     schedule_id: uuid.UUID,
     session: SessionDep,

@@ -71,11 +71,16 @@ def tick(
         ).all()
         for schedule in due:
             slot = schedule.next_run_at
-            schedule.next_run_at = next_slot(slot, interval_seconds=schedule.interval_seconds, cron=schedule.cron,
-                                             now=t)  # fmt: skip
+            schedule.next_run_at = next_slot(
+                slot, interval_seconds=schedule.interval_seconds, cron=schedule.cron, now=t
+            )
             if limit and _queue_full(session, schedule.tenant_id, limit, waiting):
-                log.warning("schedule %s: slot %s skipped, its tenant has %d queued audits (BIND_TENANT_MAX_QUEUED)",
-                            schedule.id, slot.isoformat(), waiting[schedule.tenant_id])  # fmt: skip
+                log.warning(
+                    "schedule %s: slot %s skipped, its tenant has %d queued audits (BIND_TENANT_MAX_QUEUED)",
+                    schedule.id,
+                    slot.isoformat(),
+                    waiting[schedule.tenant_id],
+                )
                 continue
             audit = _slot_audit(session, schedule, slot, t)
             try:
@@ -107,9 +112,18 @@ def _slot_audit(session: Session, schedule: Schedule, slot: datetime, t: datetim
     digest = hashlib.sha256(f"schedule:{schedule.id}:{slot.isoformat()}".encode()).hexdigest()
     audit = Audit(
         id=uuid.uuid4(),  # now, not at flush: a slot whose graph is gone names its audit in the problem below
-        tenant_id=schedule.tenant_id, dataset=schedule.dataset, config=schedule.config, request_hash=digest,
-        state="queued", progress=0.0, attempts=0, schedule_id=schedule.id, slot_time=slot, created_at=t, updated_at=t,
-    )  # fmt: skip
+        tenant_id=schedule.tenant_id,
+        dataset=schedule.dataset,
+        config=schedule.config,
+        request_hash=digest,
+        state="queued",
+        progress=0.0,
+        attempts=0,
+        schedule_id=schedule.id,
+        slot_time=slot,
+        created_at=t,
+        updated_at=t,
+    )
     if schedule.graph_name is not None:
         graph = latest_version(session, schedule.tenant_id, schedule.graph_name, lock=True)
         if graph is None:

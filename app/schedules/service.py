@@ -37,11 +37,17 @@ def create_schedule(session: Session, tenant: Tenant, body: ScheduleCreate, *, s
     dataset = present_dataset(body.dataset, settings) if body.dataset is not None else None
     now = utcnow()
     row = Schedule(
-        tenant_id=tenant.id, graph_name=body.graph_name, dataset=dataset, settings=body.audit, config=config,
-        interval_seconds=body.interval_seconds, cron=body.cron,
-        thresholds=body.thresholds.model_dump(exclude_none=True) if body.thresholds else None, state="active",
+        tenant_id=tenant.id,
+        graph_name=body.graph_name,
+        dataset=dataset,
+        settings=body.audit,
+        config=config,
+        interval_seconds=body.interval_seconds,
+        cron=body.cron,
+        thresholds=body.thresholds.model_dump(exclude_none=True) if body.thresholds else None,
+        state="active",
         next_run_at=first_slot(interval_seconds=body.interval_seconds, cron=body.cron, now=now),
-    )  # fmt: skip
+    )
     session.add(row)
     session.flush()
     return row
@@ -104,10 +110,16 @@ def runs(session: Session, schedule: Schedule, *, limit: int) -> list[RunRead]:
         breaches_found = [Breach.model_validate(b) for b in r["breaches"]]
         out.append(
             RunRead(
-                slot_time=r["slot_time"], audit_id=r["audit_id"], state=r["state"], graph_version=r["graph_version"],
-                delta_sp=r["delta_sp"], delta_eo=r["delta_eo"], gamma=r["gamma"], breaches=breaches_found,
+                slot_time=r["slot_time"],
+                audit_id=r["audit_id"],
+                state=r["state"],
+                graph_version=r["graph_version"],
+                delta_sp=r["delta_sp"],
+                delta_eo=r["delta_eo"],
+                gamma=r["gamma"],
+                breaches=breaches_found,
             )
-        )  # fmt: skip
+        )
     return out
 
 
@@ -128,17 +140,29 @@ def history(session: Session, schedule: Schedule, *, limit: int) -> list[dict[st
         test = ((results or {}).get("metrics") or {}).get("test") or {}
         accuracy = test.get("accuracy")
         out.append(
-            {"slot_time": row.slot_time, "audit_id": row.id, "state": row.state, "graph_version": row.graph_version,
-             "accuracy": float(accuracy) if isinstance(accuracy, int | float) else None, **test_metrics(results),
-             "breaches": breaches(row.results, schedule.thresholds) if done else []}
-        )  # fmt: skip
+            {
+                "slot_time": row.slot_time,
+                "audit_id": row.id,
+                "state": row.state,
+                "graph_version": row.graph_version,
+                "accuracy": float(accuracy) if isinstance(accuracy, int | float) else None,
+                **test_metrics(results),
+                "breaches": breaches(row.results, schedule.thresholds) if done else [],
+            }
+        )
     return out
 
 
 def schedule_facts(schedule: Schedule) -> dict[str, Any]:
     """The schedule as the plain dict :func:`bind_core.reporting.history.render_history` takes."""
     return {
-        "id": str(schedule.id), "graph_name": schedule.graph_name, "dataset": schedule.dataset,
-        "interval_seconds": schedule.interval_seconds, "cron": schedule.cron, "state": schedule.state,
-        "thresholds": schedule.thresholds, "next_run_at": schedule.next_run_at, "created_at": schedule.created_at,
-    }  # fmt: skip
+        "id": str(schedule.id),
+        "graph_name": schedule.graph_name,
+        "dataset": schedule.dataset,
+        "interval_seconds": schedule.interval_seconds,
+        "cron": schedule.cron,
+        "state": schedule.state,
+        "thresholds": schedule.thresholds,
+        "next_run_at": schedule.next_run_at,
+        "created_at": schedule.created_at,
+    }

@@ -75,6 +75,8 @@ def check_interval_floor(*, interval_seconds: int | None, cron: str | None, sett
         return
     why = f"runs every {gap:g} s; the least allowed (BIND_SCHEDULE_MIN_INTERVAL) is {floor} s"
     raise ValidationProblem(
-        f"{field}: {why}.", slug="schedule-too-frequent", title="Schedule too frequent",
+        f"{field}: {why}.",
+        slug="schedule-too-frequent",
+        title="Schedule too frequent",
         errors=[{"field": field, "message": why}],
-    )  # fmt: skip
+    )

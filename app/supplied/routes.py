@@ -121,8 +121,12 @@ def read_model(model_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -
     return service.get_model(session, tenant, model_id)
 
 
-@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404),
-               dependencies=[trailed("model.delete", "/models/{model_id}")])  # fmt: skip
+@router.delete(
+    "/{model_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404),
+    dependencies=[trailed("model.delete", "/models/{model_id}")],
+)
 def delete_model(model_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Response:
     """Delete a model; audits of it keep their results."""
     service.delete_model(session, tenant, model_id)

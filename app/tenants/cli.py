@@ -34,11 +34,20 @@ def cmd_create(args: argparse.Namespace) -> int:
             return 2
         row = find_key(session, key)
         assert row is not None
-        append(session, tenant_id=row.tenant_id, actor="cli", action="key.create", target=f"/keys/{row.id}",
-               outcome="succeeded")  # fmt: skip
+        append(
+            session,
+            tenant_id=row.tenant_id,
+            actor="cli",
+            action="key.create",
+            target=f"/keys/{row.id}",
+            outcome="succeeded",
+        )
     print(key)
-    print(f"({row.role} API key {row.id} for tenant {args.tenant.strip()!r}; it is not stored and will not be shown "
-          "again)", file=sys.stderr)  # fmt: skip
+    print(
+        f"({row.role} API key {row.id} for tenant {args.tenant.strip()!r}; it is not stored and will not be shown "
+        "again)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -63,8 +72,9 @@ def _change(args: argparse.Namespace, action: str, change: Callable[[Session, Ap
             session.rollback()
             print(f"error: {exc.detail or exc.title}", file=sys.stderr)
             return 1
-        append(session, tenant_id=key.tenant_id, actor="cli", action=action, target=f"/keys/{key.id}",
-               outcome="succeeded")  # fmt: skip
+        append(
+            session, tenant_id=key.tenant_id, actor="cli", action=action, target=f"/keys/{key.id}", outcome="succeeded"
+        )
         session.commit()
     if printed is not None:
         print(printed)
@@ -89,6 +99,9 @@ def cmd_rotate(args: argparse.Namespace) -> int:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "create": cmd_create, "list": cmd_list, "revoke": cmd_revoke, "rotate": cmd_rotate,
-}  # fmt: skip
+    "create": cmd_create,
+    "list": cmd_list,
+    "revoke": cmd_revoke,
+    "rotate": cmd_rotate,
+}
 """The ``bind-audit keys`` subcommands (the parser is ``app/cli.py``'s, which loads this module only to run one)."""

@@ -60,11 +60,15 @@ def retry_after(session: Session, tenant_id: uuid.UUID, *, recent: int = 20) -> 
     latest finished audits (one of its queued audits starts when a running one ends), within 1 s–1 h."""
     rows = session.execute(
         select(Audit.started_at, Audit.finished_at)
-        .where(Audit.tenant_id == tenant_id, Audit.state.in_(("succeeded", "failed")),
-               Audit.started_at.is_not(None), Audit.finished_at.is_not(None))
+        .where(
+            Audit.tenant_id == tenant_id,
+            Audit.state.in_(("succeeded", "failed")),
+            Audit.started_at.is_not(None),
+            Audit.finished_at.is_not(None),
+        )
         .order_by(Audit.finished_at.desc())
         .limit(recent)
-    ).all()  # fmt: skip
+    ).all()
     seconds = [(r.finished_at - r.started_at).total_seconds() for r in rows]
     if not seconds:
         return RETRY_AFTER_DEFAULT

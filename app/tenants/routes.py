@@ -31,8 +31,13 @@ def read_key(key_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Any
     return management.get_key(session, key_id, tenant.id)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=KeyCreated, responses=problem_responses(403),
-             dependencies=[trailed("key.create")])  # fmt: skip
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=KeyCreated,
+    responses=problem_responses(403),
+    dependencies=[trailed("key.create")],
+)
 def create_key(body: KeyCreate, response: Response, session: SessionDep, tenant: AdminTenant) -> Any:
     """A new key of ``role`` for the tenant; the answer holds the key, shown this once."""
     row, key = add_key(session, tenant, body.role)
@@ -40,15 +45,24 @@ def create_key(body: KeyCreate, response: Response, session: SessionDep, tenant:
     return KeyCreated.model_validate({**KeyRead.model_validate(row).model_dump(), "key": key})
 
 
-@router.post("/{key_id}/revoke", response_model=KeyRead, responses=_ERRORS,
-             dependencies=[trailed("key.revoke", "/keys/{key_id}")])  # fmt: skip
+@router.post(
+    "/{key_id}/revoke",
+    response_model=KeyRead,
+    responses=_ERRORS,
+    dependencies=[trailed("key.revoke", "/keys/{key_id}")],
+)
 def revoke_key(key_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Any:
     """Revoke a key at once (409 ``last-admin-key`` for the tenant's last active admin key)."""
     return management.revoke_key(session, management.get_key(session, key_id, tenant.id))
 
 
-@router.post("/{key_id}/rotate", status_code=status.HTTP_201_CREATED, response_model=KeyCreated, responses=_ERRORS,
-             dependencies=[trailed("key.rotate", "/keys/{key_id}")])  # fmt: skip
+@router.post(
+    "/{key_id}/rotate",
+    status_code=status.HTTP_201_CREATED,
+    response_model=KeyCreated,
+    responses=_ERRORS,
+    dependencies=[trailed("key.rotate", "/keys/{key_id}")],
+)
 def rotate_key(key_id: uuid.UUID, response: Response, session: SessionDep, tenant: AdminTenant) -> Any:
     """Replace a key by a new one of the same role and revoke it, in one step; the answer holds the new key."""
     row, key = management.rotate_key(session, management.get_key(session, key_id, tenant.id))

@@ -60,9 +60,15 @@ def append(
     """Add one entry to ``session`` (flushed; the caller commits), stamped with the current request's id."""
     rid = request_id.get()
     event = TrailEvent(
-        tenant_id=tenant_id, actor=actor, actor_key_id=actor_key_id, action=action, target=target,
-        request_id=rid[:64] if rid else None, outcome=outcome, status=status,
-    )  # fmt: skip
+        tenant_id=tenant_id,
+        actor=actor,
+        actor_key_id=actor_key_id,
+        action=action,
+        target=target,
+        request_id=rid[:64] if rid else None,
+        outcome=outcome,
+        status=status,
+    )
     session.add(event)
     session.flush()
     return event
@@ -106,9 +112,15 @@ class _Trailed:
         if actor is not None:
             # A route returning its own Response leaves the injected one's status unset: the decorator's is the answer.
             route_status = getattr(request.scope.get("route"), "status_code", None)
-            append(session, tenant_id=actor.tenant_id, actor_key_id=actor.key_id, action=self.action(request),
-                   target=self._target(request, response), outcome="succeeded",
-                   status=response.status_code or route_status or 200)  # fmt: skip
+            append(
+                session,
+                tenant_id=actor.tenant_id,
+                actor_key_id=actor.key_id,
+                action=self.action(request),
+                target=self._target(request, response),
+                outcome="succeeded",
+                status=response.status_code or route_status or 200,
+            )
 
     def _target(self, request: Request, response: Response | None) -> str | None:
         """The resource acted on: the template filled with the path's parameters, or a new resource's
@@ -123,9 +135,15 @@ class _Trailed:
         the request's own error)."""
         try:
             session.rollback()
-            append(session, tenant_id=actor.tenant_id, actor_key_id=actor.key_id, action=self.action(request),
-                   target=self._target(request, None), outcome="denied" if status == 403 else "failed",
-                   status=status)  # fmt: skip
+            append(
+                session,
+                tenant_id=actor.tenant_id,
+                actor_key_id=actor.key_id,
+                action=self.action(request),
+                target=self._target(request, None),
+                outcome="denied" if status == 403 else "failed",
+                status=status,
+            )
             session.commit()
         except Exception:
             session.rollback()

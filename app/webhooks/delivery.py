@@ -71,10 +71,12 @@ def deliver(delivery_id: uuid.UUID, sessions: sessionmaker[Session], settings: S
     body = json.dumps(row.payload, separators=(",", ":"))
     msg_id, timestamp = f"msg_{delivery_id.hex}", int(time.time())
     headers = {
-        "content-type": "application/json", "user-agent": "bind-audit-webhooks/1",
-        "webhook-id": msg_id, "webhook-timestamp": str(timestamp),
+        "content-type": "application/json",
+        "user-agent": "bind-audit-webhooks/1",
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
         "webhook-signature": sign(msg_id, timestamp, body, row.secret),
-    }  # fmt: skip
+    }
     status, error = None, None
     try:
         response = post(row.url, body, headers, settings)

@@ -29,10 +29,15 @@ def audit_finished(session: Session, audit_id: uuid.UUID) -> list[uuid.UUID]:
     if not hooks:
         return []
     data: dict[str, Any] = {
-        "audit_id": str(audit.id), "state": audit.state, "graph_id": _s(audit.graph_id),
-        "graph_version": audit.graph_version, "dataset": audit.dataset, "model_id": _s(audit.model_id),
-        "schedule_id": _s(audit.schedule_id), "slot_time": audit.slot_time.isoformat() if audit.slot_time else None,
-    }  # fmt: skip
+        "audit_id": str(audit.id),
+        "state": audit.state,
+        "graph_id": _s(audit.graph_id),
+        "graph_version": audit.graph_version,
+        "dataset": audit.dataset,
+        "model_id": _s(audit.model_id),
+        "schedule_id": _s(audit.schedule_id),
+        "slot_time": audit.slot_time.isoformat() if audit.slot_time else None,
+    }
     events = []
     if audit.state == "succeeded":
         data["metrics"] = test_metrics(audit.results)
@@ -47,12 +52,20 @@ def audit_finished(session: Session, audit_id: uuid.UUID) -> list[uuid.UUID]:
         events.append(("audit.failed", data))
     t = now()
     rows: list[dict[str, Any]] = [
-        {"id": uuid.uuid4(), "webhook_id": hook.id, "event": name, "state": "pending", "attempts": 0,
-         "payload": {"type": name, "timestamp": t.isoformat(), "data": body}, "next_attempt_at": t, "created_at": t}
+        {
+            "id": uuid.uuid4(),
+            "webhook_id": hook.id,
+            "event": name,
+            "state": "pending",
+            "attempts": 0,
+            "payload": {"type": name, "timestamp": t.isoformat(), "data": body},
+            "next_attempt_at": t,
+            "created_at": t,
+        }
         for name, body in events
         for hook in hooks
         if name in hook.events
-    ]  # fmt: skip
+    ]
     if rows:
         session.execute(insert(WebhookDelivery), rows)
     return [r["id"] for r in rows]

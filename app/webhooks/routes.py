@@ -20,8 +20,9 @@ router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIMIT)]
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=WebhookCreated,
-             dependencies=[trailed("webhook.create")])  # fmt: skip
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, response_model=WebhookCreated, dependencies=[trailed("webhook.create")]
+)
 def create_webhook(
     body: WebhookCreate, response: Response, session: SessionDep, tenant: AdminTenant, settings: SettingsDep
 ) -> Any:
@@ -49,8 +50,12 @@ def read_webhook(webhook_id: uuid.UUID, session: SessionDep, tenant: AdminTenant
     return service.get_webhook(session, tenant, webhook_id)
 
 
-@router.delete("/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, responses=problem_responses(404),
-               dependencies=[trailed("webhook.delete", "/webhooks/{webhook_id}")])  # fmt: skip
+@router.delete(
+    "/{webhook_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404),
+    dependencies=[trailed("webhook.delete", "/webhooks/{webhook_id}")],
+)
 def delete_webhook(webhook_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Response:
     service.delete_webhook(session, tenant, webhook_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -41,9 +41,13 @@ def blocked_reason(address: IPAddress) -> str | None:
         if embedded is not None:
             return blocked_reason(embedded)
     for flag, name in (
-        ("is_loopback", "loopback"), ("is_link_local", "link-local"), ("is_multicast", "multicast"),
-        ("is_unspecified", "unspecified"), ("is_private", "private"), ("is_reserved", "reserved"),
-    ):  # fmt: skip
+        ("is_loopback", "loopback"),
+        ("is_link_local", "link-local"),
+        ("is_multicast", "multicast"),
+        ("is_unspecified", "unspecified"),
+        ("is_private", "private"),
+        ("is_reserved", "reserved"),
+    ):
         if getattr(address, flag):
             return name
     return None if address.is_global else "not globally routable"
