@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,7 +21,7 @@ from bind_core.data.datasets.split import PAPER_SPLIT_SEED
 from bind_core.errors import BindError, ConfigError
 from bind_core.influence import SOLVERS
 from bind_core.models.gnn import ACTIVATIONS, ARCHS, ModelConfig
-from bind_core.pipeline.audit import STAGES, AuditConfig, run_audit
+from bind_core.pipeline.audit import STAGES, AuditConfig, AuditResult, run_audit
 from bind_core.pipeline.config import DEBIAS_RETRAIN
 from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.reporting.exports import json_safe
@@ -80,7 +80,18 @@ DEFAULT_CHANCE_SECONDS = 60.0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The options of ``bind-audit run``, by group: the graph, the model and its training, the estimate and the
+    checks, debiasing, edges, and the output."""
     p = argparse.ArgumentParser(prog="bind-audit run", description=__doc__)
+    _add_graph_options(p)
+    _add_model_options(p)
+    _add_estimate_options(p)
+    _add_debias_options(p)
+    _add_output_options(p)
+    return p
+
+
+def _add_graph_options(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--dataset", help="income, recidivism (bail), pokec_z, pokec_n")
     src.add_argument("--synthetic", action="store_true", help="a seeded synthetic biased graph")
@@ -90,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--synthetic-nodes", type=int, default=2000, help="synthetic graph size")
     p.add_argument("--nodes", type=int, action=_DeprecatedNodes, help=argparse.SUPPRESS)
     _add_file_options(p)
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", choices=ARCHS, default="gcn")
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--hidden", type=int, default=16)
@@ -119,10 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=10)
+
+
+def _add_estimate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lam", type=float, default=0.5, help="Γ = lam·Γ_SP + (1−lam)·Γ_EO")
     p.add_argument("--solver", choices=SOLVERS, default="auto")
     p.add_argument("--no-non-iid", action="store_true", help="drop BIND's non-i.i.d. term")
-    p.add_argument("--budgets", default="0.01,0.1", help="debiasing budgets (fractions <1 or counts), comma-separated")
     p.add_argument("--validation-sample", type=int, default=50, help="nodes checked against re-optimisation")
     p.add_argument("--skip", default="", help=f"stages to skip, comma-separated, from {', '.join(STAGES[2:])}")
     p.add_argument("--bootstrap", type=int, default=1000, help="resamples for confidence intervals (0: none)")
@@ -134,14 +150,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--refine-steps", type=int, default=0, help="refine every estimate with up to N steps (0: off; e.g. GIN: 300)"
     )
     p.add_argument(
-        "--debias-utility", action="store_true", help="debias only with nodes whose deletion keeps validation loss"
-    )
-    p.add_argument(
         "--estimator",
         choices=("auto", "linear", "step"),
         default="auto",
         help="linear: the influence function; step: damped Newton steps per node, Γ exact (proximal response); "
         "auto: step for multi-layer and attention models",
+    )
+
+
+def _add_debias_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--budgets", default="0.01,0.1", help="debiasing budgets (fractions <1 or counts), comma-separated")
+    p.add_argument(
+        "--debias-utility", action="store_true", help="debias only with nodes whose deletion keeps validation loss"
     )
     p.add_argument(
         "--debias-seeds",
@@ -180,11 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --edge-attribution and the validation stage: edges checked against deleting the edge and "
         "re-optimising (0: none)",
     )
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes (and edges) to print")
     p.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p
 
 
 def _add_file_options(p: argparse.ArgumentParser) -> None:
@@ -246,21 +268,46 @@ def one_line(exc: BaseException) -> str:
 def _run(args: argparse.Namespace) -> int:
     """The audit of ``args``, printed (and written); every error on bad input is a :class:`BindError`."""
     graph, report = _load(args)
-    threads = default_threads(graph.num_nodes) if args.threads is None else args.threads
+    _set_threads(args, graph.num_nodes)
+    for note in report.notes() if report is not None else []:
+        print(f"read: {note}", file=sys.stderr)
+    config = _audit_config(args)
+    supplied, record = _supplied(args, graph, config)
+    if supplied is not None:
+        config = replace(config, model=supplied.model_config, training=supplied.train_config)
+    bar = None
+    if not args.quiet:
+        bar = tqdm(total=100, file=sys.stderr, mininterval=0.5, bar_format="{desc} {bar} {percentage:3.0f}%")
+    try:
+        result = run_audit(graph, config, progress=_bar_progress(bar, config), model=supplied)
+    finally:  # ends the bar's line, so that an error is a line of its own
+        if bar is not None:
+            bar.close()
+    if record is not None:
+        print(render_supplied(record))
+    print(render(result, top=args.top))
+    if args.json:
+        _write_json(args.json, result, config, record, report)
+    return _log_mlflow(args.mlflow, config, result) if args.mlflow else 0
+
+
+def _set_threads(args: argparse.Namespace, nodes: int) -> None:
+    threads = default_threads(nodes) if args.threads is None else args.threads
     if threads > 0:
         torch.set_num_threads(threads)
     print(
         f"torch threads: {torch.get_num_threads()}" + (" (--threads to change)" if args.threads is None else ""),
         file=sys.stderr,
     )
-    for note in report.notes() if report is not None else []:
-        print(f"read: {note}", file=sys.stderr)
+
+
+def _audit_config(args: argparse.Namespace) -> AuditConfig:
+    """The :class:`AuditConfig` the options ask for; a bad list of numbers names its option."""
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     model_config = ModelConfig(args.arch, args.layers, args.hidden, args.dropout, activation=args.activation)
-    train_config = TrainConfig(args.epochs, args.lr, args.weight_decay, args.seed)
-    config = AuditConfig(
+    return AuditConfig(
         model=model_config,
-        training=train_config,
+        training=TrainConfig(args.epochs, args.lr, args.weight_decay, args.seed),
         lam=args.lam,
         solver=args.solver,
         non_iid=not args.no_non_iid,
@@ -282,12 +329,10 @@ def _run(args: argparse.Namespace) -> int:
         edge_validation_sample=args.edge_validation_sample,
         reference=args.reference,
     )
-    supplied, record = _supplied(args, graph, config)
-    if supplied is not None:
-        config = replace(config, model=supplied.model_config, training=supplied.train_config)
-    bar = None
-    if not args.quiet:
-        bar = tqdm(total=100, file=sys.stderr, mininterval=0.5, bar_format="{desc} {bar} {percentage:3.0f}%")
+
+
+def _bar_progress(bar: Any, config: AuditConfig) -> Callable[[str, float], None]:
+    """The audit's progress drawn on ``bar`` (``None``: nothing drawn), each stage an equal share."""
     stages = [s for s in STAGES if s in config.stages]
 
     def progress(stage: str, frac: float) -> None:
@@ -298,33 +343,32 @@ def _run(args: argparse.Namespace) -> int:
             bar.set_description(f"{stage:<10}", refresh=False)
             bar.update(done - bar.n)
 
-    try:
-        result = run_audit(graph, config, progress=progress, model=supplied)
-    finally:  # ends the bar's line, so that an error is a line of its own
-        if bar is not None:
-            bar.close()
+    return progress
+
+
+def _write_json(
+    path: Path, result: AuditResult, config: AuditConfig, record: dict[str, Any] | None, report: IngestReport | None
+) -> None:
+    doc = result.to_dict() | {"config": config.to_dict(), "influence": result.influence_rows()}
     if record is not None:
-        print(render_supplied(record))
-    print(render(result, top=args.top))
-    if args.json:
-        doc = result.to_dict() | {"config": config.to_dict(), "influence": result.influence_rows()}
-        if record is not None:
-            doc["supplied_model"] = record
-        if report is not None:
-            doc["ingest"] = report.to_dict()
-        text = json.dumps(json_safe(doc), indent=2, default=float)
-        try:
-            args.json.write_text(text)
-        except OSError as exc:
-            raise ConfigError(f"--json: cannot write {args.json} ({exc.strerror or exc})") from exc
-        print(f"\nwrote {args.json}")
-    if args.mlflow:
-        try:
-            run_id = log_audit(args.mlflow, config.to_dict(), result.to_dict(), result.influence_rows())
-        except Exception as exc:  # the audit itself succeeded; say why logging did not
-            print(f"warning: MLflow logging failed ({type(exc).__name__}: {exc})", file=sys.stderr)
-            return 1
-        print(f"logged MLflow run {run_id} to {args.mlflow}")
+        doc["supplied_model"] = record
+    if report is not None:
+        doc["ingest"] = report.to_dict()
+    text = json.dumps(json_safe(doc), indent=2, default=float)
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise ConfigError(f"--json: cannot write {path} ({exc.strerror or exc})") from exc
+    print(f"\nwrote {path}")
+
+
+def _log_mlflow(uri: str, config: AuditConfig, result: AuditResult) -> int:
+    try:
+        run_id = log_audit(uri, config.to_dict(), result.to_dict(), result.influence_rows())
+    except Exception as exc:  # the audit itself succeeded; say why logging did not
+        print(f"warning: MLflow logging failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 1
+    print(f"logged MLflow run {run_id} to {uri}")
     return 0
 
 
