@@ -141,7 +141,7 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
 
     Shape::
 
-        {"format": EXPORT_FORMAT, "audit_id": ..., "sign_convention": ...,
+        {"format": EXPORT_FORMAT, "audit_id": ..., "sign_convention": ..., "summary": {verdict, ...} | None,
          "quantitative_analysis": {"performance_metrics": [
              {"type": "accuracy", "value": 0.89, "slice": "test",
               "confidence_interval": {"lower_bound": 0.83, "upper_bound": 0.96}},   # only where finite
@@ -164,49 +164,23 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
     """
     metrics = results.get("metrics") or {}
     test, intervals = metrics.get("test") or {}, metrics.get("intervals") or {}
-    performance = []
-    undefined = test.get("undefined") or {}
-    for key, kind in TEST_METRICS:
-        if test.get(key) is None and key not in undefined:
-            continue
-        entry: dict[str, Any] = {"type": kind, "value": test.get(key), "slice": "test"}
-        if key in undefined:
-            entry["undefined"] = undefined[key]
-        band = intervals.get(key)
-        if isinstance(band, Mapping) and all(_is_finite(band.get(end)) for end in ("low", "high")):
-            entry["confidence_interval"] = {"lower_bound": band["low"], "upper_bound": band["high"]}
-        performance.append(entry)
     groups = list(metrics.get("groups") or [])
     names = {group.get("group"): str(group.get("name", group.get("group"))) for group in groups}
-    for group in groups:
-        g = group.get("group")
-        about = {"group": g, "group_name": names[g], "included": bool(group.get("included", True))}
-        for key, kind in GROUP_METRICS:
-            if group.get(key) is not None:
-                performance.append({"type": kind, "value": group[key], "slice": f"group={g}", **about})
+    performance = _test_metrics(test, intervals) + _group_metrics(groups, names)
     included = metrics.get("included_groups")
     if len(included if included is not None else groups) > 2:
         performance.extend(_worst_pairs(test.get("worst_pairs") or {}, names))
-    summary = results.get("influence_summary")
-    influence = (
-        {
-            **{k: v for k, v in summary.items() if k not in ("timings", "solver_details")},
-            "top_harmful": results.get("top_harmful") or [],
-            "top_helpful": results.get("top_helpful") or [],
-        }
-        if summary
-        else None
-    )
     validation = results.get("validation")
     document = {
         "format": EXPORT_FORMAT,
         "audit_id": audit_id,
         "sign_convention": results.get("sign_convention"),
+        "summary": results.get("summary"),
         "quantitative_analysis": {
             "performance_metrics": performance,
             "confidence_level": intervals.get("level"),
         },
-        "influence": influence,
+        "influence": _influence(results),
         "debiasing": [{k: v for k, v in run.items() if k != "seconds"} for run in results.get("debiasing") or []]
         or None,
         "validation": {k: validation.get(k) for k in ("count", "mode", "pearson", "spearman", "correlations")}
@@ -219,6 +193,47 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
     }
     finite: dict[str, Any] = json_safe(document)
     return finite
+
+
+def _test_metrics(test: Mapping[str, Any], intervals: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``test`` slice: each metric with its interval where finite, or its reason where undefined."""
+    undefined = test.get("undefined") or {}
+    performance = []
+    for key, kind in TEST_METRICS:
+        if test.get(key) is None and key not in undefined:
+            continue
+        entry: dict[str, Any] = {"type": kind, "value": test.get(key), "slice": "test"}
+        if key in undefined:
+            entry["undefined"] = undefined[key]
+        band = intervals.get(key)
+        if isinstance(band, Mapping) and all(_is_finite(band.get(end)) for end in ("low", "high")):
+            entry["confidence_interval"] = {"lower_bound": band["low"], "upper_bound": band["high"]}
+        performance.append(entry)
+    return performance
+
+
+def _group_metrics(groups: list[Mapping[str, Any]], names: Mapping[Any, str]) -> list[dict[str, Any]]:
+    """The ``group=g`` slices: each group's metrics, with its name and whether the gaps include it."""
+    performance = []
+    for group in groups:
+        g = group.get("group")
+        about = {"group": g, "group_name": names[g], "included": bool(group.get("included", True))}
+        for key, kind in GROUP_METRICS:
+            if group.get(key) is not None:
+                performance.append({"type": kind, "value": group[key], "slice": f"group={g}", **about})
+    return performance
+
+
+def _influence(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The influence summary (without timings and solver details) and the top lists; ``None`` without influence."""
+    summary = results.get("influence_summary")
+    if not summary:
+        return None
+    return {
+        **{k: v for k, v in summary.items() if k not in ("timings", "solver_details")},
+        "top_harmful": results.get("top_harmful") or [],
+        "top_helpful": results.get("top_helpful") or [],
+    }
 
 
 def _worst_pairs(worst: Mapping[str, Any], names: Mapping[Any, str]) -> list[dict[str, Any]]:

@@ -229,6 +229,7 @@ def test_model_card(audit: tuple[dict[str, Any], Any]) -> None:
     assert "confidence_interval" not in next(m for m in metrics if m["type"] == "gamma")
     assert card["influence"]["count"] == len(audit[1]) and card["influence"]["top_harmful"]
     assert [d["budget"] for d in card["debiasing"]] == [0.01, 0.1] and card["validation"]["pearson"] is None
+    assert card["summary"]["verdict"] == results["summary"]["verdict"]  # the verdict travels with the card
     names = {g["group"]: g["name"] for g in results["metrics"]["groups"]}
     for m in metrics:
         if m["slice"] != "test":
