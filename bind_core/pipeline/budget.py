@@ -193,6 +193,56 @@ def uses_lanczos(config: AuditConfig, parameters: int) -> bool:
     return config.solver == "lanczos" or auto or config.estimator == "step"
 
 
+def _after_training_work(
+    config: AuditConfig, size: GraphSize, p: int, dense: bool, f: float, training: float, polish: float
+) -> dict[str, float]:
+    """The work of the stages after training (influence, edges, debiasing, validation), in flops, from a forward
+    pass's ``f``, one training's and one polish's."""
+    m, n, e = config.model, size.nodes, size.edges
+    work: dict[str, float] = {}
+    row_separable = m.arch in ("gcn", "gin", "sage") and m.layers == 1
+    step = pick_method(config.estimator, row_separable=row_separable, num_parameters=p) == "step"
+    influence = 4 * f * p + 9.0 * p**3 if dense else 0.0
+    if step:
+        influence += size.train * (4 * f + 4.0 * p * p)
+    else:
+        reach = min(float(n), (1.0 + 2.0 * e / max(n, 1)) ** (m.layers + 1))
+        influence += size.train * 4 * f * reach / max(n, 1)
+    work["influence"] = influence
+    if config.edges and row_separable:
+        rows = 2.0 * e * (1.0 + 2.0 * e / max(n, 1)) if m.arch == "gcn" else 2.0 * e
+        work["edges"] = rows * 4 * f / max(n, 1)
+    elif config.edges:  # damped: a forward-mode pass per edge over the rows it changes, steps for the top
+        hops = m.layers - 1 + int(m.arch == "gcn")
+        rows = 2.0 * e * min(float(n), 2.0 * (1.0 + 2.0 * e / max(n, 1)) ** hops) * m.layers
+        work["edges"] = rows * 2 * 4 * f / max(n, 1) + 2 * SETTLE * STEPS * 4 * f
+    work.update(_debiasing_work(config, training, polish))
+    reoptimisation = max(polish, 1.5 * 1000 * 3 * f)  # one validation's polish (at least 1000 iterations)
+    if "validation" in config.stages and config.validation_sample:
+        work["validation"] = config.validation_sample * reoptimisation
+        if config.edges and row_separable and config.edge_validation_sample:
+            work["edge_validation"] = config.edge_validation_sample * reoptimisation
+    return work
+
+
+def _debiasing_work(config: AuditConfig, training: float, polish: float) -> dict[str, float]:
+    """The retrainings of debiasing and of its checks against chance, each a training (and a polish, unless
+    ``debias_retrain`` is adam). Without seeds, ``chance_seconds`` may run the check with the default seeds: it is
+    quoted as if it will (an upper bound)."""
+    work: dict[str, float] = {}
+    seeds = len(config.debias_seeds)
+    chance_seeds = seeds or (len(AUTO_CHANCE_SEEDS) if config.chance_seconds > 0 else 0)
+    adam = config.debias_retrain == "adam"
+    retraining = training if adam else training + polish  # "adam": no polish, and "before" retrained too
+    if "debiasing" in config.stages and config.budgets:
+        chance = chance_seeds + len(config.budgets) * chance_seeds * (2 + config.debias_random_sets)
+        work["debiasing"] = (len(config.budgets) + chance + int(adam)) * retraining
+    if "debiasing" in config.stages and config.edges and seeds and config.edge_budgets:
+        edge_chance = seeds + len(config.edge_budgets) * seeds * (1 + config.debias_random_sets)  # against chance
+        work["edge_debiasing"] = edge_chance * retraining
+    return work
+
+
 def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None = None) -> AuditCost:
     """Estimate the peak memory and the work of running ``config`` on a graph of ``size``.
 
@@ -224,39 +274,8 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
     work = {"training": training + polish}
     influence = 0.0
     if "influence" in config.stages:
-        row_separable = m.arch in ("gcn", "gin", "sage") and m.layers == 1
-        step = pick_method(config.estimator, row_separable=row_separable, num_parameters=p) == "step"
-        if dense:
-            influence += 4 * f * p + 9.0 * p**3
-        if step:
-            influence += size.train * (4 * f + 4.0 * p * p)
-        else:
-            reach = min(float(n), (1.0 + 2.0 * e / max(n, 1)) ** (m.layers + 1))
-            influence += size.train * 4 * f * reach / max(n, 1)
-        work["influence"] = influence
-        if config.edges and row_separable:
-            rows = 2.0 * e * (1.0 + 2.0 * e / max(n, 1)) if m.arch == "gcn" else 2.0 * e
-            work["edges"] = rows * 4 * f / max(n, 1)
-        elif config.edges:  # damped: a forward-mode pass per edge over the rows it changes, steps for the top
-            hops = m.layers - 1 + int(m.arch == "gcn")
-            rows = 2.0 * e * min(float(n), 2.0 * (1.0 + 2.0 * e / max(n, 1)) ** hops) * m.layers
-            work["edges"] = rows * 2 * 4 * f / max(n, 1) + 2 * SETTLE * STEPS * 4 * f
-        # without seeds, chance_seconds may run the check with the default seeds: quoted as if it will (an upper bound)
-        seeds = len(config.debias_seeds)
-        auto = len(AUTO_CHANCE_SEEDS) if not seeds and config.chance_seconds > 0 else 0
-        adam = config.debias_retrain == "adam"
-        retraining = training if adam else training + polish  # "adam": no polish, and "before" retrained too
-        if "debiasing" in config.stages and config.budgets:
-            chance = (seeds or auto) + len(config.budgets) * (seeds or auto) * (2 + config.debias_random_sets)
-            work["debiasing"] = (len(config.budgets) + chance + int(adam)) * retraining
-        if "debiasing" in config.stages and config.edges and seeds and config.edge_budgets:
-            edge_chance = seeds + len(config.edge_budgets) * seeds * (1 + config.debias_random_sets)  # against chance
-            work["edge_debiasing"] = edge_chance * retraining
-        reoptimisation = max(polish, 1.5 * 1000 * 3 * f)  # one validation's polish (at least 1000 iterations)
-        if "validation" in config.stages and config.validation_sample:
-            work["validation"] = config.validation_sample * reoptimisation
-            if config.edges and row_separable and config.edge_validation_sample:
-                work["edge_validation"] = config.edge_validation_sample * reoptimisation
+        work.update(_after_training_work(config, size, p, dense, f, training, polish))
+        influence = work["influence"]
     if config.stability_seeds:
         work["stability"] = len(config.stability_seeds) * (training + polish + influence)
     return AuditCost(parameters=p, dense_hessian=dense, memory=memory, work=work)
