@@ -65,7 +65,6 @@ def create_audit(
             return earlier, False
     try:
         parsed = AuditConfig.from_dict(body.config_dict())
-        config = parsed.to_dict()
     except BindError as exc:
         raise ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration") from exc
     if body.graph_name is not None:
@@ -81,20 +80,26 @@ def create_audit(
         dataset=dataset,
         model_id=body.model_id,
         graph_version=graph_version,
-        config=config,
+        config=parsed.to_dict(),
         request_hash=digest,
         idempotency_key=idempotency_key,
         state="queued",
         progress=0.0,
         attempts=0,
     )
+    return _insert(session, tenant, audit, publisher)
+
+
+def _insert(session: Session, tenant: Tenant, audit: Audit, publisher: Publisher) -> tuple[Audit, bool]:
+    """Insert ``audit`` and send its task after the commit; a concurrent request with the same idempotency key that
+    won the race is answered as it was."""
     try:
         with session.begin_nested():
             session.add(audit)
             session.flush()
     except IntegrityError:
-        # Another request with the same key won the race; answer as it did.
-        earlier = _replay(session, tenant, idempotency_key, digest) if idempotency_key else None
+        key = audit.idempotency_key
+        earlier = _replay(session, tenant, key, audit.request_hash) if key else None
         if earlier is None:
             raise
         return earlier, False

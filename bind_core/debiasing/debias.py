@@ -92,13 +92,11 @@ def debias(
             model, so that before and after went through the same training.
 
     Returns:
-        One dict per budget: ``budget``, ``requested`` (node count), ``deleted`` (count), ``nodes`` (original
-        ids), ``estimated_delta`` (sum of the set's estimates), ``utility_aware`` and, when so,
-        ``estimated_utility`` (the sum of the set's ``utility``), ``caveat`` (only where the estimate is below −Γ:
-        :func:`~bind_core.debiasing.overreach.overreach`), ``before`` and ``after`` (metric dicts),
-        ``backfired`` (the bias metrics that rose after the deletion, :func:`backfired`; empty when none did),
-        ``seconds``, ``against_random`` (or ``None``), ``selection`` (``non_overlapping`` or ``top_ranked``). The
-        fairness metrics are over pairs of ``groups``.
+        One dict per budget: ``budget``, ``requested`` and ``deleted`` (counts), ``nodes`` (the user's ids),
+        ``estimated_delta``, ``utility_aware`` (and ``estimated_utility``), ``caveat`` (only where the estimate is
+        below −Γ: :func:`~bind_core.debiasing.overreach.overreach`), ``before`` and ``after`` (metrics over pairs of
+        ``groups``), ``backfired`` (the bias metrics that rose, :func:`backfired`), ``seconds``, ``against_random``
+        (or ``None``), ``selection`` (``non_overlapping`` or ``top_ranked``).
     """
     delta, lam = _estimates(influence, lam)
     choice = _Choice.of(delta, utility, set_estimate, graph, model.model_config.layers)
