@@ -36,6 +36,7 @@ from app.console.deps import (
     SignInRequired,
     check_csrf,
 )
+from app.console.headlines import headlines
 from app.console.pages import page
 from app.console.views import audit_row, audit_verdict, graph_row, schedule_row, webhook_row
 from app.core.db.tables import AUDIT_STATES
@@ -188,7 +189,8 @@ def audit_list(
     rows, token = audits.list_audits(
         session, user.tenant, graph_id=None, state=state, limit=limit, page_token=page_token
     )
-    shown = [audit_row(a) for a in rows]
+    heads = headlines(session, rows)
+    shown = [audit_row(a) | heads.get(a.id, {}) for a in rows]
     following = _next({"state": state, "limit": limit}, token)
     return page(
         "audits.html",

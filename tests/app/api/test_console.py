@@ -22,9 +22,17 @@ from app.tenants.keys import authenticate, get_or_create_tenant, hash_key, key_p
 HOSTILE = "<script>alert(1)</script>"
 VERDICT = f"Biased: gender=F {HOSTILE}"
 RESULTS = {
-    "metrics": {"test": {"nodes": 40, "accuracy": 0.8, "delta_sp": 0.1, "delta_eo": 0.05, "gamma": 0.04}},
+    "metrics": {
+        "test": {"nodes": 40, "accuracy": 0.8, "delta_sp": 0.1, "delta_eo": 0.05, "gamma": 0.04},
+        "intervals": {"delta_sp": {"low": 0.05, "high": 0.15}},
+    },
     "warnings": [HOSTILE],
-    "summary": {"verdict": VERDICT, "text": f"{VERDICT}\nThe 10 most"},
+    "summary": {
+        "verdict": VERDICT,
+        "text": f"{VERDICT}\nThe 10 most",
+        "bias": [{"excludes_zero": True}],
+        "trust": {"verdict": "trustworthy"},
+    },
 }
 
 
@@ -213,6 +221,9 @@ def test_report_exports_and_running_progress(tenant: Callable[..., Tenant]) -> N
     card = user.browser.get(f"/console/audits/{done}/export")
     assert card.status_code == 200 and "attachment" in card.headers["content-disposition"]
     assert user.browser.get(f"/console/audits/{running}/report").status_code == 409
+    row = listing[listing.index(f'id="audit-{done}"') :].split("</tr>")[0]  # the headline of a finished audit
+    assert "10.0 [5.0, 15.0]" in row and "80.0" in row and ">biased<" in row and "trustworthy" in row
+    assert f'title="{VERDICT}"' not in row and "&lt;script&gt;" in row  # the verdict, escaped, as the badge's title
     detail = user.browser.get(f"/console/audits/{done}").text  # the verdict first, escaped
     assert 'id="verdict"' in detail and "Biased: gender=F &lt;script&gt;" in detail and "<li>The 10 most</li>" in detail
     assert 'id="verdict"' not in user.browser.get(f"/console/audits/{running}").text
