@@ -36,6 +36,7 @@ from app.console.deps import (
     SignInRequired,
     check_csrf,
 )
+from app.console.detail import audit_sections
 from app.console.headlines import headlines
 from app.console.pages import page
 from app.console.views import audit_row, audit_verdict, graph_row, schedule_row, webhook_row
@@ -216,6 +217,7 @@ def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep)
         audit=row,
         refresh=row["running"],
         verdict=audit_verdict(audit),
+        detail=audit_sections(audit.results) if audit.state == "succeeded" else None,
     )
 
 

@@ -3,6 +3,7 @@ pagination, and what the pages show (against the app with Postgres, rows arrange
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Callable
@@ -61,8 +62,8 @@ class Tenant:
 
     def audit(self, state: str = "succeeded", **values: Any) -> str:
         with self.sessions.begin() as session:
-            row = Audit(tenant_id=self.id, dataset="synthetic", config={}, request_hash="0" * 64, state=state,
-                        results=RESULTS if state == "succeeded" else None, **values)  # fmt: skip
+            values.setdefault("results", RESULTS if state == "succeeded" else None)
+            row = Audit(tenant_id=self.id, dataset="synthetic", config={}, request_hash="0" * 64, state=state, **values)
             session.add(row)
             session.flush()
             return str(row.id)
@@ -271,3 +272,21 @@ def test_console_requests_share_the_api_keys_rate_limit(settings: Settings, sess
         assert [user.browser.get("/console/audits").status_code for _ in range(4)] == [200, 200, 200, 429]
         refused = limited.get("/v1/audits", headers={"Authorization": f"Bearer {user.key}"})
         assert refused.status_code == 429 and "retry-after" in refused.headers
+
+
+def test_a_finished_audits_page_shows_groups_nodes_debiasing_and_the_self_check(tenant: Callable[..., Tenant]) -> None:
+    from bind_core import AuditConfig, TrainConfig, run_audit, synthetic
+
+    config = AuditConfig(training=TrainConfig(epochs=30), budgets=(0.1,), validation_sample=5, bootstrap=0)
+    results = json.loads(json.dumps(run_audit(synthetic(300, seed=1), config).to_dict()))
+    user = tenant()
+    user.sign_in()
+    done = user.audit("succeeded", results=results)
+    page = user.browser.get(f"/console/audits/{done}").text
+    for section in ("verdict", "groups", "nodes", "debiasing", "self-check"):
+        assert f'id="{section}"' in page
+    assert "<td class=l>sens=0</td>" in page and "<td class=l>sens=1</td>" in page  # groups by name
+    top = results["top_harmful"][0]
+    assert f"<td class=l>{top['node_id']}</td><td class=l>sens={top['group']}</td>" in page  # nodes by the user's id
+    assert results["graph"]["node_id_meaning"] in page
+    assert "not checked (set debias_seeds)" in page and f"Pearson {results['validation']['pearson']:.4f}" in page
