@@ -18,6 +18,7 @@ from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.audits import service as audits
+from app.console import workbench
 from app.console.cookies import (
     COOKIE_PATH,
     SESSION_COOKIE,
@@ -64,6 +65,7 @@ Limit = Annotated[int, Query(ge=1, le=200)]
 
 def install(app: FastAPI) -> None:
     """Mount the console on ``app``: its routes, and a redirect to sign in wherever a session is missing."""
+    app.include_router(workbench.router)
     app.include_router(router)
 
     async def to_sign_in(_: Request, __: Exception) -> Response:

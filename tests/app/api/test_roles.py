@@ -57,6 +57,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/console/audits/{audit_id}/influence.parquet"): V, ("GET", "/console/audits/{audit_id}/export"): V,
     ("GET", "/console/schedules"): V, ("GET", "/console/schedules/{schedule_id}/report"): V,
     ("GET", "/console/webhooks"): ADM,
+    ("GET", "/console/graphs/new"): A, ("POST", "/console/graphs/new"): A, ("GET", "/console/graphs/{graph_id}"): V,
+    ("POST", "/console/graphs/{graph_id}/audit"): A,
 }  # fmt: skip
 STATIC_MOUNTS = {"/docs-assets", "/docs-assets/vendor"}
 """Static files of the API's documentation pages (public)."""

@@ -1,0 +1,242 @@
+"""The console's workbench: upload a graph from the browser, read its page, and start an audit of it, with the
+audit's cost estimated before anything is queued.
+
+Uploads go through the API's own parsing (``app.graphs.uploads``, ``app.graphs.service``), so the browser gets the
+same validation and the same messages; an audit is created by the API's service (``app.audits.service``), so the
+same limits apply. Errors are shown on the form, with the fields at fault; every form carries the session's CSRF
+token, and uploading and queueing need the ``auditor`` role and leave an entry in the audit trail.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from app.audits import service as audits
+from app.audits.budget import cost_of
+from app.audits.schemas import AuditCreate
+from app.console.deps import ConsoleAuditorDep, ConsoleUserDep, check_csrf
+from app.console.pages import page
+from app.console.views import audit_row, graph_row
+from app.core.db.tables import Graph, SuppliedModel
+from app.core.deps import BrokerDep, SessionDep, SettingsDep
+from app.core.errors import ProblemError
+from app.graphs import service as graphs
+from app.graphs.uploads import FIELD_PARTS, FILE_PARTS, ReceivedUpload, receive_upload, remove_folder
+from app.supplied import service as supplied
+from app.trail.record import trailed
+from bind_core import AuditConfig, BindError
+from bind_core.pipeline.config import AUTO_CHANCE_SEEDS
+
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+ARCHS = ("gcn", "gin", "sage", "gat")
+FormText = Annotated[str, Form(max_length=200)]
+AUDITS_SHOWN = 20
+MODELS_SHOWN = 50
+
+
+@router.get("/graphs/new")
+def upload_form(user: ConsoleAuditorDep) -> Response:
+    """The upload form: a node table with an edge list, or one ``.npz``."""
+    return page("upload.html", user, title="Upload a graph · bind-audit", errors=[], detail=None)
+
+
+@router.post("/graphs/new", dependencies=[trailed("graph.upload")])
+async def upload(request: Request, session: SessionDep, user: ConsoleAuditorDep, settings: SettingsDep) -> Response:
+    """Parse the upload as the API does; on success, the new graph's page, else the form with the errors."""
+    await run_in_threadpool(session.rollback)  # hold no connection while the body streams
+    folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-console-upload-"))
+    try:
+        received = await receive_upload(
+            request,
+            folder,
+            settings.max_upload_bytes,
+            file_parts=FILE_PARTS,
+            field_parts=(*FIELD_PARTS, *FILE_PARTS, "csrf"),
+        )
+        check_csrf(user, received.fields.pop("csrf", None))
+        parsed = await run_in_threadpool(graphs.parse_upload, _filled(received), settings)
+    except ProblemError as exc:
+        if exc.status == 403:
+            raise
+        return page(
+            "upload.html",
+            user,
+            status_code=exc.status,
+            title="Upload a graph · bind-audit",
+            errors=exc.errors,
+            detail=exc.detail or exc.title,
+        )
+    finally:
+        await run_in_threadpool(remove_folder, folder)
+    graph = await run_in_threadpool(graphs.create_graph, session, user.tenant, parsed)
+    return RedirectResponse(f"/console/graphs/{graph.id}", status_code=303)
+
+
+def _filled(received: ReceivedUpload) -> ReceivedUpload:
+    """The upload without what a browser sends for a form's empty inputs: files without a name, blank fields."""
+    empty = [part for part, name in received.client_names.items() if not name]
+    for part in empty:
+        received.files.pop(part, None)
+        received.client_names.pop(part, None)
+    received.fields = {k: v for k, v in received.fields.items() if v.strip()}
+    return received
+
+
+@router.get("/graphs/{graph_id}")
+def graph_page(graph_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
+    """A graph in the user's terms, what reading it did, its audits, and (auditor) the form that starts one."""
+    return _graph_page(session, user, graph_id, form={}, estimate=None, errors=[], detail=None)
+
+
+@router.post("/graphs/{graph_id}/audit", dependencies=[trailed("audit.create")])
+def start_audit(
+    graph_id: uuid.UUID,
+    session: SessionDep,
+    user: ConsoleAuditorDep,
+    settings: SettingsDep,
+    broker: BrokerDep,
+    csrf: FormText = "",
+    action: FormText = "estimate",
+    arch: FormText = "gcn",
+    layers: FormText = "1",
+    epochs: FormText = "1000",
+    budgets: FormText = "0.01,0.1",
+    chance: FormText = "",
+    edges: FormText = "",
+    model_id: FormText = "",
+) -> Response:
+    """``action=estimate``: the audit's estimated cost, and a button that queues it; ``action=queue``: queue it and
+    go to its page (where it can be cancelled)."""
+    check_csrf(user, csrf)
+    graph = graphs.get_graph(session, user.tenant, graph_id)  # 404 for another tenant's graph, before anything
+    form = {
+        "action": action,
+        "arch": arch,
+        "layers": layers,
+        "epochs": epochs,
+        "budgets": budgets,
+        "chance": chance,
+        "edges": edges,
+        "model_id": model_id,
+    }
+    try:
+        body = AuditCreate.model_validate(_request(graph_id, form))
+        model = supplied.get_model(session, user.tenant, body.model_id) if body.model_id else None
+        cost = _estimate(body, graph, model)
+        if form.get("action") != "queue":
+            return _graph_page(session, user, graph_id, form=form, estimate=cost, errors=[], detail=None)
+        audit, _ = audits.create_audit(session, user.tenant, body, settings=settings, publisher=broker)
+    except ValidationError as exc:
+        errors = [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
+        return _graph_page(
+            session,
+            user,
+            graph_id,
+            form=form,
+            estimate=None,
+            errors=errors,
+            detail="The audit's settings are not valid.",
+            status_code=422,
+        )
+    except BindError as exc:
+        return _graph_page(
+            session, user, graph_id, form=form, estimate=None, errors=[], detail=str(exc), status_code=422
+        )
+    except ProblemError as exc:
+        if exc.status in (403, 404):
+            raise
+        return _graph_page(
+            session,
+            user,
+            graph_id,
+            form=form,
+            estimate=None,
+            errors=exc.errors,
+            detail=exc.detail or exc.title,
+            status_code=exc.status,
+        )
+    return RedirectResponse(f"/console/audits/{audit.id}", status_code=303)
+
+
+def _request(graph_id: uuid.UUID, form: dict[str, str]) -> dict[str, Any]:
+    """The ``POST /v1/audits`` body the form asks for."""
+    body: dict[str, Any] = {"graph_id": str(graph_id)}
+    if form.get("model_id"):
+        body["model_id"] = form["model_id"]
+    else:
+        body["model"] = {"arch": form.get("arch", "gcn"), "layers": _int(form.get("layers"), 1)}
+        body["training"] = {"epochs": _int(form.get("epochs"), 1000)}
+    budgets = [b.strip() for b in form.get("budgets", "").split(",") if b.strip()]
+    if budgets:
+        body["budgets"] = [_number(b) for b in budgets]
+    if form.get("chance"):
+        body["debias_seeds"] = list(AUTO_CHANCE_SEEDS)
+    if form.get("edges"):
+        body["edges"] = True
+    return body
+
+
+def _int(value: str | None, default: int) -> int | str:
+    """An integer field's value (the text as given where it is not one, so that validation names it)."""
+    text = (value or "").strip()
+    return default if not text else int(text) if text.lstrip("-").isdigit() else text
+
+
+def _number(value: str) -> float | str:
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def _estimate(body: AuditCreate, graph: Graph, model: SuppliedModel | None) -> dict[str, str]:
+    """The estimated peak memory and work of the audit (the same figures the limits compare)."""
+    config = AuditConfig.from_dict(body.config_dict())
+    cost = cost_of(config, graph.summary or {}, model.config if model is not None else None)
+    return {
+        "memory": f"{cost.peak_memory / 1024**3:.2f} GiB",
+        "work": f"{cost.total_work:.3g} flops",
+        "parts": ", ".join(f"{k} {v:.2g}" for k, v in cost.work.items()),
+    }
+
+
+def _graph_page(
+    session: SessionDep,
+    user: Any,
+    graph_id: uuid.UUID,
+    *,
+    form: dict[str, str],
+    estimate: dict[str, str] | None,
+    errors: list[dict[str, Any]],
+    detail: str | None,
+    status_code: int = 200,
+) -> Response:
+    graph = graphs.get_graph(session, user.tenant, graph_id)
+    rows, _ = audits.list_audits(
+        session, user.tenant, graph_id=graph_id, state=None, limit=AUDITS_SHOWN, page_token=None
+    )
+    models, _ = supplied.list_models(session, user.tenant, graph_id=graph_id, limit=MODELS_SHOWN, page_token=None)
+    return page(
+        "graph.html",
+        user,
+        status_code=status_code,
+        title=f"{graph.name} v{graph.version} · bind-audit",
+        graph=graph_row(graph),
+        summary=graph.summary or {},
+        audits=[audit_row(a) for a in rows],
+        models=[{"id": str(m.id), "name": getattr(m, "name", None) or str(m.id)} for m in models],
+        archs=ARCHS,
+        form=form,
+        estimate=estimate,
+        errors=errors,
+        detail=detail,
+    )
