@@ -33,7 +33,7 @@ from app.graphs.uploads import FIELD_PARTS, FILE_PARTS, ReceivedUpload, receive_
 from app.supplied import service as supplied
 from app.trail.record import trailed
 from bind_core import AuditConfig, BindError
-from bind_core.pipeline.config import AUTO_CHANCE_SEEDS
+from bind_core.pipeline import AUTO_CHANCE_SEEDS
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
