@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.audits import service as audits
 from app.console import workbench
+from app.console.compare import metric_rows, node_comparison
 from app.console.cookies import (
     COOKIE_PATH,
     SESSION_COOKIE,
@@ -204,6 +205,27 @@ def audit_list(
         states=AUDIT_STATES,
         refresh=any(a["running"] for a in shown),
         next_query=following,
+    )
+
+
+@router.get("/compare")
+def compare(
+    session: SessionDep,
+    user: ConsoleUserDep,
+    a: Annotated[uuid.UUID, Query()],
+    b: Annotated[uuid.UUID, Query()],
+) -> Response:
+    """Two of the tenant's audits side by side: metrics with intervals and differences, the overlap of their most
+    harmful training nodes and the nodes whose estimates moved most."""
+    first, second = audits.get_audit(session, user.tenant, a), audits.get_audit(session, user.tenant, b)
+    return page(
+        "compare.html",
+        user,
+        title="Compare audits · bind-audit",
+        a=audit_row(first) | {"verdict": audit_verdict(first)},
+        b=audit_row(second) | {"verdict": audit_verdict(second)},
+        metrics=metric_rows(first.results or {}, second.results or {}),
+        nodes=node_comparison(session, first, second),
     )
 
 

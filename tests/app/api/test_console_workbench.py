@@ -79,3 +79,43 @@ def test_another_tenants_graph_is_not_found_and_a_viewer_cannot_upload(
     assert other.browser.get(f"/console/graphs/{uuid.uuid4()}").status_code == 404
     token = other.form_token("/console/audits")
     assert other.browser.post(f"{graph_path}/audit", data={"csrf": token, "action": "estimate"}).status_code == 404
+
+
+def test_two_audits_side_by_side(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
+    from app.core.db.tables import InfluenceRow
+
+    user = tenant()
+    user.sign_in()
+    metrics = {"test": {"accuracy": 0.8, "delta_sp": 0.3}, "intervals": {"delta_sp": {"low": 0.25, "high": 0.35}}}
+    later = {"test": {"accuracy": 0.78, "delta_sp": 0.1}}
+    first = user.audit("succeeded", results={"metrics": metrics})
+    second = user.audit("succeeded", results={"metrics": later})
+    with sessions.begin() as session:  # three nodes in both; "u3" only in the second (text ids compare as written)
+        for audit_id, deltas in (
+            (first, {"u0": -0.3, "u1": -0.1, "u2": 0.2}),
+            (second, {"u0": -0.2, "u1": 0.4, "u2": 0.2, "u3": -0.5}),
+        ):
+            for i, (key, delta) in enumerate(deltas.items()):
+                session.add(
+                    InfluenceRow(
+                        audit_id=uuid.UUID(audit_id),
+                        position=i,
+                        node_index=i,
+                        node_id=i,
+                        node_key=key,
+                        grp=0,
+                        label=1,
+                        delta=delta,
+                        delta_sp=delta,
+                        delta_eo=delta,
+                    )
+                )
+    page = user.browser.get(f"/console/compare?a={first}&b={second}")
+    assert page.status_code == 200
+    assert "30.00 [25.00, 35.00]" in page.text and "<td>-20.00</td>" in page.text  # ΔSP and B − A in points
+    assert "<b>1</b> are in both" in page.text and "Jaccard 0.33" in page.text  # {u0,u1} ∩ {u0,u3}
+    moved = page.text[page.text.index("moved most") :]
+    assert moved.index("<td class=l>u1</td>") < moved.index("<td class=l>u0</td>")  # u1 moved by 0.5, u0 by 0.1
+    other = tenant()
+    other.sign_in()
+    assert other.browser.get(f"/console/compare?a={first}&b={second}").status_code == 404

@@ -58,7 +58,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/console/schedules"): V, ("GET", "/console/schedules/{schedule_id}/report"): V,
     ("GET", "/console/webhooks"): ADM,
     ("GET", "/console/graphs/new"): A, ("POST", "/console/graphs/new"): A, ("GET", "/console/graphs/{graph_id}"): V,
-    ("POST", "/console/graphs/{graph_id}/audit"): A,
+    ("POST", "/console/graphs/{graph_id}/audit"): A, ("GET", "/console/compare"): V,
 }  # fmt: skip
 STATIC_MOUNTS = {"/docs-assets", "/docs-assets/vendor"}
 """Static files of the API's documentation pages (public)."""
