@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
+from bind_core.cli_errors import cli_text, flag
 from bind_core.data import datasets
 from bind_core.data.datasets.features import MAX_CATEGORIES
 from bind_core.data.datasets.ingest_report import IngestReport
@@ -202,8 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def one_line(exc: BaseException) -> str:
-    """``exc``'s message on one line (its lines joined by spaces), or its class name when it has none."""
-    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+    """``exc``'s message on one line (its lines joined by spaces), in the command's terms (:func:`cli_text`), or
+    its class name when it has none."""
+    return " ".join(line.strip() for line in cli_text(exc).splitlines() if line.strip()) or type(exc).__name__
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -214,7 +216,7 @@ def _run(args: argparse.Namespace) -> int:
         torch.set_num_threads(threads)
     print(f"torch threads: {torch.get_num_threads()}" + (" (--threads to change)" if args.threads is None else ""),
           file=sys.stderr)  # fmt: skip
-    for note in report.notes() if report is not None else []:
+    for note in report.notes(flag) if report is not None else []:
         print(f"read: {note}", file=sys.stderr)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     model_config = ModelConfig(args.arch, args.layers, args.hidden, args.dropout, activation=args.activation)

@@ -13,7 +13,7 @@ from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from app.core.db.tables import ACTIVE_STATES, Audit, Graph, Tenant
-from app.core.errors import Conflict, NotFound, ValidationProblem, bind_error_problem
+from app.core.errors import Conflict, NotFound, ValidationProblem, bind_error_problem, request_field
 from app.core.pagination import newest_first
 from app.core.settings import Settings
 from app.graphs.uploads import TABLE_DEFAULTS, TABLE_OPTIONS, ReceivedUpload
@@ -96,7 +96,7 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
                 max_columns=settings.max_columns,
                 max_unpacked_bytes=settings.max_unpacked_bytes,
             )
-            graph, summary = ingested.graph, ingested.summary()
+            graph, summary = ingested.graph, ingested.summary(request_field)
     except BindError as exc:
         raise bind_error_problem(exc) from exc
     buffer = io.BytesIO()
