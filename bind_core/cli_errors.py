@@ -43,6 +43,6 @@ def flag(option: Option) -> str:
 def cli_text(exc: BaseException) -> str:
     """The message of ``exc`` for the command line: a graph error led by the flag at fault and its advice in
     flags (``--label: no column 'aproved' ...; did you mean 'approved'?``); any other error as it is."""
-    if isinstance(exc, GraphValidationError):
+    if isinstance(exc, GraphValidationError) and hasattr(exc, "message"):
         return f"{FLAGS.get(exc.field, exc.field)}: {exc.text(flag)}"
-    return str(exc)
+    return str(exc)  # a subclass with a constructor of its own may set neither
