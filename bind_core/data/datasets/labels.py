@@ -51,12 +51,12 @@ def encode_labels(
     part, names = encode_codes(series.iloc[labeled].reset_index(drop=True), column, file=file)
     codes[labeled] = part
     report.unlabeled = int(unlabeled_mask.sum())
-    if len(names) > 2:
-        report.hints.append(multiclass_hint(column, names))
     if unlabeled is None:
         report.hints += _sentinel_hint(series.iloc[labeled], column)
     elif not bool(_equals(series, unlabeled, column, file).any()):
         report.hints.append(f"no label in column {column!r} equals the unlabeled value {unlabeled!r}")
+    if len(names) > 2:
+        report.hints.append(multiclass_hint(column, names))
     return codes, names
 
 

@@ -90,11 +90,11 @@ def test_sentinel_label_gets_a_hint_and_unlabeled_makes_it_unlabeled(tmp_path: P
     nodes, edges = q.sentinel_label(tmp_path)
     plain = ingest_files(nodes, edges, **BASE)
     assert plain.graph.num_classes == 3
-    assert plain.report.notes()[-1] == (
+    assert plain.report.notes()[-2] == (
         "label column 'good' holds -1 beside 0 and 1: it is read as a third class; if -1 marks unlabeled nodes, "
         "pass unlabeled='-1'"
     )
-    assert "label column 'good' has 3 classes ('-1', '0', '1')" in plain.report.notes()[-2]
+    assert "label column 'good' has 3 classes ('-1', '0', '1')" in plain.report.notes()[-1]
     ingested = ingest_files(nodes, edges, **BASE, unlabeled="-1")
     g = ingested.graph
     unlabeled = [i for i in range(q.N) if i % 5 == 4]
