@@ -218,13 +218,13 @@ def _is_token(series: pd.Series) -> np.ndarray:
 
 def _numbers_from_text(series: pd.Series, column: str, file: str, impute: bool, report: IngestReport) -> np.ndarray:
     """A numeric column that pandas read as text: its numbers, its tokens and empty cells missing, its stray
-    text refused, and every bad cell listed in one error."""
+    text refused; every bad cell (the missing ones too, unless ``impute``) listed in one error."""
     numbers = pd.to_numeric(series.where(~missing_mask(series)), errors="coerce")
     bad = numbers.isna().to_numpy(dtype=bool)
     missing = bad & (missing_mask(series) | _is_token(series))
     stray = bad & ~missing
     if stray.any() or (missing.any() and not impute):
-        raise _bad_cells(series, column, file, missing, stray)
+        raise _bad_cells(series, column, file, missing & (not impute), stray)
     values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
     read_as = sorted({str(v).strip() for v in series[missing & ~missing_mask(series)].tolist()})
     values = _numbers(pd.Series(values), column, file, impute, report)
@@ -245,10 +245,14 @@ def _bad_cells(
     )
     more = f" and {rows.size - LISTED} more" if rows.size > LISTED else ""
     n_missing, n_stray = int(missing.sum()), int(stray.sum())
+    kinds = []
+    if n_missing:
+        kinds.append(f"{n_missing} missing (empty, or a missing-value token such as NA, n/a, null, -, ?, unknown)")
+    if n_stray:
+        kinds.append(f"{n_stray} stray text")
     fact = (
         f"{file}, column {column!r} holds numbers but for {rows.size} cell(s): {shown}{more} ({TABLE_ROWS}); "
-        f"{n_missing} missing (empty, or a missing-value token such as NA, n/a, null, -, ?, unknown), "
-        f"{n_stray} stray text"
+        + ", ".join(kinds)
     )
     if n_stray:
         advice = Message.of(

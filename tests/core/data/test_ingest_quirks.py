@@ -64,7 +64,8 @@ def test_missing_numeric_values_are_refused_or_imputed_with_the_median(tmp_path:
     table.loc[[3, 7, 8, 9, 10, 11], "amount"] = np.nan
     nodes, edges = q.write(tmp_path, table, q.ring(table["id"].astype(str).tolist()))
     err = _error(nodes, edges)
-    assert (err.field, err.column, err.rows, err.count, err.values) == ("nodes", "amount", (5, 9, 10, 11, 12), 6, ("",) * 5)
+    assert (err.field, err.column, err.rows, err.count) == ("nodes", "amount", (5, 9, 10, 11, 12), 6)
+    assert err.values == ("",) * 5
     assert "people.csv, column 'amount': missing values in 6 row(s): row 5 (''), row 9 ('')" in str(err)
     assert "and 1 more" in str(err)
     ingested = ingest_files(nodes, edges, **BASE, impute_missing=True, scale=False)
@@ -292,7 +293,8 @@ def test_parquet_with_nullable_types(tmp_path: Path) -> None:
     edges = tmp_path / "edges.csv"
     edges.write_text(q.ring([str(v) for v in table["id"]]))
     err = _error(tmp_path / "people.parquet", edges)
-    assert [(e.field, e.column, e.rows) for e in err.problems] == [("nodes", "purpose", (5,)), ("nodes", "married", (7,))]
+    problems = [(e.field, e.column, e.rows) for e in err.problems]
+    assert problems == [("nodes", "purpose", (5,)), ("nodes", "married", (7,))]
     ingested = ingest_files(tmp_path / "people.parquet", edges, **BASE, impute_missing=True, scale=False)
     g = ingested.graph
     assert g.y[7] == -1 and g.node_ids[-1] == q.BIG + q.N - 1 and g.num_edges == q.N
