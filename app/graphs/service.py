@@ -127,16 +127,20 @@ def table_options(fields: dict[str, str]) -> dict[str, Any]:
     for flag in ("allow_no_edges", "impute_missing"):
         value = _FLAGS.get(given.get(flag, "false").lower())
         if value is None:
-            errors.append({"field": flag, "message": f"must be true or false, got {given[flag]!r}"})
+            errors.append(
+                {"field": flag, "value": given[flag], "message": f"must be true or false, got {given[flag]!r}"}
+            )
         options[flag] = bool(value)
     options["on_unknown_nodes"] = given.get("on_unknown_nodes", "error").lower()
     if options["on_unknown_nodes"] not in ("error", "drop"):
         bad = given["on_unknown_nodes"]
-        errors.append({"field": "on_unknown_nodes", "message": f"must be error or drop, got {bad!r}"})
+        errors.append({"field": "on_unknown_nodes", "value": bad, "message": f"must be error or drop, got {bad!r}"})
     if "max_categories" in given:
         cap = given["max_categories"]
         if not cap.isdigit() or int(cap) < 1:
-            errors.append({"field": "max_categories", "message": f"must be a positive integer, got {cap!r}"})
+            errors.append(
+                {"field": "max_categories", "value": cap, "message": f"must be a positive integer, got {cap!r}"}
+            )
         else:
             options["max_categories"] = int(cap)
     if errors:

@@ -35,9 +35,8 @@ def synthetic(
     * Labels: group ``g`` favours class ``(C - 1 - g) mod C`` (with two classes, group 0 favours the
       positive class 1): ``P(y = c | g) = (1 - r) / C + r * [c is favoured]`` with ``r = sens_label_corr``.
       With the defaults the positive rate is 0.75 in group 0 and 0.25 in group 1.
-    * Edges: about ``num_nodes * avg_degree / 2`` undirected edges. Sources are drawn with a log-normal
-      activity; with probability ``homophily`` the target is uniform within the source's (group, class)
-      block, else uniform over all nodes.
+    * Edges: about ``num_nodes * avg_degree / 2`` undirected edges. Sources are drawn with a log-normal activity;
+      with probability ``homophily`` the target is uniform within the source's (group, class) block, else over all.
     * Features: Gaussian noise plus a class centroid of norm ``feature_signal`` on every column and a
       group centroid of norm ``feature_signal / 2`` on the first half of the columns; when
       ``sens_in_features`` the last column is the group code (as in the paper's datasets, which keep the
@@ -50,7 +49,8 @@ def synthetic(
     Args:
         num_nodes: number of nodes, at least ``8 * num_groups * num_classes``.
         num_features: feature columns, the group column included when ``sens_in_features``.
-        num_groups, num_classes: sensitive groups (2 for binary) and label classes.
+        num_groups: sensitive groups (2 for binary).
+        num_classes: label classes.
         sens_label_corr: ``r`` in ``[0, 1]``, how strongly the label depends on the group.
         homophily: in ``[0, 1]``, the share of edges drawn inside a (group, class) block.
         avg_degree: mean degree (before duplicates are merged), ``> 0``.

@@ -135,3 +135,13 @@ def test_the_ingest_notes_name_request_fields(client: TestClient, auth: dict[str
     ingest = response.json()["summary"]["ingest"]
     assert ingest["hints"][0].endswith("if -1 marks unlabeled nodes, pass unlabeled=-1")
     assert ingest["notes"][-1].startswith("label column 'good' has 3 classes ('-1', '0', '1')")
+
+
+@pytest.mark.parametrize(
+    ("form", "value"), [({"on_unknown_nodes": "ignore"}, "ignore"), ({"impute_missing": "maybe"}, "maybe")]
+)
+def test_a_bad_form_value_is_its_field_with_the_value_apart(
+    form: dict[str, str], value: str, client: TestClient, auth: dict[str, str], tmp_path: Path
+) -> None:
+    [error] = assert_problem(_post(client, auth, q.text_feature(tmp_path), **form), 422)["errors"]
+    assert (error["field"], error["value"]) == (next(iter(form)), value)
