@@ -41,13 +41,14 @@ import pandas as pd
 import torch
 
 from bind_core.data.datasets.bins import apply_bins, parse_bins
-from bind_core.data.datasets.compression import COMPRESSED_SUFFIXES, inner_suffix, unpacked
-from bind_core.data.datasets.edgelist import EdgeList, OnUnknown, read_edge_list
+from bind_core.data.datasets.compression import COMPRESSED_SUFFIXES, unpacked
+from bind_core.data.datasets.edge_files import EdgeSource, ids_and_edges
+from bind_core.data.datasets.edgelist import EdgeList, OnUnknown
 from bind_core.data.datasets.features import MAX_CATEGORIES, feature_matrix
 from bind_core.data.datasets.ingest_report import Ingested, IngestReport
 from bind_core.data.datasets.intersect import encode_groups, sensitive_columns
 from bind_core.data.datasets.labels import encode_labels
-from bind_core.data.datasets.node_ids import node_id_index
+from bind_core.data.datasets.limits import Limits
 from bind_core.data.datasets.npz import load_npz
 from bind_core.data.datasets.scaling import minmax_scale
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED, paper_split
@@ -122,51 +123,26 @@ def ingest_files(
             the error names the column, the rows as a spreadsheet shows them, the bad values and their count.
     """
     nodes = Path(nodes)
-    limits = _Limits(max_nodes, max_edges, max_columns, max_unpacked_bytes)
+    limits = Limits(max_nodes, max_edges, max_columns, max_unpacked_bytes)
     if nodes.suffix.lower() == ".npz":
         return _ingest_npz(nodes, edges, split_seed=split_seed, limits=limits, name=name)
     if label is None or sensitive is None:
         raise GraphValidationError("label" if label is None else "sensitive", "required for a node table")
     named = _Named(label, sensitive, features, split, node_id)
     rules = _Rules(unlabeled, impute_missing, max_categories, sensitive_bins, max_sensitive_values, split_seed, scale)
-    source = None if edges is None else _EdgeSource(Path(edges), edges_name, on_unknown_nodes, allow_no_edges)
+    source = None if edges is None else EdgeSource(Path(edges), edges_name, on_unknown_nodes, allow_no_edges)
     shown, report = nodes_name or nodes.name, IngestReport()
     table = _node_table(nodes, shown, node_id, limits)
     graph_parts = _graph_parts(table, named, rules, shown, report)
-    node_ids, edge_list = _edge_list(table, node_id, source, shown, limits, report)
-    parts = _splits(table, named, graph_parts.y, rules.split_seed, shown, report)
-    graph = _built(graph_parts, parts, edge_list, node_ids, named, shown, name if name is not None else _stem(nodes))
-    return Ingested(graph, report)
+    node_ids, edges_read = ids_and_edges(table, node_id, source, shown, limits, report)
+    split_idx = _splits(table, named, graph_parts.y, rules.split_seed, shown, report)
+    graph_name = name if name is not None else _stem(nodes)
+    return Ingested(_built(graph_parts, split_idx, edges_read, node_ids, named, shown, graph_name), report)
 
 
 def _stem(nodes: Path) -> str:
     """The node file's name without its suffixes (``people.csv.gz`` -> ``people``)."""
     return (nodes.with_suffix("") if nodes.suffix.lower() in COMPRESSED_SUFFIXES else nodes).stem
-
-
-def _edge_list(
-    table: pd.DataFrame,
-    node_id: str | None,
-    source: _EdgeSource | None,
-    shown: str,
-    limits: _Limits,
-    report: IngestReport,
-) -> tuple[np.ndarray | None, EdgeList]:
-    """The graph's int64 node ids (from the id column, when all are integers) and its edge list."""
-    ids, node_ids = node_id_index(table[node_id], node_id, file=shown) if node_id is not None else (None, None)
-    if source is None:
-        return node_ids, EdgeList(np.empty((0, 2), np.int64))
-    edge_list = _edges(source, ids=ids, num_nodes=len(table), id_column=node_id, limits=limits)
-    _report_edges(edge_list, report)
-    return node_ids, edge_list
-
-
-@dataclass(frozen=True)
-class _Limits:
-    nodes: int | None
-    edges: int | None
-    columns: int | None
-    unpacked_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -191,19 +167,6 @@ class _Rules:
     scale: bool
 
 
-@dataclass(frozen=True)
-class _EdgeSource:
-    path: Path
-    name: str | None
-    on_unknown: OnUnknown
-    allow_no_edges: bool
-
-    @property
-    def shown(self) -> str:
-        """The edge list's name in errors: the caller's, else the file's own."""
-        return self.name or self.path.name
-
-
 @dataclass
 class _Parts:
     """What the node table gives the graph: features, labels and groups."""
@@ -218,7 +181,7 @@ class _Parts:
 
 
 def _ingest_npz(
-    nodes: Path, edges: str | Path | None, *, split_seed: int, limits: _Limits, name: str | None
+    nodes: Path, edges: str | Path | None, *, split_seed: int, limits: Limits, name: str | None
 ) -> Ingested:
     if edges is not None:
         raise GraphValidationError(
@@ -235,7 +198,7 @@ def _ingest_npz(
     return Ingested(graph, IngestReport())
 
 
-def _node_table(nodes: Path, shown: str, node_id: str | None, limits: _Limits) -> pd.DataFrame:
+def _node_table(nodes: Path, shown: str, node_id: str | None, limits: Limits) -> pd.DataFrame:
     """The node table, read (unpacked first when compressed) within the limits; the id column as text."""
     with unpacked(nodes, field="nodes", shown=shown, max_bytes=limits.unpacked_bytes) as plain:
         text = [node_id] if node_id is not None else []
@@ -293,12 +256,6 @@ def _graph_parts(table: pd.DataFrame, named: _Named, rules: _Rules, shown: str, 
     return _Parts(x, feature_names, y, classes, sens, group_names, sens_columns)
 
 
-def _report_edges(edge_list: EdgeList, report: IngestReport) -> None:
-    report.dropped_edges, report.unknown_ids = edge_list.dropped, edge_list.unknown_ids
-    report.ignored_edge_columns = edge_list.extra_columns
-    report.self_loops = int((edge_list.edges[:, 0] == edge_list.edges[:, 1]).sum())
-
-
 def _splits(
     table: pd.DataFrame, named: _Named, y: np.ndarray, seed: int, shown: str, report: IngestReport
 ) -> tuple[np.ndarray | torch.Tensor, ...]:
@@ -335,39 +292,6 @@ def _built(
         )
     except GraphValidationError as exc:
         raise _in_user_terms(exc, named, parts, file=shown) from exc
-
-
-def _edges(
-    source: _EdgeSource, *, ids: pd.Index | None, num_nodes: int, id_column: str | None, limits: _Limits
-) -> EdgeList:
-    shown = source.shown
-    if inner_suffix(source.path) in (".npz", ".parquet", ".pq"):
-        raise GraphValidationError(
-            "edges", f"{shown}: an edge list is a text file (CSV, TSV or whitespace)", file=shown
-        )
-    with unpacked(source.path, field="edges", shown=shown, max_bytes=limits.unpacked_bytes) as plain:
-        edge_list = read_edge_list(
-            plain,
-            ids=ids,
-            num_nodes=num_nodes,
-            id_column=id_column,
-            on_unknown=source.on_unknown,
-            max_edges=limits.edges,
-            shown=shown,
-        )
-    if edge_list.edges.shape[0] == 0 and not source.allow_no_edges:
-        why = (
-            f"every one of its {edge_list.rows} edge row(s) names an unknown node"
-            if edge_list.rows
-            else "it holds no edges"
-        )
-        message = Message.of(
-            f"{shown}: {why}; a GNN on a graph without edges sees only each node's own features. Pass ",
-            Option("allow_no_edges", True),
-            " to audit it anyway",
-        )
-        raise GraphValidationError("edges", message, file=shown)
-    return edge_list
 
 
 def _split_column(
