@@ -20,14 +20,14 @@ from bind_core.data.datasets.features import MAX_CATEGORIES
 from bind_core.data.datasets.ingest_report import IngestReport
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED
 from bind_core.errors import BindError, ConfigError
-from bind_core.explain.summary import edge_lines, profile_lines
 from bind_core.influence import SOLVERS
 from bind_core.models.gnn import ACTIVATIONS, ARCHS, ModelConfig
-from bind_core.pipeline.audit import STAGES, AuditConfig, AuditResult, run_audit
+from bind_core.pipeline.audit import STAGES, AuditConfig, run_audit
 from bind_core.pipeline.config import DEBIAS_RETRAIN
 from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.reporting.exports import json_safe
 from bind_core.reporting.mlflow_log import log_audit
+from bind_core.reporting.text import render, render_supplied
 from bind_core.training.fit import TrainConfig, TrainedModel
 from bind_core.training.supplied import REFERENCES
 
@@ -74,6 +74,10 @@ class _DeprecatedNodes(argparse.Action):
     ) -> None:
         print("warning: --nodes is deprecated, use --synthetic-nodes (a node table is --table)", file=sys.stderr)
         namespace.synthetic_nodes = values
+
+
+DEFAULT_CHANCE_SECONDS = 60.0
+"""``bind-audit run`` checks debiasing against chance by default when that costs at most this (``chance_seconds``)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--debias-seeds", default="",
         help="comma-separated training seeds (3+): check each budget against deleting random nodes",
+    )  # fmt: skip
+    p.add_argument(
+        "--chance-seconds", type=float, default=DEFAULT_CHANCE_SECONDS,
+        help="without --debias-seeds, run that check anyway (seeds 1,10,100) when its retrainings times the model's "
+        f"training time come to at most this many seconds (default {DEFAULT_CHANCE_SECONDS:g}; 0: never)",
     )  # fmt: skip
     p.add_argument(
         "--debias-retrain", choices=DEBIAS_RETRAIN, default="audit",
@@ -238,6 +247,7 @@ def _run(args: argparse.Namespace) -> int:
         debias_utility=args.debias_utility,
         estimator=args.estimator,
         debias_seeds=_numbers(args.debias_seeds, "--debias-seeds", int),
+        chance_seconds=args.chance_seconds,
         debias_retrain=args.debias_retrain,
         edges=args.edge_attribution,
         edge_budgets=_numbers(args.edge_budgets, "--edge-budgets", float),
@@ -266,7 +276,7 @@ def _run(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     if record is not None:
-        print(_render_supplied(record))
+        print(render_supplied(record))
     print(render(result, top=args.top))
     if args.json:
         doc = result.to_dict() | {"config": config.to_dict(), "influence": result.influence_rows()}
@@ -288,44 +298,6 @@ def _run(args: argparse.Namespace) -> int:
             return 1
         print(f"logged MLflow run {run_id} to {args.mlflow}")
     return 0
-
-
-def _stationarity_line(record: dict[str, Any]) -> str:
-    """How stationary the audited weights are, in a few words."""
-    norm = record.get("grad_norm")
-    shown = "gradient norm " + ("–" if norm is None else f"{norm:.2e}")
-    state = record.get("stationary")
-    if state is False:
-        return f"{shown}: not a stationary point, audited as given (estimates: the proximal Bregman response)"
-    if state == "kinks":
-        return f"{shown}: a minimum on ReLU kinks"
-    return shown + ("" if state is None else ": a stationary point")
-
-
-_BIAS_NAMES = {"delta_sp": "ΔSP", "delta_eo": "ΔEO", "gamma": "Γ"}
-
-
-def _backfires(rows: list[dict[str, Any]]) -> list[str]:
-    """A line per budget whose deletion raised a bias metric (``backfired``), with the metric before and after."""
-    lines = []
-    for row in rows:
-        if row.get("backfired"):
-            rose = ", ".join(
-                f"{_BIAS_NAMES[k]} {_pct(row['before'][k]).strip()} → {_pct(row['after'][k]).strip()}"
-                for k in row["backfired"]
-            )
-            lines.append(f"  budget {row['budget']} BACKFIRED: the deletion raised {rose} (%)")
-    return lines
-
-
-def _recipe_line(recipe: dict[str, Any]) -> str:
-    """The debiasing's retraining recipe in a line."""
-    stop = f", early stopping after {recipe['patience']} epochs" if recipe.get("patience") else ""
-    polish = ", then the polish" if recipe.get("polish") else ""
-    return (
-        f"retrained from scratch: {recipe.get('optimizer', 'adam')} lr {recipe.get('lr')}, weight decay "
-        f"{recipe.get('weight_decay')}, up to {recipe.get('epochs')} epochs{stop}{polish}"
-    )
 
 
 def _numbers(value: str, option: str, kind: type[N]) -> tuple[N, ...]:
@@ -360,38 +332,6 @@ def _supplied(
     return prepare_for_audit(weights, model_config, graph, config)
 
 
-def _render_supplied(record: dict[str, Any]) -> str:
-    lines = ["supplied model:"]
-    if "pyg" in record:
-        pyg = record["pyg"]
-        lines.append(
-            f"  read from a PyG {pyg['class']}: largest relative logit difference {pyg['max_logit_difference']:.1e} "
-            f"on {pyg['nodes']} nodes"
-        )
-    if not record["polished_by_service"]:
-        lines.append(f"  audited as given (gradient norm of its training objective {record['grad_norm']:.2e})")
-        return "\n".join(lines)
-    lines.append(
-        f"  audited polished (--reference polished): gradient norm {record['grad_norm_supplied']:.2e} as given -> "
-        f"{record['grad_norm']:.2e}"
-    )
-    comparison = record.get("comparison")
-    if comparison:
-        lines.append(f"  {'':<10} {'as given':>10} {'polished':>10}")
-        for key, name in (("accuracy", "accuracy"), ("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma", "Γ")):
-            given, polished = comparison["as_given"].get(key), comparison["polished"].get(key)
-            lines.append(f"  {name:<10} {_shown(given):>10} {_shown(polished):>10}")
-        share = comparison.get("predictions_differ")
-        if share is not None:
-            lines.append(f"  test predictions that differ: {100 * share:.1f}% of {comparison['test_nodes']}")
-    return "\n".join(lines)
-
-
-def _shown(value: Any) -> str:
-    """A metric for the side-by-side table (null: "—")."""
-    return "—" if value is None else f"{float(value):.4f}"
-
-
 _TABLE_ONLY = ("edges", "label", "sensitive", "node_id", "features", "split", "unlabeled", "sensitive_bins")
 
 
@@ -421,123 +361,6 @@ def _load(args: argparse.Namespace) -> tuple[Any, IngestReport | None]:
 
 def _names(value: str | None) -> list[str] | None:
     return None if value is None else [c.strip() for c in value.split(",") if c.strip()]
-
-
-def _pct(v: float | None) -> str:
-    return "   –  " if v is None else f"{100 * v:6.2f}"
-
-
-def render(result: AuditResult, *, top: int = 10) -> str:
-    """A plain-text report of an audit."""
-    d = result.to_dict()
-    g, t = d["graph"], d["metrics"]["test"]
-    lines = [
-        f"graph {g['name']}: {g['nodes']} nodes, {g['edges']} edges, {g['features']} features, "
-        f"{g['groups']} groups; train/val/test {g['train']}/{g['val']}/{g['test']}",
-        f"model {d['model']['arch']} ({d['model']['layers']} layer(s), {d['model']['parameters']} parameters); "
-        + _stationarity_line(d["stationarity"]),
-        "",
-        "test metrics (%)   acc    AUC     F1    ΔSP    ΔEO   Γ_SP   Γ_EO",
-        "                "
-        + " ".join(_pct(t[k]) for k in ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo")),
-    ]
-    ci = d["metrics"].get("intervals")
-    if ci:
-        keys = ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo")
-        lines.append(f"{round(100 * ci['level'])}% interval".ljust(16) + " ".join(_pct(ci[k]["low"]) for k in keys))
-        lines.append("  (bootstrap)".ljust(16) + " ".join(_pct(ci[k]["high"]) for k in keys))
-        lines.append("  resamples used".ljust(16) + " ".join(f"{ci['resamples'] - ci[k]['dropped']:6d}" for k in keys))
-    for key, reason in (t.get("undefined") or {}).items():
-        lines.append(f"  {key} undefined (–): {reason}")
-    lines += _group_lines(d)
-    inf = d["influence_summary"]
-    if inf is not None:
-        lines += [
-            "",
-            f"influence (ΔΓ if the node were deleted; negative = harmful): {inf['harmful']} harmful, "
-            f"{inf['helpful']} helpful of {inf['count']}; solver {inf['solver']}, "
-            f"{inf['timings'] and sum(inf['timings'].values()):.2f} s",
-            "  most harmful: " + ", ".join(f"{r['node_id']} ({r['delta']:+.2e})" for r in d["top_harmful"][:top]),
-            "  most helpful: " + ", ".join(f"{r['node_id']} ({r['delta']:+.2e})" for r in d["top_helpful"][:top]),
-        ]
-        if d.get("profile"):
-            lines += profile_lines(d["profile"])
-        if d.get("edges"):
-            lines += edge_lines(d["edges"], result.edge_rows(), top=top)
-        ref = d.get("refinement")
-        if ref:
-            lines.append(
-                f"  refined: {ref['deletions']} deletions re-optimised (up to {ref['max_iter']} steps; "
-                f"{ref['converged']} converged), {ref['seconds']:.1f} s"
-            )
-    if d["debiasing"]:
-        lines += ["", "debiasing (%)        deleted   acc    ΔSP    ΔEO   Γ_SP   Γ_EO"]
-        b = d["debiasing"][0]["before"]
-        if d["debiasing"][0].get("retrain") == "adam":
-            lines.append("  retrained with Adam alone (no polish); before: the unchanged graph retrained so")
-        if d["debiasing"][0].get("recipe"):
-            lines.append("  " + _recipe_line(d["debiasing"][0]["recipe"]))
-        lines.append(
-            "  before                   "
-            + " ".join(_pct(b[k]) for k in ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo"))
-        )
-        for row in d["debiasing"]:
-            a = row["after"]
-            lines.append(
-                f"  budget {row['budget']:<8} {row['deleted']:>6}   "
-                + " ".join(_pct(a[k]) for k in ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo"))
-            )
-        lines += _backfires(d["debiasing"])
-        for row in d["debiasing"]:
-            if row.get("against_random"):
-                lines.append(f"  budget {row['budget']} against chance: {row['against_random']['verdict']}")
-        if not any(row.get("against_random") for row in d["debiasing"]):
-            lines.append("  against chance: not checked, so retraining noise cannot be told from an effect "
-                         "(--debias-seeds 1,10,100 checks it)")  # fmt: skip
-    v = d["validation"]
-    if v is not None:
-        lines += [
-            "",
-            f"self-check on {v['count']} random training nodes (estimate vs "
-            f"{'proximal Bregman response' if v.get('mode') == 'proximal' else 're-optimised model'}): "
-            f"Pearson {v['pearson']:.4f}, Spearman {v['spearman']:.4f}"
-            if v["pearson"] is not None
-            else f"self-check on {v['count']} nodes: correlation undefined",
-        ]
-        gone = v.get("undefined_truth")
-        if gone:
-            lines.append(f"  {gone['count']} of them without a ground truth, left out: {gone['reason']}")
-    st = d.get("stability")
-    if st:
-        lines += [
-            "",
-            f"top-{st['k']} harmful set across seeds {', '.join(map(str, st['seeds']))}: Jaccard "
-            f"{st['all']['jaccard']:.2f} over all ({st['all']['intersection']} in every set), "
-            f"mean pairwise {st['mean_pairwise_jaccard']:.2f}",
-        ]
-    if d.get("warnings"):
-        lines += ["", *(f"warning: {w}" for w in d["warnings"])]
-    lines += ["", "seconds: " + ", ".join(f"{k} {s:.2f}" for k, s in d["timings"].items())]
-    return "\n".join(lines)
-
-
-def _group_lines(d: dict[str, Any]) -> list[str]:
-    """Worst pairs (when there are more than two groups) and the groups kept out by the minimum size."""
-    m = d["metrics"]
-    names = {r["group"]: r.get("name", str(r["group"])) for r in m.get("groups", [])}
-    lines = []
-    worst = m["test"].get("worst_pairs") or {}
-    if len(names) > 2 and worst:
-        lines.append("")
-        for key, label in (("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma_sp", "Γ_SP"), ("gamma_eo", "Γ_EO")):
-            w = worst.get(key)
-            if w:
-                a, b = w["groups"]
-                lines.append(f"worst pair {label:<5} {100 * w['value']:6.2f}  ({names.get(a, a)} vs {names.get(b, b)})")
-    out = [r for r in m.get("groups", []) if not r.get("included", True)]
-    if out:
-        lines.append("kept out (below the minimum group size): " + ", ".join(f"{r['name']} ({r['size']})" for r in out))
-    return lines
 
 
 if __name__ == "__main__":

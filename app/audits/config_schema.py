@@ -62,6 +62,9 @@ class AuditConfigRead(StoredModel):
     estimator: str | None = Field(None, description="string: auto, linear or step")
     debias_seeds: list[int] | None = Field(None, description="integers: seeds of the check against chance")
     debias_random_sets: int | None = Field(None, description="integer: random sets per budget in that check")
+    chance_seconds: float | None = Field(
+        None, description="number: the check against chance runs by default when it costs at most this (0: never)"
+    )
     debias_retrain: str | None = Field(
         None, description="string: audit (retrain as the audit trains: Adam, then the polish) or adam (Adam alone)"
     )

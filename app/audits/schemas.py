@@ -163,6 +163,15 @@ class AuditCreate(BaseModel):
         "spread and whether the selection beats random deletion beyond twice the noise. Empty disables.",
     )
     debias_random_sets: StrictInt = Field(default=3, ge=1, le=20, description="Random sets per budget for that check.")
+    chance_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=3600,
+        description="Without debias_seeds, run the check against chance anyway (seeds 1, 10, 100) when it is cheap: "
+        "when its retrainings times the audited model's own training seconds come to at most this many seconds. "
+        "0 (the service's default, so that the cost quoted before queueing is the cost run) never; each debiasing "
+        "row's chance_rule says whether it ran and why. The command line's bind-audit run uses 60.",
+    )
     debias_retrain: Literal["audit", "adam"] = Field(
         default="audit",
         description="How every retraining of the debiasing stage trains (each budget's retrain after the deletion, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 EDGE_SIGN_CONVENTION = (
     "delta = Γ(model retrained without the edge, both directions) − Γ(original model), with Γ = lam·Γ_SP + "
@@ -33,10 +33,10 @@ class EdgeRowRead(BaseModel):
     """Index of its first endpoint in the graph (the smaller index)."""
     v_index: int
     """Index of its second endpoint."""
-    u_id: int
-    """The first endpoint's original id (the ``node_id`` column of an upload)."""
-    v_id: int
-    """The second endpoint's original id."""
+    u_id: int | str = Field(validation_alias=AliasChoices("u_user_id", "u_id"))
+    """The first endpoint's id in the user's terms (as ``node_id`` of the influence rows)."""
+    v_id: int | str = Field(validation_alias=AliasChoices("v_user_id", "v_id"))
+    """The second endpoint's id."""
     u_group: int = Field(validation_alias="u_grp")
     """The first endpoint's sensitive group."""
     v_group: int = Field(validation_alias="v_grp")

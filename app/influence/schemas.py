@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 SIGN_CONVENTION = (
     "delta = Γ(model retrained without the node) − Γ(original model), with Γ = lam·Γ_SP + (1−lam)·Γ_EO; "
@@ -30,8 +30,9 @@ class InfluenceRowRead(BaseModel):
     """Rank of the node in the training split (0-based)."""
     node_index: int
     """Index of the node in the graph (0-based)."""
-    node_id: int
-    """The node's original id (the ``node_id`` column of an upload)."""
+    node_id: int | str = Field(validation_alias=AliasChoices("user_id", "node_id"))
+    """The node's id in the user's terms: the value of the upload's ``node_id`` column (text ids as written), else
+    the row's position in the node table, counted from 0 (the results' ``graph.node_id_meaning`` says which)."""
     group: int = Field(validation_alias="grp")
     label: int
     delta: float

@@ -39,10 +39,10 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
         Conflict: ``required`` and the audit has no rows (``influence-not-ready``).
     """
     row = InfluenceRow
-    columns = (row.position, row.node_index, row.node_id, row.grp, row.label, row.delta, row.delta_sp, row.delta_eo)
-    result = session.execute(select(*columns).where(row.audit_id == audit.id).order_by(row.position))
-    names = ("position", "node_index", "node_id", "group", "label", "delta", "delta_sp", "delta_eo")
-    rows = [dict(zip(names, values, strict=True)) for values in result]
+    columns = (row.position, row.node_index, row.node_id, row.node_key, row.grp, row.label, row.delta, row.delta_sp)
+    result = session.execute(select(*columns, row.delta_eo).where(row.audit_id == audit.id).order_by(row.position))
+    names = ("position", "node_index", "node_id", "node_key", "group", "label", "delta", "delta_sp", "delta_eo")
+    rows = [_user_ids(dict(zip(names, values, strict=True)), "node_id", "node_key") for values in result]
     if required and not rows:
         raise Conflict(
             f"Audit {audit.id} has no influence estimates (it ran without the influence stage).",
@@ -62,14 +62,25 @@ def all_edge_rows(session: Session, audit: Audit) -> list[dict[str, Any]]:
     row = EdgeInfluenceRow
     columns = (
         row.position, row.u_index, row.v_index, row.u_id, row.v_id, row.u_grp, row.v_grp, row.within_group,
-        row.affects, row.delta, row.delta_sp, row.delta_eo,
+        row.affects, row.delta, row.delta_sp, row.delta_eo, row.u_key, row.v_key,
     )  # fmt: skip
     result = session.execute(select(*columns).where(row.audit_id == audit.id).order_by(row.position))
     names = (
         "position", "u_index", "v_index", "u_id", "v_id", "u_group", "v_group", "within_group", "affects", "delta",
-        "delta_sp", "delta_eo",
+        "delta_sp", "delta_eo", "u_key", "v_key",
     )  # fmt: skip
-    return [dict(zip(names, values, strict=True)) for values in result]
+    return [
+        _user_ids(_user_ids(dict(zip(names, values, strict=True)), "u_id", "u_key"), "v_id", "v_key")
+        for values in result
+    ]
+
+
+def _user_ids(row: dict[str, Any], id_key: str, text_key: str) -> dict[str, Any]:
+    """``row`` with the user's id under ``id_key``: the stored text id where the user's ids are text."""
+    text = row.pop(text_key)
+    if text is not None:
+        row[id_key] = text
+    return row
 
 
 def audit_profile(audit: Audit) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -11,6 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from bind_core.data.labels import group_labels, id_legend
 from bind_core.errors import GraphValidationError
 
 ArrayLike = Tensor | np.ndarray | Sequence[Any]
@@ -36,8 +38,20 @@ class Graph:
         node_ids: int64 original id of each node (``arange(n)`` unless nodes were removed).
         feature_names: optional names of the ``d`` feature columns.
         name: a label for reports.
-        group_names: optional names of the ``G`` sensitive groups (e.g. ``"gender=F, race=B"`` for an
-            intersectional group), empty or one per group.
+        group_names: optional names of the ``G`` sensitive groups as the user's file writes them: the value
+            (``"F"``), a bin (``"age>=25"``) or, for an intersectional group, ``"gender=F & race=B"``; empty
+            (the codes stand for themselves) or one per group.
+        sensitive: the name(s) of the sensitive attribute(s): the user's column(s), or ``"sens"`` (the array's
+            name) for arrays.
+        group_meanings: what each group stands for where the data's provenance documents it (``"white"``), empty
+            or one per group (``""`` where unknown).
+        node_id_column: the column of the user's node table that ``node_ids`` (or ``node_keys``) hold; ``None``:
+            ``node_ids`` are the rows' positions in the node table or arrays, counted from 0 (header not counted).
+        label_name: the name of the label: the user's column, or ``"y"`` (the array's name) for arrays.
+        class_names: each class's value as the user's file writes it, empty (the codes stand for themselves) or
+            one per class.
+        node_keys: the user's node ids when they are text (then ``node_ids`` are the rows' positions), empty or
+            one per node. :func:`bind_core.data.labels.user_ids` gives the user's id of any node.
     """
 
     x: Tensor
@@ -51,6 +65,12 @@ class Graph:
     feature_names: tuple[str, ...] = ()
     name: str = "graph"
     group_names: tuple[str, ...] = ()
+    sensitive: tuple[str, ...] = ("sens",)
+    group_meanings: tuple[str, ...] = ()
+    node_id_column: str | None = None
+    node_keys: tuple[str, ...] = ()
+    label_name: str = "y"
+    class_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.node_ids.numel() == 0 and self.x.ndim == 2 and self.x.shape[0] > 0:
@@ -94,13 +114,18 @@ class Graph:
             "classes": self.num_classes,
             "groups": self.num_groups,
             "group_sizes": torch.bincount(self.sens, minlength=self.num_groups).tolist(),
-            "group_names": list(self.group_names),
+            "group_names": list(self.group_names) or [str(g) for g in range(self.num_groups)],
+            "sensitive": list(self.sensitive),
+            "label": self.label_name,
+            "class_names": list(self.class_names) or [str(c) for c in range(self.num_classes)],
+            "group_labels": group_labels(self),
+            "node_id_meaning": id_legend(self),
             "class_sizes": torch.bincount(self.y[self.y >= 0], minlength=self.num_classes).tolist(),
             "unlabeled": int((self.y < 0).sum()),
             "train": int(self.train_idx.numel()),
             "val": int(self.val_idx.numel()),
             "test": int(self.test_idx.numel()),
-        }
+        } | ({"node_id_column": self.node_id_column} if self.node_id_column is not None else {})
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -120,6 +145,12 @@ class Graph:
         name: str = "graph",
         node_ids: ArrayLike | None = None,
         group_names: Sequence[str] = (),
+        sensitive: Sequence[str] = ("sens",),
+        group_meanings: Sequence[str] = (),
+        node_id_column: str | None = None,
+        node_keys: Sequence[str] = (),
+        label_name: str = "y",
+        class_names: Sequence[str] = (),
     ) -> Graph:
         """Build a graph from arrays, cleaning the edge list.
 
@@ -146,6 +177,12 @@ class Graph:
             feature_names=tuple(feature_names),
             name=name,
             group_names=tuple(str(n) for n in group_names),
+            sensitive=tuple(str(s) for s in sensitive),
+            group_meanings=tuple(str(m) for m in group_meanings),
+            node_id_column=node_id_column,
+            node_keys=tuple(str(k) for k in node_keys),
+            label_name=label_name,
+            class_names=tuple(str(c) for c in class_names),
         )
 
     # ------------------------------------------------------------------ editing
@@ -170,7 +207,9 @@ class Graph:
         def split(idx: Tensor) -> Tensor:
             return mapping[idx[keep[idx]]]
 
-        reduced = Graph(
+        kept = keep.nonzero().reshape(-1).tolist() if self.node_keys else []
+        reduced = dataclasses.replace(
+            self,
             x=self.x[keep],
             edge_index=ei,
             y=self.y[keep],
@@ -179,9 +218,7 @@ class Graph:
             val_idx=split(self.val_idx),
             test_idx=split(self.test_idx),
             node_ids=self.node_ids[keep],
-            feature_names=self.feature_names,
-            name=self.name,
-            group_names=self.group_names,
+            node_keys=tuple(self.node_keys[i] for i in kept),
         )
         return reduced, mapping
 
@@ -196,34 +233,15 @@ class Graph:
         present = torch.isin(drop, keys)
         if not bool(present.all()):
             raise GraphValidationError("edges", f"{int((~present).sum()) // 2 or 1} pair(s) are not edges of the graph")
-        return Graph(
-            x=self.x,
-            edge_index=ei[:, ~torch.isin(keys, drop)],
-            y=self.y,
-            sens=self.sens,
-            train_idx=self.train_idx,
-            val_idx=self.val_idx,
-            test_idx=self.test_idx,
-            node_ids=self.node_ids,
-            feature_names=self.feature_names,
-            name=self.name,
-            group_names=self.group_names,
-        )
+        return dataclasses.replace(self, edge_index=ei[:, ~torch.isin(keys, drop)])
 
     def with_split(self, train_idx: ArrayLike, val_idx: ArrayLike, test_idx: ArrayLike) -> Graph:
         """The same graph with another split (validated)."""
-        return Graph(
-            x=self.x,
-            edge_index=self.edge_index,
-            y=self.y,
-            sens=self.sens,
+        return dataclasses.replace(
+            self,
             train_idx=_as_tensor(train_idx, torch.long, "train_idx"),
             val_idx=_as_tensor(val_idx, torch.long, "val_idx"),
             test_idx=_as_tensor(test_idx, torch.long, "test_idx"),
-            node_ids=self.node_ids,
-            feature_names=self.feature_names,
-            name=self.name,
-            group_names=self.group_names,
         )
 
 
@@ -321,12 +339,24 @@ def _validate(g: Graph) -> None:
         raise GraphValidationError("y", f"values must be class codes (or -1: unlabeled), got {int(g.y.min())}")
     _validate_values(g.y[g.y >= 0], "y", "classes")
     _validate_values(g.sens, "sens", "sensitive groups")
-    if g.group_names and len(g.group_names) != int(g.sens.max()) + 1:
-        raise GraphValidationError(
-            "group_names", f"{len(g.group_names)} names for {int(g.sens.max()) + 1} sensitive groups"
-        )
+    _validate_names(g, n)
     _validate_edges(g.edge_index, n)
     _validate_splits(g, n)
+
+
+def _validate_names(g: Graph, n: int) -> None:
+    """The names of the groups, the sensitive attributes and the nodes' text ids. A graph reduced by
+    :meth:`Graph.without_nodes` keeps every group's name even where the last group lost all its nodes."""
+    groups = int(g.sens.max()) + 1
+    for name, values in (("group_names", g.group_names), ("group_meanings", g.group_meanings)):
+        if values and len(values) < groups:
+            raise GraphValidationError(name, f"{len(values)} names for {groups} sensitive groups")
+    if not g.sensitive or not all(s.strip() for s in g.sensitive):
+        raise GraphValidationError("sensitive", f"needs the sensitive attribute's name(s), got {list(g.sensitive)}")
+    if g.class_names and len(g.class_names) < int(g.y.max()) + 1:
+        raise GraphValidationError("class_names", f"{len(g.class_names)} names for {int(g.y.max()) + 1} classes")
+    if g.node_keys and len(g.node_keys) != n:
+        raise GraphValidationError("node_keys", f"expected one text id per node ({n}), got {len(g.node_keys)}")
 
 
 def _validate_values(t: Tensor, name: str, what: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from bind_core.data.graph import Graph
+from bind_core.data.labels import group_label
 from bind_core.errors import ConfigError
 
 
@@ -33,8 +34,9 @@ def test_group_positives(graph: Graph) -> list[int]:
 
 
 def group_name(graph: Graph, group: int) -> str:
-    """The group's name (the value, or the combination of values, it stands for), or its code as text."""
-    return graph.group_names[group] if graph.group_names else str(group)
+    """The group in the user's terms (:func:`bind_core.data.labels.group_label`): ``race=1``,
+    ``gender=F & age=young``."""
+    return group_label(graph, group)
 
 
 def exclusion_reasons(graph: Graph, min_size: int = 0) -> dict[int, str]:
@@ -81,7 +83,7 @@ def groups_arg(graph: Graph, groups: list[int] | None) -> list[int] | None:
 def exclusion_warnings(graph: Graph, min_size: int) -> list[str]:
     """One warning per group kept out of the metrics, naming it and the reason."""
     return [
-        f"group {g} ({group_name(graph, g)}) is kept out of every fairness metric, Γ and the influence objective: "
+        f"group {group_name(graph, g)} is kept out of every fairness metric, Γ and the influence objective: "
         f"{reason}; it is still reported in the per-group breakdown"
         for g, reason in exclusion_reasons(graph, min_size).items()
     ]

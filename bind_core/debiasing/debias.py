@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from bind_core.data.graph import Graph, positions
+from bind_core.data.labels import user_ids
 from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.nodesets import resolve_budget, select
 from bind_core.debiasing.overreach import overreach
@@ -149,7 +150,7 @@ def debias(
                 "budget": budget,
                 "requested": resolve_budget(budget, graph.train_idx.numel()),
                 "deleted": int(nodes.numel()),
-                "nodes": graph.node_ids[nodes].tolist(),
+                "nodes": user_ids(graph, nodes.tolist()),
                 "estimated_delta": est,
                 **({"caveat": caveat} if caveat is not None else {}),
                 "selection": "top_ranked" if set_estimate is not None else "non_overlapping",

@@ -22,11 +22,12 @@ def profile_lines(profile: Mapping[str, Any], *, top: int = 3) -> list[str]:
     (or why none is reported)."""
     sets = profile["sets"]
     harmful, every = sets["harmful"], sets["all"]
-    mix = ", ".join(f"{g['name']} {_pct(g['share'])} (all {_pct(a['share'])})"
-                    for g, a in zip(harmful["groups"], every["groups"], strict=True))  # fmt: skip
+    pairs = zip(harmful["groups"], every["groups"], strict=True)
+    mix = ", ".join(f"{g['name']} {_pct(g['share'])} (of all training nodes {_pct(a['share'])})" for g, a in pairs)
     lines = [
         f"what the harmful nodes have in common (harmful: the {profile['fraction']:.0%} most negative ΔΓ, all < 0):",
-        f"  harmful set: {harmful['nodes']} nodes holding {_pct(harmful['harm_share'])} of the harm; groups {mix}",
+        f"  harmful set: {harmful['nodes']} nodes holding {_pct(harmful['harm_share'])} of the harm",
+        f"  its groups: {mix}",
     ]
     search = profile["search"]
     rules = profile["rules"]

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from bind_core.data.graph import Graph
+from bind_core.data.labels import user_ids
 from bind_core.influence.edges import EDGE_SIGN_CONVENTION, EdgeInfluenceResult
 
 __all__ = [
@@ -69,7 +70,7 @@ def edge_rows(
     edges = result.edges[start:stop]
     u, v = edges[:, 0], edges[:, 1]
     columns = (
-        u.tolist(), v.tolist(), graph.node_ids[u].tolist(), graph.node_ids[v].tolist(), graph.sens[u].tolist(),
+        u.tolist(), v.tolist(), user_ids(graph, u.tolist()), user_ids(graph, v.tolist()), graph.sens[u].tolist(),
         graph.sens[v].tolist(), result.affects[start:stop].tolist(), result.delta[start:stop].double().tolist(),
         result.delta_sp[start:stop].double().tolist(), result.delta_eo[start:stop].double().tolist(),
     )  # fmt: skip

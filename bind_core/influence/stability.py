@@ -17,6 +17,7 @@ import torch
 
 from bind_core.data.graph import Graph
 from bind_core.data.groups import groups_arg, included_groups
+from bind_core.data.labels import user_ids
 from bind_core.errors import ConfigError
 from bind_core.influence.arguments import InfluenceArguments, Solver
 from bind_core.influence.estimate import estimate
@@ -42,14 +43,15 @@ class RetrainSettings(Protocol):
     def min_group_size(self) -> int: ...
 
 
-def topk_harmful(delta: torch.Tensor, node_ids: torch.Tensor, k: int) -> list[int]:
-    """Ids of the (at most) ``k`` nodes with the most negative ``delta``, most harmful first."""
+def topk_harmful(delta: torch.Tensor, graph: Graph, k: int) -> list[int | str]:
+    """The user's ids (:func:`~bind_core.data.labels.user_ids`) of the (at most) ``k`` training nodes with the most
+    negative ``delta`` (one per training node, in ``train_idx`` order), most harmful first."""
     order = torch.argsort(delta)[:k]
     order = order[delta[order] < 0]
-    return [int(i) for i in node_ids[order].tolist()]
+    return user_ids(graph, graph.train_idx[order].tolist())
 
 
-def _overlap(sets: Sequence[set[int]]) -> dict[str, float | int]:
+def _overlap(sets: Sequence[set[int | str]]) -> dict[str, float | int]:
     inter = set.intersection(*sets)
     union = set.union(*sets)
     return {"intersection": len(inter), "union": len(union), "jaccard": len(inter) / len(union) if union else 1.0}
@@ -87,8 +89,7 @@ def topk_stability(
     if k < 1:
         raise ConfigError(f"k: {k!r} must be >= 1")
     groups = groups_arg(graph, included_groups(graph, config.min_group_size))
-    node_ids = graph.node_ids[graph.train_idx]
-    sets: dict[int, list[int]] = {}
+    sets: dict[int, list[int | str]] = {}
     for i, seed in enumerate(seeds):
         if known is not None and seed in known:
             delta = known[seed]
@@ -98,7 +99,7 @@ def topk_stability(
             model = train(graph, replace(config.training, seed=seed), config.model, device=device, progress=hold)
             arguments = InfluenceArguments(lam=config.lam, non_iid=config.non_iid, solver=config.solver)
             delta = estimate(model, graph, arguments, groups=groups, progress=hold).delta
-        sets[seed] = topk_harmful(delta, node_ids, k)
+        sets[seed] = topk_harmful(delta, graph, k)
         if progress is not None:
             progress("stability", (i + 1) / len(seeds))
     pairs = list(itertools.combinations(seeds, 2))

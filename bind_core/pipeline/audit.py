@@ -11,13 +11,15 @@ from typing import Any
 import torch
 
 from bind_core.data.graph import Graph
+from bind_core.data.labels import user_ids
 from bind_core.influence.distributed import ChunkRunner
 from bind_core.influence.edge_rows import edge_rows, edges_not_computed, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
-from bind_core.pipeline.caveats import estimate_warnings, metric_warnings, model_warnings, warnings_for
+from bind_core.pipeline.caveats import AuditContext, estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
+from bind_core.pipeline.result_codec import encode
 from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.stages import (
     EDGE_DEBIASING,
@@ -38,6 +40,7 @@ from bind_core.pipeline.stages import (
     training_stage,
     validation_stage,
 )
+from bind_core.pipeline.summary import summarize
 from bind_core.training.fit import TrainedModel
 
 __all__ = [
@@ -94,9 +97,7 @@ class AuditResult:
             "graph": self.graph.summary(),
             "timings": self.timings,
             "device": self.device,
-            "warnings": warnings_for(self.graph, self.config.min_group_size)
-            + metric_warnings(self.metrics)
-            + self._estimate_warnings(),
+            "warnings": self.warnings(),
             "sign_convention": SIGN_CONVENTION,
         }
         if self.profile is not None:  # an optional key: absent without influence (and in older results)
@@ -105,7 +106,20 @@ class AuditResult:
             out["edges"] = self.edges or edges_not_computed("the influence stage did not run (edges build on it)") | {
                 "validation_reason": "the edges were not attributed"
             }
+        out["summary"] = encode(summarize(AuditResults.from_dict(json.loads(json.dumps(out)))))
         return out
+
+    def warnings(self) -> list[str]:
+        """The caveats about the graph, the metrics, the model and the estimates.
+
+        Returns:
+            One sentence per caveat, each naming its cause (the results' ``warnings``); empty when there is none.
+        """
+        return (
+            warnings_for(self.graph, self.config.min_group_size)
+            + metric_warnings(self.metrics)
+            + self._estimate_warnings()
+        )
 
     def typed(self) -> AuditResults:
         """:meth:`to_dict` as the typed :class:`~bind_core.pipeline.results.AuditResults` (its JSON form, as stored)."""
@@ -130,7 +144,7 @@ class AuditResult:
             {
                 "position": i,
                 "node_index": int(node),
-                "node_id": int(nid),
+                "node_id": nid,
                 "group": int(grp),
                 "label": int(lab),
                 "delta": float(d),
@@ -140,7 +154,7 @@ class AuditResult:
             for i, (node, nid, grp, lab, d, dsp, deo) in enumerate(
                 zip(
                     idx.tolist(),
-                    g.node_ids[idx].tolist(),
+                    user_ids(g, idx.tolist()),
                     g.sens[idx].tolist(),
                     g.y[idx].tolist(),
                     inf.delta.tolist(),
@@ -162,7 +176,10 @@ class AuditResult:
 
     def _estimate_warnings(self) -> list[str]:
         return model_warnings(self.model.model_config, self.stationarity) + estimate_warnings(
-            self.influence, self.validation, self.refinement
+            self.influence,
+            self.validation,
+            self.refinement,
+            AuditContext(self.graph, self.model.model_config, self.config.lam),
         )
 
     def _top(self, direction: str, k: int = 10) -> list[dict[str, Any]] | None:

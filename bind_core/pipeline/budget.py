@@ -53,7 +53,7 @@ from bind_core.influence.lowrank import LANCZOS_MAX
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, choose
 from bind_core.influence.step import STEPS
 from bind_core.models.gnn import GNN, ModelConfig
-from bind_core.pipeline.config import AuditConfig
+from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, AuditConfig
 from bind_core.training.fit import TrainConfig
 from bind_core.training.minibatch import VALIDATION_NODES
 from bind_core.training.newton import NEWTON_MAX_PARAMETERS
@@ -238,11 +238,13 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
             hops = m.layers - 1 + int(m.arch == "gcn")
             rows = 2.0 * e * min(float(n), 2.0 * (1.0 + 2.0 * e / max(n, 1)) ** hops) * m.layers
             work["edges"] = rows * 2 * 4 * f / max(n, 1) + 2 * SETTLE * STEPS * 4 * f
+        # without seeds, chance_seconds may run the check with the default seeds: quoted as if it will (an upper bound)
         seeds = len(config.debias_seeds)
+        auto = len(AUTO_CHANCE_SEEDS) if not seeds and config.chance_seconds > 0 else 0
         adam = config.debias_retrain == "adam"
         retraining = training if adam else training + polish  # "adam": no polish, and "before" retrained too
         if "debiasing" in config.stages and config.budgets:
-            chance = seeds + len(config.budgets) * seeds * (2 + config.debias_random_sets)
+            chance = (seeds or auto) + len(config.budgets) * (seeds or auto) * (2 + config.debias_random_sets)
             work["debiasing"] = (len(config.budgets) + chance + int(adam)) * retraining
         if "debiasing" in config.stages and config.edges and seeds and config.edge_budgets:
             edge_chance = seeds + len(config.edge_budgets) * seeds * (1 + config.debias_random_sets)  # against chance

@@ -4,6 +4,7 @@ self-check inside its noise or too low)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from bind_core.data.graph import Graph
@@ -16,6 +17,15 @@ LOW_SELF_CHECK = 0.9
 
 
 MIN_TEST_POSITIVES = 30
+
+
+@dataclass(frozen=True)
+class AuditContext:
+    """What a diagnosis needs to fit the audit: the graph, the model's configuration and Γ's λ."""
+
+    graph: Graph
+    model: ModelConfig
+    lam: float
 
 
 def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
@@ -35,7 +45,7 @@ def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
         pos = int(((s == grp) & (y == 1)).sum())
         if graph.num_classes == 2 and pos < MIN_TEST_POSITIVES:
             out.append(
-                f"group {grp} ({group_name(graph, grp)}) has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
+                f"group {group_name(graph, grp)} has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
                 f"them, and per-node estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}"
             )
     return out
@@ -122,7 +132,10 @@ def metric_warnings(metrics: dict[str, Any]) -> list[str]:
 
 
 def estimate_warnings(
-    influence: InfluenceResult | None, validation: dict[str, Any] | None, refinement: dict[str, Any] | None
+    influence: InfluenceResult | None,
+    validation: dict[str, Any] | None,
+    refinement: dict[str, Any] | None,
+    context: AuditContext | None = None,
 ) -> list[str]:
     """What the estimates answer and how far they can be trusted: the question a step estimate answers, nodes
     whose step did not settle, a self-check inside its ground truth's noise, and a low self-check."""
@@ -137,23 +150,73 @@ def estimate_warnings(
     pearson = validation.get("pearson")
     if pearson is None or pearson >= LOW_SELF_CHECK:
         return out
-    advice = (
-        "they were refined; treat single-node values as rough"
-        if refinement
-        else 'where one Newton step is not enough (e.g. a one-layer GIN), estimator="step" answers the proximal '
-        "question by damped steps with Γ exact at the weights reached (a one-layer GIN: per-node Pearson 0.997 or "
-        "more against that truth), and refine_steps (e.g. 300) re-optimises each deletion approximately"
-    )
     truth = (
         "the proximal Bregman re-optimisation (retraining without the node near the given weights)"
-        if (validation or {}).get("mode") == "proximal"
+        if validation.get("mode") == "proximal"
         else "re-optimisation without the node"
     )
+    causes = _self_check_causes(influence, validation, refinement, context)
     return [
         *out,
         f"the self-check's per-node Pearson correlation of estimated ΔΓ with {truth} is {pearson:.2f} "
-        f"(below {LOW_SELF_CHECK}): the influence estimates rank and size nodes only roughly; {advice}",
+        f"(below {LOW_SELF_CHECK}): the influence estimates rank and size nodes only roughly. " + " ".join(causes),
     ]
+
+
+def _self_check_causes(
+    influence: InfluenceResult | None,
+    validation: dict[str, Any],
+    refinement: dict[str, Any] | None,
+    context: AuditContext | None,
+) -> list[str]:
+    """Why the self-check fell short, in this data and this model, and what to do about it for this model: few
+    positive test nodes in a group (Γ_EO moves in jumps), deletions inside the noise, steps that did not settle, or
+    a linear estimate where the model needs the step estimator. Only causes that apply are named."""
+    causes: list[str] = []
+    if context is not None and context.lam < 1:
+        few = _few_positives(context.graph)
+        if few:
+            causes.append(
+                f"Likely cause: {few}, so Γ_EO (weight {1 - context.lam:g} in Γ) moves in jumps as single "
+                "predictions cross, which no smooth estimate follows; lam=1 (Γ_SP only) or a test split with more "
+                "positives in that group gives a check that can pass."
+            )
+    clear = validation.get("clear_of_noise")
+    if clear is not None and clear < 0.5:
+        causes.append("Most checked deletions move Γ less than the re-optimisation's own noise (see above).")
+    details = {} if influence is None else influence.solve.details
+    if details.get("unsettled"):
+        causes.append(
+            f"{details['unsettled']} nodes' steps did not settle; refine_steps (e.g. 300) re-optimises each "
+            "deletion further."
+        )
+    if refinement:
+        causes.append("The estimates were already refined: treat single-node values as rough.")
+    elif details.get("method") != "step" and context is not None and _needs_steps(context.model):
+        causes.append(
+            f"For this model ({context.model.arch}, {context.model.layers} layer(s)) one Newton step may not be "
+            'enough: estimator="step" answers by damped steps with Γ exact at the weights reached.'
+        )
+    if not causes:
+        causes.append("No cause could be named from the audit's own figures; a larger validation_sample narrows it.")
+    return causes
+
+
+def _few_positives(graph: Graph) -> str:
+    """The groups with fewer than :data:`MIN_TEST_POSITIVES` positive test nodes, in words ('' for none)."""
+    if graph.num_classes != 2:
+        return ""
+    test = graph.test_idx
+    y, s = graph.y[test], graph.sens[test]
+    few = [(g, int(((s == g) & (y == 1)).sum())) for g in range(graph.num_groups)]
+    few = [(g, n) for g, n in few if 0 < n < MIN_TEST_POSITIVES]
+    return "; ".join(f"group {group_name(graph, g)} has only {n} positive test nodes" for g, n in few)
+
+
+def _needs_steps(model: ModelConfig) -> bool:
+    """Whether one Newton step (the linear estimate) can fall short for this model: everything but a one-layer GCN
+    or SAGE, whose objective is a smooth convex function of the weights."""
+    return not (model.layers == 1 and model.arch in ("gcn", "sage"))
 
 
 def _question_warnings(influence: InfluenceResult | None) -> list[str]:

@@ -58,6 +58,9 @@ class AuditConfig:
             set, and without ``debias_random_sets`` random sets of its size; empty (default) skips (it retrains
             ``(2 + debias_random_sets)·seeds`` times per budget).
         debias_random_sets: random sets per budget for that check.
+        chance_seconds: without ``debias_seeds``, run that check anyway, with the seeds :data:`AUTO_CHANCE_SEEDS`,
+            when it is cheap: when its retrainings (:func:`chance_retrains`) times the audited model's own training
+            seconds come to at most this many seconds; 0 (default) never (``bind-audit run`` passes 60).
         debias_retrain: how every retraining of the debiasing stage trains (the after-deletion retrain of each
             budget, the chance check's seed baselines and random sets, the edge debiasing's retrains).
             ``"audit"`` (default): as the audited model was trained, with its own settings (Adam, then the polish
@@ -105,6 +108,7 @@ class AuditConfig:
     estimator: Method = "auto"
     debias_seeds: tuple[int, ...] = ()
     debias_random_sets: int = 3
+    chance_seconds: float = 0.0
     debias_retrain: str = "audit"
     edges: bool = False
     edge_budgets: tuple[float, ...] = (0.0025, 0.01)
@@ -138,6 +142,8 @@ class AuditConfig:
             raise ConfigError(f"refine_steps: {self.refine_steps!r} must be in [0, {MAX_REFINE_STEPS}]")
         if self.debias_seeds and (len(self.debias_seeds) < 3 or len(set(self.debias_seeds)) != len(self.debias_seeds)):
             raise ConfigError(f"debias_seeds: {list(self.debias_seeds)!r} must be empty or 3+ distinct seeds")
+        if not 0 <= self.chance_seconds <= 86_400:
+            raise ConfigError(f"chance_seconds: {self.chance_seconds!r} must be in [0, 86400]")
         if not 1 <= self.debias_random_sets <= 20:
             raise ConfigError(f"debias_random_sets: {self.debias_random_sets!r} must be between 1 and 20")
         if self.debias_retrain not in DEBIAS_RETRAIN:
@@ -196,6 +202,7 @@ class AuditConfig:
             "estimator": self.estimator,
             "debias_seeds": list(self.debias_seeds),
             "debias_random_sets": self.debias_random_sets,
+            "chance_seconds": self.chance_seconds,
             "debias_retrain": self.debias_retrain,
             "edges": self.edges,
             "edge_budgets": list(self.edge_budgets),
@@ -230,3 +237,13 @@ class AuditConfig:
             if isinstance(exc, ConfigError):
                 raise
             raise ConfigError(f"malformed audit settings: {exc}") from exc
+
+
+AUTO_CHANCE_SEEDS = (1, 10, 100)
+"""The training seeds of the chance check when it runs by default (``chance_seconds``)."""
+
+
+def chance_retrains(budgets: int, random_sets: int, seeds: int = len(AUTO_CHANCE_SEEDS)) -> int:
+    """Retrainings the chance check takes at most, as :mod:`bind_core.pipeline.budget` counts them: per budget
+    ``(2 + random_sets)`` with every seed, and the unchanged graph once with every seed."""
+    return budgets * (2 + random_sets) * seeds + seeds

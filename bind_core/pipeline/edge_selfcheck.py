@@ -5,11 +5,13 @@ the edges; the ``edges`` section's ``validation`` (typed :class:`~bind_core.pipe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from bind_core.data.graph import Graph
+from bind_core.data.labels import user_ids
 from bind_core.debiasing.edge_validation import validate_edges
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.pipeline.config import AuditConfig
@@ -76,7 +78,6 @@ def edge_validation_stage(
     clear = doc.get("clear_of_noise")
     if clear is None:
         undefined["clear_of_noise"] = "no edge was checked"
-    ids = graph.node_ids
     out: dict[str, Any] = {
         "ground_truth": GROUND_TRUTH[checked.mode],
         "mode": checked.mode,
@@ -92,8 +93,10 @@ def edge_validation_stage(
         "clear_of_noise": clear,
         "seconds": checked.seconds,
         "points": [
-            {"u": u, "v": v, "u_id": int(ids[u]), "v_id": int(ids[v]), "estimated": e.tolist(), "actual": a.tolist()}
-            for (u, v), e, a in zip(checked.sets, checked.estimated, checked.actual, strict=True)
+            {"u": u, "v": v, "u_id": uid, "v_id": vid, "estimated": e.tolist(), "actual": a.tolist()}
+            for (u, v), (uid, vid), e, a in zip(
+                checked.sets, _endpoint_ids(graph, checked.sets), checked.estimated, checked.actual, strict=True
+            )
         ],
     }
     if edges.settled is not None:  # the damped estimate: the sample is drawn among its settled edges
@@ -101,3 +104,10 @@ def edge_validation_stage(
     if undefined:
         out["undefined"] = undefined
     return out
+
+
+def _endpoint_ids(graph: Graph, pairs: Sequence[Sequence[int]]) -> list[tuple[int | str, int | str]]:
+    """The user's ids of each checked edge's endpoints."""
+    us = user_ids(graph, [u for u, _ in pairs])
+    vs = user_ids(graph, [v for _, v in pairs])
+    return list(zip(us, vs, strict=True))

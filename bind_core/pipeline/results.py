@@ -49,13 +49,16 @@ from bind_core.pipeline.results_profile import (
     RuleSearch,
     RuleStats,
 )
+from bind_core.pipeline.results_summary import AttributionFinding, DebiasingFinding, GapFinding, Summary, TrustFinding
 
 __all__ = [
     "EXTRA",
     "AgainstRandom",
+    "AttributionFinding",
     "AuditResults",
     "Correlation",
     "CrossGroupEdges",
+    "DebiasingFinding",
     "DebiasingRow",
     "Distributed",
     "EdgeAttribution",
@@ -67,6 +70,7 @@ __all__ = [
     "EffectSpread",
     "FeatureProfile",
     "FeatureStats",
+    "GapFinding",
     "GraphSummary",
     "GroupMetrics",
     "GroupShare",
@@ -100,9 +104,11 @@ __all__ = [
     "Spectrum",
     "Stability",
     "Stationarity",
+    "Summary",
     "SuppliedModel",
     "TestMetrics",
     "TrainingHistory",
+    "TrustFinding",
     "Validation",
     "ValidationPoint",
     "WorkerShare",
@@ -190,7 +196,7 @@ class InfluenceRow:
 
     position: int = key("integer: rank of the node in the training split (0-based)")
     node_index: int = key("integer: index of the node in the graph (0-based)")
-    node_id: int = key("integer: the node's original id")
+    node_id: int | str = key("integer or string: the user's id (graph.node_id_meaning says what it is)")
     group: int = key("integer: its sensitive group")
     label: int = key("integer: its label")
     delta: float = key("number: ΔΓ of deleting it (negative: harmful)")
@@ -212,7 +218,9 @@ class DebiasingRow:
     budget: float = key("number: the budget asked for, a fraction (< 1) or a count (>= 1) of training nodes")
     requested: int = key("integer: nodes the budget asks for")
     deleted: int = key("integer: nodes deleted")
-    nodes: list[int] = key("integers: the deleted nodes' original ids")
+    nodes: list[int | str] = key(
+        "integers or strings: the deleted nodes' ids, each the user's id (graph.node_id_meaning says what it is)"
+    )
     estimated_delta: float = key("number: the estimated ΔΓ of deleting them")
     caveat: str | None = key(
         "string: why the estimate cannot be taken at its word (it lowers Γ by more than Γ itself); present only then",
@@ -236,6 +244,11 @@ class DebiasingRow:
         "string: how every retraining of the row trained: audit (the model's settings: Adam, then the polish; "
         "before is the audited model) or adam (Adam alone, as a user trains; before is the unchanged graph retrained "
         "so too); absent in audits from before the setting",
+        optional=True,
+    )
+    chance_rule: str | None = key(
+        "string: whether the check against chance ran by default and why (the audit's chance_seconds rule); absent "
+        "where the seeds were given or the rule is off",
         optional=True,
     )
     recipe: RetrainRecipe | None = key(
@@ -313,7 +326,7 @@ class Stability:
 
     k: int = key("integer: the k of the top-k sets")
     seeds: list[int] = key("integers: the training seeds")
-    sets: dict[str, list[int]] = key("object, seed → its top-k harmful node ids")
+    sets: dict[str, list[int | str]] = key("object, seed → its top-k harmful nodes' ids (the user's ids)")
     pairwise: list[PairOverlap] = key("the overlap of every pair of seeds")
     all: Overlap = key("the overlap of all the sets")
     mean_pairwise_jaccard: float = key("number in [0, 1]: mean Jaccard index over the pairs")
@@ -399,7 +412,24 @@ class GraphSummary:
     classes: int = key("integer: label classes")
     groups: int = key("integer: sensitive groups")
     group_sizes: list[int] = key("integers: nodes per group")
-    group_names: list[str] = key("strings: each group's name")
+    group_names: list[str] = key("strings: each group's value(s) as the user's file writes them (the codes for arrays)")
+    sensitive: list[str] | None = key(
+        "strings: the sensitive attribute(s), as the user's columns are named (sens for arrays); absent in audits "
+        "from before it was recorded",
+        optional=True,
+    )
+    group_labels: list[str] | None = key(
+        "strings: each group in the user's terms, attribute=value (race=1, gender=F & age=young), with its "
+        "documented meaning in parentheses where the data's provenance gives one",
+        optional=True,
+    )
+    label: str | None = key("string: the label's column (y for arrays)", optional=True)
+    class_names: list[str] | None = key("strings: each class's value as the user's file writes it", optional=True)
+    node_id_column: str | None = key(
+        "string: the node table's column the node ids come from; absent where node ids are row positions",
+        optional=True,
+    )
+    node_id_meaning: str | None = key("string: what every node_id of the results is, in words", optional=True)
     class_sizes: list[int] = key("integers: labelled nodes per class")
     unlabeled: int = key("integer: nodes without a label")
     train: int = key("integer: training nodes")
@@ -478,6 +508,11 @@ class AuditResults:
     )
     supplied_model: SuppliedModel | None = key(
         "for an audit of a supplied model: what was done to it (added by the service)", optional=True
+    )
+    summary: Summary | None = key(
+        "the verdict first: the findings in a few plain sentences, with their fields; absent in audits from before "
+        "it was written",
+        optional=True,
     )
 
     @classmethod

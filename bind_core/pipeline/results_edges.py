@@ -17,8 +17,8 @@ class EdgeRow:
     position: int = key("integer: the edge's place in the attribution's order (0-based)")
     u_index: int = key("integer: index of its first endpoint in the graph (the smaller index)")
     v_index: int = key("integer: index of its second endpoint")
-    u_id: int = key("integer: the first endpoint's original id")
-    v_id: int = key("integer: the second endpoint's original id")
+    u_id: int | str = key("integer or string: the first endpoint's id, in the user's terms (graph.node_id_meaning)")
+    v_id: int | str = key("integer or string: the second endpoint's id")
     u_group: int = key("integer: the first endpoint's sensitive group")
     v_group: int = key("integer: the second endpoint's sensitive group")
     within_group: bool = key("boolean: both endpoints are in the same group (false: a cross-group edge)")
@@ -106,8 +106,8 @@ class EdgeValidationPoint:
 
     u: int = key("integer: index of its first endpoint in the graph (the smaller index)")
     v: int = key("integer: index of its second endpoint")
-    u_id: int = key("integer: the first endpoint's original id")
-    v_id: int = key("integer: the second endpoint's original id")
+    u_id: int | str = key("integer or string: the first endpoint's id, in the user's terms (graph.node_id_meaning)")
+    v_id: int | str = key("integer or string: the second endpoint's id")
     estimated: list[float] = key("numbers: estimated change of [Γ, Γ_SP, Γ_EO]")
     actual: list[float] = key("numbers: the change after deleting the edge and re-optimising, same order")
 

@@ -79,7 +79,8 @@ def influence_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str] = IN
 def influence_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
     """The rows as a Parquet file (:data:`INFLUENCE_SCHEMA`, zstd-compressed). Typed columns: no escaping."""
     rows = list(rows)
-    table = pa.table({c: [r[c] for r in rows] for c in INFLUENCE_COLUMNS}, schema=INFLUENCE_SCHEMA)
+    schema = _text_ids(INFLUENCE_SCHEMA, rows, ("node_id",))
+    table = pa.table({c: [r[c] for r in rows] for c in INFLUENCE_COLUMNS}, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return bytes(sink.getvalue().to_pybytes())
@@ -96,7 +97,8 @@ def edges_csv(rows: Iterable[Mapping[str, Any]]) -> bytes:
 def edges_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
     """Every edge's row as Parquet (:data:`EDGE_SCHEMA`: the flags as booleans), zstd-compressed."""
     rows = list(rows)
-    table = pa.table({c: [r[c] for r in rows] for c in EDGE_COLUMNS}, schema=EDGE_SCHEMA)
+    schema = _text_ids(EDGE_SCHEMA, rows, ("u_id", "v_id"))
+    table = pa.table({c: [r[c] for r in rows] for c in EDGE_COLUMNS}, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return bytes(sink.getvalue().to_pybytes())
@@ -113,9 +115,9 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
              {"type": "accuracy", "value": 0.89, "slice": "test",
               "confidence_interval": {"lower_bound": 0.83, "upper_bound": 0.96}},   # only where finite
              {"type": "true_positive_rate", "value": 0.95, "slice": "group=0", "group": 0,
-              "group_name": "gender=F, race=B", "included": true}, ...,
+              "group_name": "gender=F & race=B", "included": true}, ...,
              {"type": "delta_sp_worst_pair", "value": 0.41, "slice": "group=0 vs group=2", "groups": [0, 2],
-              "group_names": ["gender=F, race=B", "gender=M, race=W"]}, ...]},
+              "group_names": ["gender=F & race=B", "gender=M & race=W"]}, ...]},
          "influence": {summary: count, harmful, helpful, quantiles, ...; "top_harmful", "top_helpful"} | None,
          "debiasing": [{budget, requested, deleted, nodes, estimated_delta, before, after}] | None,
          "validation": {count, pearson, spearman, correlations} | None,
@@ -217,3 +219,13 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return value
+
+
+def _text_ids(schema: pa.Schema, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pa.Schema:
+    """``schema`` with the id ``columns`` as strings where the user's ids are text (an id column of text), else
+    unchanged (int64)."""
+    if not any(isinstance(r[c], str) for r in rows for c in columns):
+        return schema
+    for c in columns:
+        schema = schema.set(schema.get_field_index(c), pa.field(c, pa.string()))
+    return schema

@@ -68,6 +68,8 @@ def render_report(
         groups=_groups(metrics),
         influence=_influence(results, influence_rows),
         top_harmful=_top_harmful(results, influence_rows),
+        verdict=_verdict(results),
+        ids=(results.get("graph") or {}).get("node_id_meaning") or "as in the graph",
         profile=profile_view(results.get("profile")),
         edges=edges_view(results.get("edges")),
         edge_check=edge_check_view(results.get("edges")),
@@ -179,12 +181,38 @@ def _top_harmful(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] |
         top = sorted((r for r in rows if r["delta"] < 0), key=lambda r: (r["delta"], r.get("position", 0)))
     else:
         top = list(results.get("top_harmful") or [])
+    graph = results.get("graph") or {}
+    groups, classes = graph.get("group_labels") or [], graph.get("class_names") or []
+
+    def named(names: Sequence[str], code: Any) -> str:
+        return names[code] if isinstance(code, int) and 0 <= code < len(names) else fmt(code)
+
     return [
-        {"rank": str(i + 1), "node_id": fmt(r.get("node_id")), "group": fmt(r.get("group")),
-         "label": fmt(r.get("label")), "delta": fmt(r.get("delta"), 4), "delta_sp": fmt(r.get("delta_sp"), 4),
-         "delta_eo": fmt(r.get("delta_eo"), 4)}
+        {
+            "rank": str(i + 1),
+            "node_id": fmt(r.get("node_id")),
+            "group": named(groups, r.get("group")),
+            "label": named(classes, r.get("label")),
+            "delta": fmt(r.get("delta"), 4),
+            "delta_sp": fmt(r.get("delta_sp"), 4),
+            "delta_eo": fmt(r.get("delta_eo"), 4),
+        }
         for i, r in enumerate(top[:TOP_ROWS])
-    ]  # fmt: skip
+    ]
+
+
+def _verdict(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The summary's verdict and findings (``results["summary"]``; absent in audits from before it was written)."""
+    summary = results.get("summary")
+    if not summary:
+        return None
+    lines = str(summary.get("text", "")).splitlines()
+    graph = results.get("graph") or {}
+    return {
+        "headline": str(summary.get("verdict", "")),
+        "findings": lines[1:],
+        "ids": graph.get("node_id_meaning") or "as in the graph",
+    }
 
 
 def _stability(stability: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Text,
     UniqueConstraint,
     Uuid,
 )
@@ -132,11 +133,18 @@ class InfluenceRow(Base):
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     node_index: Mapped[int] = mapped_column(Integer)
     node_id: Mapped[int] = mapped_column(BigInteger)
+    node_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    """The user's id where it is text (``node_id`` then holds the node's index)."""
     grp: Mapped[int] = mapped_column(Integer)
     label: Mapped[int] = mapped_column(Integer)
     delta: Mapped[float] = mapped_column(Double)
     delta_sp: Mapped[float] = mapped_column(Double)
     delta_eo: Mapped[float] = mapped_column(Double)
+
+    @property
+    def user_id(self) -> int | str:
+        """The user's id of the node: the text id, else the integer one."""
+        return self.node_key if self.node_key is not None else self.node_id
 
 
 class EdgeInfluenceRow(Base):
@@ -157,6 +165,9 @@ class EdgeInfluenceRow(Base):
     v_index: Mapped[int] = mapped_column(Integer)
     u_id: Mapped[int] = mapped_column(BigInteger)
     v_id: Mapped[int] = mapped_column(BigInteger)
+    u_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    """The first endpoint's id where the user's ids are text (``u_id`` then holds its index)."""
+    v_key: Mapped[str | None] = mapped_column(Text, nullable=True)
     u_grp: Mapped[int] = mapped_column(Integer)
     v_grp: Mapped[int] = mapped_column(Integer)
     within_group: Mapped[bool] = mapped_column(Boolean)
@@ -164,6 +175,16 @@ class EdgeInfluenceRow(Base):
     delta: Mapped[float] = mapped_column(Double)
     delta_sp: Mapped[float] = mapped_column(Double)
     delta_eo: Mapped[float] = mapped_column(Double)
+
+    @property
+    def u_user_id(self) -> int | str:
+        """The user's id of the first endpoint."""
+        return self.u_key if self.u_key is not None else self.u_id
+
+    @property
+    def v_user_id(self) -> int | str:
+        """The user's id of the second endpoint."""
+        return self.v_key if self.v_key is not None else self.v_id
 
 
 class SuppliedModel(Base):

@@ -18,6 +18,15 @@ from bind_core.errors import GraphValidationError, Message, Option
 
 
 @dataclass(frozen=True)
+class NodeIds:
+    """The user's node ids: int64 ``ids`` when every id is an integer, else the ``keys`` as text (the rows'
+    positions then stand for them); neither without an id column."""
+
+    ids: np.ndarray | None = None
+    keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class EdgeSource:
     """An edge-list file, the name errors give it, and how to treat unknown nodes and no edges."""
 
@@ -39,14 +48,15 @@ def ids_and_edges(
     shown: str,
     limits: Limits,
     report: IngestReport,
-) -> tuple[np.ndarray | None, EdgeList]:
-    """The graph's int64 node ids (from the id column, when all are integers) and its edge list."""
+) -> tuple[NodeIds, EdgeList]:
+    """The user's node ids (from the id column) and the edge list, matched to them."""
     ids, node_ids = node_id_index(table[node_id], node_id, file=shown) if node_id is not None else (None, None)
+    user_ids = NodeIds(node_ids, tuple(str(k) for k in ids) if ids is not None and node_ids is None else ())
     if source is None:
-        return node_ids, EdgeList(np.empty((0, 2), np.int64))
+        return user_ids, EdgeList(np.empty((0, 2), np.int64))
     edge_list = _edges(source, ids=ids, num_nodes=len(table), id_column=node_id, limits=limits)
     _report_edges(edge_list, report)
-    return node_ids, edge_list
+    return user_ids, edge_list
 
 
 def _edges(

@@ -42,7 +42,7 @@ import torch
 
 from bind_core.data.datasets.bins import apply_bins, parse_bins
 from bind_core.data.datasets.compression import COMPRESSED_SUFFIXES, unpacked
-from bind_core.data.datasets.edge_files import EdgeSource, ids_and_edges
+from bind_core.data.datasets.edge_files import EdgeSource, NodeIds, ids_and_edges
 from bind_core.data.datasets.edgelist import EdgeList, OnUnknown
 from bind_core.data.datasets.features import MAX_CATEGORIES, feature_matrix
 from bind_core.data.datasets.ingest_report import Ingested, IngestReport
@@ -134,10 +134,10 @@ def ingest_files(
     shown, report = nodes_name or nodes.name, IngestReport()
     table = _node_table(nodes, shown, node_id, limits)
     graph_parts = _graph_parts(table, named, rules, shown, report)
-    node_ids, edges_read = ids_and_edges(table, node_id, source, shown, limits, report)
+    user_ids, edges_read = ids_and_edges(table, node_id, source, shown, limits, report)
     split_idx = _splits(table, named, graph_parts.y, rules.split_seed, shown, report)
     graph_name = name if name is not None else _stem(nodes)
-    return Ingested(_built(graph_parts, split_idx, edges_read, node_ids, named, shown, graph_name), report)
+    return Ingested(_built(graph_parts, split_idx, edges_read, user_ids, named, shown, graph_name), report)
 
 
 def _stem(nodes: Path) -> str:
@@ -269,7 +269,7 @@ def _built(
     parts: _Parts,
     split: tuple[np.ndarray | torch.Tensor, ...],
     edge_list: EdgeList,
-    node_ids: np.ndarray | None,
+    user_ids: NodeIds,
     named: _Named,
     shown: str,
     name: str,
@@ -286,9 +286,14 @@ def _built(
             val,
             test,
             feature_names=parts.feature_names,
-            node_ids=node_ids,
+            node_ids=user_ids.ids,
             name=name,
             group_names=parts.group_names,
+            sensitive=parts.sens_columns,
+            node_id_column=named.node_id,
+            node_keys=user_ids.keys,
+            label_name=named.label,
+            class_names=parts.classes,
         )
     except GraphValidationError as exc:
         raise _in_user_terms(exc, named, parts, file=shown) from exc

@@ -48,7 +48,7 @@ def encode_groups(
 
     Returns:
         ``(codes, names, per_column)``: int64 group per row; each group's name (the value or bin for one
-        column, ``"col=value, col=value"`` for several, a bin by its own name); and each column's own codes.
+        column, ``"col=value & col=value"`` for several, a bin by its own name); and each column's own codes.
 
     Raises:
         GraphValidationError: a missing value, or a numeric column with more than ``max_values`` values.
@@ -75,7 +75,7 @@ def encode_groups(
     stacked = np.stack(per_column, axis=1)
     combos, codes = np.unique(stacked, axis=0, return_inverse=True)
     names = [
-        ", ".join(
+        " & ".join(
             values[i][int(code)] if col in bins else f"{col}={values[i][int(code)]}"
             for i, (col, code) in enumerate(zip(columns, row, strict=True))
         )

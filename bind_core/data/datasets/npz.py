@@ -7,7 +7,7 @@ import struct
 import zipfile
 import zlib
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -18,8 +18,10 @@ from bind_core.errors import BindError, GraphValidationError
 
 REQUIRED_KEYS = ("x", "edge_index", "y", "sens")
 SPLIT_KEYS = ("train_idx", "val_idx", "test_idx")
-OPTIONAL_KEYS = (*SPLIT_KEYS, "node_ids", "feature_names", "name", "group_names")
-TEXT_KEYS = ("feature_names", "name", "group_names")
+NAME_KEYS = ("sensitive", "group_meanings", "node_id_column", "node_keys", "label_name", "class_names")
+"""The graph in the user's terms (:class:`~bind_core.data.graph.Graph`): text, optional."""
+OPTIONAL_KEYS = (*SPLIT_KEYS, "node_ids", "feature_names", "name", "group_names", *NAME_KEYS)
+TEXT_KEYS = ("feature_names", "name", "group_names", *NAME_KEYS)
 MAX_TEXT_CHARS = 4096
 """The longest feature name, group name or graph name an archive may hold (its strings' declared width)."""
 _NUMERIC_KINDS = "biuf"
@@ -50,6 +52,12 @@ def save_npz(graph: Graph, file: str | Path | BinaryIO) -> None:
         feature_names=np.array(graph.feature_names, dtype=np.str_),
         name=np.array(graph.name, dtype=np.str_),
         group_names=np.array(graph.group_names, dtype="U"),
+        sensitive=np.array(graph.sensitive, dtype="U"),
+        group_meanings=np.array(graph.group_meanings, dtype="U"),
+        node_id_column=np.array([] if graph.node_id_column is None else [graph.node_id_column], dtype="U"),
+        node_keys=np.array(graph.node_keys, dtype="U"),
+        label_name=np.array([graph.label_name], dtype="U"),
+        class_names=np.array(graph.class_names, dtype="U"),
     )
 
 
@@ -122,7 +130,9 @@ def check_headers(
         shape = shapes[key][0]
         if len(shape) != 1 or shape[0] > n:
             raise GraphValidationError(key, f"expected a 1-D index of at most {n} nodes, got shape {list(shape)}")
-    for key, most in (("feature_names", d), ("group_names", n), ("name", 1)):
+    limits = {"feature_names": d, "group_names": n, "name": 1, "sensitive": d + 1, "group_meanings": n}
+    singles = (("node_id_column", 1), ("label_name", 1), ("class_names", n), ("node_keys", n))
+    for key, most in (*limits.items(), *singles):
         size = _size(shapes[key][0]) if key in shapes else 0
         if size > most:
             raise GraphValidationError(key, f"{size} entries, more than the {most} expected")
@@ -208,6 +218,7 @@ def load_npz(
         node_ids=arrays.get("node_ids"),
         name=name if name is not None else stored_name,
         group_names=group_names,
+        **_names(arrays),
     )
 
 
@@ -250,10 +261,27 @@ def _read_arrays(
 def _check_arrays(arrays: dict[str, np.ndarray]) -> None:
     """Text arrays hold unicode, the others numbers; ``x`` is a matrix."""
     for key, arr in arrays.items():
-        if key in ("feature_names", "name", "group_names"):
+        if key in TEXT_KEYS:
             if arr.dtype.kind not in "U" and arr.size:
                 raise GraphValidationError(key, f"expected unicode strings, got dtype {arr.dtype}")
         elif arr.dtype.kind not in "biuf":
             raise GraphValidationError(key, f"expected a numeric array, got dtype {arr.dtype}")
     if arrays["x"].ndim != 2:
         raise GraphValidationError("x", f"expected a 2-D [nodes, features] matrix, got {list(arrays['x'].shape)}")
+
+
+def _names(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """``Graph.build``'s arguments that say the graph in the user's terms, from the archive's optional keys."""
+
+    def text(key: str) -> tuple[str, ...]:
+        return tuple(str(s) for s in arrays[key].reshape(-1)) if key in arrays else ()
+
+    column, label = text("node_id_column"), text("label_name")
+    return {
+        "label_name": label[0] if label else "y",
+        "class_names": text("class_names"),
+        "sensitive": text("sensitive") or ("sens",),
+        "group_meanings": text("group_meanings"),
+        "node_id_column": column[0] if column else None,
+        "node_keys": text("node_keys"),
+    }

@@ -24,6 +24,7 @@ def load_paper_csv(
     label: str,
     sensitive: str,
     split_seed: int,
+    meanings: tuple[str, ...] = (),
 ) -> Graph:
     """Load a node CSV and a 0-based edge list the way BIND's ``load_income``/``load_bail`` do.
 
@@ -39,6 +40,8 @@ def load_paper_csv(
         label: the label column.
         sensitive: the sensitive column.
         split_seed: seed of the paper split.
+        meanings: what each of the sensitive column's values (in sorted order) stands for, where the dataset's
+            provenance documents it (``Graph.group_meanings``).
 
     Raises:
         DatasetNotFoundError: a file is missing.
@@ -49,9 +52,24 @@ def load_paper_csv(
     frame: pd.DataFrame = read_node_table(folder / table)
     require_columns(frame, [label, sensitive])
     columns = [c for c in frame.columns if c != label]
-    y, _ = encode_codes(frame[label], label)
-    sens, _ = encode_codes(frame[sensitive], sensitive)
+    y, classes = encode_codes(frame[label], label)
+    sens, group_names = encode_codes(frame[sensitive], sensitive)
     x = minmax_scale(numeric_matrix(frame, columns)).astype(np.float32)
     edges = read_edges(folder / edge_file)
     train, val, test = paper_split(y, seed=split_seed)
-    return Graph.build(x, edges, y, sens, train, val, test, feature_names=columns, name=name)
+    return Graph.build(
+        x,
+        edges,
+        y,
+        sens,
+        train,
+        val,
+        test,
+        feature_names=columns,
+        name=name,
+        group_names=group_names,
+        sensitive=(sensitive,),
+        group_meanings=meanings,
+        label_name=label,
+        class_names=classes,
+    )

@@ -98,6 +98,7 @@ def _load_npy(name: str, folder: Path, files: PokecFiles, *, split_seed: int) ->
         val,
         test,
         feature_names=[f"feature_{i}" for i in range(x.shape[1] if x.ndim == 2 else 0)],
+        sensitive=("region",),
         name=name,
     )
 
@@ -148,6 +149,8 @@ def load_pokec_csv(name: str, folder: Path, files: PokecFiles, *, split_seed: in
         feature_names=[columns[i] for i in kept],
         node_ids=ids.to_numpy()[keep],
         name=name,
+        sensitive=("region",),
+        node_id_column=USER_ID,
     )
 
 

@@ -41,9 +41,11 @@ class _Spec:
     missing: Callable[[Path], list[Path]]
 
 
-def _csv_spec(name: str, title: str, aliases: tuple[str, ...], folder: str, **kw: str) -> _Spec:
+def _csv_spec(
+    name: str, title: str, aliases: tuple[str, ...], folder: str, meanings: tuple[str, ...] = (), **kw: str
+) -> _Spec:
     def loader(root: Path, seed: int) -> Graph:
-        return load_paper_csv(name, root / folder, split_seed=seed, **kw)
+        return load_paper_csv(name, root / folder, split_seed=seed, meanings=meanings, **kw)
 
     def missing(root: Path) -> list[Path]:
         files = (kw["table"], kw["edge_file"])
@@ -71,7 +73,7 @@ _SPECS: tuple[_Spec, ...] = (
         table="income.csv",
         edge_file="income_edges.txt",
         label="income",
-        sensitive="race",
+        sensitive="race",  # which group 1.0 stands for is not documented (datasets README)
     ),
     _csv_spec(
         "recidivism",
@@ -82,6 +84,7 @@ _SPECS: tuple[_Spec, ...] = (
         edge_file="bail_edges.txt",
         label="RECID",
         sensitive="WHITE",
+        meanings=("not white", "white"),  # the column's name; the provenance (datasets README) gives no more
     ),
     _pokec_spec("pokec_z", "Pokec-z", ("pokec1",), PokecFiles("pokec1", "region_job_1", "region_job")),
     _pokec_spec("pokec_n", "Pokec-n", ("pokec2",), PokecFiles("pokec2", "region_job_2_2", "region_job_2")),

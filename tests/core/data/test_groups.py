@@ -37,11 +37,11 @@ def test_three_columns_become_their_combinations(tmp_path: Path) -> None:
     g = from_files(_table(tmp_path / "people.csv"), label="income", sensitive="gender, race,age", split="split")
     assert g.num_groups == 5
     assert g.group_names == (
-        "gender=F, race=A, age=old",
-        "gender=F, race=B, age=young",
-        "gender=M, race=A, age=old",
-        "gender=M, race=A, age=young",
-        "gender=M, race=B, age=old",
+        "gender=F & race=A & age=old",
+        "gender=F & race=B & age=young",
+        "gender=M & race=A & age=old",
+        "gender=M & race=A & age=young",
+        "gender=M & race=B & age=old",
     )
     # Rows come in reversed combination order, five rows each.
     assert g.sens.tolist() == [c for c in (4, 3, 2, 1, 0) for _ in range(5)]
@@ -111,7 +111,7 @@ def test_a_group_below_the_minimum_is_reported_but_kept_out() -> None:
     result = run_audit(g, config)
     d = result.to_dict()
     rows = d["metrics"]["groups"]
-    assert [r["name"] for r in rows] == ["a", "b", "tiny"]
+    assert [r["name"] for r in rows] == ["sens=a", "sens=b", "sens=tiny"]  # the user's terms: attribute=value
     assert [r["included"] for r in rows] == [True, True, False] and rows[2]["size"] == tiny
     assert any("tiny" in w and "min_group_size" in w for w in d["warnings"])
     assert d["metrics"]["included_groups"] == [0, 1]
@@ -159,7 +159,7 @@ def test_groups_absent_from_the_test_split_are_reported_not_refused(tmp_path: Pa
         split="split",
     )
     names = list(g.group_names)
-    absent, no_positive = names.index("gender=F, race=A, age=young"), names.index("gender=M, race=B, age=young")
+    absent, no_positive = names.index("gender=F & race=A & age=young"), names.index("gender=M & race=B & age=young")
     assert len(names) == 7 and (absent, no_positive) == (1, 6)
     assert sizes_in_test(g)[absent] == 0 and positives_in_test(g)[no_positive] == 0
     reasons = exclusion_reasons(g)

@@ -181,7 +181,7 @@ def test_continuous_sensitive_column_needs_a_binning_rule(tmp_path: Path) -> Non
     assert g.group_names == ("age<30", "age>=30") and g.sens.tolist() == [int(i >= 10) for i in range(q.N)]
     assert ingested.report.binned == {"age": ["age<30", "age>=30"]}
     g = from_files(nodes, edges, **BASE | {"sensitive": "gender,age"}, sensitive_bins="age:25,50")
-    assert g.group_names == tuple(f"gender={s}, {b}" for s in ("F", "M") for b in ("age<25", "25<=age<50", "age>=50"))
+    assert g.group_names == tuple(f"gender={s} & {b}" for s in ("F", "M") for b in ("age<25", "25<=age<50", "age>=50"))
     assert _error(nodes, edges, sensitive="age", sensitive_bins="age>=x").field == "sensitive_bins"
     assert _error(nodes, edges, sensitive="gender", sensitive_bins="age>=30").field == "sensitive_bins"
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import bind_core as bc
-from bind_core.cli import render
 from bind_core.debiasing.debias import BIAS_METRICS, backfired
 from bind_core.reporting import render_report
+from bind_core.reporting.text import render
 
 
 def test_backfired_names_the_bias_metrics_that_rose() -> None:

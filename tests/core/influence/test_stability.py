@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -14,10 +16,15 @@ from bind_core.training.fit import TrainConfig
 
 
 def test_topk_and_overlap_by_hand() -> None:
-    delta = torch.tensor([0.3, -0.2, -0.5, 0.1, -0.1])
-    ids = torch.tensor([10, 11, 12, 13, 14])
-    assert topk_harmful(delta, ids, 2) == [12, 11]
-    assert topk_harmful(delta, ids, 4) == [12, 11, 14]  # only harmful nodes count
+    g = synthetic(120, seed=1)
+    g = replace(g, node_ids=torch.arange(g.num_nodes) + 1000)
+    delta = torch.zeros(g.train_idx.numel())
+    delta[:5] = torch.tensor([0.3, -0.2, -0.5, 0.1, -0.1])
+    ids = (g.train_idx + 1000).tolist()  # the user's ids of the five training nodes
+    assert topk_harmful(delta, g, 2) == [ids[2], ids[1]]
+    assert topk_harmful(delta, g, 4) == [ids[2], ids[1], ids[4]]  # only harmful nodes count
+    keyed = replace(g, node_keys=tuple(f"user-{i}" for i in range(g.num_nodes)))
+    assert topk_harmful(delta, keyed, 1) == [f"user-{g.train_idx[2]}"]  # text ids as the user wrote them
     assert _overlap([{1, 2, 3}, {2, 3, 4}]) == {"intersection": 2, "union": 4, "jaccard": 0.5}
     assert _overlap([{1, 2}, {1, 2}, {2, 5}])["jaccard"] == pytest.approx(1 / 3)
 

@@ -21,7 +21,7 @@ from bind_core.reporting.exports import INFLUENCE_COLUMNS, csv_cell, influence_c
 from bind_core.reporting.report import render_report
 from bind_core.training.fit import TrainConfig
 
-SECTIONS = ("warnings", "metrics", "groups", "influence", "top-harmful", "stability", "trust", "debiasing")
+SECTIONS = ("verdict", "warnings", "metrics", "groups", "influence", "top-harmful", "stability", "trust", "debiasing")
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -100,6 +100,15 @@ def test_report_shows_the_data(page: str, audit: tuple[dict[str, Any], list[dict
     assert f"<td>{pair['jaccard']:.3f}</td>" in page and "Overlap of the top-5 harmful sets:" in page
     for ids in stability["sets"].values():
         assert ", ".join(str(i) for i in ids) in page
+    # the verdict first, in the groups' names; the node table by the user's ids and group names
+    summary = results["summary"]
+    assert page.index('id="verdict"') < page.index('id="warnings"') < page.index('id="metrics"')
+    assert str(escape(summary["verdict"])) in page and all(
+        str(escape(line)) in page for line in summary["text"].splitlines()
+    )
+    labels = results["graph"]["group_labels"]
+    assert f"<td>{worst['node_id']}</td><td>{labels[worst['group']]}</td>" in page
+    assert results["graph"]["node_id_meaning"] in page
 
 
 def test_report_without_optional_blocks_and_hostile_text(audit: tuple[dict[str, Any], Any]) -> None:

@@ -1,0 +1,255 @@
+"""The verdict first: an audit's results said in a few plain sentences, in the user's terms.
+
+:func:`summarize` reads the typed results (:class:`~bind_core.pipeline.results.AuditResults`) and says
+
+* which group gets the positive prediction (and, among the truly positive, the true-positive rate) more often, by
+  how much, with the gap's bootstrap interval and whether the difference of the two rates excludes 0 (a normal
+  approximation over the two groups' test nodes, so that a gap within chance is said to be so);
+* the share of the harm the most harmful training nodes carry, their ids, and the profile's strongest rule that held
+  on the held-out half;
+* what the best debiasing budget did, which budgets backfired, and whether the selection beat deleting random nodes,
+  or that this was not checked and how to check it;
+* how far to trust the attribution: the self-check's Pearson with a bootstrap interval over the checked nodes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from bind_core.pipeline.results import AuditResults, DebiasingRow, MetricValues, Validation
+from bind_core.pipeline.results_summary import (
+    AttributionFinding,
+    DebiasingFinding,
+    GapFinding,
+    Summary,
+    TrustFinding,
+)
+
+Z95 = 1.959963984540054
+"""The standard normal's 97.5th percentile: a two-sided 95% interval."""
+TRUST_BOOTSTRAP = 2000
+"""Resamples of the checked nodes for the interval on the self-check's Pearson."""
+TRUSTWORTHY = 0.9
+"""The self-check's Pearson, and ROUGH its interval's lower bound, above which the attribution is trustworthy."""
+ROUGH = 0.5
+CHANCE_FLAG = "debias_seeds (on the command line: --debias-seeds 1,10,100)"
+"""How to run the check against chance, named for both edges."""
+
+
+def summarize(results: AuditResults) -> Summary:
+    """The audit's verdict and findings (see the module docstring).
+
+    Args:
+        results: an audit's typed results (without a summary, or with one: it is not read).
+
+    Returns:
+        The :class:`~bind_core.pipeline.results_summary.Summary`.
+    """
+    labels = _labels(results)
+    positive = _positive_class(results)
+    bias = [_gap(results, metric, labels, positive) for metric in ("delta_sp", "delta_eo")]
+    attribution = _attribution(results)
+    debiasing = _debiasing(results.debiasing)
+    trust = _trust(results.validation)
+    verdict = _verdict(bias[0], positive)
+    lines = [verdict, *(b.text for b in bias[1:])]
+    lines += [f.text for f in (attribution, debiasing) if f is not None]
+    lines.append(trust.text)
+    sensitive = results.graph.sensitive or ["sens"]
+    return Summary(
+        verdict=verdict,
+        sensitive=sensitive,
+        bias=bias,
+        attribution=attribution,
+        debiasing=debiasing,
+        trust=trust,
+        text="\n".join(lines),
+    )
+
+
+# ---------------------------------------------------------------------- bias
+def _labels(results: AuditResults) -> list[str]:
+    graph = results.graph
+    if graph.group_labels:
+        return graph.group_labels
+    return [g.name for g in sorted(results.metrics.groups, key=lambda g: g.group)]
+
+
+def _positive_class(results: AuditResults) -> str:
+    graph = results.graph
+    names = graph.class_names or [str(c) for c in range(graph.classes)]
+    return f"{graph.label or 'y'}={names[-1]}"
+
+
+def _positives(results: AuditResults, group: int) -> int:
+    return int(sum(results.metrics.histograms.positives.get(str(group), [])))
+
+
+def _gap(results: AuditResults, metric: str, labels: list[str], positive: str) -> GapFinding:
+    rate = "positive_rate" if metric == "delta_sp" else "tpr"
+    value = getattr(results.metrics.test, metric)
+    interval = _interval(results, metric)
+    pair = results.metrics.test.worst_pairs.get(metric)
+    groups = {g.group: g for g in results.metrics.groups}
+    if value is None or pair is None or any(getattr(groups[g], rate) is None for g in pair.groups):
+        why = (results.metrics.test.undefined or {}).get(metric, "no pair of groups defines it")
+        name = "ΔSP" if metric == "delta_sp" else "ΔEO"
+        return GapFinding(
+            metric=metric, value=value, interval=interval, higher=None, lower=None, higher_rate=None,
+            lower_rate=None, difference_interval=None, excludes_zero=None, text=f"{name} is undefined: {why}.",
+        )  # fmt: skip
+    a, b = sorted((groups[g] for g in pair.groups), key=lambda g: -float(getattr(g, rate)))
+    ra, rb = float(getattr(a, rate)), float(getattr(b, rate))
+    na, nb = (a.size, b.size) if metric == "delta_sp" else (_positives(results, a.group), _positives(results, b.group))
+    diff = _difference_interval(ra, na, rb, nb)
+    excludes = None if diff is None else diff[0] > 0
+    finding = GapFinding(
+        metric=metric, value=value, interval=interval, higher=labels[a.group], lower=labels[b.group],
+        higher_rate=ra, lower_rate=rb, difference_interval=diff, excludes_zero=excludes, text="",
+    )  # fmt: skip
+    finding.text = _gap_text(finding, positive, na, nb)
+    return finding
+
+
+def _interval(results: AuditResults, metric: str) -> list[float] | None:
+    intervals = results.metrics.intervals
+    found = None if intervals is None else getattr(intervals, metric)
+    if found is None or found.low is None or found.high is None:
+        return None
+    return [found.low, found.high]
+
+
+def _difference_interval(ra: float, na: int, rb: float, nb: int) -> list[float] | None:
+    """The 95% normal-approximation interval of ``ra − rb``, two independent proportions over ``na`` and ``nb``."""
+    if na < 1 or nb < 1:
+        return None
+    se = math.sqrt(ra * (1 - ra) / na + rb * (1 - rb) / nb)
+    d = ra - rb
+    return [d - Z95 * se, d + Z95 * se]
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"
+
+
+def _points(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}"
+
+
+def _gap_text(f: GapFinding, positive: str, na: int, nb: int) -> str:
+    gap = f"a gap of {100 * (f.value or 0):.1f} points"
+    if f.interval is not None:
+        gap += f" (95% interval {100 * f.interval[0]:.1f} to {100 * f.interval[1]:.1f})"
+    nodes = "test nodes" if f.metric == "delta_sp" else f"test nodes truly {positive}"
+    chance = "clearly more than chance" if f.excludes_zero else "within what chance alone could give"
+    chance += f" ({na} and {nb} {nodes})"
+    if f.metric == "delta_sp":
+        what = f"{f.higher} is predicted {positive} more often than {f.lower}"
+    else:
+        what = f"Among the test nodes truly {positive}, {f.higher} is recognised more often than {f.lower}"
+    return f"{what}: {_pct(f.higher_rate)} vs {_pct(f.lower_rate)}, {gap}; {chance}."
+
+
+def _verdict(sp: GapFinding, positive: str) -> str:
+    if sp.value is None or sp.excludes_zero is None:
+        return f"No verdict on predicted rates: {sp.text}"
+    if sp.excludes_zero:
+        return f"Biased: {sp.text}"
+    return f"No clear bias in predicted {positive} rates: {sp.text}"
+
+
+# ---------------------------------------------------------------------- attribution, debiasing, trust
+def _attribution(results: AuditResults) -> AttributionFinding | None:
+    profile, top = results.profile, results.top_harmful
+    if profile is None or top is None:
+        return None
+    harmful = profile.sets.harmful
+    ids = [r.node_id for r in top[:5]]
+    rule = profile.rules[0].text if profile.rules else None
+    share = harmful.harm_share
+    text = (
+        f"The {harmful.nodes} most harmful training nodes ({100 * profile.fraction:.0f}% of them) carry "
+        f"{_pct(share)} of the harm; the most harmful: {', '.join(str(i) for i in ids) or 'none'} "
+        f"(node ids: {results.graph.node_id_meaning or 'as in the graph'})."
+    )
+    text += (
+        f" What they have in common (it held on held-out nodes): {rule}."
+        if rule
+        else " No rule describing them held on held-out nodes."
+    )
+    return AttributionFinding(harmful_nodes=harmful.nodes, harm_share=share, top_ids=ids, rule=rule, text=text)
+
+
+def _metric_values(m: MetricValues) -> dict[str, float | None]:
+    return {"accuracy": m.accuracy, "delta_sp": m.delta_sp, "delta_eo": m.delta_eo, "gamma": m.gamma}
+
+
+def _debiasing(rows: list[DebiasingRow] | None) -> DebiasingFinding | None:
+    if not rows:
+        return None
+    done = [r for r in rows if r.after.gamma is not None and r.deleted > 0]
+    if not done:
+        return None
+    best = min(done, key=lambda r: float(r.after.gamma or 0.0))
+    backfired = [f"budget {r.budget:g}: {', '.join(r.backfired)}" for r in rows if r.backfired]
+    check = best.against_random
+    b, a = best.before, best.after
+    text = (
+        f"Deleting the {best.deleted} most harmful training nodes (budget {best.budget:g}) and retraining moved "
+        f"ΔSP {_points(b.delta_sp)} → {_points(a.delta_sp)} points, ΔEO {_points(b.delta_eo)} → "
+        f"{_points(a.delta_eo)} points, accuracy {_pct(b.accuracy)} → {_pct(a.accuracy)}."
+    )
+    if check is None:
+        rule = best.chance_rule or f"whether that beats deleting random nodes was not checked; set {CHANCE_FLAG}"
+        text += f" {rule[0].upper()}{rule[1:]}."
+    elif check.beats_random:
+        text += f" It beats deleting {check.size} random training nodes: {check.verdict}"
+    else:
+        text += f" It does not beat deleting {check.size} random training nodes: {check.verdict}"
+    if backfired:
+        text += f" Backfired (a bias metric rose): {'; '.join(backfired)}."
+    return DebiasingFinding(
+        budget=best.budget, deleted=best.deleted, before=_metric_values(b), after=_metric_values(a),
+        backfired=backfired, chance_checked=check is not None,
+        beats_random=None if check is None else check.beats_random, text=text,
+    )  # fmt: skip
+
+
+def pearson_interval(x: np.ndarray, y: np.ndarray, *, resamples: int = TRUST_BOOTSTRAP, seed: int = 0) -> list[float]:
+    """The 95% percentile bootstrap interval of Pearson's r over the pairs ``(x, y)`` (resamples where either side
+    is constant are left out)."""
+    rng = np.random.default_rng(seed)
+    n = x.size
+    idx = rng.integers(0, n, size=(resamples, n))
+    xs, ys = x[idx], y[idx]
+    xc, yc = xs - xs.mean(axis=1, keepdims=True), ys - ys.mean(axis=1, keepdims=True)
+    den = np.sqrt((xc**2).sum(axis=1) * (yc**2).sum(axis=1))
+    ok = den > 0
+    r = (xc * yc).sum(axis=1)[ok] / den[ok]
+    return [float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))]
+
+
+def _trust(validation: Validation | None) -> TrustFinding:
+    if validation is None:
+        text = "How far to trust the attribution: not checked (the self-check did not run)."
+        return TrustFinding(verdict="not checked", pearson=None, interval=None, points=0, text=text)
+    pairs = [(p.estimated[0], p.actual[0]) for p in validation.points if p.actual is not None]
+    r = validation.pearson
+    if r is None or len(pairs) < 3:
+        text = f"How far to trust the attribution: the self-check could not tell ({len(pairs)} usable node(s))."
+        return TrustFinding(verdict="not checked", pearson=r, interval=None, points=len(pairs), text=text)
+    x, y = (np.array(v, dtype=np.float64) for v in zip(*pairs, strict=True))
+    low, high = pearson_interval(x, y)
+    if r >= TRUSTWORTHY and low >= ROUGH:
+        verdict = "trustworthy"
+    elif r >= ROUGH and low > 0:
+        verdict = "rough"
+    else:
+        verdict = "no better than chance"
+    text = (
+        f"How far to trust the attribution: {verdict}; on {len(pairs)} training nodes deleted and the model "
+        f"re-optimised, estimated and actual ΔΓ agree with Pearson {r:.3f} (95% interval {low:.3f} to {high:.3f})."
+    )
+    return TrustFinding(verdict=verdict, pearson=r, interval=[low, high], points=len(pairs), text=text)

@@ -1,0 +1,119 @@
+"""The verdict first: the summary speaks the user's terms, its numbers are the results' own, and its intervals say
+whether a gap or a self-check is more than chance."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bind_core import AuditConfig, TrainConfig, from_files, run_audit, synthetic
+from bind_core.pipeline.audit import AuditResult
+from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, chance_retrains
+from bind_core.pipeline.stages import chance_decision
+from bind_core.pipeline.summary import _difference_interval, pearson_interval
+
+
+@pytest.fixture(scope="module")
+def audited() -> AuditResult:
+    config = AuditConfig(training=TrainConfig(epochs=60), budgets=(0.1,), validation_sample=12, bootstrap=200)
+    return run_audit(synthetic(400, seed=2), config)
+
+
+def test_the_verdict_names_the_groups_and_the_gap_with_the_results_numbers(audited: AuditResult) -> None:
+    typed = audited.typed()
+    summary = typed.summary
+    assert summary is not None and summary.sensitive == ["sens"]
+    sp = summary.bias[0]
+    assert sp.metric == "delta_sp" and {sp.higher, sp.lower} == {"sens=0", "sens=1"}
+    rates = {g.name: g.positive_rate for g in typed.metrics.groups}
+    assert sp.higher_rate == rates[sp.higher] and sp.lower_rate == rates[sp.lower]
+    assert sp.value == typed.metrics.test.delta_sp and sp.higher_rate >= sp.lower_rate
+    assert sp.difference_interval is not None and sp.excludes_zero == (sp.difference_interval[0] > 0)
+    assert sp.interval is not None and sp.interval[0] <= sp.value <= sp.interval[1]
+    assert summary.verdict.startswith("Biased:" if sp.excludes_zero else "No clear bias")
+    assert f"{sp.higher} is predicted y=1 more often than {sp.lower}" in summary.verdict
+    assert summary.text.splitlines()[0] == summary.verdict
+
+
+def test_attribution_debiasing_and_trust_come_from_their_sections(audited: AuditResult) -> None:
+    typed = audited.typed()
+    summary = typed.summary
+    assert summary is not None and summary.attribution is not None and typed.top_harmful is not None
+    assert summary.attribution.top_ids == [r.node_id for r in typed.top_harmful[:5]]
+    assert typed.profile is not None and summary.attribution.harm_share == typed.profile.sets.harmful.harm_share
+    assert summary.debiasing is not None and typed.debiasing is not None
+    assert summary.debiasing.after["delta_sp"] == typed.debiasing[0].after.delta_sp
+    assert not summary.debiasing.chance_checked and "debias_seeds" in summary.debiasing.text  # how to check it
+    trust = summary.trust
+    assert typed.validation is not None and trust.pearson == typed.validation.pearson
+    assert trust.interval is not None and trust.interval[0] <= trust.pearson <= trust.interval[1] + 1e-12
+    assert trust.verdict in ("trustworthy", "rough", "no better than chance")
+
+
+def test_the_difference_interval_and_the_pearson_interval_by_hand() -> None:
+    low, high = _difference_interval(0.5, 100, 0.3, 100) or [0.0, 0.0]
+    se = np.sqrt(0.25 / 100 + 0.21 / 100)
+    assert low == pytest.approx(0.2 - 1.959963984540054 * se) and high == pytest.approx(0.2 + 1.959963984540054 * se)
+    assert _difference_interval(0.5, 0, 0.3, 10) is None
+    x = np.arange(20, dtype=np.float64)
+    assert pearson_interval(x, 2 * x + 1) == pytest.approx([1.0, 1.0])
+    rng = np.random.default_rng(0)
+    low, high = pearson_interval(rng.normal(size=40), rng.normal(size=40))
+    assert low < 0 < high  # unrelated: the interval covers 0, so the check is no better than chance
+
+
+def test_text_ids_and_attribute_names_come_out_as_the_user_wrote_them(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    n = 240
+    gender = rng.choice(["F", "M"], n)
+    approved = (rng.random(n) < np.where(gender == "M", 0.7, 0.3)).astype(int)
+    nodes = pd.DataFrame({"uid": [f"u-{i:03d}" for i in range(n)], "gender": gender, "f": rng.normal(size=n)})
+    nodes["approved"] = approved
+    nodes.to_csv(tmp_path / "people.csv", index=False)
+    pairs = rng.integers(0, n, size=(700, 2))
+    pd.DataFrame({"a": nodes.uid[pairs[:, 0]].to_numpy(), "b": nodes.uid[pairs[:, 1]].to_numpy()}).to_csv(
+        tmp_path / "links.csv", index=False
+    )
+    graph = from_files(
+        tmp_path / "people.csv", tmp_path / "links.csv", label="approved", sensitive="gender", node_id="uid"
+    )
+    result = run_audit(
+        graph, AuditConfig(training=TrainConfig(epochs=40), budgets=(0.05,), validation_sample=0, bootstrap=0)
+    )
+    doc = result.to_dict()
+    assert doc["graph"]["sensitive"] == ["gender"] and doc["graph"]["group_labels"] == ["gender=F", "gender=M"]
+    assert doc["graph"]["node_id_column"] == "uid" and doc["graph"]["label"] == "approved"
+    ids = set(nodes.uid)
+    assert all(isinstance(r["node_id"], str) and r["node_id"] in ids for r in doc["top_harmful"] + doc["top_helpful"])
+    assert all(node in ids for node in doc["debiasing"][0]["nodes"])
+    assert "approved=1" in doc["summary"]["verdict"] and "gender=" in doc["summary"]["verdict"]
+    typed = result.typed()  # the typed form takes text ids as they are
+    assert typed.top_harmful is not None and typed.top_harmful[0].node_id == doc["top_harmful"][0]["node_id"]
+
+
+def test_the_chance_check_runs_by_default_only_where_cheap(audited: AuditResult) -> None:
+    model = audited.model
+    cheap = replace(model, history={**model.history, "seconds": 0.01})
+    dear = replace(model, history={**model.history, "seconds": 100.0})
+    config = AuditConfig(budgets=(0.01, 0.1), chance_seconds=60)
+    retrains = chance_retrains(2, config.debias_random_sets)
+    seeds, rule = chance_decision(cheap, config)
+    assert seeds == AUTO_CHANCE_SEEDS and rule is not None and f"{retrains} retrainings" in rule and "ran" in rule
+    seeds, rule = chance_decision(dear, config)
+    assert seeds == () and rule is not None and "did not run" in rule and "--debias-seeds" in rule
+    assert chance_decision(cheap, replace(config, chance_seconds=0)) == ((), None)  # off: the library's default
+    assert chance_decision(dear, replace(config, debias_seeds=(1, 2, 3))) == ((1, 2, 3), None)  # given: as given
+
+
+def test_the_quote_before_queueing_counts_a_default_chance_check_as_if_it_ran() -> None:
+    from bind_core.pipeline.budget import GraphSize, audit_cost
+
+    size = GraphSize.of_summary(synthetic(300, seed=1).summary())
+    off = audit_cost(AuditConfig(), size).work["debiasing"]
+    auto = audit_cost(AuditConfig(chance_seconds=60), size).work["debiasing"]
+    given = audit_cost(AuditConfig(debias_seeds=AUTO_CHANCE_SEEDS), size).work["debiasing"]
+    assert off < auto == given  # an upper bound: the rule may still decide against it
