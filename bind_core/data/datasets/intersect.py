@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -56,10 +57,13 @@ def encode_groups(
     bins = bins or {}
     unknown = sorted(set(bins) - set(columns))
     if unknown:
+        close = tuple(dict.fromkeys(c for u in unknown for c in difflib.get_close_matches(u, list(columns), n=1)))
+        guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise GraphValidationError(
             "sensitive_bins",
-            f"binning rule(s) for {unknown}, which are not sensitive columns {list(columns)}",
+            f"binning rule(s) for {unknown}, which are not sensitive columns {list(columns)}{guess}",
             value=", ".join(unknown),
+            suggestions=close,
         )
     per_column, values = [], []
     for column in columns:

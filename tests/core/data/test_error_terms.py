@@ -129,3 +129,12 @@ def test_a_message_names_its_options_in_each_caller_s_terms() -> None:
     assert str(err) == "edges: edges.csv {x}: pass on_unknown_nodes='drop' or allow_no_edges=True"
     assert err.text(lambda o: f"<{o.name}>") == "edges.csv {x}: pass <on_unknown_nodes> or <allow_no_edges>"
     assert GraphValidationError("label", "plain").text() == "plain"
+
+
+def test_a_binning_rule_for_a_misspelled_column_gets_did_you_mean(tmp_path: Path) -> None:
+    err = _error(*q.continuous_sensitive(tmp_path), sensitive="age", sensitive_bins="agee>=30")
+    assert (err.field, err.value, err.suggestions) == ("sensitive_bins", "agee", ("age",))
+    assert (
+        str(err)
+        == "sensitive_bins: binning rule(s) for ['agee'], which are not sensitive columns ['age']; did you mean 'age'?"
+    )
