@@ -120,7 +120,9 @@ class GraphValidationError(BindError):
 
     @classmethod
     def together(cls, problems: Sequence[GraphValidationError]) -> GraphValidationError:
-        """One error reporting every one of ``problems`` (the one itself when there is one)."""
+        """One error reporting every one of ``problems`` (an error of several counts as its own problems; the
+        one itself when there is one)."""
+        problems = [q for p in problems for q in (p.problems or (p,))]
         if len(problems) == 1:
             return problems[0]
         parts: list[Part | Message] = [f"{len(problems)} problems: "]

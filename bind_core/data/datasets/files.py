@@ -237,14 +237,11 @@ def _graph_parts(table: pd.DataFrame, named: _Named, rules: _Rules, shown: str, 
             require_columns(table, [column], option, file=shown)
     features = _named_features(table, named, shown)
     y, classes = encode_labels(table[named.label], named.label, file=shown, unlabeled=rules.unlabeled, report=report)
-    bins = parse_bins(rules.sensitive_bins)
-    sens, group_names, per_column = encode_groups(
-        table, sens_columns, bins=bins, max_values=rules.max_sensitive_values, file=shown
-    )
-    report.binned = {c: apply_bins(table[c], rule, file=shown)[1] for c, rule in bins.items()}
+    features = features if features is not None else _default_features(table, named, sens_columns, shown)
+    sens, group_names, per_column = _groups(table, sens_columns, features, rules, shown, report)
     x, feature_names = feature_matrix(
         table,
-        features if features is not None else _default_features(table, named, sens_columns, shown),
+        features,
         file=shown,
         sens_codes=dict(zip(sens_columns, per_column, strict=True)),
         max_categories=rules.max_categories,
@@ -254,6 +251,35 @@ def _graph_parts(table: pd.DataFrame, named: _Named, rules: _Rules, shown: str, 
     if rules.scale:
         x = minmax_scale(x)
     return _Parts(x, feature_names, y, classes, sens, group_names, sens_columns)
+
+
+def _groups(
+    table: pd.DataFrame, sens_columns: list[str], features: list[str], rules: _Rules, shown: str, report: IngestReport
+) -> tuple[np.ndarray, list[str], list[np.ndarray]]:
+    """:func:`encode_groups` with the binning rules (reported); when the sensitive columns' cells are at fault,
+    the other feature columns' problems come in the same error."""
+    bins = parse_bins(rules.sensitive_bins)
+    try:
+        groups = encode_groups(table, sens_columns, bins=bins, max_values=rules.max_sensitive_values, file=shown)
+    except GraphValidationError as exc:
+        if exc.field != "nodes":
+            raise
+        others = [c for c in features if c not in sens_columns]
+        try:
+            feature_matrix(
+                table,
+                others,
+                file=shown,
+                sens_codes={},
+                max_categories=rules.max_categories,
+                impute_missing=rules.impute_missing,
+                report=IngestReport(),
+            )
+        except GraphValidationError as more:
+            raise GraphValidationError.together([exc, more]) from exc
+        raise
+    report.binned = {c: apply_bins(table[c], rule, file=shown)[1] for c, rule in bins.items()}
+    return groups
 
 
 def _splits(

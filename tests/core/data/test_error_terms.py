@@ -138,3 +138,18 @@ def test_a_binning_rule_for_a_misspelled_column_gets_did_you_mean(tmp_path: Path
         str(err)
         == "sensitive_bins: binning rule(s) for ['agee'], which are not sensitive columns ['age']; did you mean 'age'?"
     )
+
+
+def test_a_sensitive_column_s_bad_cells_come_with_the_features_problems(tmp_path: Path) -> None:
+    table = q.people()
+    table.loc[4, "gender"] = None
+    table.loc[[2, 9], "amount"] = np.nan
+    err = _error(*q.write(tmp_path, table, q.ring(table["id"].astype(str).tolist())))
+    assert [(p.field, p.column, p.rows) for p in err.problems] == [
+        ("nodes", "gender", (6,)),
+        ("nodes", "amount", (4, 11)),
+    ]
+    table.loc[[2, 9], "amount"] = 1.0
+    (tmp_path / "one").mkdir()
+    err = _error(*q.write(tmp_path / "one", table, q.ring(table["id"].astype(str).tolist())))
+    assert (err.problems, err.column, err.rows) == ((), "gender", (6,))
