@@ -209,6 +209,8 @@ def test_missing_values(tmp_path: Path) -> None:
     g = _build(nodes, features=["score"])
     assert g.y[4] == -1 and g.summary()["unlabeled"] == 1
     err = _error(_build, nodes, label="gender", sensitive="outcome", features=["age"])
+    assert [(p.field, p.column, p.rows) for p in err.problems] == [("nodes", "outcome", (6,)), ("nodes", "age", (5,))]
+    err = _error(_build, nodes, label="gender", sensitive="outcome", features=["score"])
     assert (err.field, err.column, err.rows) == ("nodes", "outcome", (6,))
 
 
