@@ -141,9 +141,10 @@ def _finish(audit: dict[str, Any], rules: list[Rule], out: Callable[[str], None]
         return AUDIT_FAILED
     test = ((audit.get("results") or {}).get("metrics") or {}).get("test") or {}
     hits = [v.reason for v in verdicts if v.crossed]
+    said = (audit.get("results") or {}).get("summary") or {}
     summary: dict[str, Any] = {
-        "id": audit["id"], "state": "succeeded", "metrics": test, "thresholds_crossed": hits,
-        "thresholds": [v.to_dict() for v in verdicts],
+        "id": audit["id"], "state": "succeeded", "verdict": said.get("verdict"), "metrics": test,
+        "thresholds_crossed": hits, "thresholds": [v.to_dict() for v in verdicts],
     }  # fmt: skip
     edges = edges_summary(audit.get("results"))
     out(json.dumps(summary if edges is None else {**summary, "edges": edges}))

@@ -97,19 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dropout", type=float, default=0.5)
     p.add_argument("--activation", choices=ACTIVATIONS, default="gelu", help="between layers (relu: see METHOD.md)")
     p.add_argument(
-        "--model-weights", type=Path, metavar="FILE",
+        "--model-weights",
+        type=Path,
+        metavar="FILE",
         help="audit this model (a safetensors state_dict) instead of training one; needs --model-config",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--model-config", type=Path, metavar="FILE",
+        "--model-config",
+        type=Path,
+        metavar="FILE",
         help="the model's JSON config: TrainedModel.config_dict()'s form or a torch_geometric.nn.models one "
         "(docs/API.md, Supplied models)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--reference", choices=REFERENCES, default="as_given",
+        "--reference",
+        choices=REFERENCES,
+        default="as_given",
         help="with a supplied model: as_given (default) audits its weights as they are; polished audits a copy "
         "polished to a stationary point first and prints both models' metrics side by side",
-    )  # fmt: skip
+    )
     p.add_argument("--epochs", type=int, default=1000)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=1e-4)
@@ -132,38 +138,49 @@ def build_parser() -> argparse.ArgumentParser:
         "--debias-utility", action="store_true", help="debias only with nodes whose deletion keeps validation loss"
     )
     p.add_argument(
-        "--estimator", choices=("auto", "linear", "step"), default="auto",
+        "--estimator",
+        choices=("auto", "linear", "step"),
+        default="auto",
         help="linear: the influence function; step: damped Newton steps per node, Γ exact (proximal response); "
         "auto: step for multi-layer and attention models",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--debias-seeds", default="",
+        "--debias-seeds",
+        default="",
         help="comma-separated training seeds (3+): check each budget against deleting random nodes",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--chance-seconds", type=float, default=DEFAULT_CHANCE_SECONDS,
+        "--chance-seconds",
+        type=float,
+        default=DEFAULT_CHANCE_SECONDS,
         help="without --debias-seeds, run that check anyway (seeds 1,10,100) when its retrainings times the model's "
         f"training time come to at most this many seconds (default {DEFAULT_CHANCE_SECONDS:g}; 0: never)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--debias-retrain", choices=DEBIAS_RETRAIN, default="audit",
+        "--debias-retrain",
+        choices=DEBIAS_RETRAIN,
+        default="audit",
         help="how the debiasing stage retrains: audit (as the audit trains: Adam, then the polish) or adam (Adam "
         "alone, as a user trains; minutes faster and less seed noise for multi-layer models)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--edge-attribution", action="store_true",
+        "--edge-attribution",
+        action="store_true",
         help="also attribute the bias to every edge (one-layer GCN, GIN, SAGE; costs about 1-10x the node estimate)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--edge-budgets", default="0.0025,0.01",
+        "--edge-budgets",
+        default="0.0025,0.01",
         help="comma-separated fractions in (0, 1] of the edges that change anything: with --edge-attribution and "
         "--debias-seeds, delete the most harmful edges and check against random edges",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--edge-validation-sample", type=int, default=30,
+        "--edge-validation-sample",
+        type=int,
+        default=30,
         help="with --edge-attribution and the validation stage: edges checked against deleting the edge and "
         "re-optimising (0: none)",
-    )  # fmt: skip
+    )
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes (and edges) to print")
     p.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
@@ -181,13 +198,24 @@ def _add_file_options(p: argparse.ArgumentParser) -> None:
     t.add_argument("--features", help="feature columns, comma-separated (default: all but label, split, node id)")
     t.add_argument("--split", help="column of train/val/test (default: the paper split of the labeled nodes)")
     t.add_argument("--unlabeled", help="the label value that marks an unlabeled node (e.g. -1); empty cells too")
-    t.add_argument("--on-unknown-nodes", choices=("error", "drop"), default="error",
-                   help="an edge naming a node absent from the table: refuse (default) or drop it")  # fmt: skip
+    t.add_argument(
+        "--on-unknown-nodes",
+        choices=("error", "drop"),
+        default="error",
+        help="an edge naming a node absent from the table: refuse (default) or drop it",
+    )
     t.add_argument("--allow-no-edges", action="store_true", help="accept an edge list without edges")
-    t.add_argument("--impute-missing", action="store_true",
-                   help="fill missing feature values (numbers: the column median; text: no category)")  # fmt: skip
-    t.add_argument("--max-categories", type=int, default=MAX_CATEGORIES,
-                   help="most values of a text feature column that is one-hot encoded")  # fmt: skip
+    t.add_argument(
+        "--impute-missing",
+        action="store_true",
+        help="fill missing feature values (numbers: the column median; text: no category)",
+    )
+    t.add_argument(
+        "--max-categories",
+        type=int,
+        default=MAX_CATEGORIES,
+        help="most values of a text feature column that is one-hot encoded",
+    )
     t.add_argument("--sensitive-bins", help="groups from a numeric sensitive column: 'age>=25' or 'age:25,60'")
     t.add_argument("--name", help="the graph's name (default: the table's file name)")
     t.add_argument("--split-seed", type=int, default=PAPER_SPLIT_SEED, help="seed of the paper split")
@@ -223,8 +251,10 @@ def _run(args: argparse.Namespace) -> int:
     threads = default_threads(graph.num_nodes) if args.threads is None else args.threads
     if threads > 0:
         torch.set_num_threads(threads)
-    print(f"torch threads: {torch.get_num_threads()}" + (" (--threads to change)" if args.threads is None else ""),
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"torch threads: {torch.get_num_threads()}" + (" (--threads to change)" if args.threads is None else ""),
+        file=sys.stderr,
+    )
     for note in report.notes(flag) if report is not None else []:
         print(f"read: {note}", file=sys.stderr)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -349,12 +379,22 @@ def _load(args: argparse.Namespace) -> tuple[Any, IngestReport | None]:
         if missing and not (missing == ["--edges"] and args.allow_no_edges):
             raise ConfigError(f"--table needs {', '.join(missing)}")
         ingested = datasets.ingest_files(
-            args.table, args.edges, label=args.label, sensitive=args.sensitive, node_id=args.node_id,
-            features=_names(args.features), split=args.split, unlabeled=args.unlabeled,
-            on_unknown_nodes=args.on_unknown_nodes, allow_no_edges=args.allow_no_edges,
-            impute_missing=args.impute_missing, max_categories=args.max_categories,
-            sensitive_bins=args.sensitive_bins, name=args.name, split_seed=args.split_seed,
-        )  # fmt: skip
+            args.table,
+            args.edges,
+            label=args.label,
+            sensitive=args.sensitive,
+            node_id=args.node_id,
+            features=_names(args.features),
+            split=args.split,
+            unlabeled=args.unlabeled,
+            on_unknown_nodes=args.on_unknown_nodes,
+            allow_no_edges=args.allow_no_edges,
+            impute_missing=args.impute_missing,
+            max_categories=args.max_categories,
+            sensitive_bins=args.sensitive_bins,
+            name=args.name,
+            split_seed=args.split_seed,
+        )
         return ingested.graph, ingested.report
     return datasets.load(args.dataset, args.data_root), None
 

@@ -40,10 +40,27 @@ class DictConfig:
     section: ClassVar[str] = "settings"
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON-ready values.
+
+        Returns:
+            One key per field (nested settings as their own dictionaries).
+        """
         return asdict(cast("DataclassInstance", self))  # subclasses are dataclasses
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
+        """The settings from :meth:`to_dict`'s form.
+
+        Args:
+            data: settings by name; missing keys take the defaults.
+
+        Returns:
+            The validated settings object.
+
+        Raises:
+            ConfigError: ``data`` is not an object, or has an unknown or mistyped key (the message names it and
+                the section, :attr:`section`).
+        """
         if not isinstance(data, dict):
             raise ConfigError(f"{cls.section}: expected an object, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}  # type: ignore[arg-type]

@@ -28,7 +28,11 @@ class Option:
     value: str | bool | None = None
 
     def python(self) -> str:
-        """The option as a keyword argument: ``on_unknown_nodes='drop'``, ``impute_missing=True``, ``features=``."""
+        """The option as bind_core's Python API takes it.
+
+        Returns:
+            A keyword argument: ``on_unknown_nodes='drop'``, ``impute_missing=True``, ``features=``.
+        """
         return f"{self.name}=" if self.value is None else f"{self.name}={self.value!r}"
 
 
@@ -77,10 +81,12 @@ class BindError(ValueError):
 class GraphValidationError(BindError):
     """An attributed graph is malformed: the message says what is wrong, and where.
 
-    Attributes:
+    Args:
         field: the parameter the error is about: the file (``nodes``, ``edges``, ``npz``) when its content is at
             fault, else the option whose value is (``label``, ``sensitive``, ``features``, ``sensitive_bins``...);
             for :meth:`~bind_core.data.graph.Graph.build`, its argument (``x``, ``y``, ``edge_index``...).
+        message: what is wrong with it, its advice's options as :class:`Option` s (the exception's text is
+            ``"{field}: {message}"``, options named as keyword arguments; :meth:`text` names them otherwise).
         value: the value given to that option, when it is at fault (``"aproved"`` for a misspelled label).
         column: the node table's column concerned, where one is.
         file: the file name as the user knows it.
@@ -89,7 +95,8 @@ class GraphValidationError(BindError):
         count: how many rows are at fault in all.
         suggestions: names close to a misspelled one ("did you mean").
         problems: when several problems are reported at once (:meth:`together`), each of them; else empty.
-        message: the message without the field, its options as :class:`Option` s (:meth:`text`).
+
+    Each argument is kept as the attribute of the same name (``message`` as a :class:`Message`).
     """
 
     def __init__(
@@ -120,8 +127,14 @@ class GraphValidationError(BindError):
 
     @classmethod
     def together(cls, problems: Sequence[GraphValidationError]) -> GraphValidationError:
-        """One error reporting every one of ``problems`` (an error of several counts as its own problems; the
-        one itself when there is one)."""
+        """One error reporting every one of ``problems``.
+
+        Args:
+            problems: the errors; one of several problems counts as its problems.
+
+        Returns:
+            The error of them all (the one itself when there is one): its ``field`` and ``file`` the first's.
+        """
         problems = [q for p in problems for q in (p.problems or (p,))]
         if len(problems) == 1:
             return problems[0]
@@ -132,12 +145,23 @@ class GraphValidationError(BindError):
         return cls(first.field, Message.of(*parts), file=first.file, problems=tuple(problems))
 
     def text(self, name: Namer = Option.python) -> str:
-        """The message (without the field), each option it advises said by ``name``."""
+        """The message in a caller's terms.
+
+        Args:
+            name: how the caller says an option (default: as a keyword argument of bind_core's API).
+
+        Returns:
+            The message without the field, each option it advises said by ``name``.
+        """
         return self.message.text(name)
 
     def details(self) -> dict[str, object]:
-        """``value``, ``column``, ``file``, ``rows``, ``values``, ``count`` and ``suggestions`` where known (for
-        problem+json ``errors[]``)."""
+        """Where the error is and what was given, for problem+json ``errors[]``.
+
+        Returns:
+            ``value``, ``column``, ``file``, ``rows``, ``values``, ``count`` and ``suggestions``, each only where
+            known.
+        """
         out: dict[str, object] = {}
         for key in ("value", "column", "file", "count"):
             if getattr(self, key) is not None:
@@ -162,7 +186,11 @@ class NonFiniteError(BindError):
 
 class AuditCancelled(Exception):
     """The caller's progress callback asked to stop (it returned ``False``, or raised this). Not a
-    :class:`BindError`: nothing is wrong with the input. ``stage`` is where the work stopped."""
+    :class:`BindError`: nothing is wrong with the input.
+
+    Args:
+        stage: the stage where the work stopped (``None`` when unknown).
+    """
 
     def __init__(self, stage: str | None = None) -> None:
         self.stage = stage

@@ -22,17 +22,25 @@ log = logging.getLogger(__name__)
 REGISTRY = CollectorRegistry()
 _BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
 STAGE_SECONDS = Histogram(
-    "bind_audit_stage_seconds", "Seconds per audit stage of succeeded audits.", ["stage"],
-    registry=REGISTRY, buckets=_BUCKETS,
-)  # fmt: skip
-AUDIT_SECONDS = Histogram(
-    "bind_audit_attempt_seconds", "Wall seconds of one attempt in the worker, by outcome.", ["outcome"],
-    registry=REGISTRY, buckets=_BUCKETS,
-)  # fmt: skip
-OUTCOMES = Counter(
-    "bind_audit_attempts", "Attempts by outcome (succeeded, failed, cancelled, lost, skipped).", ["outcome"],
+    "bind_audit_stage_seconds",
+    "Seconds per audit stage of succeeded audits.",
+    ["stage"],
     registry=REGISTRY,
-)  # fmt: skip
+    buckets=_BUCKETS,
+)
+AUDIT_SECONDS = Histogram(
+    "bind_audit_attempt_seconds",
+    "Wall seconds of one attempt in the worker, by outcome.",
+    ["outcome"],
+    registry=REGISTRY,
+    buckets=_BUCKETS,
+)
+OUTCOMES = Counter(
+    "bind_audit_attempts",
+    "Attempts by outcome (succeeded, failed, cancelled, lost, skipped).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 _serving = False
 
 

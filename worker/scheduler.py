@@ -68,8 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     environment). It sends through the workers' Celery app: the same broker and task routing.
     """
     parser = argparse.ArgumentParser(prog="bind-audit scheduler", description="Run the scheduler as a process.")
-    parser.add_argument("--interval", type=float, default=None,
-                        help="seconds between two ticks (default: BIND_SCHEDULER_INTERVAL)")  # fmt: skip
+    parser.add_argument(
+        "--interval", type=float, default=None, help="seconds between two ticks (default: BIND_SCHEDULER_INTERVAL)"
+    )
     args = parser.parse_args(argv)
     settings = get_settings()
     interval = settings.scheduler_interval if args.interval is None else args.interval

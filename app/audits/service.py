@@ -27,10 +27,10 @@ from app.core.errors import Conflict, NotFound, ValidationProblem
 from app.core.pagination import newest_first
 from app.core.publisher import Publisher
 from app.core.settings import Settings
+from app.datasets.lookup import present_dataset
 from app.graphs.versions import resolve_name
 from app.tenants.limits import check_queue_room
 from bind_core import AuditConfig, BindError
-from bind_core.data.datasets import available, canonical_name
 
 
 def request_hash(body: AuditCreate) -> str:
@@ -145,18 +145,7 @@ def _check_source(
             )
         return None, version
     assert body.dataset is not None
-    problem = ValidationProblem(
-        f"No built-in dataset {body.dataset!r} on this server; see GET /v1/datasets.",
-        errors=[{"field": "dataset", "message": "unknown or not present on this server"}],
-    )
-    if settings.data_root is None:
-        raise problem
-    try:
-        name = canonical_name(body.dataset)
-    except BindError as exc:
-        raise problem from exc
-    if not any(info.name == name and info.present for info in available(settings.data_root)):
-        raise problem
+    name = present_dataset(body.dataset, settings)
     return name, None
 
 

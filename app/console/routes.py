@@ -27,7 +27,7 @@ from app.console.cookies import (
 )
 from app.console.deps import SIGN_IN_PATH, ConsoleUserDep, SignInRequired, check_csrf
 from app.console.pages import page
-from app.console.views import audit_row, graph_row, schedule_row, webhook_row
+from app.console.views import audit_row, audit_verdict, graph_row, schedule_row, webhook_row
 from app.core.db.tables import AUDIT_STATES
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import Forbidden
@@ -149,8 +149,12 @@ def audit_list(
 @router.get("/audits/{audit_id}")
 def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
     """One audit: state, stage, progress, its problem if it failed, links to its report and exports."""
-    row = audit_row(audits.get_audit(session, user.tenant, audit_id))
-    return page("audit.html", user, title=f"Audit {audit_id} · bind-audit", audit=row, refresh=row["running"])
+    audit = audits.get_audit(session, user.tenant, audit_id)
+    row = audit_row(audit)
+    return page(
+        "audit.html", user, title=f"Audit {audit_id} · bind-audit", audit=row, refresh=row["running"],
+        verdict=audit_verdict(audit),
+    )  # fmt: skip
 
 
 @router.post("/audits/{audit_id}/cancel")

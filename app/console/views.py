@@ -49,6 +49,18 @@ def audit_row(audit: Audit) -> dict[str, Any]:
     }
 
 
+def audit_verdict(audit: Audit) -> dict[str, Any] | None:
+    """A finished audit's verdict and findings in plain sentences (the results' ``summary``; ``None`` before the
+    audit finished, or for results from before the summary was written)."""
+    if audit.state != "succeeded":
+        return None
+    summary = (audit.results or {}).get("summary")
+    if not isinstance(summary, dict) or not summary.get("verdict"):
+        return None
+    lines = str(summary.get("text", "")).splitlines()
+    return {"headline": str(summary["verdict"]), "findings": lines[1:]}
+
+
 def schedule_row(schedule: Schedule, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A schedule with its latest succeeded values against its thresholds and a sparkline of its runs.
 

@@ -19,11 +19,11 @@ from app.core.db.tables import Audit, Schedule, Tenant
 from app.core.errors import Conflict, NotFound, ValidationProblem
 from app.core.pagination import newest_first
 from app.core.settings import Settings
+from app.datasets.lookup import present_dataset
 from app.schedules.schemas import Breach, RunRead, ScheduleCreate
 from app.schedules.slots import check_cron, check_interval_floor, first_slot
 from app.webhooks.thresholds import breaches, test_metrics
 from bind_core import AuditConfig, BindError
-from bind_core.data.datasets import available, canonical_name
 
 _SOURCE_KEYS = {"graph_id", "graph_name", "dataset", "model_id"}
 
@@ -34,7 +34,7 @@ def create_schedule(session: Session, tenant: Tenant, body: ScheduleCreate, *, s
     if body.cron is not None and (why := check_cron(body.cron)) is not None:
         raise ValidationProblem(f"cron: {why}.", errors=[{"field": "cron", "message": why}])
     check_interval_floor(interval_seconds=body.interval_seconds, cron=body.cron, settings=settings)
-    dataset = _dataset(body.dataset, settings) if body.dataset is not None else None
+    dataset = present_dataset(body.dataset, settings) if body.dataset is not None else None
     now = utcnow()
     row = Schedule(
         tenant_id=tenant.id, graph_name=body.graph_name, dataset=dataset, settings=body.audit, config=config,
@@ -59,20 +59,6 @@ def _config(settings: dict[str, Any]) -> dict[str, Any]:
         raise ValidationProblem("Invalid audit settings.", errors=fields) from exc
     except BindError as exc:
         raise ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration") from exc
-
-
-def _dataset(name: str, settings: Settings) -> str:
-    problem = ValidationProblem(
-        f"No built-in dataset {name!r} on this server; see GET /v1/datasets.",
-        errors=[{"field": "dataset", "message": "unknown or not present on this server"}],
-    )
-    try:
-        canonical = canonical_name(name)
-    except BindError as exc:
-        raise problem from exc
-    if settings.data_root is None or not any(i.name == canonical and i.present for i in available(settings.data_root)):
-        raise problem
-    return canonical
 
 
 def get_schedule(session: Session, tenant: Tenant, schedule_id: uuid.UUID, *, lock: bool = False) -> Schedule:

@@ -105,7 +105,15 @@ class Graph:
         return torch.bincount(self.edge_index[0], minlength=self.num_nodes)
 
     def summary(self) -> dict[str, Any]:
-        """Sizes a person would want to see first, as plain JSON-ready values."""
+        """Sizes a person would want to see first, as plain JSON-ready values.
+
+        Returns:
+            ``name``, ``nodes``, ``edges`` (undirected), ``features``, ``classes``, ``groups``, ``group_sizes``,
+            ``group_names`` (never empty: the codes when the graph names none), ``sensitive``, ``label``,
+            ``class_names``, ``group_labels`` (``attribute=value``), ``node_id_meaning`` (what node ids are),
+            ``class_sizes`` (labelled nodes per class), ``unlabeled``, the split's sizes ``train``, ``val`` and
+            ``test``, and ``node_id_column`` when the ids come from one.
+        """
         return {
             "name": self.name,
             "nodes": self.num_nodes,
@@ -155,9 +163,33 @@ class Graph:
         """Build a graph from arrays, cleaning the edge list.
 
         Args:
+            x: node features, ``[n, d]``, converted to float32.
             edges: ``[2, E]`` or ``[E, 2]`` integer node pairs, in one or both directions.
+            y: labels, ``[n]``, in ``[0, C)``; ``-1`` marks an unlabeled node.
+            sens: sensitive group codes, ``[n]``, in ``[0, G)``.
+            train_idx: training node indices.
+            val_idx: validation node indices.
+            test_idx: test node indices.
             self_loops: ``"drop"`` removes ``(v, v)`` pairs; ``"error"`` rejects them.
             duplicates: ``"merge"`` keeps one copy of a repeated (undirected) edge; ``"error"`` rejects it.
+            feature_names: optional names of the ``d`` feature columns.
+            name: a label for reports.
+            node_ids: the original id of each node, ``[n]`` (default ``arange(n)``).
+            group_names: optional names of the ``G`` sensitive groups as the user's file writes them, one per
+                group.
+            sensitive: the name(s) of the sensitive attribute(s).
+            group_meanings: what each group stands for where documented, empty or one per group.
+            node_id_column: the user's column that ``node_ids`` (or ``node_keys``) hold; ``None``: row positions.
+            node_keys: the user's node ids when they are text, empty or one per node.
+            label_name: the name of the label.
+            class_names: each class's value as the user's file writes it, empty or one per class.
+
+        Returns:
+            The validated :class:`Graph`, each undirected edge stored in both directions (see the class's
+            attributes for the naming fields).
+
+        Raises:
+            GraphValidationError: a field is malformed (the message names it).
         """
         xt = _as_tensor(x, torch.float32, "x")
         n = int(xt.shape[0]) if xt.ndim >= 1 else 0
@@ -188,6 +220,9 @@ class Graph:
     # ------------------------------------------------------------------ editing
     def without_nodes(self, nodes: ArrayLike) -> tuple[Graph, Tensor]:
         """Remove ``nodes`` and their edges.
+
+        Args:
+            nodes: indices (0-based positions in this graph) of the nodes to remove.
 
         Returns:
             ``(graph, mapping)``: the reduced graph, re-indexed ``0..n-k-1`` in the old order with the
@@ -223,8 +258,17 @@ class Graph:
         return reduced, mapping
 
     def without_edges(self, edges: ArrayLike) -> Graph:
-        """The same nodes and splits without the undirected ``edges`` (``[k, 2]`` node pairs, either order; both
-        directions are removed). Raises if a pair is not an edge of the graph."""
+        """The same nodes and splits without some undirected edges.
+
+        Args:
+            edges: ``[k, 2]`` node pairs, either order; both directions of each are removed.
+
+        Returns:
+            A new :class:`Graph` with the same nodes, ids, names and split.
+
+        Raises:
+            GraphValidationError: a pair is not an edge of the graph.
+        """
         pairs = _as_tensor(edges, torch.long, "edges").reshape(-1, 2)
         n = self.num_nodes
         ei = self.edge_index
@@ -236,7 +280,16 @@ class Graph:
         return dataclasses.replace(self, edge_index=ei[:, ~torch.isin(keys, drop)])
 
     def with_split(self, train_idx: ArrayLike, val_idx: ArrayLike, test_idx: ArrayLike) -> Graph:
-        """The same graph with another split (validated)."""
+        """The same graph with another split.
+
+        Args:
+            train_idx: training node indices.
+            val_idx: validation node indices.
+            test_idx: test node indices (pairwise disjoint from the others, none empty).
+
+        Returns:
+            A new, validated :class:`Graph`.
+        """
         return dataclasses.replace(
             self,
             train_idx=_as_tensor(train_idx, torch.long, "train_idx"),

@@ -7,12 +7,30 @@ Every output that names a group or lists a node goes through here, so that an au
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from bind_core.data.graph import Graph
+from torch import Tensor
 
 _COMPARISONS = ("=", "<", ">")
+
+
+class Graph(Protocol):
+    """What naming needs of :class:`bind_core.data.graph.Graph` (which uses this module: no import back)."""
+
+    @property
+    def group_names(self) -> tuple[str, ...]: ...
+    @property
+    def group_meanings(self) -> tuple[str, ...]: ...
+    @property
+    def sensitive(self) -> tuple[str, ...]: ...
+    @property
+    def node_ids(self) -> Tensor: ...
+    @property
+    def node_keys(self) -> tuple[str, ...]: ...
+    @property
+    def node_id_column(self) -> str | None: ...
+    @property
+    def num_groups(self) -> int: ...
 
 
 def group_label(graph: Graph, group: int) -> str:

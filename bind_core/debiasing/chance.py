@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -125,10 +126,19 @@ def against_random(
         ``beats_random``, ``reduces_bias`` and ``verdict``; ``None`` values with a ``reason`` for an empty set.
     """
     return against_random_sets(
-        model, selected, graph.train_idx, lambda nodes: graph.without_nodes(nodes)[0], baselines,
-        random_sets=random_sets, lam=lam, groups=groups, seed=seed, progress=progress, retrain=retrain,
+        model,
+        selected,
+        graph.train_idx,
+        lambda nodes: graph.without_nodes(nodes)[0],
+        baselines,
+        random_sets=random_sets,
+        lam=lam,
+        groups=groups,
+        seed=seed,
+        progress=progress,
+        retrain=retrain,
         empty_reason="no node was selected for this budget",
-    )  # fmt: skip
+    )
 
 
 def against_random_sets(
@@ -158,43 +168,70 @@ def against_random_sets(
     size = int(selected.shape[0])
     out: dict[str, Any] = {"size": size, "seeds": seeds, "noise_floor": noise, "noise_multiple": NOISE_MULTIPLE}
     if size == 0:
-        return out | {
-            "selected": None, "random": None, "advantage": None, "beats_random": None, "reduces_bias": None,
-            "reason": empty_reason, "verdict": "nothing was deleted",
-        }  # fmt: skip
+        return out | _nothing_deleted(empty_reason)
     if size > int(pool.shape[0]):
         raise ConfigError(f"selected: {size} items, more than the {int(pool.shape[0])} random sets are drawn from")
-    total = (1 + random_sets) * len(seeds)
-    done = 0
-
-    def tick() -> None:
-        nonlocal done
-        done += len(seeds)
-        if progress is not None:
-            progress(done / total)
-
-    def hold() -> None:
-        if progress is not None:
-            progress(done / total)
-
-    chosen = _effects(model, delete(selected), baselines, lam, groups, hold, retrain)
-    tick()
+    retrainings = _Retrainings(model, baselines, lam, groups, retrain, progress, (1 + random_sets) * len(seeds))
+    chosen = retrainings.effects(delete(selected))
     gen = torch.Generator().manual_seed(seed)
     rows: list[dict[str, Any]] = []
-    random_means: list[float] = []
     for _ in range(random_sets):
         pick = pool[torch.randperm(int(pool.shape[0]), generator=gen)[:size]]
-        effects = _effects(model, delete(pick), baselines, lam, groups, hold, retrain)
-        random_means.append(statistics.fmean(effects))
-        rows.append({"effects": effects, "mean": random_means[-1]})
-        tick()
+        effects = retrainings.effects(delete(pick))
+        rows.append({"effects": effects, "mean": statistics.fmean(effects)})
+    return out | _judged(chosen, rows, noise, items)
+
+
+def _nothing_deleted(reason: str) -> dict[str, Any]:
+    """:func:`against_random_sets`'s comparison when nothing was selected: ``None`` values and the ``reason``."""
+    return {
+        "selected": None,
+        "random": None,
+        "advantage": None,
+        "beats_random": None,
+        "reduces_bias": None,
+        "reason": reason,
+        "verdict": "nothing was deleted",
+    }
+
+
+@dataclass
+class _Retrainings:
+    """The retrainings of :func:`against_random_sets`: each deleted set retrained with every seed of ``baselines``,
+    with the progress over ``total`` retrainings (``done`` of them so far)."""
+
+    model: TrainedModel
+    baselines: dict[int, float]
+    lam: float
+    groups: list[int] | None
+    retrain: TrainConfig | None
+    progress: Callable[[float], None] | None
+    total: int
+    done: int = 0
+
+    def effects(self, reduced: Graph) -> list[float]:
+        """The effect ``Γ(G − S; s) − Γ(G; s)`` of the deletion that left ``reduced``, per seed."""
+        effects = _effects(self.model, reduced, self.baselines, self.lam, self.groups, self._hold, self.retrain)
+        self.done += len(self.baselines)
+        self._hold()
+        return effects
+
+    def _hold(self) -> None:
+        if self.progress is not None:
+            self.progress(self.done / self.total)
+
+
+def _judged(chosen: list[float], rows: list[dict[str, Any]], noise: float, items: str) -> dict[str, Any]:
+    """The selected set's effects (``chosen``, per seed) against the random sets' (``rows``): the advantage, the
+    yardstick, the two judgements and the verdict (see the module docstring)."""
+    random_means = [row["mean"] for row in rows]
     sel = _spread(chosen)
     rnd = _spread(random_means) if len(random_means) > 1 else {"mean": random_means[0], "std": 0.0}
     advantage = rnd["mean"] - sel["mean"]
     yardstick = max(noise, rnd["std"])
     beats = advantage > NOISE_MULTIPLE * yardstick
     reduces = sel["mean"] < -NOISE_MULTIPLE * noise
-    return out | {
+    return {
         "selected": {"effects": chosen, **sel},
         "random": {"sets": rows, **rnd},
         "advantage": advantage,

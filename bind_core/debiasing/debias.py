@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -62,27 +63,33 @@ def debias(
     """For each budget: delete the harmful node set (:func:`~bind_core.debiasing.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
 
-    ``retrain``: the settings of every retraining here (the after-deletion one and the chance check's), e.g. the
-    model's without the polish (``AuditConfig.debias_retrain="adam"``); ``None``: the model's own. When given,
-    ``before`` is the unchanged graph retrained with them too (the model's seed), not the audited model, so that
-    before and after went through the same training.
-
-    ``utility`` (aligned with ``train_idx``, :func:`~bind_core.influence.utility.utility_influence`): when given,
-    nodes whose deletion is estimated to raise the validation loss (``utility > 0``) are never deleted, so the
-    set trades no estimated utility for fairness (utility-aware BIND; the paper's method is ``None``).
-
-    ``set_estimate(positions)`` (positions in ``train_idx``), when given, estimates each set as a whole (a step
-    estimate's :class:`~bind_core.influence.step.Stepper`); the set is then the top of the ranking with overlapping
-    computation graphs allowed, so a multi-layer model's budget can be reached (Theorem 3's non-overlap rule,
-    which makes the members' estimates add up, admitted 27 of 100 requested nodes for a two-layer GCN). Without
-    it the set keeps the non-overlap rule and its estimate is the members' sum.
-
-    ``chance_seeds`` (at least 3 training seeds; empty: skipped): each budget's set is also checked against chance
-    (:func:`bind_core.debiasing.chance.against_random`: the set and ``random_sets`` random sets of its size, each
-    retrained with every seed, against the seeds' noise floor on the unchanged graph), in the row's ``against_random``.
-
-    ``influence``: the estimate (:func:`bind_core.estimate_influence`), or its ``delta`` (aligned with
-    ``train_idx``). ``lam``: Γ's weighting of Γ_SP; default: the estimate's, or 0.5 for a bare tensor.
+    Args:
+        model: the audited model; its settings and seed are the retrainings' (unless ``retrain``).
+        graph: the graph it was trained on.
+        influence: the estimate (:func:`bind_core.estimate_influence`), or its ``delta`` (aligned with
+            ``train_idx``).
+        budgets: fractions (< 1) or counts (>= 1) of the training set to delete, one row each.
+        lam: Γ's weighting of Γ_SP; default: the estimate's, or 0.5 for a bare tensor.
+        progress: called as the retrainings advance.
+        groups: the groups the fairness metrics compare (default: every group).
+        utility: aligned with ``train_idx`` (:func:`~bind_core.influence.utility.utility_influence`); when given,
+            nodes whose deletion is estimated to raise the validation loss (``utility > 0``) are never deleted, so
+            the set trades no estimated utility for fairness (utility-aware BIND; the paper's method is ``None``).
+        chance_seeds: at least 3 training seeds (empty: skipped); each budget's set is also checked against
+            chance (:func:`bind_core.debiasing.chance.against_random`: the set and ``random_sets`` random sets of
+            its size, each retrained with every seed, against the seeds' noise floor on the unchanged graph), in
+            the row's ``against_random``.
+        random_sets: random sets per budget for that check.
+        set_estimate: ``set_estimate(positions)`` (positions in ``train_idx``) estimates each set as a whole (a
+            step estimate's :class:`~bind_core.influence.step.Stepper`); the set is then the top of the ranking
+            with overlapping computation graphs allowed, so a multi-layer model's budget can be reached (Theorem
+            3's non-overlap rule, which makes the members' estimates add up, admitted 27 of 100 requested nodes
+            for a two-layer GCN). Without it the set keeps the non-overlap rule and its estimate is the members'
+            sum.
+        retrain: the settings of every retraining here (the after-deletion one and the chance check's), e.g. the
+            model's without the polish (``AuditConfig.debias_retrain="adam"``); ``None``: the model's own. When
+            given, ``before`` is the unchanged graph retrained with them too (the model's seed), not the audited
+            model, so that before and after went through the same training.
 
     Returns:
         One dict per budget: ``budget``, ``requested`` (node count), ``deleted`` (count), ``nodes`` (original
@@ -93,74 +100,184 @@ def debias(
         ``seconds``, ``against_random`` (or ``None``), ``selection`` (``non_overlapping`` or ``top_ranked``). The
         fairness metrics are over pairs of ``groups``.
     """
+    delta, lam = _estimates(influence, lam)
+    choice = _Choice.of(delta, utility, set_estimate, graph, model.model_config.layers)
+    run = _Run(model, graph, lam, groups, retrain, progress, _parts(len(budgets), bool(chance_seeds), retrain))
+    before, gamma = run.before()
+    baselines = run.baselines(chance_seeds) if chance_seeds else None
+    return [run.budget(i, b, choice, before, gamma, baselines, random_sets) for i, b in enumerate(budgets)]
+
+
+def _estimates(influence: InfluenceResult | torch.Tensor, lam: float | None) -> tuple[torch.Tensor, float]:
+    """The per-node estimates (aligned with ``train_idx``) and Γ's weighting: ``lam``, else the estimate's, else
+    0.5."""
     if isinstance(influence, InfluenceResult):
         lam = influence.lam if lam is None else lam
         influence = influence.delta
-    lam = 0.5 if lam is None else lam
-    candidates = influence
-    if utility is not None:
-        if utility.shape != influence.shape:
-            raise ValueError("utility must be aligned with influence (one value per training node)")
-        candidates = torch.where(utility.to(influence.device) > 0, torch.full_like(influence, torch.inf), influence)
-    settings = model.train_config if retrain is None else retrain
-    rows = []
-    parts = len(budgets) * (2 if chance_seeds else 1) + (1 if chance_seeds else 0)  # progress: retraining groups
-    parts += 0 if retrain is None else 1
-    done = 0
-    audited = report(model, graph, lam, groups)
-    gamma = audited.get("gamma")  # what the estimates are relative to: the audited model's Γ
-    if retrain is None:
-        before = audited
-    else:
-        step = None if progress is None else (lambda _s, f: progress("debiasing", f / parts))
-        unchanged = train(graph, retrain, model.model_config, progress=step, device=model.device)
-        before = report(unchanged, graph, lam, groups)
-        done = 1
-    position = positions(graph.train_idx, graph.num_nodes)  # node -> its place in train_idx
-    baselines = None
-    if chance_seeds:
-        hold = None if progress is None else (lambda d=done: progress("debiasing", d / parts))
-        baselines = seed_baselines(model, graph, chance_seeds, lam=lam, groups=groups, hold=hold, retrain=retrain)
-        done += 1
+    return influence, 0.5 if lam is None else lam
+
+
+def _parts(budgets: int, chance: bool, retrain: TrainConfig | None) -> int:
+    """The retraining groups :func:`debias`'s progress counts: one per budget, one more per budget and one for the
+    seeds' baselines with the chance check, and one for the unchanged graph retrained with other settings."""
+    parts = budgets * (2 if chance else 1) + (1 if chance else 0)
+    return parts + (0 if retrain is None else 1)
+
+
+@dataclass
+class _Choice:
+    """How :func:`debias` chooses each budget's node set and estimates its effect."""
+
+    delta: torch.Tensor
+    """The estimates, aligned with ``train_idx``."""
+    candidates: torch.Tensor
+    """The ranking the set is selected from: ``delta``, with the nodes whose deletion costs utility at +∞."""
+    utility: torch.Tensor | None
+    set_estimate: Callable[[list[int]], float] | None
+    position: torch.Tensor
+    """Node → its place in ``train_idx``."""
+    hops: int
+    """The non-overlap rule's reach (0: overlap allowed)."""
+
+    @classmethod
+    def of(
+        cls,
+        delta: torch.Tensor,
+        utility: torch.Tensor | None,
+        set_estimate: Callable[[list[int]], float] | None,
+        graph: Graph,
+        layers: int,
+    ) -> _Choice:
+        """The choice for ``delta``: nodes whose deletion raises the validation loss (``utility > 0``) are never
+        chosen; with ``set_estimate``, overlapping computation graphs are allowed (``layers``: the rule's reach
+        otherwise)."""
+        candidates = delta
+        if utility is not None:
+            if utility.shape != delta.shape:
+                raise ValueError("utility must be aligned with influence (one value per training node)")
+            candidates = torch.where(utility.to(delta.device) > 0, torch.full_like(delta, torch.inf), delta)
+        hops = 0 if set_estimate is not None else layers
+        return cls(delta, candidates, utility, set_estimate, positions(graph.train_idx, graph.num_nodes), hops)
+
+    def nodes(self, graph: Graph, budget: float) -> torch.Tensor:
+        """The node set deleted for ``budget`` (:func:`~bind_core.debiasing.nodesets.select`)."""
+        return select(self.candidates, graph, budget, "harmful", hops=self.hops)
+
+    def estimate(self, nodes: torch.Tensor) -> float:
+        """The set's estimate: ``set_estimate``'s, else the sum of its members'."""
+        if self.set_estimate is not None and nodes.numel():
+            return self.set_estimate(self.position[nodes].tolist())
+        return float(self.delta[self.position[nodes]].sum())
+
+    def fields(self, nodes: torch.Tensor) -> dict[str, Any]:
+        """A row's ``selection``, ``utility_aware`` and, when so, ``estimated_utility``."""
+        selection = "top_ranked" if self.set_estimate is not None else "non_overlapping"
+        fields: dict[str, Any] = {"selection": selection, "utility_aware": self.utility is not None}
+        if self.utility is not None:
+            fields["estimated_utility"] = float(self.utility[self.position[nodes]].sum())
+        return fields
+
+
+@dataclass
+class _Run:
+    """One :func:`debias` call's retrainings: the model, its graph, the settings and the progress over ``parts``
+    retraining groups (``done`` of them so far)."""
+
+    model: TrainedModel
+    graph: Graph
+    lam: float
+    groups: list[int] | None
+    retrain: TrainConfig | None
+    progress: ProgressCallback | None
+    parts: int
+    done: int = 0
+
+    def report(self, model: TrainedModel, graph: Graph) -> dict[str, float | int]:
+        """:func:`report` with this call's ``lam`` and ``groups``."""
+        return report(model, graph, self.lam, self.groups)
+
+    def before(self) -> tuple[dict[str, float | int], float | int | None]:
+        """The metrics before deletion (the audited model's, or the unchanged graph retrained with ``retrain``) and
+        the audited model's Γ, which the estimates are relative to."""
+        audited = self.report(self.model, self.graph)
+        gamma = audited.get("gamma")
+        if self.retrain is None:
+            return audited, gamma
+        unchanged = train(
+            self.graph, self.retrain, self.model.model_config, progress=self._training(), device=self.model.device
+        )
+        self.done = 1
+        return self.report(unchanged, self.graph), gamma
+
+    def baselines(self, seeds: Sequence[int]) -> dict[int, float]:
+        """Γ of the unchanged graph retrained with each seed (:func:`~bind_core.debiasing.chance.seed_baselines`)."""
+        progress, done, parts = self.progress, self.done, self.parts
+        hold = None if progress is None else (lambda: progress("debiasing", done / parts))
+        baselines = seed_baselines(
+            self.model, self.graph, seeds, lam=self.lam, groups=self.groups, hold=hold, retrain=self.retrain
+        )
+        self.done += 1
         if progress is not None:
-            progress("debiasing", done / parts)
-    for i, budget in enumerate(budgets):
+            progress("debiasing", self.done / parts)
+        return baselines
+
+    def budget(
+        self,
+        i: int,
+        budget: float,
+        choice: _Choice,
+        before: dict[str, float | int],
+        gamma: float | int | None,
+        baselines: dict[int, float] | None,
+        random_sets: int,
+    ) -> dict[str, Any]:
+        """Delete the set chosen for the ``i``-th ``budget``, retrain, compare (a row of :func:`debias`)."""
         start = time.perf_counter()
-        hops = 0 if set_estimate is not None else model.model_config.layers  # 0: overlap allowed
-        nodes = select(candidates, graph, budget, "harmful", hops=hops)
-        reduced, _ = graph.without_nodes(nodes)
-        step = None if progress is None else (lambda _s, f, d=done: progress("debiasing", (d + f) / parts))
-        retrained = train(reduced, settings, model.model_config, progress=step, device=model.device)
-        done += 1
+        nodes = choice.nodes(self.graph, budget)
+        reduced, _ = self.graph.without_nodes(nodes)
+        settings = self.model.train_config if self.retrain is None else self.retrain
+        retrained = train(
+            reduced, settings, self.model.model_config, progress=self._training(), device=self.model.device
+        )
+        self.done += 1
         chance = None
         if baselines is not None:
-            tick = None if progress is None else (lambda f, d=done: progress("debiasing", (d + f) / parts))
             chance = against_random(
-                model, graph, nodes, baselines, random_sets=random_sets, lam=lam, groups=groups, seed=i,
-                progress=tick, retrain=retrain,
-            )  # fmt: skip
-            done += 1
-        if set_estimate is not None and nodes.numel():
-            est = set_estimate(position[nodes].tolist())
-        else:
-            est = float(influence[position[nodes]].sum())
+                self.model,
+                self.graph,
+                nodes,
+                baselines,
+                random_sets=random_sets,
+                lam=self.lam,
+                groups=self.groups,
+                seed=i,
+                progress=self._fraction(),
+                retrain=self.retrain,
+            )
+            self.done += 1
+        est = choice.estimate(nodes)
         caveat = overreach(est, None if gamma is None else float(gamma), "nodes")
-        rows.append(
-            {
-                "budget": budget,
-                "requested": resolve_budget(budget, graph.train_idx.numel()),
-                "deleted": int(nodes.numel()),
-                "nodes": user_ids(graph, nodes.tolist()),
-                "estimated_delta": est,
-                **({"caveat": caveat} if caveat is not None else {}),
-                "selection": "top_ranked" if set_estimate is not None else "non_overlapping",
-                "utility_aware": utility is not None,
-                **({"estimated_utility": float(utility[position[nodes]].sum())} if utility is not None else {}),
-                "before": before,
-                "after": (after := report(retrained, reduced, lam, groups)),
-                "backfired": backfired(before, after),
-                "against_random": chance,
-                "seconds": time.perf_counter() - start,
-            }
-        )
-    return rows
+        return {
+            "budget": budget,
+            "requested": resolve_budget(budget, self.graph.train_idx.numel()),
+            "deleted": int(nodes.numel()),
+            "nodes": user_ids(self.graph, nodes.tolist()),
+            "estimated_delta": est,
+            **({"caveat": caveat} if caveat is not None else {}),
+            **choice.fields(nodes),
+            "before": before,
+            "after": (after := self.report(retrained, reduced)),
+            "backfired": backfired(before, after),
+            "against_random": chance,
+            "seconds": time.perf_counter() - start,
+        }
+
+    def _training(self) -> ProgressCallback | None:
+        """The progress of a retraining that starts ``done`` groups in (``train``'s ``(stage, fraction)``)."""
+        progress, done, parts = self.progress, self.done, self.parts
+        return None if progress is None else (lambda _s, f: progress("debiasing", (done + f) / parts))
+
+    def _fraction(self) -> Callable[[float], None] | None:
+        """The progress of a group of retrainings that starts ``done`` groups in (``progress(fraction)``)."""
+        progress, done, parts = self.progress, self.done, self.parts
+        return None if progress is None else (lambda f: progress("debiasing", (done + f) / parts))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -74,48 +75,16 @@ def debias_edges(
     """
     if not budgets or any(not 0 < b <= 1 for b in budgets):
         raise ConfigError(f"budgets: {list(budgets)!r} must be fractions in (0, 1]")
-    pool_positions = result.affects.nonzero().flatten()
-    pool = result.edges[pool_positions]
-    lam = result.lam
+    pool = result.edges[result.affects.nonzero().flatten()]
     per_budget = (1 + random_sets) * len(seeds)
     total = len(seeds) + per_budget * len(budgets)
-
-    def stage(offset: int, size: int) -> Callable[[float], None] | None:
-        if progress is None:
-            return None
-        return lambda fraction: progress((offset + fraction * size) / total)
-
-    baselines = seed_baselines(
-        model, graph, seeds, lam=lam, groups=groups, retrain=retrain,
-        hold=None if progress is None else (lambda: progress(0.0)),
-    )  # fmt: skip
+    run = _EdgeBudgets(model, graph, result, pool, random_sets, groups, retrain, progress, total)
+    baselines = run.baselines(seeds)
     before = statistics.fmean(baselines.values())
-    sens = graph.sens
-    rows = []
-    for i, budget in enumerate(budgets):
-        requested = round(budget * int(pool.shape[0]))
-        chosen = harmful_edges(result, requested)
-        edges = result.edges[chosen]
-        check = against_random_sets(
-            model, edges, pool, graph.without_edges, baselines, random_sets=random_sets, lam=lam, groups=groups,
-            seed=seed + i, progress=stage(len(seeds) + i * per_budget, per_budget), retrain=retrain,
-            empty_reason="no edge has a negative estimate: none is harmful", items="edges",
-        )  # fmt: skip
-        selected = check.get("selected")
-        estimated = float(result.delta[chosen].sum())
-        rows.append(
-            {
-                "budget": budget,
-                "requested": requested,
-                "deleted": int(chosen.numel()),
-                "estimated": estimated,
-                "caveat": overreach(estimated, result.gamma["total"], "edges"),
-                "cross_group": int((sens[edges[:, 0]] != sens[edges[:, 1]]).sum()),
-                "before": before,
-                "after": None if selected is None else before + selected["mean"],
-            }
-            | check
-        )
+    rows = [
+        run.row(budget, baselines, before, seed=seed + i, offset=len(seeds) + i * per_budget, size=per_budget)
+        for i, budget in enumerate(budgets)
+    ]
     return {
         "pool": int(pool.shape[0]),
         "gamma_audited": result.gamma["total"],
@@ -123,3 +92,71 @@ def debias_edges(
         "noise_floor": statistics.stdev(baselines.values()),
         "budgets": rows,
     }
+
+
+@dataclass
+class _EdgeBudgets:
+    """What every budget of :func:`debias_edges` shares: the model and graph retrained, the estimate, the ``pool``
+    of edges random sets are drawn from, the retrainings' settings and the progress over ``total`` retrainings."""
+
+    model: TrainedModel
+    graph: Graph
+    result: EdgeInfluenceResult
+    pool: Tensor
+    random_sets: int
+    groups: list[int] | None
+    retrain: TrainConfig | None
+    progress: Callable[[float], None] | None
+    total: int
+
+    def baselines(self, seeds: Sequence[int]) -> dict[int, float]:
+        """Γ of the unchanged graph retrained with each seed (:func:`~bind_core.debiasing.chance.seed_baselines`)."""
+        progress = self.progress
+        hold = None if progress is None else (lambda: progress(0.0))
+        return seed_baselines(
+            self.model, self.graph, seeds, lam=self.result.lam, groups=self.groups, retrain=self.retrain, hold=hold
+        )
+
+    def row(
+        self, budget: float, baselines: dict[int, float], before: float, *, seed: int, offset: int, size: int
+    ) -> dict[str, Any]:
+        """Delete the most harmful edges of ``budget``, retrain and compare with random edges (``seed``: the random
+        draws'; ``offset`` and ``size``: this budget's retrainings in the progress)."""
+        requested = round(budget * int(self.pool.shape[0]))
+        chosen = harmful_edges(self.result, requested)
+        edges = self.result.edges[chosen]
+        check = against_random_sets(
+            self.model,
+            edges,
+            self.pool,
+            self.graph.without_edges,
+            baselines,
+            random_sets=self.random_sets,
+            lam=self.result.lam,
+            groups=self.groups,
+            seed=seed,
+            progress=self._stage(offset, size),
+            retrain=self.retrain,
+            empty_reason="no edge has a negative estimate: none is harmful",
+            items="edges",
+        )
+        selected = check.get("selected")
+        estimated = float(self.result.delta[chosen].sum())
+        sens = self.graph.sens
+        return {
+            "budget": budget,
+            "requested": requested,
+            "deleted": int(chosen.numel()),
+            "estimated": estimated,
+            "caveat": overreach(estimated, self.result.gamma["total"], "edges"),
+            "cross_group": int((sens[edges[:, 0]] != sens[edges[:, 1]]).sum()),
+            "before": before,
+            "after": None if selected is None else before + selected["mean"],
+        } | check
+
+    def _stage(self, offset: int, size: int) -> Callable[[float], None] | None:
+        """The progress of ``size`` retrainings that start ``offset`` in."""
+        progress, total = self.progress, self.total
+        if progress is None:
+            return None
+        return lambda fraction: progress((offset + fraction * size) / total)

@@ -122,11 +122,40 @@ def proximal_reoptimize(
         value = value + 0.5 * damping * (prox * prox).sum()
         return value if tilt is None else value + tilt(f)
 
-    optimizer = torch.optim.LBFGS(
-        [flat], lr=1.0, max_iter=max_iter, max_eval=int(max_iter * 1.5), tolerance_grad=tol,
-        tolerance_change=1e-18, history_size=50, line_search_fn="strong_wolfe",
-    )  # fmt: skip
+    iterations = _proximal_lbfgs(flat, objective, tol=tol, max_iter=max_iter, progress=progress)
+    (g,) = torch.autograd.grad(objective(flat), flat)
+    with torch.no_grad():
+        for name, value in unflatten_parameters(flat.detach(), names, shapes).items():
+            dict(clone.module.named_parameters())[name].copy_(value)
+    clone.stationarity = {
+        "converged": float(g.abs().max()) <= tol,
+        "max_abs_grad": float(g.abs().max()),
+        "iterations": iterations,
+        "damping": damping,
+    }
+    return clone
 
+
+def _proximal_lbfgs(
+    flat: Tensor,
+    objective: Callable[[Tensor], Tensor],
+    *,
+    tol: float,
+    max_iter: int,
+    progress: Callable[[float], None] | None,
+) -> int:
+    """Float64 L-BFGS on ``objective`` from ``flat`` (in place) until ``max|∇| ≤ tol`` or ``max_iter`` iterations;
+    the iterations taken. ``progress(fraction of max_iter)`` is called at every evaluation and may raise."""
+    optimizer = torch.optim.LBFGS(
+        [flat],
+        lr=1.0,
+        max_iter=max_iter,
+        max_eval=int(max_iter * 1.5),
+        tolerance_grad=tol,
+        tolerance_change=1e-18,
+        history_size=50,
+        line_search_fn="strong_wolfe",
+    )
     evaluations = 0
 
     def closure() -> Tensor:
@@ -140,18 +169,7 @@ def proximal_reoptimize(
         return value
 
     optimizer.step(closure)  # type: ignore[no-untyped-call]
-    (g,) = torch.autograd.grad(objective(flat), flat)
-    with torch.no_grad():
-        for name, value in unflatten_parameters(flat.detach(), names, shapes).items():
-            dict(clone.module.named_parameters())[name].copy_(value)
-    state = optimizer.state[flat]
-    clone.stationarity = {
-        "converged": float(g.abs().max()) <= tol,
-        "max_abs_grad": float(g.abs().max()),
-        "iterations": int(state.get("n_iter", 0)),
-        "damping": damping,
-    }
-    return clone
+    return int(optimizer.state[flat].get("n_iter", 0))
 
 
 def actual_delta(
@@ -257,66 +275,110 @@ def validate(
         raise ConfigError(f"protocol: {protocol!r} is not one of sample, sets")
     start = time.perf_counter()
     train_idx = graph.train_idx
-    m = train_idx.numel()
+    deletions = _deletions(influence.delta, int(train_idx.numel()), protocol, sample, seed, num_sets, max_set_fraction)
+    mode = ground_truth_mode(model, graph, influence.solve.details) if mode is None else mode
+    damping = float(influence.solve.details.get("damping", 0.0)) if damping is None else damping
+    stepper = _set_stepper(model, graph, influence, groups, progress) if protocol == "sets" else None
+    check = _Check(model, graph, influence.lam, mode, damping, groups, gammas(model, graph, groups), stepper)
     est_all = torch.stack([influence.delta, influence.delta_sp, influence.delta_eo], dim=1).double()
-    if protocol == "sample":
-        positions = [[p] for p in sample_positions(m, sample, seed)]
-    else:
-        order = torch.argsort(influence.delta)
-        top = max(1, int(max_set_fraction * m))
-        sizes = sorted({max(1, round(top * (i + 1) / num_sets)) for i in range(num_sets)})
-        positions = [order[:k].tolist() for k in sizes] + [order.flip(0)[:k].tolist() for k in sizes]
-    if mode is None:
-        mode = ground_truth_mode(model, graph, influence.solve.details)
-    if damping is None:
-        damping = float(influence.solve.details.get("damping", 0.0))
-    stepper = None
-    if protocol == "sets" and influence.solve.details.get("method") == "step":
-        stepper = Stepper.build(
-            FunctionalModel.from_trained(model, graph, groups), rule=influence.solve.details["damping_rule"],
-            operator="lanczos" if influence.solve.solver == "lanczos" else "dense",
-            progress=None if progress is None else (lambda _f: progress("validation", 0.0)),
-        )  # fmt: skip
-    before = gammas(model, graph, groups)
     est, act = [], []
-    for i, pos in enumerate(positions):
-        nodes = train_idx[torch.tensor(pos)]
-        reduced, _ = graph.without_nodes(nodes)
-        hold = None if progress is None else (lambda i=i: progress("validation", i / len(positions)))
-        try:
-            after = gammas(retrain_without(model, graph, nodes, mode, damping=damping, hold=hold), reduced, groups)
-        except NonFiniteError:  # the objective has no minimum near θ̂ for this deletion: no ground truth
-            after = (float("nan"), float("nan"))
-        d_sp, d_eo = after[0] - before[0], after[1] - before[1]
-        act.append([influence.lam * d_sp + (1 - influence.lam) * d_eo, d_sp, d_eo])
-        if stepper is not None and len(pos) > 1:  # the set's own step, not the sum of its members'
-            out = stepper.delete(pos).delta
-            lam = influence.lam
-            est.append([lam * float(out[0]) + (1 - lam) * float(out[1]), float(out[0]), float(out[1])])
-        else:
-            est.append(est_all[torch.tensor(pos)].sum(0).tolist())
+    for i, pos in enumerate(deletions):
+        hold = None if progress is None else (lambda i=i: progress("validation", i / len(deletions)))
+        act.append(check.actual(pos, hold))
+        est.append(check.estimated(pos, est_all))
         if progress is not None:
-            progress("validation", (i + 1) / len(positions))
+            progress("validation", (i + 1) / len(deletions))
     actual = np.asarray(act, dtype=np.float64).reshape(-1, 3)
-    undefined = [sets for sets, a in zip(positions, actual, strict=True) if not np.isfinite(a).all()]
-    extra = _noise(model, graph, mode, damping, before, influence.lam, groups, actual[:, 0])
-    if undefined:
-        extra["undefined_truth"] = {
+    extra = _noise(model, graph, mode, damping, check.before, influence.lam, groups, actual[:, 0])
+    return ValidationResult(
+        protocol=protocol,
+        mode=mode,
+        sets=[train_idx[torch.tensor(p)].tolist() for p in deletions],
+        estimated=np.asarray(est, dtype=np.float64).reshape(-1, 3),
+        actual=actual,
+        lam=influence.lam,
+        seconds=time.perf_counter() - start,
+        extra=extra | _undefined(deletions, actual, train_idx),
+    )
+
+
+def _deletions(
+    delta: Tensor, m: int, protocol: str, sample: int, seed: int, num_sets: int, max_set_fraction: float
+) -> list[list[int]]:
+    """The training positions :func:`validate` deletes together, one list per deletion (see its ``protocol``)."""
+    if protocol == "sample":
+        return [[p] for p in sample_positions(m, sample, seed)]
+    order = torch.argsort(delta)
+    top = max(1, int(max_set_fraction * m))
+    sizes = sorted({max(1, round(top * (i + 1) / num_sets)) for i in range(num_sets)})
+    return [order[:k].tolist() for k in sizes] + [order.flip(0)[:k].tolist() for k in sizes]
+
+
+def _set_stepper(
+    model: TrainedModel, graph: Graph, influence: Any, groups: list[int] | None, progress: ProgressCallback | None
+) -> Stepper | None:
+    """For a step estimate, the :class:`~bind_core.influence.step.Stepper` that settles each set as a whole (its
+    damping rule and operator); ``None`` for a linear estimate, whose sets are the sums of their members."""
+    if influence.solve.details.get("method") != "step":
+        return None
+    return Stepper.build(
+        FunctionalModel.from_trained(model, graph, groups),
+        rule=influence.solve.details["damping_rule"],
+        operator="lanczos" if influence.solve.solver == "lanczos" else "dense",
+        progress=None if progress is None else (lambda _f: progress("validation", 0.0)),
+    )
+
+
+@dataclass
+class _Check:
+    """What :func:`validate` compares each deletion with: the ground truth's ``mode`` and ``damping``, Γ's weighting
+    ``lam`` and ``groups``, ``(Γ_SP, Γ_EO)`` before deleting, and the set stepper (``None``: sums of members)."""
+
+    model: TrainedModel
+    graph: Graph
+    lam: float
+    mode: str
+    damping: float
+    groups: list[int] | None
+    before: tuple[float, float]
+    stepper: Stepper | None
+
+    def actual(self, pos: list[int], hold: Callable[[], None] | None) -> list[float]:
+        """Actual ``[ΔΓ, ΔΓ_SP, ΔΓ_EO]`` of deleting the training positions ``pos`` (NaN where the re-optimisation
+        leaves every finite value: the objective has no minimum near θ̂ for this deletion, so no ground truth)."""
+        nodes = self.graph.train_idx[torch.tensor(pos)]
+        reduced, _ = self.graph.without_nodes(nodes)
+        try:
+            retrained = retrain_without(self.model, self.graph, nodes, self.mode, damping=self.damping, hold=hold)
+            after = gammas(retrained, reduced, self.groups)
+        except NonFiniteError:
+            after = (float("nan"), float("nan"))
+        d_sp, d_eo = after[0] - self.before[0], after[1] - self.before[1]
+        return [self.lam * d_sp + (1 - self.lam) * d_eo, d_sp, d_eo]
+
+    def estimated(self, pos: list[int], est_all: Tensor) -> list[float]:
+        """Estimated ``[ΔΓ, ΔΓ_SP, ΔΓ_EO]`` of the same deletion: a set's own step with a stepper (not the sum of its
+        members'), else the sum of the rows of ``est_all`` (``[m, 3]``)."""
+        if self.stepper is not None and len(pos) > 1:
+            out = self.stepper.delete(pos).delta
+            return [self.lam * float(out[0]) + (1 - self.lam) * float(out[1]), float(out[0]), float(out[1])]
+        summed: list[float] = est_all[torch.tensor(pos)].sum(0).tolist()
+        return summed
+
+
+def _undefined(deletions: list[list[int]], actual: np.ndarray, train_idx: Tensor) -> dict[str, Any]:
+    """``undefined_truth`` for the deletions whose actual ΔΓ is undefined (none: empty)."""
+    undefined = [sets for sets, a in zip(deletions, actual, strict=True) if not np.isfinite(a).all()]
+    if not undefined:
+        return {}
+    return {
+        "undefined_truth": {
             "count": len(undefined),
             "nodes": [train_idx[torch.tensor(p)].tolist() for p in undefined],
             "reason": "the re-optimisation left every finite value (the objective has no minimum near the given "
             "weights for this deletion); these deletions are left out of the correlations",
         }
-    return ValidationResult(
-        protocol=protocol,
-        mode=mode,
-        sets=[train_idx[torch.tensor(p)].tolist() for p in positions],
-        estimated=np.asarray(est, dtype=np.float64).reshape(-1, 3),
-        actual=actual,
-        lam=influence.lam,
-        seconds=time.perf_counter() - start,
-        extra=extra,
-    )
+    }
 
 
 def _noise(

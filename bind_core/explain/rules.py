@@ -202,10 +202,16 @@ def find_rules(
     fit_idx, held_idx = halves(n, seed)
     leaf = min_leaf if min_leaf is not None else max(10, int(0.05 * fit_idx.size))
     search: dict[str, Any] = {
-        "seed": seed, "fit_nodes": int(fit_idx.size), "holdout_nodes": int(held_idx.size), "max_depth": max_depth,
-        "min_leaf": leaf, "splits_considered": len(candidates), "alpha": ALPHA, "permutations": PERMUTATIONS,
+        "seed": seed,
+        "fit_nodes": int(fit_idx.size),
+        "holdout_nodes": int(held_idx.size),
+        "max_depth": max_depth,
+        "min_leaf": leaf,
+        "splits_considered": len(candidates),
+        "alpha": ALPHA,
+        "permutations": PERMUTATIONS,
         "criterion": CRITERION,
-    }  # fmt: skip
+    }
     if fit_idx.size < 2 * leaf or held_idx.size < MIN_HOLDOUT_SUPPORT:
         return {"rules": [], "search": {**search, "tested": 0, "rejected": 0, "reason": "too few training nodes"}}
     fit_delta = delta[fit_idx]
@@ -233,13 +239,7 @@ def find_rules(
         held = _stats(held_delta, members[held_idx])
         p = _p_value(held_delta, members[held_idx], rng) if held["support"] else 1.0
         if _holds(fit, held, p, len(leaves)) is None:
-            conditions = _simplify(lf.conditions)
-            rules.append({
-                "conditions": [c.to_dict() for c in conditions],
-                "text": " and ".join(c.text for c in conditions),
-                "fit": fit, "holdout": held, "p_value": p,
-                "positions": np.flatnonzero(members).tolist(),
-            })  # fmt: skip
+            rules.append(_rule(lf.conditions, fit, held, p, members))
     rules.sort(key=lambda r: -float(r["holdout"]["harm_share"]))
     reason = None
     if not rules:
@@ -250,6 +250,22 @@ def find_rules(
         )
     search.update({"tested": len(leaves), "rejected": len(leaves) - len(rules), "reason": reason})
     return {"rules": rules, "search": search}
+
+
+def _rule(
+    conditions: list[Condition], fit: dict[str, Any], held: dict[str, Any], p: float, members: BoolArray
+) -> dict[str, Any]:
+    """A rule that held: its conditions (simplified), its figures on each half, its p-value and the positions of
+    the training nodes it covers."""
+    simplified = _simplify(conditions)
+    return {
+        "conditions": [c.to_dict() for c in simplified],
+        "text": " and ".join(c.text for c in simplified),
+        "fit": fit,
+        "holdout": held,
+        "p_value": p,
+        "positions": np.flatnonzero(members).tolist(),
+    }
 
 
 def _condition_mask(cond: Condition, candidates: list[Candidate]) -> BoolArray:

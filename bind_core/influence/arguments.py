@@ -78,5 +78,15 @@ class InfluenceArguments(DictConfig):
                 raise ConfigError(f"{name}: {getattr(self, name)!r} must be >= 1")
 
     def but(self, **changes: Any) -> InfluenceArguments:
-        """A copy with ``changes`` applied (checked like the original)."""
+        """A copy with some fields changed.
+
+        Args:
+            **changes: fields and their new values (checked like the original's).
+
+        Returns:
+            A new :class:`InfluenceArguments`.
+
+        Raises:
+            ConfigError: a changed value is invalid (the message quotes it).
+        """
         return replace(self, **changes)

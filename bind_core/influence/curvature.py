@@ -93,9 +93,13 @@ class DampedCurvature:
         t0 = time.perf_counter()
         theta = fm.theta
         lowrank = damped_inverse(
-            retained_hvp(fm.bregman, theta), fm.num_parameters, rule=rule, dtype=theta.dtype, device=theta.device,
+            retained_hvp(fm.bregman, theta),
+            fm.num_parameters,
+            rule=rule,
+            dtype=theta.dtype,
+            device=theta.device,
             progress=progress,
-        )  # fmt: skip
+        )
         details = {"parameters": fm.num_parameters, **lowrank.details, "method": "step"}
         return cls(lowrank.mu, SolveInfo("lanczos", seconds=time.perf_counter() - t0, details=details), lowrank=lowrank)
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -161,31 +161,88 @@ def estimate_edges_deep(
     if settle < 0:
         raise ConfigError(f"settle: {settle!r} must be >= 0")
     timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    if stepper is None:
-        stepper = Stepper.build(FunctionalModel.from_trained(model, graph, groups))
-        timings["solve"] = time.perf_counter() - t0
-    else:
-        theta = flat_parameters(model.module)[2].to(stepper.fm.theta.device, stepper.fm.theta.dtype)
-        if not torch.equal(stepper.fm.theta, theta):
-            raise ConfigError("the model's weights are not the ones the stepper was made for")
+    stepper = _stepper_for(model, graph, groups, stepper, timings)
     und = checked_edges(graph, edges)
     if progress is not None:
         progress(0.1)
     t1 = time.perf_counter()
-    s = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
-    a = loss_derivatives(stepper.fm, stepper.fm.theta, s, stepper.full)
     batches = None if progress is None else (lambda f: progress(0.1 + 0.4 * f))
-    non_iid, direct, affects = first_order_terms(stepper.fm, s, a, und, max_rows=max_rows, progress=batches)
-    m = int(graph.train_idx.numel())
-    first = non_iid / m + direct
+    terms = _first_order(stepper, und, int(graph.train_idx.numel()), max_rows, batches)
     timings["first_order"] = time.perf_counter() - t1
     if progress is not None:
         progress(0.5)
     t2 = time.perf_counter()
+    settled = _settle_ends(stepper, und, terms, lam, settle, progress)
+    timings["settle"] = time.perf_counter() - t2
+    return _result(stepper, und, lam, terms, settled, timings)
+
+
+def _stepper_for(
+    model: TrainedModel, graph: Graph, groups: list[int] | None, stepper: Stepper | None, timings: dict[str, float]
+) -> Stepper:
+    """``stepper``, checked to be the model's, or a new one (its time in ``timings["solve"]``)."""
+    if stepper is None:
+        t0 = time.perf_counter()
+        stepper = Stepper.build(FunctionalModel.from_trained(model, graph, groups))
+        timings["solve"] = time.perf_counter() - t0
+        return stepper
+    theta = flat_parameters(model.module)[2].to(stepper.fm.theta.device, stepper.fm.theta.dtype)
+    if not torch.equal(stepper.fm.theta, theta):
+        raise ConfigError("the model's weights are not the ones the stepper was made for")
+    return stepper
+
+
+@dataclass
+class _FirstOrder:
+    """The first-order terms of every edge (module docstring), ``[E, 2]`` each but ``affects``."""
+
+    non_iid: Tensor
+    """``(1/m)·Σ_i (a_i − b_{e,i})``."""
+    direct: Tensor
+    affects: Tensor
+    """``[E]``: deleting the edge changes a training loss or a test prediction."""
+    first: Tensor
+    """Their sum, the first-order value."""
+
+
+def _first_order(
+    stepper: Stepper, edges: Tensor, m: int, max_rows: int, progress: Callable[[float], None] | None
+) -> _FirstOrder:
+    """The damped solve ``s_μ``, the training nodes' ``a_i`` and every edge's first-order terms (``m`` training
+    nodes; ``progress(fraction of the edges)``)."""
+    s = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
+    a = loss_derivatives(stepper.fm, stepper.fm.theta, s, stepper.full)
+    non_iid, direct, affects = first_order_terms(stepper.fm, s, a, edges, max_rows=max_rows, progress=progress)
+    return _FirstOrder(non_iid / m, direct, affects, non_iid / m + direct)
+
+
+@dataclass
+class _Settled:
+    """Every edge's value after settling the ends of the ranking."""
+
+    exact: Tensor
+    """``[E, 2]``: the settled value where there is one, the first-order value elsewhere."""
+    settled: Tensor
+    """``[E]`` bool."""
+    residual: Tensor
+    """``[E]``: the proximal gradient's largest entry where a settled edge stopped (0 elsewhere)."""
+
+
+def _settle_ends(
+    stepper: Stepper,
+    edges: Tensor,
+    terms: _FirstOrder,
+    lam: float,
+    settle: int,
+    progress: Callable[[float], None] | None,
+) -> _Settled:
+    """Settle the ``settle`` most harmful and most helpful edges by the values so far, in rounds, until those at
+    both ends are all settled (:data:`SETTLE_ROUNDS` times ``2·settle`` edges at most); ``progress`` runs from
+    0.5 to 1."""
+    first, affects = terms.first, terms.affects
     exact = first.clone()
-    settled = torch.zeros(und.shape[0], dtype=torch.bool)
-    residual = torch.zeros(und.shape[0], dtype=torch.float64)
+    settled = torch.zeros(edges.shape[0], dtype=torch.bool)
+    residual = torch.zeros(edges.shape[0], dtype=torch.float64)
     total = lam * first[:, 0] + (1 - lam) * first[:, 1]
     done = 0
     while done < SETTLE_ROUNDS * 2 * settle:  # until the top `settle` at each end, by the values so far, are settled
@@ -193,30 +250,36 @@ def estimate_edges_deep(
         if not picks:
             break
         for pos in picks:
-            out = stepper.delete_edges(und[pos : pos + 1])
+            out = stepper.delete_edges(edges[pos : pos + 1])
             exact[pos], settled[pos], residual[pos] = out.delta.double(), True, out.residual
             total[pos] = lam * exact[pos, 0] + (1 - lam) * exact[pos, 1]
             done += 1
             if progress is not None:
                 progress(0.5 + 0.5 * min(done / (2 * settle), 1.0))
-    timings["settle"] = time.perf_counter() - t2
+    return _Settled(exact, settled, residual)
+
+
+def _result(
+    stepper: Stepper, edges: Tensor, lam: float, terms: _FirstOrder, done: _Settled, timings: dict[str, float]
+) -> EdgeInfluenceResult:
+    """The estimate's record: the settled values, the parts (which add up) and the solve with the settling counts."""
     gam = stepper.base_gamma.cpu()
-    unsettled = int((residual > stepper.tol).sum())
-    details = {**stepper.solve.details, "settled": int(settled.sum()), "unsettled": unsettled}
-    solve = replace(stepper.solve, details=details)
+    unsettled = int((done.residual > stepper.tol).sum())
+    details = {**stepper.solve.details, "settled": int(done.settled.sum()), "unsettled": unsettled}
+    exact, first = done.exact, terms.first
     return EdgeInfluenceResult(
-        edges=und,
+        edges=edges,
         delta=lam * exact[:, 0] + (1 - lam) * exact[:, 1],
         delta_sp=exact[:, 0],
         delta_eo=exact[:, 1],
-        parts={"non_iid": non_iid / m, "direct": direct, "first_order": first, "step": exact - first},
-        affects=affects,
+        parts={"non_iid": terms.non_iid, "direct": terms.direct, "first_order": first, "step": exact - first},
+        affects=terms.affects,
         lam=lam,
         gamma={"sp": float(gam[0]), "eo": float(gam[1]), "total": float(lam * gam[0] + (1 - lam) * gam[1])},
-        solve=solve,
+        solve=replace(stepper.solve, details=details),
         grad_norm=float(stepper.grad_objective.norm()),
         timings=timings,
-        settled=settled,
+        settled=done.settled,
     )
 
 

@@ -19,9 +19,14 @@ from bind_core.data.labels import user_ids
 from bind_core.influence.edges import EDGE_SIGN_CONVENTION, EdgeInfluenceResult
 
 __all__ = [
-    "EDGE_ROW_KEYS", "EDGE_TOP", "edge_rows", "edge_section", "edges_not_computed", "iter_edge_rows",
+    "EDGE_ROW_KEYS",
+    "EDGE_TOP",
+    "edge_rows",
+    "edge_section",
+    "edges_not_computed",
+    "iter_edge_rows",
     "join_edge_results",
-]  # fmt: skip
+]
 
 DAMPED = "damped steps (the proximal response; first-order values for the edges not settled)"
 """The ``estimator`` of a multi-layer or attention model's edge section (:mod:`bind_core.influence.deep_edges`)."""
@@ -29,9 +34,19 @@ DAMPED = "damped steps (the proximal response; first-order values for the edges 
 EDGE_TOP = 10
 """Harmful and helpful edges listed in the section (as the node estimate's ``top_harmful``)."""
 EDGE_ROW_KEYS = (
-    "position", "u_index", "v_index", "u_id", "v_id", "u_group", "v_group", "within_group", "affects", "delta",
-    "delta_sp", "delta_eo",
-)  # fmt: skip
+    "position",
+    "u_index",
+    "v_index",
+    "u_id",
+    "v_id",
+    "u_group",
+    "v_group",
+    "within_group",
+    "affects",
+    "delta",
+    "delta_sp",
+    "delta_eo",
+)
 
 
 def join_edge_results(parts: list[EdgeInfluenceResult]) -> EdgeInfluenceResult:
@@ -70,10 +85,17 @@ def edge_rows(
     edges = result.edges[start:stop]
     u, v = edges[:, 0], edges[:, 1]
     columns = (
-        u.tolist(), v.tolist(), user_ids(graph, u.tolist()), user_ids(graph, v.tolist()), graph.sens[u].tolist(),
-        graph.sens[v].tolist(), result.affects[start:stop].tolist(), result.delta[start:stop].double().tolist(),
-        result.delta_sp[start:stop].double().tolist(), result.delta_eo[start:stop].double().tolist(),
-    )  # fmt: skip
+        u.tolist(),
+        v.tolist(),
+        user_ids(graph, u.tolist()),
+        user_ids(graph, v.tolist()),
+        graph.sens[u].tolist(),
+        graph.sens[v].tolist(),
+        result.affects[start:stop].tolist(),
+        result.delta[start:stop].double().tolist(),
+        result.delta_sp[start:stop].double().tolist(),
+        result.delta_eo[start:stop].double().tolist(),
+    )
     return [
         {
             "position": start + k,

@@ -160,12 +160,7 @@ def estimate_edges(
         max_pairs: the most changed rows handled in one batch (bounds memory).
     """
     fm = FunctionalModel.from_trained(model, graph, groups)
-    if not fm.module.row_separable:
-        raise ConfigError(
-            "this estimate covers the row-separable models (one-layer GCN, GIN, SAGE); "
-            f"this is a {fm.module.config.layers}-layer {fm.module.config.arch}: use "
-            "bind_core.influence.deep_edges.estimate_edges_deep"
-        )
+    _require_row_separable(fm)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     if influence_plan is None:
@@ -198,6 +193,17 @@ def estimate_edges(
     )
 
 
+def _require_row_separable(fm: FunctionalModel) -> None:
+    """Raise :class:`ConfigError` for a model :func:`estimate_edges` does not cover (multi-layer and attention
+    models: :mod:`bind_core.influence.deep_edges`)."""
+    if not fm.module.row_separable:
+        raise ConfigError(
+            "this estimate covers the row-separable models (one-layer GCN, GIN, SAGE); "
+            f"this is a {fm.module.config.layers}-layer {fm.module.config.arch}: use "
+            "bind_core.influence.deep_edges.estimate_edges_deep"
+        )
+
+
 def edge_terms(
     fm: FunctionalModel,
     influence_plan: InfluencePlan,
@@ -217,8 +223,7 @@ def edge_terms(
     pass through the model (the same values to round-off; tested). ``False`` recomputes each row and pushes it
     through the model."""
     g = fm.graph
-    n = g.num_nodes
-    train_pos, test_pos = positions(g.train_idx, n), positions(g.test_idx, n)
+    train_pos, test_pos = positions(g.train_idx, g.num_nodes), positions(g.test_idx, g.num_nodes)
     theta = fm.theta
     s = influence_plan.s.to(fm.device, theta.dtype)
     a = influence_plan.a.to(fm.device, theta.dtype)
@@ -229,11 +234,7 @@ def edge_terms(
     direct_part = torch.zeros(num, 2, dtype=torch.float64, device=fm.device)
     affects = torch.zeros(num, dtype=torch.bool)
     base = fm.test_proba(theta).detach()
-    d_sp = d_eo = base
-    if direct and not direct_exact:
-        probe = base.clone().requires_grad_(True)
-        d_sp = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[0], probe)[0]
-        d_eo = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[1], probe)[0]
+    d_sp, d_eo = _direct_slopes(fm, base) if direct and not direct_exact else (base, base)
     out = fm.module.config.num_outputs(g.num_classes)
     affine = fm.module.config.arch == "gcn" and affine is not False  # GIN's MLP is not affine; SAGE: 2 rows
     features = rows_of = c0 = None
@@ -262,6 +263,14 @@ def edge_terms(
                 lin = torch.stack([(d_sp[t_pos] * change).sum(1), (d_eo[t_pos] * change).sum(1)], dim=1)
                 direct_part.index_add_(0, e_pos[is_test].to(fm.device), lin)
     return non_iid.cpu(), direct_part.cpu(), affects
+
+
+def _direct_slopes(fm: FunctionalModel, base: Tensor) -> tuple[Tensor, Tensor]:
+    """``∂Γ_SP/∂p`` and ``∂Γ_EO/∂p`` at the test probabilities ``base``: the linearised direct term's slopes."""
+    probe = base.clone().requires_grad_(True)
+    d_sp = torch.autograd.grad(gammas_from_proba(probe, fm.graph, fm.groups)[0], probe)[0]
+    d_eo = torch.autograd.grad(gammas_from_proba(probe, fm.graph, fm.groups)[1], probe)[0]
+    return d_sp, d_eo
 
 
 def changed_rows(

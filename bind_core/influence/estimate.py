@@ -95,12 +95,7 @@ def estimate(
     lam = args.lam
     fm = FunctionalModel.from_trained(model, graph, groups)
     if choose_method(args.method, fm) == "step":
-        stepped = step_estimate(fm, progress=report, on_stepper=on_stepper)
-        grad_norm = float(torch.func.grad(fm.objective)(fm.theta).norm())
-        return InfluenceResult.of_columns(
-            graph.train_idx, stepped.delta, stepped.parts, lam, fm.gammas(fm.theta).detach(), stepped.solve,
-            grad_norm, stepped.timings,
-        )  # fmt: skip
+        return _stepped(fm, graph, lam, report, on_stepper)
     the_plan = plan(model, graph, args, groups=groups, progress=lambda f: report(0.5 * f), fm=fm)
     if on_plan is not None:
         on_plan(the_plan)
@@ -112,6 +107,22 @@ def estimate(
         chunks = chunk_runner(the_plan, model)
     report(1.0)
     return combine(the_plan, graph, chunks)
+
+
+def _stepped(
+    fm: FunctionalModel,
+    graph: Any,
+    lam: float,
+    report: Callable[[float], None],
+    on_stepper: Callable[[Stepper], None] | None,
+) -> InfluenceResult:
+    """The ``"step"`` estimate (:func:`~bind_core.influence.step.step_estimate`) as an :class:`InfluenceResult`."""
+    stepped = step_estimate(fm, progress=report, on_stepper=on_stepper)
+    grad_norm = float(torch.func.grad(fm.objective)(fm.theta).norm())
+    gamma = fm.gammas(fm.theta).detach()
+    return InfluenceResult.of_columns(
+        graph.train_idx, stepped.delta, stepped.parts, lam, gamma, stepped.solve, grad_norm, stepped.timings
+    )
 
 
 def choose_method(method: str, fm: FunctionalModel) -> str:
@@ -152,12 +163,7 @@ def plan(
         progress(0.2)
 
     t0 = time.perf_counter()
-    s, info = solve_hessian(
-        fm, grad_gamma.T.contiguous(), solver=args.solver, rtol=args.rtol, damping=args.damping,
-        cg_tol=args.cg_tol, cg_max_iter=args.cg_max_iter, lissa_depth=args.lissa_depth,
-        lissa_damping=args.lissa_damping,
-        progress=None if progress is None else (lambda f: progress(0.2 + 0.6 * f)),
-    )  # fmt: skip
+    s, info = _solve_plan(fm, grad_gamma, args, None if progress is None else (lambda f: progress(0.2 + 0.6 * f)))
     info.seconds = time.perf_counter() - t0
     timings["solve"] = info.seconds
     if progress is not None:
@@ -171,9 +177,37 @@ def plan(
     if progress is not None:
         progress(1.0)
     return InfluencePlan(
-        lam=args.lam, theta=theta.detach(), s=s, a=a, gamma=gam, grad_norm=grad_norm, solve=info,
-        non_iid=args.non_iid, direct=args.direct, direct_exact=args.direct_exact, groups=groups, timings=timings,
-    )  # fmt: skip
+        lam=args.lam,
+        theta=theta.detach(),
+        s=s,
+        a=a,
+        gamma=gam,
+        grad_norm=grad_norm,
+        solve=info,
+        non_iid=args.non_iid,
+        direct=args.direct,
+        direct_exact=args.direct_exact,
+        groups=groups,
+        timings=timings,
+    )
+
+
+def _solve_plan(
+    fm: FunctionalModel, grad_gamma: Tensor, args: InfluenceArguments, progress: Callable[[float], None] | None
+) -> tuple[Tensor, SolveInfo]:
+    """The plan's solve ``s = H⁻¹·∇Γ`` (``grad_gamma``: ``[2, p]``) with the solver settings of ``args``."""
+    return solve_hessian(
+        fm,
+        grad_gamma.T.contiguous(),
+        solver=args.solver,
+        rtol=args.rtol,
+        damping=args.damping,
+        cg_tol=args.cg_tol,
+        cg_max_iter=args.cg_max_iter,
+        lissa_depth=args.lissa_depth,
+        lissa_damping=args.lissa_damping,
+        progress=progress,
+    )
 
 
 def solve_hessian(
@@ -198,9 +232,15 @@ def solve_hessian(
     if chosen == "lanczos":
         lanczos_progress = None if progress is None else (lambda f: progress(0.9 * f))
         operator = damped_inverse(
-            retained_hvp(fm.objective, theta), fm.num_parameters, rule=DAMPING_RULE, damping=damping or None,
-            dtype=theta.dtype, device=theta.device, resolve=RESOLVE_FOR_SOLVE, progress=lanczos_progress,
-        )  # fmt: skip
+            retained_hvp(fm.objective, theta),
+            fm.num_parameters,
+            rule=DAMPING_RULE,
+            damping=damping or None,
+            dtype=theta.dtype,
+            device=theta.device,
+            resolve=RESOLVE_FOR_SOLVE,
+            progress=lanczos_progress,
+        )
         x, record = operator.solve(rhs, tol=cg_tol, max_iter=cg_max_iter, progress=progress)
         return x, SolveInfo("lanczos", details={"parameters": fm.num_parameters, **operator.details, **record})
     if chosen == "exact":

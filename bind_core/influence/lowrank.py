@@ -116,58 +116,91 @@ def damped_inverse(
     full-graph passes per node), :data:`RESOLVE_FOR_SOLVE` where it only preconditions CG for a few right-hand
     sides."""
     start = time.perf_counter()
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(p, generator=gen, dtype=dtype).to(device)
-    basis = torch.empty(p, min(max_iter, p) + 1, dtype=dtype, device=device)
-    basis[:, 0] = q / q.norm()
-    alphas: list[float] = []
-    betas: list[float] = []
-    evals = evecs_t = None
     steps = min(max_iter, p)
-    converged_count = 0
+    run = _Lanczos.start(p, steps, seed, dtype, device)
     for j in range(steps):
-        w = hvp(basis[:, j])
-        alpha = float(basis[:, j] @ w)
-        alphas.append(alpha)
-        for _ in range(2):  # full reorthogonalisation, twice (Kahan): keeps the basis orthonormal to rounding
-            w = w - basis[:, : j + 1] @ (basis[:, : j + 1].T @ w)
-        beta = float(w.norm())
+        w, beta = run.extend(hvp, j)
         if progress is not None:
             progress((j + 1) / steps)
-        if (j + 1) % 10 == 0 or j + 1 == steps or beta <= 1e-12 * max(abs(a) for a in alphas):
-            evals, evecs_t = _ritz(alphas, betas)
-            top = float(evals.abs().max())
-            mu = rule * top if damping is None else damping
-            # A Ritz pair has converged when its residual ‖H·u − λ·u‖ = β·|last entry of its vector| is small.
-            residual = beta * evecs_t[-1].abs()
-            converged = residual <= 1e-6 * top
-            converged_count = _converged_prefix(evals, converged)
-            resolved_below = converged_count > 0 and float(evals[converged_count - 1].abs()) < resolve * mu
-            if beta <= 1e-12 * top or resolved_below:
-                break
+        due = (j + 1) % 10 == 0 or j + 1 == steps or beta <= 1e-12 * max(abs(a) for a in run.alphas)
+        if due and run.check(beta, rule=rule, damping=damping, resolve=resolve):
+            break
         if j + 1 == steps:
             break
-        betas.append(beta)
-        basis[:, j + 1] = w / beta
-    assert evals is not None and evecs_t is not None
-    k = len(alphas)
-    top = float(evals.abs().max())
-    mu = rule * top if damping is None else damping
-    keep = converged_count
-    ritz_vectors = basis[:, :k] @ evecs_t[:, :keep].to(device=basis.device, dtype=dtype)  # the tridiagonal's: CPU
-    kept = evals[:keep].to(device=basis.device, dtype=dtype)
-    complement = 0.5 * float(kept.abs().min()) if keep else top
-    details = {
-        "lanczos_iterations": k,
-        "resolved_eigenpairs": keep,
-        "max_eigenvalue": float(evals.max()),
-        "smallest_resolved_eigenvalue": float(kept.abs().min()) if keep else None,
-        "complement_eigenvalue": complement,
-        "damping": mu,
-        "damping_rule": rule if damping is None else None,
-        "seconds": time.perf_counter() - start,
-    }
-    return DampedInverse(hvp, kept, ritz_vectors, mu, complement, details)
+        run.betas.append(beta)
+        run.basis[:, j + 1] = w / beta
+    return run.inverse(hvp, rule=rule, damping=damping, dtype=dtype, start=start)
+
+
+@dataclass
+class _Lanczos:
+    """The state of :func:`damped_inverse`'s Lanczos run: the orthonormal basis (``[p, steps + 1]``), the
+    tridiagonal's ``alphas`` and ``betas``, and the Ritz pairs at the last check with how many of the largest in a
+    row have ``converged``."""
+
+    basis: Tensor
+    alphas: list[float] = field(default_factory=list)
+    betas: list[float] = field(default_factory=list)
+    evals: Tensor | None = None
+    evecs_t: Tensor | None = None
+    converged: int = 0
+
+    @classmethod
+    def start(cls, p: int, steps: int, seed: int, dtype: torch.dtype, device: torch.device | str) -> _Lanczos:
+        """A random unit start vector (from ``seed``) in a basis of room for ``steps`` iterations."""
+        gen = torch.Generator().manual_seed(seed)
+        q = torch.randn(p, generator=gen, dtype=dtype).to(device)
+        basis = torch.empty(p, steps + 1, dtype=dtype, device=device)
+        basis[:, 0] = q / q.norm()
+        return cls(basis)
+
+    def extend(self, hvp: Callable[[Tensor], Tensor], j: int) -> tuple[Tensor, float]:
+        """Iteration ``j``: records ``α_j`` and returns the next direction, orthogonal to the basis, and its norm
+        ``β_j``."""
+        w = hvp(self.basis[:, j])
+        self.alphas.append(float(self.basis[:, j] @ w))
+        for _ in range(2):  # full reorthogonalisation, twice (Kahan): keeps the basis orthonormal to rounding
+            w = w - self.basis[:, : j + 1] @ (self.basis[:, : j + 1].T @ w)
+        return w, float(w.norm())
+
+    def check(self, beta: float, *, rule: float, damping: float | None, resolve: float) -> bool:
+        """The Ritz pairs so far and how many of the largest have converged; ``True`` when Lanczos stops: the
+        Krylov space is exhausted (``beta`` at round-off) or the converged pairs reach below ``resolve·μ``."""
+        self.evals, self.evecs_t = evals, evecs_t = _ritz(self.alphas, self.betas)
+        top = float(evals.abs().max())
+        mu = rule * top if damping is None else damping
+        # A Ritz pair has converged when its residual ‖H·u − λ·u‖ = β·|last entry of its vector| is small.
+        residual = beta * evecs_t[-1].abs()
+        converged = residual <= 1e-6 * top
+        self.converged = _converged_prefix(evals, converged)
+        resolved_below = self.converged > 0 and float(evals[self.converged - 1].abs()) < resolve * mu
+        return beta <= 1e-12 * top or resolved_below
+
+    def inverse(
+        self, hvp: Callable[[Tensor], Tensor], *, rule: float, damping: float | None, dtype: torch.dtype, start: float
+    ) -> DampedInverse:
+        """The :class:`DampedInverse` of the converged pairs (``start``: when the run began, for ``seconds``)."""
+        assert self.evals is not None and self.evecs_t is not None
+        evals = self.evals
+        k = len(self.alphas)
+        top = float(evals.abs().max())
+        mu = rule * top if damping is None else damping
+        keep = self.converged
+        device = self.basis.device
+        ritz_vectors = self.basis[:, :k] @ self.evecs_t[:, :keep].to(device=device, dtype=dtype)  # tridiagonal's: CPU
+        kept = evals[:keep].to(device=device, dtype=dtype)
+        complement = 0.5 * float(kept.abs().min()) if keep else top
+        details = {
+            "lanczos_iterations": k,
+            "resolved_eigenpairs": keep,
+            "max_eigenvalue": float(evals.max()),
+            "smallest_resolved_eigenvalue": float(kept.abs().min()) if keep else None,
+            "complement_eigenvalue": complement,
+            "damping": mu,
+            "damping_rule": rule if damping is None else None,
+            "seconds": time.perf_counter() - start,
+        }
+        return DampedInverse(hvp, kept, ritz_vectors, mu, complement, details)
 
 
 def _ritz(alphas: list[float], betas: list[float]) -> tuple[Tensor, Tensor]:

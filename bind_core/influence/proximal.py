@@ -30,9 +30,14 @@ def lbfgs_finish(
     ``tol``: ``(weights, gradient, test probabilities or None)`` there."""
     flat = start.detach().clone().requires_grad_(True)
     optimizer = torch.optim.LBFGS(
-        [flat], lr=1.0, max_iter=FINISH_ITERATIONS, tolerance_grad=tol, tolerance_change=1e-18, history_size=50,
+        [flat],
+        lr=1.0,
+        max_iter=FINISH_ITERATIONS,
+        tolerance_grad=tol,
+        tolerance_change=1e-18,
+        history_size=50,
         line_search_fn="strong_wolfe",
-    )  # fmt: skip
+    )
 
     def closure() -> Tensor:
         value, grad, _ = objective(flat.detach())

@@ -133,36 +133,64 @@ def refine_deletions(
     theta = fm.theta
     base = fm.gammas(theta).detach()
     eigen = torch.linalg.eigh(dense_hessian(fm.objective, theta, hessian_columns(fm)))
-    k = len(sets)
-    refined = torch.zeros(k, 2, dtype=torch.float64)
-    converged = torch.zeros(k, dtype=torch.bool)
-    steps = torch.zeros(k, dtype=torch.long)
-    hessians = torch.zeros(k, dtype=torch.long)
-    grads = torch.zeros(k, dtype=torch.float64)
+    outcomes = _Outcomes.empty(len(sets))
     for i, positions in enumerate(sets):
         reduced, _ = graph.without_nodes(graph.train_idx[torch.tensor(positions, dtype=torch.long)])
         fm_s = FunctionalModel.from_trained(model, reduced, groups)
         theta_s, rec = newton_finish(
             fm_s.objective, theta, tol=tol, max_iter=max_iter, rtol=rtol, eigen=eigen, refresh_after=refresh_after
         )
-        refined[i] = (fm_s.gammas(theta_s).detach() - base).cpu()
-        converged[i] = bool(rec["converged"])
-        steps[i] = int(rec["accepted"])
-        hessians[i] = int(rec["hessians"])
-        grads[i] = float(rec["max_abs_grad"])
+        outcomes.put(i, (fm_s.gammas(theta_s).detach() - base).cpu(), rec)
         if progress is not None:
-            progress("refine", (i + 1) / max(k, 1))
-    return Refinement(
-        deletions=sets,
-        refined=refined,
-        converged=converged,
-        steps=steps,
-        hessians=hessians,
-        max_abs_grad=grads,
-        lam=lam,
-        seconds=time.perf_counter() - start,
-        settings={"max_iter": max_iter, "tol": tol, "rtol": rtol, "refresh_after": refresh_after},
-    )
+            progress("refine", (i + 1) / max(len(sets), 1))
+    settings = {"max_iter": max_iter, "tol": tol, "rtol": rtol, "refresh_after": refresh_after}
+    return outcomes.refinement(sets, lam, time.perf_counter() - start, settings)
+
+
+@dataclass
+class _Outcomes:
+    """What :func:`refine_deletions` gathers per deletion (the fields of :class:`Refinement` of the same names)."""
+
+    refined: Tensor
+    converged: Tensor
+    steps: Tensor
+    hessians: Tensor
+    max_abs_grad: Tensor
+
+    @classmethod
+    def empty(cls, k: int) -> _Outcomes:
+        """Room for ``k`` deletions."""
+        return cls(
+            torch.zeros(k, 2, dtype=torch.float64),
+            torch.zeros(k, dtype=torch.bool),
+            torch.zeros(k, dtype=torch.long),
+            torch.zeros(k, dtype=torch.long),
+            torch.zeros(k, dtype=torch.float64),
+        )
+
+    def put(self, i: int, refined: Tensor, rec: dict[str, Any]) -> None:
+        """Deletion ``i``: its refined ``[ΔΓ_SP, ΔΓ_EO]`` and its Newton record."""
+        self.refined[i] = refined
+        self.converged[i] = bool(rec["converged"])
+        self.steps[i] = int(rec["accepted"])
+        self.hessians[i] = int(rec["hessians"])
+        self.max_abs_grad[i] = float(rec["max_abs_grad"])
+
+    def refinement(
+        self, deletions: list[list[int]], lam: float, seconds: float, settings: dict[str, Any]
+    ) -> Refinement:
+        """The :class:`Refinement` record of the deletions gathered."""
+        return Refinement(
+            deletions=deletions,
+            refined=self.refined,
+            converged=self.converged,
+            steps=self.steps,
+            hessians=self.hessians,
+            max_abs_grad=self.max_abs_grad,
+            lam=lam,
+            seconds=seconds,
+            settings=settings,
+        )
 
 
 def refine(
@@ -190,9 +218,17 @@ def refine(
         raise ConfigError("the influence result does not belong to this graph's training nodes")
     pos = torch.arange(m) if positions is None else torch.as_tensor(positions, dtype=torch.long).reshape(-1)
     record = refine_deletions(
-        model, graph, [[p] for p in pos.tolist()], lam=influence.lam, max_iter=max_iter, tol=tol, rtol=rtol,
-        refresh_after=refresh_after, groups=groups, progress=progress,
-    )  # fmt: skip
+        model,
+        graph,
+        [[p] for p in pos.tolist()],
+        lam=influence.lam,
+        max_iter=max_iter,
+        tol=tol,
+        rtol=rtol,
+        refresh_after=refresh_after,
+        groups=groups,
+        progress=progress,
+    )
     first = torch.stack([influence.delta_sp, influence.delta_eo], dim=1).double().cpu()[pos]
     lam = influence.lam
     delta_sp, delta_eo = influence.delta_sp.clone(), influence.delta_eo.clone()

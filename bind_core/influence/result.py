@@ -22,6 +22,21 @@ class InfluenceResult:
 
     ``delta_sp``/``delta_eo`` are the Γ_SP and Γ_EO parts; ``delta = lam·delta_sp + (1 − lam)·delta_eo``.
     ``parts`` splits each into ``iid``, ``non_iid`` and ``direct`` (each ``[m, 2]``: SP, EO columns).
+    Sign: ``delta = Γ(retrained without v) − Γ(now)``, negative for a harmful node (:data:`SIGN_CONVENTION`).
+
+    Attributes:
+        train_idx: the training nodes' indices, ``[m]``, int64; row ``i`` of every tensor below is node
+            ``train_idx[i]``.
+        delta: estimated ΔΓ of deleting each training node, ``[m]``.
+        delta_sp: the Γ_SP part, ``[m]``.
+        delta_eo: the Γ_EO part, ``[m]``.
+        parts: ``iid``, ``non_iid`` and ``direct`` terms, each ``[m, 2]`` (SP, EO columns).
+        lam: λ of Γ = λ·Γ_SP + (1 − λ)·Γ_EO.
+        gamma: the model's Γ now: ``sp``, ``eo`` and ``total``.
+        solve: what the inverse-Hessian solver did (its name, seconds, details).
+        grad_norm: the training objective's gradient norm at the weights.
+        timings: part of the estimate → seconds.
+        sign_convention: what the sign of ΔΓ means, in words.
     """
 
     train_idx: Tensor
@@ -48,7 +63,21 @@ class InfluenceResult:
         grad_norm: float,
         timings: dict[str, float],
     ) -> InfluenceResult:
-        """From ``total`` (``[m, 2]``: ΔΓ_SP, ΔΓ_EO) and ``gamma`` (``[Γ_SP, Γ_EO]`` now)."""
+        """An estimate from its columns.
+
+        Args:
+            train_idx: the training nodes' indices, ``[m]``.
+            total: ``[m, 2]``: ΔΓ_SP and ΔΓ_EO of deleting each node.
+            parts: ``iid``, ``non_iid`` and ``direct`` terms, each ``[m, 2]``.
+            lam: λ of Γ = λ·Γ_SP + (1 − λ)·Γ_EO.
+            gamma: ``[Γ_SP, Γ_EO]`` now.
+            solve: what the solver did.
+            grad_norm: the training objective's gradient norm at the weights.
+            timings: part of the estimate → seconds.
+
+        Returns:
+            The :class:`InfluenceResult`, with ``delta = lam·total[:, 0] + (1 − lam)·total[:, 1]``.
+        """
         return cls(
             train_idx=train_idx.clone(),
             delta=lam * total[:, 0] + (1 - lam) * total[:, 1],
@@ -63,7 +92,13 @@ class InfluenceResult:
         )
 
     def summary(self) -> dict[str, Any]:
-        """The distribution of the estimates, for reports and the API."""
+        """The distribution of the estimates, for reports and the API.
+
+        Returns:
+            JSON-ready: ``count``, ``harmful`` (ΔΓ < 0), ``helpful`` (ΔΓ > 0), ``sum``, ``mean``, ``std``, ``min``,
+            ``max``, ``quantiles`` (``p01`` … ``p99``), ``gamma``, ``lam``, ``solver``, ``solver_details``,
+            ``grad_norm``, ``timings`` and ``sign_convention``.
+        """
         d = self.delta.double()
         q = torch.quantile(d, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99], dtype=torch.float64)).tolist()
         return {

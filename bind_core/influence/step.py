@@ -38,6 +38,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -47,7 +48,7 @@ from bind_core.influence.curvature import DAMPING_RULE, DampedCurvature, choose_
 from bind_core.influence.firstlayer import FirstLayerCache, SplitModel
 from bind_core.influence.functional import FunctionalModel, GammaEvaluator, gammas_from_proba
 from bind_core.influence.lowrank import DampedInverse
-from bind_core.influence.proximal import lbfgs_finish, proximal_objective
+from bind_core.influence.proximal import Evaluation, lbfgs_finish, proximal_objective
 from bind_core.influence.reduce import GraphReducer, Reduction
 from bind_core.influence.solvers import SolveInfo
 from bind_core.influence.terms import directional_loss_derivatives
@@ -127,7 +128,6 @@ def step_estimate(
     ``on_stepper`` is given the :class:`Stepper` once it is made, so that other deletions of the same model (the
     edges, :mod:`bind_core.influence.deep_edges`) reuse its damped inverse.
     """
-    t0 = time.perf_counter()
     hessian_progress = None if progress is None else (lambda f: progress(0.1 * f))
     stepper = Stepper.build(
         fm, rule=rule, rtol=rtol, steps=steps, tol=tol, operator=operator, progress=hessian_progress
@@ -137,36 +137,65 @@ def step_estimate(
         on_stepper(stepper)
     if progress is not None:
         progress(0.1)
-    m, p = stepper.m, fm.num_parameters
+    m = stepper.m
     s_damped = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
     iid = loss_derivatives(fm, fm.theta, s_damped, stepper.full).cpu() / m  # (1/m)·∇ℓ_vᵀ·s: first-order i.i.d.
-    first = torch.zeros(m, 2, dtype=torch.float64)
-    direct = torch.zeros(m, 2, dtype=torch.float64)
-    exact = torch.zeros(m, 2, dtype=torch.float64)
-    taken = torch.zeros(m, dtype=torch.long)
-    residual = torch.zeros(m, dtype=torch.float64)
-    weights = torch.zeros(m, p, dtype=torch.float64) if keep_weights else None
-    first_steps = torch.zeros(m, p, dtype=torch.float64) if keep_weights else None
+    nodes = _PerNode.empty(m, fm.num_parameters, keep_weights)
     t0 = time.perf_counter()
     for pos in range(m):
-        out = stepper.delete([pos])
-        exact[pos], direct[pos], first[pos] = out.delta, out.direct, out.first_order
-        taken[pos], residual[pos] = out.taken, out.residual
-        if weights is not None and first_steps is not None:
-            weights[pos], first_steps[pos] = out.weights, out.first_step
+        nodes.put(pos, stepper.delete([pos]))
         if progress is not None:  # every node: one deletion is a few full-graph passes
             progress(0.1 + 0.9 * (pos + 1) / m)
     timings["per_node_terms"] = time.perf_counter() - t0
     solve = stepper.solve
-    solve.details |= {
-        "steps_max": steps,
-        "steps_median": float(taken.double().median()),
-        "tol": tol,
-        "unsettled": int((residual > tol).sum()),
-        "max_residual": float(residual.max()),
-    }
+    solve.details |= nodes.settling(steps, tol)
+    first, direct, exact = nodes.first, nodes.direct, nodes.exact
     parts = {"iid": iid, "non_iid": first - iid, "direct": direct, "step": exact - first - direct}
-    return StepEstimate(exact, parts, solve, timings, residual, taken, weights, first_steps)
+    return StepEstimate(exact, parts, solve, timings, nodes.residual, nodes.taken, nodes.weights, nodes.first_steps)
+
+
+@dataclass
+class _PerNode:
+    """What :func:`step_estimate` gathers per training node (:class:`StepEstimate`'s fields, ``first`` and
+    ``direct`` the first-order value's terms)."""
+
+    exact: Tensor
+    direct: Tensor
+    first: Tensor
+    taken: Tensor
+    residual: Tensor
+    weights: Tensor | None
+    first_steps: Tensor | None
+
+    @classmethod
+    def empty(cls, m: int, p: int, keep_weights: bool) -> _PerNode:
+        """Room for ``m`` nodes (and their ``p`` weights when ``keep_weights``)."""
+        return cls(
+            exact=torch.zeros(m, 2, dtype=torch.float64),
+            direct=torch.zeros(m, 2, dtype=torch.float64),
+            first=torch.zeros(m, 2, dtype=torch.float64),
+            taken=torch.zeros(m, dtype=torch.long),
+            residual=torch.zeros(m, dtype=torch.float64),
+            weights=torch.zeros(m, p, dtype=torch.float64) if keep_weights else None,
+            first_steps=torch.zeros(m, p, dtype=torch.float64) if keep_weights else None,
+        )
+
+    def put(self, pos: int, out: Deletion) -> None:
+        """The deletion of the node at training position ``pos``."""
+        self.exact[pos], self.direct[pos], self.first[pos] = out.delta, out.direct, out.first_order
+        self.taken[pos], self.residual[pos] = out.taken, out.residual
+        if self.weights is not None and self.first_steps is not None:
+            self.weights[pos], self.first_steps[pos] = out.weights, out.first_step
+
+    def settling(self, steps: int, tol: float) -> dict[str, Any]:
+        """How the nodes settled, for the solve's details."""
+        return {
+            "steps_max": steps,
+            "steps_median": float(self.taken.double().median()),
+            "tol": tol,
+            "unsettled": int((self.residual > tol).sum()),
+            "max_residual": float(self.residual.max()),
+        }
 
 
 @dataclass
@@ -253,10 +282,24 @@ class Stepper:
         view = None if rows.nodes is None else reducer.restrict(rows.nodes, rows.train)
         base_first, first = _first_layer_at_hat(fm, full, rows.nodes)
         return cls(
-            fm, curvature, steps, tol, full, wanted, base_proba, gammas, gammas(base_proba).detach(),
-            _gamma_gradients(fm, theta, full), torch.func.grad(fm.bregman)(theta).detach(), g.y.to(fm.device),
-            reducer, view, rows.train, base_first, first,
-        )  # fmt: skip
+            fm,
+            curvature,
+            steps,
+            tol,
+            full,
+            wanted,
+            base_proba,
+            gammas,
+            gammas(base_proba).detach(),
+            _gamma_gradients(fm, theta, full),
+            torch.func.grad(fm.bregman)(theta).detach(),
+            g.y.to(fm.device),
+            reducer,
+            view,
+            rows.train,
+            base_first,
+            first,
+        )
 
     @property
     def m(self) -> int:
@@ -343,24 +386,10 @@ class Stepper:
         # F at θ̂ on G − S: F(θ) = B(θ) − c_S(θ)/m + (μ/2)·‖θ − θ̂‖² + const, so its gradient at θ̂ gives ∇c_S(θ̂)
         # without a backward pass through the full graph's losses (∇B(θ̂) = 0).
         value, grad_f, proba = objective(fm.theta)
-        at, taken = fm.theta, 0
         unchanged = proba if proba is not None else self._proba_at_hat(reduced, changed)  # the direct term
-        moved: Tensor | None = unchanged
         grad_c = (self.grad_objective - grad_f) * m
         first_step = self.solve_damped(grad_c) / m
-        while taken < self.steps and float(grad_f.abs().max()) > self.tol:
-            direction = self.solve_damped(grad_f)
-            slope = float(grad_f @ direction)  # > 0: −direction descends F ((H + μI)⁻¹ is positive definite)
-            for _ in range(HALVINGS):  # a frozen Hessian may overshoot: halve until F decreases enough (Armijo)
-                candidate = at - direction
-                value_new, grad_new, proba_new = objective(candidate)
-                if value_new <= value - 1e-4 * slope:
-                    break
-                direction, slope = 0.5 * direction, 0.5 * slope
-            else:
-                break  # no progress along the chord direction: keep the best point reached
-            at, value, grad_f, moved = candidate, value_new, grad_new, proba_new
-            taken += 1
+        at, grad_f, moved, taken = self._chord_steps(objective, value, grad_f, unchanged)
         if finish and float(grad_f.abs().max()) > self.tol:  # the chord stalled: L-BFGS on F from where it got to
             at, grad_f, moved = lbfgs_finish(objective, at, self.tol)
         if moved is None:
@@ -376,6 +405,30 @@ class Stepper:
                 taken=taken,
                 residual=float(grad_f.abs().max()),
             )
+
+    def _chord_steps(
+        self, objective: Callable[[Tensor], Evaluation], value: float, grad_f: Tensor, moved: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor | None, int]:
+        """Chord steps from ``θ̂`` (where ``objective`` is ``value`` with gradient ``grad_f``): the frozen damped inverse
+        on the exact gradient, each step halved until ``F`` decreases enough, until the gradient's largest entry is
+        at most ``tol`` or after ``steps``. Returns the weights reached, the gradient there, the test probabilities
+        there (``moved`` until a step is taken; ``None`` where the objective did not give them) and the steps
+        taken."""
+        at, taken = self.fm.theta, 0
+        while taken < self.steps and float(grad_f.abs().max()) > self.tol:
+            direction = self.solve_damped(grad_f)
+            slope = float(grad_f @ direction)  # > 0: −direction descends F ((H + μI)⁻¹ is positive definite)
+            for _ in range(HALVINGS):  # a frozen Hessian may overshoot: halve until F decreases enough (Armijo)
+                candidate = at - direction
+                value_new, grad_new, proba_new = objective(candidate)
+                if value_new <= value - 1e-4 * slope:
+                    break
+                direction, slope = 0.5 * direction, 0.5 * slope
+            else:
+                break  # no progress along the chord direction: keep the best point reached
+            at, value, grad_f, moved = candidate, value_new, grad_new, proba_new
+            taken += 1
+        return at, grad_f, moved, taken
 
     def _proba_at_hat(self, reduced: GraphInputs, changed: Tensor | None) -> Tensor:
         """The test nodes' probabilities at ``θ̂`` on the reduced graph, from the full graph's first layer with the

@@ -113,7 +113,17 @@ class ModelConfig(DictConfig):
             raise ConfigError(f"concat: hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
 
     def num_outputs(self, num_classes: int) -> int:
-        """The number of logits for ``num_classes`` classes; raises ConfigError if ``outputs`` does not fit."""
+        """The number of logits the model ends with.
+
+        Args:
+            num_classes: the label's classes.
+
+        Returns:
+            ``outputs`` when set, else 1 for two classes (one logit) and ``num_classes`` otherwise.
+
+        Raises:
+            ConfigError: ``outputs`` does not fit ``num_classes``.
+        """
         auto = 1 if num_classes == 2 else num_classes
         if self.outputs == 0 or self.outputs == auto or (num_classes == 2 and self.outputs == 2):
             return self.outputs or auto
@@ -364,9 +374,14 @@ def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
     concat = config.concat and not (last and not config.head)
     score = "leaky_relu" if config.attention == "leaky_relu" else config.activation
     return SmoothGATConv(
-        a, b // config.heads if concat else b, heads=config.heads, concat=concat, add_self_loops=True,
-        negative_slope=config.negative_slope, activation=score,
-    )  # fmt: skip
+        a,
+        b // config.heads if concat else b,
+        heads=config.heads,
+        concat=concat,
+        add_self_loops=True,
+        negative_slope=config.negative_slope,
+        activation=score,
+    )
 
 
 def flat_parameters(module: nn.Module) -> tuple[list[str], list[torch.Size], Tensor]:

@@ -57,7 +57,11 @@ PyG module that :func:`reproduction` accepts."""
 
 
 class UnsupportedModelError(ConfigError):
-    """A PyG model config asks for something the audit cannot reproduce; ``problems`` are ``(field, message)``."""
+    """A PyG model config asks for something the audit cannot reproduce.
+
+    Args:
+        problems: every ``(field, message)`` at fault; the exception's text joins them.
+    """
 
     def __init__(self, problems: list[tuple[str, str]]) -> None:
         self.problems = problems

@@ -57,7 +57,25 @@ __all__ = [
 
 @dataclass
 class AuditResult:
-    """The outcome of :func:`run_audit`. ``to_dict`` is JSON-ready; ``influence_rows`` lists every node."""
+    """The outcome of :func:`run_audit`. ``to_dict`` is JSON-ready; ``influence_rows`` lists every node.
+
+    Attributes:
+        graph: the graph audited.
+        config: the settings it ran with.
+        model: the model audited (trained by the audit, or supplied).
+        metrics: the metrics stage's section (test metrics, per-group breakdown, histograms, intervals).
+        influence: every training node's estimate; ``None`` when the influence stage did not run.
+        debiasing: one row per budget; ``None`` when debiasing did not run.
+        validation: the self-check; ``None`` when it did not run.
+        stability: the top-k stability across seeds; ``None`` unless ``config.stability_seeds``.
+        refinement: the estimates' refinement; ``None`` unless ``config.refine_steps``.
+        profile: what the harmful nodes have in common (with influence).
+        edges: with ``config.edges``, the edge attribution's section, or why it is empty.
+        edge_estimate: every edge's estimate behind ``edges``, when computed.
+        stationarity: how stationary the weights are, read before the influence stage.
+        timings: stage → seconds, in the order the stages ran.
+        device: where it ran.
+    """
 
     graph: Graph
     config: AuditConfig
@@ -82,6 +100,14 @@ class AuditResult:
     device: str = "cpu"
 
     def to_dict(self) -> dict[str, Any]:
+        """Everything the audit produced, JSON-ready (what the CLI's ``--json`` writes and the service stores).
+
+        Returns:
+            The results document: one key per section of
+            :class:`~bind_core.pipeline.results.AuditResults` (null for a stage that did not run; ``profile`` and
+            ``edges`` only where computed or asked for), with the warnings, the sign convention and ``summary``, the
+            verdict first.
+        """
         out: dict[str, Any] = {
             "metrics": self.metrics,
             "influence_summary": self.influence.summary() if self.influence is not None else None,
@@ -122,7 +148,12 @@ class AuditResult:
         )
 
     def typed(self) -> AuditResults:
-        """:meth:`to_dict` as the typed :class:`~bind_core.pipeline.results.AuditResults` (its JSON form, as stored)."""
+        """The results, typed.
+
+        Returns:
+            :meth:`to_dict` as :class:`~bind_core.pipeline.results.AuditResults` (decoded from its JSON form, as
+            stored).
+        """
         return AuditResults.from_dict(json.loads(json.dumps(self.to_dict())))
 
     def _stationarity(self) -> dict[str, Any]:
@@ -135,7 +166,13 @@ class AuditResult:
         return out
 
     def influence_rows(self) -> list[dict[str, Any]]:
-        """One row per training node (in ``train_idx`` order); empty when influence was not computed."""
+        """Every training node's estimate, as rows.
+
+        Returns:
+            One row per training node, in ``train_idx`` order: ``position``, ``node_index``, ``node_id`` (the user's
+            id: the id column's value, text as written, else the row's position counted from 0),
+            ``group``, ``label``, ``delta``, ``delta_sp`` and ``delta_eo``; empty when influence was not computed.
+        """
         if self.influence is None:
             return []
         g, inf = self.graph, self.influence
@@ -166,12 +203,20 @@ class AuditResult:
         ]
 
     def edge_rows(self) -> list[dict[str, Any]]:
-        """One row per undirected edge (:func:`bind_core.influence.edge_rows.edge_rows`); empty when edges were not
-        attributed."""
+        """Every undirected edge's estimate, as rows.
+
+        Returns:
+            One row per undirected edge (:func:`bind_core.influence.edge_rows.edge_rows`); empty when edges were
+            not attributed.
+        """
         return [] if self.edge_estimate is None else edge_rows(self.graph, self.edge_estimate)
 
     def iter_edge_rows(self) -> Iterator[dict[str, Any]]:
-        """:meth:`edge_rows` made a batch at a time (what the service stores: millions of edges, bounded memory)."""
+        """:meth:`edge_rows` made a batch at a time (what the service stores: millions of edges, bounded memory).
+
+        Returns:
+            An iterator over the same rows as :meth:`edge_rows`.
+        """
         return iter(()) if self.edge_estimate is None else iter_edge_rows(self.graph, self.edge_estimate)
 
     def _estimate_warnings(self) -> list[str]:
@@ -281,11 +326,15 @@ def run_audit(
             result.edges["validation"] = stages.run(
                 "validation",
                 lambda: edge_validation_stage(
-                    trained, graph, config, edge_check, groups,
+                    trained,
+                    graph,
+                    config,
+                    edge_check,
+                    groups,
                     progress=lambda st, f: tick(st, share + (1 - share) * f),
                 ),
                 report_start=False,
-            )  # fmt: skip
+            )
             stages.timings["validation"] += nodes_seconds  # the stage's time: the nodes' check and the edges'
         else:
             result.edges["validation_reason"] = edge_why

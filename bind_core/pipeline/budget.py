@@ -148,9 +148,12 @@ def sampled_size(model: ModelConfig, training: TrainConfig, size: GraphSize) -> 
         nodes += frontier
     nodes = min(nodes, float(n))
     return GraphSize(
-        nodes=int(nodes), edges=int(min(float(e), nodes * degree)), features=size.features, classes=size.classes,
+        nodes=int(nodes),
+        edges=int(min(float(e), nodes * degree)),
+        features=size.features,
+        classes=size.classes,
         train=min(training.batch_size, size.train),
-    )  # fmt: skip
+    )
 
 
 def training_flops(model: ModelConfig, training: TrainConfig, size: GraphSize) -> float:

@@ -107,8 +107,16 @@ def _not_stationary(stationarity: dict[str, Any]) -> list[str]:
     ]
 
 
-METRIC_NAMES = {"accuracy": "accuracy", "auc": "ROC-AUC", "f1": "F1", "delta_sp": "ΔSP", "delta_eo": "ΔEO",
-                "gamma_sp": "Γ_SP", "gamma_eo": "Γ_EO", "gamma": "Γ"}  # fmt: skip
+METRIC_NAMES = {
+    "accuracy": "accuracy",
+    "auc": "ROC-AUC",
+    "f1": "F1",
+    "delta_sp": "ΔSP",
+    "delta_eo": "ΔEO",
+    "gamma_sp": "Γ_SP",
+    "gamma_eo": "Γ_EO",
+    "gamma": "Γ",
+}
 
 
 def metric_warnings(metrics: dict[str, Any]) -> list[str]:

@@ -168,21 +168,37 @@ class AuditConfig:
             normalise_fan_out(self.training.fan_out, self.model.layers)
 
     def influence_arguments(self) -> InfluenceArguments:
-        """The influence estimate's settings this audit asks for."""
+        """The influence estimate's settings this audit asks for.
+
+        Returns:
+            :class:`~bind_core.influence.arguments.InfluenceArguments` with this config's ``lam``, ``estimator`` (as
+            ``method``), ``non_iid`` and ``solver``.
+        """
         return InfluenceArguments(lam=self.lam, method=self.estimator, non_iid=self.non_iid, solver=self.solver)
 
     def debias_training(self, trained_with: TrainConfig) -> TrainConfig | None:
-        """The settings the debiasing stage retrains with, for a model trained with ``trained_with`` (its own
-        :class:`~bind_core.training.fit.TrainConfig`; a supplied model's is its config's training section, the
-        user's recipe): for ``debias_retrain="audit"`` the model's own recipe, ``None`` when it ends with the polish
-        (every seed reaches the audited optimum, so the audited model is ``before``), else that recipe itself (the
-        unchanged graph is then retrained with it for ``before``, so that before and after went through the same
-        training); for ``"adam"`` the same without the polish."""
+        """The settings the debiasing stage retrains with.
+
+        Args:
+            trained_with: the model's own :class:`~bind_core.training.fit.TrainConfig` (a supplied model's is its
+                config's training section, the user's recipe).
+
+        Returns:
+            For ``debias_retrain="audit"`` the model's own recipe: ``None`` when it ends with the polish (every seed
+            reaches the audited optimum, so the audited model is ``before``), else that recipe itself (the unchanged
+            graph is then retrained with it for ``before``, so that before and after went through the same
+            training). For ``"adam"`` the same recipe without the polish.
+        """
         if self.debias_retrain == "audit":
             return None if trained_with.polish else trained_with
         return replace(trained_with, polish=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as JSON-ready values (what the service stores and :meth:`from_dict` reads).
+
+        Returns:
+            One key per field; ``model`` and ``training`` as their own dictionaries, tuples as lists.
+        """
         return {
             "model": self.model.to_dict(),
             "training": self.training.to_dict(),
@@ -212,7 +228,17 @@ class AuditConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AuditConfig:
-        """Inverse of :meth:`to_dict`; missing keys take the defaults, unknown keys are an error."""
+        """The inverse of :meth:`to_dict`.
+
+        Args:
+            data: settings by name; missing keys take the defaults.
+
+        Returns:
+            The validated :class:`AuditConfig`.
+
+        Raises:
+            ConfigError: an unknown key, or a value the config refuses.
+        """
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
             raise ConfigError(f"unknown audit setting(s) {sorted(unknown)}")

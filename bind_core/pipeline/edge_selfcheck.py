@@ -67,9 +67,14 @@ def edge_validation_stage(
     Spearman and the slope are null with the reason in ``undefined`` when the sample cannot define them (fewer than
     3 edges, constant values), never 0."""
     checked = validate_edges(
-        model, graph, edges, sample=config.edge_validation_sample, seed=EDGE_VALIDATION_SEED, groups=groups,
+        model,
+        graph,
+        edges,
+        sample=config.edge_validation_sample,
+        seed=EDGE_VALIDATION_SEED,
+        groups=groups,
         progress=lambda fraction: progress("validation", fraction),
-    )  # fmt: skip
+    )
     doc = checked.to_dict()
     est, act = checked.estimated[:, 0], checked.actual[:, 0]
     why = _undefined(est, act)

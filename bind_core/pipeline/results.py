@@ -481,8 +481,33 @@ class SuppliedModel:
 # ---------------------------------------------------------------------- the whole
 @dataclass(kw_only=True)
 class AuditResults:
-    """Everything an audit produced (:meth:`bind_core.pipeline.audit.AuditResult.to_dict`); the stages an audit
-    did not run leave their parts null."""
+    """Everything an audit produced (:meth:`bind_core.pipeline.audit.AuditResult.to_dict`), typed; the stages an
+    audit did not run leave their parts null. Every field's meaning is also in its ``key(...)`` description, which
+    the API's schema carries; the terms are in the docs' glossary.
+
+    Attributes:
+        summary: the verdict first: the findings in a few plain sentences, with their fields; absent in audits from
+            before it was written.
+        metrics: the metrics stage: test metrics, per-group breakdown, histograms and intervals.
+        influence_summary: the influence estimate's distribution; null without influence.
+        top_harmful: up to 10 most harmful nodes (ΔΓ < 0); null without influence.
+        top_helpful: up to 10 most helpful nodes (ΔΓ > 0); null without influence.
+        debiasing: one row per budget; null when debiasing did not run.
+        validation: the self-check; null when it did not run.
+        stability: the top-k stability across seeds; null unless ``stability_seeds``.
+        refinement: the estimates' refinement; null unless ``refine_steps``.
+        stationarity: the polish's record and the stationarity check.
+        training: the training run.
+        model: the model audited.
+        graph: the graph audited.
+        timings: stage → seconds, in the order the stages ran.
+        device: where it ran (``cpu`` or ``cuda:N``).
+        warnings: caveats about the graph, the metrics, the model and the estimates.
+        sign_convention: what the sign of the influence estimates means.
+        profile: what the harmful training nodes have in common; absent without influence.
+        edges: the bias attributed to each undirected edge; absent unless the audit asked for edges.
+        supplied_model: for an audit of a supplied model, what was done to it (added by the service).
+    """
 
     metrics: Metrics = key("the metrics stage")
     influence_summary: InfluenceSummary | None = key("the influence estimate's distribution; null without influence")
@@ -517,10 +542,24 @@ class AuditResults:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AuditResults:
-        """The typed form of a results document (its JSON form, as stored); raises
-        :class:`~bind_core.pipeline.result_codec.ResultFormatError` when it does not fit."""
+        """The typed form of a results document.
+
+        Args:
+            data: the results' JSON form, as stored (:meth:`to_dict`, or the service's ``results``).
+
+        Returns:
+            The :class:`AuditResults`.
+
+        Raises:
+            ResultFormatError: the document does not fit the types
+                (:class:`~bind_core.pipeline.result_codec.ResultFormatError`).
+        """
         return decode(cls, data)
 
     def to_dict(self) -> dict[str, Any]:
-        """The results document again, equal to the one read."""
+        """The results document again.
+
+        Returns:
+            The JSON-ready document, equal to the one :meth:`from_dict` read.
+        """
         return encode(self)

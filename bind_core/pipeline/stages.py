@@ -221,22 +221,35 @@ def influence_stage(
     plans: list[InfluencePlan] = []
     steppers: list[Stepper] = []
     influence = estimate(
-        model, graph, config.influence_arguments(), groups=groups,
-        progress=lambda stage, frac: progress(stage, share * frac), chunk_runner=chunk_runner,
-        on_plan=plans.append if config.edges else None, on_stepper=steppers.append if config.edges else None,
-    )  # fmt: skip
+        model,
+        graph,
+        config.influence_arguments(),
+        groups=groups,
+        progress=lambda stage, frac: progress(stage, share * frac),
+        chunk_runner=chunk_runner,
+        on_plan=plans.append if config.edges else None,
+        on_stepper=steppers.append if config.edges else None,
+    )
     refinement = None
     if config.refine_steps:
         influence, refined = refine(
-            model, graph, influence, max_iter=config.refine_steps, groups=groups,
+            model,
+            graph,
+            influence,
+            max_iter=config.refine_steps,
+            groups=groups,
             progress=lambda _stage, frac: progress("influence", share + (1 - share) * frac),
-        )  # fmt: skip
+        )
         refinement = refined.record()
     profile = profile_nodes(graph, influence.delta.detach().cpu().double().numpy(), seed=config.training.seed)
     return InfluenceStage(
-        stationarity, influence, refinement, profile.document, plans[0] if plans else None,
+        stationarity,
+        influence,
+        refinement,
+        profile.document,
+        plans[0] if plans else None,
         steppers[0] if steppers else None,
-    )  # fmt: skip
+    )
 
 
 class EdgesStage(NamedTuple):
@@ -279,10 +292,14 @@ def edges_stage(
     for first in range(0, max(int(edges.shape[0]), 1), EDGE_PART):
         parts.append(
             estimate_edges(
-                model, graph, lam=config.lam, edges=edges[first : first + EDGE_PART], influence_plan=shared,
+                model,
+                graph,
+                lam=config.lam,
+                edges=edges[first : first + EDGE_PART],
+                influence_plan=shared,
                 groups=groups,
             )
-        )  # fmt: skip
+        )
         progress(EDGES, min(first + EDGE_PART, int(edges.shape[0])) / max(int(edges.shape[0]), 1))
     found = join_edge_results(parts)
     seconds = time.perf_counter() - start
@@ -303,9 +320,11 @@ def _set_estimator(
         return None
     operator = "lanczos" if influence.solve.solver == "lanczos" else "dense"  # the estimate's own operator
     stepper = Stepper.build(
-        FunctionalModel.from_trained(model, graph, groups), rule=details["damping_rule"], operator=operator,
+        FunctionalModel.from_trained(model, graph, groups),
+        rule=details["damping_rule"],
+        operator=operator,
         progress=hold,
-    )  # fmt: skip
+    )
     lam = influence.lam
 
     def set_estimate(positions: list[int]) -> float:
@@ -335,10 +354,19 @@ def debiasing_stage(
     retrain = config.debias_training(model.train_config)
     seeds, rule = chance_decision(model, config)
     rows = debias(
-        model, graph, influence.delta, budgets=config.budgets, lam=config.lam, progress=progress,
-        groups=groups, utility=utility, chance_seeds=seeds, random_sets=config.debias_random_sets,
-        set_estimate=_set_estimator(model, graph, influence, groups, hold), retrain=retrain,
-    )  # fmt: skip
+        model,
+        graph,
+        influence.delta,
+        budgets=config.budgets,
+        lam=config.lam,
+        progress=progress,
+        groups=groups,
+        utility=utility,
+        chance_seeds=seeds,
+        random_sets=config.debias_random_sets,
+        set_estimate=_set_estimator(model, graph, influence, groups, hold),
+        retrain=retrain,
+    )
     recipe = (retrain or model.train_config).to_dict()
     chance = {"chance_rule": rule} if rule is not None else {}
     return [row | {"retrain": config.debias_retrain, "recipe": recipe} | chance for row in rows]
@@ -400,10 +428,17 @@ def edge_debiasing_stage(
     ``config.debias_retrain`` says (``retrain``). ``baselines`` is keyed by the seed as a string (as JSON stores
     it)."""
     found = debias_edges(
-        model, graph, edges, config.edge_budgets, config.debias_seeds, random_sets=config.debias_random_sets,
-        groups=groups, seed=config.training.seed, progress=lambda fraction: progress(EDGE_DEBIASING, fraction),
+        model,
+        graph,
+        edges,
+        config.edge_budgets,
+        config.debias_seeds,
+        random_sets=config.debias_random_sets,
+        groups=groups,
+        seed=config.training.seed,
+        progress=lambda fraction: progress(EDGE_DEBIASING, fraction),
         retrain=config.debias_training(model.train_config),
-    )  # fmt: skip
+    )
     baselines = {str(s): g for s, g in found["baselines"].items()}  # JSON's keys are strings
     return found | {"baselines": baselines, "retrain": config.debias_retrain}
 
@@ -436,6 +471,11 @@ def stability_stage(
     """The overlap of the top-k harmful sets across ``stability_seeds`` (the result's ``stability``); the audit's own
     estimate stands for its training seed."""
     return topk_stability(
-        graph, config, seeds=config.stability_seeds, k=config.stability_k, device=device,
-        known={config.training.seed: influence.delta}, progress=lambda _stage, frac: progress(STABILITY, frac),
-    )  # fmt: skip
+        graph,
+        config,
+        seeds=config.stability_seeds,
+        k=config.stability_k,
+        device=device,
+        known={config.training.seed: influence.delta},
+        progress=lambda _stage, frac: progress(STABILITY, frac),
+    )

@@ -97,18 +97,34 @@ def _gap(results: AuditResults, metric: str, labels: list[str], positive: str) -
         why = (results.metrics.test.undefined or {}).get(metric, "no pair of groups defines it")
         name = "ΔSP" if metric == "delta_sp" else "ΔEO"
         return GapFinding(
-            metric=metric, value=value, interval=interval, higher=None, lower=None, higher_rate=None,
-            lower_rate=None, difference_interval=None, excludes_zero=None, text=f"{name} is undefined: {why}.",
-        )  # fmt: skip
+            metric=metric,
+            value=value,
+            interval=interval,
+            higher=None,
+            lower=None,
+            higher_rate=None,
+            lower_rate=None,
+            difference_interval=None,
+            excludes_zero=None,
+            text=f"{name} is undefined: {why}.",
+        )
     a, b = sorted((groups[g] for g in pair.groups), key=lambda g: -float(getattr(g, rate)))
     ra, rb = float(getattr(a, rate)), float(getattr(b, rate))
     na, nb = (a.size, b.size) if metric == "delta_sp" else (_positives(results, a.group), _positives(results, b.group))
     diff = _difference_interval(ra, na, rb, nb)
     excludes = None if diff is None else diff[0] > 0
     finding = GapFinding(
-        metric=metric, value=value, interval=interval, higher=labels[a.group], lower=labels[b.group],
-        higher_rate=ra, lower_rate=rb, difference_interval=diff, excludes_zero=excludes, text="",
-    )  # fmt: skip
+        metric=metric,
+        value=value,
+        interval=interval,
+        higher=labels[a.group],
+        lower=labels[b.group],
+        higher_rate=ra,
+        lower_rate=rb,
+        difference_interval=diff,
+        excludes_zero=excludes,
+        text="",
+    )
     finding.text = _gap_text(finding, positive, na, nb)
     return finding
 
@@ -211,10 +227,15 @@ def _debiasing(rows: list[DebiasingRow] | None) -> DebiasingFinding | None:
     if backfired:
         text += f" Backfired (a bias metric rose): {'; '.join(backfired)}."
     return DebiasingFinding(
-        budget=best.budget, deleted=best.deleted, before=_metric_values(b), after=_metric_values(a),
-        backfired=backfired, chance_checked=check is not None,
-        beats_random=None if check is None else check.beats_random, text=text,
-    )  # fmt: skip
+        budget=best.budget,
+        deleted=best.deleted,
+        before=_metric_values(b),
+        after=_metric_values(a),
+        backfired=backfired,
+        chance_checked=check is not None,
+        beats_random=None if check is None else check.beats_random,
+        text=text,
+    )
 
 
 def pearson_interval(x: np.ndarray, y: np.ndarray, *, resamples: int = TRUST_BOOTSTRAP, seed: int = 0) -> list[float]:

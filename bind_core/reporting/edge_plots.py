@@ -110,8 +110,15 @@ def edge_debiasing_bars(budgets: Sequence[Mapping[str, Any]], *, ident: str) -> 
                 continue
             pair = ((-1, selected, HARMFUL, "selected edges"), (1, random, BEFORE, "random edges"))
             for shift, part, colour, name in pair:
-                ax.bar(i + shift * width / 2, float(part["mean"]), width=width, yerr=float(part["std"]), color=colour,
-                       capsize=3, label=None if name in labelled else name)  # fmt: skip
+                ax.bar(
+                    i + shift * width / 2,
+                    float(part["mean"]),
+                    width=width,
+                    yerr=float(part["std"]),
+                    color=colour,
+                    capsize=3,
+                    label=None if name in labelled else name,
+                )
                 labelled.add(name)
             parts.append(
                 f"{_budget(row)}: selected {float(selected['mean']):.4g} ± {float(selected['std']):.2g}, "

@@ -19,11 +19,17 @@ def _share(value: Any) -> str:
 
 def _rows(edges: list[Mapping[str, Any]]) -> list[list[str]]:
     return [
-        [str(i + 1), f"{fmt(e['u_id'])} – {fmt(e['v_id'])}", f"{fmt(e['u_group'])} – {fmt(e['v_group'])}",
-         "within" if e["within_group"] else "across", fmt(e["delta"], 4), fmt(e["delta_sp"], 4),
-         fmt(e["delta_eo"], 4)]
+        [
+            str(i + 1),
+            f"{fmt(e['u_id'])} – {fmt(e['v_id'])}",
+            f"{fmt(e['u_group'])} – {fmt(e['v_group'])}",
+            "within" if e["within_group"] else "across",
+            fmt(e["delta"], 4),
+            fmt(e["delta_sp"], 4),
+            fmt(e["delta_eo"], 4),
+        ]
         for i, e in enumerate(edges)
-    ]  # fmt: skip
+    ]
 
 
 def edges_view(edges: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -109,12 +115,18 @@ def _debiasing(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
         budget = f"{100 * float(r['budget']):.2g}%"
         rows.append(
             [
-                budget, f"{fmt(r['deleted'])} / {fmt(r['requested'])}", fmt(r.get("cross_group")),
-                fmt(r.get("estimated"), 4), fmt(r.get("before"), 4), fmt(r.get("after"), 4),
-                _spread(r.get("selected")), _spread(r.get("random")), fmt(r.get("yardstick"), 4),
+                budget,
+                f"{fmt(r['deleted'])} / {fmt(r['requested'])}",
+                fmt(r.get("cross_group")),
+                fmt(r.get("estimated"), 4),
+                fmt(r.get("before"), 4),
+                fmt(r.get("after"), 4),
+                _spread(r.get("selected")),
+                _spread(r.get("random")),
+                fmt(r.get("yardstick"), 4),
                 str(r.get("verdict") or ""),
             ]
-        )  # fmt: skip
+        )
         if r.get("caveat"):
             caveats.append(f"{budget}: {r['caveat']}")
     seeds: list[int] = next((list(r["seeds"]) for r in budgets if r.get("seeds")), [])

@@ -27,30 +27,61 @@ from bind_core.influence.edge_rows import EDGE_ROW_KEYS
 
 INFLUENCE_COLUMNS = ("position", "node_index", "node_id", "group", "label", "delta", "delta_sp", "delta_eo")
 _INFLUENCE_FIELDS: list[tuple[str, pa.DataType]] = [
-    ("position", pa.int32()), ("node_index", pa.int64()), ("node_id", pa.int64()), ("group", pa.int32()),
-    ("label", pa.int32()), ("delta", pa.float64()), ("delta_sp", pa.float64()), ("delta_eo", pa.float64()),
-]  # fmt: skip
+    ("position", pa.int32()),
+    ("node_index", pa.int64()),
+    ("node_id", pa.int64()),
+    ("group", pa.int32()),
+    ("label", pa.int32()),
+    ("delta", pa.float64()),
+    ("delta_sp", pa.float64()),
+    ("delta_eo", pa.float64()),
+]
 INFLUENCE_SCHEMA = pa.schema(_INFLUENCE_FIELDS)
 EDGE_COLUMNS = EDGE_ROW_KEYS
 """The columns of ``AuditResult.edge_rows()``."""
 _EDGE_FIELDS: list[tuple[str, pa.DataType]] = [
-    ("position", pa.int32()), ("u_index", pa.int64()), ("v_index", pa.int64()), ("u_id", pa.int64()),
-    ("v_id", pa.int64()), ("u_group", pa.int32()), ("v_group", pa.int32()), ("within_group", pa.bool_()),
-    ("affects", pa.bool_()), ("delta", pa.float64()), ("delta_sp", pa.float64()), ("delta_eo", pa.float64()),
-]  # fmt: skip
+    ("position", pa.int32()),
+    ("u_index", pa.int64()),
+    ("v_index", pa.int64()),
+    ("u_id", pa.int64()),
+    ("v_id", pa.int64()),
+    ("u_group", pa.int32()),
+    ("v_group", pa.int32()),
+    ("within_group", pa.bool_()),
+    ("affects", pa.bool_()),
+    ("delta", pa.float64()),
+    ("delta_sp", pa.float64()),
+    ("delta_eo", pa.float64()),
+]
 EDGE_SCHEMA = pa.schema(_EDGE_FIELDS)
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 EXPORT_FORMAT = "bind-audit/model-card-quantitative-analysis/v1"
 
 # (key in metrics.test, model-card type); their intervals, where computed, sit under metrics.intervals[key].
-TEST_METRICS = (("accuracy", "accuracy"), ("auc", "roc_auc"), ("f1", "f1"), ("delta_sp", "delta_sp"),
-                ("delta_eo", "delta_eo"), ("gamma_sp", "gamma_sp"), ("gamma_eo", "gamma_eo"),
-                ("gamma", "gamma"))  # fmt: skip
-GROUP_METRICS = (("accuracy", "accuracy"), ("positive_rate", "positive_rate"), ("tpr", "true_positive_rate"),
-                 ("mean_probability", "mean_predicted_probability"), ("size", "test_nodes"))  # fmt: skip
+TEST_METRICS = (
+    ("accuracy", "accuracy"),
+    ("auc", "roc_auc"),
+    ("f1", "f1"),
+    ("delta_sp", "delta_sp"),
+    ("delta_eo", "delta_eo"),
+    ("gamma_sp", "gamma_sp"),
+    ("gamma_eo", "gamma_eo"),
+    ("gamma", "gamma"),
+)
+GROUP_METRICS = (
+    ("accuracy", "accuracy"),
+    ("positive_rate", "positive_rate"),
+    ("tpr", "true_positive_rate"),
+    ("mean_probability", "mean_predicted_probability"),
+    ("size", "test_nodes"),
+)
 # (key in metrics.test.worst_pairs, model-card type): the largest value over pairs of the included groups.
-WORST_PAIR_METRICS = (("delta_sp", "delta_sp_worst_pair"), ("delta_eo", "delta_eo_worst_pair"),
-                      ("gamma_sp", "gamma_sp_worst_pair"), ("gamma_eo", "gamma_eo_worst_pair"))  # fmt: skip
+WORST_PAIR_METRICS = (
+    ("delta_sp", "delta_sp_worst_pair"),
+    ("delta_eo", "delta_eo_worst_pair"),
+    ("gamma_sp", "gamma_sp_worst_pair"),
+    ("gamma_eo", "gamma_eo_worst_pair"),
+)
 
 
 def csv_cell(value: Any) -> Any:
@@ -158,10 +189,14 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
         performance.extend(_worst_pairs(test.get("worst_pairs") or {}, names))
     summary = results.get("influence_summary")
     influence = (
-        {**{k: v for k, v in summary.items() if k not in ("timings", "solver_details")},
-         "top_harmful": results.get("top_harmful") or [], "top_helpful": results.get("top_helpful") or []}
-        if summary else None
-    )  # fmt: skip
+        {
+            **{k: v for k, v in summary.items() if k not in ("timings", "solver_details")},
+            "top_harmful": results.get("top_harmful") or [],
+            "top_helpful": results.get("top_helpful") or [],
+        }
+        if summary
+        else None
+    )
     validation = results.get("validation")
     document = {
         "format": EXPORT_FORMAT,

@@ -23,8 +23,13 @@ from matplotlib.patches import Rectangle
 
 HARMFUL, HELPFUL, BEFORE = "#c0392b", "#2471a3", "#7f8c8d"
 GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
-_RC: dict[Any, Any] = {"svg.fonttype": "none", "svg.hashsalt": "bind-audit", "font.size": 9.0, "axes.spines.top": False,
-       "axes.spines.right": False}  # fmt: skip
+_RC: dict[Any, Any] = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "bind-audit",
+    "font.size": 9.0,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
 
 
 def _svg(fig: Figure, ident: str) -> str:

@@ -22,8 +22,15 @@ def _share(value: Any) -> str:
 def _set_row(label: str, s: Mapping[str, Any]) -> list[str]:
     groups = ", ".join(f"{g.get('name', g['group'])} {_share(g.get('share'))}" for g in s.get("groups") or [])
     degree, cross = s.get("degree") or {}, s.get("cross_group_share") or {}
-    return [label, fmt(s.get("nodes")), _share(s.get("harm_share")), fmt(s.get("delta_mean"), 4), groups,
-            fmt(degree.get("mean"), 2), fmt(cross.get("mean"), 3)]  # fmt: skip
+    return [
+        label,
+        fmt(s.get("nodes")),
+        _share(s.get("harm_share")),
+        fmt(s.get("delta_mean"), 4),
+        groups,
+        fmt(degree.get("mean"), 2),
+        fmt(cross.get("mean"), 3),
+    ]
 
 
 def _feature_value(stats: Mapping[str, Any] | None, kind: str) -> str:
@@ -35,18 +42,28 @@ def _feature_value(stats: Mapping[str, Any] | None, kind: str) -> str:
 def _feature_rows(features: list[Mapping[str, Any]]) -> list[list[str]]:
     ranked = sorted((f for f in features if f.get("difference") is not None), key=lambda f: -abs(f["difference"]))
     return [
-        [str(f["name"]), "share at " + fmt(f.get("high"), 3) if f["kind"] == "binary" else "mean",
-         *(_feature_value(f.get(k), f["kind"]) for k in ("harmful", "helpful", "all")), fmt(f["difference"], 2)]
+        [
+            str(f["name"]),
+            "share at " + fmt(f.get("high"), 3) if f["kind"] == "binary" else "mean",
+            *(_feature_value(f.get(k), f["kind"]) for k in ("harmful", "helpful", "all")),
+            fmt(f["difference"], 2),
+        ]
         for f in ranked[:FEATURE_ROWS]
-    ]  # fmt: skip
+    ]
 
 
 def _rule_rows(rules: list[Mapping[str, Any]]) -> list[list[str]]:
     return [
-        [str(r["text"]), fmt(r["holdout"]["support"]), fmt(r["holdout"]["mean_delta"], 4),
-         _share(r["holdout"]["harm_share"]), _share(r["fit"]["harm_share"]), f"{r['p_value']:.2g}"]
+        [
+            str(r["text"]),
+            fmt(r["holdout"]["support"]),
+            fmt(r["holdout"]["mean_delta"], 4),
+            _share(r["holdout"]["harm_share"]),
+            _share(r["fit"]["harm_share"]),
+            f"{r['p_value']:.2g}",
+        ]
         for r in rules
-    ]  # fmt: skip
+    ]
 
 
 def profile_view(profile: Mapping[str, Any] | None) -> dict[str, Any] | None:

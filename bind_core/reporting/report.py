@@ -137,10 +137,14 @@ def _groups(metrics: Mapping[str, Any]) -> dict[str, Any]:
     groups, histograms = metrics.get("groups") or [], metrics.get("histograms")
     keys = ("size", "positive_rate", "tpr", "mean_probability", "accuracy")
     rows = [
-        [fmt(g.get("group")), fmt(g.get("name", "")), *(fmt(g.get(k)) for k in keys),
-         "yes" if g.get("included", True) else f"no: {fmt(g.get('excluded_reason') or 'below the minimum size')}"]
+        [
+            fmt(g.get("group")),
+            fmt(g.get("name", "")),
+            *(fmt(g.get(k)) for k in keys),
+            "yes" if g.get("included", True) else f"no: {fmt(g.get('excluded_reason') or 'below the minimum size')}",
+        ]
         for g in groups
-    ]  # fmt: skip
+    ]
     svg = trusted_svg(plots.probability_histograms(histograms, ident="probabilities")) if histograms else None
     names = {g.get("group"): g.get("name", g.get("group")) for g in groups}
     return {"rows": rows, "worst": _worst_pairs(metrics, names), "svg": svg}
@@ -165,10 +169,16 @@ def _influence(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | N
         return None
     q = summary.get("quantiles") or {}
     facts = [
-        [fmt(summary.get("count")), fmt(summary.get("harmful")), fmt(summary.get("helpful")),
-         fmt(summary.get("min"), 4), *(fmt(q.get(k), 4) for k in ("p01", "p10", "p50", "p90", "p99")),
-         fmt(summary.get("max"), 4), str(summary.get("solver", "?"))]
-    ]  # fmt: skip
+        [
+            fmt(summary.get("count")),
+            fmt(summary.get("harmful")),
+            fmt(summary.get("helpful")),
+            fmt(summary.get("min"), 4),
+            *(fmt(q.get(k), 4) for k in ("p01", "p10", "p50", "p90", "p99")),
+            fmt(summary.get("max"), 4),
+            str(summary.get("solver", "?")),
+        ]
+    ]
     svg = trusted_svg(plots.influence_histogram([float(r["delta"]) for r in rows], ident="influence")) if rows else None
     refined = results.get("refinement")
     refinement = {k: fmt(refined.get(k)) for k in ("deletions", "max_iter", "converged")} if refined else None
@@ -221,12 +231,17 @@ def _stability(stability: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None
     everywhere = stability.get("all") or {}
     pairs = [
-        [" vs ".join(str(s) for s in p.get("seeds", [])), fmt(p.get("intersection")), fmt(p.get("union")),
-         fmt(p.get("jaccard"))]
+        [
+            " vs ".join(str(s) for s in p.get("seeds", [])),
+            fmt(p.get("intersection")),
+            fmt(p.get("union")),
+            fmt(p.get("jaccard")),
+        ]
         for p in stability.get("pairwise") or []
-    ]  # fmt: skip
-    pairs.append(["all seeds", fmt(everywhere.get("intersection")), fmt(everywhere.get("union")),
-                  fmt(everywhere.get("jaccard"))])  # fmt: skip
+    ]
+    pairs.append(
+        ["all seeds", fmt(everywhere.get("intersection")), fmt(everywhere.get("union")), fmt(everywhere.get("jaccard"))]
+    )
     sets = stability.get("sets") or {}
     members = []
     for seed in stability["seeds"]:

@@ -130,7 +130,15 @@ def _check_fan_out(config: TrainConfig) -> None:
 
 @dataclass
 class TrainedModel:
-    """A trained GNN with its settings, training history and stationarity report."""
+    """A trained GNN with its settings, training history and stationarity report.
+
+    Attributes:
+        module: the network (:class:`~bind_core.models.gnn.GNN`), in the dtype and on the device it computes in.
+        model_config: its architecture.
+        train_config: the recipe it was trained with (a supplied model's: its config's training section).
+        history: the training run (epochs, best epoch and validation loss, seconds).
+        stationarity: the polish's record (gradient norms, whether it converged).
+    """
 
     module: GNN
     model_config: ModelConfig
@@ -151,15 +159,39 @@ class TrainedModel:
         return sum(p.numel() for p in self.module.parameters())
 
     def prepare(self, graph: Graph) -> GraphInputs:
+        """The graph as this model's inputs (features and propagation), in its dtype and on its device.
+
+        Args:
+            graph: the graph to run the model on.
+
+        Returns:
+            The :class:`~bind_core.models.gnn.GraphInputs` its forward pass takes.
+        """
         return self.module.prepare(graph, self.dtype, self.device)
 
     @torch.no_grad()
     def logits(self, graph: Graph, rows: Tensor | None = None) -> Tensor:
+        """The model's raw outputs in evaluation mode, without gradients.
+
+        Args:
+            graph: the graph to run the model on.
+            rows: node indices to return (default: every node).
+
+        Returns:
+            ``[n, K]`` (or ``[len(rows), K]``) logits, ``K`` = 1 for two classes, else the number of classes.
+        """
         self.module.eval()
         return cast(Tensor, self.module(self.prepare(graph), None if rows is None else rows.to(self.device)))
 
     def predict_proba(self, graph: Graph, rows: Tensor | None = None) -> Tensor:
-        """Class probabilities ``[n, C]`` (or ``[len(rows), C]``) in evaluation mode.
+        """Class probabilities in evaluation mode, on the CPU.
+
+        Args:
+            graph: the graph to run the model on.
+            rows: node indices to return (default: every node).
+
+        Returns:
+            ``[n, C]`` (or ``[len(rows), C]``) probabilities, each row summing to 1.
 
         Raises:
             NonFiniteError: some probability is NaN or inf (weights or activations that overflow), which
@@ -170,12 +202,25 @@ class TrainedModel:
         return proba
 
     def objective(self, graph: Graph) -> float:
-        """The training objective ``mean(ℓ_train) + (λ/2)·‖θ‖²`` at the current weights (no dropout)."""
+        """The training objective at the current weights (no dropout).
+
+        Args:
+            graph: the graph whose training nodes the objective averages over.
+
+        Returns:
+            ``mean(ℓ_train) + (λ/2)·‖θ‖²`` with λ the recipe's weight decay.
+        """
         with torch.no_grad():
             return float(training_objective(self.module, self.prepare(graph), graph, self.train_config.weight_decay))
 
     # ------------------------------------------------------------------ serialisation (no pickle)
     def config_dict(self) -> dict[str, Any]:
+        """The model's JSON description, to save beside :meth:`to_bytes`'s weights.
+
+        Returns:
+            ``format`` (``bind-audit/model@1``), ``model``, ``training``, ``in_dim``, ``num_classes``, ``dtype``,
+            ``history`` and ``stationarity``.
+        """
         return {
             "format": "bind-audit/model@1",
             "model": self.model_config.to_dict(),
@@ -188,18 +233,33 @@ class TrainedModel:
         }
 
     def to_bytes(self) -> bytes:
-        """The weights as safetensors bytes (pair with :meth:`config_dict`)."""
+        """The weights as safetensors (no pickle).
+
+        Returns:
+            The safetensors file's bytes; pair them with :meth:`config_dict`.
+        """
         state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
         return st_save(state)
 
     @classmethod
     def from_bytes(cls, weights: bytes, config: dict[str, Any]) -> TrainedModel:
-        """Rebuild from safetensors bytes and a config dict; raises ConfigError if they do not fit.
+        """Rebuild a model from safetensors bytes and a config.
 
         The config is :meth:`config_dict`'s form, or a ``torch_geometric.nn.models`` model's description
         (:mod:`bind_core.models.pyg`: ``{"format": "torch_geometric", "class", "args", "training"}``), whose
         weights are that module's ``state_dict``; so is a config whose ``source`` is one (what
         :func:`bind_core.models.pyg.bind_config` writes). Without a ``dtype`` the weights' own is kept.
+
+        Args:
+            weights: a safetensors file's bytes.
+            config: the model's description (see above).
+
+        Returns:
+            The :class:`TrainedModel`, in evaluation mode.
+
+        Raises:
+            ConfigError: the weights are not safetensors, the config is malformed, or they do not fit each other
+                (:class:`~bind_core.models.pyg.UnsupportedModelError` for a PyG model the audit cannot reproduce).
         """
         if is_pyg_config(config):
             config = bind_config(config)
@@ -237,7 +297,11 @@ class TrainedModel:
         )
 
     def save(self, directory: str | Path) -> None:
-        """Write ``model.safetensors`` and ``config.json`` into ``directory``."""
+        """Write the model to a folder (created if missing).
+
+        Args:
+            directory: where ``model.safetensors`` and ``config.json`` are written.
+        """
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         (path / "model.safetensors").write_bytes(self.to_bytes())
@@ -245,6 +309,14 @@ class TrainedModel:
 
     @classmethod
     def load(cls, directory: str | Path) -> TrainedModel:
+        """Read a model :meth:`save` wrote.
+
+        Args:
+            directory: the folder holding ``model.safetensors`` and ``config.json``.
+
+        Returns:
+            The :class:`TrainedModel` (see :meth:`from_bytes`, whose errors it raises).
+        """
         path = Path(directory)
         return cls.from_bytes((path / "model.safetensors").read_bytes(), json.loads((path / "config.json").read_text()))
 

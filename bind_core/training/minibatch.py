@@ -75,9 +75,14 @@ class MiniBatchEpochs:
         self.y = graph.y.to(self.device)
         self.generator = torch.Generator().manual_seed(seed)
         self.sampler = NeighbourSampler(
-            graph, module.config.arch, fan_out, layers=module.config.layers, dtype=inputs.x.dtype,
-            device=self.device, generator=self.generator,
-        )  # fmt: skip
+            graph,
+            module.config.arch,
+            fan_out,
+            layers=module.config.layers,
+            dtype=inputs.x.dtype,
+            device=self.device,
+            generator=self.generator,
+        )
         self.fan_out = self.sampler.fan_out
         self.batches_per_epoch = -(-int(graph.train_idx.numel()) // batch_size)
         self.validation_nodes = validation_nodes(graph.val_idx, seed)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -98,97 +99,148 @@ def newton_finish(
     """
     start = time.perf_counter()
     form = hessian or dense_hessian
-    it = 0
-
-    def hold(_fraction: float) -> None:  # while a Hessian is formed the iteration's fraction stands still
-        if progress is not None:
-            progress(min(1.0, it / max(max_iter, 1)))
-
-    g_fn = grad(objective)
-    theta = theta.detach().clone()
-    value = float(objective(theta))
-    g = g_fn(theta)
-    radius = math.nan
-    accepted = 0
+    search = _TrustRegion.start(objective, theta, eigen)
     reason = "max_iter"
-    iterations = 0
-    neg, min_ev = 0, math.nan
-    eps = torch.finfo(theta.dtype).eps
-    hessians = 0
-    checkpoint, since = float(g.norm()), 0  # for refresh_after
     for it in range(max_iter):
-        if float(g.abs().max()) <= tol:
+        if float(search.g.abs().max()) <= tol:
             reason = "converged"
             break
         if max_seconds is not None and time.perf_counter() - start > max_seconds:
             reason = "max_seconds"
             break
-        iterations = it + 1
-        if eigen is None:
-            lam, vec = torch.linalg.eigh(form(objective, theta, progress=hold))
-            hessians += 1
-        else:
-            if refresh_after and since >= refresh_after:
-                if float(g.norm()) > 0.5 * checkpoint:
-                    eigen = torch.linalg.eigh(form(objective, theta, progress=hold))
-                    hessians += 1
-                checkpoint, since = float(g.norm()), 0
-            since += 1
-            lam, vec = eigen
+        search.iterations = it + 1
+        lam, vec = search.curvature(form, refresh_after, _standing(progress, it, max_iter))
+        collapsed = search.step(lam, vec, rtol)
+        if progress is not None:
+            progress(min(1.0, (it + 1) / max(max_iter, 1)))
+        if collapsed:
+            reason = "radius"
+            break
+    else:
+        if float(search.g.abs().max()) <= tol:
+            reason = "converged"
+    return search.theta, search.record(reason, time.perf_counter() - start)
+
+
+def _standing(progress: Callable[[float], None] | None, it: int, max_iter: int) -> Callable[[float], None]:
+    """The progress of forming a Hessian in iteration ``it``: the iteration's fraction stands still meanwhile."""
+
+    def hold(_fraction: float) -> None:
+        if progress is not None:
+            progress(min(1.0, it / max(max_iter, 1)))
+
+    return hold
+
+
+@dataclass
+class _TrustRegion:
+    """What :func:`newton_finish` carries from step to step: the point, its objective and gradient, the trust
+    radius (``nan`` until the first step sets it), the frozen eigendecomposition (``None``: a fresh Hessian at
+    every step) and the counts the record reports."""
+
+    objective: Callable[[Tensor], Tensor]
+    gradient: Callable[[Tensor], Tensor]
+    theta: Tensor
+    value: float
+    g: Tensor
+    frozen: tuple[Tensor, Tensor] | None
+    checkpoint: float
+    """The gradient norm when ``refresh_after`` last started counting."""
+    eps: float
+    radius: float = math.nan
+    since: int = 0
+    iterations: int = 0
+    accepted: int = 0
+    hessians: int = 0
+    negative: int = 0
+    min_eigenvalue: float = math.nan
+
+    @classmethod
+    def start(
+        cls, objective: Callable[[Tensor], Tensor], theta: Tensor, eigen: tuple[Tensor, Tensor] | None
+    ) -> _TrustRegion:
+        """The state at ``theta`` before the first step."""
+        gradient = grad(objective)
+        theta = theta.detach().clone()
+        value = float(objective(theta))
+        g = gradient(theta)
+        eps = torch.finfo(theta.dtype).eps
+        return cls(objective, gradient, theta, value, g, eigen, float(g.norm()), eps)
+
+    def curvature(self, form: HessianForm, refresh_after: int, hold: Callable[[float], None]) -> tuple[Tensor, Tensor]:
+        """The eigendecomposition this step uses: the exact Hessian's at the current point, or the frozen one,
+        replaced by the exact one when ``refresh_after`` steps in a row have not halved the gradient norm."""
+        if self.frozen is None:
+            lam, vec = torch.linalg.eigh(form(self.objective, self.theta, progress=hold))
+            self.hessians += 1
+            return lam, vec
+        if refresh_after and self.since >= refresh_after:
+            if float(self.g.norm()) > 0.5 * self.checkpoint:
+                self.frozen = torch.linalg.eigh(form(self.objective, self.theta, progress=hold))
+                self.hessians += 1
+            self.checkpoint, self.since = float(self.g.norm()), 0
+        self.since += 1
+        return self.frozen
+
+    def step(self, lam: Tensor, vec: Tensor, rtol: float) -> bool:
+        """One accepted trust-region step with the Hessian ``V·diag(λ)·Vᵀ`` (``lam``, ``vec``), shrinking the radius
+        until one is accepted; ``True`` when the radius collapsed to round-off first (no step taken)."""
         scale = float(lam.abs().max()) or 1.0
         flat = lam.abs() <= rtol * scale
-        min_ev = float(lam.min())
-        neg = int((lam < -rtol * scale).sum())
-        gt = torch.where(flat, torch.zeros_like(lam), vec.T @ g)
+        self.min_eigenvalue = float(lam.min())
+        self.negative = int((lam < -rtol * scale).sum())
+        gt = torch.where(flat, torch.zeros_like(lam), vec.T @ self.g)
         lam_safe = torch.where(flat, torch.ones_like(lam), lam)  # flat components of gt are zero
-        lower = max(0.0, -min_ev * (1 + 1e-10)) if neg else 0.0
-        if math.isnan(radius):  # first step: the Newton step's length (shifted if H is indefinite)
-            radius = float((gt / (lam_safe + lower)).norm()) or 1.0
+        lower = max(0.0, -self.min_eigenvalue * (1 + 1e-10)) if self.negative else 0.0
+        if math.isnan(self.radius):  # first step: the Newton step's length (shifted if H is indefinite)
+            self.radius = float((gt / (lam_safe + lower)).norm()) or 1.0
         while True:
-            mu = _shift_for_radius(lam_safe, gt, radius, lower)
+            mu = _shift_for_radius(lam_safe, gt, self.radius, lower)
             dt = -gt / (lam_safe + mu)
             d = vec @ dt
             predicted = -float(gt @ dt + 0.5 * (lam_safe * dt * dt).sum())  # model decrease, ≥ 0
-            candidate = theta + d
-            new_value = float(objective(candidate))
-            actual = value - new_value
-            noise = 64 * eps * max(abs(value), 1.0)
-            if predicted <= noise:  # at round-off: judge the step by the gradient it leads to
-                g_new = g_fn(candidate)
-                ok = new_value <= value + noise and float(g_new.norm()) < float(g.norm())
-                rho = 1.0 if ok else 0.0
-            else:
-                rho = actual / predicted
-                ok = rho > 1e-4
-                g_new = g_fn(candidate) if ok else g
-            step = float(d.norm())
-            if rho < 0.25:
-                radius = 0.5 * step
-            elif rho > 0.75 and step >= 0.99 * radius:
-                radius = 2.0 * radius
+            candidate = self.theta + d
+            new_value = float(self.objective(candidate))
+            ok, rho, g_new = self._judge(candidate, new_value, predicted)
+            self._resize(rho, float(d.norm()))
             if ok:
-                theta, value, g = candidate, new_value, g_new
-                accepted += 1
-                break
-            if radius <= 1e3 * eps * max(float(theta.norm()), 1.0):
-                reason = "radius"
-                break
-        if progress is not None:
-            progress(min(1.0, (it + 1) / max(max_iter, 1)))
-        if reason == "radius":
-            break
-    else:
-        if float(g.abs().max()) <= tol:
-            reason = "converged"
-    return theta, {
-        "iterations": iterations,
-        "hessians": hessians,
-        "accepted": accepted,
-        "converged": reason == "converged",
-        "reason": reason,
-        "max_abs_grad": float(g.abs().max()),
-        "grad_norm": float(g.norm()),
-        "negative_eigenvalues": neg,
-        "min_eigenvalue": min_ev,
-        "seconds": time.perf_counter() - start,
-    }
+                self.theta, self.value, self.g = candidate, new_value, g_new
+                self.accepted += 1
+                return False
+            if self.radius <= 1e3 * self.eps * max(float(self.theta.norm()), 1.0):
+                return True
+
+    def _judge(self, candidate: Tensor, new_value: float, predicted: float) -> tuple[bool, float, Tensor]:
+        """``(accepted, ρ, gradient at the candidate)``: ``ρ`` the actual decrease over the predicted one, or, for a
+        predicted decrease at round-off, whether the step keeps the value and reduces the gradient norm."""
+        noise = 64 * self.eps * max(abs(self.value), 1.0)
+        if predicted <= noise:  # at round-off: judge the step by the gradient it leads to
+            g_new = self.gradient(candidate)
+            ok = new_value <= self.value + noise and float(g_new.norm()) < float(self.g.norm())
+            return ok, 1.0 if ok else 0.0, g_new
+        rho = (self.value - new_value) / predicted
+        ok = rho > 1e-4
+        return ok, rho, self.gradient(candidate) if ok else self.g
+
+    def _resize(self, rho: float, step: float) -> None:
+        """Shrink the radius to half the step when the model predicted poorly; double it when the model was good
+        and the step reached the radius."""
+        if rho < 0.25:
+            self.radius = 0.5 * step
+        elif rho > 0.75 and step >= 0.99 * self.radius:
+            self.radius = 2.0 * self.radius
+
+    def record(self, reason: str, seconds: float) -> dict[str, Any]:
+        """What :func:`newton_finish` returns beside the weights."""
+        return {
+            "iterations": self.iterations,
+            "hessians": self.hessians,
+            "accepted": self.accepted,
+            "converged": reason == "converged",
+            "reason": reason,
+            "max_abs_grad": float(self.g.abs().max()),
+            "grad_norm": float(self.g.norm()),
+            "negative_eigenvalues": self.negative,
+            "min_eigenvalue": self.min_eigenvalue,
+            "seconds": seconds,
+        }

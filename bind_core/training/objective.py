@@ -90,9 +90,16 @@ def message_passing_finish(
         hessian = expanded_hessian(module)
         eigen = torch.linalg.eigh(hessian(objective, theta, progress=hold))
         theta, record = newton_finish(
-            objective, theta, tol=tol, max_iter=max_steps, max_seconds=left, progress=progress, eigen=eigen,
-            refresh_after=FROZEN_REFRESH, hessian=hessian,
-        )  # fmt: skip
+            objective,
+            theta,
+            tol=tol,
+            max_iter=max_steps,
+            max_seconds=left,
+            progress=progress,
+            eigen=eigen,
+            refresh_after=FROZEN_REFRESH,
+            hessian=hessian,
+        )
         write_back(theta)
         record["hessians"] += 1
         for key in totals:
@@ -137,9 +144,15 @@ def lbfgs(
     ``progress(fraction of max_iter)`` is called at every evaluation and may raise to abort."""
     evaluations = 0
     optimizer = torch.optim.LBFGS(
-        module.parameters(), lr=1.0, max_iter=max_iter, max_eval=int(max_iter * 1.5) + 10, tolerance_grad=tol,
-        tolerance_change=1e-16, history_size=50, line_search_fn="strong_wolfe",
-    )  # fmt: skip
+        module.parameters(),
+        lr=1.0,
+        max_iter=max_iter,
+        max_eval=int(max_iter * 1.5) + 10,
+        tolerance_grad=tol,
+        tolerance_change=1e-16,
+        history_size=50,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure() -> Tensor:
         nonlocal evaluations

@@ -19,6 +19,7 @@ from bind_core.training.compgraph import objective_inputs
 from bind_core.training.newton import NEWTON_MAX_PARAMETERS, newton_finish
 from bind_core.training.objective import (
     FROZEN_STEPS_PER_HESSIAN,
+    LabelledRows,
     flat_objective,
     gradient_size,
     largest_gradient_entry,
@@ -103,6 +104,37 @@ def polish(
     module.eval()
     inputs, rows = objective_inputs(module, trained.prepare(graph), graph)  # the training nodes' part, if smaller
     wd = trained.train_config.weight_decay
+    run_newton = newton is not False and newton_max_iter > 0 and trained.num_parameters <= NEWTON_MAX_PARAMETERS
+    lbfgs_share = 0.9 if run_newton else 1.0  # of the progress; a Newton finish reports the rest
+    start = time.perf_counter()
+    lbfgs_progress = None if progress is None else (lambda f: progress(lbfgs_share * f))
+    iterations = _lbfgs(module, lambda: training_objective(module, inputs, rows, wd), max_iter, tol, lbfgs_progress)
+    record: dict[str, Any] = {}
+    if run_newton and largest_gradient_entry(module, inputs, rows, wd) > tol:
+        report = None if progress is None else (lambda f: progress(lbfgs_share + (1 - lbfgs_share) * f))
+        record = _newton(
+            module,
+            inputs,
+            rows,
+            wd,
+            tol=tol,
+            max_iter=newton_max_iter,
+            lbfgs_iter=max(max_iter, 1000),
+            max_seconds=newton_max_seconds,
+            progress=report,
+        )
+    if progress is not None:
+        progress(1.0)
+    grads = objective_gradient(module, inputs, rows, wd)
+    _note(trained, grads, tol=tol, iterations=iterations, seconds=time.perf_counter() - start, newton=record)
+    return trained
+
+
+def _lbfgs(
+    module: GNN, objective: Callable[[], Tensor], max_iter: int, tol: float, progress: Callable[[float], None] | None
+) -> int:
+    """The polish's float64 full-batch L-BFGS on ``objective()`` over ``module``'s parameters, in place; the
+    iterations taken. ``progress(fraction of max_iter)`` is called at every evaluation and may raise."""
     optimizer = torch.optim.LBFGS(
         module.parameters(),
         lr=1.0,
@@ -113,54 +145,71 @@ def polish(
         history_size=50,
         line_search_fn="strong_wolfe",
     )
-
     evaluations = 0
-    if newton is None:
-        newton = True
-    run_newton = newton and newton_max_iter > 0 and trained.num_parameters <= NEWTON_MAX_PARAMETERS
-    lbfgs_share = 0.9 if run_newton else 1.0  # of the progress; a Newton finish reports the rest
 
     def closure() -> Tensor:
         nonlocal evaluations
         evaluations += 1
         if progress is not None:  # every evaluation: one can take seconds on a large model
-            progress(lbfgs_share * min(1.0, evaluations / max(max_iter, 1)))
+            progress(min(1.0, evaluations / max(max_iter, 1)))
         optimizer.zero_grad(set_to_none=True)
-        obj = training_objective(module, inputs, rows, wd)
+        obj = objective()
         obj.backward()  # type: ignore[no-untyped-call]
         return obj
 
-    start = time.perf_counter()
     if max_iter > 0:
         optimizer.step(closure)  # type: ignore[no-untyped-call]
-    state = optimizer.state[optimizer._params[0]]
-    record: dict[str, Any] = {}
-    if run_newton and largest_gradient_entry(module, inputs, rows, wd) > tol:
-        report = None if progress is None else (lambda f: progress(lbfgs_share + (1 - lbfgs_share) * f))
-        if trained.module.row_separable:
-            objective, theta, write_back = flat_objective(module, inputs, rows, wd)
-            theta, record = newton_finish(
-                objective, theta, tol=tol, max_iter=newton_max_iter, max_seconds=newton_max_seconds, progress=report
-            )
-            write_back(theta)
-        else:
-            record = message_passing_finish(
-                module, inputs, rows, wd, tol=tol, lbfgs_iter=max(max_iter, 1000),
-                max_steps=newton_max_iter * FROZEN_STEPS_PER_HESSIAN, max_seconds=newton_max_seconds, progress=report,
-            )  # fmt: skip
-    if progress is not None:
-        progress(1.0)
-    grads = objective_gradient(module, inputs, rows, wd)
+    return int(optimizer.state[optimizer._params[0]].get("n_iter", 0))
+
+
+def _newton(
+    module: GNN,
+    inputs: GraphInputs,
+    rows: LabelledRows,
+    wd: float,
+    *,
+    tol: float,
+    max_iter: int,
+    lbfgs_iter: int,
+    max_seconds: float | None,
+    progress: Callable[[float], None] | None,
+) -> dict[str, Any]:
+    """The Newton finish where L-BFGS stopped short (see :func:`polish`): the exact Hessian at every step for a
+    row-separable model, frozen-Hessian rounds otherwise; its record."""
+    if module.row_separable:
+        objective, theta, write_back = flat_objective(module, inputs, rows, wd)
+        theta, record = newton_finish(
+            objective, theta, tol=tol, max_iter=max_iter, max_seconds=max_seconds, progress=progress
+        )
+        write_back(theta)
+        return record
+    return message_passing_finish(
+        module,
+        inputs,
+        rows,
+        wd,
+        tol=tol,
+        lbfgs_iter=lbfgs_iter,
+        max_steps=max_iter * FROZEN_STEPS_PER_HESSIAN,
+        max_seconds=max_seconds,
+        progress=progress,
+    )
+
+
+def _note(
+    trained: Polishable, grads: list[Tensor], *, tol: float, iterations: int, seconds: float, newton: dict[str, Any]
+) -> None:
+    """Record in ``trained.stationarity`` how stationary the polish left the weights (``grads``: the objective's
+    gradient there) and the Newton finish's record (dropped when it did not run)."""
     trained.stationarity = {
         **trained.stationarity,
         "grad_norm": gradient_size(grads),
         "polished": True,
-        "iterations": int(state.get("n_iter", 0)),
+        "iterations": iterations,
         "converged": max(float(g.abs().max()) for g in grads) <= tol,
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
     }
-    if record:
-        trained.stationarity["newton"] = record
+    if newton:
+        trained.stationarity["newton"] = newton
     else:
         trained.stationarity.pop("newton", None)
-    return trained

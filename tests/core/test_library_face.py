@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -79,3 +81,88 @@ def test_influence_arguments_choose_the_estimate(small_model: bc.TrainedModel, s
     assert torch.allclose(exact.delta, cg.delta, rtol=1e-4, atol=1e-9)
     assert bc.InfluenceArguments().but(solver="cg") == bc.InfluenceArguments(solver="cg")
     assert bc.InfluenceArguments.from_dict({"solver": "cg", "lam": 0.3}).lam == 0.3
+
+
+# ---------------------------------------------------------------------- the reference's docstrings
+SECTION = re.compile(r"^\s*([A-Z][a-z]+):\s*$")
+ENTRY = re.compile(r"^\s*(\**[A-Za-z_][\w, *]*?)(?: \([^)]*\))?:(?:\s|$)")
+
+
+def _documented(doc: str, sections: tuple[str, ...]) -> set[str] | None:
+    """The names listed under the docstring's ``sections`` (Google style), ``None`` when it has none of them."""
+    names: set[str] | None = None
+    inside = False
+    for line in doc.splitlines():
+        heading = SECTION.match(line)
+        if heading:
+            inside = heading.group(1) in sections
+            names = set() if inside and names is None else names
+            continue
+        entry = ENTRY.match(line) if inside else None
+        if entry and names is not None:
+            names |= {n.strip().lstrip("*") for n in entry.group(1).split(",")}
+    return names
+
+
+def _gaps(label: str, obj: Any, doc: str | None, *, bound: bool, sections: tuple[str, ...] = ("Args",)) -> list[str]:
+    """What ``obj``'s docstring lacks: the docstring, an ``Args:`` entry per parameter, ``Returns:``."""
+    if not doc:
+        return [f"{label}: no docstring"]
+    signature = inspect.signature(obj)
+    params = [n for n in signature.parameters if not (bound and n in ("self", "cls"))]
+    gaps = []
+    listed = _documented(doc, sections) or set()
+    missing = [n for n in params if n not in listed]
+    if missing:
+        gaps.append(f"{label}: {'/'.join(sections)} lacks {missing}")
+    returns = signature.return_annotation
+    if returns not in (inspect.Signature.empty, None, "None") and "Returns:" not in doc and "Yields:" not in doc:
+        gaps.append(f"{label}: no Returns:")
+    return gaps
+
+
+def _public_methods(cls: type) -> list[tuple[str, Any]]:
+    """The class's public methods (not properties), its own and those it inherits from bind_core's bases, as plain
+    functions."""
+    out: dict[str, Any] = {}
+    for owner in reversed([k for k in cls.__mro__ if k.__module__.startswith("bind_core")]):
+        for name, member in vars(owner).items():
+            function = member.__func__ if isinstance(member, classmethod | staticmethod) else member
+            if not name.startswith("_") and inspect.isfunction(function):
+                out[name] = function
+    return sorted(out.items())
+
+
+def test_every_public_name_documents_its_arguments_and_returns() -> None:
+    """What the library reference (docs/library.md, mkdocstrings) renders: every exported function and every public
+    method of an exported class lists each argument under ``Args:`` and has ``Returns:`` when it returns a value;
+    every exported class lists its constructor's arguments under ``Args:`` or ``Attributes:``."""
+    gaps: list[str] = []
+    for name in bc.__all__:
+        obj = getattr(bc, name)
+        if inspect.isclass(obj):
+            own_init = not issubclass(obj, BaseException) or "__init__" in vars(obj)
+            if own_init:
+                gaps += _gaps(name, obj, obj.__doc__, bound=True, sections=("Args", "Attributes"))
+            for method, function in _public_methods(obj):
+                gaps += _gaps(f"{name}.{method}", function, function.__doc__, bound=True)
+        elif callable(obj):
+            gaps += _gaps(name, obj, obj.__doc__, bound=False)
+    assert gaps == [], "\n".join(gaps)
+
+
+def test_the_docstring_check_sees_a_missing_argument() -> None:
+    def documented(graph: bc.Graph, seed: int) -> int:
+        """Something.
+
+        Args:
+            graph: the graph.
+
+        Returns:
+            A number.
+        """
+        return seed
+
+    assert _gaps("f", documented, documented.__doc__, bound=False) == ["f: Args lacks ['seed']"]
+    bare = "Something.\n\nArgs:\n    graph: the graph.\n    seed: a seed.\n"
+    assert _gaps("f", documented, bare, bound=False) == ["f: no Returns:"]

@@ -30,8 +30,7 @@ def synthetic(
 ) -> Graph:
     """Generate a biased attributed graph (validated); the same arguments always give the same graph.
 
-    * Groups: group ``g`` is drawn with probability proportional to ``1 / (1 + g)`` (group 0 is the
-      majority; two groups give about 2/3 and 1/3).
+    * Groups: group ``g`` has probability proportional to ``1 / (1 + g)`` (two groups: about 2/3 and 1/3).
     * Labels: group ``g`` favours class ``(C - 1 - g) mod C`` (with two classes, group 0 favours the
       positive class 1): ``P(y = c | g) = (1 - r) / C + r * [c is favoured]`` with ``r = sens_label_corr``.
       With the defaults the positive rate is 0.75 in group 0 and 0.25 in group 1.
@@ -60,6 +59,9 @@ def synthetic(
         train_per_class: cap on training nodes per class (``None``: 500).
         name: the graph's name.
 
+    Returns:
+        A validated graph.
+
     Raises:
         ConfigError: an argument is out of range.
     """
@@ -67,12 +69,20 @@ def synthetic(
     _check_ranges(sens_label_corr, homophily, avg_degree, feature_signal)
     rng = np.random.default_rng(seed)
     sens, y = _groups_and_labels(num_nodes, num_groups, num_classes, sens_label_corr, rng)
-    cap = PAPER_TRAIN_PER_CLASS if train_per_class is None else train_per_class
-    parts = [t.numpy() for t in paper_split(y, seed=seed, train_per_class=cap)]
-    parts = _cover_test(parts, sens, y, num_groups, num_classes, rng)
+    parts = _split(sens, y, seed, train_per_class, num_groups, num_classes, rng)
     edges = _edges(sens * num_classes + y, num_nodes, homophily, avg_degree, rng)
     x, names = _features(sens, y, num_features, num_groups, num_classes, feature_signal, sens_in_features, rng)
     return Graph.build(x, edges, y, sens, *parts, feature_names=names, name=name)
+
+
+def _split(
+    sens: np.ndarray, y: np.ndarray, seed: int, cap: int | None, num_g: int, num_c: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """:func:`paper_split` with ``seed`` and ``cap`` training nodes per class (``None``: the paper's), then
+    :func:`_cover_test`."""
+    per_class = PAPER_TRAIN_PER_CLASS if cap is None else cap
+    parts = [t.numpy() for t in paper_split(y, seed=seed, train_per_class=per_class)]
+    return _cover_test(parts, sens, y, num_g, num_c, rng)
 
 
 def _groups_and_labels(

@@ -57,13 +57,28 @@ def estimate_chunk(
     direct_part = torch.zeros(k, 2, dtype=torch.float64, device=fm.device)
     if plan.non_iid or plan.direct:
         deletion_terms(
-            fm, theta, s, a, plan.gamma.to(fm.device), non_iid_part, direct_part, non_iid=plan.non_iid,
-            direct=plan.direct, exact=plan.direct_exact, start=start, stop=stop, progress=progress,
-        )  # fmt: skip
+            fm,
+            theta,
+            s,
+            a,
+            plan.gamma.to(fm.device),
+            non_iid_part,
+            direct_part,
+            non_iid=plan.non_iid,
+            direct=plan.direct,
+            exact=plan.direct_exact,
+            start=start,
+            stop=stop,
+            progress=progress,
+        )
     return InfluenceChunk(
-        start, stop, iid=a[start:stop] / m, non_iid=non_iid_part / m, direct=direct_part,
+        start,
+        stop,
+        iid=a[start:stop] / m,
+        non_iid=non_iid_part / m,
+        direct=direct_part,
         seconds=time.perf_counter() - t0,
-    )  # fmt: skip
+    )
 
 
 def combine(plan: InfluencePlan, graph: Any, chunks: list[InfluenceChunk]) -> InfluenceResult:

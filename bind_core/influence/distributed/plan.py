@@ -108,9 +108,13 @@ class InfluenceChunk:
     def from_bytes(cls, data: bytes) -> InfluenceChunk:
         tensors, meta = _load(data, CHUNK_FORMAT)
         return cls(
-            int(meta["start"]), int(meta["stop"]), tensors["iid"], tensors["non_iid"], tensors["direct"],
+            int(meta["start"]),
+            int(meta["stop"]),
+            tensors["iid"],
+            tensors["non_iid"],
+            tensors["direct"],
             float(meta["seconds"]),
-        )  # fmt: skip
+        )
 
 
 def chunk_bounds(num_train: int, chunks: int | None = None, *, chunk_size: int | None = None) -> list[tuple[int, int]]:

@@ -249,7 +249,11 @@ def test_datasets_and_a_dataset_audit(settings: Settings, auth: dict[str, str], 
 def test_datasets_without_data_root(settings: Settings, auth: dict[str, str]) -> None:
     with TestClient(create_app(settings.model_copy(update={"data_root": None}))) as bare:
         assert bare.get("/v1/datasets", headers=auth).json() == {"items": []}
-        assert_problem(bare.post("/v1/audits", headers=auth, json={"dataset": "income"}), 422)
+        problem = assert_problem(bare.post("/v1/audits", headers=auth, json={"dataset": "income"}), 422)
+        assert "BIND_DATA_ROOT" in problem["detail"] and fields(problem) == {"dataset"}, problem
+        schedule = {"dataset": "income", "interval_seconds": 3600}
+        problem = assert_problem(bare.post("/v1/schedules", headers=auth, json=schedule), 422)
+        assert "BIND_DATA_ROOT" in problem["detail"], problem
 
 
 def test_non_finite_results_are_stored_as_null(

@@ -29,7 +29,10 @@ def _args(*argv: str) -> argparse.Namespace:
 
 def _succeed(sessions: sessionmaker[Session], audit_id: str, delta_sp: float, delay: float = 0.0) -> None:
     time.sleep(delay)
-    results = {"metrics": {"test": {"delta_sp": delta_sp, "delta_eo": 0.05, "gamma": 0.2}}}
+    results = {
+        "metrics": {"test": {"delta_sp": delta_sp, "delta_eo": 0.05, "gamma": 0.2}},
+        "summary": {"verdict": f"Biased: a gap of {100 * delta_sp:.1f} points", "text": ""},
+    }
     with sessions.begin() as session:
         session.execute(update(Audit).where(Audit.id == uuid.UUID(audit_id)).values(state="succeeded", results=results))
 
@@ -71,6 +74,7 @@ def test_submit_wait_fail_on_status_results(
 
     assert submit_and_succeed(0.3, "--fail-on", "delta_sp>0.1") == THRESHOLD
     assert "delta_sp=0.3 > 0.1" in lines[-1]
+    assert json.loads(lines[-1])["verdict"] == "Biased: a gap of 30.0 points"  # the verdict first, in the JSON line
     assert submit_and_succeed(0.05, "--fail-on", "delta_sp>0.1", "--fail-on", "gamma>0.5") == OK
     audit_id = __import__("json").loads(lines[-1])["id"]
     assert run(_args("status", audit_id), http, lines.append) == OK and '"succeeded"' in lines[-1]

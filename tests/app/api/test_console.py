@@ -20,8 +20,12 @@ from app.main import create_app
 from app.tenants.keys import authenticate, get_or_create_tenant, hash_key, key_prefix
 
 HOSTILE = "<script>alert(1)</script>"
-RESULTS = {"metrics": {"test": {"nodes": 40, "accuracy": 0.8, "delta_sp": 0.1, "delta_eo": 0.05, "gamma": 0.04}},
-           "warnings": [HOSTILE]}  # fmt: skip
+VERDICT = f"Biased: gender=F {HOSTILE}"
+RESULTS = {
+    "metrics": {"test": {"nodes": 40, "accuracy": 0.8, "delta_sp": 0.1, "delta_eo": 0.05, "gamma": 0.04}},
+    "warnings": [HOSTILE],
+    "summary": {"verdict": VERDICT, "text": f"{VERDICT}\nThe 10 most"},
+}
 
 
 class Tenant:
@@ -209,6 +213,9 @@ def test_report_exports_and_running_progress(tenant: Callable[..., Tenant]) -> N
     card = user.browser.get(f"/console/audits/{done}/export")
     assert card.status_code == 200 and "attachment" in card.headers["content-disposition"]
     assert user.browser.get(f"/console/audits/{running}/report").status_code == 409
+    detail = user.browser.get(f"/console/audits/{done}").text  # the verdict first, escaped
+    assert 'id="verdict"' in detail and "Biased: gender=F &lt;script&gt;" in detail and "<li>The 10 most</li>" in detail
+    assert 'id="verdict"' not in user.browser.get(f"/console/audits/{running}").text
 
 
 def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:

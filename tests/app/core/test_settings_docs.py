@@ -1,4 +1,4 @@
-"""The README's "Which process reads which setting" names every setting once, in agreement with
+"""docs/howto/settings.md, "Which process reads which setting", names every setting once, in agreement with
 docs/SERVICE.md's configuration table (its "Used by" column)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ ROOT = Path(__file__).resolve().parents[3]
 GROUPS = {"API and workers": "both", "API only": "api", "Workers only": "worker"}
 
 
-def readme_groups() -> dict[str, str]:
-    """``{BIND_NAME: "both" | "api" | "worker"}`` from the README's list."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Which process reads which setting", 1)[1].split("\n#", 1)[0]
+def listed_groups() -> dict[str, str]:
+    """``{BIND_NAME: "both" | "api" | "worker"}`` from docs/howto/settings.md's list."""
+    text = (ROOT / "docs" / "howto" / "settings.md").read_text(encoding="utf-8")
+    section = text.split("# Which process reads which setting", 1)[1].split("\n#", 1)[0]
     found: dict[str, str] = {}
     for item in re.split(r"\n- ", section)[1:]:
         group = next(g for label, g in GROUPS.items() if item.startswith(f"**{label}**"))
@@ -41,10 +41,10 @@ def service_groups() -> dict[str, str]:
 
 
 def test_readme_lists_every_setting_once() -> None:
-    assert set(readme_groups()) == {f"BIND_{name.upper()}" for name in Settings.model_fields}
+    assert set(listed_groups()) == {f"BIND_{name.upper()}" for name in Settings.model_fields}
 
 
 def test_readme_and_service_doc_agree_on_who_reads_each_setting() -> None:
-    readme, service = readme_groups(), service_groups()
+    readme, service = listed_groups(), service_groups()
     assert set(service) == set(readme)
     assert {name: (readme[name], service[name]) for name in readme if readme[name] != service[name]} == {}
