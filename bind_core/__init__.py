@@ -27,6 +27,7 @@ from bind_core.errors import (
     DatasetNotFoundError,
     GraphValidationError,
     NonFiniteError,
+    Option,
 )
 from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.estimate import estimate as estimate_influence
@@ -53,6 +54,7 @@ __all__ = [
     "InfluenceResult",
     "ModelConfig",
     "NonFiniteError",
+    "Option",
     "TrainConfig",
     "TrainedModel",
     "UnsupportedModelError",

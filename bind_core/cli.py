@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
+from bind_core.cli_errors import cli_text, flag
 from bind_core.data import datasets
 from bind_core.data.datasets.features import MAX_CATEGORIES
 from bind_core.data.datasets.ingest_report import IngestReport
@@ -261,15 +262,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def one_line(exc: BaseException) -> str:
-    """``exc``'s message on one line (its lines joined by spaces), or its class name when it has none."""
-    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+    """``exc``'s message on one line (its lines joined by spaces), in the command's terms (:func:`cli_text`), or
+    its class name when it has none."""
+    return " ".join(line.strip() for line in cli_text(exc).splitlines() if line.strip()) or type(exc).__name__
 
 
 def _run(args: argparse.Namespace) -> int:
     """The audit of ``args``, printed (and written); every error on bad input is a :class:`BindError`."""
     graph, report = _load(args)
     _set_threads(args, graph.num_nodes)
-    for note in report.notes() if report is not None else []:
+    for note in report.notes(flag) if report is not None else []:
         print(f"read: {note}", file=sys.stderr)
     config = _audit_config(args)
     supplied, record = _supplied(args, graph, config)
@@ -353,7 +355,7 @@ def _write_json(
     if record is not None:
         doc["supplied_model"] = record
     if report is not None:
-        doc["ingest"] = report.to_dict()
+        doc["ingest"] = report.to_dict(flag)
     text = json.dumps(json_safe(doc), indent=2, default=float)
     try:
         path.write_text(text)

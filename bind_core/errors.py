@@ -1,6 +1,77 @@
-"""The exceptions `bind_core` raises. All of them are `ValueError`s so callers can catch one type."""
+"""The exceptions `bind_core` raises. All of them are `ValueError`s so callers can catch one type.
+
+Errors on bad input say what to do in terms of the parameters of bind_core's API (``impute_missing``,
+``on_unknown_nodes``...). Each caller names those in its own terms: the command line by its flags
+(``--impute-missing``), the HTTP API by its request fields. So a message that advises an option holds an
+:class:`Option` rather than its name in text, and :meth:`GraphValidationError.text` says the message with
+the options named by the caller's function; ``str()`` names them as bind_core's Python API does.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Option:
+    """A parameter of bind_core's API that a message advises, and the value to give it.
+
+    Attributes:
+        name: the parameter's name (``"on_unknown_nodes"``), as :func:`~bind_core.data.datasets.ingest_files`
+            spells it.
+        value: the value to give it (``"drop"``), ``True`` for a switch to turn on, ``None`` for the parameter
+            itself (``features``: "list the feature columns").
+    """
+
+    name: str
+    value: str | bool | None = None
+
+    def python(self) -> str:
+        """The option as bind_core's Python API takes it.
+
+        Returns:
+            A keyword argument: ``on_unknown_nodes='drop'``, ``impute_missing=True``, ``features=``.
+        """
+        return f"{self.name}=" if self.value is None else f"{self.name}={self.value!r}"
+
+
+Namer = Callable[[Option], str]
+"""How a caller names an option in its own terms (a CLI flag, a request field)."""
+
+Part = str | Option
+"""A piece of a message: text as it is, or an option the caller names."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """Text whose options each caller names in its own terms: its parts are text, or :class:`Option` s."""
+
+    parts: tuple[Part, ...]
+
+    @classmethod
+    def of(cls, *parts: Part | Message) -> Message:
+        """The parts in order; a :class:`Message` among them adds its own parts."""
+        flat: list[Part] = []
+        for part in parts:
+            flat += part.parts if isinstance(part, Message) else [part]
+        return cls(tuple(flat))
+
+    def text(self, name: Namer = Option.python) -> str:
+        """The message with each option said by ``name`` (default: as a Python keyword argument)."""
+        return "".join(part if isinstance(part, str) else name(part) for part in self.parts)
+
+    def options(self) -> tuple[Option, ...]:
+        """The options the message names, in order."""
+        return tuple(part for part in self.parts if isinstance(part, Option))
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def as_message(text: str | Message) -> Message:
+    """``text`` as a :class:`Message` (a string is one part)."""
+    return text if isinstance(text, Message) else Message((text,))
 
 
 class BindError(ValueError):
@@ -8,54 +79,96 @@ class BindError(ValueError):
 
 
 class GraphValidationError(BindError):
-    """An attributed graph is malformed: the message names the field and what is wrong with it.
-
-    Errors about a user's file also carry where: ``file`` (the file name as the user knows it), ``rows`` (up to
-    five 1-based rows as a spreadsheet or text editor shows them), ``values`` (the offending values at those
-    rows, as text) and ``count`` (how many rows are at fault in all). ``field`` is then the user's column, or
-    the form field or file part (``"edges"``) when no column applies.
+    """An attributed graph is malformed: the message says what is wrong, and where.
 
     Args:
-        field: the field, column or file part at fault.
-        message: what is wrong with it (the exception's text is ``"{field}: {message}"``).
-        file: the file name as the user knows it, when the error is about a user's file.
-        rows: up to five 1-based rows at fault.
+        field: the parameter the error is about: the file (``nodes``, ``edges``, ``npz``) when its content is at
+            fault, else the option whose value is (``label``, ``sensitive``, ``features``, ``sensitive_bins``...);
+            for :meth:`~bind_core.data.graph.Graph.build`, its argument (``x``, ``y``, ``edge_index``...).
+        message: what is wrong with it, its advice's options as :class:`Option` s (the exception's text is
+            ``"{field}: {message}"``, options named as keyword arguments; :meth:`text` names them otherwise).
+        value: the value given to that option, when it is at fault (``"aproved"`` for a misspelled label).
+        column: the node table's column concerned, where one is.
+        file: the file name as the user knows it.
+        rows: the first offending rows as a spreadsheet or text editor shows them (1-based).
         values: the offending values at those rows, as text.
         count: how many rows are at fault in all.
+        suggestions: names close to a misspelled one ("did you mean").
+        problems: when several problems are reported at once (:meth:`together`), each of them; else empty.
+
+    Each argument is kept as the attribute of the same name (``message`` as a :class:`Message`).
     """
 
     def __init__(
         self,
         field: str,
-        message: str,
+        message: str | Message,
         *,
+        value: str | None = None,
+        column: str | None = None,
         file: str | None = None,
         rows: tuple[int, ...] = (),
         values: tuple[str, ...] = (),
         count: int | None = None,
+        suggestions: tuple[str, ...] = (),
+        problems: tuple[GraphValidationError, ...] = (),
     ) -> None:
         self.field = field
+        self.message = as_message(message)
+        self.value = value
+        self.column = column
         self.file = file
         self.rows = rows
         self.values = values
         self.count = count
-        super().__init__(f"{field}: {message}")
+        self.suggestions = suggestions
+        self.problems = problems
+        super().__init__(f"{field}: {self.message.text()}")
 
-    def details(self) -> dict[str, object]:
-        """Where the error is, for problem+json ``errors[]``.
+    @classmethod
+    def together(cls, problems: Sequence[GraphValidationError]) -> GraphValidationError:
+        """One error reporting every one of ``problems``.
+
+        Args:
+            problems: the errors; one of several problems counts as its problems.
 
         Returns:
-            ``file``, ``rows``, ``values`` and ``count``, each only where known.
+            The error of them all (the one itself when there is one): its ``field`` and ``file`` the first's.
+        """
+        problems = [q for p in problems for q in (p.problems or (p,))]
+        if len(problems) == 1:
+            return problems[0]
+        parts: list[Part | Message] = [f"{len(problems)} problems: "]
+        for i, problem in enumerate(problems, start=1):
+            parts += ["; " if i > 1 else "", f"({i}) ", problem.message]
+        first = problems[0]
+        return cls(first.field, Message.of(*parts), file=first.file, problems=tuple(problems))
+
+    def text(self, name: Namer = Option.python) -> str:
+        """The message in a caller's terms.
+
+        Args:
+            name: how the caller says an option (default: as a keyword argument of bind_core's API).
+
+        Returns:
+            The message without the field, each option it advises said by ``name``.
+        """
+        return self.message.text(name)
+
+    def details(self) -> dict[str, object]:
+        """Where the error is and what was given, for problem+json ``errors[]``.
+
+        Returns:
+            ``value``, ``column``, ``file``, ``rows``, ``values``, ``count`` and ``suggestions``, each only where
+            known.
         """
         out: dict[str, object] = {}
-        if self.file is not None:
-            out["file"] = self.file
-        if self.rows:
-            out["rows"] = list(self.rows)
-        if self.values:
-            out["values"] = list(self.values)
-        if self.count is not None:
-            out["count"] = self.count
+        for key in ("value", "column", "file", "count"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        for key in ("rows", "values", "suggestions"):
+            if getattr(self, key):
+                out[key] = list(getattr(self, key))
         return out
 
 

@@ -120,3 +120,15 @@ def near_duplicate_groups(folder: Path) -> tuple[Path, Path]:
     table["gender"] = np.where(np.arange(N) % 4 == 0, "F ", table["gender"])
     table["branch"] = np.where(np.arange(N) % 2 == 0, 1234567, 1234568)
     return write(folder, table, ring(table["id"].astype(str).tolist()))
+
+
+def stray_text(folder: Path, *, stray: bool = True, column: str = "income") -> tuple[Path, Path]:
+    """A numeric column (40 distinct values) with missing-value tokens in data rows 3, 7 and 20 (``unknown``,
+    ``n/a``, ``?``; pandas itself reads ``n/a`` as missing) and, with ``stray``, stray text (``12,5``) in row 30."""
+    table = people()
+    cells = [str(20000 + 250 * k) for k in range(N)]
+    cells[3], cells[7], cells[20] = "unknown", "n/a", "?"
+    if stray:
+        cells[30] = "12,5"
+    table[column] = cells
+    return write(folder, table, ring(table["id"].astype(str).tolist()))

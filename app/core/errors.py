@@ -7,10 +7,10 @@ failed audit through :meth:`ProblemError.to_problem`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError, NonFiniteError
+from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError, NonFiniteError, Option
 
 PROBLEM_BASE = "https://bind-audit.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -117,19 +117,28 @@ class ServiceUnavailable(ProblemError):
     status, title, slug = 503, "Service unavailable", "service-unavailable"
 
 
-def bind_error_problem(exc: BindError) -> ProblemError:
+def request_field(option: Option) -> str:
+    """An option bind_core's advice names, said as the request field that takes it: the API's fields are
+    spelled as bind_core's parameters, with form values (``on_unknown_nodes=drop``, ``impute_missing=true``,
+    ``features``)."""
+    if option.value is None:
+        return option.name
+    return f"{option.name}={'true' if option.value is True else option.value}"
+
+
+def bind_error_problem(exc: BindError, name: Callable[[Option], str] = request_field) -> ProblemError:
     """The one mapping of ``bind_core``'s errors to problems, for the API and for failed audits alike: all are
     the caller's input refused (422), with a message that names the field and the bad value.
 
-    ``invalid-graph`` (with ``errors[]`` naming the field), ``dataset-not-found``, ``model-output-not-finite``,
+    ``invalid-graph`` (with one ``errors[]`` entry per problem: ``field`` the parameter at fault, ``value`` the
+    bad value given to it, ``column``, ``file``, ``rows``, ``values``, ``count``, ``suggestions`` where known;
+    options in the messages said by ``name``), ``dataset-not-found``, ``model-output-not-finite``,
     ``invalid-config``, and ``invalid-input`` for the rest.
     """
     if isinstance(exc, GraphValidationError):
-        message = str(exc).removeprefix(f"{exc.field}: ")
-        return ValidationProblem(
-            str(exc), slug="invalid-graph", title="Invalid graph",
-            errors=[{"field": exc.field, "message": message} | exc.details()],
-        )  # fmt: skip
+        errors = [{"field": p.field, "message": p.text(name)} | p.details() for p in exc.problems or (exc,)]
+        detail = f"{exc.field}: {exc.text(name)}"
+        return ValidationProblem(detail, slug="invalid-graph", title="Invalid graph", errors=errors)
     if isinstance(exc, DatasetNotFoundError):
         return ValidationProblem(str(exc), slug="dataset-not-found", title="Dataset not found")
     if isinstance(exc, NonFiniteError):

@@ -106,8 +106,9 @@ async def upload_graph(
     """Upload a graph: a node table and an edge list, or one ``.npz``; validated with bind_core's rules.
 
     The body is limited to ``BIND_MAX_UPLOAD_BYTES`` (413 past it) and the graph to the configured node,
-    edge and column limits (422). Validation errors name the file, the column (``errors[].field``), the rows as
-    a spreadsheet shows them, up to five offending values and their count. The summary's ``ingest`` says what
+    edge and column limits (422). Validation errors name the request field at fault (``errors[].field``) with the
+    bad ``value`` apart, the file, the column, the rows as a spreadsheet shows them, the offending values and
+    their count; their advice names request fields. The summary's ``ingest`` says what
     was encoded, imputed, left unlabeled or dropped.
     """
     # Only the API-key lookup has run on this session: end its transaction so that no database connection

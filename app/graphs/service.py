@@ -13,7 +13,7 @@ from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from app.core.db.tables import ACTIVE_STATES, Audit, Graph, Tenant
-from app.core.errors import Conflict, NotFound, ValidationProblem, bind_error_problem
+from app.core.errors import Conflict, NotFound, ValidationProblem, bind_error_problem, request_field
 from app.core.pagination import newest_first
 from app.core.settings import Settings
 from app.graphs.uploads import TABLE_DEFAULTS, TABLE_OPTIONS, ReceivedUpload
@@ -96,7 +96,7 @@ def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:
                 max_columns=settings.max_columns,
                 max_unpacked_bytes=settings.max_unpacked_bytes,
             )
-            graph, summary = ingested.graph, ingested.summary()
+            graph, summary = ingested.graph, ingested.summary(request_field)
     except BindError as exc:
         raise bind_error_problem(exc) from exc
     buffer = io.BytesIO()
@@ -127,16 +127,20 @@ def table_options(fields: dict[str, str]) -> dict[str, Any]:
     for flag in ("allow_no_edges", "impute_missing"):
         value = _FLAGS.get(given.get(flag, "false").lower())
         if value is None:
-            errors.append({"field": flag, "message": f"must be true or false, got {given[flag]!r}"})
+            errors.append(
+                {"field": flag, "value": given[flag], "message": f"must be true or false, got {given[flag]!r}"}
+            )
         options[flag] = bool(value)
     options["on_unknown_nodes"] = given.get("on_unknown_nodes", "error").lower()
     if options["on_unknown_nodes"] not in ("error", "drop"):
         bad = given["on_unknown_nodes"]
-        errors.append({"field": "on_unknown_nodes", "message": f"must be error or drop, got {bad!r}"})
+        errors.append({"field": "on_unknown_nodes", "value": bad, "message": f"must be error or drop, got {bad!r}"})
     if "max_categories" in given:
         cap = given["max_categories"]
         if not cap.isdigit() or int(cap) < 1:
-            errors.append({"field": "max_categories", "message": f"must be a positive integer, got {cap!r}"})
+            errors.append(
+                {"field": "max_categories", "value": cap, "message": f"must be a positive integer, got {cap!r}"}
+            )
         else:
             options["max_categories"] = int(cap)
     if errors:

@@ -193,32 +193,9 @@ class Graph:
         """
         xt = _as_tensor(x, torch.float32, "x")
         n = int(xt.shape[0]) if xt.ndim >= 1 else 0
-        et = _as_tensor(edges, torch.long, "edge_index")
-        if et.ndim == 2 and et.shape[0] != 2 and et.shape[1] == 2:
-            et = et.t()
-        if et.ndim == 1 and et.numel() == 0:
-            et = et.reshape(2, 0)
-        if et.ndim != 2 or et.shape[0] != 2:
-            raise GraphValidationError("edge_index", f"expected shape [2, E] or [E, 2], got {list(et.shape)}")
-        if et.numel() and (int(et.min()) < 0 or int(et.max()) >= n):
-            bad = int(et.max()) if int(et.max()) >= n else int(et.min())
-            raise GraphValidationError("edge_index", f"node index {bad} out of range for {n} nodes")
-        loops = et[0] == et[1]
-        if bool(loops.any()):
-            if self_loops == "error":
-                v = int(et[0, loops][0])
-                raise GraphValidationError("edge_index", f"self-loop on node {v} ({int(loops.sum())} in all)")
-            et = et[:, ~loops]
-        und = torch.stack([torch.minimum(et[0], et[1]), torch.maximum(et[0], et[1])])
-        keys = und[0] * max(n, 1) + und[1]
-        uniq = torch.unique(keys)
-        if uniq.numel() != keys.numel() and duplicates == "error":
-            raise GraphValidationError(
-                "edge_index", f"{keys.numel() - uniq.numel()} duplicate edges (an edge listed twice)"
-            )
         return cls(
             x=xt,
-            edge_index=_undirected_from_keys(uniq, n),
+            edge_index=_clean_edges(edges, n, self_loops, duplicates),
             y=_as_tensor(y, torch.long, "y"),
             sens=_as_tensor(sens, torch.long, "sens"),
             train_idx=_as_tensor(train_idx, torch.long, "train_idx"),
@@ -352,6 +329,37 @@ def _as_tensor(value: ArrayLike, dtype: torch.dtype, name: str) -> Tensor:
     if t.dtype == torch.bool and dtype == torch.long:
         t = t.long()
     return t.to(dtype).contiguous()
+
+
+def _clean_edges(
+    edges: ArrayLike, n: int, self_loops: Literal["drop", "error"], duplicates: Literal["merge", "error"]
+) -> Tensor:
+    """The undirected ``edge_index`` of ``edges`` (``[2, E]`` or ``[E, 2]`` pairs among ``n`` nodes): checked,
+    self-loops dropped or refused, repeated edges merged or refused (see :meth:`Graph.build`)."""
+    et = _as_tensor(edges, torch.long, "edge_index")
+    if et.ndim == 2 and et.shape[0] != 2 and et.shape[1] == 2:
+        et = et.t()
+    if et.ndim == 1 and et.numel() == 0:
+        et = et.reshape(2, 0)
+    if et.ndim != 2 or et.shape[0] != 2:
+        raise GraphValidationError("edge_index", f"expected shape [2, E] or [E, 2], got {list(et.shape)}")
+    if et.numel() and (int(et.min()) < 0 or int(et.max()) >= n):
+        bad = int(et.max()) if int(et.max()) >= n else int(et.min())
+        raise GraphValidationError("edge_index", f"node index {bad} out of range for {n} nodes")
+    loops = et[0] == et[1]
+    if bool(loops.any()):
+        if self_loops == "error":
+            v = int(et[0, loops][0])
+            raise GraphValidationError("edge_index", f"self-loop on node {v} ({int(loops.sum())} in all)")
+        et = et[:, ~loops]
+    und = torch.stack([torch.minimum(et[0], et[1]), torch.maximum(et[0], et[1])])
+    keys = und[0] * max(n, 1) + und[1]
+    uniq = torch.unique(keys)
+    if uniq.numel() != keys.numel() and duplicates == "error":
+        raise GraphValidationError(
+            "edge_index", f"{keys.numel() - uniq.numel()} duplicate edges (an edge listed twice)"
+        )
+    return _undirected_from_keys(uniq, n)
 
 
 def _undirected_from_keys(keys: Tensor, n: int) -> Tensor:

@@ -54,7 +54,9 @@ def parse_bins(rules: str | Sequence[str] | None) -> dict[str, BinRule]:
     for text in parts:
         rule = _parse_one(text)
         if rule.column in out:
-            raise GraphValidationError("sensitive_bins", f"column {rule.column!r} has two binning rules")
+            raise GraphValidationError(
+                "sensitive_bins", f"column {rule.column!r} has two binning rules", value=text, column=rule.column
+            )
         out[rule.column] = rule
     return out
 
@@ -68,11 +70,11 @@ def _parse_one(text: str) -> BinRule:
     labels = tuple(e.strip() for e in edges.split(",") if e.strip())
     if not sep or not column.strip() or not labels:
         raise GraphValidationError(
-            "sensitive_bins", f"cannot read the binning rule {text!r}; write e.g. 'age>=25' or 'age:25,60'"
+            "sensitive_bins", f"cannot read the binning rule {text!r}; write e.g. 'age>=25' or 'age:25,60'", value=text
         )
     numbers = tuple(_number(v, text) for v in labels)
     if any(b <= a for a, b in itertools.pairwise(numbers)):
-        raise GraphValidationError("sensitive_bins", f"the bin edges of {text!r} must increase")
+        raise GraphValidationError("sensitive_bins", f"the bin edges of {text!r} must increase", value=text)
     return BinRule(column.strip(), numbers, labels)
 
 
@@ -80,9 +82,12 @@ def _number(value: str, rule: str) -> float:
     try:
         number = float(value)
     except ValueError as exc:
-        raise GraphValidationError("sensitive_bins", f"{value!r} in the rule {rule!r} is not a number") from exc
+        raise GraphValidationError(
+            "sensitive_bins", f"{value!r} in the rule {rule!r} is not a number", value=rule
+        ) from exc
     if not np.isfinite(number):
-        raise GraphValidationError("sensitive_bins", f"{value!r} in the rule {rule!r} is not a finite number")
+        message = f"{value!r} in the rule {rule!r} is not a finite number"
+        raise GraphValidationError("sensitive_bins", message, value=rule)
     return number
 
 
@@ -96,9 +101,13 @@ def apply_bins(series: pd.Series, rule: BinRule, *, file: str) -> tuple[np.ndarr
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         raise cell_error(
-            rule.column, "values that are not numbers (a binning rule needs numbers)", file=file, column=rule.column,
-            rows=table_rows(bad), values=series.iloc[bad[:5]].tolist(),
-        )  # fmt: skip
+            "nodes",
+            "values that are not numbers (a binning rule needs numbers)",
+            file=file,
+            column=rule.column,
+            rows=table_rows(bad),
+            values=series.iloc[bad[:5]].tolist(),
+        )
     bins = np.searchsorted(np.asarray(rule.edges), values, side="left" if rule.right else "right")
     present, codes = np.unique(bins, return_inverse=True)
     names = rule.names()

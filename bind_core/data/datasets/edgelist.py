@@ -14,7 +14,7 @@ import pandas as pd
 from bind_core.data.datasets.integers import parse_integers
 from bind_core.data.datasets.limits import check_limit
 from bind_core.data.datasets.offending import SHOWN, cell_error
-from bind_core.errors import BindError, GraphValidationError
+from bind_core.errors import BindError, GraphValidationError, Message, Option
 
 _READ_ERRORS = (ValueError, UnicodeDecodeError, OSError, pd.errors.ParserError, csv.Error)
 OnUnknown = Literal["error", "drop"]
@@ -193,14 +193,68 @@ def read_edge_list(
         return EdgeList(np.empty((0, 2), dtype=np.int64))
     numeric = ids is None or pd.api.types.is_integer_dtype(ids.dtype)
     if numeric:
-        fast = _fast_positions(path, first, max_edges)
+        fast = _fast_edge_list(path, first, ids, num_nodes, max_edges, field)
         if fast is not None:
-            values, extra = fast
-            check_limit(field, "edges", int(values.shape[0]), max_edges)
-            positions = _positions(values.reshape(-1), ids, num_nodes).reshape(-1, 2)
-            if (positions >= 0).all():
-                return EdgeList(positions, rows=int(values.shape[0]), extra_columns=extra)
-    frame = _read_tokens(path, _separator(first[1]), max_edges=max_edges, field=field, shown=shown)
+            return fast
+    rows = _token_rows(path, first[1], ids, num_nodes, numeric=numeric, max_edges=max_edges, field=field, shown=shown)
+    _refuse_malformed(path, rows, ids, field, shown)
+    return _resolved(path, rows, ids, num_nodes, id_column, on_unknown, field, shown)
+
+
+@dataclass
+class _Rows:
+    """An edge list's rows as text, and what they resolve to.
+
+    Attributes:
+        tokens: ``[E, 2]`` the node columns' text.
+        integral: ``[E, 2]`` which tokens are integers (all, for text ids).
+        positions: ``[E, 2]`` node positions, ``-1`` for an unknown node or a token that is not an integer.
+        names: the names of every column (the header's, or ``"column 1"``...).
+        skip: data rows before the first edge (1 for a header line).
+        column: the node columns' names for messages (``"src/dst"``), ``None`` without a header.
+    """
+
+    tokens: np.ndarray
+    integral: np.ndarray
+    positions: np.ndarray
+    names: list[str]
+    skip: int
+    column: str | None
+
+
+def _fast_edge_list(
+    path: Path,
+    first: tuple[int, str],
+    ids: pd.Index | None,
+    num_nodes: int | None,
+    max_edges: int | None,
+    field: str,
+) -> EdgeList | None:
+    """The edge list of a clean integer file whose every node is known, or ``None`` (then the token path)."""
+    fast = _fast_positions(path, first, max_edges)
+    if fast is None:
+        return None
+    values, extra = fast
+    check_limit(field, "edges", int(values.shape[0]), max_edges)
+    positions = _positions(values.reshape(-1), ids, num_nodes).reshape(-1, 2)
+    if not (positions >= 0).all():
+        return None
+    return EdgeList(positions, rows=int(values.shape[0]), extra_columns=extra)
+
+
+def _token_rows(
+    path: Path,
+    first: str,
+    ids: pd.Index | None,
+    num_nodes: int | None,
+    *,
+    numeric: bool,
+    max_edges: int | None,
+    field: str,
+    shown: str,
+) -> _Rows:
+    """Every row read as text and resolved to positions; a first row that names no node is the header."""
+    frame = _read_tokens(path, _separator(first), max_edges=max_edges, field=field, shown=shown)
     tokens = frame.iloc[:, :2].to_numpy(dtype=object)
     if numeric:
         values, integral = parse_integers(tokens)
@@ -208,29 +262,56 @@ def read_edge_list(
     else:
         assert ids is not None
         integral = np.ones(tokens.shape, dtype=bool)
-        positions = ids.get_indexer(pd.Index([str(t).strip() for t in tokens.reshape(-1)], dtype=object)).reshape(-1, 2)
+        text = pd.Index([str(t).strip() for t in tokens.reshape(-1)], dtype=object)
+        positions = ids.get_indexer(text).reshape(-1, 2)
     header = len(frame) > 0 and (not integral[0].any() if numeric else bool((positions[0] < 0).all()))
     names = [str(t) for t in frame.iloc[0].tolist()] if header else [f"column {i + 1}" for i in range(frame.shape[1])]
     skip = 1 if header else 0
-    tokens, integral, positions = tokens[skip:], integral[skip:], positions[skip:]
-    check_limit(field, "edges", int(tokens.shape[0]), max_edges)
+    check_limit(field, "edges", int(tokens.shape[0]) - skip, max_edges)
     column = f"{names[0]}/{names[1]}" if header else None
+    return _Rows(tokens[skip:], integral[skip:], positions[skip:], names, skip, column)
+
+
+def _refuse_malformed(path: Path, rows: _Rows, ids: pd.Index | None, field: str, shown: str) -> None:
+    """Raise naming the rows with fewer than two node ids, or with a value that cannot be a node reference."""
+    tokens = rows.tokens
     empty = np.flatnonzero((tokens == "").any(axis=1))
     if empty.size:
-        lines = _line_numbers(path, empty + skip)
         raise cell_error(
-            field, "fewer than two node ids", file=shown, column=column, rows=lines,
+            field,
+            "fewer than two node ids",
+            file=shown,
+            column=rows.column,
+            rows=_line_numbers(path, empty + rows.skip),
             values=[" ".join(map(str, tokens[r])) for r in empty[:SHOWN]],
-        )  # fmt: skip
-    malformed = np.flatnonzero(~integral.all(axis=1))
+        )
+    malformed = np.flatnonzero(~rows.integral.all(axis=1))
     if malformed.size:
         what = "values that are not integer node positions" if ids is None else "values that are not integer ids"
         raise cell_error(
-            field, what, file=shown, column=column, rows=_line_numbers(path, malformed + skip),
-            values=[_unknown_text(tokens[r], ~integral[r]) for r in malformed[:SHOWN]],
-        )  # fmt: skip
+            field,
+            what,
+            file=shown,
+            column=rows.column,
+            rows=_line_numbers(path, malformed + rows.skip),
+            values=[_unknown_text(tokens[r], ~rows.integral[r]) for r in malformed[:SHOWN]],
+        )
+
+
+def _resolved(
+    path: Path,
+    rows: _Rows,
+    ids: pd.Index | None,
+    num_nodes: int | None,
+    id_column: str | None,
+    on_unknown: OnUnknown,
+    field: str,
+    shown: str,
+) -> EdgeList:
+    """The edges of well-formed rows; a row naming an unknown node refused, or dropped with ``"drop"``."""
+    tokens, positions = rows.tokens, rows.positions
     unknown = np.flatnonzero((positions < 0).any(axis=1))
-    result = EdgeList(np.empty((0, 2), np.int64), rows=int(tokens.shape[0]), extra_columns=names[2:])
+    result = EdgeList(np.empty((0, 2), np.int64), rows=int(tokens.shape[0]), extra_columns=rows.names[2:])
     if unknown.size and on_unknown == "error":
         where = (
             f"absent from the node table's column {id_column!r}"
@@ -239,10 +320,14 @@ def read_edge_list(
         )
         what = f"node ids {where}" if ids is not None else f"node positions {where} (the table has {num_nodes} rows)"
         raise cell_error(
-            field, what, file=shown, column=column, rows=_line_numbers(path, unknown + skip),
+            field,
+            what,
+            file=shown,
+            column=rows.column,
+            rows=_line_numbers(path, unknown + rows.skip),
             values=[_unknown_text(tokens[r], positions[r] < 0) for r in unknown[:SHOWN]],
-            hint="to drop such edges, pass on_unknown_nodes=drop",
-        )  # fmt: skip
+            hint=Message.of("to drop such edges, pass ", Option("on_unknown_nodes", "drop")),
+        )
     if unknown.size:
         bad = tokens[unknown][positions[unknown] < 0]
         result.unknown_ids = list(dict.fromkeys(str(t).strip() for t in bad.tolist()))[:SHOWN]

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bind_core.data.graph import Graph
+from bind_core.errors import Message, Namer, Option
 
 
 @dataclass
@@ -22,7 +23,8 @@ class IngestReport:
         unknown_ids: the first few such node ids (as written in the edge list).
         self_loops: edge rows from a node to itself (dropped: the graph stores none).
         ignored_edge_columns: edge-list columns after the first two (weights, timestamps), not used.
-        hints: things that look wrong but were accepted (a label with a sentinel value, ...).
+        hints: things that look wrong but were accepted (a label with a sentinel value, more than two classes...);
+            a hint that advises an option holds it as an :class:`~bind_core.errors.Option` (:meth:`notes`).
     """
 
     encoded: dict[str, list[str]] = field(default_factory=dict)
@@ -34,10 +36,10 @@ class IngestReport:
     unknown_ids: list[str] = field(default_factory=list)
     self_loops: int = 0
     ignored_edge_columns: list[str] = field(default_factory=list)
-    hints: list[str] = field(default_factory=list)
+    hints: list[str | Message] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; ``notes`` says the same in sentences."""
+    def to_dict(self, name: Namer = Option.python) -> dict[str, Any]:
+        """JSON-ready; ``notes`` says the same in sentences (options named by ``name``, as in :meth:`notes`)."""
         return {
             "encoded": self.encoded,
             "booleans": self.booleans,
@@ -48,12 +50,13 @@ class IngestReport:
             "unknown_ids": self.unknown_ids,
             "self_loops": self.self_loops,
             "ignored_edge_columns": self.ignored_edge_columns,
-            "hints": self.hints,
-            "notes": self.notes(),
+            "hints": [str(h) if isinstance(h, str) else h.text(name) for h in self.hints],
+            "notes": self.notes(name),
         }
 
-    def notes(self) -> list[str]:
-        """One sentence per change, for people."""
+    def notes(self, name: Namer = Option.python) -> list[str]:
+        """One sentence per change, for people; an option a hint advises is said by ``name`` (default: as a Python
+        keyword argument; the command line passes its flags, the HTTP API its request fields)."""
         out = [
             f"column {c!r} one-hot encoded into {len(v)} feature columns ({', '.join(map(repr, v[:10]))}"
             f"{', ...' if len(v) > 10 else ''})"
@@ -62,6 +65,7 @@ class IngestReport:
         out += [f"column {c!r} read as 0/1 (boolean)" for c in self.booleans]
         out += [
             f"column {c!r}: {d['count']} missing value(s) imputed with the column's median {d['value']!r}"
+            + (f" (read as missing: {', '.join(map(repr, d['read_as_missing']))})" if d.get("read_as_missing") else "")
             if d["rule"] == "median"
             else f"column {c!r}: {d['count']} missing value(s) left with no category (all its columns 0)"
             for c, d in self.imputed.items()
@@ -78,7 +82,7 @@ class IngestReport:
             out.append(f"{self.self_loops} self-loop row(s) dropped (the graph stores none)")
         if self.ignored_edge_columns:
             out.append(f"edge-list column(s) {self.ignored_edge_columns} ignored (edges are unweighted)")
-        return out + self.hints
+        return out + [h if isinstance(h, str) else h.text(name) for h in self.hints]
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,6 @@ class Ingested:
     graph: Graph
     report: IngestReport
 
-    def summary(self) -> dict[str, Any]:
-        """``graph.summary()`` with the report under ``"ingest"``."""
-        return self.graph.summary() | {"ingest": self.report.to_dict()}
+    def summary(self, name: Namer = Option.python) -> dict[str, Any]:
+        """``graph.summary()`` with the report under ``"ingest"`` (options in its hints said by ``name``)."""
+        return self.graph.summary() | {"ingest": self.report.to_dict(name)}

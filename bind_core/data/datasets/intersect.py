@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -9,7 +10,7 @@ import pandas as pd
 
 from bind_core.data.datasets.bins import BinRule, apply_bins
 from bind_core.data.datasets.tables import encode_codes, require_columns, value_name
-from bind_core.errors import GraphValidationError
+from bind_core.errors import GraphValidationError, Message, Option
 
 
 def sensitive_columns(table: pd.DataFrame, sensitive: str | Sequence[str], *, file: str | None = None) -> list[str]:
@@ -21,10 +22,10 @@ def sensitive_columns(table: pd.DataFrame, sensitive: str | Sequence[str], *, fi
         names = [str(c).strip() for c in sensitive]
     names = [c for c in names if c]
     if not names:
-        raise GraphValidationError("sensitive", "name at least one sensitive column")
+        raise GraphValidationError("sensitive", "name at least one sensitive column", value=str(sensitive))
     if len(set(names)) != len(names):
-        raise GraphValidationError("sensitive", f"a column is named twice in {names}")
-    require_columns(table, names, file=file)
+        raise GraphValidationError("sensitive", f"a column is named twice in {names}", value=", ".join(names))
+    require_columns(table, names, "sensitive", file=file)
     return names
 
 
@@ -56,8 +57,13 @@ def encode_groups(
     bins = bins or {}
     unknown = sorted(set(bins) - set(columns))
     if unknown:
+        close = tuple(dict.fromkeys(c for u in unknown for c in difflib.get_close_matches(u, list(columns), n=1)))
+        guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise GraphValidationError(
-            "sensitive_bins", f"binning rule(s) for {unknown}, which are not sensitive columns {list(columns)}"
+            "sensitive_bins",
+            f"binning rule(s) for {unknown}, which are not sensitive columns {list(columns)}{guess}",
+            value=", ".join(unknown),
+            suggestions=close,
         )
     per_column, values = [], []
     for column in columns:
@@ -93,10 +99,10 @@ def _check_values(series: pd.Series, column: str, max_values: int | None, file: 
     if len(distinct) <= max_values:
         return
     median = value_name(float(np.median(series.dropna().to_numpy(dtype=np.float64))))
-    raise GraphValidationError(
-        column,
+    message = Message.of(
         f"{file}, column {column!r} is numeric with {len(distinct)} distinct values, more than the {max_values} "
-        f"groups a sensitive column may have; make groups with a binning rule, e.g. sensitive_bins='{column}>="
-        f"{median}' (its median) or '{column}:<edge>,<edge>'",
-        file=file,
+        "groups a sensitive column may have; make groups with a binning rule, e.g. ",
+        Option("sensitive_bins", f"{column}>={median}"),
+        f" (its median), or bin edges ('{column}:<edge>,<edge>')",
     )
+    raise GraphValidationError("sensitive", message, value=column, column=column, file=file)

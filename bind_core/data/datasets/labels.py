@@ -8,7 +8,7 @@ import pandas as pd
 from bind_core.data.datasets.features import is_numeric, missing_mask
 from bind_core.data.datasets.ingest_report import IngestReport
 from bind_core.data.datasets.tables import encode_codes, value_name
-from bind_core.errors import GraphValidationError
+from bind_core.errors import GraphValidationError, Message, Option
 
 UNLABELED = -1
 """The label code of an unlabeled node in a :class:`~bind_core.data.graph.Graph` (such a node is in no split)."""
@@ -32,8 +32,8 @@ def encode_labels(
         column: its name.
         file: the node table's name, for messages.
         unlabeled: the value that marks unlabeled nodes, or ``None``.
-        report: receives the number of unlabeled nodes and a hint when the column looks like a sentinel plus two
-            classes.
+        report: receives the number of unlabeled nodes, a hint when the column looks like a sentinel plus two
+            classes, and one when it holds more than two classes (what ΔSP and ΔEO then mean).
 
     Returns:
         ``(codes, names)``: int64 codes per row (``-1`` unlabeled) and the value of each class.
@@ -55,6 +55,8 @@ def encode_labels(
         report.hints += _sentinel_hint(series.iloc[labeled], column)
     elif not bool(_equals(series, unlabeled, column, file).any()):
         report.hints.append(f"no label in column {column!r} equals the unlabeled value {unlabeled!r}")
+    if len(names) > 2:
+        report.hints.append(multiclass_hint(column, names))
     return codes, names
 
 
@@ -66,6 +68,8 @@ def _equals(series: pd.Series, value: str | float, column: str, file: str) -> np
             raise GraphValidationError(
                 "unlabeled",
                 f"{file}, column {column!r} is numeric, but the unlabeled value {value!r} is not a number",
+                value=str(value),
+                column=column,
                 file=file,
             ) from exc
         values = series.astype("float64").to_numpy(dtype=np.float64, na_value=np.nan)
@@ -74,7 +78,19 @@ def _equals(series: pd.Series, value: str | float, column: str, file: str) -> np
     return (series.astype(object).map(lambda v: not pd.isna(v) and str(v) == str(value))).to_numpy(dtype=bool)
 
 
-def _sentinel_hint(series: pd.Series, column: str) -> list[str]:
+def multiclass_hint(column: str, classes: list[str]) -> str:
+    """What the audit's parity metrics mean for a label with more than two classes (see
+    :func:`bind_core.fairness.metrics.delta_sp`)."""
+    shown = ", ".join(map(repr, classes[:10])) + (", ..." if len(classes) > 10 else "")
+    return (
+        f"label column {column!r} has {len(classes)} classes ({shown}): the audit treats it as a {len(classes)}-class "
+        "problem, where ΔSP is the mean over the classes c of the gap between groups in P(ŷ=c) and ΔEO the mean "
+        "over c of the gap in P(ŷ=c | y=c) (each class's true-positive rate); if the question is yes or no, map "
+        "the values to two classes first"
+    )
+
+
+def _sentinel_hint(series: pd.Series, column: str) -> list[str | Message]:
     """A hint when a numeric label column holds exactly three values, one of them negative (``-1, 0, 1``)."""
     if not is_numeric(series) or pd.api.types.is_bool_dtype(series.dtype):
         return []
@@ -84,6 +100,9 @@ def _sentinel_hint(series: pd.Series, column: str) -> list[str]:
         return []
     sentinel, rest = value_name(negative[0]), [value_name(v) for v in values[values >= 0]]
     return [
-        f"label column {column!r} holds {sentinel} beside {rest[0]} and {rest[1]}: it is read as a third class; "
-        f"if {sentinel} marks unlabeled nodes, pass unlabeled={sentinel}"
+        Message.of(
+            f"label column {column!r} holds {sentinel} beside {rest[0]} and {rest[1]}: it is read as a third class; "
+            f"if {sentinel} marks unlabeled nodes, pass ",
+            Option("unlabeled", sentinel),
+        )
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bind_core.errors import GraphValidationError
 
 
@@ -19,3 +21,13 @@ def check_limit(field: str, what: str, count: int, limit: int | None) -> None:
     """
     if limit is not None and count > limit:
         raise GraphValidationError(field, f"{count} {what} exceed the limit of {limit}")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits of one upload, ``None`` for none: nodes, edges, columns, and what a compressed file may unpack to."""
+
+    nodes: int | None
+    edges: int | None
+    columns: int | None
+    unpacked_bytes: int | None

@@ -22,7 +22,7 @@ def node_id_index(series: pd.Series, column: str, *, file: str) -> tuple[pd.Inde
     missing = np.flatnonzero(missing_mask(series))
     if missing.size:
         raise cell_error(
-            column, "missing node ids", file=file, column=column, rows=table_rows(missing), values=[""] * missing.size
+            "nodes", "missing node ids", file=file, column=column, rows=table_rows(missing), values=[""] * missing.size
         )
     if pd.api.types.is_float_dtype(series.dtype):
         tokens = np.array([repr(float(v)) for v in series.tolist()], dtype=object)
@@ -33,7 +33,12 @@ def node_id_index(series: pd.Series, column: str, *, file: str) -> tuple[pd.Inde
     duplicated = np.flatnonzero(index.duplicated(keep=False))
     if duplicated.size:
         raise cell_error(
-            column, "node ids that occur more than once", file=file, column=column, rows=table_rows(duplicated),
-            values=tokens[duplicated[:5]].tolist(), hint="node ids must be unique",
-        )  # fmt: skip
+            "nodes",
+            "node ids that occur more than once",
+            file=file,
+            column=column,
+            rows=table_rows(duplicated),
+            values=tokens[duplicated[:5]].tolist(),
+            hint="node ids must be unique",
+        )
     return index, (values if ok.all() else None)

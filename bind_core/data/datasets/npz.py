@@ -13,7 +13,7 @@ import numpy as np
 
 from bind_core.data.datasets.limits import check_limit
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED, paper_split
-from bind_core.data.graph import Graph
+from bind_core.data.graph import ArrayLike, Graph
 from bind_core.errors import BindError, GraphValidationError
 
 REQUIRED_KEYS = ("x", "edge_index", "y", "sens")
@@ -190,40 +190,11 @@ def load_npz(
         GraphValidationError: not a readable ``.npz``, a key missing, object arrays, a limit exceeded,
             or the arrays do not form a valid graph.
     """
-    source: str | Path | BinaryIO = io.BytesIO(file) if isinstance(file, bytes | bytearray) else file
-    try:
-        with zipfile.ZipFile(source) as zf:
-            shapes = _header_shapes(zf)
-        if hasattr(source, "seek"):
-            source.seek(0)
-        check_headers(shapes, max_nodes=max_nodes, max_edges=max_edges, max_columns=max_columns)
-        with np.load(source, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in (*REQUIRED_KEYS, *OPTIONAL_KEYS) if key in shapes}
-    except BindError:
-        raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
-        raise GraphValidationError("npz", f"not a valid .npz (zip) archive ({exc})") from exc
-    except (
-        ValueError,
-        OSError,
-        EOFError,
-        KeyError,
-        TypeError,
-        RuntimeError,
-        NotImplementedError,
-        SyntaxError,
-        struct.error,
-        zlib.error,
-    ) as exc:
-        raise GraphValidationError("npz", f"cannot read the .npz archive ({type(exc).__name__}: {exc})") from exc
-    for key, arr in arrays.items():
-        if key in TEXT_KEYS:
-            if arr.dtype.kind not in "U" and arr.size:
-                raise GraphValidationError(key, f"expected unicode strings, got dtype {arr.dtype}")
-        elif arr.dtype.kind not in "biuf":
-            raise GraphValidationError(key, f"expected a numeric array, got dtype {arr.dtype}")
-    if arrays["x"].ndim != 2:
-        raise GraphValidationError("x", f"expected a 2-D [nodes, features] matrix, got {list(arrays['x'].shape)}")
+    arrays = _read_arrays(file, max_nodes=max_nodes, max_edges=max_edges, max_columns=max_columns)
+    _check_arrays(arrays)
+    train: ArrayLike
+    val: ArrayLike
+    test: ArrayLike
     if "train_idx" in arrays:
         train, val, test = (arrays[key] for key in SPLIT_KEYS)
     else:
@@ -249,6 +220,54 @@ def load_npz(
         group_names=group_names,
         **_names(arrays),
     )
+
+
+_READ_ERRORS = (
+    ValueError,
+    OSError,
+    EOFError,
+    KeyError,
+    TypeError,
+    RuntimeError,
+    NotImplementedError,
+    SyntaxError,
+    struct.error,
+    zlib.error,
+)
+"""What numpy and zipfile raise on a damaged archive."""
+
+
+def _read_arrays(
+    file: str | Path | bytes | BinaryIO, *, max_nodes: int | None, max_edges: int | None, max_columns: int | None
+) -> dict[str, np.ndarray]:
+    """The archive's known arrays, once its headers pass the limits (nothing is decompressed before)."""
+    source: str | Path | BinaryIO = io.BytesIO(file) if isinstance(file, bytes | bytearray) else file
+    try:
+        with zipfile.ZipFile(source) as zf:
+            shapes = _header_shapes(zf)
+        if hasattr(source, "seek"):
+            source.seek(0)
+        check_headers(shapes, max_nodes=max_nodes, max_edges=max_edges, max_columns=max_columns)
+        with np.load(source, allow_pickle=False) as archive:
+            return {key: archive[key] for key in (*REQUIRED_KEYS, *OPTIONAL_KEYS) if key in shapes}
+    except BindError:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        raise GraphValidationError("npz", f"not a valid .npz (zip) archive ({exc})") from exc
+    except _READ_ERRORS as exc:
+        raise GraphValidationError("npz", f"cannot read the .npz archive ({type(exc).__name__}: {exc})") from exc
+
+
+def _check_arrays(arrays: dict[str, np.ndarray]) -> None:
+    """Text arrays hold unicode, the others numbers; ``x`` is a matrix."""
+    for key, arr in arrays.items():
+        if key in TEXT_KEYS:
+            if arr.dtype.kind not in "U" and arr.size:
+                raise GraphValidationError(key, f"expected unicode strings, got dtype {arr.dtype}")
+        elif arr.dtype.kind not in "biuf":
+            raise GraphValidationError(key, f"expected a numeric array, got dtype {arr.dtype}")
+    if arrays["x"].ndim != 2:
+        raise GraphValidationError("x", f"expected a 2-D [nodes, features] matrix, got {list(arrays['x'].shape)}")
 
 
 def _names(arrays: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -58,6 +58,18 @@ def load_paper_csv(
     edges = read_edges(folder / edge_file)
     train, val, test = paper_split(y, seed=split_seed)
     return Graph.build(
-        x, edges, y, sens, train, val, test, feature_names=columns, name=name, group_names=group_names,
-        sensitive=(sensitive,), group_meanings=meanings, label_name=label, class_names=classes,
-    )  # fmt: skip
+        x,
+        edges,
+        y,
+        sens,
+        train,
+        val,
+        test,
+        feature_names=columns,
+        name=name,
+        group_names=group_names,
+        sensitive=(sensitive,),
+        group_meanings=meanings,
+        label_name=label,
+        class_names=classes,
+    )

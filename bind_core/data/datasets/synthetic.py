@@ -28,24 +28,22 @@ def synthetic(
     train_per_class: int | None = None,
     name: str = "synthetic",
 ) -> Graph:
-    """Generate a biased attributed graph; the same arguments always give the same graph.
+    """Generate a biased attributed graph (validated); the same arguments always give the same graph.
 
-    * Groups: group ``g`` is drawn with probability proportional to ``1 / (1 + g)`` (group 0 is the
-      majority; two groups give about 2/3 and 1/3).
+    * Groups: group ``g`` has probability proportional to ``1 / (1 + g)`` (two groups: about 2/3 and 1/3).
     * Labels: group ``g`` favours class ``(C - 1 - g) mod C`` (with two classes, group 0 favours the
       positive class 1): ``P(y = c | g) = (1 - r) / C + r * [c is favoured]`` with ``r = sens_label_corr``.
       With the defaults the positive rate is 0.75 in group 0 and 0.25 in group 1.
-    * Edges: about ``num_nodes * avg_degree / 2`` undirected edges. Sources are drawn with a log-normal
-      activity; with probability ``homophily`` the target is uniform within the source's (group, class)
-      block, else uniform over all nodes.
+    * Edges: about ``num_nodes * avg_degree / 2`` undirected edges. Sources are drawn with a log-normal activity;
+      with probability ``homophily`` the target is uniform within the source's (group, class) block, else over all.
     * Features: Gaussian noise plus a class centroid of norm ``feature_signal`` on every column and a
       group centroid of norm ``feature_signal / 2`` on the first half of the columns; when
       ``sens_in_features`` the last column is the group code (as in the paper's datasets, which keep the
       sensitive attribute as a feature). All columns are min-max scaled to ``[-1, 1]``.
-    * Split: :func:`paper_split` with ``seed`` and ``train_per_class`` (default the paper's 500, i.e.
-      half of each class up to 500, then a quarter each for validation and test). The generator then
-      makes sure every (group, class) pair has at least four nodes and at least one of them in test, by
-      relabelling a few nodes of the largest pair and swapping split membership within a class.
+    * Split: :func:`paper_split` with ``seed`` and ``train_per_class`` (default the paper's 500, i.e. half of
+      each class up to 500, then a quarter each for validation and test). Every (group, class) pair then gets
+      at least four nodes and one of them in test, by relabelling a few nodes of the largest pair and swapping
+      split membership within a class.
 
     Args:
         num_nodes: number of nodes, at least ``8 * num_groups * num_classes``.
@@ -67,45 +65,50 @@ def synthetic(
     Raises:
         ConfigError: an argument is out of range.
     """
-    _check_args(
-        num_nodes,
-        num_features,
-        num_groups,
-        num_classes,
-        sens_label_corr,
-        homophily,
-        avg_degree,
-        feature_signal,
-        sens_in_features,
-    )
+    _check_sizes(num_nodes, num_features, num_groups, num_classes, sens_in_features)
+    _check_ranges(sens_label_corr, homophily, avg_degree, feature_signal)
     rng = np.random.default_rng(seed)
-    n, num_g, num_c = num_nodes, num_groups, num_classes
+    sens, y = _groups_and_labels(num_nodes, num_groups, num_classes, sens_label_corr, rng)
+    parts = _split(sens, y, seed, train_per_class, num_groups, num_classes, rng)
+    edges = _edges(sens * num_classes + y, num_nodes, homophily, avg_degree, rng)
+    x, names = _features(sens, y, num_features, num_groups, num_classes, feature_signal, sens_in_features, rng)
+    return Graph.build(x, edges, y, sens, *parts, feature_names=names, name=name)
+
+
+def _split(
+    sens: np.ndarray, y: np.ndarray, seed: int, cap: int | None, num_g: int, num_c: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """:func:`paper_split` with ``seed`` and ``cap`` training nodes per class (``None``: the paper's), then
+    :func:`_cover_test`."""
+    per_class = PAPER_TRAIN_PER_CLASS if cap is None else cap
+    parts = [t.numpy() for t in paper_split(y, seed=seed, train_per_class=per_class)]
+    return _cover_test(parts, sens, y, num_g, num_c, rng)
+
+
+def _groups_and_labels(
+    n: int, num_g: int, num_c: int, corr: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's group (``P(g)`` proportional to ``1 / (1 + g)``) and label (its group's favoured class with
+    probability ``corr`` more), then :func:`_fill_cells`."""
     weights = 1.0 / (1.0 + np.arange(num_g))
     sens = rng.choice(num_g, size=n, p=weights / weights.sum())
-    probs = np.full((num_g, num_c), (1.0 - sens_label_corr) / num_c)
-    probs[np.arange(num_g), (num_c - 1 - np.arange(num_g)) % num_c] += sens_label_corr
+    probs = np.full((num_g, num_c), (1.0 - corr) / num_c)
+    probs[np.arange(num_g), (num_c - 1 - np.arange(num_g)) % num_c] += corr
     cum = np.cumsum(probs, axis=1)[sens]
     y = np.minimum((rng.random(n)[:, None] > cum).sum(axis=1), num_c - 1)
-    sens, y = _fill_cells(sens, y, num_g, num_c, rng)
-
-    cap = PAPER_TRAIN_PER_CLASS if train_per_class is None else train_per_class
-    parts = [t.numpy() for t in paper_split(y, seed=seed, train_per_class=cap)]
-    parts = _cover_test(parts, sens, y, num_g, num_c, rng)
-
-    edges = _edges(sens * num_c + y, n, homophily, avg_degree, rng)
-    x, feature_names = _features(sens, y, num_features, num_g, num_c, feature_signal, sens_in_features, rng)
-    return Graph.build(x, edges, y, sens, *parts, feature_names=feature_names, name=name)
+    return _fill_cells(sens, y, num_g, num_c, rng)
 
 
-def _check_args(
-    n: int, d: int, g: int, c: int, corr: float, hom: float, deg: float, signal: float, sens_in: bool
-) -> None:
+def _check_sizes(n: int, d: int, g: int, c: int, sens_in: bool) -> None:
     if g < 2 or c < 2:
         raise ConfigError(f"num_groups and num_classes must be >= 2, got {g} and {c}")
     if n < 8 * g * c:
         raise ConfigError(f"num_nodes must be >= 8 * num_groups * num_classes = {8 * g * c}, got {n}")
     if d < (2 if sens_in else 1):
         raise ConfigError(f"num_features must be >= {2 if sens_in else 1}, got {d}")
+
+
+def _check_ranges(corr: float, hom: float, deg: float, signal: float) -> None:
     for label, value in (("sens_label_corr", corr), ("homophily", hom)):
         if not 0.0 <= value <= 1.0:
             raise ConfigError(f"{label} must be in [0, 1], got {value}")

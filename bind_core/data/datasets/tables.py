@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import difflib
 import mmap
 import re
 from collections.abc import Sequence
@@ -128,21 +129,7 @@ def read_node_table(
     if not path.is_file():
         raise GraphValidationError(field, f"no such file: {shown}")
     try:
-        if suffix in (".parquet", ".pq"):
-            meta = pq.ParquetFile(path).metadata
-            check_limit(field, "columns", int(meta.num_columns), max_columns)
-            check_limit(field, "rows", int(meta.num_rows), max_nodes)
-            frame = pd.read_parquet(path)
-        else:
-            sep = TABLE_SUFFIXES[suffix]
-            assert sep is not None
-            check_limit(field, "columns", header_columns(path, sep, stop_after=max_columns), max_columns)
-            header = pd.read_csv(path, sep=sep, nrows=0, encoding="utf-8")
-            check_limit(field, "columns", len(header.columns), max_columns)
-            text = {c: str for c in text_columns if c in header.columns}
-            frame = pd.read_csv(
-                path, sep=sep, encoding="utf-8", dtype=text or None, nrows=None if max_nodes is None else max_nodes + 1
-            )
+        frame = _read_frame(path, suffix, max_nodes, max_columns, field, text_columns)
     except BindError:
         raise
     except pd.errors.EmptyDataError as exc:
@@ -153,6 +140,37 @@ def read_node_table(
         raise ragged_row_error(exc, field=field, file=shown) or GraphValidationError(
             field, f"cannot read {shown} ({type(exc).__name__}: {exc})"
         ) from exc
+    return _checked(frame, max_nodes, max_columns, field, shown)
+
+
+def _read_frame(
+    path: Path,
+    suffix: str,
+    max_nodes: int | None,
+    max_columns: int | None,
+    field: str,
+    text_columns: Sequence[str],
+) -> pd.DataFrame:
+    """The table as pandas reads it, refusing a file over a limit before reading it where the header says so."""
+    if suffix in (".parquet", ".pq"):
+        meta = pq.ParquetFile(path).metadata
+        check_limit(field, "columns", int(meta.num_columns), max_columns)
+        check_limit(field, "rows", int(meta.num_rows), max_nodes)
+        return pd.read_parquet(path)
+    sep = TABLE_SUFFIXES[suffix]
+    assert sep is not None
+    check_limit(field, "columns", header_columns(path, sep, stop_after=max_columns), max_columns)
+    header = pd.read_csv(path, sep=sep, nrows=0, encoding="utf-8")
+    check_limit(field, "columns", len(header.columns), max_columns)
+    text = {c: str for c in text_columns if c in header.columns}
+    rows = None if max_nodes is None else max_nodes + 1
+    return pd.read_csv(path, sep=sep, encoding="utf-8", dtype=text or None, nrows=rows)
+
+
+def _checked(
+    frame: pd.DataFrame, max_nodes: int | None, max_columns: int | None, field: str, shown: str
+) -> pd.DataFrame:
+    """``frame`` with string column names, once its size, column names and rows pass."""
     frame.columns = [str(c) for c in frame.columns]
     check_limit(field, "rows", len(frame), max_nodes)
     check_limit(field, "columns", frame.shape[1], max_columns)
@@ -165,14 +183,33 @@ def read_node_table(
 
 
 def require_columns(
-    frame: pd.DataFrame, columns: Sequence[str], field: str = "nodes", *, file: str | None = None
+    frame: pd.DataFrame, columns: Sequence[str], option: str = "nodes", *, file: str | None = None
 ) -> None:
-    """Raise naming the first of ``columns`` that ``frame`` lacks (and the file, when given)."""
+    """Raise naming the first of ``columns`` that ``frame`` lacks, the columns with a close name ("did you
+    mean"), and the file when given.
+
+    Args:
+        frame: the table.
+        columns: the columns the caller named.
+        option: the parameter that named them (``label``, ``features``...): the error's field.
+        file: the table's name as the user knows it.
+    """
     for column in columns:
         if column not in frame.columns:
-            shown = ", ".join(list(frame.columns)[:20])
+            names = [str(c) for c in frame.columns]
+            close = tuple(difflib.get_close_matches(column, names, n=3, cutoff=0.6))
+            if not close:
+                close = tuple(c for c in names if c.strip().casefold() == column.strip().casefold())[:3]
             where = file if file is not None else "the node table"
-            raise GraphValidationError(column, f"no column {column!r} in {where} (columns: {shown})", file=file)
+            guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            shown = ", ".join(names[:20]) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
+            raise GraphValidationError(
+                option,
+                f"no column {column!r} in {where}{guess} (columns: {shown})",
+                value=column,
+                file=file,
+                suggestions=close,
+            )
 
 
 def value_name(value: object) -> str:
@@ -183,7 +220,9 @@ def value_name(value: object) -> str:
     return str(value)
 
 
-def encode_codes(series: pd.Series, column: str, *, file: str = "the node table") -> tuple[np.ndarray, list[str]]:
+def encode_codes(
+    series: pd.Series, column: str, *, file: str = "the node table", field: str = "nodes"
+) -> tuple[np.ndarray, list[str]]:
     """Map a label or sensitive column to contiguous codes ``0..k-1`` in sorted order of its values.
 
     Numbers sort numerically and anything else as strings (``"10" < "9"``); values are kept exactly (text is
@@ -193,23 +232,23 @@ def encode_codes(series: pd.Series, column: str, *, file: str = "the node table"
         ``(codes, values)``: int64 codes per row and the name of each code (:func:`value_name`).
 
     Raises:
-        GraphValidationError: a missing or non-finite value (naming the rows).
+        GraphValidationError: a missing or non-finite value (naming the rows; ``field`` is the error's field).
     """
     missing = series.isna().to_numpy(dtype=bool)
     if not (pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype)):
         missing = missing | (series.astype(str).str.strip() == "").to_numpy(dtype=bool)
     if missing.any():
         rows = np.flatnonzero(missing)
-        raise cell_error(column, "missing values", file=file, column=column, rows=table_rows(rows),
-                         values=[""] * rows.size)  # fmt: skip
+        cells = table_rows(rows)
+        raise cell_error(field, "missing values", file=file, column=column, rows=cells, values=[""] * rows.size)
     if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_integer_dtype(series.dtype):
         values = series.to_numpy(dtype=np.int64)
     elif pd.api.types.is_numeric_dtype(series.dtype):
         values = series.to_numpy(dtype=np.float64)
         if not np.isfinite(values).all():
             bad = np.flatnonzero(~np.isfinite(values))
-            raise cell_error(column, "non-finite values", file=file, column=column, rows=table_rows(bad),
-                             values=values[bad])  # fmt: skip
+            cells = table_rows(bad)
+            raise cell_error(field, "non-finite values", file=file, column=column, rows=cells, values=values[bad])
     else:
         values = np.array([str(v) for v in series.tolist()], dtype=object)
     uniques, codes = np.unique(values, return_inverse=True)
@@ -232,11 +271,15 @@ def numeric_matrix(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
         else:
             sample = next((v for v in series.tolist() if isinstance(v, str)), series.iloc[0])
             raise GraphValidationError(
-                column, f"feature column is not numeric (dtype {series.dtype}, e.g. {str(sample)[:40]!r})"
+                "nodes",
+                f"feature column {column!r} is not numeric (dtype {series.dtype}, e.g. {str(sample)[:40]!r})",
+                column=column,
             )
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
-            raise GraphValidationError(column, f"missing or infinite value in row {int(bad[0])}")
+            raise GraphValidationError(
+                "nodes", f"feature column {column!r}: missing or infinite value in row {int(bad[0])}", column=column
+            )
         blocks.append(values)
     if not blocks:
         return np.empty((len(frame), 0), dtype=np.float64)

@@ -42,7 +42,8 @@ def test_text_feature_and_64_bit_ids(client: TestClient, auth: dict[str, str], t
     assert summary["features"] == 13 and summary["ingest"]["encoded"] == {"purpose": q.PURPOSES}
     assert summary["ingest"]["booleans"] == ["married"]
     error = _error(client, auth, q.text_feature(tmp_path / "a"), max_categories="9")
-    assert (error["field"], error["file"]) == ("purpose", "people.csv") and "features=" in error["message"]
+    assert (error["field"], error["column"], error["file"]) == ("features", "purpose", "people.csv")
+    assert "listing the feature columns (features), or raise max_categories" in error["message"]
     summary = _summary(client, auth, q.big_ids(tmp_path / "b"))
     assert (summary["nodes"], summary["edges"]) == (q.N, q.N)
 
@@ -64,6 +65,7 @@ def test_dangling_edges(client: TestClient, auth: dict[str, str], tmp_path: Path
             "field": "edges",
             "message": "edges.csv, column 'src/dst': node ids absent from the node table's column 'id' in 2 row(s): "
             "row 3 ('9999'), row 5 ('8888'); to drop such edges, pass on_unknown_nodes=drop",
+            "column": "src/dst",
             "file": "edges.csv",
             "rows": [3, 5],
             "values": ["9999", "8888"],
@@ -99,7 +101,8 @@ def test_continuous_sensitive_and_near_duplicate_groups(
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     paths = q.continuous_sensitive(tmp_path / "a")
     error = _error(client, auth, paths, sensitive="age")
-    assert error["field"] == "age" and "numeric with 40 distinct values" in error["message"]
+    assert (error["field"], error["value"]) == ("sensitive", "age")
+    assert "numeric with 40 distinct values" in error["message"] and "sensitive_bins=age>=39.5" in error["message"]
     summary = _summary(client, auth, paths, sensitive="age", sensitive_bins="age>=30")
     assert summary["group_names"] == ["age<30", "age>=30"] and summary["group_sizes"] == [10, 30]
     summary = _summary(client, auth, q.near_duplicate_groups(tmp_path / "b"))
@@ -113,7 +116,7 @@ def test_missing_values_name_rows_and_impute(client: TestClient, auth: dict[str,
     table.loc[[2, 6], "amount"] = None
     paths = q.write(tmp_path, table, q.ring(table["id"].astype(str).tolist()))
     error = _error(client, auth, paths)
-    assert (error["field"], error["rows"], error["count"]) == ("amount", [4, 8], 2)
+    assert (error["field"], error["column"], error["rows"], error["count"]) == ("nodes", "amount", [4, 8], 2)
     summary = _summary(client, auth, paths, impute_missing="true")
     assert summary["ingest"]["imputed"]["amount"]["count"] == 2
 

@@ -50,8 +50,8 @@ def test_quirks_through_the_command_line(tmp_path: Path, capsys: pytest.CaptureF
     code, _, err = _run(capsys, tmp_path, *_table_args(*dangling))
     assert code == 2
     assert err.strip() == (
-        "bind-audit run: error: edges: edges.csv, column 'src/dst': node ids absent from the node table's column 'id' "
-        "in 2 row(s): row 3 ('9999'), row 5 ('8888'); to drop such edges, pass on_unknown_nodes=drop"
+        "bind-audit run: error: --edges: edges.csv, column 'src/dst': node ids absent from the node table's column "
+        "'id' in 2 row(s): row 3 ('9999'), row 5 ('8888'); to drop such edges, pass --on-unknown-nodes drop"
     )
     code, doc, err = _run(capsys, tmp_path, *_table_args(*dangling, "--on-unknown-nodes", "drop"))
     assert code == 0 and doc["ingest"]["dropped_edges"] == 2 and doc["ingest"]["unknown_ids"] == ["9999", "8888"]
@@ -61,7 +61,7 @@ def test_quirks_through_the_command_line(tmp_path: Path, capsys: pytest.CaptureF
     assert code == 0 and doc["graph"]["edges"] == q.N
     empty = q.empty_edges(tmp_path / "empty")
     code, _, err = _run(capsys, tmp_path, *_table_args(*empty))
-    assert code == 2 and "error: edges: edges.csv: it holds no edges" in err
+    assert code == 2 and "error: --edges: edges.csv: it holds no edges" in err and "Pass --allow-no-edges to" in err
     code, doc, err = _run(capsys, tmp_path, *_table_args(*empty, "--allow-no-edges"))
     assert code == 0 and doc["graph"]["edges"] == 0
     assert any("the graph has no edges" in w for w in doc["warnings"])
@@ -143,10 +143,10 @@ def test_benchmark_layouts_audit_with_only_label_sensitive_and_node_id(
     args = ["--table", str(tmp_path / "region_job.csv"), "--edges", str(tmp_path / "region_job_relationship.txt")]
     args += ["--label", "I_am_working_in_field", "--sensitive", "region", "--node-id", "user_id"]
     code, _, err = _run(capsys, tmp_path, *args)
-    assert code == 2 and "row 81 ('12345')" in err and "on_unknown_nodes=drop" in err
+    assert code == 2 and "row 81 ('12345')" in err and "--on-unknown-nodes drop" in err
     code, doc, err = _run(capsys, tmp_path, *args, "--on-unknown-nodes", "drop")
     assert code == 0, err
-    assert doc["graph"]["classes"] == 3 and "pass unlabeled=-1" in err  # the hint, on the read: lines
+    assert doc["graph"]["classes"] == 3 and "pass --unlabeled=-1" in err  # the hint, on the read: lines, in flags
     code, doc, err = _run(capsys, tmp_path, *args, "--on-unknown-nodes", "drop", "--unlabeled", "-1")
     assert code == 0, err
     assert (doc["graph"]["classes"], doc["graph"]["unlabeled"], doc["ingest"]["dropped_edges"]) == (2, 8, 1)

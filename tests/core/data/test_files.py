@@ -182,14 +182,17 @@ def _error(call, *args, **kwargs) -> GraphValidationError:
 
 
 def test_missing_and_non_numeric_columns(nodes_csv: Path) -> None:
-    assert _error(_build, nodes_csv, label="nope").field == "nope"
-    assert _error(_build, nodes_csv, features=["age", "ghost"]).field == "ghost"
+    err = _error(_build, nodes_csv, label="nope")
+    assert (err.field, err.value) == ("label", "nope")
+    err = _error(_build, nodes_csv, features=["age", "ghost"])
+    assert (err.field, err.value) == ("features", "ghost")
     err = _error(_build, nodes_csv, features=["age", "outcome"])
-    assert err.field == "outcome"
+    assert (err.field, err.value) == ("features", "outcome")
     g = _build(nodes_csv, sensitive="flag", features=["gender", "score"])
     assert g.feature_names == ("gender=f", "gender=m", "score")
     err = _error(_build, nodes_csv, sensitive="flag", features=["gender", "score"], max_categories=1)
-    assert err.field == "gender" and "features=" in str(err) and "2 distinct values" in str(err)
+    assert (err.field, err.column) == ("features", "gender")
+    assert "features=" in str(err) and "2 distinct values" in str(err)
     assert _error(from_files, nodes_csv, sensitive="gender").field == "label"
 
 
@@ -200,12 +203,15 @@ def test_missing_values(tmp_path: Path) -> None:
     nodes = tmp_path / "n.csv"
     table.to_csv(nodes, index=False)
     err = _error(_build, nodes)
-    assert err.field == "age" and "row 5 ('')" in str(err) and err.rows == (5,) and err.count == 1
+    assert (err.field, err.column) == ("nodes", "age") and "row 5 ('')" in str(err)
+    assert err.rows == (5,) and err.count == 1
     assert err.file == "n.csv"
     g = _build(nodes, features=["score"])
     assert g.y[4] == -1 and g.summary()["unlabeled"] == 1
     err = _error(_build, nodes, label="gender", sensitive="outcome", features=["age"])
-    assert err.field == "outcome" and err.rows == (6,)
+    assert [(p.field, p.column, p.rows) for p in err.problems] == [("nodes", "outcome", (6,)), ("nodes", "age", (5,))]
+    err = _error(_build, nodes, label="gender", sensitive="outcome", features=["score"])
+    assert (err.field, err.column, err.rows) == ("nodes", "outcome", (6,))
 
 
 @pytest.mark.parametrize(
@@ -261,7 +267,8 @@ def test_duplicate_node_ids(tmp_path: Path) -> None:
     table.loc[1, "id"] = table.loc[0, "id"]
     nodes = tmp_path / "n.csv"
     table.to_csv(nodes, index=False)
-    assert _error(_build, nodes, node_id="id").field == "id"
+    err = _error(_build, nodes, node_id="id")
+    assert (err.field, err.column, err.rows) == ("nodes", "id", (2, 3))
 
 
 def test_split_column_errors(tmp_path: Path) -> None:

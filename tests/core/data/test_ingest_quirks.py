@@ -49,9 +49,9 @@ def test_text_feature_is_one_hot_encoded_and_booleans_are_0_1(tmp_path: Path) ->
 
 def test_text_feature_over_the_cap_names_the_column(tmp_path: Path) -> None:
     err = _error(*q.text_feature(tmp_path), max_categories=9)
-    assert err.field == "purpose" and err.file == "people.csv"
+    assert (err.field, err.column, err.file) == ("features", "purpose", "people.csv")
     assert str(err).startswith(
-        "purpose: people.csv, column 'purpose' holds text with 10 distinct values (e.g. 'business', 'car', "
+        "features: people.csv, column 'purpose' holds text with 10 distinct values (e.g. 'business', 'car', "
         "'education', 'furniture', 'holiday'), more than the 9 that are one-hot encoded; leave it out by listing "
         "the feature columns (features=)"
     )
@@ -64,7 +64,8 @@ def test_missing_numeric_values_are_refused_or_imputed_with_the_median(tmp_path:
     table.loc[[3, 7, 8, 9, 10, 11], "amount"] = np.nan
     nodes, edges = q.write(tmp_path, table, q.ring(table["id"].astype(str).tolist()))
     err = _error(nodes, edges)
-    assert (err.field, err.rows, err.count, err.values) == ("amount", (5, 9, 10, 11, 12), 6, ("",) * 5)
+    assert (err.field, err.column, err.rows, err.count) == ("nodes", "amount", (5, 9, 10, 11, 12), 6)
+    assert err.values == ("",) * 5
     assert "people.csv, column 'amount': missing values in 6 row(s): row 5 (''), row 9 ('')" in str(err)
     assert "and 1 more" in str(err)
     ingested = ingest_files(nodes, edges, **BASE, impute_missing=True, scale=False)
@@ -90,10 +91,11 @@ def test_sentinel_label_gets_a_hint_and_unlabeled_makes_it_unlabeled(tmp_path: P
     nodes, edges = q.sentinel_label(tmp_path)
     plain = ingest_files(nodes, edges, **BASE)
     assert plain.graph.num_classes == 3
-    assert plain.report.hints == [
+    assert plain.report.notes()[-2] == (
         "label column 'good' holds -1 beside 0 and 1: it is read as a third class; if -1 marks unlabeled nodes, "
-        "pass unlabeled=-1"
-    ]
+        "pass unlabeled='-1'"
+    )
+    assert "label column 'good' has 3 classes ('-1', '0', '1')" in plain.report.notes()[-1]
     ingested = ingest_files(nodes, edges, **BASE, unlabeled="-1")
     g = ingested.graph
     unlabeled = [i for i in range(q.N) if i % 5 == 4]
@@ -118,7 +120,7 @@ def test_dangling_edges_are_refused_or_dropped(tmp_path: Path) -> None:
     err = _error(nodes, edges)
     assert str(err) == (
         "edges: edges.csv, column 'src/dst': node ids absent from the node table's column 'id' in 2 row(s): "
-        "row 3 ('9999'), row 5 ('8888'); to drop such edges, pass on_unknown_nodes=drop"
+        "row 3 ('9999'), row 5 ('8888'); to drop such edges, pass on_unknown_nodes='drop'"
     )
     assert (err.field, err.file, err.rows, err.values, err.count) == ("edges", "edges.csv", (3, 5), ("9999", "8888"), 2)
     ingested = ingest_files(nodes, edges, **BASE, on_unknown_nodes="drop")
@@ -160,7 +162,7 @@ def test_empty_edge_file_is_an_error_unless_allowed(tmp_path: Path) -> None:
     err = _error(nodes, edges)
     assert str(err) == (
         "edges: edges.csv: it holds no edges; a GNN on a graph without edges sees only each node's own features. "
-        "Pass allow_no_edges to audit it anyway"
+        "Pass allow_no_edges=True to audit it anyway"
     )
     g = from_files(nodes, edges, **BASE, allow_no_edges=True)
     assert g.num_edges == 0
@@ -171,7 +173,7 @@ def test_empty_edge_file_is_an_error_unless_allowed(tmp_path: Path) -> None:
 def test_continuous_sensitive_column_needs_a_binning_rule(tmp_path: Path) -> None:
     nodes, edges = q.continuous_sensitive(tmp_path)
     err = _error(nodes, edges, sensitive="age")
-    assert err.field == "age"
+    assert (err.field, err.value, err.column) == ("sensitive", "age", "age")
     assert "column 'age' is numeric with 40 distinct values, more than the 10 groups" in str(err)
     assert "sensitive_bins='age>=39.5' (its median)" in str(err)
     ingested = ingest_files(nodes, edges, **BASE | {"sensitive": "age"}, sensitive_bins="age>=30")
@@ -197,7 +199,7 @@ def test_graph_level_errors_use_the_users_names(tmp_path: Path) -> None:
     table = q.people()
     table["gender"] = "F"
     err = _error(*q.write(tmp_path, table, q.ring(table["id"].astype(str).tolist())))
-    assert err.field == "gender" and "sens" not in str(err).replace("sensitive", "")
+    assert (err.field, err.column) == ("sensitive", "gender") and "sens" not in err.text().replace("sensitive", "")
     assert "the graph built from people.csv" in str(err) and "groups 0='F'" in str(err)
 
 
@@ -291,7 +293,8 @@ def test_parquet_with_nullable_types(tmp_path: Path) -> None:
     edges = tmp_path / "edges.csv"
     edges.write_text(q.ring([str(v) for v in table["id"]]))
     err = _error(tmp_path / "people.parquet", edges)
-    assert (err.field, err.rows) == ("purpose", (5,))
+    problems = [(e.field, e.column, e.rows) for e in err.problems]
+    assert problems == [("nodes", "purpose", (5,)), ("nodes", "married", (7,))]
     ingested = ingest_files(tmp_path / "people.parquet", edges, **BASE, impute_missing=True, scale=False)
     g = ingested.graph
     assert g.y[7] == -1 and g.node_ids[-1] == q.BIG + q.N - 1 and g.num_edges == q.N

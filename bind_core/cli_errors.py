@@ -1,0 +1,48 @@
+"""Errors and notes of ``bind-audit run`` in its own terms: bind_core's parameters said as the command's flags."""
+
+from __future__ import annotations
+
+import shlex
+
+from bind_core.errors import GraphValidationError, Option
+
+FLAGS = {
+    "nodes": "--table",
+    "edges": "--edges",
+    "npz": "--npz",
+    "label": "--label",
+    "sensitive": "--sensitive",
+    "features": "--features",
+    "split": "--split",
+    "node_id": "--node-id",
+    "unlabeled": "--unlabeled",
+    "on_unknown_nodes": "--on-unknown-nodes",
+    "allow_no_edges": "--allow-no-edges",
+    "impute_missing": "--impute-missing",
+    "max_categories": "--max-categories",
+    "sensitive_bins": "--sensitive-bins",
+    "name": "--name",
+    "split_seed": "--split-seed",
+}
+"""The flag of each parameter of :func:`~bind_core.data.datasets.ingest_files` the command takes."""
+
+
+def flag(option: Option) -> str:
+    """``option`` as the command line takes it: ``--on-unknown-nodes drop``, ``--impute-missing``, ``--features``
+    (a value that starts with ``-`` after ``=``, quoted for the shell where it needs it); a parameter the
+    command has no flag for keeps bind_core's name."""
+    name = FLAGS.get(option.name)
+    if name is None:
+        return option.python()
+    if option.value is None or option.value is True:
+        return name
+    value = shlex.quote(str(option.value))
+    return f"{name}={value}" if value.startswith("-") else f"{name} {value}"
+
+
+def cli_text(exc: BaseException) -> str:
+    """The message of ``exc`` for the command line: a graph error led by the flag at fault and its advice in
+    flags (``--label: no column 'aproved' ...; did you mean 'approved'?``); any other error as it is."""
+    if isinstance(exc, GraphValidationError) and hasattr(exc, "message"):
+        return f"{FLAGS.get(exc.field, exc.field)}: {exc.text(flag)}"
+    return str(exc)  # a subclass with a constructor of its own may set neither
