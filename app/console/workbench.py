@@ -27,7 +27,7 @@ from app.console.pages import page
 from app.console.views import audit_row, graph_row
 from app.core.db.tables import Graph, SuppliedModel
 from app.core.deps import BrokerDep, SessionDep, SettingsDep
-from app.core.errors import ProblemError
+from app.core.errors import ProblemError, ValidationProblem
 from app.graphs import service as graphs
 from app.graphs.uploads import FIELD_PARTS, FILE_PARTS, ReceivedUpload, receive_upload, remove_folder
 from app.supplied import service as supplied
@@ -94,7 +94,7 @@ def _filled(received: ReceivedUpload) -> ReceivedUpload:
 @router.get("/graphs/{graph_id}")
 def graph_page(graph_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
     """A graph in the user's terms, what reading it did, its audits, and (auditor) the form that starts one."""
-    return _graph_page(session, user, graph_id, form={}, estimate=None, errors=[], detail=None)
+    return _graph_page(session, user, graph_id)
 
 
 @router.post("/graphs/{graph_id}/audit", dependencies=[trailed("audit.create")])
@@ -128,42 +128,25 @@ def start_audit(
         "edges": edges,
         "model_id": model_id,
     }
+    problem: ProblemError | None = None
     try:
         body = AuditCreate.model_validate(_request(graph_id, form))
         model = supplied.get_model(session, user.tenant, body.model_id) if body.model_id else None
         cost = _estimate(body, graph, model)
         if form.get("action") != "queue":
-            return _graph_page(session, user, graph_id, form=form, estimate=cost, errors=[], detail=None)
+            return _graph_page(session, user, graph_id, form=form, estimate=cost)
         audit, _ = audits.create_audit(session, user.tenant, body, settings=settings, publisher=broker)
     except ValidationError as exc:
         errors = [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
-        return _graph_page(
-            session,
-            user,
-            graph_id,
-            form=form,
-            estimate=None,
-            errors=errors,
-            detail="The audit's settings are not valid.",
-            status_code=422,
-        )
+        problem = ValidationProblem("The audit's settings are not valid.", errors=errors)
     except BindError as exc:
-        return _graph_page(
-            session, user, graph_id, form=form, estimate=None, errors=[], detail=str(exc), status_code=422
-        )
+        problem = ValidationProblem(str(exc), slug="invalid-config")
     except ProblemError as exc:
         if exc.status in (403, 404):
             raise
-        return _graph_page(
-            session,
-            user,
-            graph_id,
-            form=form,
-            estimate=None,
-            errors=exc.errors,
-            detail=exc.detail or exc.title,
-            status_code=exc.status,
-        )
+        problem = exc
+    if problem is not None:
+        return _graph_page(session, user, graph_id, form=form, problem=problem)
     return RedirectResponse(f"/console/audits/{audit.id}", status_code=303)
 
 
@@ -214,12 +197,11 @@ def _graph_page(
     user: Any,
     graph_id: uuid.UUID,
     *,
-    form: dict[str, str],
-    estimate: dict[str, str] | None,
-    errors: list[dict[str, Any]],
-    detail: str | None,
-    status_code: int = 200,
+    form: dict[str, str] | None = None,
+    estimate: dict[str, str] | None = None,
+    problem: ProblemError | None = None,
 ) -> Response:
+    """The graph's page; with ``problem``, the start form shows it (with its status and its fields at fault)."""
     graph = graphs.get_graph(session, user.tenant, graph_id)
     rows, _ = audits.list_audits(
         session, user.tenant, graph_id=graph_id, state=None, limit=AUDITS_SHOWN, page_token=None
@@ -228,15 +210,15 @@ def _graph_page(
     return page(
         "graph.html",
         user,
-        status_code=status_code,
+        status_code=problem.status if problem else 200,
         title=f"{graph.name} v{graph.version} · bind-audit",
         graph=graph_row(graph),
         summary=graph.summary or {},
         audits=[audit_row(a) for a in rows],
         models=[{"id": str(m.id), "name": getattr(m, "name", None) or str(m.id)} for m in models],
         archs=ARCHS,
-        form=form,
+        form=form or {},
         estimate=estimate,
-        errors=errors,
-        detail=detail,
+        errors=problem.errors if problem else [],
+        detail=(problem.detail or problem.title) if problem else None,
     )

@@ -43,9 +43,11 @@ def _check_unpacked_size(path: Path, limit: int) -> None:
         return
     if unpacked > limit:
         raise ValidationProblem(
-            f"The npz archive unpacks to {unpacked} bytes, over the limit of {limit}.", slug="invalid-graph",
-            title="Invalid graph", errors=[{"field": "npz", "message": f"unpacks to more than {limit} bytes"}],
-        )  # fmt: skip
+            f"The npz archive unpacks to {unpacked} bytes, over the limit of {limit}.",
+            slug="invalid-graph",
+            title="Invalid graph",
+            errors=[{"field": "npz", "message": f"unpacks to more than {limit} bytes"}],
+        )
 
 
 def parse_upload(upload: ReceivedUpload, settings: Settings) -> ParsedGraph:

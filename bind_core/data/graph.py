@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import numpy as np
 import torch
@@ -16,6 +16,30 @@ from bind_core.data.labels import group_labels, id_legend
 from bind_core.errors import GraphValidationError
 
 ArrayLike = Tensor | np.ndarray | Sequence[Any]
+
+
+class Naming(TypedDict, total=False):
+    """The graph in the user's terms, as :meth:`Graph.build` takes it (each key as the :class:`Graph` attribute of
+    the same name; any sequence of strings for the tuples)."""
+
+    feature_names: Sequence[str]
+    name: str
+    group_names: Sequence[str]
+    sensitive: Sequence[str]
+    group_meanings: Sequence[str]
+    node_id_column: str | None
+    node_keys: Sequence[str]
+    label_name: str
+    class_names: Sequence[str]
+
+
+_TEXTS = ("feature_names", "group_names", "sensitive", "group_meanings", "node_keys", "class_names")
+
+
+def _named(naming: Naming) -> dict[str, Any]:
+    """``naming`` as :class:`Graph`'s fields: the sequences as tuples of strings, the rest as given."""
+    given: dict[str, Any] = dict(naming)
+    return {k: tuple(str(v) for v in given[k]) if k in _TEXTS else given[k] for k in given}
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,16 +173,8 @@ class Graph:
         *,
         self_loops: Literal["drop", "error"] = "drop",
         duplicates: Literal["merge", "error"] = "merge",
-        feature_names: Sequence[str] = (),
-        name: str = "graph",
         node_ids: ArrayLike | None = None,
-        group_names: Sequence[str] = (),
-        sensitive: Sequence[str] = ("sens",),
-        group_meanings: Sequence[str] = (),
-        node_id_column: str | None = None,
-        node_keys: Sequence[str] = (),
-        label_name: str = "y",
-        class_names: Sequence[str] = (),
+        **naming: Unpack[Naming],
     ) -> Graph:
         """Build a graph from arrays, cleaning the edge list.
 
@@ -172,27 +188,20 @@ class Graph:
             test_idx: test node indices.
             self_loops: ``"drop"`` removes ``(v, v)`` pairs; ``"error"`` rejects them.
             duplicates: ``"merge"`` keeps one copy of a repeated (undirected) edge; ``"error"`` rejects it.
-            feature_names: optional names of the ``d`` feature columns.
-            name: a label for reports.
             node_ids: the original id of each node, ``[n]`` (default ``arange(n)``).
-            group_names: optional names of the ``G`` sensitive groups as the user's file writes them, one per
-                group.
-            sensitive: the name(s) of the sensitive attribute(s).
-            group_meanings: what each group stands for where documented, empty or one per group.
-            node_id_column: the user's column that ``node_ids`` (or ``node_keys``) hold; ``None``: row positions.
-            node_keys: the user's node ids when they are text, empty or one per node.
-            label_name: the name of the label.
-            class_names: each class's value as the user's file writes it, empty or one per class.
+            **naming: the graph in the user's terms, as keywords (:class:`Naming`: ``feature_names``, ``name``,
+                ``group_names``, ``sensitive``, ``group_meanings``, ``node_id_column``, ``node_keys``,
+                ``label_name``, ``class_names``; the class's attributes say what each holds).
 
         Returns:
-            The validated :class:`Graph`, each undirected edge stored in both directions (see the class's
-            attributes for the naming fields).
+            The validated :class:`Graph`, each undirected edge stored in both directions.
 
         Raises:
             GraphValidationError: a field is malformed (the message names it).
         """
         xt = _as_tensor(x, torch.float32, "x")
         n = int(xt.shape[0]) if xt.ndim >= 1 else 0
+        ids = torch.empty(0, dtype=torch.long) if node_ids is None else _as_tensor(node_ids, torch.long, "node_ids")
         return cls(
             x=xt,
             edge_index=_clean_edges(edges, n, self_loops, duplicates),
@@ -201,20 +210,8 @@ class Graph:
             train_idx=_as_tensor(train_idx, torch.long, "train_idx"),
             val_idx=_as_tensor(val_idx, torch.long, "val_idx"),
             test_idx=_as_tensor(test_idx, torch.long, "test_idx"),
-            node_ids=(
-                _as_tensor(node_ids, torch.long, "node_ids")
-                if node_ids is not None
-                else torch.empty(0, dtype=torch.long)
-            ),
-            feature_names=tuple(feature_names),
-            name=name,
-            group_names=tuple(str(n) for n in group_names),
-            sensitive=tuple(str(s) for s in sensitive),
-            group_meanings=tuple(str(m) for m in group_meanings),
-            node_id_column=node_id_column,
-            node_keys=tuple(str(k) for k in node_keys),
-            label_name=label_name,
-            class_names=tuple(str(c) for c in class_names),
+            node_ids=ids,
+            **_named(naming),
         )
 
     # ------------------------------------------------------------------ editing
