@@ -7,12 +7,13 @@ import uuid
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.audits.service import get_audit
 from app.core.db.tables import Audit, EdgeInfluenceRow, InfluenceRow, Tenant
 from app.core.errors import Conflict
 from app.influence.edge_pages import require_edges
+from bind_core.reporting import EDGE_COLUMNS
 
 
 def succeeded_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit:
@@ -60,43 +61,12 @@ def all_edge_rows(session: Session, audit: Audit) -> list[dict[str, Any]]:
     """
     require_edges(audit)
     row = EdgeInfluenceRow
-    columns = (
-        row.position,
-        row.u_index,
-        row.v_index,
-        row.u_id,
-        row.v_id,
-        row.u_grp,
-        row.v_grp,
-        row.within_group,
-        row.affects,
-        row.delta,
-        row.delta_sp,
-        row.delta_eo,
-        row.u_key,
-        row.v_key,
-    )
+    stored = {"u_group": "u_grp", "v_group": "v_grp"}  # the columns named otherwise in the table
+    names = (*EDGE_COLUMNS, "u_key", "v_key")
+    columns: list[InstrumentedAttribute[Any]] = [getattr(row, stored.get(name, name)) for name in names]
     result = session.execute(select(*columns).where(row.audit_id == audit.id).order_by(row.position))
-    names = (
-        "position",
-        "u_index",
-        "v_index",
-        "u_id",
-        "v_id",
-        "u_group",
-        "v_group",
-        "within_group",
-        "affects",
-        "delta",
-        "delta_sp",
-        "delta_eo",
-        "u_key",
-        "v_key",
-    )
-    return [
-        _user_ids(_user_ids(dict(zip(names, values, strict=True)), "u_id", "u_key"), "v_id", "v_key")
-        for values in result
-    ]
+    rows = [_user_ids(dict(zip(names, values, strict=True)), "u_id", "u_key") for values in result]
+    return [_user_ids(r, "v_id", "v_key") for r in rows]
 
 
 def _user_ids(row: dict[str, Any], id_key: str, text_key: str) -> dict[str, Any]:

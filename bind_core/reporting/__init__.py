@@ -4,7 +4,15 @@ and MLflow logging.
 The names below are what a service renders with; the modules hold the rest.
 """
 
-from bind_core.reporting.exports import edges_csv, edges_parquet, influence_csv, influence_parquet, model_card
+from bind_core.reporting.exports import (
+    EDGE_COLUMNS,
+    INFLUENCE_COLUMNS,
+    edges_csv,
+    edges_parquet,
+    influence_csv,
+    influence_parquet,
+    model_card,
+)
 from bind_core.reporting.history import render_history
 from bind_core.reporting.mlflow_log import log_audit
 from bind_core.reporting.page import environment, fmt
@@ -12,6 +20,8 @@ from bind_core.reporting.report import CSP, render_report
 
 __all__ = [
     "CSP",
+    "EDGE_COLUMNS",
+    "INFLUENCE_COLUMNS",
     "edges_csv",
     "edges_parquet",
     "environment",
