@@ -52,7 +52,7 @@ def live_url(api_settings: Settings) -> Iterator[str]:
 def _state(page: sync_api.Page, audit_id: str) -> str:
     """The audit's state cell as the browser shows it now ('' while the page is reloading)."""
     try:
-        return page.locator(f"#audit-{audit_id} td:nth-child(3)").inner_text(timeout=1000)
+        return page.locator(f"#audit-{audit_id} td.audit-state").inner_text(timeout=1000)
     except sync_api.Error:
         return ""
 
