@@ -233,7 +233,7 @@ def compare(
 def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
     """One audit: state, stage, progress, its problem if it failed, links to its report and exports."""
     audit = audits.get_audit(session, user.tenant, audit_id)
-    row = audit_row(audit)
+    row = audit_row(audit) | headlines(session, [audit]).get(audit.id, {})
     return page(
         "audit.html",
         user,

@@ -42,6 +42,7 @@ def audit_row(audit: Audit) -> dict[str, Any]:
         "id": str(audit.id),
         "source": f"dataset {audit.dataset}" if audit.dataset else f"graph version {fmt(audit.graph_version)}",
         "version": fmt(audit.graph_version),
+        "graph_id": str(audit.graph_id) if audit.graph_id else None,
         "state": audit.state,
         "stage": audit.stage or "—",
         "progress": round(100 * min(max(float(audit.progress or 0.0), 0.0), 1.0)),

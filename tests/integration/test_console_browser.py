@@ -137,3 +137,73 @@ def test_console_in_chromium(client: TestClient, graph_id: str, workers: WorkerP
         browser.close()
     print(f"screenshots: {ARTIFACTS}")
     assert problems == [], problems
+
+
+def _people_csv(folder: Path) -> tuple[Path, Path]:
+    """A 400-row node table with text ids and a 'gender' column the label depends on, and its edge list."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    rows = 400
+    gender = rng.choice(["F", "M"], rows)
+    approved = (rng.random(rows) < np.where(gender == "M", 0.75, 0.3)).astype(int)
+    income = rng.normal(size=rows) + approved
+    lines = ["uid,gender,income,approved"] + [
+        f"p{i:03d},{gender[i]},{income[i]:.3f},{approved[i]}" for i in range(rows)
+    ]
+    nodes, edges = folder / "people.csv", folder / "links.csv"
+    nodes.write_text("\n".join(lines) + "\n")
+    same = [(a, b) for a, b in rng.integers(0, rows, size=(3000, 2)) if gender[a] == gender[b]][:1200]
+    edges.write_text("\n".join(f"p{a:03d},p{b:03d}" for a, b in same) + "\n")
+    return nodes, edges
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (apt-get install chromium)")
+def test_workbench_in_chromium_from_a_csv_to_a_verdict(
+    client: TestClient, workers: WorkerPool, live_url: str, tmp_path: Path
+) -> None:
+    """A newcomer's path in the browser alone: upload a CSV, read the graph in its own terms, estimate an audit's
+    cost, queue it, and read the verdict, the groups and the harmful nodes by their ids."""
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    nodes, edges = _people_csv(tmp_path)
+    problems: list[str] = []
+    worker = workers.start()
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}"))
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.goto(f"{live_url}/console/sign-in")
+        page.fill("#api_key", key)
+        page.click("#sign-in")
+        page.wait_for_url("**/console/audits")
+        page.goto(f"{live_url}/console/graphs")
+        page.click("#upload-link")
+        page.set_input_files("#nodes", str(nodes))
+        page.set_input_files("#edges", str(edges))
+        page.fill("#label", "approved")
+        page.fill("#sensitive", "gender")
+        page.fill("#node_id", "uid")
+        page.fill("#name", "people")
+        page.screenshot(path=str(ARTIFACTS / "6-upload.png"))
+        page.click("#upload-button")
+        page.wait_for_url("**/console/graphs/*")
+        terms = page.locator("#terms").inner_text()
+        assert "gender" in terms and "gender=F" in terms and "approved" in terms and "'uid'" in terms, terms
+        page.fill("#epochs", "200")
+        page.click("#estimate-button")
+        assert "GiB" in page.locator("#estimate").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "7-estimate.png"))
+        page.click("#queue")
+        page.wait_for_url("**/console/audits/*")
+        audit_id = page.url.rsplit("/", 1)[-1]
+        wait_for_audit(client, audit_id, {"succeeded", "failed"}, timeout=240, pool=workers)
+        page.reload()
+        verdict = page.locator("#verdict").inner_text()
+        assert "gender=" in verdict and ("Biased" in verdict or "No clear bias" in verdict), verdict
+        harmful = page.locator("#nodes").inner_text()
+        assert "p" in harmful and "gender=" in harmful, harmful  # the user's text ids and group names
+        page.screenshot(path=str(ARTIFACTS / "8-verdict.png"), full_page=True)
+        browser.close()
+    assert worker.process.poll() is None, workers.logs()
+    assert problems == [], problems
