@@ -380,6 +380,10 @@ def chance_decision(model: TrainedModel, config: AuditConfig) -> tuple[tuple[int
         return config.debias_seeds, None
     retrains = chance_retrains(len(config.budgets), config.debias_random_sets)
     seconds = model.history.get("seconds")
+    polishes = model.stationarity.get("polished") and config.debias_retrain != "adam"
+    polish = model.stationarity.get("seconds") if polishes else 0.0
+    if isinstance(seconds, int | float) and isinstance(polish, int | float):
+        seconds += polish  # a retraining trains and polishes as the model did
     if not isinstance(seconds, int | float) or seconds <= 0:
         return (), (
             "the check against chance did not run by default: the model was not trained here, so its cost cannot be "
@@ -388,7 +392,8 @@ def chance_decision(model: TrainedModel, config: AuditConfig) -> tuple[tuple[int
     cost = retrains * float(seconds)
     if cost <= config.chance_seconds:
         return AUTO_CHANCE_SEEDS, (
-            f"the check against chance ran by default: {retrains} retrainings × {seconds:.2f} s (the model's training) "
+            f"the check against chance ran by default: {retrains} retrainings × {seconds:.2f} s (the model's training "
+            "and polish) "
             f"≈ {cost:.0f} s, within the {config.chance_seconds:g} s allowed for it"
         )
     return (), (
