@@ -188,20 +188,23 @@ def audit_list(
     page_token: PageToken = None,
     limit: Limit = PAGE_SIZE,
     state: Annotated[str | None, Query(pattern="^(" + "|".join(AUDIT_STATES) + ")$")] = None,
+    graph: Annotated[uuid.UUID | None, Query()] = None,
 ) -> Response:
-    """The tenant's audits, newest first, with state, stage and progress; refreshes while any is running."""
+    """The tenant's audits, newest first (``state``, ``graph``: only those), with state, stage, progress and the
+    headline figures; refreshes while any is running."""
     rows, token = audits.list_audits(
-        session, user.tenant, graph_id=None, state=state, limit=limit, page_token=page_token
+        session, user.tenant, graph_id=graph, state=state, limit=limit, page_token=page_token
     )
     heads = headlines(session, rows)
     shown = [audit_row(a) | heads.get(a.id, {}) for a in rows]
-    following = _next({"state": state, "limit": limit}, token)
+    following = _next({"state": state, "graph": str(graph) if graph else None, "limit": limit}, token)
     return page(
         "audits.html",
         user,
         title="Audits · bind-audit",
         audits=shown,
         state=state,
+        graph=str(graph) if graph else None,
         states=AUDIT_STATES,
         refresh=any(a["running"] for a in shown),
         next_query=following,

@@ -119,3 +119,15 @@ def test_two_audits_side_by_side(tenant: Callable[..., Tenant], sessions: sessio
     other = tenant()
     other.sign_in()
     assert other.browser.get(f"/console/compare?a={first}&b={second}").status_code == 404
+
+
+def test_the_audits_list_filters_by_graph(tenant: Callable[..., Tenant]) -> None:
+    user = tenant()
+    user.sign_in()
+    graph_path = _upload(user, label="approved", sensitive="gender").headers["location"]
+    graph_id = graph_path.rsplit("/", 1)[-1]
+    elsewhere = user.audit("succeeded")  # a dataset audit: not of the graph
+    listing = user.browser.get(f"/console/audits?graph={graph_id}").text
+    assert f'id="audit-{elsewhere}"' not in listing and "of one graph" in listing
+    assert f'id="audit-{elsewhere}"' in user.browser.get("/console/audits").text
+    assert user.browser.get("/console/audits?graph=not-a-uuid").status_code == 422
