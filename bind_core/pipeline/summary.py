@@ -221,9 +221,11 @@ def _debiasing(rows: list[DebiasingRow] | None) -> DebiasingFinding | None:
         rule = best.chance_rule or f"whether that beats deleting random nodes was not checked; set {CHANCE_FLAG}"
         text += f" {rule[0].upper()}{rule[1:]}."
     elif check.beats_random:
-        text += f" It beats deleting {check.size} random training nodes: {check.verdict.rstrip('.')}."
+        text += f" On Γ, the bias it targets, it beats deleting {check.size} random training nodes: "
+        text += f"{check.verdict.rstrip('.')}."
     else:
-        text += f" It does not beat deleting {check.size} random training nodes: {check.verdict.rstrip('.')}."
+        text += f" On Γ, the bias it targets, it does not beat deleting {check.size} random training nodes: "
+        text += f"{check.verdict.rstrip('.')}."
     if backfired:
         text += f" Backfired (a bias metric rose): {'; '.join(backfired)}."
     return DebiasingFinding(
