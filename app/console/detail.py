@@ -31,6 +31,7 @@ def audit_sections(results: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "rules": _rules(results.get("profile")),
         "debiasing": [_budget(row) for row in results.get("debiasing") or []],
         "self_check": _self_check(results.get("validation")),
+        "edges": _edges(results.get("edges"), labels),
     }
 
 
@@ -74,3 +75,31 @@ def _self_check(validation: Mapping[str, Any] | None) -> str:
     pearson = validation.get("pearson")
     shown = "undefined" if pearson is None else f"Pearson {pearson:.4f}"
     return f"{shown} over {fmt(validation.get('count'))} training nodes deleted and re-optimised"
+
+
+def _edges(section: Mapping[str, Any] | None, labels: Sequence[str]) -> dict[str, Any] | None:
+    """The edges' attribution, when the audit ran it: counts, the cross-group edges' share of the harm, and the
+    most harmful edges by their endpoints' ids (``None`` when not asked for)."""
+    if not section:
+        return None
+    if not section.get("computed"):
+        return {"reason": section.get("reason") or "not computed", "harmful": [], "line": ""}
+    cross = section.get("cross_group") or {}
+    line = (
+        f"{fmt(section.get('edges'))} edges attributed, {fmt(section.get('affecting'))} of which change anything; "
+        f"{fmt(section.get('harmful'))} harmful. Edges between groups are {_pct(cross.get('edge_share'))}% of the "
+        f"edges and carry {_pct(cross.get('harm_share'))}% of the harm."
+    )
+
+    def group(code: Any) -> str:
+        return labels[code] if isinstance(code, int) and 0 <= code < len(labels) else fmt(code)
+
+    harmful = [
+        [
+            f"{fmt(e.get('u_id'))} – {fmt(e.get('v_id'))}",
+            f"{group(e.get('u_group'))} – {group(e.get('v_group'))}",
+            fmt(e.get("delta"), 4),
+        ]
+        for e in (section.get("top_harmful") or [])[:TOP_SHOWN]
+    ]
+    return {"reason": None, "harmful": harmful, "line": line}

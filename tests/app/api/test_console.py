@@ -277,16 +277,25 @@ def test_console_requests_share_the_api_keys_rate_limit(settings: Settings, sess
 def test_a_finished_audits_page_shows_groups_nodes_debiasing_and_the_self_check(tenant: Callable[..., Tenant]) -> None:
     from bind_core import AuditConfig, TrainConfig, run_audit, synthetic
 
-    config = AuditConfig(training=TrainConfig(epochs=30), budgets=(0.1,), validation_sample=5, bootstrap=0)
+    config = AuditConfig(
+        training=TrainConfig(epochs=30),
+        budgets=(0.1,),
+        validation_sample=5,
+        bootstrap=0,
+        edges=True,
+        edge_validation_sample=0,
+    )
     results = json.loads(json.dumps(run_audit(synthetic(300, seed=1), config).to_dict()))
     user = tenant()
     user.sign_in()
     done = user.audit("succeeded", results=results)
     page = user.browser.get(f"/console/audits/{done}").text
-    for section in ("verdict", "groups", "nodes", "debiasing", "self-check"):
+    for section in ("verdict", "groups", "nodes", "debiasing", "edges", "self-check"):
         assert f'id="{section}"' in page
     assert "<td class=l>sens=0</td>" in page and "<td class=l>sens=1</td>" in page  # groups by name
     top = results["top_harmful"][0]
     assert f"<td class=l>{top['node_id']}</td><td class=l>sens={top['group']}</td>" in page  # nodes by the user's id
     assert results["graph"]["node_id_meaning"] in page
     assert "not checked (set debias_seeds)" in page and f"Pearson {results['validation']['pearson']:.4f}" in page
+    edge = results["edges"]["top_harmful"][0]
+    assert f"<td class=l>{edge['u_id']} – {edge['v_id']}</td>" in page  # edges by their endpoints' ids
