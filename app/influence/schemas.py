@@ -46,3 +46,32 @@ class InfluencePage(BaseModel):
     sign_convention: str
     items: list[InfluenceRowRead]
     next_page_token: str | None = None
+
+
+class WhatIfCreate(BaseModel):
+    """Which training nodes to delete, at once: exactly one of ``nodes`` and ``top``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nodes: list[int | str] | None = Field(
+        default=None, min_length=1, max_length=100_000, description="The user's ids of the training nodes to delete."
+    )
+    top: int | None = Field(default=None, ge=1, le=100_000, description="Delete the top most harmful training nodes.")
+
+
+class WhatIfRead(BaseModel):
+    """The estimated effect on the bias of deleting the chosen training nodes at once, and retraining."""
+
+    audit_id: uuid.UUID
+    nodes: list[int | str]
+    """The user's ids of the set's members, in the order chosen."""
+    size: int
+    delta: float
+    """Estimated ΔΓ (negative: deleting the set reduces bias)."""
+    delta_sp: float
+    delta_eo: float
+    method: str
+    """How it was estimated (the sum of the members' estimates)."""
+    note: str
+    """How far it can be trusted."""
+    sign_convention: str

@@ -3,13 +3,25 @@ caveats a reader must see.
 
 The service's hooks into it (what a web service or a queue needs beyond :func:`bind_core.run_audit`): which stages
 a configuration runs, what an audit will cost before it is queued, a supplied model prepared for its audit, and the
-seeds of the check against chance when it runs by default. The
+seeds of the check against chance when it runs by default, and the estimate of deleting a chosen set of training
+nodes (the what-if). The
 typed results are :mod:`bind_core.pipeline.results`.
 """
 
+from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
 from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS
 from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.pipeline.stages import planned_stages
 
-__all__ = ["AUTO_CHANCE_SEEDS", "AuditCost", "GraphSize", "audit_cost", "planned_stages", "prepare_for_audit"]
+__all__ = [
+    "AUTO_CHANCE_SEEDS",
+    "AuditCost",
+    "GraphSize",
+    "SetEstimate",
+    "audit_cost",
+    "choose",
+    "estimate_set",
+    "planned_stages",
+    "prepare_for_audit",
+]

@@ -1,0 +1,54 @@
+"""The what-if of an audit: the estimate of deleting a chosen set of its training nodes at once, from its stored
+per-node estimates (:mod:`bind_core.debiasing.what_if`), in the user's ids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.db.tables import Audit, InfluenceRow
+from app.core.errors import Conflict, ValidationProblem
+from bind_core import BindError
+from bind_core.pipeline import choose, estimate_set
+
+
+def _rows(session: Session, audit: Audit) -> list[dict[str, Any]]:
+    row = InfluenceRow
+    stmt = (
+        select(row.node_id, row.node_key, row.delta, row.delta_sp, row.delta_eo)
+        .where(row.audit_id == audit.id)
+        .order_by(row.position)
+    )
+    return [
+        {"node_id": key if key is not None else nid, "delta": d, "delta_sp": sp, "delta_eo": eo}
+        for nid, key, d, sp, eo in session.execute(stmt)
+    ]
+
+
+def estimate_deletion(
+    session: Session, audit: Audit, *, nodes: Sequence[int | str] | None, top: int | None
+) -> dict[str, Any]:
+    """The estimate's fields (:meth:`bind_core.debiasing.what_if.SetEstimate.to_dict`).
+
+    Raises:
+        Conflict: the audit has no influence estimates (``influence-not-ready``).
+        ValidationProblem: the choice is empty, ambiguous, or names ids that are not training nodes (field named).
+    """
+    rows = _rows(session, audit)
+    if not rows:
+        raise Conflict(
+            f"Audit {audit.id} has no influence estimates (it ran without the influence stage, or has not finished).",
+            slug="influence-not-ready",
+            title="No influence estimates yet",
+        )
+    try:
+        positions = choose(rows, nodes=nodes, top=top)
+    except BindError as exc:
+        field = "top" if str(exc).startswith("top") else "nodes"
+        raise ValidationProblem(str(exc), errors=[{"field": field, "message": str(exc)}]) from exc
+    summary = (audit.results or {}).get("influence_summary") or {}
+    method = str((summary.get("solver_details") or {}).get("method") or "linear")
+    return estimate_set(rows, positions, method=method).to_dict()

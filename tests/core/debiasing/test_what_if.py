@@ -1,0 +1,33 @@
+"""The what-if estimate: choosing training nodes by the user's ids or the top k, and summing their estimates."""
+
+from __future__ import annotations
+
+import pytest
+
+from bind_core.debiasing.what_if import choose, estimate_set
+from bind_core.errors import ConfigError
+
+ROWS = [
+    {"node_id": 7, "delta": -0.2, "delta_sp": -0.1, "delta_eo": -0.3},
+    {"node_id": 9, "delta": 0.4, "delta_sp": 0.5, "delta_eo": 0.3},
+    {"node_id": 12, "delta": -0.5, "delta_sp": -0.6, "delta_eo": -0.4},
+]
+
+
+def test_choose_by_ids_or_top() -> None:
+    assert choose(ROWS, nodes=[12, "7", 12], top=None) == [2, 0]  # "7" matches 7; a repeat counts once
+    assert choose(ROWS, nodes=None, top=2) == [2, 0] and choose(ROWS, nodes=None, top=3) == [2, 0]  # only harmful
+    with pytest.raises(ConfigError, match="'99'"):
+        choose(ROWS, nodes=[99], top=None)
+    with pytest.raises(ConfigError, match="exactly one"):
+        choose(ROWS, nodes=[7], top=1)
+    with pytest.raises(ConfigError, match="empty"):
+        choose(ROWS, nodes=[], top=None)
+
+
+def test_the_set_estimate_is_the_sum_and_says_what_it_is() -> None:
+    linear = estimate_set(ROWS, [0, 2], method="linear")
+    assert linear.nodes == [7, 12] and linear.delta == pytest.approx(-0.7) and linear.delta_eo == pytest.approx(-0.7)
+    assert "overlap" in linear.note and "influence function" in linear.method
+    step = estimate_set(ROWS, [1], method="step")
+    assert step.to_dict()["size"] == 1 and "approximates" in step.note and "step" in step.method
