@@ -30,6 +30,7 @@ from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.errors import ProblemError, ValidationProblem
 from app.graphs import service as graphs
 from app.graphs.uploads import FIELD_PARTS, FILE_PARTS, ReceivedUpload, receive_upload, remove_folder
+from app.influence.what_if import estimate_deletion
 from app.supplied import service as supplied
 from app.trail.record import trailed
 from bind_core import AuditConfig, BindError
@@ -221,4 +222,41 @@ def _graph_page(
         estimate=estimate,
         errors=problem.errors if problem else [],
         detail=(problem.detail or problem.title) if problem else None,
+    )
+
+
+@router.post("/audits/{audit_id}/what-if", dependencies=[trailed("what_if.estimate", "/audits/{audit_id}")])
+def what_if(
+    audit_id: uuid.UUID,
+    session: SessionDep,
+    user: ConsoleUserDep,
+    csrf: FormText = "",
+    nodes: Annotated[str, Form(max_length=200_000)] = "",
+    top: FormText = "",
+) -> Response:
+    """The what-if on an audit's page: the estimate of deleting the pasted ids (comma, space or newline separated)
+    or the top k most harmful training nodes, shown under the form (or the problem, with its field)."""
+    check_csrf(user, csrf)
+    audit = audits.get_audit(session, user.tenant, audit_id)
+    ids = [t for t in nodes.replace(",", " ").split() if t]
+    estimate: dict[str, Any] | None = None
+    problem: ProblemError | None = None
+    try:
+        count = int(top) if top.strip() else None
+        estimate = estimate_deletion(session, audit, nodes=ids or None, top=count)
+    except ValueError:
+        problem = ValidationProblem(f"top: {top!r} is not a whole number")
+    except ProblemError as exc:
+        if exc.status in (403, 404):
+            raise
+        problem = exc
+    return page(
+        "what_if.html",
+        user,
+        status_code=problem.status if problem else 200,
+        title=f"What if · audit {audit_id} · bind-audit",
+        audit_id=str(audit_id),
+        estimate=estimate,
+        detail=(problem.detail or problem.title) if problem else None,
+        form={"nodes": nodes, "top": top},
     )

@@ -131,3 +131,26 @@ def test_the_audits_list_filters_by_graph(tenant: Callable[..., Tenant]) -> None
     assert f'id="audit-{elsewhere}"' not in listing and "of one graph" in listing
     assert f'id="audit-{elsewhere}"' in user.browser.get("/console/audits").text
     assert user.browser.get("/console/audits?graph=not-a-uuid").status_code == 422
+
+
+def test_what_if_on_an_audits_page(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
+    from app.core.db.tables import InfluenceRow
+
+    user = tenant()
+    user.sign_in()
+    results = {"top_harmful": [{"node_id": "u0", "group": 0, "label": 1, "delta": -0.3}], "metrics": {}}
+    done = user.audit("succeeded", results=results)
+    with sessions.begin() as session:
+        for i, (key, delta) in enumerate({"u0": -0.3, "u1": -0.1, "u2": 0.2}.items()):
+            session.add(InfluenceRow(audit_id=uuid.UUID(done), position=i, node_index=i, node_id=i, node_key=key,
+                                     grp=0, label=1, delta=delta, delta_sp=delta, delta_eo=delta))  # fmt: skip
+    page = user.browser.get(f"/console/audits/{done}").text
+    assert 'id="what-if-form"' in page
+    token = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert token is not None
+    url = f"/console/audits/{done}/what-if"
+    answer = user.browser.post(url, data={"csrf": token.group(1), "nodes": "u0, u2"})
+    assert answer.status_code == 200 and 'id="what-if-estimate"' in answer.text and "-0.1000" in answer.text
+    bad = user.browser.post(url, data={"csrf": token.group(1), "nodes": "u0 nobody"})
+    assert bad.status_code == 422 and "&#39;nobody&#39;" in bad.text
+    assert user.browser.post(url, data={"csrf": "forged", "top": "1"}).status_code == 403
