@@ -192,7 +192,7 @@ def test_workbench_in_chromium_from_a_csv_to_a_verdict(
         assert "gender" in terms and "gender=F" in terms and "approved" in terms and "'uid'" in terms, terms
         page.fill("#epochs", "200")
         page.click("#estimate-button")
-        assert "GiB" in page.locator("#estimate").inner_text()
+        assert "MiB" in page.locator("#estimate").inner_text()
         page.screenshot(path=str(ARTIFACTS / "7-estimate.png"))
         page.click("#queue")
         page.wait_for_url("**/console/audits/*")

@@ -54,7 +54,7 @@ def test_upload_read_estimate_and_queue(tenant: Callable[..., Tenant], sessions:
     assert token is not None
     form = {"csrf": token.group(1), "arch": "gcn", "layers": "1", "epochs": "20", "budgets": "0.1"}
     estimate = user.browser.post(f"{graph_path}/audit", data=form | {"action": "estimate"})
-    assert estimate.status_code == 200 and 'id="estimate"' in estimate.text and "GiB" in estimate.text
+    assert estimate.status_code == 200 and 'id="estimate"' in estimate.text and "MiB" in estimate.text
     with sessions() as session:
         assert session.query(Audit).filter(Audit.tenant_id == user.id).count() == 0  # nothing queued by estimating
     queued = user.browser.post(f"{graph_path}/audit", data=form | {"action": "queue"})
