@@ -230,6 +230,10 @@ class Stepper:
     """The full graph's inputs."""
     wanted: Tensor
     """The rows a deletion is judged on: the training nodes, then the test nodes."""
+    test: Tensor
+    """The test nodes: the very tensor the reducer cuts its blocks for, so that each reduced graph's test-row block
+    (cached by the tensor's identity, :meth:`~bind_core.data.sparse.Adjacency.rows`) is made once, by the reducer,
+    not cut again at each read of Γ."""
     base_proba: Tensor
     """The test nodes' probabilities at ``θ̂`` on ``G``."""
     gammas: GammaEvaluator
@@ -288,6 +292,7 @@ class Stepper:
             tol,
             full,
             wanted,
+            test,
             base_proba,
             gammas,
             gammas(base_proba).detach(),
@@ -309,10 +314,6 @@ class Stepper:
     @property
     def train(self) -> Tensor:
         return self.wanted[: self.m]
-
-    @property
-    def test(self) -> Tensor:
-        return self.wanted[self.m :]
 
     @property
     def mu(self) -> float:

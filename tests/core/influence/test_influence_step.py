@@ -8,6 +8,7 @@ import torch
 
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
+from bind_core.data.sparse import Adjacency
 from bind_core.debiasing.validation import proximal_reoptimize, validate
 from bind_core.influence import estimate
 from bind_core.influence.arguments import InfluenceArguments
@@ -319,6 +320,27 @@ def test_deletions_settled_on_the_computation_graph_equal_those_on_the_whole_gra
         assert torch.allclose(a.delta, b.delta, rtol=1e-9, atol=1e-14)
         assert torch.allclose(a.direct, b.direct, rtol=1e-9, atol=1e-14) and float(a.direct.abs().max()) > 0
         assert torch.allclose(a.weights, b.weights, rtol=1e-9, atol=1e-13)
+
+
+def test_a_deletion_reads_the_test_rows_from_the_block_the_reducer_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Γ is read twice per deletion on the test rows of the reduced graph (at θ̂ and at the weights reached): both
+    take the block the reducer built for the stepper's own test tensor, so no block is cut again per deletion."""
+    sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
+    model = train(sparse, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8))
+    stepper = Stepper.build(FunctionalModel.from_trained(model, sparse))
+    assert stepper.view is not None and stepper.test is stepper.reducer.rows[0]
+    expected = stepper.delete([3])
+    cuts: list[int] = []
+    cut = Adjacency._cut
+
+    def counted(self: Adjacency, rows: torch.Tensor) -> Adjacency:
+        cuts.append(int(rows.numel()))
+        return cut(self, rows)
+
+    monkeypatch.setattr(Adjacency, "_cut", counted)
+    got = stepper.delete([3])
+    assert sparse.test_idx.numel() not in cuts  # the test rows' block was not cut again
+    assert torch.equal(got.delta, expected.delta) and got.taken == expected.taken >= 1
 
 
 def test_the_proximal_truth_read_on_the_computation_graph_is_the_whole_graphs_optimum() -> None:
