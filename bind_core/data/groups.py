@@ -33,12 +33,6 @@ def test_group_positives(graph: Graph) -> list[int]:
     return torch.bincount(positives, minlength=graph.num_groups).tolist()
 
 
-def group_name(graph: Graph, group: int) -> str:
-    """The group in the user's terms (:func:`bind_core.data.labels.group_label`): ``race=1``,
-    ``gender=F & age=young``."""
-    return group_label(graph, group)
-
-
 def exclusion_reasons(graph: Graph, min_size: int = 0) -> dict[int, str]:
     """``{group: why it is kept out of the metrics}`` for every excluded group (see the module docstring)."""
     sizes = test_group_sizes(graph)
@@ -83,7 +77,7 @@ def groups_arg(graph: Graph, groups: list[int] | None) -> list[int] | None:
 def exclusion_warnings(graph: Graph, min_size: int) -> list[str]:
     """One warning per group kept out of the metrics, naming it and the reason."""
     return [
-        f"group {group_name(graph, g)} is kept out of every fairness metric, Γ and the influence objective: "
+        f"group {group_label(graph, g)} is kept out of every fairness metric, Γ and the influence objective: "
         f"{reason}; it is still reported in the per-group breakdown"
         for g, reason in exclusion_reasons(graph, min_size).items()
     ]

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bind_core.data.graph import Graph
-from bind_core.data.groups import group_name
+from bind_core.data.labels import group_labels
 from bind_core.explain.rules import Candidate, Condition, find_rules, halves
 
 __all__ = ["FRACTION", "Profile", "candidate_splits", "cross_group_share", "profile_nodes"]
@@ -79,7 +79,7 @@ def _set_profile(graph: Graph, delta: FloatArray, members: BoolArray, cross: Flo
     harm = np.clip(-delta, 0.0, None)
     total_harm = float(harm.sum())
     count = int(members.sum())
-    names = [group_name(graph, g) for g in range(graph.num_groups)]
+    names = group_labels(graph)
     cross_here = cross[idx]
     undefined: dict[str, str] = {}
     if not count:
@@ -193,7 +193,7 @@ def _level_splits(variable: str, codes: npt.NDArray[np.int64], names: list[str])
 def candidate_splits(graph: Graph, cross: FloatArray, fit: npt.NDArray[np.int64]) -> list[Candidate]:
     """Every split the rule search may use, as masks over the training nodes (thresholds from the fit half only)."""
     train = graph.train_idx.numpy()
-    group_names = [group_name(graph, g) for g in range(graph.num_groups)]
+    group_names = group_labels(graph)
     out = _level_splits("group", graph.sens.numpy()[train], group_names)
     out += _level_splits("label", graph.y.numpy()[train], [str(c) for c in range(graph.num_classes)])
     out += _threshold_splits("degree", "degree", graph.degree.numpy()[train].astype(np.float64), fit)

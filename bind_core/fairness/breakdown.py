@@ -7,7 +7,8 @@ from typing import Any
 import torch
 
 from bind_core.data.graph import Graph
-from bind_core.data.groups import exclusion_reasons, group_name
+from bind_core.data.groups import exclusion_reasons
+from bind_core.data.labels import group_label
 from bind_core.training.fit import TrainedModel
 
 
@@ -43,7 +44,7 @@ def group_breakdown(model: TrainedModel, graph: Graph, min_group_size: int = 0) 
         rows.append(
             {
                 "group": grp,
-                "name": group_name(graph, grp),
+                "name": group_label(graph, grp),
                 "size": int(mask.sum()),
                 "included": grp not in excluded,
                 "excluded_reason": excluded.get(grp),

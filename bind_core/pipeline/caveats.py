@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bind_core.data.graph import Graph
-from bind_core.data.groups import exclusion_warnings, group_name, included_groups
+from bind_core.data.groups import exclusion_warnings, included_groups, test_group_positives
+from bind_core.data.labels import group_label
 from bind_core.influence import InfluenceResult
 from bind_core.models.gnn import NON_SMOOTH_ACTIVATIONS, ModelConfig
 
@@ -45,7 +46,7 @@ def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
         pos = int(((s == grp) & (y == 1)).sum())
         if graph.num_classes == 2 and pos < MIN_TEST_POSITIVES:
             out.append(
-                f"group {group_name(graph, grp)} has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
+                f"group {group_label(graph, grp)} has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
                 f"them, and per-node estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}"
             )
     return out
@@ -214,11 +215,8 @@ def _few_positives(graph: Graph) -> str:
     """The groups with fewer than :data:`MIN_TEST_POSITIVES` positive test nodes, in words ('' for none)."""
     if graph.num_classes != 2:
         return ""
-    test = graph.test_idx
-    y, s = graph.y[test], graph.sens[test]
-    few = [(g, int(((s == g) & (y == 1)).sum())) for g in range(graph.num_groups)]
-    few = [(g, n) for g, n in few if 0 < n < MIN_TEST_POSITIVES]
-    return "; ".join(f"group {group_name(graph, g)} has only {n} positive test nodes" for g, n in few)
+    few = [(g, n) for g, n in enumerate(test_group_positives(graph)) if 0 < n < MIN_TEST_POSITIVES]
+    return "; ".join(f"group {group_label(graph, g)} has only {n} positive test nodes" for g, n in few)
 
 
 def _needs_steps(model: ModelConfig) -> bool:

@@ -40,7 +40,8 @@ from bind_core.influence.stability import topk_stability
 from bind_core.influence.step import Stepper
 from bind_core.influence.utility import utility_influence
 from bind_core.models.gnn import GNN
-from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, STAGES, AuditConfig, chance_retrains
+from bind_core.pipeline.chance_rule import chance_decision
+from bind_core.pipeline.config import STAGES, AuditConfig
 from bind_core.training.fit import TrainedModel, train
 from bind_core.training.stationarity import describe_stationarity
 
@@ -370,37 +371,6 @@ def debiasing_stage(
     recipe = (retrain or model.train_config).to_dict()
     chance = {"chance_rule": rule} if rule is not None else {}
     return [row | {"retrain": config.debias_retrain, "recipe": recipe} | chance for row in rows]
-
-
-def chance_decision(model: TrainedModel, config: AuditConfig) -> tuple[tuple[int, ...], str | None]:
-    """The seeds the debiasing's chance check runs with, and, where the audit decided it (``chance_seconds``), the
-    rule and its figures in a sentence: with ``debias_seeds``, those; else :data:`AUTO_CHANCE_SEEDS` when the check's
-    retrainings times the model's training seconds fit ``chance_seconds``; else none."""
-    if config.debias_seeds or config.chance_seconds <= 0:
-        return config.debias_seeds, None
-    retrains = chance_retrains(len(config.budgets), config.debias_random_sets)
-    seconds = model.history.get("seconds")
-    polishes = model.stationarity.get("polished") and config.debias_retrain != "adam"
-    polish = model.stationarity.get("seconds") if polishes else 0.0
-    if isinstance(seconds, int | float) and isinstance(polish, int | float):
-        seconds += polish  # a retraining trains and polishes as the model did
-    if not isinstance(seconds, int | float) or seconds <= 0:
-        return (), (
-            "the check against chance did not run by default: the model was not trained here, so its cost cannot be "
-            "estimated; set debias_seeds (on the command line: --debias-seeds 1,10,100)"
-        )
-    cost = retrains * float(seconds)
-    if cost <= config.chance_seconds:
-        return AUTO_CHANCE_SEEDS, (
-            f"the check against chance ran by default: {retrains} retrainings × {seconds:.2f} s (the model's training "
-            "and polish) "
-            f"≈ {cost:.0f} s, within the {config.chance_seconds:g} s allowed for it"
-        )
-    return (), (
-        f"the check against chance did not run by default: {retrains} retrainings × {seconds:.2f} s ≈ {cost:.0f} s, "
-        f"over the {config.chance_seconds:g} s allowed for it; set debias_seeds (on the command line: "
-        "--debias-seeds 1,10,100) to run it"
-    )
 
 
 def edge_debiasing_reason(config: AuditConfig, edges: EdgeInfluenceResult | None) -> str | None:

@@ -12,8 +12,8 @@ import pytest
 
 from bind_core import AuditConfig, TrainConfig, from_files, run_audit, synthetic
 from bind_core.pipeline.audit import AuditResult
+from bind_core.pipeline.chance_rule import chance_decision
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, chance_retrains
-from bind_core.pipeline.stages import chance_decision
 from bind_core.pipeline.summary import _difference_interval, pearson_interval
 
 
