@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from app.core.allocator import reexec_tuned
+from bind_core.codec import encode
 from bind_core.data.datasets import available, canonical_name, load
 from bind_core.data.graph import Graph
 
@@ -140,6 +142,9 @@ def _default(obj: Any) -> Any:
         return obj.tolist()
     if hasattr(obj, "tolist"):
         return obj.tolist()
+    typed = dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+    if typed and any("doc" in f.metadata for f in dataclasses.fields(obj)):  # a typed result: its JSON form
+        return encode(obj)
     if hasattr(obj, "to_dict"):
         return obj.to_dict()
     return str(obj)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from _scores import NAMES, corr, fmt_corr, scores, timed_estimate, validation_record
 
+from bind_core.codec import encode
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import ValidationResult, gammas
 from bind_core.influence import InfluenceResult, estimate
@@ -195,7 +196,7 @@ def _refinement_scores(
     deletions and (``on_converged_ground_truth``) over those whose ground truth reached a stationary point."""
     if est is None:
         est = torch.cat([ref.delta.unsqueeze(1), ref.refined], dim=1).numpy()
-    out: dict[str, Any] = ref.record()
+    out: dict[str, Any] = encode(ref.record())
     out.update({nm: corr(est[:, i], actual[:, i]) for i, nm in enumerate(NAMES)})
     out["on_converged_ground_truth"] = {
         "count": int(converged.sum()),

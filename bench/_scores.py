@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from scipy.stats import pearsonr, spearmanr
 
+from bind_core.codec import encode
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import ValidationResult
 from bind_core.influence import InfluenceResult, estimate
@@ -50,7 +51,7 @@ def timed_estimate(model: TrainedModel, graph: Graph, **kw: Any) -> tuple[Influe
 
 
 def validation_record(val: ValidationResult, extra: dict[str, Any]) -> dict[str, Any]:
-    d = val.to_dict()
+    d = encode(val.record())
     d["seconds_per_deletion"] = val.seconds / max(1, len(val.sets))
     d["set_sizes"] = [len(s) for s in val.sets]
     d["scores"] = extra

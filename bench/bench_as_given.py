@@ -33,6 +33,7 @@ from safetensors.torch import save
 from scipy.stats import pearsonr, spearmanr
 from torch_geometric.nn import models
 
+from bind_core.codec import encode
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import gammas, retrain_without, sample_positions
 from bind_core.errors import NonFiniteError
@@ -80,7 +81,7 @@ def own_metrics(module: torch.nn.Module, graph: Graph) -> dict[str, Any]:
     with torch.no_grad():
         proba = torch.softmax(reference(graph.x.double(), graph.edge_index), dim=1)[graph.test_idx]
     test = graph.test_idx
-    return evaluate(proba, graph.y[test], graph.sens[test], lam=0.5, num_groups=graph.num_groups).to_dict()
+    return encode(evaluate(proba, graph.y[test], graph.sens[test], lam=0.5, num_groups=graph.num_groups).values())
 
 
 def per_node(model: TrainedModel, graph: Graph, sample: int) -> dict[str, Any]:
@@ -137,7 +138,8 @@ def debiasing(model: TrainedModel, graph: Graph, cli: Any) -> dict[str, Any]:
     start = time.perf_counter()
     result = run_audit(graph, config, model=model)
     rows = []
-    for row in result.debiasing or []:
+    for typed in result.debiasing or []:
+        row = encode(typed)
         check = row.get("against_random") or {}
         rows.append(
             {
@@ -166,11 +168,11 @@ def run_one(graph: Graph, name: str, seed: int, cli: Any) -> dict[str, Any]:
     model, record = prepare_for_audit(weights, config, graph, AuditConfig(bootstrap=0))
     audited = run_audit(graph, AuditConfig(stages=("training", "metrics"), bootstrap=0), model=model)
     own = own_metrics(module, graph)
-    got = audited.metrics["test"]
+    got = encode(audited.metrics.test)
     row: dict[str, Any] = {
         "model": name, "seed": seed, "epochs_run": epochs, "train_s": train_s, "metrics": own,
         "max_metric_difference": max(abs(got[k] - own[k]) for k in METRICS),
-        "pyg_logit_difference": record["pyg"]["max_logit_difference"],
+        "pyg_logit_difference": None if record.pyg is None else record.pyg.max_logit_difference,
         "stationarity": {k: v for k, v in describe_stationarity(model, graph).items() if k != "kinks"},
     }  # fmt: skip
     if cli.sample:

@@ -14,6 +14,7 @@ from typing import Any
 
 import _common as C
 
+from bind_core.codec import encode
 from bind_core.debiasing.debias import debias, report
 from bind_core.influence import estimate, utility_influence
 from bind_core.models.gnn import ModelConfig
@@ -44,18 +45,18 @@ def main() -> None:
             t0 = time.perf_counter()
             model = train(graph, TrainConfig(seed=seed, keep=args.keep), ModelConfig())
             infl = estimate(model, graph)
-            rows = debias(model, graph, infl.delta, budgets=budgets)
+            rows = [encode(r) for r in debias(model, graph, infl.delta, budgets=budgets)]
             utility_rows = []
             if args.utility:
                 t1 = time.perf_counter()
                 util = utility_influence(model, graph)
                 utility_seconds = time.perf_counter() - t1
-                utility_rows = debias(model, graph, infl.delta, budgets=budgets, utility=util)
+                utility_rows = [encode(r) for r in debias(model, graph, infl.delta, budgets=budgets, utility=util)]
             run = {
                 "seed": seed,
-                "vanilla": report(model, graph),
+                "vanilla": encode(report(model, graph)),
                 "grad_norm": model.stationarity["grad_norm"],
-                "influence_summary": infl.summary(),
+                "influence_summary": encode(infl.summary()),
                 "budgets": [{k: v for k, v in r.items() if k != "before"} for r in rows],
                 "seconds": time.perf_counter() - t0,
             }

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from scipy.stats import pearsonr, spearmanr
 
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.edge_validation import actual_edge_delta, validate_edges
@@ -84,7 +85,7 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
         "timings": edges.timings,
         "damping": mu,
         "unsettled": edges.solve.details.get("unsettled"),
-        "settled_vs_proximal": None if settled_check is None else settled_check.to_dict(),
+        "settled_vs_proximal": None if settled_check is None else encode(settled_check.record()),
         "first_order_vs_proximal": {"count": len(est), "seconds": first_check_s, **_scores(est, act)},
         "first_order_slope": float(np.polyfit(act, est, 1)[0]) if len(est) >= 3 else None,
     }

@@ -22,6 +22,7 @@ from typing import Any
 
 import _common as C
 
+from bind_core.codec import encode
 from bind_core.debiasing.edge_debias import debias_edges
 from bind_core.debiasing.edge_validation import validate_edges
 from bind_core.influence import plan
@@ -57,8 +58,15 @@ def run_one(name: str, seed: int, sample: int, graph: Any, args: Any) -> dict[st
     if args.debias:
         t0 = time.perf_counter()
         budgets = [float(b) for b in args.budgets.split(",")]
-        debias = debias_edges(
-            model, graph, edges, budgets, [int(s) for s in args.debias_seeds.split(",")], random_sets=args.random_sets
+        debias = encode(
+            debias_edges(
+                model,
+                graph,
+                edges,
+                budgets,
+                [int(s) for s in args.debias_seeds.split(",")],
+                random_sets=args.random_sets,
+            )
         )
         debias["seconds"] = time.perf_counter() - t0
         for r in debias["budgets"]:
@@ -79,7 +87,7 @@ def run_one(name: str, seed: int, sample: int, graph: Any, args: Any) -> dict[st
         "edge_alone_seconds": edges_alone_s,
         "edges_over_nodes": edges_alone_s / node_s,
         "nodes_plus_edges_over_nodes": (node_s + edge_terms_s) / node_s,
-        "edge_validation": check.to_dict() if check is not None else None,
+        "edge_validation": encode(check.record()) if check is not None else None,
         "pearson": corr["gamma"]["pearson"],
         "spearman": corr["gamma"]["spearman"],
         "node_summary": {"harmful": int((nodes.delta < 0).sum()), "count": int(nodes.delta.numel())},

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import datasets, machine, parser, seeds, setup, table, write_json
 
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.chance import against_random, seed_baselines
@@ -105,13 +106,13 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
             hops = 0 if row["estimator"] == "step" else model.model_config.layers
             nodes = select(influence.delta, graph, budget, "harmful", hops=hops)
             started = time.perf_counter()
-            check = against_random(model, graph, nodes, baselines, random_sets=args.random_sets, retrain=retrain)
+            chance = against_random(model, graph, nodes, baselines, random_sets=args.random_sets, retrain=retrain)
             row["debias"].append(
                 {"budget": budget, "requested": round(budget * graph.train_idx.numel())}
-                | check
+                | encode(chance)
                 | {"seconds": time.perf_counter() - started}
             )
-            print(f"  budget {budget}: {check['verdict']}", flush=True)
+            print(f"  budget {budget}: {chance.verdict}", flush=True)
     return row
 
 

@@ -80,7 +80,7 @@ def audit_once(
         "history": history,
         "adam_seconds_per_epoch": history["seconds"] / max(history["epochs"], 1),
         "gamma": None if inf is None else inf.gamma,
-        "accuracy": result.metrics["test"].get("accuracy"),
+        "accuracy": result.metrics.test.accuracy,
         "device": device,
     }
 

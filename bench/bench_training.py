@@ -14,6 +14,7 @@ from typing import Any
 
 import _common as C
 
+from bind_core.codec import encode
 from bind_core.debiasing.debias import report
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, train
@@ -27,12 +28,12 @@ def run_one(graph: Any, seed: int, keep: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     model = train(graph, cfg, ModelConfig())
     train_wall = time.perf_counter() - t0
-    adam = report(model, graph)
+    adam = encode(report(model, graph))
     adam_grad = model.stationarity["grad_norm"]
     t0 = time.perf_counter()
     polish(model, graph, max_iter=TrainConfig().polish_max_iter, tol=TrainConfig().polish_tol)
     polish_wall = time.perf_counter() - t0
-    polished = report(model, graph)
+    polished = encode(report(model, graph))
     return {
         "seed": seed,
         "keep": keep,

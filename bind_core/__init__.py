@@ -11,6 +11,7 @@ The library in six lines (README, "The library")::
     model = bc.train(graph, bc.TrainConfig(epochs=200))
     influence = bc.estimate_influence(model, graph)  # ΔΓ of deleting each training node (bc.SIGN_CONVENTION)
     rows = bc.debias(model, graph, influence, budgets=(0.05,))  # delete the most harmful 5%, retrain, compare
+    print(rows[0].before.delta_sp, "->", rows[0].after.delta_sp)  # typed rows: bc.DebiasingRow
 
 or the whole audit at once: ``bc.run_audit(graph, bc.AuditConfig())``. The names below are the public face;
 everything else is reachable by its module, and may change between releases.
@@ -20,6 +21,7 @@ from bind_core.data.datasets import from_files, synthetic
 from bind_core.data.datasets import load as load_dataset
 from bind_core.data.graph import Graph
 from bind_core.debiasing.debias import debias
+from bind_core.debiasing.records import DebiasingRow
 from bind_core.errors import (
     AuditCancelled,
     BindError,
@@ -29,6 +31,7 @@ from bind_core.errors import (
     NonFiniteError,
     Option,
 )
+from bind_core.fairness.records import MetricValues
 from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.estimate import estimate as estimate_influence
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
@@ -48,10 +51,12 @@ __all__ = [
     "BindError",
     "ConfigError",
     "DatasetNotFoundError",
+    "DebiasingRow",
     "Graph",
     "GraphValidationError",
     "InfluenceArguments",
     "InfluenceResult",
+    "MetricValues",
     "ModelConfig",
     "NonFiniteError",
     "Option",

@@ -15,6 +15,7 @@ import torch
 from tqdm import tqdm
 
 from bind_core.cli_errors import cli_text, flag
+from bind_core.codec import encode
 from bind_core.data import datasets
 from bind_core.data.datasets.features import MAX_CATEGORIES
 from bind_core.data.datasets.ingest_report import IngestReport
@@ -403,7 +404,8 @@ def _supplied(
         weights = args.model_weights.read_bytes()
     except OSError as exc:
         raise ConfigError(f"--model-weights: {exc}") from exc
-    return prepare_for_audit(weights, model_config, graph, config)
+    model, record = prepare_for_audit(weights, model_config, graph, config)
+    return model, encode(record)
 
 
 _TABLE_ONLY = ("edges", "label", "sensitive", "node_id", "features", "split", "unlabeled", "sensitive_bins")

@@ -34,6 +34,15 @@ def _type_error(name: str, annotation: Any, value: Any) -> str | None:
     return f"{name}: expected {words}, got {type(value).__name__} {value!r}"
 
 
+def _lists(value: Any) -> Any:
+    """``value`` with every tuple, at any depth, a list (as it comes back from JSON)."""
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_lists(v) for v in value]
+    return value
+
+
 class DictConfig:
     """Mixin for frozen dataclasses: ``to_dict`` and a ``from_dict`` that names unknown or mistyped keys."""
 
@@ -43,9 +52,11 @@ class DictConfig:
         """The settings as JSON-ready values.
 
         Returns:
-            One key per field (nested settings as their own dictionaries).
+            One key per field (nested settings as their own dictionaries, sequences as lists: what the JSON reads
+            back).
         """
-        return asdict(cast("DataclassInstance", self))  # subclasses are dataclasses
+        settings: dict[str, Any] = _lists(asdict(cast("DataclassInstance", self)))  # subclasses are dataclasses
+        return settings
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:

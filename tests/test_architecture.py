@@ -163,6 +163,7 @@ def test_architecture_doc_names_files_that_exist() -> None:
 SERVICE_FACING = (
     "bind_core",
     "bind_core.cli",
+    "bind_core.codec",
     "bind_core.data.datasets",
     "bind_core.influence.distributed",
     "bind_core.models.pyg",

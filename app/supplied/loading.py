@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bind_core import AuditConfig, Graph, TrainedModel
+from bind_core.codec import encode
 from bind_core.pipeline import prepare_for_audit
 
 
@@ -38,4 +39,5 @@ def prepare_model(
     if parts is None:
         raise ModelGone(f"model {model_id} was deleted")
     model, record = prepare_for_audit(*parts, graph, config, device, progress=progress)
-    return model, {"id": str(model_id), **record}
+    record.id = str(model_id)
+    return model, encode(record)

@@ -27,12 +27,12 @@ import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from bind_core.data.graph import Graph
+from bind_core.debiasing.records import AgainstRandom, EffectSpread, RandomSet, RandomSpread
 from bind_core.debiasing.validation import gammas
 from bind_core.errors import ConfigError
 from bind_core.training.fit import TrainConfig, TrainedModel, train
@@ -93,8 +93,9 @@ def _effects(
     ]
 
 
-def _spread(values: Sequence[float]) -> dict[str, float]:
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+def _spread(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and the standard deviation (0 for one value)."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def against_random(
@@ -109,7 +110,7 @@ def against_random(
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
     retrain: TrainConfig | None = None,
-) -> dict[str, Any]:
+) -> AgainstRandom:
     """The selected set's effect on Γ against random sets of the same size (see the module docstring).
 
     Args:
@@ -121,9 +122,10 @@ def against_random(
         retrain: the retrainings' settings (default: the model's); use the same as for ``baselines``.
 
     Returns:
-        ``size``, ``seeds``, ``noise_floor``, ``selected`` (``effects`` per seed, ``mean``, ``std``), ``random``
-        (``sets``: each ``effects``, ``mean``; ``mean`` and ``std`` of the set means), ``advantage``, ``yardstick``,
-        ``beats_random``, ``reduces_bias`` and ``verdict``; ``None`` values with a ``reason`` for an empty set.
+        The :class:`~bind_core.debiasing.records.AgainstRandom`: ``size``, ``seeds``, ``noise_floor``, ``selected``
+        (``effects`` per seed, ``mean``, ``std``), ``random`` (``sets``: each ``effects``, ``mean``; ``mean`` and
+        ``std`` of the set means), ``advantage``, ``yardstick``, ``beats_random``, ``reduces_bias`` and ``verdict``;
+        ``None`` values with a ``reason`` for an empty set.
     """
     return against_random_sets(
         model,
@@ -156,7 +158,7 @@ def against_random_sets(
     retrain: TrainConfig | None = None,
     empty_reason: str = "nothing was selected",
     items: str = "nodes",
-) -> dict[str, Any]:
+) -> AgainstRandom:
     """:func:`against_random` for any kind of deleted item: ``selected`` (rows: nodes ``[k]`` or edges ``[k, 2]``)
     against ``random_sets`` sets of ``len(selected)`` rows drawn uniformly from ``pool`` (the items the selection
     chose from), each deleted by ``delete(rows) → the reduced graph`` and retrained with every seed of
@@ -166,33 +168,36 @@ def against_random_sets(
     seeds = list(baselines)
     noise = statistics.stdev(baselines.values())
     size = int(selected.shape[0])
-    out: dict[str, Any] = {"size": size, "seeds": seeds, "noise_floor": noise, "noise_multiple": NOISE_MULTIPLE}
     if size == 0:
-        return out | _nothing_deleted(empty_reason)
+        return _nothing_deleted(seeds, noise, empty_reason)
     if size > int(pool.shape[0]):
         raise ConfigError(f"selected: {size} items, more than the {int(pool.shape[0])} random sets are drawn from")
     retrainings = _Retrainings(model, baselines, lam, groups, retrain, progress, (1 + random_sets) * len(seeds))
     chosen = retrainings.effects(delete(selected))
     gen = torch.Generator().manual_seed(seed)
-    rows: list[dict[str, Any]] = []
+    rows: list[RandomSet] = []
     for _ in range(random_sets):
         pick = pool[torch.randperm(int(pool.shape[0]), generator=gen)[:size]]
         effects = retrainings.effects(delete(pick))
-        rows.append({"effects": effects, "mean": statistics.fmean(effects)})
-    return out | _judged(chosen, rows, noise, items)
+        rows.append(RandomSet(effects=effects, mean=statistics.fmean(effects)))
+    return _judged(seeds, size, chosen, rows, noise, items)
 
 
-def _nothing_deleted(reason: str) -> dict[str, Any]:
+def _nothing_deleted(seeds: list[int], noise: float, reason: str) -> AgainstRandom:
     """:func:`against_random_sets`'s comparison when nothing was selected: ``None`` values and the ``reason``."""
-    return {
-        "selected": None,
-        "random": None,
-        "advantage": None,
-        "beats_random": None,
-        "reduces_bias": None,
-        "reason": reason,
-        "verdict": "nothing was deleted",
-    }
+    return AgainstRandom(
+        size=0,
+        seeds=seeds,
+        noise_floor=noise,
+        noise_multiple=NOISE_MULTIPLE,
+        selected=None,
+        random=None,
+        advantage=None,
+        beats_random=None,
+        reduces_bias=None,
+        reason=reason,
+        verdict="nothing was deleted",
+    )
 
 
 @dataclass
@@ -221,33 +226,32 @@ class _Retrainings:
             self.progress(self.done / self.total)
 
 
-def _judged(chosen: list[float], rows: list[dict[str, Any]], noise: float, items: str) -> dict[str, Any]:
+def _judged(
+    seeds: list[int], size: int, chosen: list[float], rows: list[RandomSet], noise: float, items: str
+) -> AgainstRandom:
     """The selected set's effects (``chosen``, per seed) against the random sets' (``rows``): the advantage, the
     yardstick, the two judgements and the verdict (see the module docstring)."""
-    random_means = [row["mean"] for row in rows]
-    sel = _spread(chosen)
-    rnd = _spread(random_means) if len(random_means) > 1 else {"mean": random_means[0], "std": 0.0}
-    advantage = rnd["mean"] - sel["mean"]
-    yardstick = max(noise, rnd["std"])
+    random_means = [row.mean for row in rows]
+    sel_mean, sel_std = _spread(chosen)
+    rnd_mean, rnd_std = _spread(random_means)
+    advantage = rnd_mean - sel_mean
+    yardstick = max(noise, rnd_std)
     beats = advantage > NOISE_MULTIPLE * yardstick
-    reduces = sel["mean"] < -NOISE_MULTIPLE * noise
-    return {
-        "selected": {"effects": chosen, **sel},
-        "random": {"sets": rows, **rnd},
-        "advantage": advantage,
-        "yardstick": yardstick,
-        "beats_random": beats,
-        "reduces_bias": reduces,
-        "verdict": verdict(
-            sel["mean"],
-            rnd["mean"],
-            yardstick,
-            beats=beats,
-            reduces=reduces,
-            items=items,
-            increases=sel["mean"] > NOISE_MULTIPLE * yardstick,
-        ),
-    }
+    reduces = sel_mean < -NOISE_MULTIPLE * noise
+    increases = sel_mean > NOISE_MULTIPLE * yardstick
+    return AgainstRandom(
+        size=size,
+        seeds=seeds,
+        noise_floor=noise,
+        noise_multiple=NOISE_MULTIPLE,
+        selected=EffectSpread(effects=chosen, mean=sel_mean, std=sel_std),
+        random=RandomSpread(sets=rows, mean=rnd_mean, std=rnd_std),
+        advantage=advantage,
+        yardstick=yardstick,
+        beats_random=beats,
+        reduces_bias=reduces,
+        verdict=verdict(sel_mean, rnd_mean, yardstick, beats=beats, reduces=reduces, items=items, increases=increases),
+    )
 
 
 def verdict(

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -14,33 +13,43 @@ from bind_core.data.labels import user_ids
 from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.nodesets import resolve_budget, select
 from bind_core.debiasing.overreach import overreach
+from bind_core.debiasing.records import DebiasingRow
 from bind_core.fairness.metrics import evaluate
+from bind_core.fairness.records import MetricValues
 from bind_core.influence.result import InfluenceResult
 from bind_core.training.fit import ProgressCallback, TrainConfig, TrainedModel, train
 
 
-def report(
-    model: TrainedModel, graph: Graph, lam: float = 0.5, groups: list[int] | None = None
-) -> dict[str, float | int]:
+def report(model: TrainedModel, graph: Graph, lam: float = 0.5, groups: list[int] | None = None) -> MetricValues:
     """Accuracy, AUC, F1, ΔSP, ΔEO, Γ_SP, Γ_EO, Γ of ``model`` on ``graph``'s test nodes; the fairness metrics
-    over pairs of ``groups`` (default: all)."""
+    over pairs of ``groups`` (default: all).
+
+    Args:
+        model: the model measured.
+        graph: the graph whose test nodes it is measured on.
+        lam: Γ's weighting of Γ_SP.
+        groups: the groups the fairness metrics compare (default: every group).
+
+    Returns:
+        The :class:`~bind_core.fairness.records.MetricValues` (an undefined metric ``None``, with its reason).
+    """
     test = graph.test_idx
     proba = model.predict_proba(graph, test).double()
     y, sens = graph.y[test], graph.sens[test]
-    return evaluate(proba, y, sens, lam=lam, num_groups=graph.num_groups, groups=groups).to_dict()
+    return evaluate(proba, y, sens, lam=lam, num_groups=graph.num_groups, groups=groups).values()
 
 
 BIAS_METRICS = ("delta_sp", "delta_eo", "gamma")
 """The bias metrics a deletion is meant to lower; one that rises instead is a backfire (:func:`backfired`)."""
 
 
-def backfired(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+def backfired(before: MetricValues, after: MetricValues) -> list[str]:
     """The bias metrics (:data:`BIAS_METRICS`) that rose from ``before`` to ``after``: the deletion backfired on them.
     A metric undefined on either side is left out (it cannot be said to have risen)."""
     rose = []
     for name in BIAS_METRICS:
-        b, a = before.get(name), after.get(name)
-        if isinstance(b, int | float) and isinstance(a, int | float) and a > b + 1e-12:
+        b, a = getattr(before, name), getattr(after, name)
+        if b is not None and a is not None and a > b + 1e-12:
             rose.append(name)
     return rose
 
@@ -59,7 +68,7 @@ def debias(
     random_sets: int = 3,
     set_estimate: Callable[[list[int]], float] | None = None,
     retrain: TrainConfig | None = None,
-) -> list[dict[str, Any]]:
+) -> list[DebiasingRow]:
     """For each budget: delete the harmful node set (:func:`~bind_core.debiasing.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
 
@@ -92,9 +101,10 @@ def debias(
             model, so that before and after went through the same training.
 
     Returns:
-        One dict per budget: ``budget``, ``requested`` and ``deleted`` (counts), ``nodes`` (the user's ids),
-        ``estimated_delta``, ``utility_aware`` (and ``estimated_utility``), ``caveat`` (only where the estimate is
-        below −Γ: :func:`~bind_core.debiasing.overreach.overreach`), ``before`` and ``after`` (metrics over pairs of
+        One :class:`~bind_core.debiasing.records.DebiasingRow` per budget: ``budget``, ``requested`` and
+        ``deleted`` (counts), ``nodes`` (the user's ids), ``estimated_delta``, ``utility_aware`` (and
+        ``estimated_utility``), ``caveat`` (only where the estimate is below −Γ:
+        :func:`~bind_core.debiasing.overreach.overreach`), ``before`` and ``after`` (metrics over pairs of
         ``groups``), ``backfired`` (the bias metrics that rose, :func:`backfired`), ``seconds``, ``against_random``
         (or ``None``), ``selection`` (``non_overlapping`` or ``top_ranked``).
     """
@@ -167,13 +177,13 @@ class _Choice:
             return self.set_estimate(self.position[nodes].tolist())
         return float(self.delta[self.position[nodes]].sum())
 
-    def fields(self, nodes: torch.Tensor) -> dict[str, Any]:
-        """A row's ``selection``, ``utility_aware`` and, when so, ``estimated_utility``."""
-        selection = "top_ranked" if self.set_estimate is not None else "non_overlapping"
-        fields: dict[str, Any] = {"selection": selection, "utility_aware": self.utility is not None}
-        if self.utility is not None:
-            fields["estimated_utility"] = float(self.utility[self.position[nodes]].sum())
-        return fields
+    def selection(self) -> str:
+        """A row's ``selection``: ``top_ranked`` with a set estimate, else ``non_overlapping``."""
+        return "top_ranked" if self.set_estimate is not None else "non_overlapping"
+
+    def estimated_utility(self, nodes: torch.Tensor) -> float | None:
+        """A row's ``estimated_utility``: the set's summed utility influence (``None`` unless utility-aware)."""
+        return None if self.utility is None else float(self.utility[self.position[nodes]].sum())
 
 
 @dataclass
@@ -190,15 +200,15 @@ class _Run:
     parts: int
     done: int = 0
 
-    def report(self, model: TrainedModel, graph: Graph) -> dict[str, float | int]:
+    def report(self, model: TrainedModel, graph: Graph) -> MetricValues:
         """:func:`report` with this call's ``lam`` and ``groups``."""
         return report(model, graph, self.lam, self.groups)
 
-    def before(self) -> tuple[dict[str, float | int], float | int | None]:
+    def before(self) -> tuple[MetricValues, float | None]:
         """The metrics before deletion (the audited model's, or the unchanged graph retrained with ``retrain``) and
         the audited model's Γ, which the estimates are relative to."""
         audited = self.report(self.model, self.graph)
-        gamma = audited.get("gamma")
+        gamma = audited.gamma
         if self.retrain is None:
             return audited, gamma
         unchanged = train(
@@ -224,11 +234,11 @@ class _Run:
         i: int,
         budget: float,
         choice: _Choice,
-        before: dict[str, float | int],
-        gamma: float | int | None,
+        before: MetricValues,
+        gamma: float | None,
         baselines: dict[int, float] | None,
         random_sets: int,
-    ) -> dict[str, Any]:
+    ) -> DebiasingRow:
         """Delete the set chosen for the ``i``-th ``budget``, retrain, compare (a row of :func:`debias`)."""
         start = time.perf_counter()
         nodes = choice.nodes(self.graph, budget)
@@ -254,21 +264,23 @@ class _Run:
             )
             self.done += 1
         est = choice.estimate(nodes)
-        caveat = overreach(est, None if gamma is None else float(gamma), "nodes")
-        return {
-            "budget": budget,
-            "requested": resolve_budget(budget, self.graph.train_idx.numel()),
-            "deleted": int(nodes.numel()),
-            "nodes": user_ids(self.graph, nodes.tolist()),
-            "estimated_delta": est,
-            **({"caveat": caveat} if caveat is not None else {}),
-            **choice.fields(nodes),
-            "before": before,
-            "after": (after := self.report(retrained, reduced)),
-            "backfired": backfired(before, after),
-            "against_random": chance,
-            "seconds": time.perf_counter() - start,
-        }
+        after = self.report(retrained, reduced)
+        return DebiasingRow(
+            budget=budget,
+            requested=resolve_budget(budget, self.graph.train_idx.numel()),
+            deleted=int(nodes.numel()),
+            nodes=user_ids(self.graph, nodes.tolist()),
+            estimated_delta=est,
+            caveat=overreach(est, gamma, "nodes"),
+            selection=choice.selection(),
+            utility_aware=choice.utility is not None,
+            estimated_utility=choice.estimated_utility(nodes),
+            before=before,
+            after=after,
+            backfired=backfired(before, after),
+            against_random=chance,
+            seconds=time.perf_counter() - start,
+        )
 
     def _training(self) -> ProgressCallback | None:
         """The progress of a retraining that starts ``done`` groups in (``train``'s ``(stage, fraction)``)."""

@@ -16,16 +16,17 @@ set's mean effect, and both went through the same training.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from bind_core.data.graph import Graph
 from bind_core.debiasing.chance import against_random_sets, seed_baselines
+from bind_core.debiasing.edge_records import EdgeDebiasing, EdgeDebiasingRow
 from bind_core.debiasing.overreach import overreach
 from bind_core.errors import ConfigError
 from bind_core.influence.edges import EdgeInfluenceResult
@@ -54,7 +55,7 @@ def debias_edges(
     retrain: TrainConfig | None = None,
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
-) -> dict[str, Any]:
+) -> EdgeDebiasing:
     """Delete the most harmful edges for each budget, retrain with each seed, compare with random edges.
 
     Args:
@@ -67,8 +68,9 @@ def debias_edges(
         progress: ``progress(fraction)`` over all retrainings; may raise to abort.
 
     Returns:
-        ``pool`` (edges that affect something), ``gamma_audited``, ``baselines`` (Γ per seed on the unchanged
-        graph), ``noise_floor`` and ``budgets``: per budget ``budget``, ``requested``, ``deleted``, ``estimated``
+        The :class:`~bind_core.debiasing.edge_records.EdgeDebiasing`: ``pool`` (edges that affect something),
+        ``gamma_audited``, ``baselines`` (Γ per seed on the unchanged graph, keyed by the seed as a string, as JSON
+        stores it), ``noise_floor`` and ``budgets``: per budget ``budget``, ``requested``, ``deleted``, ``estimated``
         (the sum of the deleted edges' estimates), ``cross_group`` (how many deleted edges join two groups),
         ``before`` and ``after`` (mean Γ retrained with and without them), ``caveat`` (``None``, or why the summed
         estimate cannot be taken at its word) and the check against chance.
@@ -85,13 +87,13 @@ def debias_edges(
         run.row(budget, baselines, before, seed=seed + i, offset=len(seeds) + i * per_budget, size=per_budget)
         for i, budget in enumerate(budgets)
     ]
-    return {
-        "pool": int(pool.shape[0]),
-        "gamma_audited": result.gamma["total"],
-        "baselines": baselines,
-        "noise_floor": statistics.stdev(baselines.values()),
-        "budgets": rows,
-    }
+    return EdgeDebiasing(
+        pool=int(pool.shape[0]),
+        gamma_audited=result.gamma["total"],
+        baselines={str(s): g for s, g in baselines.items()},
+        noise_floor=statistics.stdev(baselines.values()),
+        budgets=rows,
+    )
 
 
 @dataclass
@@ -119,7 +121,7 @@ class _EdgeBudgets:
 
     def row(
         self, budget: float, baselines: dict[int, float], before: float, *, seed: int, offset: int, size: int
-    ) -> dict[str, Any]:
+    ) -> EdgeDebiasingRow:
         """Delete the most harmful edges of ``budget``, retrain and compare with random edges (``seed``: the random
         draws'; ``offset`` and ``size``: this budget's retrainings in the progress)."""
         requested = round(budget * int(self.pool.shape[0]))
@@ -140,19 +142,19 @@ class _EdgeBudgets:
             empty_reason="no edge has a negative estimate: none is harmful",
             items="edges",
         )
-        selected = check.get("selected")
         estimated = float(self.result.delta[chosen].sum())
         sens = self.graph.sens
-        return {
-            "budget": budget,
-            "requested": requested,
-            "deleted": int(chosen.numel()),
-            "estimated": estimated,
-            "caveat": overreach(estimated, self.result.gamma["total"], "edges"),
-            "cross_group": int((sens[edges[:, 0]] != sens[edges[:, 1]]).sum()),
-            "before": before,
-            "after": None if selected is None else before + selected["mean"],
-        } | check
+        return EdgeDebiasingRow(
+            budget=budget,
+            requested=requested,
+            deleted=int(chosen.numel()),
+            estimated=estimated,
+            caveat=overreach(estimated, self.result.gamma["total"], "edges"),
+            cross_group=int((sens[edges[:, 0]] != sens[edges[:, 1]]).sum()),
+            before=before,
+            after=None if check.selected is None else before + check.selected.mean,
+            **{f.name: getattr(check, f.name) for f in dataclasses.fields(check)},
+        )
 
     def _stage(self, offset: int, size: int) -> Callable[[float], None] | None:
         """The progress of ``size`` retrainings that start ``offset`` in."""

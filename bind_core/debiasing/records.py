@@ -66,7 +66,32 @@ class AgainstRandom:
 @dataclass(kw_only=True)
 class DebiasingRow:
     """One budget: delete the most harmful training nodes, retrain, compare
-    (:func:`bind_core.debiasing.debias.debias`)."""
+    (:func:`bind_core.debiasing.debias.debias`).
+
+    Attributes:
+        budget: the budget asked for, a fraction (< 1) or a count (>= 1) of training nodes
+        requested: nodes the budget asks for
+        deleted: nodes deleted
+        nodes: the deleted nodes' ids, each the user's id (graph.node_id_meaning says what it is)
+        estimated_delta: the estimated ΔΓ of deleting them
+        caveat: why the estimate cannot be taken at its word (it lowers Γ by more than Γ itself); present only then
+        selection: top_ranked (a step estimate's sets) or non_overlapping (the paper's rule)
+        utility_aware: whether nodes estimated to raise the validation loss were kept
+        estimated_utility: the estimated change in validation loss (utility-aware only)
+        before: the test metrics before
+        after: the test metrics after retraining without the nodes
+        backfired: the bias metrics (delta_sp, delta_eo, gamma) that rose after the deletion, so the budget
+            backfired on them; empty when none rose; absent in audits from before it was recorded
+        against_random: the check against chance; null unless debias_seeds were given
+        seconds: seconds the budget took
+        retrain: how every retraining of the row trained: audit (the model's settings: Adam, then the polish;
+            before is the audited model) or adam (Adam alone, as a user trains; before is the unchanged graph
+            retrained so too); absent in audits from before the setting
+        chance_rule: whether the check against chance ran by default and why (the audit's chance_seconds rule);
+            absent where the seeds were given or the rule is off
+        recipe: the training every retraining of the row used (a supplied model's: its config's training section);
+            absent in audits from before it was recorded
+    """
 
     budget: float = key("number: the budget asked for, a fraction (< 1) or a count (>= 1) of training nodes")
     requested: int = key("integer: nodes the budget asks for")

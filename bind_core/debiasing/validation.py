@@ -32,6 +32,7 @@ from torch import Tensor
 from torch.func import functional_call
 
 from bind_core.data.graph import Graph
+from bind_core.debiasing.records import Correlation, Validation, ValidationPoint
 from bind_core.errors import ConfigError, NonFiniteError
 from bind_core.fairness.metrics import gamma_eo, gamma_sp
 from bind_core.influence.functional import FunctionalModel
@@ -207,22 +208,33 @@ class ValidationResult:
         ok = np.isfinite(self.actual).all(axis=1) if self.actual.size else np.zeros(0, dtype=bool)
         return {nm: _corr(self.estimated[ok, i], self.actual[ok, i]) for i, nm in enumerate(names)}
 
-    def to_dict(self) -> dict[str, Any]:
-        corr = self.correlations()
-        return {
-            "protocol": self.protocol,
-            "mode": self.mode,
-            "count": len(self.sets),
-            "pearson": corr["gamma"]["pearson"],
-            "spearman": corr["gamma"]["spearman"],
-            "correlations": corr,
-            "points": [
-                {"nodes": s, "estimated": e.tolist(), "actual": a.tolist() if np.isfinite(a).all() else None}
+    def record(self) -> Validation:
+        """The check as the results record it (the result's ``validation``).
+
+        Returns:
+            The :class:`~bind_core.debiasing.records.Validation`: the correlations, every point (``actual`` null
+            where the re-optimisation found no finite optimum) and the check's other figures.
+        """
+        corr = {
+            name: Correlation(pearson=c["pearson"], spearman=c["spearman"]) for name, c in self.correlations().items()
+        }
+        extra = dict(self.extra)
+        return Validation(
+            protocol=self.protocol,
+            mode=self.mode,
+            count=len(self.sets),
+            pearson=corr["gamma"].pearson,
+            spearman=corr["gamma"].spearman,
+            correlations=corr,
+            points=[
+                ValidationPoint(nodes=s, estimated=e.tolist(), actual=a.tolist() if np.isfinite(a).all() else None)
                 for s, e, a in zip(self.sets, self.estimated, self.actual, strict=True)
             ],
-            "seconds": self.seconds,
-            **self.extra,
-        }
+            seconds=self.seconds,
+            noise_floor=extra.pop("noise_floor", None),
+            clear_of_noise=extra.pop("clear_of_noise", None),
+            extra=extra,
+        )
 
 
 def ground_truth_mode(model: TrainedModel, graph: Graph, details: dict[str, Any]) -> str:

@@ -16,13 +16,22 @@ spread) is null with its reason under ``undefined``, never 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from bind_core.data.graph import Graph
 from bind_core.data.labels import group_labels
+from bind_core.explain.records import (
+    FeatureProfile,
+    FeatureStats,
+    GroupShare,
+    LabelShare,
+    NodeProfile,
+    NumericSummary,
+    ProfileSet,
+    ProfileSets,
+)
 from bind_core.explain.rules import Candidate, Condition, find_rules, halves
 
 __all__ = ["FRACTION", "Profile", "candidate_splits", "cross_group_share", "profile_nodes"]
@@ -37,9 +46,9 @@ MAX_THRESHOLDS = 8
 
 @dataclass(frozen=True)
 class Profile:
-    """The profile as the audit result's JSON (``document``) and each reported rule's training positions."""
+    """The profile as the audit result records it (``document``) and each reported rule's training positions."""
 
-    document: dict[str, Any]
+    document: NodeProfile
     members: list[list[int]]
 
 
@@ -53,27 +62,23 @@ def cross_group_share(graph: Graph) -> FloatArray:
         return np.where(degree > 0, other / degree, np.nan)
 
 
-def _numeric(values: FloatArray) -> dict[str, float] | None:
+def _numeric(values: FloatArray) -> NumericSummary | None:
+    """The mean, extremes and quantiles of the defined (not NaN) values; ``None`` when none is."""
     values = values[~np.isnan(values)]
     if values.size == 0:
         return None
     q = {k: float(np.quantile(values, p)) for k, p in QUANTILES}
-    return {"mean": float(values.mean()), "min": float(values.min()), **q, "max": float(values.max())}
+    return NumericSummary(mean=float(values.mean()), min=float(values.min()), max=float(values.max()), **q)
 
 
-def _counts(codes: npt.NDArray[np.int64], levels: int, names: list[str] | None, key: str) -> list[dict[str, Any]]:
+def _shares(codes: npt.NDArray[np.int64], levels: int) -> list[tuple[int, int, float | None]]:
+    """Per level: the level, its count among ``codes`` and its share (``None`` for no code)."""
     counts = np.bincount(codes, minlength=levels)
     total = int(counts.sum())
-    rows = []
-    for level, count in enumerate(counts.tolist()):
-        row: dict[str, Any] = {key: level}
-        if names is not None:
-            row["name"] = names[level]
-        rows.append({**row, "count": count, "share": count / total if total else None})
-    return rows
+    return [(level, count, count / total if total else None) for level, count in enumerate(counts.tolist())]
 
 
-def _set_profile(graph: Graph, delta: FloatArray, members: BoolArray, cross: FloatArray) -> dict[str, Any]:
+def _set_profile(graph: Graph, delta: FloatArray, members: BoolArray, cross: FloatArray) -> ProfileSet:
     """The distributions over one set of training positions (``members``, in ``train_idx`` order)."""
     idx = graph.train_idx.numpy()[members]
     harm = np.clip(-delta, 0.0, None)
@@ -89,61 +94,65 @@ def _set_profile(graph: Graph, delta: FloatArray, members: BoolArray, cross: Flo
     isolated = int(np.isnan(cross_here).sum())
     if count and isolated == count:
         undefined["cross_group_share"] = "no node of the set has a neighbour"
-    out: dict[str, Any] = {
-        "nodes": count,
-        "delta_sum": float(delta[members].sum()),
-        "delta_mean": float(delta[members].mean()) if count else None,
-        "harm_share": float(harm[members].sum()) / total_harm if total_harm > 0 else None,
-        "groups": _counts(graph.sens.numpy()[idx], graph.num_groups, names, "group"),
-        "labels": _counts(np.clip(graph.y.numpy()[idx], 0, None), graph.num_classes, None, "label"),
-        "degree": _numeric(graph.degree.numpy()[idx].astype(np.float64)),
-        "cross_group_share": _numeric(cross_here),
-        "no_neighbours": isolated,
-    }
-    if undefined:
-        out["undefined"] = undefined
-    return out
+    groups = _shares(graph.sens.numpy()[idx], graph.num_groups)
+    labels = _shares(np.clip(graph.y.numpy()[idx], 0, None), graph.num_classes)
+    return ProfileSet(
+        nodes=count,
+        delta_sum=float(delta[members].sum()),
+        delta_mean=float(delta[members].mean()) if count else None,
+        harm_share=float(harm[members].sum()) / total_harm if total_harm > 0 else None,
+        groups=[GroupShare(group=g, name=names[g], count=c, share=sh) for g, c, sh in groups],
+        labels=[LabelShare(label=lab, count=c, share=sh) for lab, c, sh in labels],
+        degree=_numeric(graph.degree.numpy()[idx].astype(np.float64)),
+        cross_group_share=_numeric(cross_here),
+        no_neighbours=isolated,
+        undefined=undefined or None,
+    )
 
 
-def _feature_stats(column: FloatArray, binary: bool, high: float) -> dict[str, float] | None:
+def _feature_stats(column: FloatArray, binary: bool, high: float) -> FeatureStats | None:
+    """A column's mean over a set, with the share at ``high`` (binary) or its quantiles (numeric); ``None`` for an
+    empty set."""
     if column.size == 0:
         return None
-    out = {"mean": float(column.mean())}
     if binary:
-        out["share"] = float((column == high).mean())
-    else:
-        out.update({k: float(np.quantile(column, p)) for k, p in QUANTILES})
-    return out
+        return FeatureStats(mean=float(column.mean()), share=float((column == high).mean()))
+    return FeatureStats(mean=float(column.mean()), **{k: float(np.quantile(column, p)) for k, p in QUANTILES})
 
 
-def _features(graph: Graph, sets: dict[str, BoolArray]) -> list[dict[str, Any]]:
+def _features(graph: Graph, sets: dict[str, BoolArray]) -> list[FeatureProfile]:
     """Per feature column: its kind, its statistics in each set, and the harmful set's standardised difference."""
     x = graph.x.numpy()[graph.train_idx.numpy()].astype(np.float64)
-    rows = []
-    for j in range(x.shape[1]):
-        col = x[:, j]
-        values = np.unique(col)
-        binary = values.size <= 2
-        high = float(values.max())
-        std = float(col.std())
-        row: dict[str, Any] = {"index": j, "name": _feature_name(graph, j), "kind": "binary" if binary else "numeric"}
-        if binary:
-            row["high"] = high
-        for name, members in sets.items():
-            row[name] = _feature_stats(col[members], binary, high)
-        undefined: dict[str, str] = {}
-        if row["harmful"] is None:
-            row["difference"] = None
-            undefined["difference"] = "the harmful set is empty"
-        elif std == 0:
-            row["difference"] = None
-            undefined["difference"] = "the column is constant on the training nodes"
-        else:
-            row["difference"] = (row["harmful"]["mean"] - row["all"]["mean"]) / std
-        if undefined:
-            row["undefined"] = undefined
-        rows.append(row)
-    return rows
+    return [_feature(graph, j, x[:, j], sets) for j in range(x.shape[1])]
+
+
+def _feature(graph: Graph, j: int, col: FloatArray, sets: dict[str, BoolArray]) -> FeatureProfile:
+    """Column ``j`` (``col``: its values on the training nodes) in the harmful, helpful and all training nodes."""
+    values = np.unique(col)
+    binary = values.size <= 2
+    high = float(values.max())
+    std = float(col.std())
+    stats = {name: _feature_stats(col[members], binary, high) for name, members in sets.items()}
+    harmful, everyone = stats["harmful"], stats["all"]
+    undefined: dict[str, str] = {}
+    difference = None
+    if harmful is None:
+        undefined["difference"] = "the harmful set is empty"
+    elif std == 0:
+        undefined["difference"] = "the column is constant on the training nodes"
+    elif everyone is not None:
+        difference = (harmful.mean - everyone.mean) / std
+    return FeatureProfile(
+        index=j,
+        name=_feature_name(graph, j),
+        kind="binary" if binary else "numeric",
+        high=high if binary else None,
+        harmful=harmful,
+        helpful=stats["helpful"],
+        all=everyone,
+        difference=difference,
+        undefined=undefined or None,
+    )
 
 
 def _feature_name(graph: Graph, j: int) -> str:
@@ -241,16 +250,15 @@ def profile_nodes(
     }
     fit, _ = halves(delta.size, seed)
     found = find_rules(delta, candidate_splits(graph, cross, fit), seed=seed, max_depth=max_depth)
-    members = [rule.pop("positions") for rule in found["rules"]]
-    document = {
-        "fraction": fraction,
-        "definition": (
+    document = NodeProfile(
+        fraction=fraction,
+        definition=(
             f"harmful: the {fraction:.0%} of training nodes with the most negative ΔΓ (ΔΓ < 0 only); helpful: the "
             f"{fraction:.0%} with the largest ΔΓ (ΔΓ > 0 only); all: every training node"
         ),
-        "sets": {name: _set_profile(graph, delta, m, cross) for name, m in sets.items()},
-        "features": _features(graph, sets),
-        "rules": found["rules"],
-        "search": found["search"],
-    }
-    return Profile(document, members)
+        sets=ProfileSets(**{name: _set_profile(graph, delta, m, cross) for name, m in sets.items()}),
+        features=_features(graph, sets),
+        rules=found.rules,
+        search=found.search,
+    )
+    return Profile(document, found.members)

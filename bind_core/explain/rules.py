@@ -13,12 +13,14 @@ heavy-tailed; a single extreme node should not decide a split); every reported n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ALPHA", "CRITERION", "Candidate", "Condition", "find_rules", "halves"]
+from bind_core.explain.records import ProfileRule, RuleCondition, RuleSearch, RuleStats
+
+__all__ = ["ALPHA", "CRITERION", "Candidate", "Condition", "FoundRules", "find_rules", "halves"]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -51,8 +53,9 @@ class Condition:
     value: float
     text: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"variable": self.variable, "op": self.op, "value": self.value, "text": self.text}
+    def record(self) -> RuleCondition:
+        """The condition as the results record it."""
+        return RuleCondition(variable=self.variable, op=self.op, value=self.value, text=self.text)
 
 
 @dataclass(frozen=True)
@@ -144,25 +147,23 @@ def _simplify(conditions: list[Condition]) -> list[Condition]:
     return out
 
 
-def _stats(delta: FloatArray, members: BoolArray) -> dict[str, Any]:
+def _stats(delta: FloatArray, members: BoolArray) -> RuleStats:
     """Support, mean ΔΓ and share of the harm (the sum of −ΔΓ over the nodes with ΔΓ < 0) of ``members``."""
     harm = np.clip(-delta, 0.0, None)
     total = float(harm.sum())
     count = int(members.sum())
-    out: dict[str, Any] = {
-        "support": count,
-        "support_share": count / delta.size if delta.size else None,
-        "mean_delta": float(delta[members].mean()) if count else None,
-        "harm_share": float(harm[members].sum()) / total if total > 0 else None,
-    }
     undefined = {}
     if not count:
         undefined["mean_delta"] = "the rule covers no node of this half"
     if total <= 0:
         undefined["harm_share"] = "no node of this half has ΔΓ < 0"
-    if undefined:
-        out["undefined"] = undefined
-    return out
+    return RuleStats(
+        support=count,
+        support_share=count / delta.size if delta.size else None,
+        mean_delta=float(delta[members].mean()) if count else None,
+        harm_share=float(harm[members].sum()) / total if total > 0 else None,
+        undefined=undefined or None,
+    )
 
 
 def _p_value(delta: FloatArray, members: BoolArray, rng: np.random.Generator) -> float:
@@ -178,24 +179,35 @@ def _p_value(delta: FloatArray, members: BoolArray, rng: np.random.Generator) ->
     return (hits + 1) / (PERMUTATIONS + 1)
 
 
-def _holds(fit: dict[str, Any], held: dict[str, Any], p: float, tested: int) -> str | None:
+def _holds(fit: RuleStats, held: RuleStats, p: float, tested: int) -> str | None:
     """``None`` when the rule holds on the held-out half (:data:`CRITERION`), else why not."""
-    if held["support"] < MIN_HOLDOUT_SUPPORT:
-        return f"covers {held['support']} held-out node(s), fewer than {MIN_HOLDOUT_SUPPORT}"
-    if held["mean_delta"] is None or held["mean_delta"] >= 0:
+    if held.support < MIN_HOLDOUT_SUPPORT:
+        return f"covers {held.support} held-out node(s), fewer than {MIN_HOLDOUT_SUPPORT}"
+    if held.mean_delta is None or held.mean_delta >= 0:
         return "its mean ΔΓ on the held-out half is not negative"
-    if held["harm_share"] is None or fit["harm_share"] is None:
+    if held.harm_share is None or fit.harm_share is None:
         return "its share of the harm is undefined on a half"
-    if held["harm_share"] < HARM_SHARE_KEPT * fit["harm_share"]:
+    if held.harm_share < HARM_SHARE_KEPT * fit.harm_share:
         return f"its held-out harm share is below {HARM_SHARE_KEPT:g} of the fitted one"
     if p > ALPHA / tested:
         return f"its held-out mean ΔΓ is not significantly low (p = {p:.3g} > {ALPHA:g}/{tested})"
     return None
 
 
+class FoundRules(NamedTuple):
+    """What :func:`find_rules` found: the rules that held, each rule's training positions, and the search."""
+
+    rules: list[ProfileRule]
+    """The rules that held on the held-out half, most held-out harm first."""
+    members: list[list[int]]
+    """Per rule, the positions (in the delta's order) of the training nodes it covers."""
+    search: RuleSearch
+    """How the rules were searched and checked."""
+
+
 def find_rules(
     delta: FloatArray, candidates: list[Candidate], *, seed: int, max_depth: int = 2, min_leaf: int | None = None
-) -> dict[str, Any]:
+) -> FoundRules:
     """Fit the tree on one half of ``delta`` (per training node, in the candidates' order), check its harmful leaves
     on the other half, and return the rules that hold (most held-out harm first) with how they were searched."""
     n = delta.size
@@ -213,7 +225,7 @@ def find_rules(
         "criterion": CRITERION,
     }
     if fit_idx.size < 2 * leaf or held_idx.size < MIN_HOLDOUT_SUPPORT:
-        return {"rules": [], "search": {**search, "tested": 0, "rejected": 0, "reason": "too few training nodes"}}
+        return FoundRules([], [], RuleSearch(**search, tested=0, rejected=0, reason="too few training nodes"))
     fit_delta = delta[fit_idx]
     lo, hi = np.quantile(fit_delta, [0.01, 0.99])
     clipped = np.zeros(n)
@@ -230,17 +242,17 @@ def find_rules(
     leaves = [lf for lf in _leaves(root) if lf.conditions and harmful(lf.idx)]
     rng = np.random.default_rng(seed + 1)
     held_delta = delta[held_idx]
-    rules: list[dict[str, Any]] = []
+    rules: list[tuple[ProfileRule, list[int]]] = []
     for lf in leaves:
         members = np.ones(n, dtype=bool)
         for cond in lf.conditions:
             members &= _condition_mask(cond, candidates)
         fit = _stats(fit_delta, members[fit_idx])
         held = _stats(held_delta, members[held_idx])
-        p = _p_value(held_delta, members[held_idx], rng) if held["support"] else 1.0
+        p = _p_value(held_delta, members[held_idx], rng) if held.support else 1.0
         if _holds(fit, held, p, len(leaves)) is None:
-            rules.append(_rule(lf.conditions, fit, held, p, members))
-    rules.sort(key=lambda r: -float(r["holdout"]["harm_share"]))
+            rules.append((_rule(lf.conditions, fit, held, p), np.flatnonzero(members).tolist()))
+    rules.sort(key=lambda r: -float(r[0].holdout.harm_share or 0.0))  # a rule that held has a held-out harm share
     reason = None
     if not rules:
         reason = (
@@ -248,24 +260,20 @@ def find_rules(
             if not leaves
             else "no candidate rule held on the held-out half"
         )
-    search.update({"tested": len(leaves), "rejected": len(leaves) - len(rules), "reason": reason})
-    return {"rules": rules, "search": search}
+    checked = RuleSearch(**search, tested=len(leaves), rejected=len(leaves) - len(rules), reason=reason)
+    return FoundRules([r for r, _ in rules], [m for _, m in rules], checked)
 
 
-def _rule(
-    conditions: list[Condition], fit: dict[str, Any], held: dict[str, Any], p: float, members: BoolArray
-) -> dict[str, Any]:
-    """A rule that held: its conditions (simplified), its figures on each half, its p-value and the positions of
-    the training nodes it covers."""
+def _rule(conditions: list[Condition], fit: RuleStats, held: RuleStats, p: float) -> ProfileRule:
+    """A rule that held: its conditions (simplified), its figures on each half and its p-value."""
     simplified = _simplify(conditions)
-    return {
-        "conditions": [c.to_dict() for c in simplified],
-        "text": " and ".join(c.text for c in simplified),
-        "fit": fit,
-        "holdout": held,
-        "p_value": p,
-        "positions": np.flatnonzero(members).tolist(),
-    }
+    return ProfileRule(
+        conditions=[c.record() for c in simplified],
+        text=" and ".join(c.text for c in simplified),
+        fit=fit,
+        holdout=held,
+        p_value=p,
+    )
 
 
 def _condition_mask(cond: Condition, candidates: list[Candidate]) -> BoolArray:

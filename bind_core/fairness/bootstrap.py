@@ -46,6 +46,7 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
+from bind_core.fairness import records
 from bind_core.fairness.metrics import gamma_sp as exact_gamma_sp
 from bind_core.models.gnn import require_finite
 
@@ -64,14 +65,15 @@ class Interval:
     high: float
     dropped: int = 0
 
-    def to_dict(self) -> dict[str, float | int | None]:
-        """JSON-ready: a NaN (undefined, or not resampled) is ``None``."""
-        return {
-            "estimate": _or_none(self.estimate),
-            "low": _or_none(self.low),
-            "high": _or_none(self.high),
-            "dropped": self.dropped,
-        }
+    def record(self) -> records.Interval:
+        """The interval as the results record it: a NaN (undefined, or not resampled) is ``None``.
+
+        Returns:
+            The :class:`~bind_core.fairness.records.Interval`.
+        """
+        return records.Interval(
+            estimate=_or_none(self.estimate), low=_or_none(self.low), high=_or_none(self.high), dropped=self.dropped
+        )
 
 
 def _or_none(value: float) -> float | None:

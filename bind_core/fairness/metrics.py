@@ -21,13 +21,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import torch
 from scipy.stats import rankdata
 from torch import Tensor
 
+from bind_core.fairness.records import MetricValues, WorstPair
 from bind_core.models.gnn import require_finite
 
 
@@ -328,15 +329,17 @@ class FairnessReport:
     gamma: float
     undefined: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The metrics as JSON-ready values: an undefined one is ``None``, and ``undefined`` (present only when
-        some metric is) maps it to the reason."""
-        out: dict[str, Any] = {k: v for k, v in asdict(self).items() if k != "undefined"}
+    def values(self) -> MetricValues:
+        """The metrics as the results record them.
+
+        Returns:
+            The :class:`~bind_core.fairness.records.MetricValues`: an undefined metric is ``None``, and ``undefined``
+            (only when some metric is) maps it to the reason.
+        """
+        numbers = {k: v for k, v in asdict(self).items() if k not in ("nodes", "undefined")}
         for name in self.undefined:
-            out[name] = None
-        if self.undefined:
-            out["undefined"] = dict(self.undefined)
-        return out
+            numbers[name] = None
+        return MetricValues(nodes=self.nodes, undefined=dict(self.undefined) or None, **numbers)
 
 
 def evaluate(
@@ -384,22 +387,20 @@ WORST_PAIR_METRICS = ("delta_sp", "delta_eo", "gamma_sp", "gamma_eo")
 
 def worst_pairs(
     proba: Tensor, y: Tensor, sens: Tensor, *, groups: Sequence[int] | None = None
-) -> dict[str, dict[str, float | list[int]] | None]:
+) -> dict[str, WorstPair | None]:
     """For ΔSP, ΔEO, Γ_SP and Γ_EO: the largest value over pairs of ``groups`` (default: all present) and
-    the pair, ``{metric: {"value": v, "groups": [a, b]}}`` (``None`` when no pair defines it).
+    the pair, ``{metric: WorstPair(value, groups=[a, b])}`` (``None`` when no pair defines it).
 
     Each pair's value is the metric restricted to that pair, so the mean over pairs is the audit's figure; a
     pair that cannot define a metric (ΔEO of a pair with a group without positives) is skipped for it.
     """
     proba = proba.detach()
     present = _groups(sens, None, groups)
-    out: dict[str, dict[str, float | list[int]] | None] = dict.fromkeys(WORST_PAIR_METRICS)
+    out: dict[str, WorstPair | None] = dict.fromkeys(WORST_PAIR_METRICS)
     for a, b in itertools.combinations(present, 2):
-        values = evaluate(proba, y, sens, groups=[a, b]).to_dict()
+        values = evaluate(proba, y, sens, groups=[a, b]).values()
         for name in WORST_PAIR_METRICS:
-            best = out[name]
-            if values[name] is None:
-                continue
-            if best is None or float(values[name]) > float(best["value"]):  # type: ignore[arg-type]
-                out[name] = {"value": float(values[name]), "groups": [int(a), int(b)]}
+            value, best = getattr(values, name), out[name]
+            if value is not None and (best is None or value > best.value):
+                out[name] = WorstPair(value=float(value), groups=[int(a), int(b)])
     return out

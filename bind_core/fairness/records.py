@@ -13,7 +13,20 @@ NULLABLE = " (null when undefined; see ``undefined``)"
 
 @dataclass(kw_only=True)
 class MetricValues:
-    """Utility and fairness on a set of test nodes (:class:`bind_core.fairness.metrics.FairnessReport`)."""
+    """Utility and fairness on a set of test nodes (:class:`bind_core.fairness.metrics.FairnessReport`).
+
+    Attributes:
+        nodes: the number of nodes measured
+        accuracy: accuracy (null when undefined; see ``undefined``)
+        auc: ROC AUC (null when undefined; see ``undefined``)
+        f1: F1 of the positive class (null when undefined; see ``undefined``)
+        delta_sp: ΔSP, the largest gap in predicted positive rates (null when undefined; see ``undefined``)
+        delta_eo: ΔEO, the largest gap in true positive rates (null when undefined; see ``undefined``)
+        gamma_sp: Γ_SP, PDD of the predicted probabilities (null when undefined; see ``undefined``)
+        gamma_eo: Γ_EO, PDD over the positive nodes (null when undefined; see ``undefined``)
+        gamma: Γ = lam·Γ_SP + (1−lam)·Γ_EO (null when undefined; see ``undefined``)
+        undefined: present only when some metric is undefined (null)
+    """
 
     nodes: int = key("integer: the number of nodes measured")
     accuracy: float | None = key("number in [0, 1]: accuracy" + NULLABLE)

@@ -53,7 +53,7 @@ from bind_core.training.fit import TrainedModel
 
 SETTLE = 10
 """Edges settled by damped steps at each end of the ranking: the audit lists the top 10 at each end
-(:data:`bind_core.influence.edge_rows.EDGE_TOP`)."""
+(:data:`bind_core.pipeline.edge_section.EDGE_TOP`)."""
 
 SETTLE_ROUNDS = 5
 """Settling stops after ``SETTLE_ROUNDS·2·settle`` edges even if settled values keep letting new edges into the

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
+from bind_core.influence import records
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.result import InfluenceResult
 from bind_core.influence.solvers import dense_hessian, hessian_columns
@@ -77,18 +78,29 @@ class Refinement:
         """``[k]``: refined ΔΓ = lam·ΔΓ_SP + (1 − lam)·ΔΓ_EO."""
         return self.lam * self.refined[:, 0] + (1 - self.lam) * self.refined[:, 1]
 
-    def record(self) -> dict[str, Any]:
-        """A JSON-ready summary (counts and totals; the per-node values go with the influence list)."""
+    def record(self) -> records.Refinement:
+        """The refinement as the results record it (counts and totals; the per-node values go with the influence
+        list).
+
+        Returns:
+            The :class:`~bind_core.influence.records.Refinement`: ``deletions``, ``converged``, ``seconds``,
+            ``max_iter``, and the other figures and settings (``median_steps``, ``hessians``, ``max_abs_grad``,
+            tolerances) in ``extra``.
+        """
         k = len(self.deletions)
-        return {
-            "deletions": k,
-            "converged": int(self.converged.sum()),
+        extra: dict[str, Any] = {
             "median_steps": float(self.steps.double().median()) if k else 0.0,
             "hessians": int(self.hessians.sum()),
             "max_abs_grad": float(self.max_abs_grad.max()) if k else 0.0,
-            "seconds": self.seconds,
             **self.settings,
         }
+        return records.Refinement(
+            deletions=k,
+            converged=int(self.converged.sum()),
+            seconds=self.seconds,
+            max_iter=extra.pop("max_iter", None),
+            extra=extra,
+        )
 
 
 def refine_deletions(

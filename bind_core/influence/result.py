@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor
 
+from bind_core.codec import decode
+from bind_core.influence.records import InfluenceSummary, Quantiles, SolverDetails
 from bind_core.influence.solvers import SolveInfo
 
 SIGN_CONVENTION = (
@@ -91,31 +92,31 @@ class InfluenceResult:
             timings=timings,
         )
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> InfluenceSummary:
         """The distribution of the estimates, for reports and the API.
 
         Returns:
-            JSON-ready: ``count``, ``harmful`` (ΔΓ < 0), ``helpful`` (ΔΓ > 0), ``sum``, ``mean``, ``std``, ``min``,
-            ``max``, ``quantiles`` (``p01`` … ``p99``), ``gamma``, ``lam``, ``solver``, ``solver_details``,
-            ``grad_norm``, ``timings`` and ``sign_convention``.
+            The :class:`~bind_core.influence.records.InfluenceSummary`: ``count``, ``harmful`` (ΔΓ < 0), ``helpful``
+            (ΔΓ > 0), ``sum``, ``mean``, ``std``, ``min``, ``max``, ``quantiles`` (``p01`` … ``p99``), ``gamma``,
+            ``lam``, ``solver``, ``solver_details``, ``grad_norm``, ``timings`` and ``sign_convention``.
         """
         d = self.delta.double()
         q = torch.quantile(d, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99], dtype=torch.float64)).tolist()
-        return {
-            "count": int(d.numel()),
-            "harmful": int((d < 0).sum()),
-            "helpful": int((d > 0).sum()),
-            "sum": float(d.sum()),
-            "mean": float(d.mean()),
-            "std": float(d.std()) if d.numel() > 1 else 0.0,
-            "min": float(d.min()),
-            "max": float(d.max()),
-            "quantiles": dict(zip(["p01", "p10", "p50", "p90", "p99"], q, strict=True)),
-            "gamma": self.gamma,
-            "lam": self.lam,
-            "solver": self.solve.solver,
-            "solver_details": self.solve.details,
-            "grad_norm": self.grad_norm,
-            "timings": self.timings,
-            "sign_convention": self.sign_convention,
-        }
+        return InfluenceSummary(
+            count=int(d.numel()),
+            harmful=int((d < 0).sum()),
+            helpful=int((d > 0).sum()),
+            sum=float(d.sum()),
+            mean=float(d.mean()),
+            std=float(d.std()) if d.numel() > 1 else 0.0,
+            min=float(d.min()),
+            max=float(d.max()),
+            quantiles=Quantiles(**dict(zip(["p01", "p10", "p50", "p90", "p99"], q, strict=True))),
+            gamma=dict(self.gamma),
+            lam=self.lam,
+            solver=self.solve.solver,
+            solver_details=decode(SolverDetails, self.solve.details, "solver_details"),
+            grad_norm=self.grad_norm,
+            timings=dict(self.timings),
+            sign_convention=self.sign_convention,
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 
@@ -21,6 +21,7 @@ from bind_core.data.labels import user_ids
 from bind_core.errors import ConfigError
 from bind_core.influence.arguments import InfluenceArguments, Solver
 from bind_core.influence.estimate import estimate
+from bind_core.influence.records import Overlap, PairOverlap, Stability
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, train
 
@@ -51,10 +52,11 @@ def topk_harmful(delta: torch.Tensor, graph: Graph, k: int) -> list[int | str]:
     return user_ids(graph, graph.train_idx[order].tolist())
 
 
-def _overlap(sets: Sequence[set[int | str]]) -> dict[str, float | int]:
+def _overlap(sets: Sequence[set[int | str]]) -> Overlap:
+    """The sets' intersection, union and Jaccard index (1 for empty sets)."""
     inter = set.intersection(*sets)
     union = set.union(*sets)
-    return {"intersection": len(inter), "union": len(union), "jaccard": len(inter) / len(union) if union else 1.0}
+    return Overlap(intersection=len(inter), union=len(union), jaccard=len(inter) / len(union) if union else 1.0)
 
 
 def topk_stability(
@@ -66,7 +68,7 @@ def topk_stability(
     device: str | torch.device = "cpu",
     known: Mapping[int, torch.Tensor] | None = None,
     progress: Callable[[str, float], None] | None = None,
-) -> dict[str, Any]:
+) -> Stability:
     """Train with each seed, estimate the influence, and compare the top-k harmful sets.
 
     Args:
@@ -80,8 +82,9 @@ def topk_stability(
         progress: ``progress("stability", fraction)`` after each seed.
 
     Returns:
-        ``{"k", "seeds", "sets": {seed: [node ids]}, "pairwise": [{"seeds": [a, b], "intersection", "union",
-        "jaccard"}], "all": {...}, "mean_pairwise_jaccard"}``.
+        The :class:`~bind_core.influence.records.Stability`: ``k``, ``seeds``, ``sets`` (seed as a string → the
+        user's ids), ``pairwise`` (per pair of seeds: ``seeds``, ``intersection``, ``union``, ``jaccard``), ``all``
+        and ``mean_pairwise_jaccard``.
     """
     seeds = [int(s) for s in seeds]
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
@@ -104,12 +107,11 @@ def topk_stability(
             progress("stability", (i + 1) / len(seeds))
     pairs = list(itertools.combinations(seeds, 2))
     overlaps = [_overlap([set(sets[a]), set(sets[b])]) for a, b in pairs]
-    pairwise: list[dict[str, Any]] = [{"seeds": [a, b], **o} for (a, b), o in zip(pairs, overlaps, strict=True)]
-    return {
-        "k": k,
-        "seeds": seeds,
-        "sets": {str(s): v for s, v in sets.items()},
-        "pairwise": pairwise,
-        "all": _overlap([set(v) for v in sets.values()]),
-        "mean_pairwise_jaccard": sum(float(o["jaccard"]) for o in overlaps) / len(overlaps),
-    }
+    return Stability(
+        k=k,
+        seeds=seeds,
+        sets={str(s): v for s, v in sets.items()},
+        pairwise=[PairOverlap(seeds=[a, b], **vars(o)) for (a, b), o in zip(pairs, overlaps, strict=True)],
+        all=_overlap([set(v) for v in sets.values()]),
+        mean_pairwise_jaccard=sum(o.jaccard for o in overlaps) / len(overlaps),
+    )

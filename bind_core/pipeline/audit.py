@@ -3,24 +3,31 @@ check the estimates against retraining. What the service's worker and the comman
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from bind_core.codec import encode
+from bind_core.codec import decode, encode
 from bind_core.data.graph import Graph
 from bind_core.data.labels import user_ids
+from bind_core.data.records import GraphSummary
+from bind_core.debiasing.records import DebiasingRow, Validation
+from bind_core.explain.records import NodeProfile
+from bind_core.fairness.records import Metrics
 from bind_core.influence.distributed import ChunkRunner
-from bind_core.influence.edge_rows import edge_rows, edges_not_computed, iter_edge_rows
+from bind_core.influence.edge_rows import edge_rows, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
+from bind_core.influence.records import InfluenceRow, Refinement, Stability
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
 from bind_core.pipeline.caveats import AuditContext, estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
+from bind_core.pipeline.edge_section import edges_not_computed
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
 from bind_core.pipeline.results import AuditResults
+from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.pipeline.stages import (
     EDGE_DEBIASING,
     EDGES,
@@ -43,6 +50,7 @@ from bind_core.pipeline.stages import (
 )
 from bind_core.pipeline.summary import summarize
 from bind_core.training.fit import TrainedModel
+from bind_core.training.records import ModelSummary, Stationarity, TrainingHistory
 
 __all__ = [
     "MAX_REFINE_STEPS",
@@ -81,17 +89,16 @@ class AuditResult:
     graph: Graph
     config: AuditConfig
     model: TrainedModel
-    metrics: dict[str, Any]
+    metrics: Metrics
     influence: InfluenceResult | None = None
-    debiasing: list[dict[str, Any]] | None = None
-    validation: dict[str, Any] | None = None
-    stability: dict[str, Any] | None = None
-    refinement: dict[str, Any] | None = None
-    profile: dict[str, Any] | None = None
+    debiasing: list[DebiasingRow] | None = None
+    validation: Validation | None = None
+    stability: Stability | None = None
+    refinement: Refinement | None = None
+    profile: NodeProfile | None = None
     """What the harmful nodes have in common (with influence; :mod:`bind_core.explain.profile`)."""
-    edges: dict[str, Any] | None = None
-    """With ``config.edges``: the edge attribution's section (:mod:`bind_core.influence.edge_rows`), or why it is
-    empty."""
+    edges: EdgeAttribution | None = None
+    """With ``config.edges``: the edge attribution's section (:mod:`bind_core.pipeline.edge_section`)."""
     edge_estimate: EdgeInfluenceResult | None = None
     """Every edge's estimate behind ``edges`` (when computed); :meth:`edge_rows` lists them."""
     stationarity: dict[str, Any] | None = None
@@ -104,37 +111,12 @@ class AuditResult:
         """Everything the audit produced, JSON-ready (what the CLI's ``--json`` writes and the service stores).
 
         Returns:
-            The results document: one key per section of
-            :class:`~bind_core.pipeline.results.AuditResults` (null for a stage that did not run; ``profile`` and
+            The results document: :meth:`typed` encoded (one key per section of
+            :class:`~bind_core.pipeline.results.AuditResults`: null for a stage that did not run; ``profile`` and
             ``edges`` only where computed or asked for), with the warnings, the sign convention and ``summary``, the
             verdict first.
         """
-        out: dict[str, Any] = {
-            "metrics": self.metrics,
-            "influence_summary": self.influence.summary() if self.influence is not None else None,
-            "top_harmful": self._top("harmful"),
-            "top_helpful": self._top("helpful"),
-            "debiasing": self.debiasing,
-            "validation": self.validation,
-            "stability": self.stability,
-            "refinement": self.refinement,
-            "stationarity": self._stationarity(),
-            "training": self.model.history,
-            "model": {"parameters": self.model.num_parameters, **self.model.model_config.to_dict()},
-            "graph": self.graph.summary(),
-            "timings": self.timings,
-            "device": self.device,
-            "warnings": self.warnings(),
-            "sign_convention": SIGN_CONVENTION,
-        }
-        if self.profile is not None:  # an optional key: absent without influence (and in older results)
-            out["profile"] = self.profile
-        if self.config.edges:  # an optional key: absent unless asked for (and in older results)
-            out["edges"] = self.edges or edges_not_computed("the influence stage did not run (edges build on it)") | {
-                "validation_reason": "the edges were not attributed"
-            }
-        out["summary"] = encode(summarize(AuditResults.from_dict(json.loads(json.dumps(out)))))
-        return out
+        return encode(self.typed())
 
     def warnings(self) -> list[str]:
         """The caveats about the graph, the metrics, the model and the estimates.
@@ -152,10 +134,39 @@ class AuditResult:
         """The results, typed.
 
         Returns:
-            :meth:`to_dict` as :class:`~bind_core.pipeline.results.AuditResults` (decoded from its JSON form, as
-            stored).
+            The :class:`~bind_core.pipeline.results.AuditResults`, with the ``summary`` written from them.
         """
-        return AuditResults.from_dict(json.loads(json.dumps(self.to_dict())))
+        results = AuditResults(
+            metrics=self.metrics,
+            influence_summary=None if self.influence is None else self.influence.summary(),
+            top_harmful=self._top("harmful"),
+            top_helpful=self._top("helpful"),
+            debiasing=self.debiasing,
+            validation=self.validation,
+            stability=self.stability,
+            refinement=self.refinement,
+            stationarity=decode(Stationarity, self._stationarity()),
+            training=decode(TrainingHistory, self.model.history),
+            model=_model_summary(self.model),
+            graph=decode(GraphSummary, self.graph.summary()),
+            timings=dict(self.timings),
+            device=self.device,
+            warnings=self.warnings(),
+            sign_convention=SIGN_CONVENTION,
+            profile=self.profile,
+            edges=self._edges(),
+        )
+        results.summary = summarize(results)
+        return results
+
+    def _edges(self) -> EdgeAttribution | None:
+        """The ``edges`` section: absent unless asked for; asked for without the influence stage, why it is empty."""
+        if not self.config.edges:
+            return None
+        return self.edges or dataclasses.replace(
+            edges_not_computed("the influence stage did not run (edges build on it)"),
+            validation_reason="the edges were not attributed",
+        )
 
     def _stationarity(self) -> dict[str, Any]:
         """The polish's record, the audit's check and, with influence, the Hessian's spectrum at the weights."""
@@ -228,12 +239,40 @@ class AuditResult:
             AuditContext(self.graph, self.model.model_config, self.config.lam),
         )
 
-    def _top(self, direction: str, k: int = 10) -> list[dict[str, Any]] | None:
+    def _top(self, direction: str, k: int = 10) -> list[InfluenceRow] | None:
+        """The ``k`` most harmful (ΔΓ < 0, most negative first) or helpful training nodes; ``None`` without
+        influence."""
         if self.influence is None:
             return None
-        rows = self.influence_rows()
-        rows.sort(key=lambda r: r["delta"], reverse=direction == "helpful")
-        return [r for r in rows[:k] if (r["delta"] < 0) == (direction == "harmful")]
+        inf, g = self.influence, self.graph
+        harmful = direction == "harmful"
+        delta = inf.delta.double()
+        order = torch.argsort(delta if harmful else -delta, stable=True)[:k].tolist()
+        rows = []
+        for i in order:
+            if (float(delta[i]) < 0) != harmful:
+                continue
+            node = int(g.train_idx[i])
+            rows.append(
+                InfluenceRow(
+                    position=i,
+                    node_index=node,
+                    node_id=user_ids(g, [node])[0],
+                    group=int(g.sens[node]),
+                    label=int(g.y[node]),
+                    delta=float(inf.delta[i]),
+                    delta_sp=float(inf.delta_sp[i]),
+                    delta_eo=float(inf.delta_eo[i]),
+                )
+            )
+        return rows
+
+
+def _model_summary(model: TrainedModel) -> ModelSummary:
+    """The result's ``model``: the parameter count and the model's configuration (its other settings in ``extra``)."""
+    settings = model.model_config.to_dict()
+    named = {name: settings.pop(name) for name in ("arch", "layers", "hidden", "dropout", "heads", "activation")}
+    return ModelSummary(parameters=model.num_parameters, **named, extra=settings)
 
 
 def run_audit(
@@ -329,16 +368,16 @@ class _AfterInfluence:
             r.debiasing = self.stages.run(
                 "debiasing", lambda: debiasing_stage(r.model, r.graph, config, influence, self.groups, progress=tick)
             )
-        if not (config.edges and r.edges is not None and r.edges.get("computed")):
+        if not (config.edges and r.edges is not None and r.edges.computed):
             return
         estimate, why_not = r.edge_estimate, edge_debiasing_reason(config, r.edge_estimate)
         if why_not is None and estimate is not None:
-            r.edges["debiasing"] = self.stages.run(
+            r.edges.debiasing = self.stages.run(
                 EDGE_DEBIASING,
                 lambda: edge_debiasing_stage(r.model, r.graph, config, estimate, self.groups, progress=tick),
             )
         else:
-            r.edges["debiasing_reason"] = why_not
+            r.edges.debiasing_reason = why_not
 
     def validation(self) -> None:
         """The nodes' self-check, then the edges'; the stage's progress: the nodes' share, then the edges' (by
@@ -364,10 +403,10 @@ class _AfterInfluence:
         if not (config.edges and r.edges is not None):
             return
         if edge_check is None:
-            r.edges["validation_reason"] = edge_why
+            r.edges.validation_reason = edge_why
             return
         nodes_seconds = self.stages.timings.get("validation", 0.0)
-        r.edges["validation"] = self.stages.run(
+        r.edges.validation = self.stages.run(
             "validation",
             lambda: edge_validation_stage(
                 r.model,

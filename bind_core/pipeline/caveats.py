@@ -10,7 +10,10 @@ from typing import Any
 from bind_core.data.graph import Graph
 from bind_core.data.groups import exclusion_warnings, included_groups, test_group_positives
 from bind_core.data.labels import group_label
+from bind_core.debiasing.records import Validation
+from bind_core.fairness.records import Metrics
 from bind_core.influence import InfluenceResult
+from bind_core.influence.records import Refinement
 from bind_core.models.gnn import NON_SMOOTH_ACTIVATIONS, ModelConfig
 
 LOW_SELF_CHECK = 0.9
@@ -120,21 +123,23 @@ METRIC_NAMES = {
 }
 
 
-def metric_warnings(metrics: dict[str, Any]) -> list[str]:
+def metric_warnings(metrics: Metrics) -> list[str]:
     """Test metrics that are undefined (``null``, never 0) and intervals that rest on fewer resamples than
     drawn, because some resamples left the metric undefined (a group drew none of its few positives)."""
-    test = metrics.get("test") or {}
     out = [
         f"{METRIC_NAMES.get(k, k)} is undefined on the test nodes (reported as null, not 0): {reason}"
-        for k, reason in (test.get("undefined") or {}).items()
+        for k, reason in (metrics.test.undefined or {}).items()
     ]
-    intervals = metrics.get("intervals") or {}
-    resamples = intervals.get("resamples")
-    for key, band in intervals.items():
-        if isinstance(band, dict) and band.get("dropped") and band.get("low") is not None:
+    intervals = metrics.intervals
+    if intervals is None:
+        return out
+    resamples = intervals.resamples
+    for name in METRIC_NAMES:
+        band = getattr(intervals, name)
+        if band is not None and band.dropped and band.low is not None:
             out.append(
-                f"{METRIC_NAMES.get(key, key)}'s interval rests on {resamples - band['dropped']} of {resamples} "
-                f"bootstrap resamples: in {band['dropped']} it was undefined (a group lost every node it needs, "
+                f"{METRIC_NAMES[name]}'s interval rests on {resamples - band.dropped} of {resamples} "
+                f"bootstrap resamples: in {band.dropped} it was undefined (a group lost every node it needs, "
                 "such as its positives) and they were left out rather than counted as 0"
             )
     return out
@@ -142,26 +147,27 @@ def metric_warnings(metrics: dict[str, Any]) -> list[str]:
 
 def estimate_warnings(
     influence: InfluenceResult | None,
-    validation: dict[str, Any] | None,
-    refinement: dict[str, Any] | None,
+    validation: Validation | None,
+    refinement: Refinement | None,
     context: AuditContext | None = None,
 ) -> list[str]:
     """What the estimates answer and how far they can be trusted: the question a step estimate answers, nodes
     whose step did not settle, a self-check inside its ground truth's noise, and a low self-check."""
     out = _question_warnings(influence)
-    validation = validation or {}
-    clear = validation.get("clear_of_noise")
+    if validation is None:
+        return out
+    clear = validation.clear_of_noise
     if clear is not None and clear < 0.5:
         out.append(
             f"only {clear:.0%} of the self-check's deletions moved Γ by more than twice its ground truth's own "
-            f"drift ({validation.get('noise_floor', 0.0):.1e}): its correlation says little about them"
+            f"drift ({validation.noise_floor or 0.0:.1e}): its correlation says little about them"
         )
-    pearson = validation.get("pearson")
+    pearson = validation.pearson
     if pearson is None or pearson >= LOW_SELF_CHECK:
         return out
     truth = (
         "the proximal Bregman re-optimisation (retraining without the node near the given weights)"
-        if validation.get("mode") == "proximal"
+        if validation.mode == "proximal"
         else "re-optimisation without the node"
     )
     causes = _self_check_causes(influence, validation, refinement, context)
@@ -174,8 +180,8 @@ def estimate_warnings(
 
 def _self_check_causes(
     influence: InfluenceResult | None,
-    validation: dict[str, Any],
-    refinement: dict[str, Any] | None,
+    validation: Validation,
+    refinement: Refinement | None,
     context: AuditContext | None,
 ) -> list[str]:
     """Why the self-check fell short, in this data and this model, and what to do about it for this model: few
@@ -190,7 +196,7 @@ def _self_check_causes(
                 "predictions cross, which no smooth estimate follows; lam=1 (Γ_SP only) or a test split with more "
                 "positives in that group gives a check that can pass."
             )
-    clear = validation.get("clear_of_noise")
+    clear = validation.clear_of_noise
     if clear is not None and clear < 0.5:
         causes.append("Most checked deletions move Γ less than the re-optimisation's own noise (see above).")
     details = {} if influence is None else influence.solve.details

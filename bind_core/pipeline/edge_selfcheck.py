@@ -6,12 +6,12 @@ the edges; the ``edges`` section's ``validation`` (typed :class:`~bind_core.pipe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from bind_core.data.graph import Graph
 from bind_core.data.labels import user_ids
+from bind_core.debiasing.edge_records import EdgeValidation, EdgeValidationPoint
 from bind_core.debiasing.edge_validation import validate_edges
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.pipeline.config import AuditConfig
@@ -60,7 +60,7 @@ def edge_validation_stage(
     groups: list[int] | None,
     *,
     progress: Tick,
-) -> dict[str, Any]:
+) -> EdgeValidation:
     """Check ``edge_validation_sample`` edge estimates (drawn among the edges whose deletion changes something; for
     the damped estimate, among its settled edges) against deleting the edge and re-optimising; progress (and
     cancellation) under the stage name ``validation``, between edges and during each re-optimisation. Pearson,
@@ -75,40 +75,38 @@ def edge_validation_stage(
         groups=groups,
         progress=lambda fraction: progress("validation", fraction),
     )
-    doc = checked.to_dict()
+    doc = checked.record()
     est, act = checked.estimated[:, 0], checked.actual[:, 0]
     why = _undefined(est, act)
     slope = None if why is not None else float(np.polyfit(est, act, 1)[0])
     undefined = {} if why is None else {"pearson": why, "spearman": why, "slope": why}
-    clear = doc.get("clear_of_noise")
+    clear = doc.clear_of_noise
     if clear is None:
         undefined["clear_of_noise"] = "no edge was checked"
-    out: dict[str, Any] = {
-        "ground_truth": GROUND_TRUTH[checked.mode],
-        "mode": checked.mode,
-        "sample": config.edge_validation_sample,
-        "affecting": int((edges.affects if edges.settled is None else edges.affects & edges.settled).sum()),
-        "count": len(checked.sets),
-        "seed": EDGE_VALIDATION_SEED,
-        "pearson": doc["pearson"],
-        "spearman": doc["spearman"],
-        "slope": slope,
-        "correlations": doc["correlations"],
-        "noise_floor": doc.get("noise_floor"),
-        "clear_of_noise": clear,
-        "seconds": checked.seconds,
-        "points": [
-            {"u": u, "v": v, "u_id": uid, "v_id": vid, "estimated": e.tolist(), "actual": a.tolist()}
+    return EdgeValidation(
+        ground_truth=GROUND_TRUTH[checked.mode],
+        mode=checked.mode,
+        sample=config.edge_validation_sample,
+        affecting=int((edges.affects if edges.settled is None else edges.affects & edges.settled).sum()),
+        count=len(checked.sets),
+        seed=EDGE_VALIDATION_SEED,
+        pearson=doc.pearson,
+        spearman=doc.spearman,
+        slope=slope,
+        correlations=doc.correlations,
+        noise_floor=doc.noise_floor,
+        clear_of_noise=clear,
+        seconds=checked.seconds,
+        points=[
+            EdgeValidationPoint(u=u, v=v, u_id=uid, v_id=vid, estimated=e.tolist(), actual=a.tolist())
             for (u, v), (uid, vid), e, a in zip(
                 checked.sets, _endpoint_ids(graph, checked.sets), checked.estimated, checked.actual, strict=True
             )
         ],
-    }
-    if edges.settled is not None:  # the damped estimate: the sample is drawn among its settled edges
-        out["population"] = doc["population"]
-    if undefined:
-        out["undefined"] = undefined
-    return out
+        # the damped estimate: the sample is drawn among its settled edges (absent otherwise)
+        population=None if edges.settled is None else doc.extra["population"],
+        undefined=undefined or None,
+    )
 
 
 def _endpoint_ids(graph: Graph, pairs: Sequence[Sequence[int]]) -> list[tuple[int | str, int | str]]:

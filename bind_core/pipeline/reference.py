@@ -13,9 +13,11 @@ from typing import Any
 
 import torch
 
+from bind_core.codec import decode
 from bind_core.data.graph import Graph
 from bind_core.debiasing.debias import report
 from bind_core.pipeline.config import AuditConfig
+from bind_core.pipeline.results import ReferenceComparison, SuppliedModel
 from bind_core.pipeline.stages import metric_groups
 from bind_core.training.fit import TrainedModel
 from bind_core.training.supplied import prepare_supplied
@@ -23,24 +25,31 @@ from bind_core.training.supplied import prepare_supplied
 
 def compare_reference(
     given: TrainedModel, polished: TrainedModel, graph: Graph, *, lam: float = 0.5, groups: list[int] | None = None
-) -> dict[str, Any]:
+) -> ReferenceComparison:
     """The supplied model's and the polished copy's test metrics (:func:`~bind_core.debiasing.debias.report`, over
     pairs of ``groups``) and the share of test nodes whose predicted label differs.
 
+    Args:
+        given: the supplied model, as given.
+        polished: its polished copy.
+        graph: the graph whose test nodes they are measured on.
+        lam: Γ's weighting of Γ_SP.
+        groups: the groups the fairness metrics compare (default: every group).
+
     Returns:
-        ``{"as_given": {...}, "polished": {...}, "predictions_differ": share, "test_nodes": count}``;
-        ``predictions_differ`` is ``None`` without test nodes.
+        The :class:`~bind_core.pipeline.results.ReferenceComparison`: ``as_given``, ``polished``,
+        ``predictions_differ`` (``None`` without test nodes) and ``test_nodes``.
     """
     test = graph.test_idx
     before = given.predict_proba(graph, test).argmax(1)
     after = polished.predict_proba(graph, test).argmax(1)
     count = int(test.numel())
-    return {
-        "as_given": report(given, graph, lam, groups),
-        "polished": report(polished, graph, lam, groups),
-        "predictions_differ": float((before != after).double().mean()) if count else None,
-        "test_nodes": count,
-    }
+    return ReferenceComparison(
+        as_given=report(given, graph, lam, groups),
+        polished=report(polished, graph, lam, groups),
+        predictions_differ=float((before != after).double().mean()) if count else None,
+        test_nodes=count,
+    )
 
 
 def prepare_for_audit(
@@ -51,13 +60,26 @@ def prepare_for_audit(
     device: str | torch.device = "cpu",
     *,
     progress: Callable[[float], None] | None = None,
-) -> tuple[TrainedModel, dict[str, Any]]:
+) -> tuple[TrainedModel, SuppliedModel]:
     """A supplied model ready for an audit with ``config`` (:func:`~bind_core.training.supplied.prepare_supplied`
-    with ``config.reference``) and its record (the result's ``supplied_model``); with ``reference="polished"`` the
-    record's ``comparison`` holds both models' metrics, over the groups the audit's metrics take."""
+    with ``config.reference``) and its record (the result's ``supplied_model``).
+
+    Args:
+        weights: the model's weights (safetensors, or a ``torch.save`` state dict read with ``weights_only``).
+        model_config: its configuration (bind-audit's or a PyG model's).
+        graph: the graph it will be audited on.
+        config: the audit's settings (``reference``, ``lam``, ``min_group_size``).
+        device: where to compute.
+        progress: ``progress(fraction)`` through the polish, when ``config.reference`` asks for one.
+
+    Returns:
+        The model to audit and the :class:`~bind_core.pipeline.results.SuppliedModel` record; with
+        ``reference="polished"`` its ``comparison`` holds both models' metrics, over the groups the audit's metrics
+        take. The service sets its ``id``.
+    """
     supplied = prepare_supplied(weights, model_config, graph, device, reference=config.reference, progress=progress)
-    record = dict(supplied.record)
+    record = decode(SuppliedModel, supplied.record, "supplied_model")
     if supplied.given is not None:
         groups = metric_groups(graph, config.min_group_size)
-        record["comparison"] = compare_reference(supplied.given, supplied.model, graph, lam=config.lam, groups=groups)
+        record.comparison = compare_reference(supplied.given, supplied.model, graph, lam=config.lam, groups=groups)
     return supplied.model, record

@@ -9,31 +9,38 @@ to its long loops, which report their own ``(stage, fraction)``; metrics, which 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 import torch
 
+from bind_core.codec import decode
 from bind_core.data.graph import Graph
 from bind_core.data.groups import groups_arg, included_groups
 from bind_core.debiasing.debias import debias, report
 from bind_core.debiasing.edge_debias import debias_edges
+from bind_core.debiasing.edge_records import EdgeDebiasing
+from bind_core.debiasing.records import DebiasingRow, RetrainRecipe, Validation
 from bind_core.debiasing.validation import validate
 from bind_core.errors import AuditCancelled
 from bind_core.explain.profile import profile_nodes
+from bind_core.explain.records import NodeProfile
 from bind_core.fairness.bootstrap import bootstrap_metrics
 from bind_core.fairness.breakdown import group_breakdown, probability_histograms
 from bind_core.fairness.metrics import worst_pairs
+from bind_core.fairness.records import Intervals, Metrics, TestMetrics
 from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.deep_edges import estimate_edges_deep
 from bind_core.influence.distributed import ChunkRunner
 from bind_core.influence.distributed.plan import InfluencePlan
-from bind_core.influence.edge_rows import edge_section, join_edge_results
+from bind_core.influence.edge_rows import join_edge_results
 from bind_core.influence.edges import EdgeInfluenceResult, estimate_edges, undirected_edges
 from bind_core.influence.estimate import estimate
 from bind_core.influence.estimate import plan as make_plan
 from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.records import Refinement, Stability
 from bind_core.influence.refinement import refine, require_refinable
 from bind_core.influence.result import InfluenceResult
 from bind_core.influence.stability import topk_stability
@@ -42,6 +49,8 @@ from bind_core.influence.utility import utility_influence
 from bind_core.models.gnn import GNN
 from bind_core.pipeline.chance_rule import chance_decision
 from bind_core.pipeline.config import STAGES, AuditConfig
+from bind_core.pipeline.edge_section import edge_section
+from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.training.fit import TrainedModel, train
 from bind_core.training.stationarity import describe_stationarity
 
@@ -158,36 +167,35 @@ def training_stage(
     return train(graph, config.training, config.model, progress=progress, device=device)
 
 
-def metrics_stage(model: TrainedModel, graph: Graph, config: AuditConfig, groups: list[int] | None) -> dict[str, Any]:
+def metrics_stage(model: TrainedModel, graph: Graph, config: AuditConfig, groups: list[int] | None) -> Metrics:
     """Fairness and utility on the test nodes, per group, the probability histograms and, with ``bootstrap``, the
     metrics' confidence intervals (the audit result's ``metrics``)."""
     test = graph.test_idx
     proba = model.predict_proba(graph, test).double()
-    metrics: dict[str, Any] = {
-        "test": {
-            **report(model, graph, config.lam, groups),
-            "worst_pairs": worst_pairs(proba, graph.y[test], graph.sens[test], groups=groups),
-        },
-        "groups": group_breakdown(model, graph, config.min_group_size),
-        "included_groups": groups if groups is not None else list(range(graph.num_groups)),
-        "histograms": probability_histograms(model, graph),
-    }
-    if config.bootstrap:
-        intervals = bootstrap_metrics(
-            proba,
-            graph.y[test],
-            graph.sens[test],
-            resamples=config.bootstrap,
-            level=config.level,
-            seed=config.training.seed,
-            groups=groups,
-        )
-        metrics["intervals"] = {
-            "level": config.level,
-            "resamples": config.bootstrap,
-            **{k: v.to_dict() for k, v in intervals.items()},
-        }
-    return metrics
+    values = report(model, graph, config.lam, groups)
+    pairs = worst_pairs(proba, graph.y[test], graph.sens[test], groups=groups)
+    return Metrics(
+        test=TestMetrics(**vars(values), worst_pairs=pairs),
+        groups=group_breakdown(model, graph, config.min_group_size),
+        included_groups=groups if groups is not None else list(range(graph.num_groups)),
+        histograms=probability_histograms(model, graph),
+        intervals=_intervals(proba, graph, config, groups) if config.bootstrap else None,
+    )
+
+
+def _intervals(proba: torch.Tensor, graph: Graph, config: AuditConfig, groups: list[int] | None) -> Intervals:
+    """The metrics' percentile bootstrap intervals over the test nodes (``config.bootstrap`` resamples)."""
+    test = graph.test_idx
+    found = bootstrap_metrics(
+        proba,
+        graph.y[test],
+        graph.sens[test],
+        resamples=config.bootstrap,
+        level=config.level,
+        seed=config.training.seed,
+        groups=groups,
+    )
+    return Intervals(level=config.level, resamples=config.bootstrap, **{name: i.record() for name, i in found.items()})
 
 
 class InfluenceStage(NamedTuple):
@@ -195,8 +203,8 @@ class InfluenceStage(NamedTuple):
 
     stationarity: dict[str, Any]
     influence: InfluenceResult
-    refinement: dict[str, Any] | None
-    profile: dict[str, Any]
+    refinement: Refinement | None
+    profile: NodeProfile
     """What the harmful nodes have in common (:func:`bind_core.explain.profile.profile_nodes`)."""
     plan: InfluencePlan | None
     """The linear estimate's shared half (its solve), kept for the edge attribution; ``None`` for a step estimate."""
@@ -256,8 +264,8 @@ def influence_stage(
 class EdgesStage(NamedTuple):
     """What the edge attribution adds to the audit result."""
 
-    section: dict[str, Any]
-    """The result's ``edges`` (:func:`bind_core.influence.edge_rows.edge_section`, or why it is empty)."""
+    section: EdgeAttribution
+    """The result's ``edges`` (:func:`bind_core.pipeline.edge_section.edge_section`)."""
     estimate: EdgeInfluenceResult | None
     """Every edge's estimate (``None`` when not computed), for the rows the service stores."""
 
@@ -343,7 +351,7 @@ def debiasing_stage(
     groups: list[int] | None,
     *,
     progress: Tick,
-) -> list[dict[str, Any]]:
+) -> list[DebiasingRow]:
     """For each budget, delete the most harmful training nodes, retrain and compare (the result's ``debiasing``);
     every retraining as ``config.debias_retrain`` says, named in each row's ``retrain``."""
     hold = lambda _f: progress("debiasing", 0.0)  # noqa: E731 (a checkpoint while a stage prepares)
@@ -368,9 +376,8 @@ def debiasing_stage(
         set_estimate=_set_estimator(model, graph, influence, groups, hold),
         retrain=retrain,
     )
-    recipe = (retrain or model.train_config).to_dict()
-    chance = {"chance_rule": rule} if rule is not None else {}
-    return [row | {"retrain": config.debias_retrain, "recipe": recipe} | chance for row in rows]
+    recipe = decode(RetrainRecipe, (retrain or model.train_config).to_dict())
+    return [dataclasses.replace(row, retrain=config.debias_retrain, recipe=recipe, chance_rule=rule) for row in rows]
 
 
 def edge_debiasing_reason(config: AuditConfig, edges: EdgeInfluenceResult | None) -> str | None:
@@ -396,12 +403,11 @@ def edge_debiasing_stage(
     groups: list[int] | None,
     *,
     progress: Tick,
-) -> dict[str, Any]:
+) -> EdgeDebiasing:
     """Delete the most harmful edges per edge budget, retrain with every debias seed and compare with random edges
     (:func:`bind_core.debiasing.edge_debias.debias_edges`; the ``edges`` section's ``debiasing``). The random draws
     are seeded by the training seed; progress (and cancellation) between retrainings; every retraining as
-    ``config.debias_retrain`` says (``retrain``). ``baselines`` is keyed by the seed as a string (as JSON stores
-    it)."""
+    ``config.debias_retrain`` says (``retrain``)."""
     found = debias_edges(
         model,
         graph,
@@ -414,8 +420,7 @@ def edge_debiasing_stage(
         progress=lambda fraction: progress(EDGE_DEBIASING, fraction),
         retrain=config.debias_training(model.train_config),
     )
-    baselines = {str(s): g for s, g in found["baselines"].items()}  # JSON's keys are strings
-    return found | {"baselines": baselines, "retrain": config.debias_retrain}
+    return dataclasses.replace(found, retrain=config.debias_retrain)
 
 
 def validation_stage(
@@ -426,7 +431,7 @@ def validation_stage(
     groups: list[int] | None,
     *,
     progress: Tick,
-) -> dict[str, Any]:
+) -> Validation:
     """Check a sample of the estimates against re-optimisation without the node (the result's ``validation``)."""
     checked = validate(
         model,
@@ -437,12 +442,12 @@ def validation_stage(
         progress=progress,
         groups=groups,
     )
-    return checked.to_dict()
+    return checked.record()
 
 
 def stability_stage(
     graph: Graph, config: AuditConfig, influence: InfluenceResult, *, progress: Tick, device: str | torch.device
-) -> dict[str, Any]:
+) -> Stability:
     """The overlap of the top-k harmful sets across ``stability_seeds`` (the result's ``stability``); the audit's own
     estimate stands for its training seed."""
     return topk_stability(

@@ -11,12 +11,14 @@ import pandas as pd
 import pytest
 import torch
 
+from bind_core.codec import encode
 from bind_core.data.datasets import from_files, load_npz, save_npz, synthetic
 from bind_core.data.groups import exclusion_reasons, included_groups
 from bind_core.data.groups import test_group_positives as positives_in_test
 from bind_core.data.groups import test_group_sizes as sizes_in_test
 from bind_core.errors import ConfigError, GraphValidationError
 from bind_core.fairness.metrics import evaluate, worst_pairs
+from bind_core.fairness.records import WorstPair
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.reporting.report import render_report
 from bind_core.training.fit import TrainConfig
@@ -71,17 +73,17 @@ def test_worst_pair_on_a_hand_case() -> None:
     sens = torch.tensor([0, 0, 1, 1, 2, 2])
     worst = worst_pairs(proba, y, sens)
     # Positive-prediction rates 1, 0.5, 0: ΔSP pairs 0.5, 1, 0.5 (mean 2/3).
-    assert worst["delta_sp"] == {"value": 1.0, "groups": [0, 2]}
+    assert worst["delta_sp"] == WorstPair(value=1.0, groups=[0, 2])
     assert evaluate(proba, y, sens).delta_sp == pytest.approx(2 / 3)
     # W1 of P(y=1): (0,1) 0.4, (0,2) 0.65, (1,2) 0.25.
     gamma_sp, gamma_eo = worst["gamma_sp"], worst["gamma_eo"]
     assert gamma_sp is not None and gamma_eo is not None
-    assert gamma_sp["value"] == pytest.approx(0.65) and gamma_sp["groups"] == [0, 2]
+    assert gamma_sp.value == pytest.approx(0.65) and gamma_sp.groups == [0, 2]
     # Among positives group 2 holds only 0.1: TPR 1, 0.5, 0; W1 (0,2) = 0.75.
-    assert worst["delta_eo"] == {"value": 1.0, "groups": [0, 2]}
-    assert gamma_eo["value"] == pytest.approx(0.75)
+    assert worst["delta_eo"] == WorstPair(value=1.0, groups=[0, 2])
+    assert gamma_eo.value == pytest.approx(0.75)
     only = worst_pairs(proba, y, sens, groups=[1, 2])
-    assert only["delta_sp"] == {"value": 0.5, "groups": [1, 2]}
+    assert only["delta_sp"] == WorstPair(value=0.5, groups=[1, 2])
 
 
 def _with_small_group(size: int = 6) -> tuple:
@@ -119,8 +121,8 @@ def test_a_group_below_the_minimum_is_reported_but_kept_out() -> None:
     test = g.test_idx
     proba = result.model.predict_proba(g, test).double()
     keep = g.sens[test] < 2
-    hand = evaluate(proba[keep], g.y[test][keep], g.sens[test][keep]).to_dict()
-    everyone = evaluate(proba, g.y[test], g.sens[test]).to_dict()
+    hand = encode(evaluate(proba[keep], g.y[test][keep], g.sens[test][keep]).values())
+    everyone = encode(evaluate(proba, g.y[test], g.sens[test]).values())
     t = d["metrics"]["test"]
     for name in ("delta_sp", "delta_eo", "gamma_sp", "gamma_eo", "gamma"):
         assert t[name] == pytest.approx(hand[name], abs=1e-12), name
@@ -185,7 +187,7 @@ def test_groups_absent_from_the_test_split_are_reported_not_refused(tmp_path: Pa
     test = g.test_idx
     proba = result.model.predict_proba(g, test).double()
     keep = torch.isin(g.sens[test], torch.tensor([0, 2, 3, 4, 5]))
-    hand = evaluate(proba[keep], g.y[test][keep], g.sens[test][keep]).to_dict()
+    hand = encode(evaluate(proba[keep], g.y[test][keep], g.sens[test][keep]).values())
     for name in ("delta_sp", "delta_eo", "gamma_sp", "gamma_eo", "gamma"):
         assert d["metrics"]["test"][name] == pytest.approx(hand[name], abs=1e-12), name
     assert d["metrics"]["intervals"]["delta_eo"]["estimate"] == pytest.approx(hand["delta_eo"], abs=1e-12)

@@ -36,12 +36,14 @@ def test_deleting_a_planted_harmful_cluster_beats_deleting_random_nodes() -> Non
     model = train(g, CONFIG)
     influence = estimate(model, g)
     rows = debias(model, g, influence.delta, budgets=(10,), chance_seeds=SEEDS, random_sets=3)
-    check = rows[0]["against_random"]
-    assert check["seeds"] == list(SEEDS) and check["size"] == rows[0]["deleted"] > 0
-    assert len(check["selected"]["effects"]) == 3 and len(check["random"]["sets"]) == 3
-    assert check["beats_random"] and check["reduces_bias"]
-    assert check["advantage"] > 2 * check["yardstick"] >= 2 * check["noise_floor"] and check["selected"]["mean"] < 0
-    assert check["verdict"].startswith("deleting the selected nodes reduces bias more than deleting random nodes")
+    check = rows[0].against_random
+    assert check is not None and check.selected is not None and check.random is not None
+    assert check.seeds == list(SEEDS) and check.size == rows[0].deleted > 0
+    assert len(check.selected.effects) == 3 and len(check.random.sets) == 3
+    assert check.beats_random and check.reduces_bias
+    assert check.advantage is not None and check.yardstick is not None
+    assert check.advantage > 2 * check.yardstick >= 2 * check.noise_floor and check.selected.mean < 0
+    assert check.verdict.startswith("deleting the selected nodes reduces bias more than deleting random nodes")
 
 
 def test_a_random_selection_is_not_reported_as_beating_random_deletion() -> None:
@@ -51,8 +53,8 @@ def test_a_random_selection_is_not_reported_as_beating_random_deletion() -> None
     nodes = select(scores, g, 30, "harmful")
     baselines = seed_baselines(model, g, SEEDS)
     check = against_random(model, g, nodes, baselines, random_sets=2)
-    assert not check["beats_random"]
-    assert "not" in check["verdict"]
+    assert not check.beats_random
+    assert "not" in check.verdict
 
 
 def test_the_check_needs_three_seeds_and_handles_an_empty_selection() -> None:
@@ -61,7 +63,7 @@ def test_the_check_needs_three_seeds_and_handles_an_empty_selection() -> None:
     with pytest.raises(ConfigError):
         seed_baselines(model, g, (1, 2))
     empty = against_random(model, g, torch.tensor([], dtype=torch.long), {1: 0.1, 2: 0.2, 3: 0.15})
-    assert empty["selected"] is None and empty["beats_random"] is None and empty["reason"]
+    assert empty.selected is None and empty.beats_random is None and empty.reason
     assert "no effect beyond the noise" in verdict(-0.001, 0.0, 0.01, beats=False, reduces=False)
 
 

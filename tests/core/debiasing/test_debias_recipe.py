@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from safetensors.torch import save
 from torch_geometric.nn import models
 
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.debias import report
@@ -72,15 +73,16 @@ def test_a_supplied_models_debiasing_retrains_with_its_recipe_and_reports_it(gra
     assert (recipe.lr, recipe.epochs, recipe.patience, recipe.polish) == (0.01, 80, 10, False)
     result = run_audit(graph, audit, model=model)
     (row,) = result.debiasing or []
-    assert row["retrain"] == "audit"
-    assert {k: row["recipe"][k] for k in ("optimizer", "lr", "weight_decay", "epochs", "patience", "polish")} == {
+    assert row.retrain == "audit"
+    recipe_doc = encode(row.recipe)
+    assert {k: recipe_doc[k] for k in ("optimizer", "lr", "weight_decay", "epochs", "patience", "polish")} == {
         "optimizer": "adam", "lr": 0.01, "weight_decay": 5e-4, "epochs": 80, "patience": 10, "polish": False,
     }  # fmt: skip
     # before: the unchanged graph retrained from scratch with that recipe (the model's seed), not the given weights
     again = train(graph, recipe, model.model_config)
     expected = report(again, graph, audit.lam, None)
-    assert row["before"]["gamma"] == pytest.approx(expected["gamma"], abs=1e-12)
-    assert row["before"]["gamma"] != pytest.approx(result.metrics["test"]["gamma"], abs=1e-9)
+    assert row.before.gamma == pytest.approx(expected.gamma, abs=1e-12)
+    assert row.before.gamma != pytest.approx(result.metrics.test.gamma, abs=1e-9)
     typed = AuditResults.from_dict(result.to_dict())
     assert typed.debiasing is not None and typed.debiasing[0].recipe is not None
     assert typed.debiasing[0].recipe.patience == 10

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from bind_core.cli import build_parser, main
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.chance import seed_baselines
@@ -81,13 +82,13 @@ def test_debias_with_adam_compares_adam_only_retrains_before_and_after(graph: Gr
     (row,) = debias(model, graph, influence, budgets=(4,), retrain=ADAM)
     unchanged = train(graph, ADAM)
     assert not unchanged.stationarity["polished"]
-    assert row["before"] == report(unchanged, graph)
-    assert row["before"] != report(model, graph)  # not the polished, audited model
+    assert row.before == report(unchanged, graph)
+    assert row.before != report(model, graph)  # not the polished, audited model
     reduced, _ = graph.without_nodes(select(influence, graph, 4, "harmful", hops=1))
-    assert row["after"] == report(train(reduced, ADAM), reduced)
-    assert row["after"] != report(train(reduced, CONFIG), reduced)
+    assert row.after == report(train(reduced, ADAM), reduced)
+    assert row.after != report(train(reduced, CONFIG), reduced)
     (own,) = debias(model, graph, influence, budgets=(4,))
-    assert own["before"] == report(model, graph) and own["after"] == report(train(reduced, CONFIG), reduced)
+    assert own.before == report(model, graph) and own.after == report(train(reduced, CONFIG), reduced)
 
 
 def test_the_audit_retrains_with_adam_everywhere_in_debiasing(graph: Graph, adam_audit: AuditResult) -> None:
@@ -95,7 +96,7 @@ def test_the_audit_retrains_with_adam_everywhere_in_debiasing(graph: Graph, adam
     (row,) = doc["debiasing"]
     assert row["retrain"] == "adam"
     groups = metric_groups(graph, 0)
-    assert row["before"] == json.loads(json.dumps(report(train(graph, ADAM), graph, groups=groups)))
+    assert row["before"] == json.loads(json.dumps(encode(report(train(graph, ADAM), graph, groups=groups))))
     baselines = seed_baselines(adam_audit.model, graph, SEEDS, groups=groups, retrain=ADAM)
     assert row["against_random"]["noise_floor"] == statistics.stdev(baselines.values())
     polished = seed_baselines(adam_audit.model, graph, SEEDS, groups=groups)
@@ -113,7 +114,7 @@ def test_the_default_audit_says_it_retrained_as_it_trains(graph: Graph) -> None:
     doc = _stored(result)
     (row,) = doc["debiasing"]
     assert result.model.stationarity["polished"] and row["retrain"] == "audit"
-    assert row["before"] == json.loads(json.dumps(report(result.model, graph, groups=metric_groups(graph, 0))))
+    assert row["before"] == json.loads(json.dumps(encode(report(result.model, graph, groups=metric_groups(graph, 0)))))
     html = render_report(doc)
     assert RETRAINING["audit"] in html and RETRAINING["adam"] not in html
     legacy = json.loads(json.dumps(doc))

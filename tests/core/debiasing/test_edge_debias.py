@@ -23,18 +23,18 @@ def test_deleting_the_harmful_edges_beats_deleting_random_edges() -> None:
     model = train(graph, CONFIG)
     result = estimate_edges(model, graph)
     out = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=3)
-    row = out["budgets"][0]
-    assert out["pool"] == int(result.affects.sum()) and set(out["baselines"]) == set(SEEDS)
-    assert row["requested"] == round(0.05 * out["pool"]) and 0 < row["deleted"] <= row["requested"]
+    row = out.budgets[0]
+    assert out.pool == int(result.affects.sum()) and set(out.baselines) == {str(s) for s in SEEDS}
+    assert row.requested == round(0.05 * out.pool) and 0 < row.deleted <= row.requested
     # the deleted edges are the most harmful by the estimate, mostly the planted cross-group ones
-    chosen = result.edges[harmful_edges(result, row["requested"])]
-    assert row["cross_group"] == int((graph.sens[chosen[:, 0]] != graph.sens[chosen[:, 1]]).sum())
-    assert sum((u, v) in planted for u, v in chosen.tolist()) >= 0.5 * row["deleted"]
-    assert row["estimated"] < 0 and row["selected"]["mean"] < 0
-    assert (row["caveat"] is None) == (row["estimated"] >= -result.gamma["total"])
-    assert row["after"] == pytest.approx(row["before"] + row["selected"]["mean"])
-    assert row["beats_random"] and row["reduces_bias"], row["verdict"]
-    assert row["advantage"] > 2 * row["yardstick"]
+    chosen = result.edges[harmful_edges(result, row.requested)]
+    assert row.cross_group == int((graph.sens[chosen[:, 0]] != graph.sens[chosen[:, 1]]).sum())
+    assert sum((u, v) in planted for u, v in chosen.tolist()) >= 0.5 * row.deleted
+    assert row.selected is not None and row.estimated < 0 and row.selected.mean < 0
+    assert (row.caveat is None) == (row.estimated >= -result.gamma["total"])
+    assert row.after == pytest.approx(row.before + row.selected.mean)
+    assert row.beats_random and row.reduces_bias, row.verdict
+    assert row.advantage is not None and row.yardstick is not None and row.advantage > 2 * row.yardstick
 
 
 @pytest.mark.heavy  # 7 s here
@@ -44,8 +44,8 @@ def test_a_random_ranking_is_not_reported_as_beating_random_edges() -> None:
     result = estimate_edges(model, graph)
     noise = -torch.rand(result.delta.shape, generator=torch.Generator().manual_seed(5), dtype=result.delta.dtype)
     shuffled = dataclasses.replace(result, delta=torch.where(result.affects, noise, torch.zeros_like(noise)))
-    row = debias_edges(model, graph, shuffled, (0.05,), SEEDS, random_sets=3)["budgets"][0]
-    assert not row["beats_random"], row["verdict"]
+    row = debias_edges(model, graph, shuffled, (0.05,), SEEDS, random_sets=3).budgets[0]
+    assert not row.beats_random, row.verdict
 
 
 def test_budgets_are_fractions_and_an_empty_selection_says_why() -> None:
@@ -55,6 +55,6 @@ def test_budgets_are_fractions_and_an_empty_selection_says_why() -> None:
     with pytest.raises(ConfigError):
         debias_edges(model, graph, result, (1.5,), SEEDS)
     helpful = dataclasses.replace(result, delta=result.delta.abs() + 1e-9)
-    row = debias_edges(model, graph, helpful, (0.01,), SEEDS)["budgets"][0]
-    assert row["deleted"] == 0 and row["selected"] is None and row["after"] is None
-    assert "harmful" in row["reason"]
+    row = debias_edges(model, graph, helpful, (0.01,), SEEDS).budgets[0]
+    assert row.deleted == 0 and row.selected is None and row.after is None
+    assert row.reason is not None and "harmful" in row.reason

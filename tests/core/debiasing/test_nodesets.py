@@ -51,9 +51,9 @@ def test_debiasing_reports_before_and_after(small_graph: Graph, small_model: Tra
     influence = estimate(small_model, small_graph)
     rows = debias(small_model, small_graph, influence.delta, budgets=(0.1,))
     (row,) = rows
-    assert 0 < row["deleted"] <= row["requested"] == 20
-    assert row["estimated_delta"] < 0
+    assert 0 < row.deleted <= row.requested == 20
+    assert row.estimated_delta < 0
     for key in ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo"):
-        assert key in row["before"] and key in row["after"]
+        assert getattr(row.before, key) is not None and getattr(row.after, key) is not None
     # Deleting the most harmful tenth lowers the bias it targets on this graph (seeded, deterministic).
-    assert row["after"]["gamma"] < row["before"]["gamma"]
+    assert row.after.gamma is not None and row.before.gamma is not None and row.after.gamma < row.before.gamma

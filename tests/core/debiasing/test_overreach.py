@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.debiasing.debias import debias
 from bind_core.debiasing.overreach import overreach
@@ -24,13 +25,13 @@ def test_a_node_set_whose_summed_estimate_exceeds_gamma_carries_the_caveat_into_
     model = train(graph, TrainConfig(epochs=30))
     m = graph.train_idx.numel()
     modest = debias(model, graph, torch.full((m,), -1e-6, dtype=torch.float64), budgets=(0.1,))
-    assert "caveat" not in modest[0] and modest[0]["estimated_delta"] < 0
+    assert modest[0].caveat is None and modest[0].estimated_delta < 0
     absurd = debias(model, graph, torch.full((m,), -10.0, dtype=torch.float64), budgets=(0.1,))
-    row = absurd[0]
+    row = encode(absurd[0])  # the report reads the stored form
     assert row["estimated_delta"] < -row["before"]["gamma"]
     assert "more than Γ" in row["caveat"]
-    caveats = _debiasing(absurd)["caveats"]  # type: ignore[index]
+    caveats = _debiasing([row])["caveats"]  # type: ignore[index]
     assert caveats[0] == f"10% of training nodes: {row['caveat']}"
     assert caveats[1:] == (["10% of training nodes: " + _backfire(row)] if row["backfired"] else [])
     # the modest set deletes the same nodes (equal estimates: the first by position), so only the overreach differs
-    assert _debiasing(modest)["caveats"] == caveats[1:]  # type: ignore[index]
+    assert _debiasing([encode(modest[0])])["caveats"] == caveats[1:]  # type: ignore[index]

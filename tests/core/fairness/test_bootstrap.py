@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.errors import ConfigError
 from bind_core.fairness.bootstrap import METRICS, bootstrap_metrics, resample_metrics, resample_weights
@@ -59,7 +60,7 @@ def test_full_sample_estimates_equal_the_metrics(case: str, groups: list[int] | 
     else:
         proba, y, sens = _multiclass(300, 3, 4, 6)
     intervals = bootstrap_metrics(proba, y, sens, resamples=50, groups=groups)
-    report = evaluate(proba, y, sens, groups=groups).to_dict()
+    report = encode(evaluate(proba, y, sens, groups=groups).values())
     assert set(intervals) == set(METRICS)
     for name, interval in intervals.items():
         assert interval.estimate == pytest.approx(report[name], abs=1e-12), name
@@ -89,7 +90,7 @@ def test_each_resample_equals_the_metrics_on_the_resampled_nodes(case: str, grou
         assert bool((weights[:, sens == int(sens.max())].sum(1) == 0).any())
     assert set(got) == set(METRICS) - ({"gamma_sp"} if case == "multi" else set())
     for b in range(weights.shape[0]):
-        want = evaluate(*_expanded(weights[b], proba, y, sens), groups=groups).to_dict()
+        want = encode(evaluate(*_expanded(weights[b], proba, y, sens), groups=groups).values())
         for name, values in got.items():
             expected = float("nan") if want[name] is None else want[name]  # undefined: null there, NaN here
             assert float(values[b]) == pytest.approx(expected, abs=1e-9, nan_ok=True), (b, name)

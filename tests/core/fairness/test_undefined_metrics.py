@@ -13,6 +13,7 @@ import torch
 
 from app.audits.failures import problem_for
 from bind_core.cli import main
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.errors import NonFiniteError
 from bind_core.fairness.bootstrap import bootstrap_metrics, resample_weights
@@ -36,23 +37,23 @@ def test_eo_without_positives_in_a_group_is_null_with_a_reason() -> None:
     proba, y, sens = _two_groups()
     report = evaluate(proba, y, sens)
     assert math.isnan(report.delta_eo) and math.isnan(report.gamma_eo) and math.isnan(report.gamma)
-    doc = report.to_dict()
+    doc = encode(report.values())
     assert doc["delta_eo"] is None and doc["gamma_eo"] is None and doc["gamma"] is None
     assert "group(s) [1] have none" in doc["undefined"]["delta_eo"]
     assert doc["undefined"]["gamma"].startswith("gamma_eo is undefined")
     # ΔSP and Γ_SP are defined: predicted positive rates 2/3 and 1/3; W1 of {0.9,0.2,0.6} and {0.7,0.1,0.4}.
     assert doc["delta_sp"] == pytest.approx(1 / 3) and doc["gamma_sp"] == pytest.approx(0.5 / 3)
     assert math.isnan(delta_eo(y, proba.argmax(1), sens))  # was 0.0: "perfectly fair"
-    assert evaluate(proba, y, sens, lam=1.0).to_dict()["gamma"] == pytest.approx(0.5 / 3)  # Γ = Γ_SP at λ = 1
+    assert encode(evaluate(proba, y, sens, lam=1.0).values())["gamma"] == pytest.approx(0.5 / 3)  # Γ = Γ_SP at λ = 1
     assert math.isnan(delta_sp(proba.argmax(1), torch.zeros(6, dtype=torch.long)))  # one group: no gap
-    one_group = evaluate(proba, y, torch.zeros(6, dtype=torch.long), lam=0.0).to_dict()
+    one_group = encode(evaluate(proba, y, torch.zeros(6, dtype=torch.long), lam=0.0).values())
     assert one_group["delta_sp"] is None and one_group["gamma"] is None and "gamma_sp" in one_group["undefined"]
 
 
 def test_defined_metrics_carry_no_reason() -> None:
     proba, y, sens = _two_groups()
     y = torch.tensor([1, 0, 0, 1, 0, 0])
-    doc = evaluate(proba, y, sens).to_dict()
+    doc = encode(evaluate(proba, y, sens).values())
     assert "undefined" not in doc and doc["delta_eo"] == pytest.approx(0.0)  # both TPRs 1: a real 0
 
 
@@ -61,8 +62,9 @@ def test_worst_pairs_skip_pairs_that_cannot_define_a_metric() -> None:
     y = torch.tensor([1, 0, 1, 1, 0, 0])
     sens = torch.tensor([0, 0, 1, 1, 2, 2])  # group 2: no positive
     worst = worst_pairs(torch.stack([1 - p1, p1], 1), y, sens)
-    assert worst["delta_eo"] == {"value": pytest.approx(0.5), "groups": [0, 1]}  # TPRs 1 and 1/2
-    assert worst["delta_sp"] == {"value": pytest.approx(0.5), "groups": [0, 2]}  # positive rates 1/2, 1/2, 1
+    eo, sp = worst["delta_eo"], worst["delta_sp"]
+    assert eo is not None and eo.value == pytest.approx(0.5) and eo.groups == [0, 1]  # TPRs 1 and 1/2
+    assert sp is not None and sp.value == pytest.approx(0.5) and sp.groups == [0, 2]  # positive rates 1/2, 1/2, 1
 
 
 def _three_positives(k: int = 50) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -88,14 +90,14 @@ def test_bootstrap_leaves_out_resamples_without_positives_and_counts_them() -> N
     assert intervals["delta_sp"].dropped == 0 and intervals["accuracy"].dropped == 0
     # Counted as 0, those resamples pinned the lower bound at 0; the true-positive rates are 1 and 0.5.
     assert intervals["delta_eo"].estimate == pytest.approx(0.5) and intervals["delta_eo"].low > 0.2
-    assert intervals["delta_eo"].to_dict()["dropped"] == lost
+    assert encode(intervals["delta_eo"].record())["dropped"] == lost
 
 
 def test_undefined_estimates_have_no_interval() -> None:
     proba, y, sens = _two_groups()
     intervals = bootstrap_metrics(proba, y, sens, resamples=50)
-    assert intervals["delta_eo"].to_dict() == {"estimate": None, "low": None, "high": None, "dropped": 50}
-    assert intervals["delta_sp"].to_dict()["estimate"] == pytest.approx(1 / 3)
+    assert encode(intervals["delta_eo"].record()) == {"estimate": None, "low": None, "high": None, "dropped": 50}
+    assert encode(intervals["delta_sp"].record())["estimate"] == pytest.approx(1 / 3)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
@@ -136,7 +138,7 @@ def test_command_line_reports_dropped_resamples(tmp_path: Path, capsys: pytest.C
 
 def test_export_and_report_show_undefined_metrics() -> None:
     proba, y, sens = _two_groups()
-    test = evaluate(proba, y, sens).to_dict()
+    test = encode(evaluate(proba, y, sens).values())
     results = {"metrics": {"test": test}, "warnings": []}
     entries = {e["type"]: e for e in model_card(results, audit_id="x")["quantitative_analysis"]["performance_metrics"]}
     assert entries["delta_eo"]["value"] is None and "have none" in entries["delta_eo"]["undefined"]

@@ -17,13 +17,17 @@ import pytest
 import torch
 from scipy.stats import pearsonr
 
+from bind_core.codec import encode
 from bind_core.data.graph import Graph
+from bind_core.debiasing.records import Validation
 from bind_core.debiasing.validation import actual_delta, validate
 from bind_core.errors import ConfigError
 from bind_core.influence import estimate, refine, refine_deletions
 from bind_core.influence import refinement as refinement_module
+from bind_core.influence.records import Refinement
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
+from bind_core.pipeline.stages import metrics_stage
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 
@@ -60,7 +64,7 @@ def test_refined_result_keeps_the_other_nodes_and_its_parts_add_up(
     assert torch.allclose(total[:, 0], out.delta_sp) and torch.allclose(total[:, 1], out.delta_eo)
     assert torch.allclose(out.delta, 0.5 * out.delta_sp + 0.5 * out.delta_eo)
     assert rec.deletions == [[3], [7]] and "refine" in out.timings
-    assert json.dumps(rec.record())  # JSON-ready
+    assert json.dumps(encode(rec.record()))  # JSON-ready
 
 
 def test_a_node_set_is_refined_as_one_deletion(small_model: TrainedModel, small_graph: Graph) -> None:
@@ -103,10 +107,10 @@ def test_audit_refines_on_request_and_records_it(small_graph: Graph) -> None:
         training=TrainConfig(epochs=50, seed=1), budgets=(), validation_sample=0, bootstrap=0, refine_steps=5
     )
     result = run_audit(small_graph, config)
-    assert result.refinement is not None and result.refinement["deletions"] == small_graph.train_idx.numel()
-    assert result.refinement["max_iter"] == 5
+    assert result.refinement is not None and result.refinement.deletions == small_graph.train_idx.numel()
+    assert result.refinement.max_iter == 5
     d = result.to_dict()
-    assert d["refinement"] == result.refinement and json.dumps(d)
+    assert d["refinement"] == encode(result.refinement) and json.dumps(d)
     assert AuditConfig.from_dict(config.to_dict()) == config
     for bad in (-1, 10_001):
         with pytest.raises(ConfigError, match="refine_steps"):
@@ -124,7 +128,8 @@ def test_audit_refusing_a_model_too_large_to_refine_does_so_before_training(smal
 def test_low_self_check_names_a_cause_that_fits_the_model(small_model: TrainedModel, small_graph: Graph) -> None:
     # A one-layer GCN: the linear estimate is one exact Newton step of a smooth convex objective, so advice about
     # other architectures (estimator="step", "a one-layer GIN") does not apply; the cause named is in this data.
-    result = AuditResult(small_graph, AuditConfig(), small_model, {}, validation={"pearson": 0.3})
+    metrics = metrics_stage(small_model, small_graph, AuditConfig(bootstrap=0), None)
+    result = AuditResult(small_graph, AuditConfig(), small_model, metrics, validation=_check(0.3))
     (warning,) = [w for w in result.warnings() if "self-check" in w]
     assert "0.30" in warning and "GIN" not in warning and 'estimator="step"' not in warning
     test = small_graph.test_idx
@@ -136,11 +141,26 @@ def test_low_self_check_names_a_cause_that_fits_the_model(small_model: TrainedMo
     gin = replace(small_model, model_config=replace(small_model.model_config, arch="gin"))
     (gin_warning,) = [
         w
-        for w in AuditResult(small_graph, AuditConfig(), gin, {}, validation={"pearson": 0.3}).warnings()
+        for w in AuditResult(small_graph, AuditConfig(), gin, metrics, validation=_check(0.3)).warnings()
         if "self-check" in w
     ]
     assert 'estimator="step"' in gin_warning and "gin, 1 layer(s)" in gin_warning
-    refined = AuditResult(small_graph, AuditConfig(), small_model, {}, validation={"pearson": 0.3}, refinement={"x": 1})
+    once = Refinement(deletions=1)
+    refined = AuditResult(small_graph, AuditConfig(), small_model, metrics, validation=_check(0.3), refinement=once)
     assert any("already refined" in w for w in refined.warnings())
-    result.validation = {"pearson": 0.95}
+    result.validation = _check(0.95)
     assert not [w for w in result.warnings() if "self-check" in w]
+
+
+def _check(pearson: float) -> Validation:
+    """A self-check with this Pearson correlation (its other figures do not matter here)."""
+    return Validation(
+        protocol="sample",
+        mode="reoptimize",
+        count=10,
+        pearson=pearson,
+        spearman=pearson,
+        correlations={},
+        points=[],
+        seconds=1.0,
+    )

@@ -120,7 +120,7 @@ def test_one_layer_models_take_the_step_estimate_when_asked(graph: Graph, arch: 
     result = estimate(model, graph, InfluenceArguments(method="step"))
     assert result.solve.details["method"] == "step" and bool(torch.isfinite(result.delta).all())
     checked = validate(model, graph, result, sample=10, mode="proximal", seed=1)
-    assert checked.to_dict()["pearson"] > 0.95
+    assert checked.record().pearson > 0.95
 
 
 @pytest.mark.heavy  # 10 s here
@@ -131,7 +131,7 @@ def test_the_two_layer_estimate_agrees_with_the_proximal_re_optimisation_per_nod
     model = _model(graph, arch="gcn", layers=2)
     result = estimate(model, graph)
     checked = validate(model, graph, result, sample=30, mode="proximal", seed=1)
-    assert checked.to_dict()["pearson"] > 0.9
+    assert checked.record().pearson > 0.9
     slope = np.polyfit(checked.estimated[:, 0], checked.actual[:, 0], 1)[0]
     assert 0.5 < slope < 1.5
     # the estimate is far closer to the proximal response than its own first-order (linearised) value
@@ -181,7 +181,7 @@ def test_node_sets_are_estimated_by_their_own_step_and_stay_within_what_a_set_ca
     lam = result.lam
     floor = -(lam * gamma["sp"] + (1 - lam) * gamma["eo"])
     assert (checked.estimated[:, 0] >= floor - 1e-12).all()  # deleting a set cannot take Γ below zero
-    assert checked.to_dict()["pearson"] > 0.95
+    assert checked.record().pearson > 0.95
     top = torch.argsort(result.delta)[:20]
     summed = float(result.delta[top].sum())
     assert abs(float(checked.estimated[2, 0]) - float(checked.actual[2, 0])) <= abs(

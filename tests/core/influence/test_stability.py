@@ -9,6 +9,7 @@ import torch
 
 from bind_core.data.datasets import synthetic
 from bind_core.errors import ConfigError
+from bind_core.influence.records import Overlap
 from bind_core.influence.stability import _overlap, topk_harmful, topk_stability
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
@@ -25,8 +26,8 @@ def test_topk_and_overlap_by_hand() -> None:
     assert topk_harmful(delta, g, 4) == [ids[2], ids[1], ids[4]]  # only harmful nodes count
     keyed = replace(g, node_keys=tuple(f"user-{i}" for i in range(g.num_nodes)))
     assert topk_harmful(delta, keyed, 1) == [f"user-{g.train_idx[2]}"]  # text ids as the user wrote them
-    assert _overlap([{1, 2, 3}, {2, 3, 4}]) == {"intersection": 2, "union": 4, "jaccard": 0.5}
-    assert _overlap([{1, 2}, {1, 2}, {2, 5}])["jaccard"] == pytest.approx(1 / 3)
+    assert _overlap([{1, 2, 3}, {2, 3, 4}]) == Overlap(intersection=2, union=4, jaccard=0.5)
+    assert _overlap([{1, 2}, {1, 2}, {2, 5}]).jaccard == pytest.approx(1 / 3)
 
 
 def test_stability_across_seeds_on_a_tiny_graph() -> None:

@@ -53,12 +53,12 @@ def test_utility_aware_debiasing_never_deletes_useful_nodes(
     (row,) = debias(small_model, small_graph, delta, budgets=(0.1,), utility=utility)
     position = {int(v): i for i, v in enumerate(small_graph.train_idx.tolist())}
     ids = small_graph.node_ids.tolist()
-    deleted = [position[ids.index(nid)] for nid in row["nodes"]]
-    assert row["utility_aware"] and row["deleted"] > 0
+    deleted = [position[ids.index(nid)] for nid in row.nodes]
+    assert row.utility_aware and row.deleted > 0
     assert all(float(utility[p]) <= 0 and float(delta[p]) < 0 for p in deleted)
-    assert row["estimated_utility"] == pytest.approx(float(utility[deleted].sum()))
+    assert row.estimated_utility == pytest.approx(float(utility[deleted].sum()))
     (plain,) = debias(small_model, small_graph, delta, budgets=(0.1,))
-    assert not plain["utility_aware"] and "estimated_utility" not in plain
+    assert not plain.utility_aware and plain.estimated_utility is None
     with pytest.raises(ValueError, match="aligned"):
         debias(small_model, small_graph, delta, budgets=(0.1,), utility=utility[:-1])
 
@@ -68,5 +68,5 @@ def test_audit_debiases_utility_aware_on_request(small_graph: Graph) -> None:
         training=TrainConfig(epochs=50, seed=1), budgets=(5,), validation_sample=0, bootstrap=0, debias_utility=True
     )
     result = run_audit(small_graph, config)
-    assert result.debiasing is not None and result.debiasing[0]["utility_aware"]
+    assert result.debiasing is not None and result.debiasing[0].utility_aware
     assert AuditConfig.from_dict(config.to_dict()).debias_utility

@@ -19,10 +19,11 @@ from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.errors import AuditCancelled
 from bind_core.influence.deep_edges import estimate_edges_deep
-from bind_core.influence.edge_rows import EDGE_TOP, iter_edge_rows
+from bind_core.influence.edge_rows import iter_edge_rows
 from bind_core.influence.edges import estimate_edges, undirected_edges
 from bind_core.pipeline import stages
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
+from bind_core.pipeline.edge_section import EDGE_TOP
 from bind_core.pipeline.results import AuditResults
 from bind_core.reporting.exports import EDGE_COLUMNS, edges_csv, edges_parquet, model_card
 from bind_core.reporting.report import render_report
@@ -83,7 +84,7 @@ def test_the_stage_in_small_parts_gives_the_same_estimates(
     assert torch.allclose(found.estimate.delta, audited.edge_estimate.delta, rtol=1e-9, atol=1e-12)
     assert torch.equal(found.estimate.affects, audited.edge_estimate.affects)
     assert len(ticks) == 1 + -(-graph.num_edges // 7) and ticks[-1] == 1.0 and ticks == sorted(ticks)
-    assert found.section["shared_solve"] is False and found.section["edges"] == graph.num_edges
+    assert found.section.shared_solve is False and found.section.edges == graph.num_edges
 
 
 def test_the_audit_stops_between_parts(graph: Graph, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,15 +14,16 @@ import torch.nn.functional as F
 from safetensors.torch import save
 from torch_geometric.nn import models
 
+from bind_core.codec import decode, encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import validate
 from bind_core.fairness.metrics import evaluate
+from bind_core.fairness.records import MetricValues
 from bind_core.influence.estimate import estimate
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.reference import prepare_for_audit
-from bind_core.codec import decode, encode
 from bind_core.pipeline.results import SuppliedModel
 from bind_core.reporting.page import fmt
 from bind_core.reporting.report import render_report
@@ -64,13 +65,13 @@ def _config(cls: str, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _own_metrics(module: torch.nn.Module, graph: Graph) -> dict[str, Any]:
+def _own_metrics(module: torch.nn.Module, graph: Graph) -> MetricValues:
     """The PyG module's own forward pass (float64), measured with the audit's metric functions."""
     reference = copy.deepcopy(module).double().eval()
     with torch.no_grad():
         proba = torch.softmax(reference(graph.x.double(), graph.edge_index), dim=1)[graph.test_idx]
     test = graph.test_idx
-    return evaluate(proba, graph.y[test], graph.sens[test], lam=0.5, num_groups=graph.num_groups).to_dict()
+    return evaluate(proba, graph.y[test], graph.sens[test], lam=0.5, num_groups=graph.num_groups).values()
 
 
 CLASSES = ("GCN", "GraphSAGE", "GIN", "GAT")
@@ -89,12 +90,12 @@ def test_a_supplied_pyg_model_is_audited_with_its_own_predictions(
     weights = save({k: v.contiguous() for k, v in module.state_dict().items()})
     config = AuditConfig(stages=("training", "metrics"), bootstrap=0)
     model, record = prepare_for_audit(weights, _config(cls, args), graph, config)
-    assert record["reference"] == "as_given" and not record["polished_by_service"]
+    assert record.reference == "as_given" and not record.polished_by_service
     result = run_audit(graph, config, model=model)
-    assert "<b>as given</b>" in render_report({**result.to_dict(), "supplied_model": record})
-    got, own = result.metrics["test"], _own_metrics(module, graph)
+    assert "<b>as given</b>" in render_report({**result.to_dict(), "supplied_model": encode(record)})
+    got, own = result.metrics.test, _own_metrics(module, graph)
     for key in ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo", "gamma"):
-        assert got[key] == pytest.approx(own[key], abs=1e-12), key
+        assert getattr(got, key) == pytest.approx(getattr(own, key), abs=1e-12), key
     with torch.no_grad():  # the probabilities themselves, every node
         expected = torch.softmax(copy.deepcopy(module).double()(graph.x.double(), graph.edge_index), dim=1)
     assert torch.allclose(model.predict_proba(graph).double(), expected, rtol=0.0, atol=1e-12)
@@ -106,28 +107,30 @@ def test_polishing_first_is_possible_and_reports_both_models_side_by_side(graph:
     weights = save({k: v.contiguous() for k, v in module.state_dict().items()})
     config = AuditConfig(stages=("training", "metrics"), bootstrap=0, reference="polished")
     model, record = prepare_for_audit(weights, _config("GCN", {**args, "act": "gelu"}), graph, config)
-    assert record["reference"] == "polished" and record["polished_by_service"]
-    assert record["grad_norm"] < record["grad_norm_supplied"]
-    comparison = record["comparison"]
+    assert record.reference == "polished" and record.polished_by_service
+    assert record.grad_norm is not None and record.grad_norm_supplied is not None
+    assert record.grad_norm < record.grad_norm_supplied
+    comparison = record.comparison
+    assert comparison is not None
     own = _own_metrics(module, graph)
-    assert comparison["as_given"]["accuracy"] == pytest.approx(own["accuracy"], abs=1e-12)
-    assert comparison["as_given"]["gamma"] == pytest.approx(own["gamma"], abs=1e-12)
+    assert comparison.as_given.accuracy == pytest.approx(own.accuracy, abs=1e-12)
+    assert comparison.as_given.gamma == pytest.approx(own.gamma, abs=1e-12)
     result = run_audit(graph, config, model=model)
-    assert comparison["polished"]["gamma"] == pytest.approx(result.metrics["test"]["gamma"], abs=1e-12)
-    assert comparison["polished"]["gamma"] != pytest.approx(own["gamma"], abs=1e-6)  # two models, both shown
+    assert comparison.polished.gamma == pytest.approx(result.metrics.test.gamma, abs=1e-12)
+    assert comparison.polished.gamma != pytest.approx(own.gamma, abs=1e-6)  # two models, both shown
     test = graph.test_idx
     with torch.no_grad():
         before = copy.deepcopy(module).double()(graph.x.double(), graph.edge_index)[test].argmax(1)
     after = model.predict_proba(graph, test).argmax(1)
-    assert comparison["predictions_differ"] == pytest.approx(float((before != after).double().mean()))
-    assert comparison["test_nodes"] == int(test.numel())
-    html = render_report({**result.to_dict(), "supplied_model": record})
+    assert comparison.predictions_differ == pytest.approx(float((before != after).double().mean()))
+    assert comparison.test_nodes == int(test.numel())
+    html = render_report({**result.to_dict(), "supplied_model": encode(record)})
     assert "reference: polished" in html and "Test predictions that differ between the two" in html
-    row = f"<td class=l>accuracy</td><td>{fmt(comparison['as_given']['accuracy'])}</td>"
+    row = f"<td class=l>accuracy</td><td>{fmt(comparison.as_given.accuracy)}</td>"
     assert row in html.replace("\n", "")  # the supplied model's own accuracy beside the polished one's
-    typed = decode(SuppliedModel, json.loads(json.dumps(record)))  # the typed result reads it back as it was
-    assert typed.comparison is not None and typed.comparison.as_given.gamma == comparison["as_given"]["gamma"]
-    assert encode(typed) == json.loads(json.dumps(record))
+    stored = json.loads(json.dumps(encode(record)))
+    typed = decode(SuppliedModel, stored)  # the typed result reads it back as it was
+    assert typed == record and encode(typed) == stored
 
 
 @pytest.mark.heavy  # 18 s here

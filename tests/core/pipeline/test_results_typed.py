@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import torch
 
+from bind_core.codec import ResultFormatError, decode, encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.fairness.metrics import evaluate
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
-from bind_core.codec import ResultFormatError, decode, encode
 from bind_core.pipeline.results import AuditResults, MetricValues
 
 torch.set_num_threads(1)
@@ -103,7 +103,7 @@ def test_undefined_numbers_are_null_with_a_reason() -> None:
     assert typed.metrics.intervals.delta_eo.dropped > 0
     p1 = torch.tensor([0.9, 0.2, 0.6, 0.7, 0.1, 0.4], dtype=torch.float64)
     proba, y, sens = torch.stack([1 - p1, p1], 1), torch.tensor([1, 1, 0, 0, 0, 0]), torch.tensor([0, 0, 0, 1, 1, 1])
-    doc = evaluate(proba, y, sens).to_dict()
+    doc = json.loads(json.dumps(encode(evaluate(proba, y, sens).values())))
     values = decode(MetricValues, doc)
     assert values.delta_eo is None and values.undefined is not None and "delta_eo" in values.undefined
     assert encode(values) == doc
