@@ -59,6 +59,7 @@ def debias(
     random_sets: int = 3,
     set_estimate: Callable[[list[int]], float] | None = None,
     retrain: TrainConfig | None = None,
+    keep: Callable[[int, TrainedModel], None] | None = None,
 ) -> list[dict[str, Any]]:
     """For each budget: delete the harmful node set (:func:`~bind_core.debiasing.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
@@ -100,7 +101,8 @@ def debias(
     """
     delta, lam = _estimates(influence, lam)
     choice = _Choice.of(delta, utility, set_estimate, graph, model.model_config.layers)
-    run = _Run(model, graph, lam, groups, retrain, progress, _parts(len(budgets), bool(chance_seeds), retrain))
+    parts = _parts(len(budgets), bool(chance_seeds), retrain)
+    run = _Run(model, graph, lam, groups, retrain, progress, parts, keep=keep)
     before, gamma = run.before()
     baselines = run.baselines(chance_seeds) if chance_seeds else None
     return [run.budget(i, b, choice, before, gamma, baselines, random_sets) for i, b in enumerate(budgets)]
@@ -189,6 +191,7 @@ class _Run:
     progress: ProgressCallback | None
     parts: int
     done: int = 0
+    keep: Callable[[int, TrainedModel], None] | None = None
 
     def report(self, model: TrainedModel, graph: Graph) -> dict[str, float | int]:
         """:func:`report` with this call's ``lam`` and ``groups``."""
@@ -238,6 +241,8 @@ class _Run:
             reduced, settings, self.model.model_config, progress=self._training(), device=self.model.device
         )
         self.done += 1
+        if self.keep is not None:
+            self.keep(i, retrained)
         chance = None
         if baselines is not None:
             chance = against_random(
