@@ -63,6 +63,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/console/graphs/new"): A, ("POST", "/console/graphs/new"): A, ("GET", "/console/graphs/{graph_id}"): V,
     ("POST", "/console/graphs/{graph_id}/audit"): A, ("GET", "/console/compare"): V,
     ("POST", "/v1/audits/{audit_id}/what-if"): V, ("POST", "/console/audits/{audit_id}/what-if"): V,
+    ("GET", "/console/audits/{audit_id}/models/{model_id}/weights"): V,
+    ("GET", "/console/audits/{audit_id}/models/{model_id}/config"): V,
+    ("POST", "/console/audits/{audit_id}/models/{model_id}/register"): A,
 }  # fmt: skip
 STATIC_MOUNTS = {"/docs-assets", "/docs-assets/vendor"}
 """Static files of the API's documentation pages (public)."""
