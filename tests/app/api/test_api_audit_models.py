@@ -14,13 +14,13 @@ import torch
 from apihelp import assert_problem, forge_token
 from fastapi.testclient import TestClient
 from safetensors.torch import load, save
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from torch_geometric.nn import GCN
 
 from app.audits import run as runner
 from app.audits.model_artifacts import store_model_artifact
-from app.core.db.tables import Audit, Graph
+from app.core.db.tables import Audit, Graph, ModelArtifact
 from app.core.settings import Settings
 from bind_core.data.datasets import load_npz
 from bind_core.debiasing.debias import report
@@ -207,3 +207,14 @@ def test_a_pyg_models_retrained_weights_register_in_the_pyg_form(
     assert registered.status_code == 201, registered.text
     stored = client.get(registered.headers["Location"], headers=auth).json()
     assert stored["config"]["source"]["class"] == "GCN" and stored["size_bytes"] == len(weights)
+
+
+def test_erasing_the_audit_erases_its_models(
+    client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session], trained: list
+) -> None:
+    audit_id, tenant = _succeeded(sessions, graph_id, n=1)
+    _keep(sessions, audit_id, tenant, trained[:1])
+    assert client.delete(f"/v1/audits/{audit_id}", headers=auth).status_code == 204
+    with sessions() as session:
+        left = session.scalar(select(func.count()).where(ModelArtifact.audit_id == audit_id))
+    assert left == 0
