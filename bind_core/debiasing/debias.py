@@ -91,6 +91,8 @@ def debias(
             model's without the polish (``AuditConfig.debias_retrain="adam"``); ``None``: the model's own. When
             given, ``before`` is the unchanged graph retrained with them too (the model's seed), not the audited
             model, so that before and after went through the same training.
+        keep: ``keep(i, model)`` is handed the ``i``-th budget's retrained model as soon as it is trained (to store
+            or export it: :func:`~bind_core.training.export.export_model`); otherwise it is discarded.
 
     Returns:
         One dict per budget: ``budget``, ``requested`` and ``deleted`` (counts), ``nodes`` (the user's ids),
