@@ -218,3 +218,23 @@ def test_erasing_the_audit_erases_its_models(
     with sessions() as session:
         left = session.scalar(select(func.count()).where(ModelArtifact.audit_id == audit_id))
     assert left == 0
+
+
+def test_a_what_ifs_model_is_kept_the_same_way_after_the_budgets(
+    client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session], trained: list
+) -> None:
+    audit_id, tenant = _succeeded(sessions, graph_id, n=1)
+    what_if = uuid.uuid4()
+    with sessions.begin() as session:
+        store_model_artifact(session, tenant_id=tenant, audit_id=audit_id, source="what_if", index_or_id=what_if,
+                             model=trained[1], max_bytes=10**7)  # fmt: skip
+        with pytest.raises(ValueError, match="budget index"):
+            store_model_artifact(session, tenant_id=tenant, audit_id=audit_id, source="debias", index_or_id=what_if,
+                                 model=trained[1], max_bytes=10**7)  # fmt: skip
+    _keep(sessions, audit_id, tenant, trained[:1])
+    items = client.get(f"/v1/audits/{audit_id}/models", headers=auth).json()["items"]
+    assert [(m["source"], m["budget_index"], m["what_if_id"]) for m in items] == [
+        ("debias", 0, None), ("what_if", None, str(what_if))]  # fmt: skip
+    assert items[1]["budget"] is None and items[1]["after"] is None
+    weights = client.get(items[1]["links"]["weights"], headers=auth)
+    assert weights.content == trained[1].to_bytes() and f"what-if-{what_if}" in weights.headers["content-disposition"]
