@@ -95,7 +95,8 @@ def read_audit_model_weights(
     row = pages.get_artifact(session, tenant, audit_id, model_id)
     body = pages.kept_weights(row)
     etag = f'"{row.sha256}"'
-    if etag in request.headers.get("if-none-match", ""):
+    matches = {t.strip().removeprefix("W/") for t in request.headers.get("if-none-match", "").split(",")}
+    if etag in matches or "*" in matches:
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
     name = f"audit-{audit_id}-{_label(row)}.safetensors"
     headers = {"Content-Disposition": f'attachment; filename="{name}"', "ETag": etag}

@@ -8,7 +8,7 @@ Weights over ``BIND_MODEL_ARTIFACT_MAX_BYTES`` are not kept: the row keeps the c
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -101,16 +101,8 @@ def store_model_artifact(
     Returns:
         The new row (flushed).
     """
+    key = _key(source, index_or_id)
     kept = model if isinstance(model, KeptModel) else KeptModel.of(export_model(model, form, names), max_bytes)
-    key: dict[str, Any] = (
-        {"budget_index": int(index_or_id)}
-        if source == "debias" and isinstance(index_or_id, int)
-        else {"what_if_id": index_or_id}
-        if source == "what_if" and isinstance(index_or_id, uuid.UUID)
-        else {}
-    )
-    if not key:
-        raise ValueError(f"source {source!r} with {index_or_id!r}: 'debias' takes a budget index, 'what_if' a UUID")
     session.execute(
         delete(ModelArtifact).where(
             ModelArtifact.audit_id == audit_id,
@@ -134,6 +126,19 @@ def store_model_artifact(
     return row
 
 
+def _key(source: str, index_or_id: int | uuid.UUID) -> dict[str, Any]:
+    """The row's key columns for ``source``.
+
+    Raises:
+        ValueError: a key of the wrong kind for the source, or an unknown source.
+    """
+    if source == "debias" and isinstance(index_or_id, int):
+        return {"budget_index": index_or_id}
+    if source == "what_if" and isinstance(index_or_id, uuid.UUID):
+        return {"what_if_id": index_or_id}
+    raise ValueError(f"source {source!r} with {index_or_id!r}: 'debias' takes a budget index, 'what_if' a UUID")
+
+
 @dataclass
 class KeptModels:
     """The debiasing stage's sink (``bind_core.run_audit(keep=...)``): each budget's retrained model, exported in
@@ -143,12 +148,10 @@ class KeptModels:
     form: dict[str, Any] | None
     names: list[str] | None
     max_bytes: int
-    kept: dict[int, KeptModel] | None = None
+    kept: dict[int, KeptModel] = field(default_factory=dict)
 
     def __call__(self, index: int, model: TrainedModel) -> None:
         """Keep the ``index``-th budget's retrained ``model``."""
-        if self.kept is None:
-            self.kept = {}
         self.kept[index] = KeptModel.of(export_model(model, self.form, self.names), self.max_bytes)
 
 
