@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import uuid
 from typing import Any
 
@@ -238,3 +239,48 @@ def test_a_what_ifs_model_is_kept_the_same_way_after_the_budgets(
     assert items[1]["budget"] is None and items[1]["after"] is None
     weights = client.get(items[1]["links"]["weights"], headers=auth)
     assert weights.content == trained[1].to_bytes() and f"what-if-{what_if}" in weights.headers["content-disposition"]
+
+
+def test_an_audit_of_a_supplied_pyg_model_keeps_its_budgets_models_in_the_pyg_form(
+    client: TestClient,
+    auth: dict[str, str],
+    graph_id: str,
+    graph_npz: bytes,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+) -> None:
+    graph = load_npz(io.BytesIO(graph_npz))
+    args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2}
+    torch.manual_seed(0)
+    pyg = GCN(**args)
+    uploaded = save({k: v.contiguous() for k, v in pyg.state_dict().items()})
+    config = {"format": "torch_geometric", "class": "GCN", "args": args,
+              "training": {"loss": "cross_entropy", "weight_decay": 5e-4, "epochs": 20, "lr": 0.01}}  # fmt: skip
+    registered = client.post("/v1/models", headers=auth, files={"weights": ("gcn.safetensors", uploaded)},
+                             data={"config": json.dumps(config), "graph_id": graph_id})  # fmt: skip
+    assert registered.status_code == 201, registered.text
+    body = {"model_id": registered.json()["id"], "budgets": [2, 5], "validation_sample": 0, "bootstrap": 0}
+    queued = client.post("/v1/audits", headers=auth, json=body)
+    assert queued.status_code == 202, queued.text
+    with sessions.begin() as session:  # the worker takes the audit whose turn it is: set the others aside
+        others = (Audit.state == "queued", Audit.id != uuid.UUID(queued.json()["id"]))
+        session.execute(update(Audit).where(*others).values(state="cancelled"))
+    outcome = runner.execute(queued.json()["id"], sessions=sessions, settings=settings, device="cpu")
+    assert outcome.status == "succeeded"
+
+    items = client.get(f"/v1/audits/{queued.json()['id']}/models", headers=auth).json()["items"]
+    rows = client.get(f"/v1/audits/{queued.json()['id']}", headers=auth).json()["results"]["debiasing"]
+    assert [(m["budget_index"], m["deleted"], m["form"]) for m in items] == [
+        (i, row["deleted"], "torch_geometric") for i, row in enumerate(rows)]  # fmt: skip
+    assert len(items) == 2 and items[0]["after"]["gamma"] == rows[0]["after"]["gamma"]
+    for item in items:
+        weights = client.get(item["links"]["weights"], headers=auth).content
+        assert sorted(load(weights)) == sorted(load(uploaded))  # the user's parameter names
+        theirs = GCN(**args)
+        theirs.load_state_dict(load(weights), strict=True)  # PyG takes them as they are
+        kept = client.get(item["links"]["config"], headers=auth).json()
+        assert kept["class"] == "GCN" and kept["training"]["epochs"] == 20 and kept["training"]["lr"] == 0.01
+    retrained, given = load(client.get(items[0]["links"]["weights"], headers=auth).content), load(uploaded)
+    assert not all(torch.equal(retrained[k], given[k].to(retrained[k].dtype)) for k in given)  # retrained
+    again = client.post(items[0]["links"]["register"], headers=auth)
+    assert again.status_code == 201, again.text
