@@ -10,6 +10,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
+from app.audits import model_artifact_routes as audit_models
 from app.audits import routes as audits
 from app.console import routes as console
 from app.core import health
@@ -86,7 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
     v1 = APIRouter(prefix="/v1", responses=problem_responses(400, 401, 403, 422, 429, 500, 503))
-    for module in (graphs, datasets, models, audits, reports, schedules, webhooks, keys, events):
+    for module in (graphs, datasets, models, audits, audit_models, reports, schedules, webhooks, keys, events):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)

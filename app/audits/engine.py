@@ -55,6 +55,7 @@ class ComputeAudit(Protocol):
         model: TrainedModel | None = None,
         device: str = "cpu",
         chunk_runner: ChunkRunner | None = None,
+        keep: Callable[[int, TrainedModel], None] | None = None,
     ) -> AuditOutput: ...
 
 

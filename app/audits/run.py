@@ -19,6 +19,7 @@ from app.audits.budget import check_budget, cost_of
 from app.audits.engine import LIBRARY, AuditOutput, Engine
 from app.audits.failures import problem_for
 from app.audits.guard import AuditGuard, LimitExceeded
+from app.audits.model_artifacts import KeptModels, store_kept
 from app.audits.progress import ProgressReporter
 from app.audits.repository import Claim
 from app.audits.stages import OverallProgress
@@ -41,7 +42,7 @@ from bind_core import (
     DatasetNotFoundError,
     Graph,
 )
-from bind_core.pipeline import planned_stages
+from bind_core.pipeline import planned_stages, weight_names
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,8 @@ class Computed:
 
     payload: dict[str, Any]
     result: AuditOutput
+    kept: KeptModels | None = None
+    """Each debiasing budget's retrained model, to store with the results (``model_artifacts``)."""
 
 
 @dataclass
@@ -203,7 +206,7 @@ class Attempt:
             self.stage, total = overall(current, fraction)
             reporter(self.stage, total)
 
-        model, supplied = None, None
+        model, supplied, parts = None, None, None
         if claim.model_id is not None:
             with sessions() as session:
                 parts = jobs.model_parts(session, claim.model_id)
@@ -211,6 +214,7 @@ class Attempt:
             model, supplied = prepare_model(
                 parts, claim.model_id, graph, config, self.device, progress=lambda f: progress("training", f)
             )
+        kept = _sink(parts, self.settings)
         distributed: dict[str, Any] | None = None
         n_chunks = chunks.wanted(self.settings, graph)
         if n_chunks and "influence" in config.stages:
@@ -227,17 +231,24 @@ class Attempt:
                 self.send_chunks,
             )
             result = self.engine.compute(
-                graph, config, progress=progress, device=self.device, model=model, chunk_runner=coordinator
+                graph, config, progress=progress, device=self.device, model=model, chunk_runner=coordinator, keep=kept
             )
             distributed = coordinator.record
         else:
-            result = self.engine.compute(graph, config, progress=progress, device=self.device, model=model)
+            result = self.engine.compute(graph, config, progress=progress, device=self.device, model=model, keep=kept)
         payload = _payload(result)
         if supplied is not None:
             payload["results"]["supplied_model"] = supplied
         if distributed is not None and payload["results"].get("influence_summary") is not None:
             payload["results"]["influence_summary"]["distributed"] = distributed
-        return Computed(payload, result)
+        return Computed(payload, result, kept)
+
+
+def _sink(parts: tuple[bytes, dict[str, Any]] | None, settings: Settings) -> KeptModels:
+    """Where the debiasing stage's retrained models go: exported in the audited model's form (a supplied model's:
+    its config and parameter names; else bind-audit's) and capped at ``BIND_MODEL_ARTIFACT_MAX_BYTES``."""
+    form, names = (None, None) if parts is None else (parts[1], weight_names(parts[0]))
+    return KeptModels(form, names, settings.model_artifact_max_bytes)
 
 
 def _store_failure(attempt: Attempt, exc: Exception, publisher: Publisher | None) -> Outcome:
@@ -263,11 +274,14 @@ def _store_failure(attempt: Attempt, exc: Exception, publisher: Publisher | None
 
 
 def _store_success(attempt: Attempt, computed: Computed, publisher: Publisher | None) -> Outcome:
-    """Store the results, the influence and edge rows and the weights in one transaction (a fenced miss writes
+    """Store the results, the influence and edge rows, the weights and the debiasing budgets' retrained models in one
+    transaction (a fenced miss writes
     nothing), tell the webhooks and log the audit to MLflow when configured."""
     claim, payload = attempt.claim, computed.payload
     with attempt.sessions.begin() as session:
         lease = jobs.succeed(session, claim, **payload)
+        if lease is Lease.HELD and computed.kept is not None:
+            store_kept(session, claim.audit_id, computed.kept)
         deliveries = events.audit_finished(session, claim.audit_id) if lease is Lease.HELD else []
     _send(publisher, deliveries)
     outcome = _settled(attempt.sessions, claim, lease, "succeeded")

@@ -18,7 +18,7 @@ from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.audits import service as audits
-from app.console import workbench
+from app.console import audit_models, workbench
 from app.console.compare import metric_rows, node_comparison
 from app.console.cookies import (
     COOKIE_PATH,
@@ -67,6 +67,7 @@ Limit = Annotated[int, Query(ge=1, le=200)]
 def install(app: FastAPI) -> None:
     """Mount the console on ``app``: its routes, and a redirect to sign in wherever a session is missing."""
     app.include_router(workbench.router)
+    app.include_router(audit_models.router)
     app.include_router(router)
 
     async def to_sign_in(_: Request, __: Exception) -> Response:
@@ -233,8 +234,14 @@ def compare(
 
 
 @router.get("/audits/{audit_id}")
-def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
-    """One audit: state, stage, progress, its problem if it failed, links to its report and exports."""
+def audit_detail(
+    audit_id: uuid.UUID,
+    session: SessionDep,
+    user: ConsoleUserDep,
+    model_error: Annotated[str | None, Query(max_length=100)] = None,
+) -> Response:
+    """One audit: state, stage, progress, its problem if it failed, links to its report and exports, and each
+    debiasing budget's retrained model (``model_error``: why registering one failed, by its problem's slug)."""
     audit = audits.get_audit(session, user.tenant, audit_id)
     row = audit_row(audit) | headlines(session, [audit]).get(audit.id, {})
     return page(
@@ -245,6 +252,8 @@ def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep)
         refresh=row["running"],
         verdict=audit_verdict(audit),
         detail=audit_sections(audit.results) if audit.state == "succeeded" else None,
+        models=audit_models.budget_models(session, audit),
+        model_error=audit_models.REGISTER_ERRORS.get(model_error or ""),
     )
 
 

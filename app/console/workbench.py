@@ -93,9 +93,12 @@ def _filled(received: ReceivedUpload) -> ReceivedUpload:
 
 
 @router.get("/graphs/{graph_id}")
-def graph_page(graph_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
-    """A graph in the user's terms, what reading it did, its audits, and (auditor) the form that starts one."""
-    return _graph_page(session, user, graph_id)
+def graph_page(
+    graph_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep, registered: uuid.UUID | None = None
+) -> Response:
+    """A graph in the user's terms, what reading it did, its audits, and (auditor) the form that starts one;
+    ``registered``: a model just registered from an audit's retrained model, chosen in the form and announced."""
+    return _graph_page(session, user, graph_id, form={"model_id": str(registered)} if registered else None)
 
 
 @router.post("/graphs/{graph_id}/audit", dependencies=[trailed("audit.create")])
@@ -219,6 +222,7 @@ def _graph_page(
         summary=graph.summary or {},
         audits=[audit_row(a) for a in rows],
         models=[{"id": str(m.id), "name": getattr(m, "name", None) or str(m.id)} for m in models],
+        registered=next((m.name for m in models if form and str(m.id) == form.get("model_id")), None),
         archs=ARCHS,
         form=form or {},
         estimate=estimate,

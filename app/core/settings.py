@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     """The MLflow experiment audits are logged under."""
 
     max_upload_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
+    model_artifact_max_bytes: int = Field(default=50 * 1024 * 1024, ge=0)
+    """Largest retrained model's weights an audit keeps to take away (each debiasing budget's); a larger one keeps
+    only its config and says why (0: none kept)."""
     max_nodes: int = Field(default=2_000_000, gt=0)
     max_edges: int = Field(default=20_000_000, gt=0)
     max_columns: int = Field(default=10_000, gt=0)

@@ -1,9 +1,10 @@
 """Erasing audits and graphs with every row derived from them.
 
 What an audit leaves: its row (results, per-node feature distributions and profiles in ``results``, the trained
-weights), its node and edge influence rows, a distributed estimate's plan and chunks (all ``ON DELETE CASCADE``
-from the audit) and the webhook deliveries that carried its outcome (their payload names it). A graph adds its
-stored file (``graphs.data``), the models registered for it, and every audit of it: the schedule runs included.
+weights), its node and edge influence rows, a distributed estimate's plan and chunks, the retrained models it kept
+(``model_artifacts``; all ``ON DELETE CASCADE`` from the audit) and the webhook deliveries that carried its outcome
+(their payload names it). A graph adds its stored file (``graphs.data``), the models registered for it, and every
+audit of it: the schedule runs included.
 
 An audit still queued or running is erased too: its worker's next write finds no row and the attempt ends as
 cancelled (``app/audits/repository.py``). The trail keeps one entry per erasure, naming only the resource's path.

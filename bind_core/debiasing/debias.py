@@ -68,6 +68,7 @@ def debias(
     random_sets: int = 3,
     set_estimate: Callable[[list[int]], float] | None = None,
     retrain: TrainConfig | None = None,
+    keep: Callable[[int, TrainedModel], None] | None = None,
 ) -> list[DebiasingRow]:
     """For each budget: delete the harmful node set (:func:`~bind_core.debiasing.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
@@ -99,6 +100,8 @@ def debias(
             model's without the polish (``AuditConfig.debias_retrain="adam"``); ``None``: the model's own. When
             given, ``before`` is the unchanged graph retrained with them too (the model's seed), not the audited
             model, so that before and after went through the same training.
+        keep: ``keep(i, model)`` is handed the ``i``-th budget's retrained model as soon as it is trained (to store
+            or export it: :func:`~bind_core.training.export.export_model`); otherwise it is discarded.
 
     Returns:
         One :class:`~bind_core.debiasing.records.DebiasingRow` per budget: ``budget``, ``requested`` and
@@ -110,7 +113,8 @@ def debias(
     """
     delta, lam = _estimates(influence, lam)
     choice = _Choice.of(delta, utility, set_estimate, graph, model.model_config.layers)
-    run = _Run(model, graph, lam, groups, retrain, progress, _parts(len(budgets), bool(chance_seeds), retrain))
+    parts = _parts(len(budgets), bool(chance_seeds), retrain)
+    run = _Run(model, graph, lam, groups, retrain, progress, parts, keep=keep)
     before, gamma = run.before()
     baselines = run.baselines(chance_seeds) if chance_seeds else None
     return [run.budget(i, b, choice, before, gamma, baselines, random_sets) for i, b in enumerate(budgets)]
@@ -199,6 +203,7 @@ class _Run:
     progress: ProgressCallback | None
     parts: int
     done: int = 0
+    keep: Callable[[int, TrainedModel], None] | None = None
 
     def report(self, model: TrainedModel, graph: Graph) -> MetricValues:
         """:func:`report` with this call's ``lam`` and ``groups``."""
@@ -248,6 +253,8 @@ class _Run:
             reduced, settings, self.model.model_config, progress=self._training(), device=self.model.device
         )
         self.done += 1
+        if self.keep is not None:
+            self.keep(i, retrained)
         chance = None
         if baselines is not None:
             chance = against_random(

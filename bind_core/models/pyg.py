@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -318,6 +318,34 @@ def bind_state_dict(state: dict[str, Tensor], source: dict[str, Any]) -> dict[st
                 raise ConfigError(f"weights: {name} and {partner} differ (a bipartite GATConv is not supported)")
             parts = [*parts[:2], "lin", *parts[3:]]
         out[".".join(parts)] = value
+    return out
+
+
+def pyg_state_dict(
+    state: dict[str, Tensor], source: dict[str, Any], names: Collection[str] | None = None
+) -> dict[str, Tensor]:
+    """The inverse of :func:`bind_state_dict`: the project's state dict under the PyG module's parameter names.
+
+    Args:
+        state: the converted model's ``state_dict``.
+        source: the PyG description (:meth:`PygModel.to_dict`).
+        names: the parameter names of the weights the user supplied, when known: a GAT whose weights had an older
+            ``GATConv``'s ``lin_src``/``lin_dst`` gets both again (else ``lin``, as the installed PyG names it).
+
+    Returns:
+        A state dict that ``torch_geometric.nn.models.<class>(**args).load_state_dict(..., strict=True)`` takes.
+    """
+    split = names is not None and any(".lin_src." in n for n in names)
+    out: dict[str, Tensor] = {}
+    for name, value in state.items():
+        parts = name.split(".")
+        if source.get("class") == "GIN" and parts[2:3] == ["nn"] and len(parts) == 5:
+            out[".".join([*parts[:3], "lins", str(int(parts[3]) // 2), parts[4]])] = value
+        elif source.get("class") == "GAT" and split and parts[2:3] == ["lin"]:
+            out[".".join([*parts[:2], "lin_src", *parts[3:]])] = value
+            out[".".join([*parts[:2], "lin_dst", *parts[3:]])] = value
+        else:
+            out[name] = value
     return out
 
 

@@ -4,7 +4,7 @@ check the estimates against retraining. What the service's worker and the comman
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -283,6 +283,7 @@ def run_audit(
     model: TrainedModel | None = None,
     device: str | torch.device = "cpu",
     chunk_runner: ChunkRunner | None = None,
+    keep: Callable[[int, TrainedModel], None] | None = None,
 ) -> AuditResult:
     """Run the audit's stages on ``graph`` (see :data:`STAGES` and :func:`~bind_core.pipeline.stages.planned_stages`)
     and return everything they produced.
@@ -294,6 +295,9 @@ def run_audit(
         model: a model to audit as given (skips training); default: train one with ``config``'s recipe.
         device: where to compute.
         chunk_runner: computes the linear estimate's per-node terms from its plan; see below.
+        keep: ``keep(i, model)`` is handed the ``i``-th debiasing budget's retrained model as the debiasing stage
+            trains it (:func:`~bind_core.debiasing.debias.debias`), e.g. to store it
+            (:func:`~bind_core.training.export.export_model`); by default it is discarded.
 
     Returns:
         An :class:`AuditResult`: the model, its metrics, the influence estimate and every other stage's section;
@@ -323,7 +327,7 @@ def run_audit(
         lambda: influence_stage(trained, graph, config, groups, progress=stages.tick, chunk_runner=chunk_runner),
     )
     result.stationarity, result.influence, result.refinement, result.profile = found[:4]
-    after = _AfterInfluence(result, stages, plan, groups, found, device)
+    after = _AfterInfluence(result, stages, plan, groups, found, device, keep)
     after.edges()
     after.debiasing()
     after.validation()
@@ -342,6 +346,7 @@ class _AfterInfluence:
     groups: list[int] | None
     found: InfluenceStage
     device: str | torch.device
+    keep: Callable[[int, TrainedModel], None] | None = None
 
     def edges(self) -> None:
         r, config = self.result, self.result.config
@@ -366,7 +371,10 @@ class _AfterInfluence:
         r, config, influence, tick = self.result, self.result.config, self.found.influence, self.stages.tick
         if "debiasing" in self.plan:
             r.debiasing = self.stages.run(
-                "debiasing", lambda: debiasing_stage(r.model, r.graph, config, influence, self.groups, progress=tick)
+                "debiasing",
+                lambda: debiasing_stage(
+                    r.model, r.graph, config, influence, self.groups, progress=tick, keep=self.keep
+                ),
             )
         if not (config.edges and r.edges is not None and r.edges.computed):
             return

@@ -351,9 +351,11 @@ def debiasing_stage(
     groups: list[int] | None,
     *,
     progress: Tick,
+    keep: Callable[[int, TrainedModel], None] | None = None,
 ) -> list[DebiasingRow]:
     """For each budget, delete the most harmful training nodes, retrain and compare (the result's ``debiasing``);
-    every retraining as ``config.debias_retrain`` says, named in each row's ``retrain``."""
+    every retraining as ``config.debias_retrain`` says, named in each row's ``retrain``; ``keep(i, model)`` is handed
+    each budget's retrained model (:func:`~bind_core.debiasing.debias.debias`)."""
     hold = lambda _f: progress("debiasing", 0.0)  # noqa: E731 (a checkpoint while a stage prepares)
     utility = (
         utility_influence(model, graph, non_iid=config.non_iid, solver=config.solver, progress=hold)
@@ -375,6 +377,7 @@ def debiasing_stage(
         random_sets=config.debias_random_sets,
         set_estimate=_set_estimator(model, graph, influence, groups, hold),
         retrain=retrain,
+        keep=keep,
     )
     recipe = decode(RetrainRecipe, (retrain or model.train_config).to_dict())
     return [dataclasses.replace(row, retrain=config.debias_retrain, recipe=recipe, chance_rule=rule) for row in rows]

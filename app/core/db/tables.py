@@ -211,6 +211,45 @@ class SuppliedModel(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+ARTIFACT_SOURCES = ("debias", "what_if")
+"""What retrained a model an audit keeps: a debiasing budget (``budget_index``) or a verified what-if
+(``what_if_id``)."""
+
+
+class ModelArtifact(Base):
+    """A model an audit retrained, kept to take away: safetensors weights and a JSON config in the form of the
+    audited model (``bind_core.pipeline.export_model``), or, over the size cap, only the config and why the
+    weights were not kept (``note``)."""
+
+    __tablename__ = "model_artifacts"
+    __table_args__ = (
+        Index(None, "tenant_id", "created_at"),
+        CheckConstraint(f"source IN {ARTIFACT_SOURCES!r}", name="source"),
+        CheckConstraint(
+            "(source = 'debias' AND budget_index IS NOT NULL) OR (source = 'what_if' AND what_if_id IS NOT NULL)",
+            name="source_key",
+        ),
+        UniqueConstraint("audit_id", "source", "budget_index"),
+        UniqueConstraint("audit_id", "what_if_id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    audit_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("audits.id", ondelete="CASCADE"), index=True)
+    source: Mapped[str] = mapped_column(String(16))
+    budget_index: Mapped[int | None] = mapped_column(Integer)
+    """The debiasing budget's place in the audit's ``budgets`` (``source = 'debias'``)."""
+    what_if_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    """The verified what-if that retrained it (``source = 'what_if'``)."""
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    weights: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))
+    """Null when the weights were over ``BIND_MODEL_ARTIFACT_MAX_BYTES`` (``note`` says so)."""
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 SCHEDULE_STATES = ("active", "paused")
 
 

@@ -40,6 +40,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/v1/audits/{audit_id}/influence.parquet"): V, ("GET", "/v1/audits/{audit_id}/edges.csv"): V,
     ("GET", "/v1/audits/{audit_id}/edges.parquet"): V, ("GET", "/v1/audits/{audit_id}/export"): V,
     ("GET", "/v1/audits/{audit_id}/profile"): V,
+    ("GET", "/v1/audits/{audit_id}/models"): V, ("GET", "/v1/audits/{audit_id}/models/{model_id}/weights"): V,
+    ("GET", "/v1/audits/{audit_id}/models/{model_id}/config"): V,
+    ("POST", "/v1/audits/{audit_id}/models/{model_id}/register"): A,
     ("POST", "/v1/schedules"): A, ("GET", "/v1/schedules"): V, ("GET", "/v1/schedules/{schedule_id}"): V,
     ("POST", "/v1/schedules/{schedule_id}/pause"): A, ("POST", "/v1/schedules/{schedule_id}/resume"): A,
     ("DELETE", "/v1/schedules/{schedule_id}"): ADM, ("GET", "/v1/schedules/{schedule_id}/runs"): V,
@@ -60,6 +63,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/console/graphs/new"): A, ("POST", "/console/graphs/new"): A, ("GET", "/console/graphs/{graph_id}"): V,
     ("POST", "/console/graphs/{graph_id}/audit"): A, ("GET", "/console/compare"): V,
     ("POST", "/v1/audits/{audit_id}/what-if"): V, ("POST", "/console/audits/{audit_id}/what-if"): V,
+    ("GET", "/console/audits/{audit_id}/models/{model_id}/weights"): V,
+    ("GET", "/console/audits/{audit_id}/models/{model_id}/config"): V,
+    ("POST", "/console/audits/{audit_id}/models/{model_id}/register"): A,
 }  # fmt: skip
 STATIC_MOUNTS = {"/docs-assets", "/docs-assets/vendor"}
 """Static files of the API's documentation pages (public)."""

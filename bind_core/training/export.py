@@ -1,0 +1,87 @@
+"""A trained model to take away: safetensors weights and a JSON config in the form of the model it descends from.
+
+A model retrained by the audit (a debiasing budget's, a what-if's) is handed back in the form the user gave the
+audited model: a supplied ``torch_geometric.nn.models`` model's weights under PyG's own parameter names with a PyG
+config (:mod:`bind_core.models.pyg`), else this project's form (:meth:`TrainedModel.config_dict`). Either loads
+through :meth:`TrainedModel.from_bytes` (how a supplied model is read) to the same predictions; never a pickle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from bind_core.errors import ConfigError
+from bind_core.models.pyg import PYG_FORMAT, is_pyg_config, pyg_state_dict
+from bind_core.training.fit import TrainedModel
+
+
+@dataclass(frozen=True)
+class ExportedModel:
+    """A model's safetensors bytes and its JSON config, ready to download or register as a supplied model."""
+
+    weights: bytes
+    config: dict[str, Any]
+
+    @property
+    def size_bytes(self) -> int:
+        """The weights' size."""
+        return len(self.weights)
+
+    @property
+    def sha256(self) -> str:
+        """The weights' SHA-256, hex."""
+        return hashlib.sha256(self.weights).hexdigest()
+
+
+def weight_names(weights: bytes) -> list[str]:
+    """The parameter names in a safetensors file (what :func:`export_model`'s ``names`` takes).
+
+    Args:
+        weights: a safetensors file's bytes.
+
+    Returns:
+        Its tensors' names.
+
+    Raises:
+        ConfigError: the bytes are not safetensors.
+    """
+    try:
+        return list(st_load(weights))
+    except Exception as exc:  # safetensors raises its own error types for corrupt input
+        raise ConfigError(f"weights are not a valid safetensors file: {exc}") from exc
+
+
+def export_model(
+    model: TrainedModel, form: dict[str, Any] | None = None, names: Collection[str] | None = None
+) -> ExportedModel:
+    """``model``'s weights and config in the form of the model it descends from.
+
+    Args:
+        model: the model to hand out (e.g. a debiasing budget's retrained model).
+        form: the audited model's config as the service stores it (:meth:`TrainedModel.config_dict`, with
+            ``source`` for a supplied PyG model); ``None``: a model the audit trained itself.
+        names: the parameter names of the weights the user supplied (:func:`weight_names`), when known.
+
+    Returns:
+        For a PyG ``source``: the state dict under PyG's parameter names and the PyG config
+        (``{"format": "torch_geometric", "class", "args", "training": {"loss", ...the recipe}, "dtype"}``); else
+        :meth:`TrainedModel.to_bytes` and :meth:`TrainedModel.config_dict`.
+    """
+    source = None if form is None else form.get("source")
+    if not is_pyg_config(source):
+        return ExportedModel(model.to_bytes(), model.config_dict())
+    state = {k: v.detach().cpu().contiguous() for k, v in model.module.state_dict().items()}
+    config = {
+        "format": PYG_FORMAT,
+        "class": source["class"],
+        "args": dict(source["args"]),
+        "training": {"loss": source["loss"], **model.train_config.to_dict()},
+        "dtype": str(model.dtype).removeprefix("torch."),
+    }
+    return ExportedModel(st_save(pyg_state_dict(state, source, names)), config)
