@@ -4,10 +4,11 @@ caveats a reader must see.
 The service's hooks into it (what a web service or a queue needs beyond :func:`bind_core.run_audit`): which stages
 a configuration runs, what an audit will cost before it is queued, a supplied model prepared for its audit, and the
 seeds of the check against chance when it runs by default, and the estimate of deleting a chosen set of training
-nodes (the what-if). The
+nodes (the what-if) and its verification by retraining. The
 typed results are :mod:`bind_core.pipeline.results`.
 """
 
+from bind_core.debiasing.verify import Verification, verify_set
 from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
 from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS
@@ -19,9 +20,11 @@ __all__ = [
     "AuditCost",
     "GraphSize",
     "SetEstimate",
+    "Verification",
     "audit_cost",
     "choose",
     "estimate_set",
     "planned_stages",
     "prepare_for_audit",
+    "verify_set",
 ]
