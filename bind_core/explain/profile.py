@@ -241,7 +241,9 @@ def profile_nodes(
     }
     fit, _ = halves(delta.size, seed)
     found = find_rules(delta, candidate_splits(graph, cross, fit), seed=seed, max_depth=max_depth)
-    members = [rule.pop("positions") for rule in found["rules"]]
+    members = [[int(p) for p in rule.pop("positions")] for rule in found["rules"]]
+    for rule, positions in zip(found["rules"], members, strict=True):
+        rule["members"] = positions  # the what-if deletes a rule's members (``app/what_ifs/rules.py``)
     document = {
         "fraction": fraction,
         "definition": (

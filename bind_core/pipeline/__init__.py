@@ -14,6 +14,7 @@ from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS
 from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.pipeline.stages import planned_stages
+from bind_core.pipeline.what_if_verify import verify_seeds, verify_what_if
 
 __all__ = [
     "AUTO_CHANCE_SEEDS",
@@ -26,5 +27,7 @@ __all__ = [
     "estimate_set",
     "planned_stages",
     "prepare_for_audit",
+    "verify_seeds",
     "verify_set",
+    "verify_what_if",
 ]

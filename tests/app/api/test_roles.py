@@ -60,6 +60,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/console/graphs/new"): A, ("POST", "/console/graphs/new"): A, ("GET", "/console/graphs/{graph_id}"): V,
     ("POST", "/console/graphs/{graph_id}/audit"): A, ("GET", "/console/compare"): V,
     ("POST", "/v1/audits/{audit_id}/what-if"): V, ("POST", "/console/audits/{audit_id}/what-if"): V,
+    ("GET", "/v1/audits/{audit_id}/what-ifs"): V, ("GET", "/v1/audits/{audit_id}/what-ifs/{job_id}"): V,
+    ("POST", "/v1/audits/{audit_id}/what-ifs/{job_id}/cancel"): A,
 }  # fmt: skip
 STATIC_MOUNTS = {"/docs-assets", "/docs-assets/vendor"}
 """Static files of the API's documentation pages (public)."""
