@@ -18,7 +18,7 @@ from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.audits import service as audits
-from app.console import workbench
+from app.console import verify, workbench
 from app.console.compare import metric_rows, node_comparison
 from app.console.cookies import (
     COOKIE_PATH,
@@ -42,6 +42,7 @@ from app.console.detail import audit_sections
 from app.console.headlines import headlines
 from app.console.pages import page
 from app.console.views import audit_row, audit_verdict, graph_row, schedule_row, webhook_row
+from app.console.what_if_form import rule_options
 from app.core.db.tables import AUDIT_STATES
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import Forbidden
@@ -67,6 +68,7 @@ Limit = Annotated[int, Query(ge=1, le=200)]
 def install(app: FastAPI) -> None:
     """Mount the console on ``app``: its routes, and a redirect to sign in wherever a session is missing."""
     app.include_router(workbench.router)
+    app.include_router(verify.router)
     app.include_router(router)
 
     async def to_sign_in(_: Request, __: Exception) -> Response:
@@ -245,6 +247,7 @@ def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep)
         refresh=row["running"],
         verdict=audit_verdict(audit),
         detail=audit_sections(audit.results) if audit.state == "succeeded" else None,
+        rule_options=rule_options(audit),
     )
 
 

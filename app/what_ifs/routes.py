@@ -13,12 +13,11 @@ from app.core.deps import BrokerDep, SessionDep
 from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.core.problem_schema import problem_responses
 from app.influence.schemas import SIGN_CONVENTION, WhatIfCreate, WhatIfRead
-from app.influence.what_if import choose_set
 from app.tenants.deps import AuditorTenant, PrincipalDep, ViewerTenant
 from app.tenants.roles import check_role
 from app.trail.record import trailed
 from app.what_ifs import service
-from app.what_ifs.rules import rule_choice
+from app.what_ifs.choice import choose
 from app.what_ifs.schemas import WhatIfJobPage, WhatIfJobRead, WhatIfJobSummary
 
 router = APIRouter(prefix="/audits", tags=["what-if"])
@@ -52,13 +51,7 @@ def what_if(
     compares with ``random_sets`` random sets of the same size: 202, ``Location`` the job. 409 when the audit did not
     succeed or kept no model; 422 ``too-many-nodes`` beyond half the training nodes."""
     audit = get_audit(session, tenant, audit_id)
-    nodes, chosen_by = body.nodes, {"nodes": len(body.nodes)} if body.nodes is not None else {"top": body.top}
-    if body.rule is not None:
-        if body.nodes is not None or body.top is not None:
-            nodes = []  # choose() then names the ambiguity
-        else:
-            nodes, chosen_by = rule_choice(session, audit, body.rule)
-    chosen = choose_set(session, audit, nodes=nodes, top=body.top)
+    chosen, chosen_by = choose(session, audit, nodes=body.nodes, top=body.top, rule=body.rule)
     if not body.verify:
         return WhatIfRead(audit_id=audit.id, sign_convention=SIGN_CONVENTION, **chosen.estimate)
     check_role(principal.role, "auditor")

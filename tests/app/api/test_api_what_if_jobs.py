@@ -193,4 +193,6 @@ def test_choose_by_a_profile_rule(client: TestClient, auth: dict[str, str], audi
     missing = assert_problem(client.post(url, headers=auth, json={"rule": 7}), 422, "validation-error")
     assert missing["errors"][0]["field"] == "rule" and "2 rule(s)" in missing["detail"]
     assert_problem(client.post(url, headers=auth, json={"rule": 1}), 409, "rule-members-not-stored")
-    assert_problem(client.post(url, headers=auth, json={"rule": 0, "top": 1}), 422, "validation-error")
+    both = assert_problem(client.post(url, headers=auth, json={"rule": 0, "top": 1}), 422, "validation-error")
+    assert "exactly one" in both["detail"]
+    assert_problem(client.post(url, headers=auth, json={"rule": 0, "nodes": ["ann"]}), 422, "validation-error")

@@ -62,6 +62,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/v1/audits/{audit_id}/what-if"): V, ("POST", "/console/audits/{audit_id}/what-if"): V,
     ("GET", "/v1/audits/{audit_id}/what-ifs"): V, ("GET", "/v1/audits/{audit_id}/what-ifs/{job_id}"): V,
     ("POST", "/v1/audits/{audit_id}/what-ifs/{job_id}/cancel"): A,
+    ("POST", "/console/audits/{audit_id}/what-if/verify"): A,
+    ("GET", "/console/audits/{audit_id}/what-ifs/{job_id}"): V,
+    ("POST", "/console/audits/{audit_id}/what-ifs/{job_id}/cancel"): A,
 }  # fmt: skip
 STATIC_MOUNTS = {"/docs-assets", "/docs-assets/vendor"}
 """Static files of the API's documentation pages (public)."""
