@@ -35,16 +35,24 @@ def verify(
     nodes: Annotated[str, Form(max_length=200_000)] = "",
     top: FormText = "",
     rule: FormText = "",
+    random_sets: Annotated[int, Form(ge=1, le=10)] = 3,
 ) -> Response:
-    """Queue the verification of the what-if in the form (its seeds: the audit's, else three) and show its page; on a
-    problem, the what-if page with it."""
+    """Queue the verification of the what-if in the form (its seeds: the audit's, else three; ``random_sets`` random
+    sets to compare with) and show its page; on a problem, the what-if page with it."""
     check_csrf(user, csrf)
     audit = audits.get_audit(session, user.tenant, audit_id)
     form = {"nodes": nodes, "top": top, "rule": rule}
     try:
         chosen, chosen_by = choose(session, audit, **form_choice(form))
         job = jobs.create_job(
-            session, user.tenant, audit, chosen, chosen_by=chosen_by, seeds=None, random_sets=None, publisher=broker
+            session,
+            user.tenant,
+            audit,
+            chosen,
+            chosen_by=chosen_by,
+            seeds=None,
+            random_sets=random_sets,
+            publisher=broker,
         )
     except ProblemError as exc:
         if exc.status in (403, 404):
