@@ -204,6 +204,25 @@ def _measure(
     return trained, sp, eo
 
 
+def _without(
+    model: TrainedModel,
+    reduced: Graph,
+    before: dict[int, tuple[float, float]],
+    retrain: TrainConfig | None,
+    counter: _Counter,
+    groups: list[int] | None,
+) -> tuple[TrainedModel | None, list[float], list[float]]:
+    """Retrain on ``reduced`` with every seed of ``before`` (the seed's ``(Γ_SP, Γ_EO)`` on the unchanged graph): the
+    first seed's model and the effects on Γ_SP and Γ_EO, per seed."""
+    sp_effects, eo_effects, first = [], [], None
+    for s, (sp0, eo0) in before.items():
+        trained, sp, eo = _measure(model, reduced, s, retrain, counter, groups)
+        first = trained if first is None else first
+        sp_effects.append(sp - sp0)
+        eo_effects.append(eo - eo0)
+    return first, sp_effects, eo_effects
+
+
 def _check(graph: Graph, positions: Sequence[int], seeds: Sequence[int], random_sets: int) -> None:
     """Refuse an empty set, repeats, positions outside the training set, too few seeds, or no random set."""
     n = int(graph.train_idx.numel())
@@ -253,13 +272,7 @@ def verify_set(
     counter = _Counter(progress, (2 + random_sets) * len(seeds))
     before = {int(s): _measure(model, graph, int(s), retrain, counter, groups)[1:] for s in seeds}
     nodes = graph.train_idx[list(positions)]
-    reduced = graph.without_nodes(nodes)[0]
-    sp_effects, eo_effects, first = [], [], None
-    for s, (sp0, eo0) in before.items():
-        trained, sp, eo = _measure(model, reduced, s, retrain, counter, groups)
-        first = trained if first is None else first
-        sp_effects.append(sp - sp0)
-        eo_effects.append(eo - eo0)
+    first, sp_effects, eo_effects = _without(model, graph.without_nodes(nodes)[0], before, retrain, counter, groups)
     effects = [lam * sp + (1 - lam) * eo for sp, eo in zip(sp_effects, eo_effects, strict=True)]
     baselines = {s: lam * sp + (1 - lam) * eo for s, (sp, eo) in before.items()}
     done, total = counter.done, counter.total
