@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.audits.failures import problem_for
+from app.audits.guard import AuditGuard
 from app.audits.progress import ProgressReporter
 from app.core.db.tables import Audit
 from app.core.lease import Lease, LeaseLost
@@ -98,9 +99,17 @@ def execute(
     reporter = ProgressReporter(
         beat, min_interval=settings.progress_interval, heartbeat_interval=settings.heartbeat_interval
     )
+    guard = AuditGuard(
+        memory=settings.audit_memory_guard, seconds=settings.audit_max_seconds, address_space=device == "cpu"
+    )
+
+    def progress(fraction: float) -> None:
+        guard.check()  # the audits' limits (BIND_AUDIT_MEMORY_GUARD, BIND_AUDIT_MAX_SECONDS) hold here too
+        reporter(STAGE, fraction)
+
     try:
-        with reporter:
-            found = _compute(claim, sessions, settings, device, compute, lambda f: reporter(STAGE, f))
+        with reporter, guard:
+            found = _compute(claim, sessions, settings, device, compute, progress)
             reporter.check()
     except AuditCancelled:
         return _cancelled(sessions, claim)
@@ -109,7 +118,7 @@ def execute(
         return "lost"
     except Exception as exc:
         log.warning("what-if %s failed (attempt %d)", claim.job_id, claim.attempt, exc_info=True)
-        return _store(sessions, claim, None, _problem(exc, claim))
+        return _store(sessions, claim, None, _problem(guard.memory_failure(exc) or exc, claim))
     return _store(sessions, claim, found.to_dict(), None)
 
 
@@ -156,7 +165,7 @@ def _compute(
     )
 
 
-def _problem(exc: Exception, claim: JobClaim) -> dict[str, Any]:
+def _problem(exc: BaseException, claim: JobClaim) -> dict[str, Any]:
     """The problem document of a failed attempt (a missing graph reads like a missing dataset)."""
     if isinstance(exc, GraphGone):
         exc = DatasetNotFoundError(str(exc))

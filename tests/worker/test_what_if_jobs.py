@@ -158,3 +158,14 @@ def test_a_dead_workers_job_is_requeued_and_finished_by_the_next_attempt(
     assert execute(str(dead), sessions=sessions, settings=settings, device="cpu") == "succeeded"
     row = _row(sessions, dead)
     assert (row.state, row.attempts) == ("succeeded", 2) and row.result is not None
+
+
+def test_the_audits_time_limit_holds_for_a_verification(
+    sessions: sessionmaker[Session], settings: Settings, new_job: Callable[..., uuid.UUID]
+) -> None:
+    job = new_job()
+    hurried = settings.model_copy(update={"audit_max_seconds": 0.05})
+    assert execute(str(job), sessions=sessions, settings=hurried, device="cpu") == "failed"
+    row = _row(sessions, job)
+    assert row.error is not None and row.error["limits"][0]["limit"] == "BIND_AUDIT_MAX_SECONDS", row.error
+    assert row.result is None
