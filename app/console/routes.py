@@ -41,6 +41,7 @@ from app.console.deps import (
 from app.console.detail import audit_sections
 from app.console.headlines import headlines
 from app.console.pages import page
+from app.console.verify_view import verification_rows
 from app.console.views import audit_row, audit_verdict, graph_row, schedule_row, webhook_row
 from app.console.what_if_form import rule_options
 from app.core.db.tables import AUDIT_STATES
@@ -248,6 +249,7 @@ def audit_detail(audit_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep)
         verdict=audit_verdict(audit),
         detail=audit_sections(audit.results) if audit.state == "succeeded" else None,
         rule_options=rule_options(audit),
+        verifications=verification_rows(session, user.tenant, audit),
     )
 
 

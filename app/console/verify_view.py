@@ -6,8 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.core.db.tables import WhatIf
+from sqlalchemy.orm import Session
+
+from app.core.db.tables import Audit, Tenant, WhatIf
+from app.what_ifs.service import list_jobs
 from bind_core.reporting import fmt
+
+SHOWN = 10
 
 METRICS = (
     ("delta", "ΔΓ (the bias)"),
@@ -83,3 +88,21 @@ def job_view(job: WhatIf) -> dict[str, Any]:
             "beats_random": chance.get("beats_random"),
         }
     return view
+
+
+def verification_rows(session: Session, tenant: Tenant, audit: Audit) -> list[dict[str, str]]:
+    """The audit's latest what-if verifications, for its page: ``id``, ``state``, ``size`` and ``created``.
+
+    Args:
+        session: the request's session.
+        tenant: the signed-in tenant.
+        audit: the audit.
+
+    Returns:
+        Up to :data:`SHOWN` rows, newest first.
+    """
+    rows, _ = list_jobs(session, tenant, audit.id, limit=SHOWN, page_token=None)
+    return [
+        {"id": str(j.id), "state": j.state, "size": str(j.size), "created": j.created_at.strftime("%Y-%m-%d %H:%M")}
+        for j in rows
+    ]

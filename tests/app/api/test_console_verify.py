@@ -86,6 +86,8 @@ def test_estimate_verify_and_read_the_outcome(tenant: Callable[..., Tenant], ses
     assert "-0.0500 ± 0.0100" in outcome and "-0.4000" in outcome  # measured beside estimated (−0.3 − 0.1)
     assert "reduces bias more than deleting random nodes" in outcome
     assert "changed it by -0.0500 on average" in outcome
+    listed = user.browser.get(f"/console/audits/{done}").text  # the audit's page links its verifications
+    assert 'id="verifications"' in listed and location in listed and "succeeded" in listed
 
 
 def test_verify_errors_csrf_cancel_and_tenants(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
