@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from enum import StrEnum
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SIGN_CONVENTION = (
     "delta = Γ(model retrained without the node) − Γ(original model), with Γ = lam·Γ_SP + (1−lam)·Γ_EO; "
@@ -86,6 +86,12 @@ class WhatIfCreate(BaseModel):
         if seeds is not None and (len(set(seeds)) != len(seeds) or any(not 0 <= s < 2**31 for s in seeds)):
             raise ValueError("seeds must be distinct integers from 0 to 2**31 - 1")
         return seeds
+
+    @model_validator(mode="after")
+    def _only_to_verify(self) -> WhatIfCreate:
+        if not self.verify and (self.seeds is not None or self.random_sets is not None):
+            raise ValueError("seeds and random_sets are settings of the verification: send them with verify: true")
+        return self
 
 
 class WhatIfRead(BaseModel):

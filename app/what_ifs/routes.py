@@ -20,7 +20,7 @@ from app.what_ifs import service
 from app.what_ifs.choice import choose
 from app.what_ifs.schemas import WhatIfJobPage, WhatIfJobRead, WhatIfJobSummary
 
-router = APIRouter(prefix="/audits", tags=["what-if"])
+router = APIRouter(prefix="/audits", tags=["audits"])  # nested under audits, as the what-if always was
 
 
 def job_location(audit_id: uuid.UUID, job_id: uuid.UUID) -> str:

@@ -106,6 +106,8 @@ def test_bad_verifications_are_problems(
         {"seeds": [-1, 2, 3]},
     ):
         assert_problem(_verify(client, auth, audit, top=1, **body), 422)
+    plain = client.post(f"/v1/audits/{audit}/what-if", headers=auth, json={"top": 1, "seeds": [1, 2, 3]})
+    assert "verify: true" in str(assert_problem(plain, 422))  # a setting of the verification, without one
     big = assert_problem(_verify(client, auth, audit, nodes=["ann", "bob", "di"]), 422, "too-many-nodes")
     assert big["errors"][0]["field"] == "nodes" and "at most 2" in big["detail"]
     assert_problem(_verify(client, auth, audit, nodes=["zed"]), 422, "validation-error")
