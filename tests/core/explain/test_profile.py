@@ -69,6 +69,10 @@ def test_the_top_rule_names_the_planted_subgroup(planted: tuple[Graph, np.ndarra
     region = next(f for f in found.document["features"] if f["name"] == "region")
     assert region["kind"] == "binary" and region["harmful"]["share"] > 2 * region["all"]["share"]
     decode(NodeProfile, found.document)  # the document has the typed shape
+    # Each rule keeps its members (positions in the training split) for the what-if that deletes them.
+    assert [rule["members"] for rule in rules] == found.members
+    assert len(top["members"]) == top["fit"]["support"] + top["holdout"]["support"]
+    assert json.loads(json.dumps(found.document))["rules"][0]["members"] == found.members[0]
 
 
 def test_a_rule_fitted_to_structure_only_in_the_fit_half_is_not_reported(
