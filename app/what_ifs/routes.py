@@ -15,7 +15,7 @@ from app.core.problem_schema import problem_responses
 from app.influence.schemas import SIGN_CONVENTION, WhatIfCreate, WhatIfRead
 from app.tenants.deps import AuditorTenant, PrincipalDep, ViewerTenant
 from app.tenants.roles import check_role
-from app.trail.record import trailed
+from app.trail.record import append, trailed
 from app.what_ifs import service
 from app.what_ifs.choice import choose
 from app.what_ifs.schemas import WhatIfJobPage, WhatIfJobRead, WhatIfJobSummary
@@ -47,9 +47,10 @@ def what_if(
     the ``top`` most harmful, or the members of profile ``rule``): the sum of the members' estimates, answered at
     once. 422 names ids that are not training nodes of the audit; 409 until the audit has influence estimates.
 
-    With ``verify: true`` (role auditor) it also queues a job that deletes the set, retrains over ``seeds`` and
-    compares with ``random_sets`` random sets of the same size: 202, ``Location`` the job. 409 when the audit did not
-    succeed or kept no model; 422 ``too-many-nodes`` beyond half the training nodes."""
+    With ``verify: true`` (role auditor; the trail also records ``what_if.verify``) it also queues a job that deletes
+    the set, retrains over ``seeds`` and compares with ``random_sets`` random sets of the same size: 202,
+    ``Location`` the job. 409 when the audit did not succeed or kept no model; 422 ``too-many-nodes`` beyond half
+    the training nodes."""
     audit = get_audit(session, tenant, audit_id)
     chosen, chosen_by = choose(session, audit, nodes=body.nodes, top=body.top, rule=body.rule)
     if not body.verify:
@@ -65,6 +66,9 @@ def what_if(
         random_sets=body.random_sets,
         publisher=broker,
     )
+    target = job_location(audit.id, job.id).removeprefix("/v1")
+    append(session, tenant_id=tenant.id, action="what_if.verify", target=target, outcome="succeeded",
+           actor_key_id=principal.key_id, status=202)  # fmt: skip
     response.status_code = status.HTTP_202_ACCEPTED
     response.headers["Location"] = job_location(audit.id, job.id)
     return WhatIfJobRead.model_validate(job)

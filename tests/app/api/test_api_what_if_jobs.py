@@ -77,6 +77,8 @@ def test_verify_queues_a_job_with_the_estimate_and_the_set(
     with sessions() as session:
         row = session.scalar(select(WhatIf).where(WhatIf.id == uuid.UUID(job["id"])))
         assert row is not None and row.positions == [2, 0]  # places in the training split, as the worker needs
+    events = client.get("/v1/events", headers=auth, params={"action": "what_if.verify"}).json()["items"]
+    assert [e["target"] for e in events] == [f"/audits/{audit_id}/what-ifs/{job['id']}"]
     read = client.get(answer.headers["Location"], headers=auth)
     assert read.status_code == 200 and read.json() == job
     # Without verify the answer is the estimate, at once, and nothing is queued.
