@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from bind_core.codec import encode
 from bind_core.data.graph import Graph
 from bind_core.data.labels import user_ids
 from bind_core.influence.distributed import ChunkRunner
@@ -19,7 +20,6 @@ from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
 from bind_core.pipeline.caveats import AuditContext, estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
-from bind_core.pipeline.result_codec import encode
 from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.stages import (
     EDGE_DEBIASING,

@@ -14,7 +14,7 @@ from app.cli import build_parser, cmd_run
 from app.client import progress_line
 from app.gates import INTERVAL_METRICS, METRICS, Rule, judge, junit_xml, parse_rule
 from bind_core.fairness.bootstrap import METRICS as BOOTSTRAPPED
-from bind_core.pipeline.results_metrics import Intervals, MetricValues
+from bind_core.fairness.records import Intervals, MetricValues
 
 RESULTS: dict[str, Any] = {
     "metrics": {

@@ -22,7 +22,7 @@ from bind_core.influence.estimate import estimate
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.reference import prepare_for_audit
-from bind_core.pipeline.result_codec import decode, encode
+from bind_core.codec import decode, encode
 from bind_core.pipeline.results import SuppliedModel
 from bind_core.reporting.page import fmt
 from bind_core.reporting.report import render_report

@@ -14,7 +14,7 @@ from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.fairness.metrics import evaluate
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
-from bind_core.pipeline.result_codec import ResultFormatError, decode, encode
+from bind_core.codec import ResultFormatError, decode, encode
 from bind_core.pipeline.results import AuditResults, MetricValues
 
 torch.set_num_threads(1)

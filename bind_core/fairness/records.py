@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bind_core.pipeline.result_codec import key
+from bind_core.codec import key
 
 NULLABLE = " (null when undefined; see ``undefined``)"
 
