@@ -35,6 +35,7 @@ from app.schedules import routes as schedules
 from app.supplied import routes as models
 from app.tenants import routes as keys
 from app.webhooks import routes as webhooks
+from app.what_ifs import routes as what_ifs
 
 DESCRIPTION = """Audit graph neural networks for unfairness with BIND (Dong et al., AAAI 2023): train a GNN
 on your graph, measure its bias, estimate each training node's influence on that bias, debias by deleting
@@ -87,7 +88,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
     v1 = APIRouter(prefix="/v1", responses=problem_responses(400, 401, 403, 422, 429, 500, 503))
-    for module in (graphs, datasets, models, audits, audit_models, reports, schedules, webhooks, keys, events):
+    for module in (
+        graphs,
+        datasets,
+        models,
+        audits,
+        audit_models,
+        what_ifs,
+        reports,
+        schedules,
+        webhooks,
+        keys,
+        events,
+    ):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)

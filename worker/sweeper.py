@@ -1,5 +1,5 @@
-"""The sweeper loop: a thread in every worker that runs :func:`app.audits.recovery.sweep_and_send` every
-``BIND_SWEEP_INTERVAL`` seconds (the first sweep at once)."""
+"""The sweeper loop: a thread in every worker that runs :func:`app.audits.recovery.sweep_and_send` and
+:func:`app.what_ifs.recovery.sweep_and_send` every ``BIND_SWEEP_INTERVAL`` seconds (the first sweep at once)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import threading
 from app.audits.recovery import sweep_and_send
 from app.core.publisher import Publisher
 from app.core.settings import Settings
+from app.what_ifs import recovery as what_ifs
 from worker import context
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ class _Sweeper(threading.Thread):
         while True:
             try:
                 sweep_and_send(self.publisher, self.settings, context.sessions())
+                what_ifs.sweep_and_send(self.publisher, self.settings, context.sessions())
             except Exception:  # the database or broker is down: try again next round
                 log.warning("sweep failed", exc_info=True)
             if self.stopped.wait(self.settings.sweep_interval):

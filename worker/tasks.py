@@ -10,6 +10,8 @@ from app.core.publisher import CeleryPublisher
 from app.core.settings import get_settings
 from app.influence import tasks as influence
 from app.webhooks import tasks as webhooks
+from app.what_ifs import run as what_if_run
+from app.what_ifs import tasks as what_ifs
 from worker import context, metrics
 from worker.celery_app import app
 
@@ -41,3 +43,9 @@ def influence_chunk_task(plan_id: str, index: int) -> str:
 def deliver_webhook_task(delivery_id: str) -> None:
     """One attempt at a webhook delivery (:func:`app.webhooks.tasks.deliver_webhook`)."""
     webhooks.deliver_webhook(delivery_id, publisher=publisher, sessions=context.sessions(), settings=get_settings())
+
+
+@app.task(name=what_ifs.VERIFY_WHAT_IF, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def verify_what_if_task(job_id: str) -> str:
+    """Verify the what-if ``job_id`` once if it is queued (:func:`app.what_ifs.run.execute`)."""
+    return what_if_run.execute(job_id, sessions=context.sessions(), settings=get_settings(), device=context.device())

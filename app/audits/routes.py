@@ -1,5 +1,5 @@
 """``/v1/audits``: start, read, list and cancel audits, and page through their influence estimates (of training
-nodes and, when attributed, of edges)."""
+nodes and, when attributed, of edges). The what-if and its verification jobs are ``app/what_ifs/routes.py``."""
 
 from __future__ import annotations
 
@@ -17,15 +17,7 @@ from app.erasure.service import delete_audit as erase_audit
 from app.influence.edge_pages import edge_page
 from app.influence.edge_schemas import EDGE_SIGN_CONVENTION, EdgeOrder, EdgePage, EdgeRowRead
 from app.influence.pages import influence_page
-from app.influence.schemas import (
-    SIGN_CONVENTION,
-    InfluenceOrder,
-    InfluencePage,
-    InfluenceRowRead,
-    WhatIfCreate,
-    WhatIfRead,
-)
-from app.influence.what_if import estimate_deletion
+from app.influence.schemas import SIGN_CONVENTION, InfluenceOrder, InfluencePage, InfluenceRowRead
 from app.tenants.deps import AdminTenant, AuditorTenant, ViewerTenant
 from app.trail.record import trailed
 
@@ -136,21 +128,6 @@ def read_influence(
         items=[InfluenceRowRead.model_validate(r) for r in rows],
         next_page_token=token,
     )
-
-
-@router.post(
-    "/{audit_id}/what-if",
-    response_model=WhatIfRead,
-    responses=problem_responses(404, 409),
-    dependencies=[trailed("what_if.estimate", "/audits/{audit_id}")],
-)
-def what_if(audit_id: uuid.UUID, body: WhatIfCreate, session: SessionDep, tenant: ViewerTenant) -> WhatIfRead:
-    """The estimated ΔΓ, ΔΓ_SP and ΔΓ_EO of deleting the chosen training nodes at once (the user's ids in ``nodes``,
-    or the ``top`` most harmful): the sum of the members' estimates, answered at once. 422 names ids that are not
-    training nodes of the audit; 409 until the audit has influence estimates."""
-    audit = service.get_audit(session, tenant, audit_id)
-    estimate = estimate_deletion(session, audit, nodes=body.nodes, top=body.top)
-    return WhatIfRead(audit_id=audit.id, sign_convention=SIGN_CONVENTION, **estimate)
 
 
 @router.get(

@@ -18,7 +18,7 @@ from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.audits import service as audits
-from app.console import audit_models, workbench
+from app.console import audit_models, verify, workbench
 from app.console.compare import metric_rows, node_comparison
 from app.console.cookies import (
     COOKIE_PATH,
@@ -41,7 +41,9 @@ from app.console.deps import (
 from app.console.detail import audit_sections
 from app.console.headlines import headlines
 from app.console.pages import page
+from app.console.verify_view import verification_rows
 from app.console.views import audit_row, audit_verdict, graph_row, schedule_row, webhook_row
+from app.console.what_if_form import rule_options
 from app.core.db.tables import AUDIT_STATES
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import Forbidden
@@ -68,6 +70,7 @@ def install(app: FastAPI) -> None:
     """Mount the console on ``app``: its routes, and a redirect to sign in wherever a session is missing."""
     app.include_router(workbench.router)
     app.include_router(audit_models.router)
+    app.include_router(verify.router)
     app.include_router(router)
 
     async def to_sign_in(_: Request, __: Exception) -> Response:
@@ -254,6 +257,8 @@ def audit_detail(
         detail=audit_sections(audit.results) if audit.state == "succeeded" else None,
         models=audit_models.budget_models(session, audit),
         model_error=audit_models.REGISTER_ERRORS.get(model_error or ""),
+        rule_options=rule_options(audit),
+        verifications=verification_rows(session, user.tenant, audit),
     )
 
 

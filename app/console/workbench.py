@@ -25,14 +25,15 @@ from app.audits.schemas import AuditCreate
 from app.console.deps import ConsoleAuditorDep, ConsoleUserDep, check_csrf
 from app.console.pages import page
 from app.console.views import audit_row, graph_row
+from app.console.what_if_form import form_choice, what_if_page
 from app.core.db.tables import Graph, SuppliedModel
 from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.errors import ProblemError, ValidationProblem
 from app.graphs import service as graphs
 from app.graphs.uploads import FIELD_PARTS, FILE_PARTS, ReceivedUpload, receive_upload, remove_folder
-from app.influence.what_if import estimate_deletion
 from app.supplied import service as supplied
 from app.trail.record import trailed
+from app.what_ifs.choice import choose
 from bind_core import AuditConfig, BindError
 from bind_core.pipeline import AUTO_CHANCE_SEEDS
 
@@ -239,30 +240,20 @@ def what_if(
     csrf: FormText = "",
     nodes: Annotated[str, Form(max_length=200_000)] = "",
     top: FormText = "",
+    rule: FormText = "",
 ) -> Response:
-    """The what-if on an audit's page: the estimate of deleting the pasted ids (comma, space or newline separated)
-    or the top k most harmful training nodes, shown under the form (or the problem, with its field)."""
+    """The what-if on an audit's page: the estimate of deleting the pasted ids (comma, space or newline separated),
+    the top k most harmful training nodes or a profile rule's members, shown under the form (or the problem, with
+    its field), with a form to verify it by retraining."""
     check_csrf(user, csrf)
     audit = audits.get_audit(session, user.tenant, audit_id)
-    ids = [t for t in nodes.replace(",", " ").split() if t]
+    form = {"nodes": nodes, "top": top, "rule": rule}
     estimate: dict[str, Any] | None = None
     problem: ProblemError | None = None
     try:
-        count = int(top) if top.strip() else None
-        estimate = estimate_deletion(session, audit, nodes=ids or None, top=count)
-    except ValueError:
-        problem = ValidationProblem(f"top: {top!r} is not a whole number")
+        estimate = choose(session, audit, **form_choice(form))[0].estimate
     except ProblemError as exc:
         if exc.status in (403, 404):
             raise
         problem = exc
-    return page(
-        "what_if.html",
-        user,
-        status_code=problem.status if problem else 200,
-        title=f"What if · audit {audit_id} · bind-audit",
-        audit_id=str(audit_id),
-        estimate=estimate,
-        detail=(problem.detail or problem.title) if problem else None,
-        form={"nodes": nodes, "top": top},
-    )
+    return what_if_page(user, audit, form, estimate=estimate, problem=problem)

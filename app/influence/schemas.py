@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from enum import StrEnum
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SIGN_CONVENTION = (
     "delta = Γ(model retrained without the node) − Γ(original model), with Γ = lam·Γ_SP + (1−lam)·Γ_EO; "
@@ -49,7 +49,8 @@ class InfluencePage(BaseModel):
 
 
 class WhatIfCreate(BaseModel):
-    """Which training nodes to delete, at once: exactly one of ``nodes`` and ``top``."""
+    """Which training nodes to delete, at once: exactly one of ``nodes``, ``top`` and ``rule``; with ``verify``, also
+    queue the job that deletes them and retrains to measure the effect."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -57,6 +58,40 @@ class WhatIfCreate(BaseModel):
         default=None, min_length=1, max_length=100_000, description="The user's ids of the training nodes to delete."
     )
     top: int | None = Field(default=None, ge=1, le=100_000, description="Delete the top most harmful training nodes.")
+    rule: int | None = Field(
+        default=None,
+        ge=0,
+        le=1000,
+        description="Delete the training nodes matching this profile rule (its index in the results' profile.rules).",
+    )
+    verify: bool = Field(
+        default=False,
+        description="Also queue a verification job (202, Location: the job): delete the set, retrain over the seeds "
+        "and compare with random sets of the same size.",
+    )
+    seeds: list[int] | None = Field(
+        default=None,
+        min_length=3,
+        max_length=10,
+        description="With verify: 3 to 10 distinct training seeds (default: the audit's debias_seeds, else "
+        "1, 10, 100).",
+    )
+    random_sets: int | None = Field(
+        default=None, ge=1, le=10, description="With verify: random sets of the same size to compare with (default 3)."
+    )
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, seeds: list[int] | None) -> list[int] | None:
+        if seeds is not None and (len(set(seeds)) != len(seeds) or any(not 0 <= s < 2**31 for s in seeds)):
+            raise ValueError("seeds must be distinct integers from 0 to 2**31 - 1")
+        return seeds
+
+    @model_validator(mode="after")
+    def _only_to_verify(self) -> WhatIfCreate:
+        if not self.verify and (self.seeds is not None or self.random_sets is not None):
+            raise ValueError("seeds and random_sets are settings of the verification: send them with verify: true")
+        return self
 
 
 class WhatIfRead(BaseModel):

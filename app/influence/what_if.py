@@ -4,6 +4,7 @@ per-node estimates (:mod:`bind_core.debiasing.what_if`), in the user's ids."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -18,20 +19,44 @@ from bind_core.pipeline import choose, estimate_set
 def _rows(session: Session, audit: Audit) -> list[dict[str, Any]]:
     row = InfluenceRow
     stmt = (
-        select(row.node_id, row.node_key, row.delta, row.delta_sp, row.delta_eo)
+        select(row.position, row.node_id, row.node_key, row.delta, row.delta_sp, row.delta_eo)
         .where(row.audit_id == audit.id)
         .order_by(row.position)
     )
     return [
-        {"node_id": key if key is not None else nid, "delta": d, "delta_sp": sp, "delta_eo": eo}
-        for nid, key, d, sp, eo in session.execute(stmt)
+        {"position": pos, "node_id": key if key is not None else nid, "delta": d, "delta_sp": sp, "delta_eo": eo}
+        for pos, nid, key, d, sp, eo in session.execute(stmt)
     ]
+
+
+@dataclass(frozen=True)
+class ChosenSet:
+    """A what-if's chosen set: its places in the audit's training nodes, the estimate, and the training set's size."""
+
+    positions: list[int]
+    estimate: dict[str, Any]
+    """:meth:`bind_core.debiasing.what_if.SetEstimate.to_dict` (``nodes``: the user's ids, in the same order)."""
+    train_size: int
 
 
 def estimate_deletion(
     session: Session, audit: Audit, *, nodes: Sequence[int | str] | None, top: int | None
 ) -> dict[str, Any]:
     """The estimate's fields (:meth:`bind_core.debiasing.what_if.SetEstimate.to_dict`).
+
+    Raises:
+        Conflict: the audit has no influence estimates (``influence-not-ready``).
+        ValidationProblem: the choice is empty, ambiguous, or names ids that are not training nodes (field named).
+    """
+    return choose_set(session, audit, nodes=nodes, top=top).estimate
+
+
+def choose_set(session: Session, audit: Audit, *, nodes: Sequence[int | str] | None, top: int | None) -> ChosenSet:
+    """The chosen set of the audit's training nodes (the user's ids in ``nodes``, or the ``top`` most harmful) and
+    its estimate.
+
+    Returns:
+        The :class:`ChosenSet`.
 
     Raises:
         Conflict: the audit has no influence estimates (``influence-not-ready``).
@@ -51,4 +76,5 @@ def estimate_deletion(
         raise ValidationProblem(str(exc), errors=[{"field": field, "message": str(exc)}]) from exc
     summary = (audit.results or {}).get("influence_summary") or {}
     method = str((summary.get("solver_details") or {}).get("method") or "linear")
-    return estimate_set(rows, positions, method=method).to_dict()
+    estimate = estimate_set(rows, positions, method=method).to_dict()
+    return ChosenSet([int(rows[i]["position"]) for i in positions], estimate, len(rows))

@@ -110,6 +110,7 @@ def against_random(
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
     retrain: TrainConfig | None = None,
+    chosen: Sequence[float] | None = None,
 ) -> AgainstRandom:
     """The selected set's effect on Γ against random sets of the same size (see the module docstring).
 
@@ -120,6 +121,8 @@ def against_random(
         seed: seeds the draw of the random sets (uniformly from the training nodes).
         progress: ``progress(fraction)`` after each retraining; may raise to abort.
         retrain: the retrainings' settings (default: the model's); use the same as for ``baselines``.
+        chosen: the selected set's effects per seed (in ``baselines``' order) where the caller has already
+            retrained without it (:func:`bind_core.debiasing.verify.verify_set`); ``None``: retrained here.
 
     Returns:
         The :class:`~bind_core.debiasing.records.AgainstRandom`: ``size``, ``seeds``, ``noise_floor``, ``selected``
@@ -140,6 +143,7 @@ def against_random(
         progress=progress,
         retrain=retrain,
         empty_reason="no node was selected for this budget",
+        chosen=chosen,
     )
 
 
@@ -158,11 +162,13 @@ def against_random_sets(
     retrain: TrainConfig | None = None,
     empty_reason: str = "nothing was selected",
     items: str = "nodes",
+    chosen: Sequence[float] | None = None,
 ) -> AgainstRandom:
     """:func:`against_random` for any kind of deleted item: ``selected`` (rows: nodes ``[k]`` or edges ``[k, 2]``)
     against ``random_sets`` sets of ``len(selected)`` rows drawn uniformly from ``pool`` (the items the selection
     chose from), each deleted by ``delete(rows) → the reduced graph`` and retrained with every seed of
-    ``baselines``. Same result as :func:`against_random`; ``items`` names them in the verdict."""
+    ``baselines``. Same result as :func:`against_random`; ``items`` names them in the verdict; ``chosen``: the
+    selected set's effects per seed when the caller already has them (the selected set is then not retrained)."""
     if random_sets < 1:
         raise ConfigError(f"random_sets: {random_sets!r} must be >= 1")
     seeds = list(baselines)
@@ -172,15 +178,16 @@ def against_random_sets(
         return _nothing_deleted(seeds, noise, empty_reason)
     if size > int(pool.shape[0]):
         raise ConfigError(f"selected: {size} items, more than the {int(pool.shape[0])} random sets are drawn from")
-    retrainings = _Retrainings(model, baselines, lam, groups, retrain, progress, (1 + random_sets) * len(seeds))
-    chosen = retrainings.effects(delete(selected))
+    total = (random_sets + (1 if chosen is None else 0)) * len(seeds)
+    retrainings = _Retrainings(model, baselines, lam, groups, retrain, progress, total)
+    effects_chosen = retrainings.effects(delete(selected)) if chosen is None else [float(e) for e in chosen]
     gen = torch.Generator().manual_seed(seed)
     rows: list[RandomSet] = []
     for _ in range(random_sets):
         pick = pool[torch.randperm(int(pool.shape[0]), generator=gen)[:size]]
         effects = retrainings.effects(delete(pick))
         rows.append(RandomSet(effects=effects, mean=statistics.fmean(effects)))
-    return _judged(seeds, size, chosen, rows, noise, items)
+    return _judged(seeds, size, effects_chosen, rows, noise, items)
 
 
 def _nothing_deleted(seeds: list[int], noise: float, reason: str) -> AgainstRandom:

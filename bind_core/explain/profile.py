@@ -250,6 +250,8 @@ def profile_nodes(
     }
     fit, _ = halves(delta.size, seed)
     found = find_rules(delta, candidate_splits(graph, cross, fit), seed=seed, max_depth=max_depth)
+    for rule, positions in zip(found.rules, found.members, strict=True):
+        rule.members = positions  # the what-if deletes a rule's members (``app/what_ifs/rules.py``)
     document = NodeProfile(
         fraction=fraction,
         definition=(

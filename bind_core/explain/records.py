@@ -128,6 +128,11 @@ class ProfileRule:
     fit: RuleStats = key("on the half the rule was fitted on")
     holdout: RuleStats = key("on the held-out half")
     p_value: float = key("number: one-sided permutation p-value of its held-out mean ΔΓ")
+    members: list[int] | None = key(
+        "array of integers: the training nodes it covers (both halves), as positions in the training split (the "
+        "influence rows' position); absent in audits stored before it was kept",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

@@ -4,15 +4,17 @@ caveats a reader must see.
 The service's hooks into it (what a web service or a queue needs beyond :func:`bind_core.run_audit`): which stages
 a configuration runs, what an audit will cost before it is queued, a supplied model prepared for its audit, and the
 seeds of the check against chance when it runs by default, and the estimate of deleting a chosen set of training
-nodes (the what-if), and a retrained model as weights and a config to take away. The
-typed results are :mod:`bind_core.pipeline.results`.
+nodes (the what-if) and its verification by retraining, and a retrained model as weights and a config to take
+away. The typed results are :mod:`bind_core.pipeline.results`.
 """
 
+from bind_core.debiasing.verify import Verification, verify_set
 from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
 from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS
 from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.pipeline.stages import planned_stages
+from bind_core.pipeline.what_if_verify import verify_seeds, verify_what_if
 from bind_core.training.export import ExportedModel, export_model, weight_names
 
 __all__ = [
@@ -21,11 +23,15 @@ __all__ = [
     "ExportedModel",
     "GraphSize",
     "SetEstimate",
+    "Verification",
     "audit_cost",
     "choose",
     "estimate_set",
     "export_model",
     "planned_stages",
     "prepare_for_audit",
+    "verify_seeds",
+    "verify_set",
+    "verify_what_if",
     "weight_names",
 ]

@@ -204,6 +204,35 @@ def test_workbench_in_chromium_from_a_csv_to_a_verdict(
         harmful = page.locator("#nodes").inner_text()
         assert "p" in harmful and "gender=" in harmful, harmful  # the user's text ids and group names
         page.screenshot(path=str(ARTIFACTS / "8-verdict.png"), full_page=True)
+        _verify_in_the_browser(page, client, audit_id)
         browser.close()
     assert worker.process.poll() is None, workers.logs()
     assert problems == [], problems
+
+
+def _verify_in_the_browser(page: sync_api.Page, client: TestClient, audit_id: str) -> None:
+    """From the audit's page: estimate deleting the 3 most harmful nodes, verify it (one random set), and watch the
+    verification's page refresh itself to the estimate and the measured effect side by side."""
+    page.fill("#what-if-top", "3")
+    page.click("#what-if-button")
+    assert "ΔΓ" in page.locator("#what-if-estimate").inner_text()
+    page.fill("#verify-random-sets", "1")
+    page.click("#verify-button")
+    page.wait_for_url(f"**/console/audits/{audit_id}/what-ifs/*")
+    job_id = page.url.rsplit("/", 1)[-1]
+    page.screenshot(path=str(ARTIFACTS / "9-verifying.png"))
+    deadline = time.monotonic() + 240
+    state = ""
+    while time.monotonic() < deadline and state not in ("succeeded", "failed", "cancelled"):
+        try:  # the page reloads itself every 2 s while the job runs
+            state = page.locator("#what-if-state b").inner_text(timeout=1000)
+        except sync_api.Error:
+            state = ""
+        time.sleep(0.25)
+    job = client.get(f"/v1/audits/{audit_id}/what-ifs/{job_id}").json()
+    assert state == "succeeded", job
+    outcome = page.locator("#what-if-outcome").inner_text()
+    assert "estimated" in outcome and "measured" in outcome and "Verdict:" in outcome, outcome
+    assert len(job["result"]["delta"]["effects"]) == len(job["seeds"]) == 3 and job["random_sets"] == 1
+    assert job["nodes"][0] in page.locator("#what-if-nodes-list").inner_text()  # the user's ids
+    page.screenshot(path=str(ARTIFACTS / "10-verified.png"), full_page=True)

@@ -410,3 +410,49 @@ class TrailEvent(Base):
     status: Mapped[int | None] = mapped_column(Integer)
     """The HTTP status answered (``None`` outside a request)."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WhatIf(Base):
+    """A what-if verification job: delete a chosen set of an audit's training nodes, retrain over seeds and measure
+    the effect the what-if only estimated, against random sets of the same size (``bind_core.debiasing.verify``).
+
+    Claimed, fenced on ``attempts``, heartbeated and swept like an audit (``app/what_ifs``).
+    """
+
+    __tablename__ = "what_ifs"
+    __table_args__ = (
+        Index(None, "audit_id", "created_at"),
+        Index(None, "state", "heartbeat_at"),
+        CheckConstraint(f"state IN {AUDIT_STATES!r}", name="state"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    audit_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("audits.id", ondelete="CASCADE"))
+    chosen_by: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    """How the set was chosen: ``{"nodes": n}``, ``{"top": k}`` or ``{"rule": i, "conditions": [...]}``."""
+    positions: Mapped[list[int]] = mapped_column(JSONType)
+    """The set, as places in the audit's training nodes (its influence rows' positions)."""
+    nodes: Mapped[list[int | str]] = mapped_column(JSONType)
+    """The set, in the user's ids (same order)."""
+    estimate: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    """The what-if's estimate (``bind_core.debiasing.what_if.SetEstimate.to_dict``)."""
+    seeds: Mapped[list[int]] = mapped_column(JSONType)
+    random_sets: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    progress: Mapped[float] = mapped_column(Double, default=0.0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    device: Mapped[str | None] = mapped_column(String(64))
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    """When succeeded: ``bind_core.debiasing.verify.Verification.to_dict``."""
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    @property
+    def size(self) -> int:
+        """The number of deleted training nodes."""
+        return len(self.positions)

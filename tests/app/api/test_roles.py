@@ -66,6 +66,11 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/console/audits/{audit_id}/models/{model_id}/weights"): V,
     ("GET", "/console/audits/{audit_id}/models/{model_id}/config"): V,
     ("POST", "/console/audits/{audit_id}/models/{model_id}/register"): A,
+    ("GET", "/v1/audits/{audit_id}/what-ifs"): V, ("GET", "/v1/audits/{audit_id}/what-ifs/{job_id}"): V,
+    ("POST", "/v1/audits/{audit_id}/what-ifs/{job_id}/cancel"): A,
+    ("POST", "/console/audits/{audit_id}/what-if/verify"): A,
+    ("GET", "/console/audits/{audit_id}/what-ifs/{job_id}"): V,
+    ("POST", "/console/audits/{audit_id}/what-ifs/{job_id}/cancel"): A,
 }  # fmt: skip
 STATIC_MOUNTS = {"/docs-assets", "/docs-assets/vendor"}
 """Static files of the API's documentation pages (public)."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from bind_core.codec import decode
+from bind_core.codec import decode, encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.explain.profile import cross_group_share, profile_nodes
@@ -53,8 +53,9 @@ def test_the_top_rule_names_the_planted_subgroup(planted: tuple[Graph, np.ndarra
     graph, mask, delta = planted
     assert delta[mask].mean() < 0 < delta[~mask].mean()  # the construction plants harm
     found = profile_nodes(graph, delta, seed=0)
-    rules = found.document["rules"]
-    assert rules, found.document["search"]
+    doc = encode(found.document)
+    rules = doc["rules"]
+    assert rules, doc["search"]
     top = rules[0]
     assert any(c["variable"] == "feature:region" and c["value"] == 1.0 for c in top["conditions"])
     members = np.zeros(mask.size, dtype=bool)
@@ -64,11 +65,15 @@ def test_the_top_rule_names_the_planted_subgroup(planted: tuple[Graph, np.ndarra
     assert top["holdout"]["mean_delta"] < 0 and top["holdout"]["harm_share"] >= 0.5 * top["fit"]["harm_share"]
     assert top["p_value"] <= 0.05
     # the harmful set is mostly planted, and it holds more of the harm than its share of the nodes
-    harmful = found.document["sets"]["harmful"]
+    harmful = doc["sets"]["harmful"]
     assert harmful["harm_share"] > 0.3 and harmful["nodes"] == int(np.ceil(0.1 * mask.size))
-    region = next(f for f in found.document["features"] if f["name"] == "region")
+    region = next(f for f in doc["features"] if f["name"] == "region")
     assert region["kind"] == "binary" and region["harmful"]["share"] > 2 * region["all"]["share"]
-    decode(NodeProfile, found.document)  # the document has the typed shape
+    decode(NodeProfile, doc)  # the document has the typed shape
+    # Each rule keeps its members (positions in the training split) for the what-if that deletes them.
+    assert [rule["members"] for rule in rules] == found.members
+    assert len(top["members"]) == top["fit"]["support"] + top["holdout"]["support"]
+    assert json.loads(json.dumps(doc))["rules"][0]["members"] == found.members[0]
 
 
 def test_a_rule_fitted_to_structure_only_in_the_fit_half_is_not_reported(
@@ -83,20 +88,22 @@ def test_a_rule_fitted_to_structure_only_in_the_fit_half_is_not_reported(
     in_fit = np.zeros(n, dtype=bool)
     in_fit[fit] = True
     delta[mask & in_fit] -= 4.0
-    found = profile_nodes(graph, delta, seed=7).document
+    found = encode(profile_nodes(graph, delta, seed=7).document)
     assert found["rules"] == []
     assert found["search"]["tested"] >= 1 and found["search"]["rejected"] == found["search"]["tested"]
     assert found["search"]["reason"] == "no candidate rule held on the held-out half"
     # the same plant on both halves is reported
     both = rng.normal(0.0, 1.0, n)
     both[mask] -= 4.0
-    assert profile_nodes(graph, both, seed=7).document["rules"]
+    assert encode(profile_nodes(graph, both, seed=7).document)["rules"]
 
 
 def test_estimates_without_structure_give_no_rule(planted: tuple[Graph, np.ndarray, np.ndarray]) -> None:
     graph, mask, _ = planted
     rng = np.random.default_rng(11)
-    reported = [bool(profile_nodes(graph, rng.standard_normal(mask.size), seed=s).document["rules"]) for s in range(10)]
+    reported = [
+        bool(encode(profile_nodes(graph, rng.standard_normal(mask.size), seed=s).document)["rules"]) for s in range(10)
+    ]
     assert sum(reported) <= 1  # Bonferroni at 0.05: about one in twenty noise draws reports a rule
 
 
@@ -116,7 +123,7 @@ def test_summary_statistics_on_a_hand_made_graph() -> None:
     np.testing.assert_allclose(cross[:5], [0.5, 0.5, 0.5, 0.0, 1.0])
     assert np.isnan(cross[5]) and np.isnan(cross[7])
     delta = np.array([-3.0, -1.0, 2.0, 0.5])
-    doc = profile_nodes(g, delta, fraction=0.25).document
+    doc = encode(profile_nodes(g, delta, fraction=0.25).document)
     harmful, helpful, every = (doc["sets"][k] for k in ("harmful", "helpful", "all"))
     assert harmful["nodes"] == 1 and harmful["delta_sum"] == -3.0 and harmful["harm_share"] == 0.75
     assert [r["count"] for r in harmful["groups"]] == [1, 0] and [r["count"] for r in harmful["labels"]] == [1, 0]
@@ -134,7 +141,7 @@ def test_summary_statistics_on_a_hand_made_graph() -> None:
 
 
 def test_an_empty_set_has_null_numbers_with_a_reason() -> None:
-    doc = profile_nodes(_tiny(), np.array([1.0, 2.0, 3.0, 4.0])).document
+    doc = encode(profile_nodes(_tiny(), np.array([1.0, 2.0, 3.0, 4.0])).document)
     harmful = doc["sets"]["harmful"]
     assert harmful["nodes"] == 0 and harmful["delta_mean"] is None and harmful["harm_share"] is None
     assert harmful["degree"] is None and "nodes" in harmful["undefined"] and "harm_share" in harmful["undefined"]
@@ -155,10 +162,10 @@ def test_the_audit_result_carries_the_profile() -> None:
 
 def test_the_text_lists_the_rules_that_held(planted: tuple[Graph, np.ndarray, np.ndarray]) -> None:
     graph, _, delta = planted
-    doc = profile_nodes(graph, delta, seed=0).document
+    doc = encode(profile_nodes(graph, delta, seed=0).document)
     text = "\n".join(profile_lines(doc))
     assert "rules that held on the held-out half" in text and doc["rules"][0]["text"] in text
-    none = profile_nodes(graph, np.random.default_rng(11).standard_normal(delta.size), seed=0).document
+    none = encode(profile_nodes(graph, np.random.default_rng(11).standard_normal(delta.size), seed=0).document)
     assert none["rules"] == [] and "no rule reported:" in "\n".join(profile_lines(none))
 
 
@@ -171,7 +178,7 @@ def test_the_report_has_a_section_on_the_profile(planted: tuple[Graph, np.ndarra
     assert "<script" not in page
     # with a rule that held: its text in the rules table, escaped
     planted_graph, _, delta = planted
-    results["profile"] = profile_nodes(planted_graph, delta, seed=0).document
+    results["profile"] = encode(profile_nodes(planted_graph, delta, seed=0).document)
     page = render_report(results)
     rule = results["profile"]["rules"][0]["text"]
     assert f"<td class=l>{rule}</td>" in page and "reported only when they hold on the other half" in page

@@ -1,0 +1,195 @@
+"""One attempt at a what-if verification: claim the job, load the audit's graph and stored model, retrain without the
+set over the seeds (:func:`bind_core.pipeline.verify_what_if`), store the result. Celery-free, like
+``app.audits.run``; the worker's task calls :func:`execute`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.audits.failures import problem_for
+from app.audits.guard import AuditGuard
+from app.audits.progress import ProgressReporter
+from app.core.db.tables import Audit
+from app.core.lease import Lease, LeaseLost
+from app.core.settings import Settings
+from app.graphs.loading import GraphGone, load_graph
+from app.what_ifs import repository as jobs
+from app.what_ifs.repository import JobClaim
+from bind_core import AuditCancelled, AuditConfig, DatasetNotFoundError, Graph
+from bind_core.pipeline import Verification, verify_what_if
+
+log = logging.getLogger(__name__)
+STAGE = "verifying"
+
+
+class Verify(Protocol):
+    """:func:`bind_core.pipeline.verify_what_if`'s signature, as the attempt calls it (tests pass a wrapper)."""
+
+    def __call__(
+        self,
+        weights: bytes,
+        model_config: dict[str, Any],
+        graph: Graph,
+        config: AuditConfig,
+        positions: list[int],
+        *,
+        seeds: list[int],
+        random_sets: int,
+        device: str = "cpu",
+        progress: Callable[[float], None] | None = None,
+    ) -> Verification: ...
+
+
+@dataclass(frozen=True)
+class _Audited:
+    """What the job needs of its audit: where its graph is, its config and its stored model."""
+
+    graph_id: uuid.UUID | None
+    dataset: str | None
+    config: dict[str, Any]
+    weights: bytes
+    model_config: dict[str, Any]
+
+
+def _audited(sessions: sessionmaker[Session], audit_id: uuid.UUID) -> _Audited:
+    with sessions() as session:
+        row = session.execute(
+            select(Audit.graph_id, Audit.dataset, Audit.config, Audit.model_weights, Audit.model_config).where(
+                Audit.id == audit_id
+            )
+        ).one_or_none()
+    if row is None or row.model_weights is None or row.model_config is None:
+        raise GraphGone(f"audit {audit_id} or its stored model is gone")
+    return _Audited(row.graph_id, row.dataset, row.config, row.model_weights, row.model_config)
+
+
+def execute(
+    job_id: str, *, sessions: sessionmaker[Session], settings: Settings, device: str, compute: Verify = verify_what_if
+) -> str:
+    """Run one attempt at the what-if job ``job_id`` (a no-op for a finished or cancelled job, or one running
+    elsewhere).
+
+    Args:
+        job_id: the job's id (the task's argument).
+        sessions: the worker's sessions.
+        settings: the service's settings (heartbeats, attempts, the data root).
+        device: where to retrain.
+        compute: the verification (tests pass a wrapper).
+
+    Returns:
+        ``skipped``, ``succeeded``, ``failed``, ``cancelled`` or ``lost``. Never raises for a problem with the job
+        itself (it is recorded on the row); database errors propagate and the sweeper retries the job.
+    """
+    claim = _claim(job_id, sessions, settings, device)
+    if claim is None:
+        return "skipped"
+
+    def beat(_stage: str | None, progress: float | None) -> Lease:
+        with sessions.begin() as session:
+            return jobs.beat(session, claim, progress)
+
+    reporter = ProgressReporter(
+        beat, min_interval=settings.progress_interval, heartbeat_interval=settings.heartbeat_interval
+    )
+    guard = AuditGuard(
+        memory=settings.audit_memory_guard, seconds=settings.audit_max_seconds, address_space=device == "cpu"
+    )
+
+    def progress(fraction: float) -> None:
+        guard.check()  # the audits' limits (BIND_AUDIT_MEMORY_GUARD, BIND_AUDIT_MAX_SECONDS) hold here too
+        reporter(STAGE, fraction)
+
+    try:
+        with reporter, guard:
+            found = _compute(claim, sessions, settings, device, compute, progress)
+            reporter.check()
+    except AuditCancelled:
+        return _cancelled(sessions, claim)
+    except LeaseLost:
+        log.warning("what-if %s: attempt %d lost its lease", claim.job_id, claim.attempt)
+        return "lost"
+    except Exception as exc:
+        log.warning("what-if %s failed (attempt %d)", claim.job_id, claim.attempt, exc_info=True)
+        return _store(sessions, claim, None, _problem(guard.memory_failure(exc) or exc, claim))
+    return _store(sessions, claim, found.to_dict(), None)
+
+
+def _claim(job_id: str, sessions: sessionmaker[Session], settings: Settings, device: str) -> JobClaim | None:
+    try:
+        key = uuid.UUID(job_id)
+    except ValueError:
+        log.error("%s got a malformed what-if id %r; dropping it", STAGE, job_id)
+        return None
+    with sessions.begin() as session:
+        claim = jobs.claim(
+            session,
+            key,
+            device=device,
+            heartbeat_timeout=settings.heartbeat_timeout,
+            max_attempts=settings.max_attempts,
+        )
+    if claim is None:
+        log.info("nothing to run for what-if %s (finished, cancelled or running elsewhere)", job_id)
+    return claim
+
+
+def _compute(
+    claim: JobClaim,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    device: str,
+    compute: Verify,
+    progress: Callable[[float], None],
+) -> Verification:
+    audited = _audited(sessions, claim.audit_id)
+    progress(0.0)
+    graph = load_graph(sessions, settings, audited.graph_id, audited.dataset)
+    return compute(
+        audited.weights,
+        audited.model_config,
+        graph,
+        AuditConfig.from_dict(audited.config),
+        claim.positions,
+        seeds=claim.seeds,
+        random_sets=claim.random_sets,
+        device=device,
+        progress=progress,
+    )
+
+
+def _problem(exc: BaseException, claim: JobClaim) -> dict[str, Any]:
+    """The problem document of a failed attempt (a missing graph reads like a missing dataset)."""
+    if isinstance(exc, GraphGone):
+        exc = DatasetNotFoundError(str(exc))
+    problem = problem_for(exc, audit_id=str(claim.audit_id), stage=STAGE)
+    problem["instance"] = f"/v1/audits/{claim.audit_id}/what-ifs/{claim.job_id}"
+    return problem
+
+
+def _store(
+    sessions: sessionmaker[Session], claim: JobClaim, result: dict[str, Any] | None, error: dict[str, Any] | None
+) -> str:
+    with sessions.begin() as session:
+        lease = jobs.finish(session, claim, result=result, error=error)
+    if lease is Lease.CANCELLED:
+        return _cancelled(sessions, claim)
+    if lease is Lease.LOST:
+        return "lost"
+    status = "failed" if error is not None else "succeeded"
+    log.info("what-if %s: %s (attempt %d)", claim.job_id, status, claim.attempt)
+    return status
+
+
+def _cancelled(sessions: sessionmaker[Session], claim: JobClaim) -> str:
+    with sessions.begin() as session:
+        jobs.close_cancelled(session, claim)
+    log.info("what-if %s: cancelled during attempt %d", claim.job_id, claim.attempt)
+    return "cancelled"
