@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from bind_core.codec import decode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.explain.profile import cross_group_share, profile_nodes
@@ -17,7 +18,6 @@ from bind_core.explain.rules import halves
 from bind_core.explain.summary import profile_lines
 from bind_core.influence import estimate
 from bind_core.pipeline.audit import AuditConfig, run_audit
-from bind_core.codec import decode
 from bind_core.pipeline.results import NodeProfile
 from bind_core.reporting.report import render_report
 from bind_core.training.fit import TrainConfig, train

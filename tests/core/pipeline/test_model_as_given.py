@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from safetensors.torch import save
 from torch_geometric.nn import models
 
+from bind_core.codec import decode, encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import validate
@@ -22,7 +23,6 @@ from bind_core.influence.estimate import estimate
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.reference import prepare_for_audit
-from bind_core.codec import decode, encode
 from bind_core.pipeline.results import SuppliedModel
 from bind_core.reporting.page import fmt
 from bind_core.reporting.report import render_report

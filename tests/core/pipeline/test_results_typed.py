@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import torch
 
+from bind_core.codec import ResultFormatError, decode, encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.fairness.metrics import evaluate
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
-from bind_core.codec import ResultFormatError, decode, encode
 from bind_core.pipeline.results import AuditResults, MetricValues
 
 torch.set_num_threads(1)
