@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import torch
 
+from bind_core.codec import decode
 from bind_core.data.datasets import synthetic
 from bind_core.debiasing.debias import debias
 from bind_core.debiasing.overreach import overreach
-from bind_core.reporting.report import _backfire, _debiasing
+from bind_core.debiasing.records import DebiasingRow
+from bind_core.reporting.debiasing_view import backfire, debiasing_view
 from bind_core.training.fit import TrainConfig, train
 
 
@@ -29,8 +31,13 @@ def test_a_node_set_whose_summed_estimate_exceeds_gamma_carries_the_caveat_into_
     row = absurd[0]
     assert row["estimated_delta"] < -row["before"]["gamma"]
     assert "more than Γ" in row["caveat"]
-    caveats = _debiasing(absurd)["caveats"]  # type: ignore[index]
+    view = debiasing_view([decode(DebiasingRow, r) for r in absurd])
+    assert view is not None
+    caveats = view.caveats
     assert caveats[0] == f"10% of training nodes: {row['caveat']}"
-    assert caveats[1:] == (["10% of training nodes: " + _backfire(row)] if row["backfired"] else [])
+    assert caveats[1:] == (
+        ["10% of training nodes: " + backfire(decode(DebiasingRow, row))] if row["backfired"] else []
+    )
     # the modest set deletes the same nodes (equal estimates: the first by position), so only the overreach differs
-    assert _debiasing(modest)["caveats"] == caveats[1:]  # type: ignore[index]
+    modest_view = debiasing_view([decode(DebiasingRow, r) for r in modest])
+    assert modest_view is not None and modest_view.caveats == caveats[1:]
