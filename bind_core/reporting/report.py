@@ -25,7 +25,7 @@ from bind_core.reporting.edges_view import edges_view
 from bind_core.reporting.page import CSP, finite, fmt, render, trusted_svg
 from bind_core.reporting.profile_view import profile_view
 from bind_core.reporting.report_sections import run_view, stability_view, supplied_view, trust_view, verdict_view
-from bind_core.reporting.views import Card, GroupsView, Headline, InfluenceView, Refined, TopRow
+from bind_core.reporting.views import Card, GroupsView, Headline, InfluenceView, Refined, TopRow, typed_results
 
 __all__ = ["CSP", "DEBIAS_METRICS", "HEADLINE", "TOP_ROWS", "fmt", "render_report", "typed_results"]
 
@@ -40,21 +40,6 @@ HEADLINE = (
     ("gamma", "Γ", "λ·Γ_SP + (1−λ)·Γ_EO, the bias that influence is measured on"),
 )
 TOP_ROWS = 20
-
-
-def typed_results(results: AuditResults | Mapping[str, Any]) -> AuditResults:
-    """The results, typed: decoded once where they arrive as the stored JSON.
-
-    Args:
-        results: :class:`AuditResults`, or ``AuditResult.to_dict()`` (as stored in ``audits.results``).
-
-    Returns:
-        The :class:`AuditResults`.
-
-    Raises:
-        ResultFormatError: the document does not fit the types (:class:`~bind_core.codec.ResultFormatError`).
-    """
-    return results if isinstance(results, AuditResults) else AuditResults.from_dict(dict(results))
 
 
 def render_report(

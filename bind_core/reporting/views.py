@@ -8,9 +8,13 @@ template reads by name. Built by :mod:`bind_core.reporting.report` and the secti
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from markupsafe import Markup
+
+from bind_core.pipeline.results import AuditResults
 
 __all__ = [
     "Card",
@@ -28,10 +32,26 @@ __all__ = [
     "TopRow",
     "TrustView",
     "VerdictView",
+    "typed_results",
 ]
 
 Table = list[list[str]]
 """A table's rows of text cells."""
+
+
+def typed_results(results: AuditResults | Mapping[str, Any]) -> AuditResults:
+    """The results, typed: decoded once where they arrive as the stored JSON.
+
+    Args:
+        results: :class:`AuditResults`, or ``AuditResult.to_dict()`` (as stored in ``audits.results``).
+
+    Returns:
+        The :class:`AuditResults`.
+
+    Raises:
+        ResultFormatError: the document does not fit the types (:class:`~bind_core.codec.ResultFormatError`).
+    """
+    return results if isinstance(results, AuditResults) else AuditResults.from_dict(dict(results))
 
 
 @dataclass(frozen=True, kw_only=True)
