@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from bind_core.codec import encode, key
+from bind_core.codec import key
 from bind_core.data.records import GraphSummary
-from bind_core.debiasing.records import Correlation, DebiasingRow
-from bind_core.fairness.records import GroupMetrics, Interval, Intervals, Metrics, TestMetrics
+from bind_core.debiasing.records import AgainstRandom, Correlation, DebiasingRow, RetrainRecipe
+from bind_core.fairness.records import GroupMetrics, Interval, Intervals, Metrics, MetricValues, TestMetrics
 from bind_core.influence.records import Distributed, InfluenceRow, Quantiles
 from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.results_edges import EdgeAttribution
@@ -21,7 +20,15 @@ from bind_core.pipeline.results_summary import Summary
 from bind_core.reporting.page import finite
 from bind_core.training.records import ModelSummary
 
-__all__ = ["EXPORT_FORMAT", "CardInfluence", "CardValidation", "ModelCard", "PerformanceMetric", "build_model_card"]
+__all__ = [
+    "EXPORT_FORMAT",
+    "CardDebiasing",
+    "CardInfluence",
+    "CardValidation",
+    "ModelCard",
+    "PerformanceMetric",
+    "build_model_card",
+]
 
 EXPORT_FORMAT = "bind-audit/model-card-quantitative-analysis/v1"
 # (key in metrics.test, model-card type); their intervals, where computed, sit under metrics.intervals[key].
@@ -107,6 +114,28 @@ class CardInfluence:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CardDebiasing:
+    """One debiasing budget (:class:`~bind_core.debiasing.records.DebiasingRow`, less its seconds)."""
+
+    budget: float = key("number: the budget, a fraction (< 1) or a count (>= 1) of training nodes")
+    requested: int = key("integer: nodes the budget asks for")
+    deleted: int = key("integer: nodes deleted")
+    nodes: list[int | str] = key("the deleted nodes' ids, in the user's terms")
+    estimated_delta: float = key("number: the estimated ΔΓ of deleting them")
+    caveat: str | None = key("string: why the estimate cannot be taken at its word", optional=True)
+    selection: str = key("string: top_ranked or non_overlapping")
+    utility_aware: bool = key("boolean: whether nodes estimated to raise the validation loss were kept")
+    estimated_utility: float | None = key("number: the estimated change in validation loss", optional=True)
+    before: MetricValues = key("the test metrics before")
+    after: MetricValues = key("the test metrics after retraining without the nodes")
+    backfired: list[str] | None = key("strings: the bias metrics that rose after the deletion", optional=True)
+    against_random: AgainstRandom | None = key("the check against chance; null unless debias_seeds were given")
+    retrain: str | None = key("string: how every retraining of the row trained (audit or adam)", optional=True)
+    chance_rule: str | None = key("string: whether the check against chance ran by default and why", optional=True)
+    recipe: RetrainRecipe | None = key("the training every retraining of the row used", optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
 class CardValidation:
     """The self-check's correlations."""
 
@@ -127,7 +156,7 @@ class ModelCard:
     summary: Summary | None = key("the audit's verdict; null in audits from before it was written")
     quantitative_analysis: QuantitativeAnalysis = key("the performance metrics")
     influence: CardInfluence | None = key("the influence estimate; null without influence")
-    debiasing: list[dict[str, Any]] | None = key("the debiasing rows, less their seconds; null without debiasing")
+    debiasing: list[CardDebiasing] | None = key("the debiasing rows, less their seconds; null without debiasing")
     validation: CardValidation | None = key("the self-check; null when it did not run")
     edges: EdgeAttribution | None = key("the edge attribution; null unless the audit asked for edges")
     warnings: list[str] = key("strings: the audit's caveats")
@@ -178,8 +207,25 @@ def build_model_card(results: AuditResults, *, audit_id: str | None = None) -> M
     )
 
 
-def _without_seconds(run: DebiasingRow) -> dict[str, Any]:
-    return {k: v for k, v in encode(run).items() if k != "seconds"}
+def _without_seconds(run: DebiasingRow) -> CardDebiasing:
+    return CardDebiasing(
+        budget=run.budget,
+        requested=run.requested,
+        deleted=run.deleted,
+        nodes=run.nodes,
+        estimated_delta=run.estimated_delta,
+        caveat=run.caveat,
+        selection=run.selection,
+        utility_aware=run.utility_aware,
+        estimated_utility=run.estimated_utility,
+        before=run.before,
+        after=run.after,
+        backfired=run.backfired,
+        against_random=run.against_random,
+        retrain=run.retrain,
+        chance_rule=run.chance_rule,
+        recipe=run.recipe,
+    )
 
 
 def _band(intervals: Intervals | None, name: str) -> ConfidenceInterval | None:
