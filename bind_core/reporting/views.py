@@ -9,7 +9,7 @@ template reads by name. Built by :mod:`bind_core.reporting.report` and the secti
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from markupsafe import Markup
@@ -35,6 +35,9 @@ __all__ = [
     "typed_results",
 ]
 
+RESULT_KEYS = frozenset(f.name for f in fields(AuditResults))
+"""The keys of a results document (:class:`AuditResults`)."""
+
 Table = list[list[str]]
 """A table's rows of text cells."""
 
@@ -43,7 +46,9 @@ def typed_results(results: AuditResults | Mapping[str, Any]) -> AuditResults:
     """The results, typed: decoded once where they arrive as the stored JSON.
 
     Args:
-        results: :class:`AuditResults`, or ``AuditResult.to_dict()`` (as stored in ``audits.results``).
+        results: :class:`AuditResults`, or ``AuditResult.to_dict()`` (as stored in ``audits.results``). Keys beyond
+            the results' own are left out (the command line's ``--json`` adds ``config``, ``influence``, ``ingest``
+            and ``supplied_model`` beside them).
 
     Returns:
         The :class:`AuditResults`.
@@ -51,7 +56,9 @@ def typed_results(results: AuditResults | Mapping[str, Any]) -> AuditResults:
     Raises:
         ResultFormatError: the document does not fit the types (:class:`~bind_core.codec.ResultFormatError`).
     """
-    return results if isinstance(results, AuditResults) else AuditResults.from_dict(dict(results))
+    if isinstance(results, AuditResults):
+        return results
+    return AuditResults.from_dict({k: v for k, v in results.items() if k in RESULT_KEYS})
 
 
 @dataclass(frozen=True, kw_only=True)

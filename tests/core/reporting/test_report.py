@@ -353,5 +353,7 @@ def test_report_reads_old_and_new_documents_alike(audit: tuple[dict[str, Any], A
         assert _section(old_page, ident) == _section(new_page, ident), ident
     assert "every model was" not in _section(old_page, "debiasing")  # no retraining recorded: nothing claimed
     assert render_report(AuditResults.from_dict(results)) == new_page
+    written = results | {"config": {"epochs": 30}, "influence": audit[1], "ingest": {"rows": 300}}  # --json's extras
+    assert render_report(written) == new_page
     with pytest.raises(ResultFormatError, match=r"results\.metrics"):
         render_report(dict(results, metrics={}))
