@@ -3,15 +3,16 @@ group by its name and every node by the user's id."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from bind_core.codec import encode
+from bind_core.codec import decode, encode
 from bind_core.debiasing.records import DebiasingRow, RetrainRecipe
 from bind_core.explain.summary import edge_lines, profile_lines
 from bind_core.fairness.records import Intervals, Metrics, MetricValues
 from bind_core.influence.records import InfluenceRow, InfluenceSummary
 from bind_core.pipeline.audit import AuditResult
-from bind_core.pipeline.results import AuditResults
+from bind_core.pipeline.results import AuditResults, SuppliedModel
 from bind_core.training.records import Stationarity
 
 __all__ = ["render", "render_supplied"]
@@ -243,32 +244,44 @@ def _recipe_line(recipe: RetrainRecipe) -> str:
     )
 
 
-def render_supplied(record: dict[str, Any]) -> str:
-    """What was done to a supplied model before its audit, in a few lines."""
+def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
+    """What was done to a supplied model before its audit, in a few lines.
+
+    Args:
+        record: the supplied model's record (:class:`~bind_core.pipeline.results.SuppliedModel`, or its JSON).
+
+    Returns:
+        The lines, joined by newlines.
+    """
+    typed = record if isinstance(record, SuppliedModel) else decode(SuppliedModel, dict(record), "supplied_model")
     lines = ["supplied model:"]
-    if "pyg" in record:
-        pyg = record["pyg"]
+    if typed.pyg is not None:
+        pyg = typed.pyg
         lines.append(
-            f"  read from a PyG {pyg['class']}: largest relative logit difference {pyg['max_logit_difference']:.1e} "
-            f"on {pyg['nodes']} nodes"
+            f"  read from a PyG {pyg.extra['class']}: largest relative logit difference "
+            f"{_exp(pyg.max_logit_difference, 1)} on {pyg.extra['nodes']} nodes"
         )
-    if not record["polished_by_service"]:
-        lines.append(f"  audited as given (gradient norm of its training objective {record['grad_norm']:.2e})")
+    if not typed.polished_by_service:
+        lines.append(f"  audited as given (gradient norm of its training objective {_exp(typed.grad_norm, 2)})")
         return "\n".join(lines)
     lines.append(
-        f"  audited polished (--reference polished): gradient norm {record['grad_norm_supplied']:.2e} as given -> "
-        f"{record['grad_norm']:.2e}"
+        f"  audited polished (--reference polished): gradient norm {_exp(typed.grad_norm_supplied, 2)} as given -> "
+        f"{_exp(typed.grad_norm, 2)}"
     )
-    comparison = record.get("comparison")
+    comparison = typed.comparison
     if comparison:
         lines.append(f"  {'':<10} {'as given':>10} {'polished':>10}")
         for key, name in (("accuracy", "accuracy"), ("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma", "Γ")):
-            given, polished = comparison["as_given"].get(key), comparison["polished"].get(key)
+            given, polished = _value(comparison.as_given, key), _value(comparison.polished, key)
             lines.append(f"  {name:<10} {_shown(given):>10} {_shown(polished):>10}")
-        share = comparison.get("predictions_differ")
+        share = comparison.predictions_differ
         if share is not None:
-            lines.append(f"  test predictions that differ: {100 * share:.1f}% of {comparison['test_nodes']}")
+            lines.append(f"  test predictions that differ: {100 * share:.1f}% of {comparison.test_nodes}")
     return "\n".join(lines)
+
+
+def _exp(value: float | None, digits: int) -> str:
+    return "None" if value is None else f"{value:.{digits}e}"
 
 
 def _shown(value: Any) -> str:
