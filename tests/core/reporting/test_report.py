@@ -17,10 +17,12 @@ from markupsafe import escape
 
 from bind_core.codec import ResultFormatError
 from bind_core.data.datasets import synthetic
+from bind_core.explain.summary import profile_lines
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.results import AuditResults
 from bind_core.reporting.exports import INFLUENCE_COLUMNS, csv_cell, influence_csv, influence_parquet, model_card
 from bind_core.reporting.report import render_report
+from bind_core.reporting.text import render
 from bind_core.training.fit import TrainConfig
 
 SECTIONS = ("verdict", "warnings", "metrics", "groups", "influence", "top-harmful", "stability", "trust", "debiasing")
@@ -357,3 +359,33 @@ def test_report_reads_old_and_new_documents_alike(audit: tuple[dict[str, Any], A
     assert render_report(written) == new_page
     with pytest.raises(ResultFormatError, match=r"results\.metrics"):
         render_report(dict(results, metrics={}))
+
+
+class _Stored:
+    """An audit read back from its stored document: what :func:`bind_core.reporting.text.render` asks of one."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+
+    def typed(self) -> AuditResults:
+        return AuditResults.from_dict(self.doc)
+
+    def edge_rows(self) -> list[dict[str, Any]]:
+        return []
+
+
+def test_text_reads_old_and_new_documents_alike(audit: tuple[dict[str, Any], Any]) -> None:
+    """The command line's text of a document from before the summary, profile and retraining keys: every line it
+    has is the new document's, the verdict and the profile are left out, and nothing else is."""
+    results = audit[0]
+    old = {k: v for k, v in results.items() if k not in ("summary", "profile", "edges")}
+    old["debiasing"] = [{k: v for k, v in r.items() if k not in ("retrain", "recipe")} for r in results["debiasing"]]
+    new_lines, old_lines = render(_Stored(results)).splitlines(), render(_Stored(old)).splitlines()  # type: ignore[arg-type]
+    assert new_lines[0] == "VERDICT" and "VERDICT" not in old_lines
+    assert [line for line in old_lines if line not in new_lines] == []
+    left_out = [line for line in new_lines if line not in old_lines]
+    summary = results["summary"]["text"].splitlines()
+    recipe = [line for line in left_out if line.startswith("  retrained from scratch")]
+    profile = [line for line in left_out if line not in recipe and line.strip() not in summary and line != "VERDICT"]
+    assert len(recipe) == 1 and all(line for line in profile), left_out
+    assert any("harmful" in line for line in profile) and len(profile) == len(profile_lines(results["profile"]))
