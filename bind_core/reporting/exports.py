@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from bind_core.codec import encode
 from bind_core.influence.edge_rows import EDGE_ROW_KEYS
 from bind_core.pipeline.results import AuditResults
-from bind_core.reporting.model_card import build_model_card
+from bind_core.reporting.card import build_model_card
 from bind_core.reporting.views import typed_results
 
 INFLUENCE_COLUMNS = ("position", "node_index", "node_id", "group", "label", "delta", "delta_sp", "delta_eo")
@@ -144,7 +144,7 @@ def model_card(results: AuditResults | Mapping[str, Any], *, audit_id: str | Non
         audit_id: the audit's id, where it has one.
 
     Returns:
-        The document (:class:`~bind_core.reporting.model_card.ModelCard`, encoded once here, where it leaves the
+        The document (:class:`~bind_core.reporting.card.ModelCard`, encoded once here, where it leaves the
         library), strict JSON.
 
     Raises:
