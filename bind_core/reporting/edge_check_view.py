@@ -4,44 +4,64 @@ that the template escapes and the validation scatter plot."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
+from markupsafe import Markup
+
+from bind_core.codec import encode
+from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.reporting import plots
 from bind_core.reporting.page import fmt, trusted_svg
+from bind_core.reporting.views import Skipped, Table
 
-__all__ = ["edge_check_view"]
+__all__ = ["EdgeCheckView", "edge_check_view"]
 
 
-def edge_check_view(edges: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The check's figures and scatter, ``{"reason": ...}`` when it did not run, or ``None`` when the edges were not
-    attributed (the section says why)."""
-    if not edges or not edges.get("computed"):
+@dataclass(frozen=True, kw_only=True)
+class EdgeCheckView:
+    """The edge self-check's figures and scatter (``reason`` is always ``None``: see :class:`Skipped`)."""
+
+    reason: None = None
+    ground_truth: str
+    population: str
+    rows: Table
+    undefined: list[str]
+    svg: Markup | None
+
+
+def edge_check_view(edges: EdgeAttribution | None) -> EdgeCheckView | Skipped | None:
+    """The "Edge self-check" of the edges section.
+
+    Args:
+        edges: the audit's edge attribution (``None`` when the audit did not ask for edges).
+
+    Returns:
+        The check's figures and scatter, :class:`Skipped` when it did not run, or ``None`` when the edges were not
+        attributed (the section says why).
+    """
+    if edges is None or not edges.computed:
         return None
-    check = edges.get("validation")
-    if not check:
-        return {"reason": str(edges.get("validation_reason") or "it did not run")}
-    points = list(check.get("points") or [])
-    undefined = check.get("undefined") or {}
-    return {
-        "reason": None,
-        "ground_truth": str(check.get("ground_truth") or ""),
-        "population": str(check.get("population") or "the edges whose deletion changes anything"),
-        "rows": [
+    check = edges.validation
+    if check is None:
+        return Skipped(reason=edges.validation_reason or "it did not run")
+    points = [encode(p) for p in check.points]
+    undefined = check.undefined or {}
+    return EdgeCheckView(
+        ground_truth=check.ground_truth or "",
+        population=check.population or "the edges whose deletion changes anything",
+        rows=[
             [
-                fmt(check.get("count")),
-                fmt(check.get("affecting")),
-                fmt(check.get("pearson")),
-                fmt(check.get("spearman")),
-                fmt(check.get("slope")),
-                fmt(check.get("noise_floor"), 4),
-                "—" if check.get("clear_of_noise") is None else f"{100 * check['clear_of_noise']:.0f}%",
+                fmt(check.count),
+                fmt(check.affecting),
+                fmt(check.pearson),
+                fmt(check.spearman),
+                fmt(check.slope),
+                fmt(check.noise_floor, 4),
+                "—" if check.clear_of_noise is None else f"{100 * check.clear_of_noise:.0f}%",
             ]
         ],
-        "undefined": [f"{k}: {v}" for k, v in undefined.items()],
-        "svg": trusted_svg(
-            plots.validation_scatter(points, check.get("pearson"), check.get("spearman"), ident="edge-trust")
-        )
+        undefined=[f"{k}: {v}" for k, v in undefined.items()],
+        svg=trusted_svg(plots.validation_scatter(points, check.pearson, check.spearman, ident="edge-trust"))
         if points
         else None,
-    }
+    )

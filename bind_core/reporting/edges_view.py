@@ -3,138 +3,183 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
+from markupsafe import Markup
+
+from bind_core.codec import encode
+from bind_core.debiasing.edge_records import EdgeDebiasing
+from bind_core.debiasing.records import EffectSpread, RandomSpread
+from bind_core.influence.edge_records import CrossGroupEdges, EdgeRow
+from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.reporting import edge_plots
 from bind_core.reporting.page import fmt, trusted_svg
 from bind_core.reporting.retraining import retraining
+from bind_core.reporting.views import Skipped, Table
 
-__all__ = ["edges_view"]
+__all__ = ["EdgeDebiasingView", "EdgesView", "edges_view"]
 
 
-def _share(value: Any) -> str:
+@dataclass(frozen=True, kw_only=True)
+class EdgeDebiasingView:
+    """ "Does deleting these edges help more than deleting any edges?": one row per edge budget and its caveats."""
+
+    svg: Markup | None
+    pool: str
+    seeds: str
+    rows: Table
+    caveats: list[str]
+    retraining: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EdgesView:
+    """The section's numbers, tables and figures (``reason`` is always ``None``: see :class:`Skipped`)."""
+
+    reason: None = None
+    facts: Table
+    cross: Table
+    undefined: list[str]
+    estimator: str | None
+    harmful: Table
+    helpful: Table
+    top_svg: Markup | None
+    shares_svg: Markup | None
+    shares_reason: str | None
+    debiasing: EdgeDebiasingView | None
+    debiasing_reason: str | None
+
+
+def _share(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def _rows(edges: list[Mapping[str, Any]]) -> list[list[str]]:
+def _rows(edges: list[EdgeRow]) -> Table:
     return [
         [
             str(i + 1),
-            f"{fmt(e['u_id'])} – {fmt(e['v_id'])}",
-            f"{fmt(e['u_group'])} – {fmt(e['v_group'])}",
-            "within" if e["within_group"] else "across",
-            fmt(e["delta"], 4),
-            fmt(e["delta_sp"], 4),
-            fmt(e["delta_eo"], 4),
+            f"{fmt(e.u_id)} – {fmt(e.v_id)}",
+            f"{fmt(e.u_group)} – {fmt(e.v_group)}",
+            "within" if e.within_group else "across",
+            fmt(e.delta, 4),
+            fmt(e.delta_sp, 4),
+            fmt(e.delta_eo, 4),
         ]
         for i, e in enumerate(edges)
     ]
 
 
-def edges_view(edges: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The section's numbers and tables, ``{"reason": ...}`` when the audit asked for edges but could not attribute
-    them, or ``None`` when it did not ask."""
-    if not edges:
+def _cross_row(cross: CrossGroupEdges | None) -> list[str]:
+    if cross is None:
+        return [fmt(None), *(["—"] * 5)]
+    return [
+        fmt(cross.edges),
+        _share(cross.edge_share),
+        _share(cross.affecting_share),
+        _share(cross.harm_share),
+        _share(cross.help_share),
+        "—" if cross.harm_ratio is None else fmt(cross.harm_ratio, 2),
+    ]
+
+
+def edges_view(edges: EdgeAttribution | None) -> EdgesView | Skipped | None:
+    """The section "Which connections carry the bias".
+
+    Args:
+        edges: the audit's edge attribution (``None`` when the audit did not ask for edges).
+
+    Returns:
+        The section's numbers and tables, :class:`Skipped` when the audit asked for edges but could not attribute
+        them, or ``None`` when it did not ask.
+    """
+    if edges is None:
         return None
-    if not edges.get("computed"):
-        return {"reason": str(edges.get("reason") or "not computed")}
-    cross = edges.get("cross_group") or {}
-    undefined = cross.get("undefined") or {}
-    harmful, helpful = list(edges.get("top_harmful") or []), list(edges.get("top_helpful") or [])
-    return {
-        "reason": None,
-        "facts": [
-            [
-                fmt(edges.get("edges")),
-                fmt(edges.get("affecting")),
-                fmt(edges.get("harmful")),
-                fmt(edges.get("helpful")),
-                fmt(edges.get("seconds"), 2),
-            ]
-        ],
-        "cross": [
-            [
-                fmt(cross.get("edges")),
-                _share(cross.get("edge_share")),
-                _share(cross.get("affecting_share")),
-                _share(cross.get("harm_share")),
-                _share(cross.get("help_share")),
-                "—" if cross.get("harm_ratio") is None else fmt(cross.get("harm_ratio"), 2),
-            ]
-        ],
-        "undefined": [f"{k}: {v}" for k, v in undefined.items()],
-        "estimator": _estimator(edges),
-        "harmful": _rows(harmful),
-        "helpful": _rows(helpful),
-        "top_svg": trusted_svg(edge_plots.top_edges_bars(harmful, helpful, ident="edges-top"))
+    if not edges.computed:
+        return Skipped(reason=edges.reason or "not computed")
+    cross = edges.cross_group
+    undefined = (cross.undefined if cross else None) or {}
+    harmful, helpful = list(edges.top_harmful or []), list(edges.top_helpful or [])
+    top_svg = (
+        trusted_svg(
+            edge_plots.top_edges_bars([encode(e) for e in harmful], [encode(e) for e in helpful], ident="edges-top")
+        )
         if harmful or helpful
-        else None,
-        **_shares(cross),
-        "debiasing": _debiasing(edges.get("debiasing")),
-        "debiasing_reason": edges.get("debiasing_reason"),
-    }
+        else None
+    )
+    shares_svg, shares_reason = _shares(cross)
+    return EdgesView(
+        facts=[[fmt(edges.edges), fmt(edges.affecting), fmt(edges.harmful), fmt(edges.helpful), fmt(edges.seconds, 2)]],
+        cross=[_cross_row(cross)],
+        undefined=[f"{k}: {v}" for k, v in undefined.items()],
+        estimator=_estimator(edges),
+        harmful=_rows(harmful),
+        helpful=_rows(helpful),
+        top_svg=top_svg,
+        shares_svg=shares_svg,
+        shares_reason=shares_reason,
+        debiasing=_debiasing(edges.debiasing),
+        debiasing_reason=edges.debiasing_reason,
+    )
 
 
-def _shares(cross: Mapping[str, Any]) -> dict[str, Any]:
-    """The chart of the cross-group edges' share of the edges against their share of the harm (``shares_svg``), or
-    why it is not drawn (``shares_reason``: either share is null)."""
-    missing = [k for k in ("edge_share", "harm_share") if cross.get(k) is None]
-    if not missing:
-        svg = trusted_svg(edge_plots.cross_group_shares(cross, ident="edges-shares"))
-        return {"shares_svg": svg, "shares_reason": None}
-    undefined = cross.get("undefined") or {}
-    why = "; ".join(f"{k.replace('_', ' ')}: {undefined.get(k) or 'not given'}" for k in missing)
-    return {"shares_svg": None, "shares_reason": why}
+def _shares(cross: CrossGroupEdges | None) -> tuple[Markup | None, str | None]:
+    """The chart of the cross-group edges' share of the edges against their share of the harm, or why it is not
+    drawn (either share is null)."""
+    missing = [k for k in ("edge_share", "harm_share") if cross is None or getattr(cross, k) is None]
+    if cross is not None and not missing:
+        return trusted_svg(edge_plots.cross_group_shares(encode(cross), ident="edges-shares")), None
+    undefined = (cross.undefined if cross else None) or {}
+    return None, "; ".join(f"{k.replace('_', ' ')}: {undefined.get(k) or 'not given'}" for k in missing)
 
 
-def _estimator(edges: Mapping[str, Any]) -> str | None:
+def _estimator(edges: EdgeAttribution) -> str | None:
     """How a multi-layer or attention model's values were obtained (``None`` for the one-layer estimate)."""
-    if not edges.get("estimator"):
+    if not edges.estimator:
         return None
     return (
-        f"Estimate: {edges['estimator']}. {fmt(edges.get('settled'))} edges were settled, among them every edge "
+        f"Estimate: {edges.estimator}. {fmt(edges.settled)} edges were settled, among them every edge "
         "listed below; the other edges' values are first-order values, which rank the edges but whose size is not "
         "claimed."
     )
 
 
-def _spread(part: Mapping[str, Any] | None) -> str:
-    return "—" if part is None else f"{fmt(part.get('mean'), 4)} ± {fmt(part.get('std'), 4)}"
+def _spread(part: EffectSpread | RandomSpread | None) -> str:
+    return "—" if part is None else f"{fmt(part.mean, 4)} ± {fmt(part.std, 4)}"
 
 
-def _debiasing(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """ "Does deleting these edges help more than deleting any edges?": one row per edge budget
-    (:func:`bind_core.debiasing.edge_debias.debias_edges`), and the caveats of the budgets whose summed estimate
-    exceeds Γ."""
-    if not found:
+def _debiasing(found: EdgeDebiasing | None) -> EdgeDebiasingView | None:
+    """One row per edge budget (:func:`bind_core.debiasing.edge_debias.debias_edges`), and the caveats of the budgets
+    whose summed estimate exceeds Γ."""
+    if found is None:
         return None
-    budgets: list[Mapping[str, Any]] = list(found.get("budgets") or [])
+    budgets = found.budgets
     rows, caveats = [], []
     for r in budgets:
-        budget = f"{100 * float(r['budget']):.2g}%"
+        budget = f"{100 * float(r.budget):.2g}%"
         rows.append(
             [
                 budget,
-                f"{fmt(r['deleted'])} / {fmt(r['requested'])}",
-                fmt(r.get("cross_group")),
-                fmt(r.get("estimated"), 4),
-                fmt(r.get("before"), 4),
-                fmt(r.get("after"), 4),
-                _spread(r.get("selected")),
-                _spread(r.get("random")),
-                fmt(r.get("yardstick"), 4),
-                str(r.get("verdict") or ""),
+                f"{fmt(r.deleted)} / {fmt(r.requested)}",
+                fmt(r.cross_group),
+                fmt(r.estimated, 4),
+                fmt(r.before, 4),
+                fmt(r.after, 4),
+                _spread(r.selected),
+                _spread(r.random),
+                fmt(r.yardstick, 4),
+                r.verdict or "",
             ]
         )
-        if r.get("caveat"):
-            caveats.append(f"{budget}: {r['caveat']}")
-    seeds: list[int] = next((list(r["seeds"]) for r in budgets if r.get("seeds")), [])
-    return {
-        "svg": trusted_svg(edge_plots.edge_debiasing_bars(budgets, ident="edges-debiasing")) if budgets else None,
-        "pool": fmt(found.get("pool")),
-        "seeds": ", ".join(str(s) for s in seeds),
-        "rows": rows,
-        "caveats": caveats,
-        "retraining": retraining(found.get("retrain")),
-    }
+        if r.caveat:
+            caveats.append(f"{budget}: {r.caveat}")
+    seeds: list[int] = next((list(r.seeds) for r in budgets if r.seeds), [])
+    return EdgeDebiasingView(
+        svg=trusted_svg(edge_plots.edge_debiasing_bars([encode(r) for r in budgets], ident="edges-debiasing"))
+        if budgets
+        else None,
+        pool=fmt(found.pool),
+        seeds=", ".join(str(s) for s in seeds),
+        rows=rows,
+        caveats=caveats,
+        retraining=retraining(found.retrain),
+    )

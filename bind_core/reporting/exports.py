@@ -23,7 +23,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bind_core.codec import encode
 from bind_core.influence.edge_rows import EDGE_ROW_KEYS
+from bind_core.pipeline.results import AuditResults
+from bind_core.reporting.card import build_model_card
+from bind_core.reporting.views import typed_results
 
 INFLUENCE_COLUMNS = ("position", "node_index", "node_id", "group", "label", "delta", "delta_sp", "delta_eo")
 _INFLUENCE_FIELDS: list[tuple[str, pa.DataType]] = [
@@ -55,33 +59,6 @@ _EDGE_FIELDS: list[tuple[str, pa.DataType]] = [
 ]
 EDGE_SCHEMA = pa.schema(_EDGE_FIELDS)
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-EXPORT_FORMAT = "bind-audit/model-card-quantitative-analysis/v1"
-
-# (key in metrics.test, model-card type); their intervals, where computed, sit under metrics.intervals[key].
-TEST_METRICS = (
-    ("accuracy", "accuracy"),
-    ("auc", "roc_auc"),
-    ("f1", "f1"),
-    ("delta_sp", "delta_sp"),
-    ("delta_eo", "delta_eo"),
-    ("gamma_sp", "gamma_sp"),
-    ("gamma_eo", "gamma_eo"),
-    ("gamma", "gamma"),
-)
-GROUP_METRICS = (
-    ("accuracy", "accuracy"),
-    ("positive_rate", "positive_rate"),
-    ("tpr", "true_positive_rate"),
-    ("mean_probability", "mean_predicted_probability"),
-    ("size", "test_nodes"),
-)
-# (key in metrics.test.worst_pairs, model-card type): the largest value over pairs of the included groups.
-WORST_PAIR_METRICS = (
-    ("delta_sp", "delta_sp_worst_pair"),
-    ("delta_eo", "delta_eo_worst_pair"),
-    ("gamma_sp", "gamma_sp_worst_pair"),
-    ("gamma_eo", "gamma_eo_worst_pair"),
-)
 
 
 def csv_cell(value: Any) -> Any:
@@ -135,7 +112,7 @@ def edges_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> dict[str, Any]:
+def model_card(results: AuditResults | Mapping[str, Any], *, audit_id: str | None = None) -> dict[str, Any]:
     """The audit as a JSON document shaped like a model card's quantitative analysis (Mitchell et al., 2019;
     the Model Card Toolkit's ``quantitative_analysis.performance_metrics``), plus BIND's own blocks.
 
@@ -161,103 +138,21 @@ def model_card(results: Mapping[str, Any], *, audit_id: str | None = None) -> di
     ``group=a vs group=b`` for the worst pair of ΔSP, ΔEO, Γ_SP and Γ_EO (type ``<metric>_worst_pair``: the
     largest value over pairs, with the pair's ``groups`` and ``group_names``). Non-finite numbers become
     ``null``.
+
+    Args:
+        results: :class:`AuditResults`, or ``AuditResult.to_dict()`` (as stored in ``audits.results``).
+        audit_id: the audit's id, where it has one.
+
+    Returns:
+        The document (:class:`~bind_core.reporting.card.ModelCard`, encoded once here, where it leaves the
+        library), strict JSON.
+
+    Raises:
+        ResultFormatError: ``results`` is a document that does not fit the types.
     """
-    metrics = results.get("metrics") or {}
-    test, intervals = metrics.get("test") or {}, metrics.get("intervals") or {}
-    groups = list(metrics.get("groups") or [])
-    names = {group.get("group"): str(group.get("name", group.get("group"))) for group in groups}
-    performance = _test_metrics(test, intervals) + _group_metrics(groups, names)
-    included = metrics.get("included_groups")
-    if len(included if included is not None else groups) > 2:
-        performance.extend(_worst_pairs(test.get("worst_pairs") or {}, names))
-    validation = results.get("validation")
-    document = {
-        "format": EXPORT_FORMAT,
-        "audit_id": audit_id,
-        "sign_convention": results.get("sign_convention"),
-        "summary": results.get("summary"),
-        "quantitative_analysis": {
-            "performance_metrics": performance,
-            "confidence_level": intervals.get("level"),
-        },
-        "influence": _influence(results),
-        "debiasing": [{k: v for k, v in run.items() if k != "seconds"} for run in results.get("debiasing") or []]
-        or None,
-        "validation": {k: validation.get(k) for k in ("count", "mode", "pearson", "spearman", "correlations")}
-        if validation
-        else None,
-        "edges": results.get("edges"),
-        "warnings": list(results.get("warnings") or []),
-        "graph": results.get("graph"),
-        "model": results.get("model"),
-    }
-    finite: dict[str, Any] = json_safe(document)
-    return finite
-
-
-def _test_metrics(test: Mapping[str, Any], intervals: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The ``test`` slice: each metric with its interval where finite, or its reason where undefined."""
-    undefined = test.get("undefined") or {}
-    performance = []
-    for key, kind in TEST_METRICS:
-        if test.get(key) is None and key not in undefined:
-            continue
-        entry: dict[str, Any] = {"type": kind, "value": test.get(key), "slice": "test"}
-        if key in undefined:
-            entry["undefined"] = undefined[key]
-        band = intervals.get(key)
-        if isinstance(band, Mapping) and all(_is_finite(band.get(end)) for end in ("low", "high")):
-            entry["confidence_interval"] = {"lower_bound": band["low"], "upper_bound": band["high"]}
-        performance.append(entry)
-    return performance
-
-
-def _group_metrics(groups: list[Mapping[str, Any]], names: Mapping[Any, str]) -> list[dict[str, Any]]:
-    """The ``group=g`` slices: each group's metrics, with its name and whether the gaps include it."""
-    performance = []
-    for group in groups:
-        g = group.get("group")
-        about = {"group": g, "group_name": names[g], "included": bool(group.get("included", True))}
-        for key, kind in GROUP_METRICS:
-            if group.get(key) is not None:
-                performance.append({"type": kind, "value": group[key], "slice": f"group={g}", **about})
-    return performance
-
-
-def _influence(results: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The influence summary (without timings and solver details) and the top lists; ``None`` without influence."""
-    summary = results.get("influence_summary")
-    if not summary:
-        return None
-    return {
-        **{k: v for k, v in summary.items() if k not in ("timings", "solver_details")},
-        "top_harmful": results.get("top_harmful") or [],
-        "top_helpful": results.get("top_helpful") or [],
-    }
-
-
-def _worst_pairs(worst: Mapping[str, Any], names: Mapping[Any, str]) -> list[dict[str, Any]]:
-    """One performance metric per worst pair: ``{type: <metric>_worst_pair, value, slice, groups, group_names}``."""
-    out = []
-    for key, kind in WORST_PAIR_METRICS:
-        pair = worst.get(key)
-        if not isinstance(pair, Mapping) or pair.get("value") is None:
-            continue
-        members = list(pair.get("groups") or [])
-        out.append(
-            {
-                "type": kind,
-                "value": pair["value"],
-                "slice": " vs ".join(f"group={g}" for g in members),
-                "groups": members,
-                "group_names": [names.get(g, str(g)) for g in members],
-            }
-        )
-    return out
-
-
-def _is_finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    card = build_model_card(typed_results(results), audit_id=audit_id)
+    document: dict[str, Any] = json_safe(encode(card))
+    return document
 
 
 def json_safe(value: Any) -> Any:

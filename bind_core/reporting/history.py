@@ -13,6 +13,7 @@ picks and formats what the page shows as plain text; the template escapes every 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +31,39 @@ BIAS = (
 )
 ACCURACY = ("accuracy", "Accuracy", "#27ae60", "utility on the test nodes")
 FAILED = "#7f8c8d"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryCard:
+    """A metric's card: its latest succeeded value, its change and range, and its meaning."""
+
+    name: str
+    value: str
+    band: str
+    what: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Latest:
+    """The latest succeeded run: when, each metric's card, and how many succeeded runs crossed a threshold."""
+
+    when: str
+    cards: list[HistoryCard]
+    crossed: int
+    succeeded: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRow:
+    """One run of the table: each bias value with whether it crossed its threshold."""
+
+    when: str
+    state: str
+    graph_version: str
+    accuracy: str
+    bias: list[tuple[str, bool]]
+    crossed: str
+    audit_id: str
 
 
 def render_history(
@@ -134,7 +168,7 @@ def _facts(
     }
 
 
-def _latest(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def _latest(runs: Sequence[Mapping[str, Any]]) -> Latest | None:
     """Cards: each metric's latest succeeded value, its change since the first one shown, and its range."""
     done = [r for r in runs if r.get("state") == "succeeded"]
     if not done:
@@ -149,30 +183,30 @@ def _latest(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
             f"{'+' if change >= 0 else '−'}{fmt(abs(change))} since the first run shown; "
             f"range [{fmt(min(values))}, {fmt(max(values))}]"
         )
-        cards.append({"name": name, "value": fmt(values[-1]), "band": band, "what": what})
+        cards.append(HistoryCard(name=name, value=fmt(values[-1]), band=band, what=what))
     crossed = sum(1 for r in done if r.get("breaches"))
-    return {"when": _when(done[-1].get("slot_time")), "cards": cards, "crossed": crossed, "succeeded": len(done)}
+    return Latest(when=_when(done[-1].get("slot_time")), cards=cards, crossed=crossed, succeeded=len(done))
 
 
-def _runs_table(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _runs_table(runs: Sequence[Mapping[str, Any]]) -> list[RunRow]:
     """One row per run, newest first; each bias value with whether it crossed its threshold."""
     names = {key: name for key, name, _, _ in BIAS}
     rows = []
     for run in reversed(runs):
         crossed = {str(b.get("metric")): b for b in run.get("breaches") or []}
         rows.append(
-            {
-                "when": _when(run.get("slot_time")),
-                "state": str(run.get("state", "?")),
-                "graph_version": fmt(run.get("graph_version")),
-                "accuracy": fmt(run.get("accuracy")),
-                "bias": [(fmt(run.get(key)), key in crossed) for key, _, _, _ in BIAS],
-                "crossed": ", ".join(
+            RunRow(
+                when=_when(run.get("slot_time")),
+                state=str(run.get("state", "?")),
+                graph_version=fmt(run.get("graph_version")),
+                accuracy=fmt(run.get("accuracy")),
+                bias=[(fmt(run.get(key)), key in crossed) for key, _, _, _ in BIAS],
+                crossed=", ".join(
                     f"{names.get(k, k)} {fmt(b.get('value'))} > {fmt(b.get('threshold'))}" for k, b in crossed.items()
                 )
                 or "—",
-                "audit_id": str(run.get("audit_id", "")),
-            }
+                audit_id=str(run.get("audit_id", "")),
+            )
         )
     return rows
 

@@ -11,11 +11,16 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from bind_core.fairness.records import Interval, Intervals
+from bind_core.pipeline.results import AuditResults
+from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.reporting.exports import influence_csv
 from bind_core.reporting.report import render_report
+from bind_core.reporting.views import typed_results
 
 EXPERIMENT = "bind-audit"
 METRIC_KEYS = ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo", "gamma")
@@ -38,61 +43,72 @@ def audit_params(config: Mapping[str, Any]) -> dict[str, str]:
     return {k: v[:6000] for k, v in out.items()}
 
 
-def audit_metrics(results: Mapping[str, Any]) -> dict[str, float]:
-    """The test metrics, their interval bounds (``<metric>_low``/``_high``), worst pairs, stability, validation and
-    the edges (:func:`edge_metrics`)."""
-    metrics = results.get("metrics") or {}
-    test = metrics.get("test") or {}
-    out: dict[str, float] = {k: float(test[k]) for k in METRIC_KEYS if isinstance(test.get(k), int | float)}
-    for name, interval in (metrics.get("intervals") or {}).items():
-        if isinstance(interval, Mapping):
-            for end in ("low", "high"):
-                if isinstance(interval.get(end), int | float):  # None: undefined, or not resampled
-                    out[f"{name}_{end}"] = float(interval[end])
-    for name, worst in (test.get("worst_pairs") or {}).items():
-        if worst:
-            out[f"{name}_worst_pair"] = float(worst["value"])
-    stability = results.get("stability")
-    if stability:
-        out["stability_topk_jaccard"] = float(stability["all"]["jaccard"])
-        out["stability_topk_mean_pairwise_jaccard"] = float(stability["mean_pairwise_jaccard"])
-    validation = results.get("validation")
-    if validation and validation.get("pearson") is not None:
-        out["validation_pearson"] = float(validation["pearson"])
-        out["validation_spearman"] = float(validation["spearman"])
-    out.update(edge_metrics(results.get("edges")))
+def audit_metrics(results: AuditResults | Mapping[str, Any]) -> dict[str, float]:
+    """The audit's numbers for MLflow.
+
+    Args:
+        results: :class:`AuditResults`, or ``AuditResult.to_dict()``.
+
+    Returns:
+        The test metrics, their interval bounds (``<metric>_low``/``_high``), worst pairs, stability, validation and
+        the edges (:func:`edge_metrics`), the finite ones only.
+    """
+    typed = typed_results(results)
+    test, intervals = typed.metrics.test, typed.metrics.intervals
+    found: dict[str, float | None] = {k: getattr(test, k) for k in METRIC_KEYS}
+    for f in fields(Intervals) if intervals is not None else ():
+        interval = getattr(intervals, f.name)
+        if isinstance(interval, Interval):  # an end of None: undefined, or not resampled
+            found |= {f"{f.name}_low": interval.low, f"{f.name}_high": interval.high}
+    found |= {f"{name}_worst_pair": worst.value for name, worst in test.worst_pairs.items() if worst}
+    if typed.stability is not None:
+        found["stability_topk_jaccard"] = typed.stability.all.jaccard
+        found["stability_topk_mean_pairwise_jaccard"] = typed.stability.mean_pairwise_jaccard
+    validation = typed.validation
+    if validation is not None and validation.pearson is not None:
+        found |= {"validation_pearson": validation.pearson, "validation_spearman": validation.spearman}
+    out = _numbers(found) | edge_metrics(typed.edges)
     return {k: v for k, v in out.items() if math.isfinite(v)}
 
 
-def edge_metrics(edges: Mapping[str, Any] | None) -> dict[str, float]:
-    """The ``edges`` section's numbers, when the edges were attributed: ``edges_attributed``, ``edges_affecting``,
-    ``edges_cross_group_edge_share``, ``edges_cross_group_harm_share``, ``edges_top_harmful_delta`` (the most
-    harmful edge's ΔΓ), ``edges_seconds``; per edge budget ``b`` (as written in the config, e.g. ``0.01``)
-    ``edges_debiasing_<b>_selected_delta`` (the selected edges' mean ΔΓ) and ``edges_debiasing_<b>_advantage``.
-    A null number is left out."""
-    if not edges or not edges.get("computed"):
-        return {}
-    cross = edges.get("cross_group") or {}
-    top = edges.get("top_harmful") or []
-    found = {
-        "edges_attributed": edges.get("edges"),
-        "edges_affecting": edges.get("affecting"),
-        "edges_cross_group_edge_share": cross.get("edge_share"),
-        "edges_cross_group_harm_share": cross.get("harm_share"),
-        "edges_top_harmful_delta": top[0]["delta"] if top else None,
-        "edges_seconds": edges.get("seconds"),
-    }
-    for row in (edges.get("debiasing") or {}).get("budgets") or []:
-        name = f"edges_debiasing_{float(row['budget']):g}"
-        found[f"{name}_selected_delta"] = (row.get("selected") or {}).get("mean")
-        found[f"{name}_advantage"] = row.get("advantage")
+def _numbers(found: Mapping[str, object]) -> dict[str, float]:
     return {k: float(v) for k, v in found.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def edge_metrics(edges: EdgeAttribution | None) -> dict[str, float]:
+    """The ``edges`` section's numbers, when the edges were attributed.
+
+    Args:
+        edges: the audit's edge attribution (``None`` when it did not ask for edges).
+
+    Returns:
+        ``edges_attributed``, ``edges_affecting``, ``edges_cross_group_edge_share``, ``edges_cross_group_harm_share``,
+        ``edges_top_harmful_delta`` (the most harmful edge's ΔΓ), ``edges_seconds``; per edge budget ``b`` (as
+        written in the config, e.g. ``0.01``) ``edges_debiasing_<b>_selected_delta`` (the selected edges' mean ΔΓ)
+        and ``edges_debiasing_<b>_advantage``. A null number is left out.
+    """
+    if edges is None or not edges.computed:
+        return {}
+    cross, top = edges.cross_group, edges.top_harmful or []
+    found: dict[str, float | None] = {
+        "edges_attributed": edges.edges,
+        "edges_affecting": edges.affecting,
+        "edges_cross_group_edge_share": cross.edge_share if cross else None,
+        "edges_cross_group_harm_share": cross.harm_share if cross else None,
+        "edges_top_harmful_delta": top[0].delta if top else None,
+        "edges_seconds": edges.seconds,
+    }
+    for row in edges.debiasing.budgets if edges.debiasing else []:
+        name = f"edges_debiasing_{float(row.budget):g}"
+        found[f"{name}_selected_delta"] = row.selected.mean if row.selected else None
+        found[f"{name}_advantage"] = row.advantage
+    return _numbers(found)
 
 
 def log_audit(
     tracking_uri: str,
     config: Mapping[str, Any],
-    results: Mapping[str, Any],
+    results: AuditResults | Mapping[str, Any],
     influence_rows: list[dict[str, Any]] | None = None,
     *,
     experiment: str = EXPERIMENT,
@@ -114,6 +130,7 @@ def log_audit(
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
+    typed = typed_results(results)  # decoded once, before a run is created
     client = MlflowClient(tracking_uri=tracking_uri)
     found = client.get_experiment_by_name(experiment)
     experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
@@ -121,13 +138,13 @@ def log_audit(
     run_id: str = run.info.run_id
     try:
         params = [Param(k, v) for k, v in audit_params(config).items()]
-        metrics = [Metric(k, v, 0, 0) for k, v in audit_metrics(results).items()]
+        metrics = [Metric(k, v, 0, 0) for k, v in audit_metrics(typed).items()]
         for start in range(0, max(len(params), len(metrics)), 100):
             client.log_batch(run_id, metrics=metrics[start : start + 100], params=params[start : start + 100])
-        client.log_batch(run_id, tags=[RunTag("bind.sign_convention", str(results.get("sign_convention", "")))])
+        client.log_batch(run_id, tags=[RunTag("bind.sign_convention", typed.sign_convention)])
         with tempfile.TemporaryDirectory(prefix="bind-mlflow-") as tmp:
             report = Path(tmp) / "report.html"
-            report.write_text(render_report(results, influence_rows), encoding="utf-8")
+            report.write_text(render_report(typed, influence_rows), encoding="utf-8")
             client.log_artifact(run_id, str(report))
             if influence_rows:
                 table = Path(tmp) / "influence.csv"

@@ -3,83 +3,102 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
+from bind_core.explain.records import FeatureProfile, FeatureStats, NodeProfile, ProfileRule, ProfileSet
 from bind_core.reporting.page import fmt
+from bind_core.reporting.views import Table
 
-__all__ = ["FEATURE_ROWS", "profile_view"]
+__all__ = ["FEATURE_ROWS", "ProfileView", "profile_view"]
 
 FEATURE_ROWS = 8
 """Feature columns shown: those whose harmful mean differs most from all training nodes'."""
 SETS = (("harmful", "harmful"), ("helpful", "helpful"), ("all", "all training nodes"))
 
 
-def _share(value: Any) -> str:
+@dataclass(frozen=True, kw_only=True)
+class ProfileView:
+    """The section's tables (sets, the most distinctive features, the rules that held) and how they were found."""
+
+    definition: str
+    sets: Table
+    features: Table
+    rules: Table
+    none_reason: str
+    tested: str
+    criterion: str
+    halves: str
+
+
+def _share(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def _set_row(label: str, s: Mapping[str, Any]) -> list[str]:
-    groups = ", ".join(f"{g.get('name', g['group'])} {_share(g.get('share'))}" for g in s.get("groups") or [])
-    degree, cross = s.get("degree") or {}, s.get("cross_group_share") or {}
+def _set_row(label: str, s: ProfileSet) -> list[str]:
+    groups = ", ".join(f"{g.name} {_share(g.share)}" for g in s.groups)
     return [
         label,
-        fmt(s.get("nodes")),
-        _share(s.get("harm_share")),
-        fmt(s.get("delta_mean"), 4),
+        fmt(s.nodes),
+        _share(s.harm_share),
+        fmt(s.delta_mean, 4),
         groups,
-        fmt(degree.get("mean"), 2),
-        fmt(cross.get("mean"), 3),
+        fmt(s.degree.mean if s.degree else None, 2),
+        fmt(s.cross_group_share.mean if s.cross_group_share else None, 3),
     ]
 
 
-def _feature_value(stats: Mapping[str, Any] | None, kind: str) -> str:
-    if not stats:
+def _feature_value(stats: FeatureStats | None, kind: str) -> str:
+    if stats is None:
         return "—"
-    return _share(stats.get("share")) if kind == "binary" else fmt(stats.get("mean"), 3)
+    return _share(stats.share) if kind == "binary" else fmt(stats.mean, 3)
 
 
-def _feature_rows(features: list[Mapping[str, Any]]) -> list[list[str]]:
-    ranked = sorted((f for f in features if f.get("difference") is not None), key=lambda f: -abs(f["difference"]))
+def _feature_rows(features: list[FeatureProfile]) -> Table:
+    ranked = sorted(((f, f.difference) for f in features if f.difference is not None), key=lambda pair: -abs(pair[1]))
     return [
         [
-            str(f["name"]),
-            "share at " + fmt(f.get("high"), 3) if f["kind"] == "binary" else "mean",
-            *(_feature_value(f.get(k), f["kind"]) for k in ("harmful", "helpful", "all")),
-            fmt(f["difference"], 2),
+            f.name,
+            "share at " + fmt(f.high, 3) if f.kind == "binary" else "mean",
+            *(_feature_value(stats, f.kind) for stats in (f.harmful, f.helpful, f.all)),
+            fmt(difference, 2),
         ]
-        for f in ranked[:FEATURE_ROWS]
+        for f, difference in ranked[:FEATURE_ROWS]
     ]
 
 
-def _rule_rows(rules: list[Mapping[str, Any]]) -> list[list[str]]:
+def _rule_rows(rules: list[ProfileRule]) -> Table:
     return [
         [
-            str(r["text"]),
-            fmt(r["holdout"]["support"]),
-            fmt(r["holdout"]["mean_delta"], 4),
-            _share(r["holdout"]["harm_share"]),
-            _share(r["fit"]["harm_share"]),
-            f"{r['p_value']:.2g}",
+            r.text,
+            fmt(r.holdout.support),
+            fmt(r.holdout.mean_delta, 4),
+            _share(r.holdout.harm_share),
+            _share(r.fit.harm_share),
+            f"{r.p_value:.2g}",
         ]
         for r in rules
     ]
 
 
-def profile_view(profile: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The section's tables (sets, the most distinctive features, the rules that held) or ``None`` without a
-    profile."""
-    if not profile:
+def profile_view(profile: NodeProfile | None) -> ProfileView | None:
+    """The section "What the harmful nodes have in common".
+
+    Args:
+        profile: the audit's profile of the harmful nodes (``None`` without influence, or in older audits).
+
+    Returns:
+        The section's tables, or ``None`` without a profile.
+    """
+    if profile is None:
         return None
-    sets = profile.get("sets") or {}
-    search = profile.get("search") or {}
-    return {
-        "definition": str(profile.get("definition", "")),
-        "sets": [_set_row(label, sets[key]) for key, label in SETS if key in sets],
-        "features": _feature_rows(list(profile.get("features") or [])),
-        "rules": _rule_rows(list(profile.get("rules") or [])),
-        "none_reason": str(search.get("reason") or ""),
-        "tested": fmt(search.get("tested")),
-        "criterion": str(search.get("criterion", "")),
-        "halves": f"{fmt(search.get('fit_nodes'))} / {fmt(search.get('holdout_nodes'))}",
-    }
+    sets, search = profile.sets, profile.search
+    return ProfileView(
+        definition=profile.definition,
+        sets=[_set_row(label, getattr(sets, key)) for key, label in SETS],
+        features=_feature_rows(profile.features),
+        rules=_rule_rows(profile.rules),
+        none_reason=search.reason or "",
+        tested=fmt(search.tested),
+        criterion=search.criterion,
+        halves=f"{fmt(search.fit_nodes)} / {fmt(search.holdout_nodes)}",
+    )

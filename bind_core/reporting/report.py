@@ -13,14 +13,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bind_core.codec import encode
+from bind_core.fairness.records import Interval as MetricInterval
+from bind_core.fairness.records import Intervals, Metrics, TestMetrics
+from bind_core.influence.records import InfluenceRow
+from bind_core.pipeline.results import AuditResults
 from bind_core.reporting import plots
+from bind_core.reporting.debiasing_view import DEBIAS_METRICS, debiasing_view
 from bind_core.reporting.edge_check_view import edge_check_view
 from bind_core.reporting.edges_view import edges_view
 from bind_core.reporting.page import CSP, finite, fmt, render, trusted_svg
 from bind_core.reporting.profile_view import profile_view
-from bind_core.reporting.retraining import retraining
+from bind_core.reporting.report_sections import run_view, stability_view, supplied_view, trust_view, verdict_view
+from bind_core.reporting.views import Card, GroupsView, Headline, InfluenceView, Refined, TopRow, typed_results
 
-__all__ = ["CSP", "DEBIAS_METRICS", "HEADLINE", "TOP_ROWS", "fmt", "render_report"]
+__all__ = ["CSP", "DEBIAS_METRICS", "HEADLINE", "TOP_ROWS", "fmt", "render_report", "typed_results"]
 
 HEADLINE = (
     ("accuracy", "Accuracy", "utility"),
@@ -32,13 +39,11 @@ HEADLINE = (
     ("gamma_eo", "Γ_EO", "PDD on the positives only"),
     ("gamma", "Γ", "λ·Γ_SP + (1−λ)·Γ_EO, the bias that influence is measured on"),
 )
-DEBIAS_METRICS = (("accuracy", "accuracy"), ("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma", "Γ"))
 TOP_ROWS = 20
-STABILITY_IDS = 20  # node ids shown per seed's top-k set
 
 
 def render_report(
-    results: Mapping[str, Any],
+    results: AuditResults | Mapping[str, Any],
     influence_rows: Sequence[Mapping[str, Any]] | None = None,
     *,
     title: str = "BIND audit report",
@@ -47,336 +52,191 @@ def render_report(
     """The audit as one self-contained HTML5 page.
 
     Args:
-        results: ``AuditResult.to_dict()`` (as stored in ``audits.results``). Missing blocks (no influence,
-            no debiasing, no validation) are reported as not computed.
+        results: :class:`AuditResults`, or ``AuditResult.to_dict()`` (as stored in ``audits.results``). Missing
+            blocks (no influence, no debiasing, no validation) are reported as not computed.
         influence_rows: every training node's row (``delta``, ``delta_sp``, ``delta_eo``, ``node_id``,
             ``group``, ``label``); draws the distribution of influence and the top-harmful table. Without
-            them the table falls back to ``results["top_harmful"]`` and the histogram is left out.
+            them the table falls back to ``results.top_harmful`` and the histogram is left out.
         title: the page's ``<title>`` and heading.
         meta: extra ``label: value`` pairs for the header (audit id, finish time...).
 
     Returns:
         The HTML document as a string.
+
+    Raises:
+        ResultFormatError: ``results`` is a document that does not fit the types.
     """
-    metrics = results.get("metrics") or {}
+    typed = typed_results(results)
     return render(
         "report.html",
         title=title,
-        facts=_facts(results, meta or {}),
-        warnings=[str(w) for w in results.get("warnings") or []],
-        headline=_headline(metrics),
-        groups=_groups(metrics),
-        influence=_influence(results, influence_rows),
-        top_harmful=_top_harmful(results, influence_rows),
-        verdict=_verdict(results),
-        ids=(results.get("graph") or {}).get("node_id_meaning") or "as in the graph",
-        profile=profile_view(results.get("profile")),
-        edges=edges_view(results.get("edges")),
-        edge_check=edge_check_view(results.get("edges")),
-        stability=_stability(results.get("stability")),
-        trust=_trust(results.get("validation")),
-        debiasing=_debiasing(results.get("debiasing")),
-        run=_run(results),
-        supplied=_supplied(results.get("supplied_model")),
+        facts=_facts(typed, meta or {}),
+        warnings=list(typed.warnings),
+        headline=_headline(typed.metrics),
+        groups=_groups(typed.metrics),
+        influence=_influence(typed, influence_rows),
+        top_harmful=_top_harmful(typed, influence_rows),
+        verdict=verdict_view(typed),
+        ids=typed.graph.node_id_meaning or "as in the graph",
+        profile=profile_view(typed.profile),
+        edges=edges_view(typed.edges),
+        edge_check=edge_check_view(typed.edges),
+        stability=stability_view(typed.stability),
+        trust=trust_view(typed.validation),
+        debiasing=debiasing_view(typed.debiasing),
+        run=run_view(typed),
+        supplied=supplied_view(typed.supplied_model),
     )
 
 
-def _facts(results: Mapping[str, Any], meta: Mapping[str, Any]) -> dict[str, str]:
-    graph, model = results.get("graph") or {}, results.get("model") or {}
-    split = f"{graph.get('train')}/{graph.get('val')}/{graph.get('test')}"
+def _or(value: object, missing: str = "?") -> object:
+    return missing if value is None else value
+
+
+def _facts(results: AuditResults, meta: Mapping[str, Any]) -> dict[str, str]:
+    graph, model = results.graph, results.model
+    split = f"{graph.train}/{graph.val}/{graph.test}"
     return {
-        "graph": f"{graph.get('name', '?')}: {graph.get('nodes', '?')} nodes, {graph.get('edges', '?')} edges, "
-        f"{graph.get('groups', '?')} groups; train/val/test {split}",
-        "model": f"{model.get('arch', '?')}, {model.get('layers', '?')} layer(s), {model.get('hidden', '?')} hidden, "
-        f"{model.get('parameters', '?')} parameters",
+        "graph": f"{graph.name}: {graph.nodes} nodes, {graph.edges} edges, "
+        f"{graph.groups} groups; train/val/test {split}",
+        "model": f"{_or(model.arch)}, {_or(model.layers)} layer(s), {_or(model.hidden)} hidden, "
+        f"{model.parameters} parameters",
         **{str(k): str(v) for k, v in meta.items()},
     }
 
 
-def _band(ci: Any, level: Any, resamples: Any) -> str:
+def _band(ci: MetricInterval | None, level: float | None, resamples: int | None) -> str:
     """An interval for a card: its bounds, and how many resamples it rests on when some were left out."""
-    if not (ci and level and finite(ci.get("low")) and finite(ci.get("high"))):
+    if not (ci and level and finite(ci.low) and finite(ci.high)):
         return "no interval"
-    band = f"{fmt(level * 100, 0)}% CI [{fmt(ci['low'])}, {fmt(ci['high'])}]"
-    dropped = ci.get("dropped") or 0
+    band = f"{fmt(level * 100, 0)}% CI [{fmt(ci.low)}, {fmt(ci.high)}]"
+    dropped = ci.dropped or 0
     if dropped and isinstance(resamples, int):
         band += f" over {fmt(resamples - dropped)} of {fmt(resamples)} resamples ({fmt(dropped)} undefined)"
     return band
 
 
-def _headline(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """The metric cards (``name``, ``value``, ``note`` when undefined, ``band``, ``what``) and how they were got."""
-    test, intervals = metrics.get("test") or {}, metrics.get("intervals") or {}
-    level, undefined = intervals.get("level"), test.get("undefined") or {}
-    cards = [
-        {
-            "name": name,
-            "value": "undefined" if key in undefined else fmt(test[key]),
-            "note": str(undefined[key]) if key in undefined else None,
-            "band": _band(intervals.get(key), level, intervals.get("resamples")),
-            "what": what,
-        }
-        for key, name, what in HEADLINE
-        if key in test
-    ]
+def _interval(intervals: Intervals | None, key: str) -> MetricInterval | None:
+    found: MetricInterval | None = getattr(intervals, key) if intervals is not None else None
+    return found
+
+
+def _card(test: TestMetrics, intervals: Intervals | None, key: str, name: str, what: str) -> Card:
+    undefined = test.undefined or {}
+    return Card(
+        name=name,
+        value="undefined" if key in undefined else fmt(getattr(test, key)),
+        note=str(undefined[key]) if key in undefined else None,
+        band=_band(
+            _interval(intervals, key),
+            intervals.level if intervals else None,
+            intervals.resamples if intervals else None,
+        ),
+        what=what,
+    )
+
+
+def _headline(metrics: Metrics) -> Headline:
+    """The metric cards and how they were got."""
+    test, intervals = metrics.test, metrics.intervals
+    cards = [_card(test, intervals, key, name, what) for key, name, what in HEADLINE]
     how = (
-        f"Percentile bootstrap over the test nodes ({fmt(intervals.get('resamples'))} resamples)."
+        f"Percentile bootstrap over the test nodes ({fmt(intervals.resamples)} resamples)."
         if intervals
         else "No confidence intervals were computed."
     )
-    if intervals and any(isinstance(v, Mapping) and not finite(v.get("low")) for v in intervals.values()):
+    bands = [_interval(intervals, key) for key, _, _ in HEADLINE]
+    if intervals and any(band is not None and not finite(band.low) for band in bands):
         how += (
             " A metric without an interval was not resampled (Γ_SP for more than two classes is an exact optimal"
             " transport between probability vectors) or undefined in every resample."
         )
-    return {"nodes": fmt(test.get("nodes")), "cards": cards, "how": how}
+    return Headline(nodes=fmt(test.nodes), cards=cards, how=how)
 
 
-def _groups(metrics: Mapping[str, Any]) -> dict[str, Any]:
+def _groups(metrics: Metrics) -> GroupsView:
     """Each group's row, the worst pairs (with more than two groups) and the probability histograms."""
-    groups, histograms = metrics.get("groups") or [], metrics.get("histograms")
     keys = ("size", "positive_rate", "tpr", "mean_probability", "accuracy")
     rows = [
         [
-            fmt(g.get("group")),
-            fmt(g.get("name", "")),
-            *(fmt(g.get(k)) for k in keys),
-            "yes" if g.get("included", True) else f"no: {fmt(g.get('excluded_reason') or 'below the minimum size')}",
+            fmt(g.group),
+            fmt(g.name),
+            *(fmt(getattr(g, k)) for k in keys),
+            "yes" if g.included else f"no: {fmt(g.excluded_reason or 'below the minimum size')}",
         ]
-        for g in groups
+        for g in metrics.groups
     ]
-    svg = trusted_svg(plots.probability_histograms(histograms, ident="probabilities")) if histograms else None
-    names = {g.get("group"): g.get("name", g.get("group")) for g in groups}
-    return {"rows": rows, "worst": _worst_pairs(metrics, names), "svg": svg}
+    svg = trusted_svg(plots.probability_histograms(encode(metrics.histograms), ident="probabilities"))
+    names = {g.group: g.name for g in metrics.groups}
+    return GroupsView(rows=rows, worst=_worst_pairs(metrics.test, names), svg=svg)
 
 
-def _worst_pairs(metrics: Mapping[str, Any], names: Mapping[Any, Any]) -> list[list[str]]:
+def _worst_pairs(test: TestMetrics, names: Mapping[int, str]) -> list[list[str]]:
     """The largest value over group pairs of ΔSP, ΔEO, Γ_SP, Γ_EO (shown with more than two groups)."""
-    worst = (metrics.get("test") or {}).get("worst_pairs") or {}
+    worst = test.worst_pairs
     if len(names) <= 2 or not worst:
         return []
     return [
-        [label, fmt(w.get("value")), " vs ".join(fmt(names.get(g, g)) for g in w.get("groups", []))]
+        [label, fmt(w.value), " vs ".join(fmt(names.get(g, g)) for g in w.groups)]
         for key, label in (("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma_sp", "Γ_SP"), ("gamma_eo", "Γ_EO"))
         if (w := worst.get(key))
     ]
 
 
-def _influence(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
+def _influence(results: AuditResults, rows: Sequence[Mapping[str, Any]] | None) -> InfluenceView | None:
     """The summary of every node's ΔΓ, its histogram (with the rows) and the refinement, if any."""
-    summary = results.get("influence_summary")
-    if not summary:
+    summary = results.influence_summary
+    if summary is None:
         return None
-    q = summary.get("quantiles") or {}
+    q = summary.quantiles
     facts = [
         [
-            fmt(summary.get("count")),
-            fmt(summary.get("harmful")),
-            fmt(summary.get("helpful")),
-            fmt(summary.get("min"), 4),
-            *(fmt(q.get(k), 4) for k in ("p01", "p10", "p50", "p90", "p99")),
-            fmt(summary.get("max"), 4),
-            str(summary.get("solver", "?")),
+            fmt(summary.count),
+            fmt(summary.harmful),
+            fmt(summary.helpful),
+            fmt(summary.min, 4),
+            *(fmt(v, 4) for v in (q.p01, q.p10, q.p50, q.p90, q.p99)),
+            fmt(summary.max, 4),
+            summary.solver,
         ]
     ]
     svg = trusted_svg(plots.influence_histogram([float(r["delta"]) for r in rows], ident="influence")) if rows else None
-    refined = results.get("refinement")
-    refinement = {k: fmt(refined.get(k)) for k in ("deletions", "max_iter", "converged")} if refined else None
-    return {"facts": facts, "svg": svg, "refined": refinement}
+    refined = results.refinement
+    refinement = (
+        Refined(deletions=fmt(refined.deletions), max_iter=fmt(refined.max_iter), converged=fmt(refined.converged))
+        if refined is not None
+        else None
+    )
+    return InfluenceView(facts=facts, svg=svg, refined=refinement)
 
 
-def _top_harmful(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] | None) -> list[dict[str, str]]:
+def _named(names: Sequence[str], code: Any) -> str:
+    return names[code] if isinstance(code, int) and 0 <= code < len(names) else fmt(code)
+
+
+def _most_harmful(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted((r for r in rows if r["delta"] < 0), key=lambda r: (r["delta"], r.get("position", 0)))
+
+
+def _top_harmful(results: AuditResults, rows: Sequence[Mapping[str, Any]] | None) -> list[TopRow]:
     """The most harmful training nodes, most negative ΔΓ first (from the rows, else the stored top list)."""
+    top: list[Mapping[str, Any] | InfluenceRow] = list(results.top_harmful or [])
     if rows:
-        top = sorted((r for r in rows if r["delta"] < 0), key=lambda r: (r["delta"], r.get("position", 0)))
-    else:
-        top = list(results.get("top_harmful") or [])
-    graph = results.get("graph") or {}
-    groups, classes = graph.get("group_labels") or [], graph.get("class_names") or []
+        top = list(_most_harmful(rows))
+    groups, classes = results.graph.group_labels or [], results.graph.class_names or []
 
-    def named(names: Sequence[str], code: Any) -> str:
-        return names[code] if isinstance(code, int) and 0 <= code < len(names) else fmt(code)
+    def cell(row: Mapping[str, Any] | InfluenceRow, name: str) -> Any:
+        return row.get(name) if isinstance(row, Mapping) else getattr(row, name)
 
     return [
-        {
-            "rank": str(i + 1),
-            "node_id": fmt(r.get("node_id")),
-            "group": named(groups, r.get("group")),
-            "label": named(classes, r.get("label")),
-            "delta": fmt(r.get("delta"), 4),
-            "delta_sp": fmt(r.get("delta_sp"), 4),
-            "delta_eo": fmt(r.get("delta_eo"), 4),
-        }
+        TopRow(
+            rank=str(i + 1),
+            node_id=fmt(cell(r, "node_id")),
+            group=_named(groups, cell(r, "group")),
+            label=_named(classes, cell(r, "label")),
+            delta=fmt(cell(r, "delta"), 4),
+            delta_sp=fmt(cell(r, "delta_sp"), 4),
+            delta_eo=fmt(cell(r, "delta_eo"), 4),
+        )
         for i, r in enumerate(top[:TOP_ROWS])
     ]
-
-
-def _verdict(results: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The summary's verdict and findings (``results["summary"]``; absent in audits from before it was written)."""
-    summary = results.get("summary")
-    if not summary:
-        return None
-    lines = str(summary.get("text", "")).splitlines()
-    graph = results.get("graph") or {}
-    return {
-        "headline": str(summary.get("verdict", "")),
-        "findings": lines[1:],
-        "ids": graph.get("node_id_meaning") or "as in the graph",
-    }
-
-
-def _stability(stability: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The overlap of the top-k harmful sets across training seeds: numbers, the sets and a pairwise grid."""
-    if not stability or not stability.get("seeds"):
-        return None
-    everywhere = stability.get("all") or {}
-    pairs = [
-        [
-            " vs ".join(str(s) for s in p.get("seeds", [])),
-            fmt(p.get("intersection")),
-            fmt(p.get("union")),
-            fmt(p.get("jaccard")),
-        ]
-        for p in stability.get("pairwise") or []
-    ]
-    pairs.append(
-        ["all seeds", fmt(everywhere.get("intersection")), fmt(everywhere.get("union")), fmt(everywhere.get("jaccard"))]
-    )
-    sets = stability.get("sets") or {}
-    members = []
-    for seed in stability["seeds"]:
-        ids = list(sets.get(str(seed)) or [])
-        shown = ", ".join(fmt(i) for i in ids[:STABILITY_IDS]) + (
-            f", … ({len(ids)} in all)" if len(ids) > STABILITY_IDS else ""
-        )
-        members.append([str(seed), shown or "none harmful"])
-    return {
-        "k": fmt(stability.get("k")),
-        "seeds": [str(s) for s in stability["seeds"]],
-        "intersection": fmt(everywhere.get("intersection")),
-        "union": fmt(everywhere.get("union")),
-        "jaccard": fmt(everywhere.get("jaccard")),
-        "mean_jaccard": fmt(stability.get("mean_pairwise_jaccard")),
-        "pairs": pairs,
-        "members": members,
-        "svg": trusted_svg(plots.stability_heatmap(stability, ident="stability")),
-    }
-
-
-def _trust(validation: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """Estimated against actual ΔΓ on the sampled nodes: correlations and the scatter."""
-    if not validation or not validation.get("points"):
-        return None
-    corr = validation.get("correlations") or {}
-    names = (("gamma", "ΔΓ"), ("gamma_sp", "ΔΓ_SP"), ("gamma_eo", "ΔΓ_EO"))
-    rows = [[n, fmt(corr[k].get("pearson")), fmt(corr[k].get("spearman"))] for k, n in names if k in corr]
-    scatter = plots.validation_scatter(
-        validation["points"], validation.get("pearson"), validation.get("spearman"), ident="trust"
-    )
-    return {
-        "count": fmt(validation.get("count")),
-        "mode": str(validation.get("mode", "")),
-        "rows": rows,
-        "svg": trusted_svg(scatter),
-    }
-
-
-def _backfire(row: Mapping[str, Any]) -> str:
-    """``the deletion backfired: it raised ΔSP (0.169 → 0.266)``, for each bias metric that rose."""
-    names = dict(DEBIAS_METRICS)
-    rose = [f"{names.get(k, k)} ({fmt(row['before'].get(k))} → {fmt(row['after'].get(k))})" for k in row["backfired"]]
-    return "the deletion backfired: it raised " + ", ".join(rose)
-
-
-def _debiasing(runs: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
-    """Each budget's deletion, before and after, the bars, and the comparison with random deletion."""
-    if not runs:
-        return None
-    head = ["budget", "deleted", "estimated ΔΓ"] + [f"{n} before → after" for _, n in DEBIAS_METRICS]
-    rows = [
-        [_budget(r.get("budget")), fmt(r.get("deleted")), fmt(r.get("estimated_delta"), 4)]
-        + [f"{fmt(r['before'].get(k))} → {fmt(r['after'].get(k))}" for k, _ in DEBIAS_METRICS]
-        for r in runs
-    ]
-    svg = trusted_svg(plots.debiasing_bars(runs, DEBIAS_METRICS, ident="debiasing"))
-    kind = runs[0].get("retrain")
-    how = retraining(kind)
-    if how is not None:
-        how += (
-            "; before is the unchanged graph retrained the same way with the model's seed"
-            if kind == "adam"
-            else "; before is the audited model"
-        )
-    caveats = [f"{_budget(r.get('budget'))}: {r['caveat']}" for r in runs if r.get("caveat")]
-    caveats += [f"{_budget(r.get('budget'))}: {_backfire(r)}" for r in runs if r.get("backfired")]
-    return {"head": head, "rows": rows, "svg": svg, "chance": _chance(runs), "retraining": how, "caveats": caveats}
-
-
-def _chance(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """ "Does deleting these nodes help more than deleting any nodes?" (``against_random`` of each budget)."""
-    checked = [r for r in runs if r.get("against_random") and r["against_random"].get("selected")]
-    if not checked:
-        return None
-    rows = []
-    for r in checked:
-        c = r["against_random"]
-        sel, rnd = c["selected"], c["random"]
-        rows.append(
-            [
-                _budget(r.get("budget")),
-                f"{fmt(sel['mean'], 4)} ± {fmt(sel['std'], 4)}",
-                f"{fmt(rnd['mean'], 4)} ± {fmt(rnd['std'], 4)}",
-                fmt(c.get("yardstick"), 4),
-                "yes" if c.get("beats_random") else "no",
-                str(c.get("verdict", "")),
-            ]
-        )
-    seeds = ", ".join(str(s) for s in checked[0]["against_random"].get("seeds", []))
-    return {"seeds": seeds, "rows": rows}
-
-
-def _budget(budget: Any) -> str:
-    """A budget as the audit took it: a fraction of the training set (< 1) or a count of nodes."""
-    if not isinstance(budget, int | float):
-        return fmt(budget)
-    return f"{budget:.0%} of training nodes" if budget < 1 else f"{int(budget)} nodes"
-
-
-def _run(results: Mapping[str, Any]) -> dict[str, str]:
-    """The footer: the device, the time each stage took, the gradient norm at the audited weights and whether they are
-    a stationary point (information: weights that are not are attributed as given)."""
-    timings = results.get("timings") or {}
-    stationarity = results.get("stationarity") or {}
-    stationary = stationarity.get("stationary")
-    return {
-        "device": str(results.get("device", "?")),
-        "spent": ", ".join(f"{k} {fmt(v, 2)} s" for k, v in timings.items()),
-        "grad_norm": fmt(stationarity.get("grad_norm")),
-        "stationary": {
-            True: "a stationary point",
-            "kinks": "a minimum on ReLU kinks",
-            False: "not a stationary point",
-        }.get(stationary, "not checked"),
-    }
-
-
-COMPARED = (("accuracy", "accuracy"), ("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma", "Γ"))
-
-
-def _supplied(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A supplied model's section: which model the audit describes and, polished first, both side by side."""
-    if not record:
-        return None
-    comparison = record.get("comparison") or {}
-    rows = [
-        [name, fmt((comparison.get("as_given") or {}).get(key)), fmt((comparison.get("polished") or {}).get(key))]
-        for key, name in COMPARED
-    ]
-    share = comparison.get("predictions_differ")
-    return {
-        "polished": bool(record.get("polished_by_service")),
-        "grad_norm_supplied": fmt(record.get("grad_norm_supplied")),
-        "grad_norm": fmt(record.get("grad_norm")),
-        "rows": rows if comparison else [],
-        "differ": None if share is None else f"{fmt(100 * share, 1)}% of {comparison.get('test_nodes')}",
-    }

@@ -19,22 +19,29 @@ from app.core.db.tables import ApiKey, Audit, Graph, Schedule, Webhook, WebhookD
 from app.core.settings import Settings
 from app.main import create_app
 from app.tenants.keys import authenticate, get_or_create_tenant, hash_key, key_prefix
+from bind_core import AuditConfig, TrainConfig, run_audit, synthetic
 
 HOSTILE = "<script>alert(1)</script>"
 VERDICT = f"Biased: gender=F {HOSTILE}"
-RESULTS = {
-    "metrics": {
-        "test": {"nodes": 40, "accuracy": 0.8, "delta_sp": 0.1, "delta_eo": 0.05, "gamma": 0.04},
-        "intervals": {"delta_sp": {"low": 0.05, "high": 0.15}},
-    },
-    "warnings": [HOSTILE],
-    "summary": {
-        "verdict": VERDICT,
-        "text": f"{VERDICT}\nThe 10 most",
-        "bias": [{"excludes_zero": True}],
-        "trust": {"verdict": "trustworthy"},
-    },
-}
+
+
+def _results() -> dict[str, Any]:
+    """A finished audit's stored results (a real, small audit's document: the report renders only documents of the
+    typed shape) with the figures and the hostile strings these tests look for."""
+    config = AuditConfig(
+        training=TrainConfig(epochs=20), stages=("training", "metrics"), bootstrap=20, validation_sample=0
+    )
+    doc: dict[str, Any] = json.loads(json.dumps(run_audit(synthetic(100, seed=1), config).to_dict()))
+    doc["metrics"]["test"].update(nodes=40, accuracy=0.8, delta_sp=0.1, delta_eo=0.05, gamma=0.04)
+    doc["metrics"]["intervals"]["delta_sp"].update(low=0.05, high=0.15)
+    doc["warnings"] = [HOSTILE]
+    doc["summary"].update(verdict=VERDICT, text=f"{VERDICT}\nThe 10 most")
+    doc["summary"]["bias"][0]["excludes_zero"] = True
+    doc["summary"]["trust"]["verdict"] = "trustworthy"
+    return doc
+
+
+RESULTS = _results()
 
 
 class Tenant:

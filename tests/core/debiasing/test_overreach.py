@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.debiasing.debias import debias
 from bind_core.debiasing.overreach import overreach
-from bind_core.reporting.report import _backfire, _debiasing
+from bind_core.reporting.debiasing_view import backfire, debiasing_view
 from bind_core.training.fit import TrainConfig, train
 
 
@@ -27,11 +26,14 @@ def test_a_node_set_whose_summed_estimate_exceeds_gamma_carries_the_caveat_into_
     modest = debias(model, graph, torch.full((m,), -1e-6, dtype=torch.float64), budgets=(0.1,))
     assert modest[0].caveat is None and modest[0].estimated_delta < 0
     absurd = debias(model, graph, torch.full((m,), -10.0, dtype=torch.float64), budgets=(0.1,))
-    row = encode(absurd[0])  # the report reads the stored form
-    assert row["estimated_delta"] < -row["before"]["gamma"]
-    assert "more than Γ" in row["caveat"]
-    caveats = _debiasing([row])["caveats"]  # type: ignore[index]
-    assert caveats[0] == f"10% of training nodes: {row['caveat']}"
-    assert caveats[1:] == (["10% of training nodes: " + _backfire(row)] if row["backfired"] else [])
+    row = absurd[0]
+    assert row.before.gamma is not None and row.estimated_delta < -row.before.gamma
+    assert row.caveat is not None and "more than Γ" in row.caveat
+    view = debiasing_view(absurd)
+    assert view is not None
+    caveats = view.caveats
+    assert caveats[0] == f"10% of training nodes: {row.caveat}"
+    assert caveats[1:] == (["10% of training nodes: " + backfire(row)] if row.backfired else [])
     # the modest set deletes the same nodes (equal estimates: the first by position), so only the overreach differs
-    assert _debiasing([encode(modest[0])])["caveats"] == caveats[1:]  # type: ignore[index]
+    modest_view = debiasing_view(modest)
+    assert modest_view is not None and modest_view.caveats == caveats[1:]

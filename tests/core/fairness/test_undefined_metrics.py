@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -136,10 +137,38 @@ def test_command_line_reports_dropped_resamples(tmp_path: Path, capsys: pytest.C
     assert f"({ci['delta_eo']['dropped']} undefined)" in html
 
 
+def _results_around(test: dict[str, Any]) -> dict[str, Any]:
+    """The smallest whole results document (a metrics-only audit of six test nodes) around these test metrics."""
+    graph = {
+        "name": "six",
+        "nodes": 6,
+        "edges": 0,
+        "features": 1,
+        "classes": 2,
+        "groups": 2,
+        "group_sizes": [3, 3],
+        "group_names": ["0", "1"],
+        "class_sizes": [3, 3],
+        "unlabeled": 0,
+        "train": 0,
+        "val": 0,
+        "test": 6,
+    }
+    histograms = {"bin_edges": [0.0, 1.0], "all": {"0": [3], "1": [3]}, "positives": {"0": [2], "1": [0]}}
+    metrics = {"test": dict(test, worst_pairs={}), "groups": [], "included_groups": [0, 1], "histograms": histograms}
+    return {
+        "metrics": metrics,
+        **dict.fromkeys(("influence_summary", "top_harmful", "top_helpful", "debiasing", "validation", "stability",
+                         "refinement")),
+        "stationarity": {}, "training": {}, "model": {"parameters": 1}, "graph": graph, "timings": {}, "device": "cpu",
+        "warnings": [], "sign_convention": "negative: harmful",
+    }  # fmt: skip
+
+
 def test_export_and_report_show_undefined_metrics() -> None:
     proba, y, sens = _two_groups()
     test = encode(evaluate(proba, y, sens).values())
-    results = {"metrics": {"test": test}, "warnings": []}
+    results = _results_around(test)
     entries = {e["type"]: e for e in model_card(results, audit_id="x")["quantitative_analysis"]["performance_metrics"]}
     assert entries["delta_eo"]["value"] is None and "have none" in entries["delta_eo"]["undefined"]
     assert "undefined" in render_report(results)

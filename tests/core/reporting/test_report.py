@@ -15,10 +15,14 @@ import pandas as pd
 import pytest
 from markupsafe import escape
 
+from bind_core.codec import ResultFormatError
 from bind_core.data.datasets import synthetic
+from bind_core.explain.summary import profile_lines
 from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.pipeline.results import AuditResults
 from bind_core.reporting.exports import INFLUENCE_COLUMNS, csv_cell, influence_csv, influence_parquet, model_card
 from bind_core.reporting.report import render_report
+from bind_core.reporting.text import render
 from bind_core.training.fit import TrainConfig
 
 SECTIONS = ("verdict", "warnings", "metrics", "groups", "influence", "top-harmful", "stability", "trust", "debiasing")
@@ -139,7 +143,8 @@ def test_report_escapes_hostile_names(audit: tuple[dict[str, Any], Any]) -> None
     for group in results["metrics"]["groups"]:
         group["name"] = HOSTILE
     results["metrics"]["test"]["undefined"] = {"delta_eo": HOSTILE}
-    results["top_harmful"] = [dict(results["top_harmful"][0], node_id=HOSTILE, group=HOSTILE)]
+    results["graph"]["group_labels"] = [HOSTILE] * results["graph"]["groups"]  # a group in the user's terms
+    results["top_harmful"] = [dict(results["top_harmful"][0], node_id=HOSTILE)]
     results["validation"]["mode"] = HOSTILE
     page = render_report(results, title=HOSTILE, meta={HOSTILE: HOSTILE})
     found = outline(page)
@@ -320,7 +325,8 @@ def test_report_says_whether_debiasing_beats_random_deletion(audit: tuple[dict[s
     plain = _section(render_report(audit[0]), "debiasing")
     assert "help more than deleting any nodes?" in plain and "Not checked" in plain
     check = {
-        "size": 3, "seeds": [1, 10, 100], "noise_floor": 0.001, "yardstick": 0.002, "advantage": 0.03,
+        "size": 3, "seeds": [1, 10, 100], "noise_floor": 0.001, "noise_multiple": 2.0, "yardstick": 0.002,
+        "advantage": 0.03,
         "selected": {"effects": [-0.03, -0.031, -0.029], "mean": -0.03, "std": 0.001},
         "random": {"sets": [], "mean": 0.0012, "std": 0.002}, "beats_random": True, "reduces_bias": True,
         "verdict": "deleting the selected nodes reduces bias more than deleting random nodes <b>",
@@ -330,3 +336,56 @@ def test_report_says_whether_debiasing_beats_random_deletion(audit: tuple[dict[s
     assert "Not checked" not in section and "seeds 1, 10, 100" in section
     assert "-0.0300 ± 0.0010" in section and "0.0012 ± 0.0020" in section and ">yes<" in section
     assert "&lt;b&gt;" in section and "<b>" not in section
+
+
+def test_report_reads_old_and_new_documents_alike(audit: tuple[dict[str, Any], Any]) -> None:
+    """A document stored before the summary, profile, edges and retraining keys renders the sections it has exactly as
+    the new one does; typed results render the same page as their JSON; a document of another shape is refused."""
+    results = audit[0]
+    dropped = ("summary", "profile", "edges", "supplied_model")
+    old = {k: v for k, v in results.items() if k not in dropped}
+    old["debiasing"] = [
+        {k: v for k, v in r.items() if k not in ("retrain", "recipe", "backfired", "chance_rule")}
+        for r in results["debiasing"]
+    ]
+    new_page, old_page = render_report(results), render_report(old)
+    assert 'id="verdict"' in new_page and 'id="verdict"' not in old_page
+    assert ('id="profile"' in new_page) == ("profile" in results) and 'id="profile"' not in old_page
+    for ident in ("metrics", "groups", "influence", "top-harmful", "stability", "trust", "run"):
+        assert _section(old_page, ident) == _section(new_page, ident), ident
+    assert "every model was" not in _section(old_page, "debiasing")  # no retraining recorded: nothing claimed
+    assert render_report(AuditResults.from_dict(results)) == new_page
+    written = results | {"config": {"epochs": 30}, "influence": audit[1], "ingest": {"rows": 300}}  # --json's extras
+    assert render_report(written) == new_page
+    with pytest.raises(ResultFormatError, match=r"results\.metrics"):
+        render_report(dict(results, metrics={}))
+
+
+class _Stored:
+    """An audit read back from its stored document: what :func:`bind_core.reporting.text.render` asks of one."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+
+    def typed(self) -> AuditResults:
+        return AuditResults.from_dict(self.doc)
+
+    def edge_rows(self) -> list[dict[str, Any]]:
+        return []
+
+
+def test_text_reads_old_and_new_documents_alike(audit: tuple[dict[str, Any], Any]) -> None:
+    """The command line's text of a document from before the summary, profile and retraining keys: every line it
+    has is the new document's, the verdict and the profile are left out, and nothing else is."""
+    results = audit[0]
+    old = {k: v for k, v in results.items() if k not in ("summary", "profile", "edges")}
+    old["debiasing"] = [{k: v for k, v in r.items() if k not in ("retrain", "recipe")} for r in results["debiasing"]]
+    new_lines, old_lines = render(_Stored(results)).splitlines(), render(_Stored(old)).splitlines()  # type: ignore[arg-type]
+    assert new_lines[0] == "VERDICT" and "VERDICT" not in old_lines
+    assert [line for line in old_lines if line not in new_lines] == []
+    left_out = [line for line in new_lines if line not in old_lines]
+    summary = results["summary"]["text"].splitlines()
+    recipe = [line for line in left_out if line.startswith("  retrained from scratch")]
+    profile = [line for line in left_out if line not in recipe and line.strip() not in summary and line != "VERDICT"]
+    assert len(recipe) == 1 and all(line for line in profile), left_out
+    assert any("harmful" in line for line in profile) and len(profile) == len(profile_lines(results["profile"]))
