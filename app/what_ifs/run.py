@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.audits.failures import problem_for
 from app.audits.guard import AuditGuard
+from app.audits.model_artifacts import export_form, store_model_artifact
 from app.audits.progress import ProgressReporter
 from app.core.db.tables import Audit
 from app.core.lease import Lease, LeaseLost
@@ -23,7 +24,7 @@ from app.core.settings import Settings
 from app.graphs.loading import GraphGone, load_graph
 from app.what_ifs import repository as jobs
 from app.what_ifs.repository import JobClaim
-from bind_core import AuditCancelled, AuditConfig, DatasetNotFoundError, Graph
+from bind_core import AuditCancelled, AuditConfig, DatasetNotFoundError, Graph, TrainedModel
 from bind_core.pipeline import Verification, verify_what_if
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ def execute(
     except Exception as exc:
         log.warning("what-if %s failed (attempt %d)", claim.job_id, claim.attempt, exc_info=True)
         return _store(sessions, claim, None, _problem(guard.memory_failure(exc) or exc, claim))
-    return _store(sessions, claim, found.to_dict(), None)
+    return _store(sessions, claim, found.to_dict(), None, kept=_kept(found, settings))
 
 
 def _claim(job_id: str, sessions: sessionmaker[Session], settings: Settings, device: str) -> JobClaim | None:
@@ -174,11 +175,33 @@ def _problem(exc: BaseException, claim: JobClaim) -> dict[str, Any]:
     return problem
 
 
+@dataclass(frozen=True)
+class _Kept:
+    """The model retrained without the set (the first seed's), to keep with the job (``model_artifacts``)."""
+
+    model: TrainedModel
+    max_bytes: int
+
+
+def _kept(found: Verification, settings: Settings) -> _Kept | None:
+    """What a verification keeps: the model it retrained without the set, when it has one."""
+    return None if found.retrained is None else _Kept(found.retrained, settings.model_artifact_max_bytes)
+
+
 def _store(
-    sessions: sessionmaker[Session], claim: JobClaim, result: dict[str, Any] | None, error: dict[str, Any] | None
+    sessions: sessionmaker[Session],
+    claim: JobClaim,
+    result: dict[str, Any] | None,
+    error: dict[str, Any] | None,
+    *,
+    kept: _Kept | None = None,
 ) -> str:
+    """Finish the attempt: the result or the problem, and (with the result, in the same transaction, only while
+    this attempt holds the job) the retrained model, downloadable and registrable as the audit's models are."""
     with sessions.begin() as session:
         lease = jobs.finish(session, claim, result=result, error=error)
+        if lease is Lease.HELD and kept is not None:
+            _keep_model(session, claim, kept)
     if lease is Lease.CANCELLED:
         return _cancelled(sessions, claim)
     if lease is Lease.LOST:
@@ -186,6 +209,25 @@ def _store(
     status = "failed" if error is not None else "succeeded"
     log.info("what-if %s: %s (attempt %d)", claim.job_id, status, claim.attempt)
     return status
+
+
+def _keep_model(session: Session, claim: JobClaim, kept: _Kept) -> None:
+    """Keep the verification's retrained model in the audited model's form (:func:`store_model_artifact`)."""
+    tenant_id = session.scalar(select(Audit.tenant_id).where(Audit.id == claim.audit_id))
+    if tenant_id is None:
+        return  # the audit was erased meanwhile: nothing to keep it with
+    form, names = export_form(session, claim.audit_id)
+    store_model_artifact(
+        session,
+        tenant_id=tenant_id,
+        audit_id=claim.audit_id,
+        source="what_if",
+        index_or_id=claim.job_id,
+        model=kept.model,
+        max_bytes=kept.max_bytes,
+        form=form,
+        names=names,
+    )
 
 
 def _cancelled(sessions: sessionmaker[Session], claim: JobClaim) -> str:

@@ -11,18 +11,19 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, update
+import torch
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.db.session import now
-from app.core.db.tables import Audit, Graph, WhatIf
+from app.core.db.tables import Audit, Graph, ModelArtifact, WhatIf
 from app.core.settings import Settings
 from app.what_ifs.recovery import sweep, sweep_and_send
 from app.what_ifs.run import execute
 from app.what_ifs.tasks import VERIFY_WHAT_IF
 from bind_core import AuditConfig
 from bind_core.data.datasets import load_npz, save_npz, synthetic
-from bind_core.pipeline import Verification, verify_what_if
+from bind_core.pipeline import Verification, prepare_for_audit, verify_what_if
 from bind_core.training.fit import TrainConfig, train
 
 SEEDS = [1, 2, 3]
@@ -95,6 +96,15 @@ def test_a_job_retrains_without_the_set_and_stores_what_bind_core_measures(
     direct = verify_what_if(weights, config, load_npz(data), AuditConfig(), POSITIONS, seeds=SEEDS, random_sets=1)
     assert row.result == direct.to_dict()  # the stored result is the library's, retrained the same way
     assert len(row.result["delta"]["effects"]) == 3 and row.result["chance"]["verdict"]
+    with sessions() as session:  # the model retrained without the set is kept, to download or register
+        (kept,) = session.scalars(select(ModelArtifact).where(ModelArtifact.audit_id == row.audit_id)).all()
+        assert (kept.source, kept.what_if_id) == ("what_if", job) and kept.weights is not None
+        weights_kept, config_kept = kept.weights, kept.config
+    graph = load_npz(data)
+    loaded, _ = prepare_for_audit(weights_kept, config_kept, graph, AuditConfig())  # as a supplied model loads it
+    assert direct.retrained is not None
+    ours, theirs = loaded.predict_proba(graph), direct.retrained.predict_proba(graph).double()  # loaded as float64
+    assert torch.allclose(ours, theirs, rtol=0.0, atol=1e-6)
     # A redelivered message finds it finished and does nothing.
     assert execute(str(job), sessions=sessions, settings=settings, device="cpu") == "skipped"
     assert execute("not-a-uuid", sessions=sessions, settings=settings, device="cpu") == "skipped"
