@@ -144,3 +144,8 @@ def _default_name(audit: Audit, row: ModelArtifact) -> str:
     if found is not None:
         return f"audit {str(audit.id)[:8]}, budget {found.get('budget')} ({found.get('deleted')} nodes deleted)"
     return f"audit {str(audit.id)[:8]}, {row.source} {row.what_if_id or row.budget_index}"
+
+
+def artifact_label(row: ModelArtifact) -> str:
+    """A kept model's name in file names: ``budget-<index>`` or ``what-if-<job id>``."""
+    return f"budget-{row.budget_index}" if row.source == "debias" else f"what-if-{row.what_if_id}"

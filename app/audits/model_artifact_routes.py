@@ -98,7 +98,7 @@ def read_audit_model_weights(
     matches = {t.strip().removeprefix("W/") for t in request.headers.get("if-none-match", "").split(",")}
     if etag in matches or "*" in matches:
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
-    name = f"audit-{audit_id}-{_label(row)}.safetensors"
+    name = f"audit-{audit_id}-{pages.artifact_label(row)}.safetensors"
     headers = {"Content-Disposition": f'attachment; filename="{name}"', "ETag": etag}
     return Response(body, media_type="application/octet-stream", headers=headers)
 
@@ -134,7 +134,3 @@ def register_audit_model(
     row = pages.register_artifact(session, tenant, audit_id, model_id, body.name if body else None)
     response.headers["Location"] = f"/v1/models/{row.id}"
     return row
-
-
-def _label(row: ModelArtifact) -> str:
-    return f"budget-{row.budget_index}" if row.source == "debias" else f"what-if-{row.what_if_id}"

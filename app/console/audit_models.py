@@ -43,18 +43,30 @@ def budget_models(session: Session, audit: Audit) -> dict[int, dict[str, Any]]:
         .options(defer(ModelArtifact.weights))
         .where(ModelArtifact.audit_id == audit.id, ModelArtifact.source == "debias")
     )
-    base = f"/console/audits/{audit.id}/models"
+    return {row.budget_index: _links(audit.id, row) for row in rows if row.budget_index is not None}
+
+
+def what_if_model(session: Session, audit_id: uuid.UUID, job_id: uuid.UUID) -> dict[str, Any] | None:
+    """The model a verified what-if kept (retrained without the set), as its page offers it; ``None`` before it
+    succeeded."""
+    row = session.scalars(
+        select(ModelArtifact)
+        .options(defer(ModelArtifact.weights))
+        .where(ModelArtifact.audit_id == audit_id, ModelArtifact.what_if_id == job_id)
+    ).first()
+    return None if row is None else _links(audit_id, row)
+
+
+def _links(audit_id: uuid.UUID, row: ModelArtifact) -> dict[str, Any]:
+    """A kept model's downloads and its register form's target, and why its weights were not kept."""
+    base = f"/console/audits/{audit_id}/models/{row.id}"
     return {
-        row.budget_index: {
-            "id": str(row.id),
-            "kept": row.note is None,
-            "note": row.note,
-            "weights": f"{base}/{row.id}/weights",
-            "config": f"{base}/{row.id}/config",
-            "register": f"{base}/{row.id}/register",
-        }
-        for row in rows
-        if row.budget_index is not None
+        "id": str(row.id),
+        "kept": row.note is None,
+        "note": row.note,
+        "weights": f"{base}/weights",
+        "config": f"{base}/config",
+        "register": f"{base}/register",
     }
 
 
@@ -63,7 +75,7 @@ def model_weights(audit_id: uuid.UUID, model_id: uuid.UUID, session: SessionDep,
     """The retrained model's safetensors weights, as a download."""
     row = artifacts.get_artifact(session, user.tenant, audit_id, model_id)
     body = artifacts.kept_weights(row)
-    name = f"audit-{audit_id}-budget-{row.budget_index}.safetensors"
+    name = f"audit-{audit_id}-{artifacts.artifact_label(row)}.safetensors"
     headers = {"Content-Disposition": f'attachment; filename="{name}"', "ETag": f'"{row.sha256}"'}
     return Response(body, media_type="application/octet-stream", headers=headers)
 
@@ -72,7 +84,7 @@ def model_weights(audit_id: uuid.UUID, model_id: uuid.UUID, session: SessionDep,
 def model_config(audit_id: uuid.UUID, model_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
     """The retrained model's config (the audited model's form), as a JSON download."""
     row = artifacts.get_artifact(session, user.tenant, audit_id, model_id)
-    name = f"audit-{audit_id}-budget-{row.budget_index}.json"
+    name = f"audit-{audit_id}-{artifacts.artifact_label(row)}.json"
     return Response(
         json.dumps(row.config, indent=2),
         media_type="application/json",

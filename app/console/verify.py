@@ -11,6 +11,7 @@ from fastapi import APIRouter, Form
 from fastapi.responses import RedirectResponse, Response
 
 from app.audits import service as audits
+from app.console.audit_models import what_if_model
 from app.console.deps import ConsoleAuditorDep, ConsoleUserDep, check_csrf
 from app.console.pages import page
 from app.console.verify_view import job_view
@@ -72,6 +73,7 @@ def job_page(audit_id: uuid.UUID, job_id: uuid.UUID, session: SessionDep, user: 
         title=f"Verified what-if · audit {audit_id} · bind-audit",
         audit_id=str(audit_id),
         job=view,
+        model=what_if_model(session, audit_id, job_id),
         refresh=view["running"],
     )
 

@@ -20,6 +20,7 @@ import pytest
 import uvicorn
 from bind_it import ROOT, WorkerPool, make_audit_body, wait_for_audit
 from fastapi.testclient import TestClient
+from safetensors.torch import load as safetensors_load
 
 from app.core.settings import Settings
 from app.main import create_app
@@ -236,3 +237,9 @@ def _verify_in_the_browser(page: sync_api.Page, client: TestClient, audit_id: st
     assert len(job["result"]["delta"]["effects"]) == len(job["seeds"]) == 3 and job["random_sets"] == 1
     assert job["nodes"][0] in page.locator("#what-if-nodes-list").inner_text()  # the user's ids
     page.screenshot(path=str(ARTIFACTS / "10-verified.png"), full_page=True)
+    with page.expect_download() as download:  # the model retrained without the set, to take away
+        page.click("#what-if-weights")
+    path = download.value.path()
+    assert download.value.suggested_filename == f"audit-{audit_id}-what-if-{job_id}.safetensors"
+    weights = safetensors_load(Path(path).read_bytes())  # safetensors, never a pickle
+    assert weights and all(t.dtype.is_floating_point for t in weights.values())
