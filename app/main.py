@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
+from sqlalchemy import Engine
 
 from app.audits import model_artifact_routes as audit_models
 from app.audits import routes as audits
@@ -67,6 +68,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
         openapi_url="/openapi.json",
     )
+    _install_state(app, settings, engine)
+    _install_middleware(app, settings)
+    _install_routes(app, settings)
+    _install_openapi(app)
+    install_docs(app, "/openapi.json")
+    return app
+
+
+def _install_state(app: FastAPI, settings: Settings, engine: Engine) -> None:
+    """What the routes share through ``app.state``: the settings, the database, the broker, the limits, the
+    metrics."""
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = session_factory(engine)
@@ -75,6 +87,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.auth_failure_guard = make_auth_failure_guard(settings.auth_failure_limit_per_minute, settings.broker_url)
     app.state.metrics = ApiMetrics(app.state.session_factory) if settings.metrics_served else None
 
+
+def _install_middleware(app: FastAPI, settings: Settings) -> None:
+    """Problem documents for every error, the security headers, CORS where configured, and the request context."""
     install_problem_handlers(app)
     app.add_middleware(SecurityHeadersMiddleware)
     if settings.cors_origins:
@@ -87,29 +102,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
     app.add_middleware(RequestContextMiddleware, metrics=app.state.metrics)
 
+
+ROUTERS = (graphs, datasets, models, audits, audit_models, what_ifs, reports, schedules, webhooks, keys, events)
+"""The feature modules whose routers serve ``/v1``."""
+
+
+def _install_routes(app: FastAPI, settings: Settings) -> None:
+    """``/v1``, the health checks, the console and, when served, the metrics."""
     v1 = APIRouter(prefix="/v1", responses=problem_responses(400, 401, 403, 422, 429, 500, 503))
-    for module in (
-        graphs,
-        datasets,
-        models,
-        audits,
-        audit_models,
-        what_ifs,
-        reports,
-        schedules,
-        webhooks,
-        keys,
-        events,
-    ):
+    for module in ROUTERS:
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)
     console.install(app)
     if settings.metrics_served:
         app.include_router(metrics_router)
-    _install_openapi(app)
-    install_docs(app, "/openapi.json")
-    return app
 
 
 def _install_openapi(app: FastAPI) -> None:

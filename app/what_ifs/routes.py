@@ -67,8 +67,15 @@ def what_if(
         publisher=broker,
     )
     target = job_location(audit.id, job.id).removeprefix("/v1")
-    append(session, tenant_id=tenant.id, action="what_if.verify", target=target, outcome="succeeded",
-           actor_key_id=principal.key_id, status=202)  # fmt: skip
+    append(
+        session,
+        tenant_id=tenant.id,
+        action="what_if.verify",
+        target=target,
+        outcome="succeeded",
+        actor_key_id=principal.key_id,
+        status=202,
+    )
     response.status_code = status.HTTP_202_ACCEPTED
     response.headers["Location"] = job_location(audit.id, job.id)
     return WhatIfJobRead.model_validate(job)

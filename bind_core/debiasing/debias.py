@@ -104,12 +104,8 @@ def debias(
             or export it: :func:`~bind_core.training.export.export_model`); otherwise it is discarded.
 
     Returns:
-        One :class:`~bind_core.debiasing.records.DebiasingRow` per budget: ``budget``, ``requested`` and
-        ``deleted`` (counts), ``nodes`` (the user's ids), ``estimated_delta``, ``utility_aware`` (and
-        ``estimated_utility``), ``caveat`` (only where the estimate is below −Γ:
-        :func:`~bind_core.debiasing.overreach.overreach`), ``before`` and ``after`` (metrics over pairs of
-        ``groups``), ``backfired`` (the bias metrics that rose, :func:`backfired`), ``seconds``, ``against_random``
-        (or ``None``), ``selection`` (``non_overlapping`` or ``top_ranked``).
+        One :class:`~bind_core.debiasing.records.DebiasingRow` per budget (the deleted nodes by the user's ids, the
+        estimate, the metrics before and after over pairs of ``groups``, the backfires and the check against chance).
     """
     delta, lam = _estimates(influence, lam)
     choice = _Choice.of(delta, utility, set_estimate, graph, model.model_config.layers)

@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from torch import Tensor
+
 from bind_core.data.graph import Graph
 from bind_core.debiasing.chance import MIN_SEEDS, against_random
 from bind_core.debiasing.records import AgainstRandom
@@ -188,6 +190,11 @@ class _Counter:
         progress, done, total = self.progress, self.done, self.total
         return None if progress is None else (lambda _s, f: progress((done + f) / total))
 
+    def rest(self) -> Callable[[float], None] | None:
+        """The progress of the retrainings left, as one callback (``rest(fraction)`` of them done)."""
+        progress, done, total = self.progress, self.done, self.total
+        return None if progress is None else (lambda f: progress((done + f * (total - done)) / total))
+
     def step(self, count: int = 1) -> None:
         """``count`` retrainings done."""
         self.done += count
@@ -282,19 +289,7 @@ def verify_set(
     first, sp_effects, eo_effects = _without(model, graph.without_nodes(nodes)[0], before, retrain, counter, groups)
     effects = [lam * sp + (1 - lam) * eo for sp, eo in zip(sp_effects, eo_effects, strict=True)]
     baselines = {s: lam * sp + (1 - lam) * eo for s, (sp, eo) in before.items()}
-    done, total = counter.done, counter.total
-    found = against_random(
-        model,
-        graph,
-        nodes,
-        baselines,
-        random_sets=random_sets,
-        lam=lam,
-        groups=groups,
-        progress=None if progress is None else (lambda f: progress((done + f * (total - done)) / total)),
-        retrain=retrain,
-        chosen=effects,
-    )
+    chance = _against_chance(model, graph, nodes, baselines, effects, counter, random_sets, lam, groups, retrain)
     return Verification(
         size=len(positions),
         seeds=tuple(int(s) for s in seeds),
@@ -303,6 +298,35 @@ def verify_set(
         delta=Spread.of(effects),
         delta_sp=Spread.of(sp_effects),
         delta_eo=Spread.of(eo_effects),
-        chance=Chance.of(found),
+        chance=chance,
         retrained=first,
     )
+
+
+def _against_chance(
+    model: TrainedModel,
+    graph: Graph,
+    nodes: Tensor,
+    baselines: dict[int, float],
+    effects: list[float],
+    counter: _Counter,
+    random_sets: int,
+    lam: float,
+    groups: list[int] | None,
+    retrain: TrainConfig | None,
+) -> Chance:
+    """The set (its ``effects`` per seed, already measured) against ``random_sets`` random sets of its size
+    (:func:`~bind_core.debiasing.chance.against_random`), the progress continuing ``counter``'s."""
+    found = against_random(
+        model,
+        graph,
+        nodes,
+        baselines,
+        random_sets=random_sets,
+        lam=lam,
+        groups=groups,
+        progress=counter.rest(),
+        retrain=retrain,
+        chosen=effects,
+    )
+    return Chance.of(found)
