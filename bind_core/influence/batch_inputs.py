@@ -31,6 +31,9 @@ class Structures:
 
     view: GraphInputs
     train_block: Adjacency
+    graph: GraphInputs
+    """The computation graph's inputs on ``G`` itself (nothing deleted), whose training-row block the Bregman tilt
+    reads."""
     full: GraphInputs
     test_block: Adjacency
     train_rows: Tensor
@@ -47,10 +50,13 @@ class Structures:
         assert stepper.view is not None and stepper.first is not None
         reduction = stepper.reducer.reduce(stepper.train[:1])
         part = stepper.view(reduction)
-        assert part.adjacency is not None and reduction.inputs.adjacency is not None
+        graph = stepper.view(stepper.reducer.reduce(stepper.train[:0]))
+        assert part.adjacency is not None and reduction.inputs.adjacency is not None and graph.adjacency is not None
+        graph.adjacency.rows(stepper.train_rows)  # cut (and cached) once
         made = cls(
             part,
             part.adjacency.rows(stepper.train_rows),
+            graph,
             reduction.inputs,
             reduction.inputs.adjacency.rows(stepper.test),
             stepper.train_rows,
@@ -77,6 +83,12 @@ class Structures:
     def view_inputs(self, block: Tensor, block_t: Tensor) -> GraphInputs:
         """A member's computation-graph inputs for the layers after the first: its training-row block's values."""
         return _with_block(self.view, self.train_block, self.train_rows, block, block_t)
+
+    def graph_block(self) -> tuple[Tensor, Tensor]:
+        """The values of the computation graph's training-row block on ``G`` and of its transpose."""
+        assert self.graph.adjacency is not None
+        block = self.graph.adjacency.rows(self.train_rows)
+        return block.parts[2], block.transposed[2]
 
     def test_inputs(self, block: Tensor, block_t: Tensor) -> GraphInputs:
         """A member's reduced-graph inputs for the layers after the first: its test-row block's values."""
@@ -111,6 +123,11 @@ class BatchInputs:
     changed_full: Tensor
     test_block: Tensor
     test_block_t: Tensor
+    changed_index: Tensor
+    """``[B, C]``: each member's changed rows of the computation graph (positions, ascending), padded with 0 to the
+    most any member has."""
+    changed_valid: Tensor
+    """``[B, C]``: which entries of :attr:`changed_index` are rows, not padding."""
 
     @classmethod
     def gather(cls, stepper: Stepper, sets: list[list[int]]) -> BatchInputs:
@@ -139,15 +156,33 @@ class BatchInputs:
             row += [full.x_prop, changed_full, test_block.parts[2], test_block.transposed[2]]
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
-        return cls(structures, *(torch.stack(column) for column in columns))
+        z_view, changed_view, rest, block, block_t, z_full, changed_full, test, test_t = (
+            torch.stack(column) for column in columns
+        )
+        index, valid = _padded(changed_view)
+        return cls(
+            structures, z_view, changed_view, rest, block, block_t, z_full, changed_full, test, test_t, index, valid
+        )
 
     def objective_part(self, members: Tensor | None) -> tuple[Tensor, ...]:
-        """The objective's inputs of ``members`` (all when ``None``): aggregated features, changed rows, kept
-        losses, training-row block values and their transpose's."""
-        parts = (self.z_view, self.changed_view, self.rest, self.train_block, self.train_block_t)
+        """The objective's inputs of ``members`` (all when ``None``): aggregated features, changed rows (a mask, and
+        padded positions with their validity), kept losses, training-row block values and their transpose's."""
+        parts: tuple[Tensor, ...] = (self.z_view, self.changed_view, self.changed_index, self.changed_valid)
+        parts += (self.rest, self.train_block, self.train_block_t)
         return parts if members is None else tuple(part[members] for part in parts)
 
     def test_part(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Γ's inputs of every member: aggregated features, changed rows, test-row block values and their
         transpose's."""
         return self.z_full, self.changed_full, self.test_block, self.test_block_t
+
+
+def _padded(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """``[B, C]`` positions of each row's set entries of ``mask`` (``[B, n]``), ascending, padded with 0 to the most
+    any row has, and which of them are set entries."""
+    counts = mask.sum(dim=1)
+    width = max(int(counts.max()) if counts.numel() else 0, 1)
+    valid = torch.arange(width, device=mask.device).unsqueeze(0) < counts.unsqueeze(1)
+    index = torch.zeros(mask.shape[0], width, dtype=torch.long, device=mask.device)
+    index[valid] = mask.nonzero(as_tuple=True)[1]
+    return index, valid

@@ -193,28 +193,38 @@ class BatchedObjective:
 
     def __call__(self, at: Tensor, members: Tensor | None, *, at_hat: bool = False) -> tuple[Tensor, Tensor]:
         """``(F, ∇F)`` of the ``members`` (all when ``None``) at their weights ``at`` (``[k, p]``): ``[k]``,
-        ``[k, p]``. ``at_hat``: every member at ``θ̂``, where the first layer's kept rows are the full graph's."""
+        ``[k, p]``. ``at_hat``: every member at ``θ̂``, where the first layer's kept rows are the full graph's.
+
+        The Bregman tilt reads the training rows' logits on ``G`` itself: its first layer is ``G − S``'s except at
+        the rows ``S`` changed, so only those are computed again (``G``'s features there), and the last layer runs
+        on ``G``'s block (the sequential path evaluates the model on ``G`` in a pass of its own)."""
         stepper, first, fm = self.stepper, self.first, self.stepper.fm
         split, s = first.split, self.structures
-        z, changed, rest, block, block_t = self.batch.objective_part(members)
+        z, changed, index, valid, rest, block, block_t = self.batch.objective_part(members)
         y, m, mu, theta_hat, lam = stepper.y[stepper.train], stepper.m, stepper.mu, fm.theta, fm.weight_decay
         probe = at.detach().clone().requires_grad_(True)
         pre = torch.func.vmap(split.pre)(probe, z)
+        member, row = changed.nonzero(as_tuple=True)
+        assert s.graph.x_prop is not None
+        pre_g = pre.index_put((member, row), torch.func.vmap(split.pre)(probe, s.graph.x_prop[index])[valid])
         if at_hat:
-            member, row = changed.nonzero(as_tuple=True)
+            h_g = first.act0 + first.slope0 * (pre_g - first.pre0)
             h = (first.act0 + first.slope0 * (pre - first.pre0)).index_put((member, row), split.act(pre[member, row]))
         else:
             h = split.act(pre)
+            h_g = h.index_put((member, row), split.act(pre_g[member, row]))
         self.rows = h.detach()
+        graph_block, graph_block_t = s.graph_block()
 
-        def one(theta: Tensor, h: Tensor, rest: Tensor, block: Tensor, block_t: Tensor) -> Tensor:
+        def one(theta: Tensor, h: Tensor, h_g: Tensor, rest: Tensor, block: Tensor, block_t: Tensor) -> Tensor:
             logits = split.logits(theta, h, s.view_inputs(block, block_t), stepper.train_rows)
+            on_graph = split.logits(theta, h_g, s.view_inputs(graph_block, graph_block_t), stepper.train_rows)
             move = theta - theta_hat
             value = (node_losses(logits, y) * rest).sum() / m
             value = value + 0.5 * lam * (theta * theta).sum() + 0.5 * mu * (move * move).sum()
-            return value + fm.tilt(theta)
+            return value + fm.tilt_from_logits(theta, on_graph)
 
-        values = torch.func.vmap(one)(probe, h, rest, block, block_t)
+        values = torch.func.vmap(one)(probe, h, h_g, rest, block, block_t)
         (grad,) = torch.autograd.grad(values.sum(), probe)
         return values.detach(), grad
 
