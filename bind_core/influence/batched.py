@@ -29,22 +29,40 @@ from bind_core.models.gnn import node_losses, probabilities
 if TYPE_CHECKING:
     from bind_core.influence.step import Deletion, Stepper
 
-BATCH_BYTES = 512 * 2**20
-"""The default memory budget of one batch of deletions (:func:`batch_size`): 512 MiB."""
+BATCH_BYTES = {"cpu": 64 * 2**20, "cuda": 4 * 2**30}
+"""The default memory budget of one batch of deletions (:func:`batch_size`) by device type. On a CPU a deletion is
+bound by arithmetic and memory traffic, and a batch that leaves the caches costs more per deletion than one at a time
+(docs/SCALE.md, issue 36: 64 batched deletions of the 20,000-node two-layer GCN cost twice what one does), so the
+budget is small (2 to 4 deletions of the benchmarks' graphs); on a GPU a deletion is bound by kernel launches and the
+host's synchronisations, which a batch shares, so it is large. Other devices take the CPU's."""
 
 
-def batch_size(stepper: Stepper, budget: int = BATCH_BYTES) -> int:
-    """How many deletions one batch settles: ``budget // bytes_per_deletion``, at least 1 and at most the training
-    nodes, and 1 where batching does not apply (no computation-graph view or first-layer cache, other than two
-    layers, or ``budget`` 0).
+def default_batch_bytes(device: torch.device) -> int:
+    """The default budget for a model on ``device`` (:data:`BATCH_BYTES`).
+
+    Args:
+        device: the model's device.
+
+    Returns:
+        Bytes one batch may hold.
+    """
+    return BATCH_BYTES.get(device.type, BATCH_BYTES["cpu"])
+
+
+def batch_size(stepper: Stepper, budget: int | None = None) -> int:
+    """How many deletions one batch settles: ``budget // bytes_per_deletion`` (:meth:`Structures.bytes_per_deletion`:
+    the member's stacked inputs, its passes' activations and its block-diagonal indices), at least 1 and at most the
+    training nodes, and 1 where batching does not apply (no computation-graph view or first-layer cache, other than
+    two layers, or ``budget`` 0).
 
     Args:
         stepper: the model's stepper.
-        budget: bytes one batch may hold (its stacked inputs and the passes' activations).
+        budget: bytes one batch may hold; ``None``: :func:`default_batch_bytes` of the model's device.
 
     Returns:
         The batch size.
     """
+    budget = default_batch_bytes(stepper.fm.device) if budget is None else budget
     if budget <= 0 or not batchable(stepper):
         return 1
     return max(1, min(stepper.m, budget // Structures.of(stepper).bytes_per_deletion()))

@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
-from bind_core.influence.batched import BATCH_BYTES, batch_size, batchable, settle_batch
+from bind_core.influence.batched import batch_size, batchable, settle_batch
 from bind_core.influence.curvature import DAMPING_RULE, DampedCurvature, choose_operator
 from bind_core.influence.firstlayer import FirstLayerCache, SplitModel
 from bind_core.influence.functional import FunctionalModel, GammaEvaluator, gammas_from_proba
@@ -112,7 +112,7 @@ def step_estimate(
     progress: Callable[[float], None] | None = None,
     operator: str = "auto",
     on_stepper: Callable[[Stepper], None] | None = None,
-    batch_bytes: int = BATCH_BYTES,
+    batch_bytes: int | None = None,
 ) -> StepEstimate:
     """ΔΓ of every training node: damped Newton steps towards the proximal optimum on ``G − v``, Γ exactly there.
 
@@ -129,7 +129,8 @@ def step_estimate(
 
     ``on_stepper`` is given the :class:`Stepper` once it is made, so that other deletions of the same model (the
     edges, :mod:`bind_core.influence.deep_edges`) reuse its damped inverse. ``batch_bytes``: the memory budget of
-    one batch of deletions settled together (:func:`~bind_core.influence.batched.batch_size`; 0: one at a time).
+    one batch of deletions settled together (:func:`~bind_core.influence.batched.batch_size`; ``None``: the
+    device's default; 0: one at a time).
     """
     hessian_progress = None if progress is None else (lambda f: progress(0.1 * f))
     stepper = Stepper.build(
@@ -493,7 +494,7 @@ def step_set_estimates(
     steps: int = STEPS,
     tol: float = 1e-7,
     stepper: Stepper | None = None,
-    batch_bytes: int = BATCH_BYTES,
+    batch_bytes: int | None = None,
 ) -> list[Deletion]:
     """The step estimate of deleting each set of training positions together (one step from θ̂ for the whole set
     on ``G − S``, Γ exactly there), rather than the sum of its members' estimates, which for a flat objective

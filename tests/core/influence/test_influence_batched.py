@@ -8,7 +8,7 @@ import torch
 from bind_core.data.datasets import synthetic
 from bind_core.data.sparse import Adjacency, spmm
 from bind_core.influence.batch_inputs import Structures
-from bind_core.influence.batched import batch_size, batchable
+from bind_core.influence.batched import BATCH_BYTES, batch_size, batchable
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import StepEstimate, Stepper, step_estimate, step_set_estimates
 from bind_core.models.gnn import ModelConfig
@@ -77,6 +77,7 @@ def test_the_batch_size_is_the_budget_over_a_deletions_bytes() -> None:
     assert batch_size(stepper, per_deletion - 1) == 1
     assert batch_size(stepper, 5 * per_deletion + 1) == 5
     assert batch_size(stepper, 10**15) == stepper.m  # never more than the training nodes
+    assert batch_size(stepper) == min(stepper.m, BATCH_BYTES["cpu"] // per_deletion) > 1  # the CPU's default
     stepper.view = None  # the objective on the whole graph: not batched
     assert not batchable(stepper) and batch_size(stepper, 10**15) == 1
 
