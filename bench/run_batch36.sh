@@ -16,11 +16,13 @@ scale() {  # $1 before|after, $2 layers
 }
 income() {  # $1 before|after, $2 layers
   local dir=$HERE; [ "$1" = before ] && dir=$BASE_DIR
-  (cd "$dir" && PYTHONPATH=$dir /usr/bin/time -f "$1 income L$2: %e s wall, %U s user" python -m bind_core.cli run \
+  (cd "$dir" && PYTHONPATH=$dir /usr/bin/time -f "$1 income L$2: %e s wall, %U s user" python -m app.cli run \
     --dataset income --data-root /work/shared/datasets --layers "$2" --threads 1 --debias-retrain adam \
     --json "$OUT/batch36_income_$1_l$2.json" > "$OUT/batch36_income_$1_l$2.txt" 2>&1; tail -1 "$OUT/batch36_income_$1_l$2.txt")
 }
 uptime
-scale before 2; scale after 2; scale before 1; scale after 1
-income before 2; income after 2; income before 1; income after 1
+case "${1:-all}" in
+  scale|all) scale before 2; scale after 2; scale before 1; scale after 1 ;;&
+  income|all) income before 2; income after 2; income before 1; income after 1 ;;
+esac
 uptime

@@ -98,7 +98,7 @@ def settle_batch(stepper: Stepper, sets: list[list[int]]) -> list[Deletion]:
     grad_c = (stepper.grad_objective.unsqueeze(0) - grad) * m
     first_step = stepper.solve_damped(grad_c.T.contiguous()).T / m
     state = _chord_steps(stepper, objective, _Round.start(stepper, value, grad, objective.rows))
-    at, grad, taken = state.at, state.grad, state.taken
+    at, grad, taken, close = state.at, state.grad, state.taken, state.close.cpu()
     moved = objective.test_proba(at, state.rows)
     with torch.no_grad():
         direct = (_gammas(stepper, unchanged) - stepper.base_gamma).cpu()
@@ -106,7 +106,7 @@ def settle_batch(stepper: Stepper, sets: list[list[int]]) -> list[Deletion]:
         first_order = (first_step @ stepper.grad_gamma.T).cpu()
     residual = grad.abs().amax(dim=1).cpu()
     at_cpu, first_cpu, taken_cpu = at.detach().cpu(), first_step.detach().cpu(), taken.cpu()
-    return [
+    settled = [
         Deletion(
             delta=delta[k],
             direct=direct[k],
@@ -118,6 +118,24 @@ def settle_batch(stepper: Stepper, sets: list[list[int]]) -> list[Deletion]:
         )
         for k in range(size)
     ]
+    # Where rounding can steer a deletion (a test decided within it, or a settle left short of tol), the batch's sums
+    # and the sequential path's may take different steps: such a deletion is settled again alone, and is the
+    # sequential path's to the bit (on Income, 2 of 1000 deletions had moved by 4·10⁻⁸ of the largest ΔΓ).
+    again = [k for k, out in enumerate(settled) if out.residual > stepper.tol or bool(close[k])]
+    for k in again:
+        settled[k] = stepper.delete(sets[k])
+    return settled
+
+
+CLOSE_CALL = 1e-14
+"""A chord step's Armijo test is a close call when the objective's decrease misses its bound by at most this
+fraction of the objective's value, and the stopping test when the gradient's largest entry is within this fraction of
+``tol`` (some tens of times the rounding of the batch's sums against the sequential path's)."""
+
+
+def _close_to_tol(grad: Tensor, tol: float) -> Tensor:
+    """Whether each row's largest gradient entry is within :data:`CLOSE_CALL` (relative) of ``tol``."""
+    return (grad.abs().amax(dim=1) - tol).abs() <= CLOSE_CALL * tol
 
 
 def _gammas(stepper: Stepper, proba: Tensor) -> Tensor:
@@ -141,6 +159,8 @@ class _Round:
     active: Tensor
     rows: Tensor
     """``[B, ·, hidden]``: the first layer on the computation graph at ``at``."""
+    close: Tensor
+    """Whether a member's Armijo test or stopping test was decided within rounding (:data:`CLOSE_CALL`)."""
 
     @classmethod
     def start(cls, stepper: Stepper, value: Tensor, grad: Tensor, rows: Tensor) -> _Round:
@@ -156,6 +176,7 @@ class _Round:
             slope=torch.zeros_like(value),
             active=grad.abs().amax(dim=1) > stepper.tol,
             rows=rows,
+            close=_close_to_tol(grad, stepper.tol),
         )
 
 
@@ -179,7 +200,9 @@ def _chord_steps(stepper: Stepper, objective: BatchedObjective, state: _Round) -
         candidate = state.at[members] - state.direction[members]
         value_new, grad_new = objective(candidate, members if members.numel() < size else None)
         assert objective.rows is not None
-        ok = value_new <= state.value[members] - 1e-4 * state.slope[members]
+        bound = state.value[members] - 1e-4 * state.slope[members]
+        ok = value_new <= bound
+        state.close[members] |= (value_new - bound).abs() <= CLOSE_CALL * state.value[members].abs()
         took, halved = members[ok], members[~ok]
         state.at[took], state.value[took], state.grad[took] = candidate[ok], value_new[ok], grad_new[ok]
         state.rows[took] = objective.rows[ok]
@@ -189,6 +212,7 @@ def _chord_steps(stepper: Stepper, objective: BatchedObjective, state: _Round) -
         state.active[halved[state.tries[halved] >= HALVINGS]] = False
         going = (state.taken[took] < stepper.steps) & (state.grad[took].abs().amax(dim=1) > stepper.tol)
         state.active[took] = going
+        state.close[took] |= _close_to_tol(state.grad[took], stepper.tol)
         fresh = torch.zeros_like(state.active)
         fresh[took] = going
     return state
