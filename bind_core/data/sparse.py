@@ -6,7 +6,8 @@ from ~30 ms to a few ms). ``torch.func`` transforms (``grad``, ``jvp``, ``vmap``
 on, cannot take sparse tensors as inputs ("Sparse CSR tensors do not have strides"), so :func:`spmm` is a custom
 autograd function whose inputs are the CSR index and value tensors (dense) and which builds the sparse matrix inside:
 its backward is the product with the transpose, its forward derivative the product itself, and its batching rule
-one product with the batch folded into the columns.
+one product with the batch folded into the columns (or, when each member has its own values on the same structure,
+one product with the block-diagonal union of the members' matrices, :func:`_block_diagonal_product`).
 """
 
 from __future__ import annotations
@@ -173,6 +174,8 @@ class _SpMM(torch.autograd.Function):
 
     @staticmethod
     def vmap(info: Any, in_dims: Any, x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]) -> Any:
+        if in_dims[1][2] is not None or in_dims[2][2] is not None:  # a matrix per member: one block-diagonal product
+            return _block_diagonal_product(info.batch_size, in_dims, x, parts, transposed, shape), 0
         if in_dims[0] is None:
             return _apply(x, parts, transposed, shape), None
         batched = x.movedim(in_dims[0], 1)  # [n, B, d]
@@ -184,3 +187,51 @@ def _apply(x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]) -> Te
     """``_SpMM.apply``, typed: ``torch.autograd.Function.apply`` has no annotations."""
     out: Tensor = _SpMM.apply(x, parts, transposed, shape)  # type: ignore[no-untyped-call]
     return out
+
+
+def _block_diagonal_product(
+    size: int, in_dims: Any, x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]
+) -> Tensor:
+    """The batching rule for members with their own values on one CSR structure (a batch of deletions,
+    :mod:`bind_core.influence.batched`): the ``size`` members' matrices as one block-diagonal CSR matrix and their
+    ``x`` stacked, so that each output row sums the same entries in the same order as the member's own product.
+    Returns ``[size, r, ...]``."""
+    xs = x.movedim(in_dims[0], 0) if in_dims[0] is not None else x.expand(size, *x.shape)
+    values = _members(parts[2], in_dims[1][2], size)
+    values_t = _members(transposed[2], in_dims[2][2], size)
+    rows, cols = shape
+    crow, col = _diagonal(parts[0], parts[1], cols, size)
+    crow_t, col_t = _diagonal(transposed[0], transposed[1], rows, size)
+    out = _apply(
+        xs.reshape(size * cols, -1), (crow, col, values), (crow_t, col_t, values_t), (size * rows, size * cols)
+    )
+    return out.reshape(size, rows, *xs.shape[2:])
+
+
+def _members(values: Tensor, dim: int | None, size: int) -> Tensor:
+    """The members' values, flattened member after member."""
+    return (values.movedim(dim, 0) if dim is not None else values.expand(size, *values.shape)).reshape(-1)
+
+
+_DIAGONALS: dict[tuple[int, int, int], tuple[weakref.ref[Tensor], tuple[Tensor, Tensor]]] = {}
+
+
+def _diagonal(crow: Tensor, col: Tensor, cols: int, size: int) -> tuple[Tensor, Tensor]:
+    """The row pointer and columns of ``size`` copies of a CSR structure (``cols`` columns) on the diagonal, kept per
+    structure while its column tensor lives (a batch evaluates the same few structures many times)."""
+    key = (id(col), cols, size)
+    hit = _DIAGONALS.get(key)
+    if hit is not None and hit[0]() is col:
+        return hit[1]
+    nnz = int(col.numel())
+    member = torch.arange(size, device=col.device)
+    crow_d = torch.cat(
+        [(crow[:-1].unsqueeze(0) + nnz * member.unsqueeze(1)).reshape(-1), crow.new_tensor([size * nnz])]
+    )
+    col_d = (col.unsqueeze(0) + cols * member.unsqueeze(1)).reshape(-1)
+    for stale in [k for k, (ref, _) in _DIAGONALS.items() if ref() is None]:
+        del _DIAGONALS[stale]
+    while len(_DIAGONALS) >= 4 * BLOCKS_KEPT:
+        del _DIAGONALS[next(iter(_DIAGONALS))]
+    _DIAGONALS[key] = (weakref.ref(col), (crow_d, col_d))
+    return crow_d, col_d

@@ -123,7 +123,18 @@ class FunctionalModel:
         objective of ``G − v`` the proximal Bregman response's (:mod:`bind_core.influence.bregman`). ``∇r(θ̂) =
         −∇L(θ̂)``: the given weights are the answer when nothing is deleted, stationary or not."""
         rows = self._objective
-        logits = self.logits(flat, rows.train, rows.inputs)
+        return self.tilt_from_logits(flat, self.logits(flat, rows.train, rows.inputs))
+
+    def tilt_from_logits(self, flat: Tensor, logits: Tensor) -> Tensor:
+        """:meth:`tilt` at ``flat`` from the training rows' ``logits`` on ``G`` there (computed by the caller).
+
+        Args:
+            flat: the weights.
+            logits: ``[m, out]``, the training rows' logits on the training graph at ``flat``.
+
+        Returns:
+            ``r(flat)``, a scalar.
+        """
         return -(self._slopes * logits).sum() - self.weight_decay * (self.theta * flat).sum()
 
     def bregman(self, flat: Tensor) -> Tensor:

@@ -44,6 +44,7 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
+from bind_core.influence.batched import batch_size, batchable, settle_batch
 from bind_core.influence.curvature import DAMPING_RULE, DampedCurvature, choose_operator
 from bind_core.influence.firstlayer import FirstLayerCache, SplitModel
 from bind_core.influence.functional import FunctionalModel, GammaEvaluator, gammas_from_proba
@@ -111,6 +112,7 @@ def step_estimate(
     progress: Callable[[float], None] | None = None,
     operator: str = "auto",
     on_stepper: Callable[[Stepper], None] | None = None,
+    batch_bytes: int | None = None,
 ) -> StepEstimate:
     """ΔΓ of every training node: damped Newton steps towards the proximal optimum on ``G − v``, Γ exactly there.
 
@@ -126,7 +128,9 @@ def step_estimate(
     frozen inverse is approximate (the chord steps settle on the exact gradient all the same).
 
     ``on_stepper`` is given the :class:`Stepper` once it is made, so that other deletions of the same model (the
-    edges, :mod:`bind_core.influence.deep_edges`) reuse its damped inverse.
+    edges, :mod:`bind_core.influence.deep_edges`) reuse its damped inverse. ``batch_bytes``: the memory budget of
+    one batch of deletions settled together (:func:`~bind_core.influence.batched.batch_size`; ``None``: the
+    device's default; 0: one at a time).
     """
     hessian_progress = None if progress is None else (lambda f: progress(0.1 * f))
     stepper = Stepper.build(
@@ -142,11 +146,15 @@ def step_estimate(
     iid = loss_derivatives(fm, fm.theta, s_damped, stepper.full).cpu() / m  # (1/m)·∇ℓ_vᵀ·s: first-order i.i.d.
     nodes = _PerNode.empty(m, fm.num_parameters, keep_weights)
     t0 = time.perf_counter()
-    for pos in range(m):
-        nodes.put(pos, stepper.delete([pos]))
-        if progress is not None:  # every node: one deletion is a few full-graph passes
-            progress(0.1 + 0.9 * (pos + 1) / m)
+    size = batch_size(stepper, batch_bytes)
+    for start in range(0, m, size):
+        positions = list(range(start, min(m, start + size)))
+        for pos, out in zip(positions, stepper.delete_many([[p] for p in positions]), strict=True):
+            nodes.put(pos, out)
+        if progress is not None:  # every batch: one deletion is a few full-graph passes
+            progress(0.1 + 0.9 * (positions[-1] + 1) / m)
     timings["per_node_terms"] = time.perf_counter() - t0
+    stepper.solve.details["batch_size"] = size
     solve = stepper.solve
     solve.details |= nodes.settling(steps, tol)
     first, direct, exact = nodes.first, nodes.direct, nodes.exact
@@ -346,6 +354,13 @@ class Stepper:
         part = None if self.view is None else self.view(reduction)
         return self._settle(reduction.inputs, gone, part, changed=reduction.changed)
 
+    def delete_many(self, sets: list[list[int]]) -> list[Deletion]:
+        """:meth:`delete` of each set of training positions, in one batch (:func:`~bind_core.influence.batched.
+        settle_batch`) where the stepper supports it and there is more than one set, else one at a time."""
+        if len(sets) > 1 and batchable(self):
+            return settle_batch(self, sets)
+        return [self.delete(positions) for positions in sets]
+
     def delete_edges(self, edges: Tensor) -> Deletion:
         """Settle the deletion of the undirected ``edges`` (``[k, 2]``, both directions go) together: no loss is
         removed; the training nodes within ``hops − 1`` of an endpoint (one hop less than for a deleted node: the
@@ -479,12 +494,14 @@ def step_set_estimates(
     steps: int = STEPS,
     tol: float = 1e-7,
     stepper: Stepper | None = None,
+    batch_bytes: int | None = None,
 ) -> list[Deletion]:
     """The step estimate of deleting each set of training positions together (one step from θ̂ for the whole set
     on ``G − S``, Γ exactly there), rather than the sum of its members' estimates, which for a flat objective
-    can add up past anything the set can do."""
+    can add up past anything the set can do. ``batch_bytes``: as :func:`step_estimate`'s."""
     stepper = stepper or Stepper.build(fm, rule=rule, steps=steps, tol=tol)
-    return [stepper.delete(list(positions)) for positions in sets]
+    size = batch_size(stepper, batch_bytes)
+    return [out for start in range(0, len(sets), size) for out in stepper.delete_many(sets[start : start + size])]
 
 
 def loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
