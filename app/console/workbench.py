@@ -35,6 +35,7 @@ from app.supplied import service as supplied
 from app.trail.record import trailed
 from app.what_ifs.choice import choose
 from bind_core import AuditConfig, BindError
+from bind_core.codec import encode
 from bind_core.pipeline import AUTO_CHANCE_SEEDS
 
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -251,7 +252,7 @@ def what_if(
     estimate: dict[str, Any] | None = None
     problem: ProblemError | None = None
     try:
-        estimate = choose(session, audit, **form_choice(form))[0].estimate
+        estimate = encode(choose(session, audit, **form_choice(form))[0].estimate)
     except ProblemError as exc:
         if exc.status in (403, 404):
             raise

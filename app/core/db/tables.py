@@ -436,7 +436,7 @@ class WhatIf(Base):
     nodes: Mapped[list[int | str]] = mapped_column(JSONType)
     """The set, in the user's ids (same order)."""
     estimate: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    """The what-if's estimate (``bind_core.debiasing.what_if.SetEstimate.to_dict``)."""
+    """The what-if's estimate: ``bind_core.debiasing.what_if.SetEstimate``'s JSON, less ``nodes``."""
     seeds: Mapped[list[int]] = mapped_column(JSONType)
     random_sets: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(16), default="queued")
