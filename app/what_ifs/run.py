@@ -24,7 +24,8 @@ from app.graphs.loading import GraphGone, load_graph
 from app.what_ifs import repository as jobs
 from app.what_ifs.repository import JobClaim
 from bind_core import AuditCancelled, AuditConfig, DatasetNotFoundError, Graph
-from bind_core.pipeline import Verification, verify_what_if
+from bind_core.codec import encode
+from bind_core.pipeline import VerifiedSet, verify_what_if
 
 log = logging.getLogger(__name__)
 STAGE = "verifying"
@@ -45,7 +46,7 @@ class Verify(Protocol):
         random_sets: int,
         device: str = "cpu",
         progress: Callable[[float], None] | None = None,
-    ) -> Verification: ...
+    ) -> VerifiedSet: ...
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def execute(
     except Exception as exc:
         log.warning("what-if %s failed (attempt %d)", claim.job_id, claim.attempt, exc_info=True)
         return _store(sessions, claim, None, _problem(guard.memory_failure(exc) or exc, claim))
-    return _store(sessions, claim, found.to_dict(), None)
+    return _store(sessions, claim, encode(found.verification), None)
 
 
 def _claim(job_id: str, sessions: sessionmaker[Session], settings: Settings, device: str) -> JobClaim | None:
@@ -148,7 +149,7 @@ def _compute(
     device: str,
     compute: Verify,
     progress: Callable[[float], None],
-) -> Verification:
+) -> VerifiedSet:
     audited = _audited(sessions, claim.audit_id)
     progress(0.0)
     graph = load_graph(sessions, settings, audited.graph_id, audited.dataset)

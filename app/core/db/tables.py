@@ -444,7 +444,7 @@ class WhatIf(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     device: Mapped[str | None] = mapped_column(String(64))
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
-    """When succeeded: ``bind_core.debiasing.verify.Verification.to_dict``."""
+    """When succeeded: ``bind_core.debiasing.verify.Verification``'s JSON (``bind_core.codec.encode``)."""
     error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
