@@ -192,10 +192,10 @@ def _estimate(body: AuditCreate, graph: Graph, model: SuppliedModel | None) -> d
     config = AuditConfig.from_dict(body.config_dict())
     cost = cost_of(config, graph.summary or {}, model.config if model is not None else None)
     return {
-        "memory": f"{cost.peak_memory / 1024**3:.2f} GiB"
-        if cost.peak_memory >= 1024**3
-        else f"{cost.peak_memory / 1024**2:.1f} MiB",
-        "work": f"{cost.total_work:.3g} flops",
+        "memory": f"{cost.peak_memory_bytes / 1024**3:.2f} GiB"
+        if cost.peak_memory_bytes >= 1024**3
+        else f"{cost.peak_memory_bytes / 1024**2:.1f} MiB",
+        "work": f"{cost.work_flops:.3g} flops",
         "parts": ", ".join(f"{k} {v:.2g}" for k, v in cost.work.items()),
     }
 
