@@ -17,6 +17,7 @@ from app.core.settings import Settings
 from bind_core import AuditConfig, ModelConfig
 from bind_core.codec import encode
 from bind_core.pipeline import AuditCost, GraphSize, audit_cost
+from bind_core.pipeline.results import GraphSummary
 
 
 class ResourceLimitExceeded(ProblemError):
@@ -43,15 +44,15 @@ def gib(value: float) -> str:
 
 
 def cost_of(
-    config: AuditConfig, summary: Mapping[str, Any], supplied_model: Mapping[str, Any] | None = None
+    config: AuditConfig, summary: GraphSummary | Mapping[str, Any], supplied_model: Mapping[str, Any] | None = None
 ) -> AuditCost:
-    """The estimate for ``config`` on a graph with this ``Graph.summary()``; a supplied model's architecture
-    (its stored config) replaces the requested one, and no training is counted for it."""
+    """The estimate for ``config`` on a graph with this ``Graph.summary()`` (or its JSON, as stored); a supplied
+    model's architecture (its stored config) replaces the requested one, and no training is counted for it."""
     if supplied_model is not None:
         model = ModelConfig.from_dict(dict(supplied_model["model"]))
         training = dataclasses.replace(config.training, epochs=0, polish=False)
         config = dataclasses.replace(config, model=model, training=training)
-    return audit_cost(config, GraphSize.of_summary(dict(summary)))
+    return audit_cost(config, GraphSize.of_summary(summary))
 
 
 def check_budget(cost: AuditCost, settings: Settings) -> None:

@@ -43,12 +43,14 @@ trained once more for the debiasing rows' ``before``.
 # ruff: noqa: RUF009  (key() returns dataclasses.field(...): fields with metadata, not shared defaults)
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from bind_core.codec import key
+from bind_core.data.records import GraphSummary
 from bind_core.influence.deep_edges import SETTLE
 from bind_core.influence.estimate import pick_method
 from bind_core.influence.lowrank import LANCZOS_MAX
@@ -75,9 +77,24 @@ class GraphSize:
     train: int
 
     @classmethod
-    def of_summary(cls, summary: dict[str, Any]) -> GraphSize:
-        """From :meth:`bind_core.data.graph.Graph.summary` (``nodes``, ``edges``, ``features``, ``classes``,
-        ``train``)."""
+    def of_summary(cls, summary: GraphSummary | Mapping[str, Any]) -> GraphSize:
+        """From a graph's summary.
+
+        Args:
+            summary: :meth:`bind_core.data.graph.Graph.summary`, or its JSON as stored (``nodes``, ``edges``,
+                ``features``, ``classes`` and ``train`` are read).
+
+        Returns:
+            The :class:`GraphSize`.
+        """
+        if isinstance(summary, GraphSummary):
+            return cls(
+                nodes=summary.nodes,
+                edges=summary.edges,
+                features=summary.features,
+                classes=summary.classes,
+                train=summary.train,
+            )
         return cls(
             nodes=int(summary["nodes"]),
             edges=int(summary["edges"]),

@@ -33,6 +33,7 @@ def test_parameter_count_matches_the_model(model: ModelConfig, classes: int) -> 
 def test_graph_size_from_a_summary() -> None:
     graph = synthetic(200, seed=1)
     size = GraphSize.of_summary(graph.summary())
+    assert GraphSize.of_summary(json.loads(json.dumps(encode(graph.summary())))) == size  # the stored JSON too
     assert (size.nodes, size.edges, size.features, size.classes, size.train) == (
         graph.num_nodes, graph.num_edges, graph.num_features, graph.num_classes, int(graph.train_idx.numel()),
     )  # fmt: skip
