@@ -91,7 +91,7 @@ def run_one(name: str, seed: int, sample: int, graph: Any, args: Any) -> dict[st
         "pearson": corr["gamma"]["pearson"],
         "spearman": corr["gamma"]["spearman"],
         "node_summary": {"harmful": int((nodes.delta < 0).sum()), "count": int(nodes.delta.numel())},
-        "edge_summary": edges.summary(),
+        "edge_summary": encode(edges.summary()),
     }
 
 

@@ -356,7 +356,7 @@ def _write_json(
     if record is not None:
         doc["supplied_model"] = record
     if report is not None:
-        doc["ingest"] = report.to_dict(flag)
+        doc["ingest"] = encode(report.summary(flag))
     text = json.dumps(json_safe(doc), indent=2, default=float)
     try:
         path.write_text(text)

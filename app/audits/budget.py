@@ -15,7 +15,9 @@ from typing import Any
 from app.core.errors import ProblemError
 from app.core.settings import Settings
 from bind_core import AuditConfig, ModelConfig
+from bind_core.codec import encode
 from bind_core.pipeline import AuditCost, GraphSize, audit_cost
+from bind_core.pipeline.results import GraphSummary
 
 
 class ResourceLimitExceeded(ProblemError):
@@ -42,51 +44,51 @@ def gib(value: float) -> str:
 
 
 def cost_of(
-    config: AuditConfig, summary: Mapping[str, Any], supplied_model: Mapping[str, Any] | None = None
+    config: AuditConfig, summary: GraphSummary | Mapping[str, Any], supplied_model: Mapping[str, Any] | None = None
 ) -> AuditCost:
-    """The estimate for ``config`` on a graph with this ``Graph.summary()``; a supplied model's architecture
-    (its stored config) replaces the requested one, and no training is counted for it."""
+    """The estimate for ``config`` on a graph with this ``Graph.summary()`` (or its JSON, as stored); a supplied
+    model's architecture (its stored config) replaces the requested one, and no training is counted for it."""
     if supplied_model is not None:
         model = ModelConfig.from_dict(dict(supplied_model["model"]))
         training = dataclasses.replace(config.training, epochs=0, polish=False)
         config = dataclasses.replace(config, model=model, training=training)
-    return audit_cost(config, GraphSize.of_summary(dict(summary)))
+    return audit_cost(config, GraphSize.of_summary(summary))
 
 
 def check_budget(cost: AuditCost, settings: Settings) -> None:
     """Raise `ResourceLimitExceeded` naming every limit ``cost`` is over, with the excess."""
     over: list[dict[str, Any]] = []
     words: list[str] = []
-    if settings.audit_max_memory and cost.peak_memory > settings.audit_max_memory:
-        excess = cost.peak_memory - settings.audit_max_memory
+    if settings.audit_max_memory and cost.peak_memory_bytes > settings.audit_max_memory:
+        excess = cost.peak_memory_bytes - settings.audit_max_memory
         over.append(
             {
                 "limit": "BIND_AUDIT_MAX_MEMORY",
                 "allowed": settings.audit_max_memory,
-                "estimated": cost.peak_memory,
+                "estimated": cost.peak_memory_bytes,
                 "excess": excess,
             }
         )
-        part = max(cost.memory, key=lambda k: cost.memory[k])
+        part = max(cost.memory_bytes, key=lambda k: cost.memory_bytes[k])
         words.append(
-            f"estimated peak memory {gib(cost.peak_memory)} is {gib(excess)} over BIND_AUDIT_MAX_MEMORY "
-            f"({gib(settings.audit_max_memory)}); the largest part is {part} ({gib(cost.memory[part])})"
+            f"estimated peak memory {gib(cost.peak_memory_bytes)} is {gib(excess)} over BIND_AUDIT_MAX_MEMORY "
+            f"({gib(settings.audit_max_memory)}); the largest part is {part} ({gib(cost.memory_bytes[part])})"
         )
-    if settings.audit_max_work and cost.total_work > settings.audit_max_work:
-        excess_work = cost.total_work - settings.audit_max_work
+    if settings.audit_max_work and cost.work_flops > settings.audit_max_work:
+        excess_work = cost.work_flops - settings.audit_max_work
         over.append(
             {
                 "limit": "BIND_AUDIT_MAX_WORK",
                 "allowed": settings.audit_max_work,
-                "estimated": cost.total_work,
+                "estimated": cost.work_flops,
                 "excess": excess_work,
             }
         )
         stage = max(cost.work, key=lambda k: cost.work[k])
         words.append(
-            f"estimated work {cost.total_work:.3g} flops is {excess_work:.3g} over BIND_AUDIT_MAX_WORK "
+            f"estimated work {cost.work_flops:.3g} flops is {excess_work:.3g} over BIND_AUDIT_MAX_WORK "
             f"({settings.audit_max_work:.3g}); the largest part is {stage} ({cost.work[stage]:.3g})"
         )
     if over:
         detail = "The audit is over this deployment's budget: " + "; ".join(words) + "."
-        raise ResourceLimitExceeded(detail, limits=over, estimate=cost.to_dict())
+        raise ResourceLimitExceeded(detail, limits=over, estimate=encode(cost))

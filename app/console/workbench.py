@@ -35,6 +35,7 @@ from app.supplied import service as supplied
 from app.trail.record import trailed
 from app.what_ifs.choice import choose
 from bind_core import AuditConfig, BindError
+from bind_core.codec import encode
 from bind_core.pipeline import AUTO_CHANCE_SEEDS
 
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -191,10 +192,10 @@ def _estimate(body: AuditCreate, graph: Graph, model: SuppliedModel | None) -> d
     config = AuditConfig.from_dict(body.config_dict())
     cost = cost_of(config, graph.summary or {}, model.config if model is not None else None)
     return {
-        "memory": f"{cost.peak_memory / 1024**3:.2f} GiB"
-        if cost.peak_memory >= 1024**3
-        else f"{cost.peak_memory / 1024**2:.1f} MiB",
-        "work": f"{cost.total_work:.3g} flops",
+        "memory": f"{cost.peak_memory_bytes / 1024**3:.2f} GiB"
+        if cost.peak_memory_bytes >= 1024**3
+        else f"{cost.peak_memory_bytes / 1024**2:.1f} MiB",
+        "work": f"{cost.work_flops:.3g} flops",
         "parts": ", ".join(f"{k} {v:.2g}" for k, v in cost.work.items()),
     }
 
@@ -251,7 +252,7 @@ def what_if(
     estimate: dict[str, Any] | None = None
     problem: ProblemError | None = None
     try:
-        estimate = choose(session, audit, **form_choice(form))[0].estimate
+        estimate = encode(choose(session, audit, **form_choice(form))[0].estimate)
     except ProblemError as exc:
         if exc.status in (403, 404):
             raise

@@ -19,13 +19,16 @@ from app.core.settings import Settings
 from app.graphs.uploads import TABLE_DEFAULTS, TABLE_OPTIONS, ReceivedUpload
 from app.graphs.versions import add_version
 from bind_core import BindError
+from bind_core.codec import encode
 from bind_core.data.datasets import ingest_files, load_npz, save_npz
+from bind_core.pipeline.results import GraphSummary
 
 
 @dataclass(frozen=True)
 class ParsedGraph:
     name: str
-    summary: dict[str, Any]
+    summary: GraphSummary
+    """Stored as its JSON (``bind_core.codec.encode``); an upload of tables says what reading them did (``ingest``)."""
     data: bytes
     """The graph as ``bind_core.data.datasets.save_npz`` bytes."""
 
@@ -173,7 +176,7 @@ def _graph_name(given: str | None, client_file: str | None) -> str:
 
 def create_graph(session: Session, tenant: Tenant, parsed: ParsedGraph) -> Graph:
     """Store a graph as the next version of its name (version 1 for a new name; old versions are kept)."""
-    return add_version(session, tenant, parsed.name, summary=parsed.summary, data=parsed.data)
+    return add_version(session, tenant, parsed.name, summary=encode(parsed.summary), data=parsed.data)
 
 
 def get_graph(session: Session, tenant: Tenant, graph_id: uuid.UUID, *, lock: bool = False) -> Graph:

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from app.core.db.tables import Audit, InfluenceRow
 from app.core.errors import Conflict, ValidationProblem
 from bind_core import BindError
-from bind_core.pipeline import choose, estimate_set
+from bind_core.pipeline import SetEstimate, choose, estimate_set
 
 
 def _rows(session: Session, audit: Audit) -> list[dict[str, Any]]:
@@ -34,15 +34,15 @@ class ChosenSet:
     """A what-if's chosen set: its places in the audit's training nodes, the estimate, and the training set's size."""
 
     positions: list[int]
-    estimate: dict[str, Any]
-    """:meth:`bind_core.debiasing.what_if.SetEstimate.to_dict` (``nodes``: the user's ids, in the same order)."""
+    estimate: SetEstimate
+    """The set's estimate (``nodes``: the user's ids, in the same order)."""
     train_size: int
 
 
 def estimate_deletion(
     session: Session, audit: Audit, *, nodes: Sequence[int | str] | None, top: int | None
-) -> dict[str, Any]:
-    """The estimate's fields (:meth:`bind_core.debiasing.what_if.SetEstimate.to_dict`).
+) -> SetEstimate:
+    """The estimate of deleting the chosen set (:class:`bind_core.debiasing.what_if.SetEstimate`).
 
     Raises:
         Conflict: the audit has no influence estimates (``influence-not-ready``).
@@ -76,5 +76,5 @@ def choose_set(session: Session, audit: Audit, *, nodes: Sequence[int | str] | N
         raise ValidationProblem(str(exc), errors=[{"field": field, "message": str(exc)}]) from exc
     summary = (audit.results or {}).get("influence_summary") or {}
     method = str((summary.get("solver_details") or {}).get("method") or "linear")
-    estimate = estimate_set(rows, positions, method=method).to_dict()
+    estimate = estimate_set(rows, positions, method=method)
     return ChosenSet([int(rows[i]["position"]) for i in positions], estimate, len(rows))

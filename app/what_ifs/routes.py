@@ -19,6 +19,7 @@ from app.trail.record import append, trailed
 from app.what_ifs import service
 from app.what_ifs.choice import choose
 from app.what_ifs.schemas import WhatIfJobPage, WhatIfJobRead, WhatIfJobSummary
+from bind_core.codec import encode
 
 router = APIRouter(prefix="/audits", tags=["audits"])  # nested under audits, as the what-if always was
 
@@ -54,7 +55,7 @@ def what_if(
     audit = get_audit(session, tenant, audit_id)
     chosen, chosen_by = choose(session, audit, nodes=body.nodes, top=body.top, rule=body.rule)
     if not body.verify:
-        return WhatIfRead(audit_id=audit.id, sign_convention=SIGN_CONVENTION, **chosen.estimate)
+        return WhatIfRead(audit_id=audit.id, sign_convention=SIGN_CONVENTION, **encode(chosen.estimate))
     check_role(principal.role, "auditor")
     job = service.create_job(
         session,

@@ -25,7 +25,8 @@ from app.graphs.loading import GraphGone, load_graph
 from app.what_ifs import repository as jobs
 from app.what_ifs.repository import JobClaim
 from bind_core import AuditCancelled, AuditConfig, DatasetNotFoundError, Graph, TrainedModel
-from bind_core.pipeline import Verification, verify_what_if
+from bind_core.codec import encode
+from bind_core.pipeline import VerifiedSet, verify_what_if
 
 log = logging.getLogger(__name__)
 STAGE = "verifying"
@@ -46,7 +47,7 @@ class Verify(Protocol):
         random_sets: int,
         device: str = "cpu",
         progress: Callable[[float], None] | None = None,
-    ) -> Verification: ...
+    ) -> VerifiedSet: ...
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def execute(
     except Exception as exc:
         log.warning("what-if %s failed (attempt %d)", claim.job_id, claim.attempt, exc_info=True)
         return _store(sessions, claim, None, _problem(guard.memory_failure(exc) or exc, claim))
-    return _store(sessions, claim, found.to_dict(), None, kept=_kept(found, settings))
+    return _store(sessions, claim, encode(found.verification), None, kept=_kept(found, settings))
 
 
 def _claim(job_id: str, sessions: sessionmaker[Session], settings: Settings, device: str) -> JobClaim | None:
@@ -149,7 +150,7 @@ def _compute(
     device: str,
     compute: Verify,
     progress: Callable[[float], None],
-) -> Verification:
+) -> VerifiedSet:
     audited = _audited(sessions, claim.audit_id)
     progress(0.0)
     graph = load_graph(sessions, settings, audited.graph_id, audited.dataset)
@@ -183,7 +184,7 @@ class _Kept:
     max_bytes: int
 
 
-def _kept(found: Verification, settings: Settings) -> _Kept | None:
+def _kept(found: VerifiedSet, settings: Settings) -> _Kept | None:
     """What a verification keeps: the model it retrained without the set, when it has one."""
     return None if found.retrained is None else _Kept(found.retrained, settings.model_artifact_max_bytes)
 

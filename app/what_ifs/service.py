@@ -20,6 +20,7 @@ from app.core.publisher import Publisher
 from app.influence.what_if import ChosenSet
 from app.what_ifs.tasks import send_verify
 from bind_core import AuditConfig
+from bind_core.codec import encode
 from bind_core.pipeline import verify_seeds
 
 MAX_SHARE = 0.5
@@ -94,8 +95,8 @@ def create_job(
         audit_id=audit.id,
         chosen_by=chosen_by,
         positions=chosen.positions,
-        nodes=list(chosen.estimate["nodes"]),
-        estimate={k: v for k, v in chosen.estimate.items() if k != "nodes"},
+        nodes=list(chosen.estimate.nodes),
+        estimate={k: v for k, v in encode(chosen.estimate).items() if k != "nodes"},
         seeds=list(seeds) if seeds else list(verify_seeds(AuditConfig.from_dict(audit.config))),
         random_sets=3 if random_sets is None else random_sets,
         state="queued",

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from bind_core.data.labels import group_labels, id_legend
+from bind_core.data.records import GraphSummary
 from bind_core.errors import GraphValidationError
 
 ArrayLike = Tensor | np.ndarray | Sequence[Any]
@@ -128,36 +129,34 @@ class Graph:
         """Degree of every node (without self-loops), int64 ``[n]``."""
         return torch.bincount(self.edge_index[0], minlength=self.num_nodes)
 
-    def summary(self) -> dict[str, Any]:
-        """Sizes a person would want to see first, as plain JSON-ready values.
+    def summary(self) -> GraphSummary:
+        """Sizes a person would want to see first (:func:`bind_core.codec.encode` gives its JSON).
 
         Returns:
-            ``name``, ``nodes``, ``edges`` (undirected), ``features``, ``classes``, ``groups``, ``group_sizes``,
-            ``group_names`` (never empty: the codes when the graph names none), ``sensitive``, ``label``,
-            ``class_names``, ``group_labels`` (``attribute=value``), ``node_id_meaning`` (what node ids are),
-            ``class_sizes`` (labelled nodes per class), ``unlabeled``, the split's sizes ``train``, ``val`` and
-            ``test``, and ``node_id_column`` when the ids come from one.
+            The :class:`~bind_core.data.records.GraphSummary`: ``group_names`` and ``class_names`` never empty (the
+            codes when the graph names none), ``node_id_column`` only when the ids come from one.
         """
-        return {
-            "name": self.name,
-            "nodes": self.num_nodes,
-            "edges": self.num_edges,
-            "features": self.num_features,
-            "classes": self.num_classes,
-            "groups": self.num_groups,
-            "group_sizes": torch.bincount(self.sens, minlength=self.num_groups).tolist(),
-            "group_names": list(self.group_names) or [str(g) for g in range(self.num_groups)],
-            "sensitive": list(self.sensitive),
-            "label": self.label_name,
-            "class_names": list(self.class_names) or [str(c) for c in range(self.num_classes)],
-            "group_labels": group_labels(self),
-            "node_id_meaning": id_legend(self),
-            "class_sizes": torch.bincount(self.y[self.y >= 0], minlength=self.num_classes).tolist(),
-            "unlabeled": int((self.y < 0).sum()),
-            "train": int(self.train_idx.numel()),
-            "val": int(self.val_idx.numel()),
-            "test": int(self.test_idx.numel()),
-        } | ({"node_id_column": self.node_id_column} if self.node_id_column is not None else {})
+        return GraphSummary(
+            name=self.name,
+            nodes=self.num_nodes,
+            edges=self.num_edges,
+            features=self.num_features,
+            classes=self.num_classes,
+            groups=self.num_groups,
+            group_sizes=torch.bincount(self.sens, minlength=self.num_groups).tolist(),
+            group_names=list(self.group_names) or [str(g) for g in range(self.num_groups)],
+            sensitive=list(self.sensitive),
+            group_labels=group_labels(self),
+            label=self.label_name,
+            class_names=list(self.class_names) or [str(c) for c in range(self.num_classes)],
+            node_id_column=self.node_id_column,
+            node_id_meaning=id_legend(self),
+            class_sizes=torch.bincount(self.y[self.y >= 0], minlength=self.num_classes).tolist(),
+            unlabeled=int((self.y < 0).sum()),
+            train=int(self.train_idx.numel()),
+            val=int(self.val_idx.numel()),
+            test=int(self.test_idx.numel()),
+        )
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -1,9 +1,11 @@
-"""The graph's part of the audit results, typed (collected in :mod:`bind_core.pipeline.results`)."""
+"""The graph's part of the audit results, typed (collected in :mod:`bind_core.pipeline.results`), and the summary of
+a graph read from a user's files."""
 
 # ruff: noqa: RUF009  (key() and open_keys() return dataclasses.field(...): fields with metadata, not shared defaults)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from bind_core.codec import key
 
@@ -42,3 +44,31 @@ class GraphSummary:
     train: int = key("integer: training nodes")
     val: int = key("integer: validation nodes")
     test: int = key("integer: test nodes")
+
+
+@dataclass(kw_only=True)
+class IngestSummary:
+    """What reading a user's files did to them
+    (:meth:`bind_core.data.datasets.ingest_report.IngestReport.summary`)."""
+
+    encoded: dict[str, list[str]] = key("object, text column → its categories (one feature column col=value each)")
+    booleans: list[str] = key("strings: boolean columns read as 0/1")
+    imputed: dict[str, dict[str, Any]] = key(
+        "object, numeric column → how its missing values were filled (rule, count, value, read_as_missing)"
+    )
+    unlabeled: int = key("integer: nodes without a label (in no split)")
+    binned: dict[str, list[str]] = key("object, sensitive column → the group names its binning rule made")
+    dropped_edges: int = key("integer: edge rows dropped because they name a node absent from the node table")
+    unknown_ids: list[str] = key("strings: the first few such node ids, as written in the edge list")
+    self_loops: int = key("integer: edge rows from a node to itself (dropped)")
+    ignored_edge_columns: list[str] = key("strings: edge-list columns after the first two, not used")
+    hints: list[str] = key("strings: things that look wrong but were accepted, options named as the caller says them")
+    notes: list[str] = key("strings: one sentence per change, for people")
+
+
+@dataclass(kw_only=True)
+class IngestedGraphSummary(GraphSummary):
+    """The summary of a graph read from a user's files, with what reading them did
+    (:meth:`bind_core.data.datasets.ingest_report.Ingested.summary`)."""
+
+    ingest: IngestSummary = key("what reading the files did")

@@ -120,9 +120,7 @@ def validate_edges(
         actual=actual,
         lam=lam,
         seconds=time.perf_counter() - start,
-        extra={
-            "noise_floor": drift,
-            "clear_of_noise": float(np.mean(np.abs(actual[:, 0]) > 2 * drift)) if actual.size else None,
-            "population": "affecting edges" if result.settled is None else "settled edges (the top at each end)",
-        },
+        noise_floor=drift,
+        clear_of_noise=float(np.mean(np.abs(actual[:, 0]) > 2 * drift)) if actual.size else None,
+        extra={"population": "affecting edges" if result.settled is None else "settled edges (the top at each end)"},
     )

@@ -163,6 +163,15 @@ class ValidationPoint:
 
 
 @dataclass(kw_only=True)
+class UndefinedTruth:
+    """The checked deletions without a ground truth: their re-optimisation left every finite value."""
+
+    count: int = key("integer: deletions without a ground truth")
+    nodes: list[list[int]] = key("lists of integers: the nodes of each")
+    reason: str = key("string: why (they are left out of the correlations)")
+
+
+@dataclass(kw_only=True)
 class Validation:
     """The self-check: estimates against re-optimisation (:class:`bind_core.debiasing.validation.Validation`)."""
 
@@ -176,4 +185,10 @@ class Validation:
     seconds: float = key("number: seconds the check took")
     noise_floor: float | None = key("number: the size of change the re-optimisation cannot resolve", optional=True)
     clear_of_noise: float | None = key("number in [0, 1]: share of sets whose change exceeds it", optional=True)
+    noise_floor_reason: str | None = key(
+        "string: why there is no noise floor (the ground truth's retraining has no deterministic drift)", optional=True
+    )
+    undefined_truth: UndefinedTruth | None = key(
+        "the deletions without a ground truth; absent when every one has one", optional=True
+    )
     extra: dict[str, Any] = open_keys("the check's other figures")

@@ -32,7 +32,7 @@ from torch import Tensor
 from torch.func import functional_call
 
 from bind_core.data.graph import Graph
-from bind_core.debiasing.records import Correlation, Validation, ValidationPoint
+from bind_core.debiasing.records import Correlation, UndefinedTruth, Validation, ValidationPoint
 from bind_core.errors import ConfigError, NonFiniteError
 from bind_core.fairness.metrics import gamma_eo, gamma_sp
 from bind_core.influence.functional import FunctionalModel
@@ -200,6 +200,14 @@ class ValidationResult:
     actual: np.ndarray  # [k, 3]
     lam: float
     seconds: float
+    noise_floor: float | None = None
+    """The change of Γ the ground truth's re-optimisation makes with nothing deleted (deterministic ones only)."""
+    clear_of_noise: float | None = None
+    """The share of deletions whose actual |ΔΓ| exceeds twice the noise floor."""
+    noise_floor_reason: str | None = None
+    """Why there is no noise floor."""
+    undefined_truth: UndefinedTruth | None = None
+    """The deletions whose actual ΔΓ is undefined (none: ``None``)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def correlations(self) -> dict[str, dict[str, float | None]]:
@@ -218,7 +226,6 @@ class ValidationResult:
         corr = {
             name: Correlation(pearson=c["pearson"], spearman=c["spearman"]) for name, c in self.correlations().items()
         }
-        extra = dict(self.extra)
         return Validation(
             protocol=self.protocol,
             mode=self.mode,
@@ -231,9 +238,11 @@ class ValidationResult:
                 for s, e, a in zip(self.sets, self.estimated, self.actual, strict=True)
             ],
             seconds=self.seconds,
-            noise_floor=extra.pop("noise_floor", None),
-            clear_of_noise=extra.pop("clear_of_noise", None),
-            extra=extra,
+            noise_floor=self.noise_floor,
+            clear_of_noise=self.clear_of_noise,
+            noise_floor_reason=self.noise_floor_reason,
+            undefined_truth=self.undefined_truth,
+            extra=dict(self.extra),
         )
 
 
@@ -301,7 +310,7 @@ def validate(
         if progress is not None:
             progress("validation", (i + 1) / len(deletions))
     actual = np.asarray(act, dtype=np.float64).reshape(-1, 3)
-    extra = _noise(model, graph, mode, damping, check.before, influence.lam, groups, actual[:, 0])
+    noise = _noise(model, graph, mode, damping, check.before, influence.lam, groups, actual[:, 0])
     return ValidationResult(
         protocol=protocol,
         mode=mode,
@@ -310,7 +319,10 @@ def validate(
         actual=actual,
         lam=influence.lam,
         seconds=time.perf_counter() - start,
-        extra=extra | _undefined(deletions, actual, train_idx),
+        noise_floor=noise.floor,
+        clear_of_noise=noise.clear,
+        noise_floor_reason=noise.reason,
+        undefined_truth=_undefined(deletions, actual, train_idx),
     )
 
 
@@ -378,19 +390,27 @@ class _Check:
         return summed
 
 
-def _undefined(deletions: list[list[int]], actual: np.ndarray, train_idx: Tensor) -> dict[str, Any]:
-    """``undefined_truth`` for the deletions whose actual ΔΓ is undefined (none: empty)."""
+def _undefined(deletions: list[list[int]], actual: np.ndarray, train_idx: Tensor) -> UndefinedTruth | None:
+    """The deletions whose actual ΔΓ is undefined (none: ``None``)."""
     undefined = [sets for sets, a in zip(deletions, actual, strict=True) if not np.isfinite(a).all()]
     if not undefined:
-        return {}
-    return {
-        "undefined_truth": {
-            "count": len(undefined),
-            "nodes": [train_idx[torch.tensor(p)].tolist() for p in undefined],
-            "reason": "the re-optimisation left every finite value (the objective has no minimum near the given "
-            "weights for this deletion); these deletions are left out of the correlations",
-        }
-    }
+        return None
+    return UndefinedTruth(
+        count=len(undefined),
+        nodes=[train_idx[torch.tensor(p)].tolist() for p in undefined],
+        reason="the re-optimisation left every finite value (the objective has no minimum near the given weights for "
+        "this deletion); these deletions are left out of the correlations",
+    )
+
+
+@dataclass(frozen=True)
+class _NoiseFloor:
+    """The ground truth's resolution (:func:`_noise`): the ``floor``, the share ``clear`` of it, or the ``reason``
+    there is none."""
+
+    floor: float | None = None
+    clear: float | None = None
+    reason: str | None = None
 
 
 def _noise(
@@ -402,16 +422,16 @@ def _noise(
     lam: float,
     groups: list[int] | None,
     actual: np.ndarray,
-) -> dict[str, Any]:
+) -> _NoiseFloor:
     """The ground truth's own resolution: the change of Γ when the same re-optimisation runs with nothing deleted
     (the drift left by the audited weights' stationarity tolerance), and the share of checked deletions whose
     actual |ΔΓ| exceeds twice it. Deterministic ground truths only; retraining from scratch or fine-tuning moves
     Γ by its own path (its noise is the seeds' spread, :mod:`bind_core.debiasing.chance`)."""
     if mode not in ("reoptimize", "proximal"):
-        return {"noise_floor": None, "noise_floor_reason": f"{mode} retraining has no deterministic drift"}
+        return _NoiseFloor(reason=f"{mode} retraining has no deterministic drift")
     again = retrain_without(model, graph, [], mode, damping=damping)
     sp, eo = gammas(again, graph, groups)
     drift = abs(lam * (sp - before[0]) + (1 - lam) * (eo - before[1]))
     finite = actual[np.isfinite(actual)]
     clear = float(np.mean(np.abs(finite) > 2 * drift)) if finite.size else None
-    return {"noise_floor": drift, "clear_of_noise": clear}
+    return _NoiseFloor(floor=drift, clear=clear)

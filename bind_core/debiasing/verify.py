@@ -11,19 +11,20 @@ For seeds ``s₁..s_k`` (at least 3) :func:`verify_set`
   (:func:`bind_core.debiasing.chance.against_random`), for the verdict against chance.
 
 It retrains ``(2 + random_sets)·k`` times. The model retrained without the set with the first seed is handed back
-(:attr:`Verification.retrained`), for whoever keeps the debiased weights.
+(:attr:`VerifiedSet.retrained`), for whoever keeps the debiased weights.
 """
 
+# ruff: noqa: RUF009  (key() returns dataclasses.field(...): fields with metadata, not shared defaults)
 from __future__ import annotations
 
 import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from torch import Tensor
 
+from bind_core.codec import key
 from bind_core.data.graph import Graph
 from bind_core.debiasing.chance import MIN_SEEDS, against_random
 from bind_core.debiasing.records import AgainstRandom
@@ -32,19 +33,13 @@ from bind_core.errors import ConfigError
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Spread:
-    """An effect measured once per seed.
+    """An effect measured once per seed."""
 
-    Attributes:
-        effects: the effect per seed, in the seeds' order.
-        mean: their mean.
-        std: their standard deviation (0 for a single value).
-    """
-
-    effects: tuple[float, ...]
-    mean: float
-    std: float
+    effects: list[float] = key("numbers: the effect per seed, in the seeds' order")
+    mean: float = key("number: their mean")
+    std: float = key("number: their standard deviation (0 for a single value)")
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Spread:
@@ -57,42 +52,22 @@ class Spread:
             The :class:`Spread`.
         """
         std = statistics.stdev(values) if len(values) > 1 else 0.0
-        return cls(tuple(float(v) for v in values), statistics.fmean(values), std)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The spread as JSON-ready values.
-
-        Returns:
-            ``effects`` (a list), ``mean``, ``std``.
-        """
-        return {"effects": list(self.effects), "mean": self.mean, "std": self.std}
+        return cls(effects=[float(v) for v in values], mean=statistics.fmean(values), std=std)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Chance:
-    """The set's effect on Γ against random sets of its size (:func:`bind_core.debiasing.chance.against_random`).
+    """The set's effect on Γ against random sets of its size (:func:`bind_core.debiasing.chance.against_random`)."""
 
-    Attributes:
-        noise_floor: the standard deviation of Γ over the seeds on the unchanged graph.
-        random_means: each random set's mean ΔΓ.
-        random_mean: their mean.
-        random_std: their spread.
-        advantage: ``random_mean − the set's mean ΔΓ`` (positive: the set reduced Γ more).
-        yardstick: the larger of the noise floor and ``random_std``.
-        beats_random: the advantage exceeds twice the yardstick.
-        reduces_bias: the set's mean ΔΓ is below minus twice the noise floor.
-        verdict: the judgement in one sentence.
-    """
-
-    noise_floor: float
-    random_means: tuple[float, ...]
-    random_mean: float
-    random_std: float
-    advantage: float
-    yardstick: float
-    beats_random: bool
-    reduces_bias: bool
-    verdict: str
+    noise_floor: float = key("number: the standard deviation of Γ over the seeds on the unchanged graph")
+    random_means: list[float] = key("numbers: each random set's mean ΔΓ")
+    random_mean: float = key("number: their mean")
+    random_std: float = key("number: their spread")
+    advantage: float = key("number: random_mean − the set's mean ΔΓ (positive: the set reduced Γ more)")
+    yardstick: float = key("number: the larger of the noise floor and random_std")
+    beats_random: bool = key("boolean: the advantage exceeds twice the yardstick")
+    reduces_bias: bool = key("boolean: the set's mean ΔΓ is below minus twice the noise floor")
+    verdict: str = key("string: the judgement in one sentence")
 
     @classmethod
     def of(cls, found: AgainstRandom) -> Chance:
@@ -113,7 +88,7 @@ class Chance:
             raise ValueError(f"an empty set has no comparison with chance: {found.reason}")
         return cls(
             noise_floor=found.noise_floor,
-            random_means=tuple(row.mean for row in rnd.sets),
+            random_means=[row.mean for row in rnd.sets],
             random_mean=rnd.mean,
             random_std=rnd.std,
             advantage=found.advantage,
@@ -123,58 +98,34 @@ class Chance:
             verdict=found.verdict,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The judgement as JSON-ready values.
 
-        Returns:
-            One key per attribute (``random_means`` as a list).
-        """
-        return dataclasses.asdict(self) | {"random_means": list(self.random_means)}
+@dataclass(frozen=True, kw_only=True)
+class Verification:
+    """What deleting a set of training nodes and retraining did, over several seeds, against chance (the what-if
+    job's stored result: :func:`bind_core.codec.encode` gives its JSON)."""
+
+    size: int = key("integer: the number of deleted nodes")
+    seeds: list[int] = key("integers: the training seeds")
+    random_sets: int = key("integer: the random sets of the same size it was compared with")
+    gamma_before: Spread = key("Γ on the unchanged graph, over the seeds")
+    delta: Spread = key("the actual ΔΓ per seed (negative: deleting the set reduced bias)")
+    delta_sp: Spread = key("the same for Γ_SP")
+    delta_eo: Spread = key("the same for Γ_EO")
+    chance: Chance = key("the judgement against random sets")
 
 
 @dataclass(frozen=True)
-class Verification:
-    """What deleting a set of training nodes and retraining did, over several seeds, against chance.
+class VerifiedSet:
+    """What :func:`verify_set` hands back: the :class:`Verification` and the model retrained without the set with
+    the first seed (for whoever keeps the debiased weights; no part of the JSON).
 
     Attributes:
-        size: the number of deleted nodes.
-        seeds: the training seeds.
-        random_sets: the random sets of the same size it was compared with.
-        gamma_before: Γ on the unchanged graph, over the seeds.
-        delta: the actual ΔΓ per seed (negative: deleting the set reduced bias).
-        delta_sp: the same for Γ_SP.
-        delta_eo: the same for Γ_EO.
-        chance: the judgement against random sets.
-        retrained: the model retrained without the set with the first seed (not part of :meth:`to_dict`).
+        verification: the measured effects and the judgement against chance.
+        retrained: the first seed's model retrained without the set.
     """
 
-    size: int
-    seeds: tuple[int, ...]
-    random_sets: int
-    gamma_before: Spread
-    delta: Spread
-    delta_sp: Spread
-    delta_eo: Spread
-    chance: Chance
+    verification: Verification
     retrained: TrainedModel | None = field(default=None, compare=False, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The verification as JSON-ready values (without the retrained model).
-
-        Returns:
-            ``size``, ``seeds``, ``random_sets``, ``gamma_before``, ``delta``, ``delta_sp``, ``delta_eo`` (each
-            ``effects``, ``mean``, ``std``) and ``chance``.
-        """
-        return {
-            "size": self.size,
-            "seeds": list(self.seeds),
-            "random_sets": self.random_sets,
-            "gamma_before": self.gamma_before.to_dict(),
-            "delta": self.delta.to_dict(),
-            "delta_sp": self.delta_sp.to_dict(),
-            "delta_eo": self.delta_eo.to_dict(),
-            "chance": self.chance.to_dict(),
-        }
 
 
 @dataclass
@@ -261,7 +212,7 @@ def verify_set(
     groups: list[int] | None = None,
     retrain: TrainConfig | None = None,
     progress: Callable[[float], None] | None = None,
-) -> Verification:
+) -> VerifiedSet:
     """Delete the training nodes at ``positions``, retrain with every seed and compare (see the module docstring).
 
     Args:
@@ -276,7 +227,8 @@ def verify_set(
         progress: ``progress(fraction)`` as the retrainings advance; may raise to abort.
 
     Returns:
-        The :class:`Verification`, with the model retrained without the set with the first seed.
+        The :class:`VerifiedSet`: the :class:`Verification`, and the model retrained without the set with the
+            first seed.
 
     Raises:
         ConfigError: an empty set, repeated or out-of-range positions, fewer than 3 distinct seeds, no random set,
@@ -290,17 +242,17 @@ def verify_set(
     effects = [lam * sp + (1 - lam) * eo for sp, eo in zip(sp_effects, eo_effects, strict=True)]
     baselines = {s: lam * sp + (1 - lam) * eo for s, (sp, eo) in before.items()}
     chance = _against_chance(model, graph, nodes, baselines, effects, counter, random_sets, lam, groups, retrain)
-    return Verification(
+    verification = Verification(
         size=len(positions),
-        seeds=tuple(int(s) for s in seeds),
+        seeds=[int(s) for s in seeds],
         random_sets=random_sets,
         gamma_before=Spread.of(list(baselines.values())),
         delta=Spread.of(effects),
         delta_sp=Spread.of(sp_effects),
         delta_eo=Spread.of(eo_effects),
         chance=chance,
-        retrained=first,
     )
+    return VerifiedSet(verification, retrained=first)
 
 
 def _against_chance(

@@ -7,52 +7,31 @@ multi-layer or attention model) the sum of the members' damped steps is an appro
 comes with verification (retraining without the set).
 """
 
+# ruff: noqa: RUF009  (key() returns dataclasses.field(...): fields with metadata, not shared defaults)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bind_core.codec import key
 from bind_core.errors import ConfigError
 
 SUM_OF_MEMBERS = "sum of the members' estimates"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SetEstimate:
-    """The estimated change of the bias if a set of training nodes were deleted and the model retrained.
+    """The estimated change of the bias if a set of training nodes were deleted and the model retrained
+    (:func:`estimate_set`); :func:`bind_core.codec.encode` gives its JSON."""
 
-    Attributes:
-        nodes: the user's ids of the set's members, in the order chosen.
-        delta: estimated ΔΓ (negative: deleting the set reduces bias).
-        delta_sp: the same for Γ_SP.
-        delta_eo: the same for Γ_EO.
-        method: how it was estimated.
-        note: how far it can be trusted.
-    """
-
-    nodes: list[int | str]
-    delta: float
-    delta_sp: float
-    delta_eo: float
-    method: str
-    note: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """The estimate as JSON-ready values.
-
-        Returns:
-            ``nodes``, ``size``, ``delta``, ``delta_sp``, ``delta_eo``, ``method``, ``note``.
-        """
-        return {
-            "nodes": self.nodes,
-            "size": len(self.nodes),
-            "delta": self.delta,
-            "delta_sp": self.delta_sp,
-            "delta_eo": self.delta_eo,
-            "method": self.method,
-            "note": self.note,
-        }
+    nodes: list[int | str] = key("integers or strings: the user's ids of the set's members, in the order chosen")
+    size: int = key("integer: the set's members")
+    delta: float = key("number: estimated ΔΓ (negative: deleting the set reduces bias)")
+    delta_sp: float = key("number: the same for Γ_SP")
+    delta_eo: float = key("number: the same for Γ_EO")
+    method: str = key("string: how it was estimated")
+    note: str = key("string: how far it can be trusted")
 
 
 def choose(rows: Sequence[Mapping[str, Any]], *, nodes: Sequence[int | str] | None, top: int | None) -> list[int]:
@@ -109,6 +88,7 @@ def estimate_set(rows: Sequence[Mapping[str, Any]], positions: Sequence[int], *,
     )
     return SetEstimate(
         nodes=[r["node_id"] for r in chosen],
+        size=len(chosen),
         delta=sum(float(r["delta"]) for r in chosen),
         delta_sp=sum(float(r["delta_sp"]) for r in chosen),
         delta_eo=sum(float(r["delta_eo"]) for r in chosen),

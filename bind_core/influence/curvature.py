@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from bind_core.codec import encode
 from bind_core.errors import ConfigError
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.lowrank import DampedInverse, damped_inverse
@@ -144,5 +145,5 @@ class DampedCurvature:
         if self.lowrank is None:
             return self.apply(vec)
         out, record = self.lowrank.solve(vec)
-        self.solve.details |= record
+        self.solve.details |= encode(record)
         return out

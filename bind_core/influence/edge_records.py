@@ -51,3 +51,21 @@ class CrossGroupEdges:
         "number or null: harm_share / affecting_share (above 1: cross-group edges carry more than their share)"
     )
     undefined: dict[str, str] | None = key("object, number → why it is null: present when one is")
+
+
+@dataclass(kw_only=True)
+class EdgeInfluenceSummary:
+    """Counts and the distribution of the edge estimates over the edges that affect something
+    (:meth:`bind_core.influence.edges.EdgeInfluenceResult.summary`)."""
+
+    edges: int = key("integer: edges estimated")
+    affecting: int = key("integer: those whose deletion changes a training loss or a test prediction")
+    harmful: int = key("integer: affecting edges with ΔΓ < 0 (deleting them reduces bias)")
+    helpful: int = key("integer: affecting edges with ΔΓ > 0")
+    gamma: dict[str, float] = key("object: the model's Γ, keys sp, eo and total")
+    lam: float = key("number in [0, 1]: λ of Γ = λ·Γ_SP + (1−λ)·Γ_EO")
+    timings: dict[str, float] = key("object, part of the estimate → seconds")
+    sign_convention: str = key("string: what the sign of ΔΓ means")
+    sum: float | None = key("number: sum of the affecting edges' estimates; absent when none affects", optional=True)
+    min: float | None = key("number: the smallest (most harmful); absent when no edge affects", optional=True)
+    max: float | None = key("number: the largest (most helpful); absent when no edge affects", optional=True)

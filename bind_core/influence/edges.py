@@ -37,7 +37,6 @@ import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -46,6 +45,7 @@ from bind_core.data.graph import Graph, positions
 from bind_core.errors import ConfigError
 from bind_core.influence.arguments import InfluenceArguments, Solver
 from bind_core.influence.distributed.plan import InfluencePlan
+from bind_core.influence.edge_records import EdgeInfluenceSummary
 from bind_core.influence.estimate import plan as make_plan
 from bind_core.influence.functional import (
     FunctionalModel,
@@ -91,22 +91,28 @@ class EdgeInfluenceResult:
     """``[E]``: the edges whose value was settled by damped steps (multi-layer and attention models,
     :mod:`bind_core.influence.deep_edges`); None for the one-layer estimate, which needs none."""
 
-    def summary(self) -> dict[str, Any]:
-        """Counts and the distribution of the estimates (over the edges that affect something)."""
+    def summary(self) -> EdgeInfluenceSummary:
+        """Counts and the distribution of the estimates (over the edges that affect something).
+
+        Returns:
+            The :class:`~bind_core.influence.edge_records.EdgeInfluenceSummary` (``sum``, ``min`` and ``max`` only
+            when some edge affects something).
+        """
         d = self.delta.double()[self.affects]
-        out: dict[str, Any] = {
-            "edges": int(self.edges.shape[0]),
-            "affecting": int(self.affects.sum()),
-            "harmful": int((d < 0).sum()),
-            "helpful": int((d > 0).sum()),
-            "gamma": self.gamma,
-            "lam": self.lam,
-            "timings": self.timings,
-            "sign_convention": self.sign_convention,
-        }
-        if d.numel():
-            out.update(sum=float(d.sum()), min=float(d.min()), max=float(d.max()))
-        return out
+        spread = (float(d.sum()), float(d.min()), float(d.max())) if d.numel() else (None, None, None)
+        return EdgeInfluenceSummary(
+            edges=int(self.edges.shape[0]),
+            affecting=int(self.affects.sum()),
+            harmful=int((d < 0).sum()),
+            helpful=int((d > 0).sum()),
+            gamma=self.gamma,
+            lam=self.lam,
+            timings=self.timings,
+            sign_convention=self.sign_convention,
+            sum=spread[0],
+            min=spread[1],
+            max=spread[2],
+        )
 
     def top(self, k: int, *, harmful: bool = True) -> Tensor:
         """Positions of the ``k`` most harmful (most negative) or most helpful edges."""

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from bind_core.codec import encode
 from bind_core.errors import ConfigError
 from bind_core.influence.arguments import METHODS, InfluenceArguments
 from bind_core.influence.curvature import DAMPING_RULE
@@ -242,7 +243,7 @@ def solve_hessian(
             progress=lanczos_progress,
         )
         x, record = operator.solve(rhs, tol=cg_tol, max_iter=cg_max_iter, progress=progress)
-        return x, SolveInfo("lanczos", details={"parameters": fm.num_parameters, **operator.details, **record})
+        return x, SolveInfo("lanczos", details={"parameters": fm.num_parameters, **operator.details, **encode(record)})
     if chosen == "exact":
         return solve_exact(
             fm.objective, theta, rhs, rtol=rtol, damping=damping, chunk=hessian_columns(fm), progress=progress

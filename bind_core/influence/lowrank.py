@@ -23,6 +23,7 @@ The per-node steps use ``P`` alone (:meth:`DampedInverse.apply`): they are chord
 directions that matter; ``P``'s error factor on the complement is ``|λ − λ_c|/(λ_c + μ) < 1``.
 """
 
+# ruff: noqa: RUF009  (key() returns dataclasses.field(...): fields with metadata, not shared defaults)
 from __future__ import annotations
 
 import time
@@ -32,6 +33,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+from bind_core.codec import key
 
 LANCZOS_MAX = 400
 """The most Lanczos iterations (HVPs, and ``[p, k]`` basis vectors kept in memory) for one operator."""
@@ -45,6 +48,15 @@ RESOLVE_FOR_SOLVE = 1.0
 flat bulk below ``μ`` is where Lanczos is slowest and where the damping already bounds the condition number, so CG
 finishes in a few more products. Two-layer SAGE, hidden 64, 20,000 nodes: 380 Lanczos products and 2×5 CG
 iterations (28 s) against 50 and 2×10 (4.5 s); the estimates agree to 6·10⁻¹¹ of the largest."""
+
+
+@dataclass(kw_only=True)
+class CgRecord:
+    """How :meth:`DampedInverse.solve`'s preconditioned CG went (it joins the solve's details)."""
+
+    cg_iterations: list[int] = key("integers: CG iterations per right-hand side")
+    cg_relative_residuals: list[float] = key("numbers: each column's final relative residual")
+    cg_tol: float = key("number: the relative residual asked for")
 
 
 @dataclass
@@ -76,9 +88,18 @@ class DampedInverse:
         tol: float = 1e-10,
         max_iter: int = 500,
         progress: Callable[[float], None] | None = None,
-    ) -> tuple[Tensor, dict[str, Any]]:
-        """``(H + μI)⁻¹·rhs`` by CG preconditioned with :meth:`apply`, each column to relative residual ``tol``;
-        ``progress(1.0)`` is called after every product (it may raise, to stop)."""
+    ) -> tuple[Tensor, CgRecord]:
+        """``(H + μI)⁻¹·rhs`` by CG preconditioned with :meth:`apply`, each column to relative residual ``tol``.
+
+        Args:
+            rhs: ``[p]`` or ``[p, k]``.
+            tol: the relative residual each column is solved to.
+            max_iter: CG iterations per column at most.
+            progress: called with ``1.0`` after every product (it may raise, to stop).
+
+        Returns:
+            The solution (the shape of ``rhs``) and the :class:`CgRecord`.
+        """
         cols, iterations, residuals = [], [], []
 
         def matvec(v: Tensor) -> Tensor:
@@ -92,7 +113,7 @@ class DampedInverse:
             iterations.append(k)
             residuals.append(res)
         out = torch.stack(cols, dim=1) if rhs.ndim == 2 else cols[0]
-        return out, {"cg_iterations": iterations, "cg_relative_residuals": residuals, "cg_tol": tol}
+        return out, CgRecord(cg_iterations=iterations, cg_relative_residuals=residuals, cg_tol=tol)
 
 
 def damped_inverse(

@@ -38,11 +38,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 
+from bind_core.codec import encode, key
 from bind_core.errors import ConfigError
 from bind_core.influence.batched import batch_size, batchable, settle_batch
 from bind_core.influence.curvature import DAMPING_RULE, DampedCurvature, choose_operator
@@ -156,10 +156,21 @@ def step_estimate(
     timings["per_node_terms"] = time.perf_counter() - t0
     stepper.solve.details["batch_size"] = size
     solve = stepper.solve
-    solve.details |= nodes.settling(steps, tol)
+    solve.details |= encode(nodes.settling(steps, tol))
     first, direct, exact = nodes.first, nodes.direct, nodes.exact
     parts = {"iid": iid, "non_iid": first - iid, "direct": direct, "step": exact - first - direct}
     return StepEstimate(exact, parts, solve, timings, nodes.residual, nodes.taken, nodes.weights, nodes.first_steps)
+
+
+@dataclass(kw_only=True)
+class Settling:
+    """How the training nodes' damped steps settled (it joins the solve's details)."""
+
+    steps_max: int = key("integer: damped steps per node at most")
+    steps_median: float = key("number: the median of the steps the nodes took")
+    tol: float = key("number: a node settled when the proximal gradient's largest entry is at most this")
+    unsettled: int = key("integer: nodes that did not settle")
+    max_residual: float = key("number: the largest remaining gradient entry")
 
 
 @dataclass
@@ -195,15 +206,15 @@ class _PerNode:
         if self.weights is not None and self.first_steps is not None:
             self.weights[pos], self.first_steps[pos] = out.weights, out.first_step
 
-    def settling(self, steps: int, tol: float) -> dict[str, Any]:
+    def settling(self, steps: int, tol: float) -> Settling:
         """How the nodes settled, for the solve's details."""
-        return {
-            "steps_max": steps,
-            "steps_median": float(self.taken.double().median()),
-            "tol": tol,
-            "unsettled": int((self.residual > tol).sum()),
-            "max_residual": float(self.residual.max()),
-        }
+        return Settling(
+            steps_max=steps,
+            steps_median=float(self.taken.double().median()),
+            tol=tol,
+            unsettled=int((self.residual > tol).sum()),
+            max_residual=float(self.residual.max()),
+        )
 
 
 @dataclass

@@ -8,7 +8,7 @@ nodes (the what-if) and its verification by retraining, and a retrained model as
 away. The typed results are :mod:`bind_core.pipeline.results`.
 """
 
-from bind_core.debiasing.verify import Verification, verify_set
+from bind_core.debiasing.verify import Verification, VerifiedSet, verify_set
 from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
 from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS
@@ -24,6 +24,7 @@ __all__ = [
     "GraphSize",
     "SetEstimate",
     "Verification",
+    "VerifiedSet",
     "audit_cost",
     "choose",
     "estimate_set",

@@ -13,7 +13,6 @@ import torch
 from bind_core.codec import decode, encode
 from bind_core.data.graph import Graph
 from bind_core.data.labels import user_ids
-from bind_core.data.records import GraphSummary
 from bind_core.debiasing.records import DebiasingRow, Validation
 from bind_core.explain.records import NodeProfile
 from bind_core.fairness.records import Metrics
@@ -148,7 +147,7 @@ class AuditResult:
             stationarity=decode(Stationarity, self._stationarity()),
             training=decode(TrainingHistory, self.model.history),
             model=_model_summary(self.model),
-            graph=decode(GraphSummary, self.graph.summary()),
+            graph=self.graph.summary(),
             timings=dict(self.timings),
             device=self.device,
             warnings=self.warnings(),

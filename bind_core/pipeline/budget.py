@@ -40,13 +40,17 @@ drawn among the edges whose deletion changes something, so this is an upper boun
 trained once more for the debiasing rows' ``before``.
 """
 
+# ruff: noqa: RUF009  (key() returns dataclasses.field(...): fields with metadata, not shared defaults)
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
+from bind_core.codec import key
+from bind_core.data.records import GraphSummary
 from bind_core.influence.deep_edges import SETTLE
 from bind_core.influence.estimate import pick_method
 from bind_core.influence.lowrank import LANCZOS_MAX
@@ -73,9 +77,24 @@ class GraphSize:
     train: int
 
     @classmethod
-    def of_summary(cls, summary: dict[str, Any]) -> GraphSize:
-        """From :meth:`bind_core.data.graph.Graph.summary` (``nodes``, ``edges``, ``features``, ``classes``,
-        ``train``)."""
+    def of_summary(cls, summary: GraphSummary | Mapping[str, Any]) -> GraphSize:
+        """From a graph's summary.
+
+        Args:
+            summary: :meth:`bind_core.data.graph.Graph.summary`, or its JSON as stored (``nodes``, ``edges``,
+                ``features``, ``classes`` and ``train`` are read).
+
+        Returns:
+            The :class:`GraphSize`.
+        """
+        if isinstance(summary, GraphSummary):
+            return cls(
+                nodes=summary.nodes,
+                edges=summary.edges,
+                features=summary.features,
+                classes=summary.classes,
+                train=summary.train,
+            )
         return cls(
             nodes=int(summary["nodes"]),
             edges=int(summary["edges"]),
@@ -85,32 +104,17 @@ class GraphSize:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AuditCost:
-    """An audit's estimated peak memory (bytes, by part) and work (flops, by stage); see the module docstring."""
+    """An audit's estimated peak memory (bytes, by part) and work (flops, by stage); see the module docstring. The
+    estimate shown before an audit is queued (:func:`bind_core.codec.encode` gives its JSON)."""
 
-    parameters: int
-    dense_hessian: bool
-    memory: dict[str, int]
-    work: dict[str, float]
-
-    @property
-    def peak_memory(self) -> int:
-        return sum(self.memory.values())
-
-    @property
-    def total_work(self) -> float:
-        return float(sum(self.work.values()))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "parameters": self.parameters,
-            "dense_hessian": self.dense_hessian,
-            "peak_memory_bytes": self.peak_memory,
-            "memory_bytes": dict(self.memory),
-            "work_flops": self.total_work,
-            "work": dict(self.work),
-        }
+    parameters: int = key("integer: the model's parameters")
+    dense_hessian: bool = key("boolean: whether a dense [p, p] Hessian is formed")
+    peak_memory_bytes: int = key("integer: the estimated peak memory, the sum of memory_bytes (what limits compare)")
+    memory_bytes: dict[str, int] = key("object, part → bytes it can hold at once")
+    work_flops: float = key("number: the estimated work, the sum of work (what limits compare)")
+    work: dict[str, float] = key("object, stage → flops")
 
 
 def parameter_count(model: ModelConfig, features: int, classes: int) -> int:
@@ -252,7 +256,7 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
         parameters: the supplied model's parameter count, when there is one (else counted from ``config.model``).
 
     Returns:
-        An :class:`AuditCost`; ``peak_memory`` and ``total_work`` are what limits compare against.
+        An :class:`AuditCost`; ``peak_memory_bytes`` and ``work_flops`` are what limits compare against.
     """
     m = config.model
     p = parameters if parameters is not None else parameter_count(m, size.features, size.classes)
@@ -278,4 +282,11 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
         influence = work["influence"]
     if config.stability_seeds:
         work["stability"] = len(config.stability_seeds) * (training + polish + influence)
-    return AuditCost(parameters=p, dense_hessian=dense, memory=memory, work=work)
+    return AuditCost(
+        parameters=p,
+        dense_hessian=dense,
+        peak_memory_bytes=sum(memory.values()),
+        memory_bytes=memory,
+        work_flops=float(sum(work.values())),
+        work=work,
+    )

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bind_core.data.graph import Graph
-from bind_core.debiasing.verify import Verification, verify_set
+from bind_core.debiasing.verify import VerifiedSet, verify_set
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, AuditConfig
 from bind_core.pipeline.stages import metric_groups
 from bind_core.training.fit import TrainedModel
@@ -36,7 +36,7 @@ def verify_what_if(
     random_sets: int,
     device: str = "cpu",
     progress: Callable[[float], None] | None = None,
-) -> Verification:
+) -> VerifiedSet:
     """Delete the audit's training nodes at ``positions``, retrain over ``seeds`` and judge against random sets.
 
     Args:
@@ -51,7 +51,8 @@ def verify_what_if(
         progress: ``progress(fraction)``; may raise to abort.
 
     Returns:
-        The :class:`~bind_core.debiasing.verify.Verification` (with the first seed's retrained model).
+        The :class:`~bind_core.debiasing.verify.VerifiedSet`: the verification and the first seed's retrained
+            model.
     """
     model = TrainedModel.from_bytes(weights, model_config)
     model.module.to(device)

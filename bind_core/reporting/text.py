@@ -191,9 +191,9 @@ def _check_lines(r: AuditResults) -> list[str]:
             if v.pearson is not None
             else f"self-check on {v.count} nodes: correlation undefined",
         ]
-        gone = v.extra.get("undefined_truth")
+        gone = v.undefined_truth
         if gone:
-            lines.append(f"  {gone['count']} of them without a ground truth, left out: {gone['reason']}")
+            lines.append(f"  {gone.count} of them without a ground truth, left out: {gone.reason}")
     st = r.stability
     if st:
         lines += [

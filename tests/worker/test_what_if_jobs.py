@@ -22,8 +22,9 @@ from app.what_ifs.recovery import sweep, sweep_and_send
 from app.what_ifs.run import execute
 from app.what_ifs.tasks import VERIFY_WHAT_IF
 from bind_core import AuditConfig
+from bind_core.codec import encode
 from bind_core.data.datasets import load_npz, save_npz, synthetic
-from bind_core.pipeline import Verification, prepare_for_audit, verify_what_if
+from bind_core.pipeline import VerifiedSet, prepare_for_audit, verify_what_if
 from bind_core.training.fit import TrainConfig, train
 
 SEEDS = [1, 2, 3]
@@ -94,7 +95,7 @@ def test_a_job_retrains_without_the_set_and_stores_what_bind_core_measures(
     assert row.finished_at is not None and row.device == "cpu" and row.result is not None
     data, weights, config = stored
     direct = verify_what_if(weights, config, load_npz(data), AuditConfig(), POSITIONS, seeds=SEEDS, random_sets=1)
-    assert row.result == direct.to_dict()  # the stored result is the library's, retrained the same way
+    assert row.result == encode(direct.verification)  # the stored result is the library's, retrained the same way
     assert len(row.result["delta"]["effects"]) == 3 and row.result["chance"]["verdict"]
     with sessions() as session:  # the model retrained without the set is kept, to download or register
         (kept,) = session.scalars(select(ModelArtifact).where(ModelArtifact.audit_id == row.audit_id)).all()
@@ -116,7 +117,7 @@ def test_a_cancel_stops_the_job_at_its_next_progress_report(
     job = new_job()
     calls: list[float] = []
 
-    def cancelling(*args: Any, progress: Callable[[float], None], **kwargs: Any) -> Verification:
+    def cancelling(*args: Any, progress: Callable[[float], None], **kwargs: Any) -> VerifiedSet:
         def report(fraction: float) -> None:
             calls.append(fraction)
             if len(calls) == 2:

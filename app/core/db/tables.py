@@ -436,7 +436,7 @@ class WhatIf(Base):
     nodes: Mapped[list[int | str]] = mapped_column(JSONType)
     """The set, in the user's ids (same order)."""
     estimate: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    """The what-if's estimate (``bind_core.debiasing.what_if.SetEstimate.to_dict``)."""
+    """The what-if's estimate: ``bind_core.debiasing.what_if.SetEstimate``'s JSON, less ``nodes``."""
     seeds: Mapped[list[int]] = mapped_column(JSONType)
     random_sets: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(16), default="queued")
@@ -444,7 +444,7 @@ class WhatIf(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     device: Mapped[str | None] = mapped_column(String(64))
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
-    """When succeeded: ``bind_core.debiasing.verify.Verification.to_dict``."""
+    """When succeeded: ``bind_core.debiasing.verify.Verification``'s JSON (``bind_core.codec.encode``)."""
     error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

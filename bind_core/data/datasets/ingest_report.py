@@ -6,12 +6,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bind_core.data.graph import Graph
+from bind_core.data.records import IngestedGraphSummary, IngestSummary
 from bind_core.errors import Message, Namer, Option
 
 
 @dataclass
 class IngestReport:
-    """Everything :func:`~bind_core.data.datasets.ingest_files` changed, dropped or guessed, for the graph summary.
+    """Everything :func:`~bind_core.data.datasets.ingest_files` changed, dropped or guessed, for the graph summary
+    (:meth:`summary` gives its record).
 
     Attributes:
         encoded: each text column one-hot encoded, with its categories (one feature column ``col=value`` each).
@@ -38,21 +40,28 @@ class IngestReport:
     ignored_edge_columns: list[str] = field(default_factory=list)
     hints: list[str | Message] = field(default_factory=list)
 
-    def to_dict(self, name: Namer = Option.python) -> dict[str, Any]:
-        """JSON-ready; ``notes`` says the same in sentences (options named by ``name``, as in :meth:`notes`)."""
-        return {
-            "encoded": self.encoded,
-            "booleans": self.booleans,
-            "imputed": self.imputed,
-            "unlabeled": self.unlabeled,
-            "binned": self.binned,
-            "dropped_edges": self.dropped_edges,
-            "unknown_ids": self.unknown_ids,
-            "self_loops": self.self_loops,
-            "ignored_edge_columns": self.ignored_edge_columns,
-            "hints": [str(h) if isinstance(h, str) else h.text(name) for h in self.hints],
-            "notes": self.notes(name),
-        }
+    def summary(self, name: Namer = Option.python) -> IngestSummary:
+        """The report as its record; ``notes`` says the same in sentences.
+
+        Args:
+            name: how an option a hint advises is said (as in :meth:`notes`).
+
+        Returns:
+            The :class:`~bind_core.data.records.IngestSummary`.
+        """
+        return IngestSummary(
+            encoded=self.encoded,
+            booleans=self.booleans,
+            imputed=self.imputed,
+            unlabeled=self.unlabeled,
+            binned=self.binned,
+            dropped_edges=self.dropped_edges,
+            unknown_ids=self.unknown_ids,
+            self_loops=self.self_loops,
+            ignored_edge_columns=self.ignored_edge_columns,
+            hints=[str(h) if isinstance(h, str) else h.text(name) for h in self.hints],
+            notes=self.notes(name),
+        )
 
     def notes(self, name: Namer = Option.python) -> list[str]:
         """One sentence per change, for people; an option a hint advises is said by ``name`` (default: as a Python
@@ -92,6 +101,13 @@ class Ingested:
     graph: Graph
     report: IngestReport
 
-    def summary(self, name: Namer = Option.python) -> dict[str, Any]:
-        """``graph.summary()`` with the report under ``"ingest"`` (options in its hints said by ``name``)."""
-        return self.graph.summary() | {"ingest": self.report.to_dict(name)}
+    def summary(self, name: Namer = Option.python) -> IngestedGraphSummary:
+        """The graph's summary with the report under ``ingest``.
+
+        Args:
+            name: how an option a hint advises is said.
+
+        Returns:
+            The :class:`~bind_core.data.records.IngestedGraphSummary`.
+        """
+        return IngestedGraphSummary(**vars(self.graph.summary()), ingest=self.report.summary(name))

@@ -207,7 +207,7 @@ def test_missing_values(tmp_path: Path) -> None:
     assert err.rows == (5,) and err.count == 1
     assert err.file == "n.csv"
     g = _build(nodes, features=["score"])
-    assert g.y[4] == -1 and g.summary()["unlabeled"] == 1
+    assert g.y[4] == -1 and g.summary().unlabeled == 1
     err = _error(_build, nodes, label="gender", sensitive="outcome", features=["age"])
     assert [(p.field, p.column, p.rows) for p in err.problems] == [("nodes", "outcome", (6,)), ("nodes", "age", (5,))]
     err = _error(_build, nodes, label="gender", sensitive="outcome", features=["score"])

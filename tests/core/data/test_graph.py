@@ -52,7 +52,7 @@ def test_valid_graph() -> None:
     assert g.edge_index.shape == (2, 14)
     assert g.node_ids.tolist() == list(range(8))
     assert g.degree.tolist() == [1, 2, 2, 2, 2, 2, 2, 1]
-    assert g.summary()["test"] == 4
+    assert g.summary().test == 4
 
 
 def test_edges_given_as_e_by_2_or_2_by_e_and_both_directions() -> None:
@@ -170,7 +170,7 @@ def test_unlabeled_nodes_stay_out_of_every_split() -> None:
     assert err.field == "split" and "unlabeled" in str(err)
     g = _build(y=[0, 1, 0, -1, *Y[4:]], val_idx=[2])
     summary = g.summary()
-    assert summary["unlabeled"] == 1 and summary["class_sizes"] == [4, 3]
+    assert summary.unlabeled == 1 and summary.class_sizes == [4, 3]
     assert g.num_classes == 2 and g.num_nodes == 8
 
 

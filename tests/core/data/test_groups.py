@@ -49,7 +49,7 @@ def test_three_columns_become_their_combinations(tmp_path: Path) -> None:
     assert g.sens.tolist() == [c for c in (4, 3, 2, 1, 0) for _ in range(5)]
     # The sensitive columns stay features, as their codes (text columns).
     assert {"gender", "race", "age", "f"} <= set(g.feature_names)
-    assert g.summary()["group_names"] == list(g.group_names)
+    assert g.summary().group_names == list(g.group_names)
     buffer = io.BytesIO()
     save_npz(g, buffer)
     with np.load(io.BytesIO(buffer.getvalue()), allow_pickle=False) as archive:

@@ -44,7 +44,7 @@ def test_text_feature_is_one_hot_encoded_and_booleans_are_0_1(tmp_path: Path) ->
     assert g.x[:, 11].tolist() == [float(i % 3 == 0) for i in range(q.N)]
     assert g.x[:, 12].tolist() == [float(i % 2) for i in range(q.N)]  # the text sensitive column as its codes
     assert report.encoded == {"purpose": q.PURPOSES} and report.booleans == ["married"]
-    assert "column 'purpose' one-hot encoded into 10 feature columns" in ingested.summary()["ingest"]["notes"][0]
+    assert "column 'purpose' one-hot encoded into 10 feature columns" in ingested.summary().ingest.notes[0]
 
 
 def test_text_feature_over_the_cap_names_the_column(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_sentinel_label_gets_a_hint_and_unlabeled_makes_it_unlabeled(tmp_path: P
     in_split = torch.cat([g.train_idx, g.val_idx, g.test_idx]).tolist()
     assert not set(unlabeled) & set(in_split)
     assert g.num_edges == q.N  # unlabeled nodes keep their edges
-    assert ingested.report.unlabeled == 8 and ingested.summary()["unlabeled"] == 8
+    assert ingested.report.unlabeled == 8 and ingested.summary().unlabeled == 8
     assert load_npz(_saved(g, tmp_path)).y.tolist() == g.y.tolist()
 
 

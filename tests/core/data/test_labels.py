@@ -60,15 +60,15 @@ def test_the_names_round_trip_through_npz(tmp_path: Path) -> None:
     assert back.summary() == g.summary()
     assert back.node_keys == g.node_keys and back.group_meanings == g.group_meanings
     summary = back.summary()
-    assert summary["label"] == "approved" and summary["class_names"] == ["no", "yes"]
-    assert summary["group_labels"] == ["gender=F (women)", "gender=M (men)"]
+    assert summary.label == "approved" and summary.class_names == ["no", "yes"]
+    assert summary.group_labels == ["gender=F (women)", "gender=M (men)"]
 
 
 @pytest.mark.skipif(not (DATA_ROOT / "bail").is_dir(), reason="needs ../shared/datasets beside the project")
 def test_built_in_datasets_carry_their_attribute_names_and_documented_meanings() -> None:
     income = load_dataset("income", DATA_ROOT).summary()
-    assert income["sensitive"] == ["race"] and income["group_labels"] == ["race=0", "race=1"]
-    assert income["label"] == "income"
+    assert income.sensitive == ["race"] and income.group_labels == ["race=0", "race=1"]
+    assert income.label == "income"
     bail = load_dataset("recidivism", DATA_ROOT).summary()
-    assert bail["sensitive"] == ["WHITE"] and bail["group_labels"] == ["WHITE=0 (not white)", "WHITE=1 (white)"]
-    assert bail["label"] == "RECID" and bail["group_names"] and bail["sensitive"]
+    assert bail.sensitive == ["WHITE"] and bail.group_labels == ["WHITE=0 (not white)", "WHITE=1 (white)"]
+    assert bail.label == "RECID" and bail.group_names and bail.sensitive

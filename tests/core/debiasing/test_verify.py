@@ -4,10 +4,12 @@ and judged against random sets of the same size; the retrained model of the firs
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
 
+from bind_core.codec import decode, encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.chance import against_random, seed_baselines
@@ -30,8 +32,10 @@ def test_the_actual_effect_is_paired_by_seed_and_judged_against_random_sets(fitt
     graph, model = fitted
     positions = [0, 3, 5, 8, 13]
     seen: list[float] = []
-    found = verify_set(model, graph, positions, seeds=SEEDS, random_sets=2, progress=seen.append)
-    assert isinstance(found, Verification) and found.size == 5 and found.seeds == SEEDS and found.random_sets == 2
+    verified = verify_set(model, graph, positions, seeds=SEEDS, random_sets=2, progress=seen.append)
+    found = verified.verification
+    assert isinstance(found, Verification) and found.size == 5 and found.seeds == list(SEEDS)
+    assert found.random_sets == 2
     # Seed 1's actual effect, measured by hand: retrain with and without the set and subtract.
     nodes = graph.train_idx[positions]
     reduced = graph.without_nodes(nodes)[0]
@@ -49,15 +53,28 @@ def test_the_actual_effect_is_paired_by_seed_and_judged_against_random_sets(fitt
     assert found.chance.beats_random == direct.beats_random
     # Progress rose to 1 over (2 + 2)·3 retrainings; the retrained model is the first seed's, on the reduced graph.
     assert seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
-    assert found.retrained is not None and found.retrained.train_config.seed == 1
-    torch.testing.assert_close(gammas(found.retrained, reduced)[0], sp1)
+    assert verified.retrained is not None and verified.retrained.train_config.seed == 1
+    torch.testing.assert_close(gammas(verified.retrained, reduced)[0], sp1)
 
 
-def test_to_dict_is_json_ready_and_leaves_the_model_out(fitted: tuple[Graph, TrainedModel]) -> None:
+def test_the_json_is_ready_leaves_the_model_out_and_round_trips(fitted: tuple[Graph, TrainedModel]) -> None:
     graph, model = fitted
-    found = verify_set(model, graph, [1, 2], seeds=SEEDS, random_sets=1)
-    body = found.to_dict()
-    assert set(body) == {"size", "seeds", "random_sets", "gamma_before", "delta", "delta_sp", "delta_eo", "chance"}
+    found = verify_set(model, graph, [1, 2], seeds=SEEDS, random_sets=1).verification
+    body = encode(found)
+    assert json.loads(json.dumps(body)) == body and decode(Verification, body) == found
+    assert list(body) == ["size", "seeds", "random_sets", "gamma_before", "delta", "delta_sp", "delta_eo", "chance"]
+    assert list(body["delta"]) == ["effects", "mean", "std"]
+    assert list(body["chance"]) == [
+        "noise_floor",
+        "random_means",
+        "random_mean",
+        "random_std",
+        "advantage",
+        "yardstick",
+        "beats_random",
+        "reduces_bias",
+        "verdict",
+    ]
     assert body["seeds"] == list(SEEDS) and len(body["delta"]["effects"]) == 3
     assert isinstance(body["chance"]["random_means"], list) and isinstance(body["chance"]["beats_random"], bool)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bind_core.debiasing.what_if import choose, estimate_set
+from bind_core.codec import decode, encode
+from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
 from bind_core.errors import ConfigError
 
 ROWS = [
@@ -30,4 +31,12 @@ def test_the_set_estimate_is_the_sum_and_says_what_it_is() -> None:
     assert linear.nodes == [7, 12] and linear.delta == pytest.approx(-0.7) and linear.delta_eo == pytest.approx(-0.7)
     assert "overlap" in linear.note and "influence function" in linear.method
     step = estimate_set(ROWS, [1], method="step")
-    assert step.to_dict()["size"] == 1 and "approximates" in step.note and "step" in step.method
+    assert step.size == 1 and encode(step)["size"] == 1 and "approximates" in step.note and "step" in step.method
+
+
+def test_the_set_estimate_json_keeps_its_keys_and_round_trips() -> None:
+    found = estimate_set(ROWS, [2, 0], method="linear")
+    body = encode(found)
+    assert list(body) == ["nodes", "size", "delta", "delta_sp", "delta_eo", "method", "note"]
+    assert body["nodes"] == [12, 7] and body["size"] == 2
+    assert decode(SetEstimate, body) == found

@@ -16,6 +16,7 @@ import torch
 from planted_graphs import planted_cross_group_edges
 from torch import Tensor
 
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.edge_validation import actual_edge_delta, validate_edges
@@ -122,6 +123,19 @@ def test_edges_that_touch_no_training_or_test_row_are_exactly_zero(graph: Graph)
     assert bool((result.delta[quiet] == 0).all()) and bool((result.delta[~quiet] != 0).any())
     before = actual_edge_delta(sage, graph, result.edges[quiet][:1])  # re-optimisation: nothing moves
     assert abs(before[0]) < 1e-6 and abs(before[1]) < 1e-6
+
+
+def test_the_summary_counts_the_affecting_edges_and_spreads_only_theirs(graph: Graph) -> None:
+    sage = train(graph, TrainConfig(epochs=50, seed=0), ModelConfig(arch="sage"))
+    result = estimate_edges(sage, graph)
+    body = encode(result.summary())
+    keys = ["edges", "affecting", "harmful", "helpful", "gamma", "lam", "timings", "sign_convention"]
+    assert list(body) == [*keys, "sum", "min", "max"]
+    d = result.delta[result.affects].double()
+    assert body["edges"] == result.edges.shape[0] and body["affecting"] == int(result.affects.sum())
+    assert body["harmful"] == int((d < 0).sum()) and body["min"] == float(d.min()) and body["max"] == float(d.max())
+    quiet = estimate_edges(sage, graph, edges=result.edges[~result.affects][:3])
+    assert quiet.summary().affecting == 0 and list(encode(quiet.summary())) == keys
 
 
 def test_multi_layer_models_are_refused(graph: Graph) -> None:

@@ -48,7 +48,8 @@ def test_the_operator_finds_the_top_of_the_spectrum_and_solves_the_damped_system
     exact = torch.linalg.solve(h + op.mu * torch.eye(h.shape[0], dtype=h.dtype), b)
     x, record = op.solve(b, tol=1e-10)
     assert float((x - exact).norm() / exact.norm()) <= BOUND
-    assert all(k < 60 for k in record["cg_iterations"])  # the preconditioner removed the top of the spectrum
+    assert all(k < 60 for k in record.cg_iterations)  # the preconditioner removed the top of the spectrum
+    assert record.cg_tol == 1e-10 and len(record.cg_relative_residuals) == 3
     # The approximation alone errs on the unresolved bulk by about λ/(λ + μ) ≤ 1e-3 here (bulk ≤ 1e-3, μ = 1).
     assert op.mu == pytest.approx(1.0)
     rough = op.apply(b)

@@ -3,13 +3,16 @@ and the sizes that make the issue's requests too large."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
+from bind_core.codec import decode, encode
 from bind_core.data.datasets import synthetic
 from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.pipeline.audit import AuditConfig
-from bind_core.pipeline.budget import GraphSize, audit_cost, forward_flops, parameter_count, sampled_size
+from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost, forward_flops, parameter_count, sampled_size
 from bind_core.training.fit import TrainConfig
 
 TOY = GraphSize(nodes=300, edges=1500, features=8, classes=2, train=80)
@@ -30,9 +33,19 @@ def test_parameter_count_matches_the_model(model: ModelConfig, classes: int) -> 
 def test_graph_size_from_a_summary() -> None:
     graph = synthetic(200, seed=1)
     size = GraphSize.of_summary(graph.summary())
+    assert GraphSize.of_summary(json.loads(json.dumps(encode(graph.summary())))) == size  # the stored JSON too
     assert (size.nodes, size.edges, size.features, size.classes, size.train) == (
         graph.num_nodes, graph.num_edges, graph.num_features, graph.num_classes, int(graph.train_idx.numel()),
     )  # fmt: skip
+
+
+def test_the_estimate_json_has_its_keys_and_the_sums() -> None:
+    cost = audit_cost(AuditConfig.from_dict({"model": {"layers": 2}}), TOY)
+    body = encode(cost)
+    assert list(body) == ["parameters", "dense_hessian", "peak_memory_bytes", "memory_bytes", "work_flops", "work"]
+    assert body["peak_memory_bytes"] == sum(body["memory_bytes"].values()) == cost.peak_memory_bytes
+    assert body["work_flops"] == pytest.approx(sum(body["work"].values())) and isinstance(body["work_flops"], float)
+    assert json.loads(json.dumps(body)) == body and decode(AuditCost, body) == cost
 
 
 @pytest.mark.parametrize(
@@ -51,17 +64,17 @@ def test_dense_hessian_is_counted_when_one_is_formed(settings: dict[str, object]
     cost = audit_cost(AuditConfig.from_dict(settings), TOY)
     assert cost.dense_hessian is dense
     p = cost.parameters
-    assert cost.memory["hessian"] == (5 * 8 * p * p if dense else 0)
+    assert cost.memory_bytes["hessian"] == (5 * 8 * p * p if dense else 0)
 
 
 def test_the_issue_requests_are_far_over_8_gib() -> None:
     exact = audit_cost(AuditConfig.from_dict({"solver": "exact", "model": {"hidden": 4096}}), TOY)
     assert exact.parameters == 8 * 4096 + 4096 + 4096 + 1
-    assert exact.memory["hessian"] == 5 * 8 * exact.parameters**2 > 8 * 2**30
+    assert exact.memory_bytes["hessian"] == 5 * 8 * exact.parameters**2 > 8 * 2**30
     gat = audit_cost(AuditConfig.from_dict({"model": {"arch": "gat", "layers": 8, "hidden": 4096, "heads": 16}}), TOY)
-    assert gat.parameters > 10**9 and gat.peak_memory > 8 * 2**30
+    assert gat.parameters > 10**9 and gat.peak_memory_bytes > 8 * 2**30
     default = audit_cost(AuditConfig(), TOY)
-    assert default.peak_memory < 2**25 and default.total_work < 1e12
+    assert default.peak_memory_bytes < 2**25 and default.work_flops < 1e12
 
 
 def test_work_grows_with_each_stage() -> None:
@@ -70,14 +83,14 @@ def test_work_grows_with_each_stage() -> None:
     more = audit_cost(AuditConfig.from_dict({**base, "validation_sample": 10, "budgets": [1, 2]}), TOY)
     assert set(lone.work) == {"training", "influence"}
     assert more.work["debiasing"] == pytest.approx(2 * more.work["training"])
-    assert more.total_work > lone.total_work
+    assert more.work_flops > lone.work_flops
 
 
 def test_edges_add_work_and_a_deeper_model_pays_more_per_edge() -> None:
     base = {"validation_sample": 0, "budgets": []}
     lone = audit_cost(AuditConfig.from_dict(base), TOY)
     edges = audit_cost(AuditConfig.from_dict({**base, "edges": True}), TOY)
-    assert edges.work["edges"] > 0 and edges.total_work > lone.total_work
+    assert edges.work["edges"] > 0 and edges.work_flops > lone.work_flops
     two = audit_cost(AuditConfig.from_dict({**base, "edges": True, "model": {"layers": 2}}), TOY)
     three = audit_cost(AuditConfig.from_dict({**base, "edges": True, "model": {"layers": 3}}), TOY)
     # the damped estimate: passes over the rows each edge changes (more hops, more rows) and the settled steps
