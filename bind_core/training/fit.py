@@ -292,8 +292,10 @@ class TrainedModel:
             The :class:`TrainedModel`, in evaluation mode.
 
         Raises:
-            ConfigError: the weights are not safetensors, the config is malformed, or they do not fit each other
-                (:class:`~bind_core.models.pyg.UnsupportedModelError` for a PyG model the audit cannot reproduce).
+            ConfigError: the weights are not safetensors, the config is malformed (its ``history`` or ``stationarity``
+                included: :class:`~bind_core.codec.ResultFormatError` where they do not have the records' shape), or
+                they do not fit each other (:class:`~bind_core.models.pyg.UnsupportedModelError` for a PyG model the
+                audit cannot reproduce).
         """
         if is_pyg_config(config):
             config = bind_config(config)
