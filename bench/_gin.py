@@ -50,7 +50,7 @@ def gin_ground_truth(
     for pos in positions:
         nodes = train_idx[torch.tensor(pos, dtype=torch.long)]
         reduced, _ = graph.without_nodes(nodes)
-        clone = TrainedModel(copy.deepcopy(model.module), model.model_config, model.train_config, {}, {})
+        clone = TrainedModel(copy.deepcopy(model.module), model.model_config, model.train_config)
         polish(
             clone,
             reduced,
@@ -62,7 +62,7 @@ def gin_ground_truth(
         d_sp, d_eo = after[0] - before[0], after[1] - before[1]
         act.append([influence.lam * d_sp + (1 - influence.lam) * d_eo, d_sp, d_eo])
         est.append(est_all[torch.tensor(pos, dtype=torch.long)].sum(0).tolist())
-        stat.append({k: v for k, v in clone.stationarity.items() if k != "polished"})
+        stat.append({k: v for k, v in encode(clone.stationarity).items() if k != "polished"})
     return ValidationResult(
         protocol=protocol,
         mode="reoptimize",
@@ -97,7 +97,7 @@ def rq2_gin(
             newton_max_seconds=args.gin_newton_seconds or None,
         )
     train_s = time.perf_counter() - t0
-    print(f"  {name} GIN ready in {train_s:.0f}s (Adam {adam_s:.0f}s): {model.stationarity}", flush=True)
+    print(f"  {name} GIN ready in {train_s:.0f}s (Adam {adam_s:.0f}s): {encode(model.stationarity)}", flush=True)
     on = model
     try:
         full, est_s = timed_estimate(on, graph)
@@ -124,7 +124,7 @@ def rq2_gin(
         "estimate_seconds": est_s,
         "timings": full.timings,
         "parameters": model.num_parameters,
-        "stationarity": model.stationarity,
+        "stationarity": encode(model.stationarity),
         "solve": full.solve.details,
         "variant_solves": variant_solves,
         "device": str(model.device),

@@ -173,7 +173,7 @@ def run_one(graph: Graph, name: str, seed: int, cli: Any) -> dict[str, Any]:
         "model": name, "seed": seed, "epochs_run": epochs, "train_s": train_s, "metrics": own,
         "max_metric_difference": max(abs(got[k] - own[k]) for k in METRICS),
         "pyg_logit_difference": None if record.pyg is None else record.pyg.max_logit_difference,
-        "stationarity": {k: v for k, v in describe_stationarity(model, graph).items() if k != "kinks"},
+        "stationarity": {k: v for k, v in encode(describe_stationarity(model, graph)).items() if k != "kinks"},
     }  # fmt: skip
     if cli.sample:
         row["per_node"] = per_node(model, graph, cli.sample)

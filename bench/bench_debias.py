@@ -55,7 +55,7 @@ def main() -> None:
             run = {
                 "seed": seed,
                 "vanilla": encode(report(model, graph)),
-                "grad_norm": model.stationarity["grad_norm"],
+                "grad_norm": model.stationarity.grad_norm,
                 "influence_summary": encode(infl.summary()),
                 "budgets": [{k: v for k, v in r.items() if k != "before"} for r in rows],
                 "seconds": time.perf_counter() - t0,

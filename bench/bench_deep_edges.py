@@ -74,7 +74,7 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
         "model": name,
         "seed": seed,
         "parameters": int(sum(p.numel() for p in model.module.parameters())),
-        "converged": bool(model.stationarity.get("converged")),
+        "converged": bool(model.stationarity.converged),
         "train_s": train_s,
         "node_estimate_s": node_s,
         "edges_s": edges_s,

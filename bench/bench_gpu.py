@@ -29,6 +29,7 @@ import _common as C
 import torch
 from bench_scale import audit_once
 
+from bind_core.codec import encode
 from bind_core.data.datasets import load, synthetic
 from bind_core.influence import estimate
 from bind_core.influence.arguments import InfluenceArguments
@@ -69,7 +70,7 @@ def deep_agreement(device: str, nodes: int = 3000) -> dict[str, Any]:
     diff = float((cpu.delta - gpu.delta.cpu()).abs().max())
     scale = float(cpu.delta.abs().max())
     corr = float(torch.corrcoef(torch.stack([cpu.delta, gpu.delta.cpu()]))[0, 1])
-    return {"train": int(graph.train_idx.numel()), "stationarity": model.stationarity, "max_abs_diff": diff,
+    return {"train": int(graph.train_idx.numel()), "stationarity": encode(model.stationarity), "max_abs_diff": diff,
             "relative": diff / scale, "pearson": corr, "cpu_seconds": cpu_seconds,
             "gpu_seconds": seconds}  # fmt: skip
 

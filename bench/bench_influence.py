@@ -28,6 +28,7 @@ from _gin import gin_one_step, gin_refine, rq2_gin
 from _scores import corr, fmt_corr, scores, timed_estimate, validation_record
 from naive_bind import naive_estimate
 
+from bind_core.codec import encode
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import retrain_without, validate
 from bind_core.influence import InfluenceResult, estimate
@@ -62,7 +63,7 @@ def rq2(name: str, graph: Graph, model: TrainedModel, args: argparse.Namespace, 
         for k, v in variants.items()
         if k != "default"
     }
-    out["stationarity"] = model.stationarity
+    out["stationarity"] = encode(model.stationarity)
     out["solve"] = full.solve.details
     plan = [
         ("sample", "reoptimize", {"sample": args.sample}),

@@ -74,9 +74,9 @@ def run_one(graph: Graph, name: str, seed: int, args: Any) -> dict[str, Any]:
         "seed": seed,
         "parameters": model.num_parameters,
         "train_s": time.perf_counter() - start,
-        "converged": bool(model.stationarity.get("converged")),
-        "grad_norm": model.stationarity.get("grad_norm"),
-        "newton": model.stationarity.get("newton"),
+        "converged": bool(model.stationarity.converged),
+        "grad_norm": model.stationarity.grad_norm,
+        "newton": None if model.stationarity.newton is None else encode(model.stationarity.newton),
     }
     if args.sampled_only:
         return row | sampled_only(model, graph, seed, args)

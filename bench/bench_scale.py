@@ -24,6 +24,7 @@ from typing import Any
 import _common as C
 from _stages import StageMeter
 
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
@@ -76,9 +77,9 @@ def audit_once(
         "audit_timings": result.timings,
         "influence_timings": None if inf is None else inf.timings,
         "grad_norm": None if inf is None else inf.grad_norm,
-        "stationarity": result.model.stationarity,
-        "history": history,
-        "adam_seconds_per_epoch": history["seconds"] / max(history["epochs"], 1),
+        "stationarity": encode(result.model.stationarity),
+        "history": encode(history),
+        "adam_seconds_per_epoch": (history.seconds or 0.0) / max(history.epochs or 0, 1),
         "gamma": None if inf is None else inf.gamma,
         "accuracy": result.metrics.test.accuracy,
         "device": device,

@@ -29,7 +29,7 @@ def run_one(graph: Any, seed: int, keep: str) -> dict[str, Any]:
     model = train(graph, cfg, ModelConfig())
     train_wall = time.perf_counter() - t0
     adam = encode(report(model, graph))
-    adam_grad = model.stationarity["grad_norm"]
+    adam_grad = model.stationarity.grad_norm
     t0 = time.perf_counter()
     polish(model, graph, max_iter=TrainConfig().polish_max_iter, tol=TrainConfig().polish_tol)
     polish_wall = time.perf_counter() - t0
@@ -37,13 +37,13 @@ def run_one(graph: Any, seed: int, keep: str) -> dict[str, Any]:
     return {
         "seed": seed,
         "keep": keep,
-        "adam_seconds": model.history["seconds"],
+        "adam_seconds": model.history.seconds,
         "adam_wall_seconds": train_wall,
-        "best_epoch": model.history["best_epoch"],
+        "best_epoch": model.history.best_epoch,
         "adam_grad_norm": adam_grad,
         "polish_seconds": polish_wall,
-        "polish_iterations": model.stationarity.get("iterations"),
-        "polished_grad_norm": model.stationarity["grad_norm"],
+        "polish_iterations": model.stationarity.iterations,
+        "polished_grad_norm": model.stationarity.grad_norm,
         "adam": adam,
         "polished": polished,
     }

@@ -39,6 +39,7 @@ from bind_core.influence.result import InfluenceResult
 from bind_core.influence.solvers import dense_hessian, hessian_columns
 from bind_core.training.fit import TrainedModel
 from bind_core.training.newton import NEWTON_MAX_PARAMETERS, newton_finish
+from bind_core.training.records import NewtonRecord
 
 REFRESH_AFTER = 20
 """Default of ``refresh_after``: a fresh Hessian when 20 steps in a row have not halved the gradient."""
@@ -180,13 +181,13 @@ class _Outcomes:
             torch.zeros(k, dtype=torch.float64),
         )
 
-    def put(self, i: int, refined: Tensor, rec: dict[str, Any]) -> None:
+    def put(self, i: int, refined: Tensor, rec: NewtonRecord) -> None:
         """Deletion ``i``: its refined ``[ΔΓ_SP, ΔΓ_EO]`` and its Newton record."""
         self.refined[i] = refined
-        self.converged[i] = bool(rec["converged"])
-        self.steps[i] = int(rec["accepted"])
-        self.hessians[i] = int(rec["hessians"])
-        self.max_abs_grad[i] = float(rec["max_abs_grad"])
+        self.converged[i] = bool(rec.converged)
+        self.steps[i] = int(rec.accepted)
+        self.hessians[i] = int(rec.hessians)
+        self.max_abs_grad[i] = float(rec.max_abs_grad)
 
     def refinement(
         self, deletions: list[list[int]], lam: float, seconds: float, settings: dict[str, Any]

@@ -49,7 +49,7 @@ from bind_core.pipeline.stages import (
 )
 from bind_core.pipeline.summary import summarize
 from bind_core.training.fit import TrainedModel
-from bind_core.training.records import ModelSummary, Stationarity, TrainingHistory
+from bind_core.training.records import ModelSummary, Spectrum, Stationarity, StationarityCheck
 
 __all__ = [
     "MAX_REFINE_STEPS",
@@ -100,7 +100,7 @@ class AuditResult:
     """With ``config.edges``: the edge attribution's section (:mod:`bind_core.pipeline.edge_section`)."""
     edge_estimate: EdgeInfluenceResult | None = None
     """Every edge's estimate behind ``edges`` (when computed); :meth:`edge_rows` lists them."""
-    stationarity: dict[str, Any] | None = None
+    stationarity: StationarityCheck | None = None
     """How stationary the weights are, read before the influence stage
     (:func:`bind_core.training.stationarity.describe_stationarity`; information, never a refusal)."""
     timings: dict[str, float] = field(default_factory=dict)
@@ -144,8 +144,8 @@ class AuditResult:
             validation=self.validation,
             stability=self.stability,
             refinement=self.refinement,
-            stationarity=decode(Stationarity, self._stationarity()),
-            training=decode(TrainingHistory, self.model.history),
+            stationarity=self._stationarity(),
+            training=self.model.history,
             model=_model_summary(self.model),
             graph=self.graph.summary(),
             timings=dict(self.timings),
@@ -167,13 +167,21 @@ class AuditResult:
             validation_reason="the edges were not attributed",
         )
 
-    def _stationarity(self) -> dict[str, Any]:
-        """The polish's record, the audit's check and, with influence, the Hessian's spectrum at the weights."""
-        out = {**self.model.stationarity, **(self.stationarity or {})}
+    def _stationarity(self) -> Stationarity:
+        """The polish's record, the audit's check (its figures in place of the polish's, the kink check's record in
+        ``extra["kinks"]``) and, with influence, the Hessian's spectrum at the weights."""
+        out = dataclasses.replace(self.model.stationarity, extra=dict(self.model.stationarity.extra))
+        check = self.stationarity
+        if check is not None:
+            out.max_abs_grad, out.grad_norm, out.tolerance = check.max_abs_grad, check.grad_norm, check.tolerance
+            out.stationary = check.stationary
+            if check.kinks is not None:
+                out.extra["kinks"] = encode(check.kinks)
         if self.influence is not None:
             d = self.influence.solve.details
             keys = ("max_eigenvalue", "min_eigenvalue", "below_weight_decay", "dropped_eigenvalues", "damping")
-            out["spectrum"] = {k: d[k] for k in keys if k in d} or None
+            found = {k: d[k] for k in keys if k in d}
+            out.spectrum = decode(Spectrum, found, "stationarity.spectrum") if found else None
         return out
 
     def influence_rows(self) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ self-check inside its noise or too low)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from bind_core.data.graph import Graph
 from bind_core.data.groups import exclusion_warnings, included_groups, test_group_positives
@@ -15,6 +14,7 @@ from bind_core.fairness.records import Metrics
 from bind_core.influence import InfluenceResult
 from bind_core.influence.records import Refinement
 from bind_core.models.gnn import NON_SMOOTH_ACTIVATIONS, ModelConfig
+from bind_core.training.records import StationarityCheck
 
 LOW_SELF_CHECK = 0.9
 """Below this per-node Pearson correlation of the self-check, the audit warns that the estimates are rough."""
@@ -67,12 +67,19 @@ def kinks(model: ModelConfig) -> list[str]:
     return out
 
 
-def model_warnings(model: ModelConfig, stationarity: dict[str, Any] | None = None) -> list[str]:
+def model_warnings(model: ModelConfig, stationarity: StationarityCheck | None = None) -> list[str]:
     """What the audit does about a non-smooth model (see docs/METHOD.md, "Non-smooth activations"), weights that are
-    a minimum on the kinks (``stationarity["stationary"] == "kinks"``) and weights that are not a stationary point
-    (``False``: attributed all the same, and said so)."""
-    stationarity = stationarity or {}
-    out = _not_stationary(stationarity)
+    a minimum on the kinks (``stationarity.stationary == "kinks"``) and weights that are not a stationary point
+    (``False``: attributed all the same, and said so).
+
+    Args:
+        model: the model's architecture.
+        stationarity: the audit's stationarity check (``None``: not made).
+
+    Returns:
+        One sentence per caveat.
+    """
+    out = [] if stationarity is None else _not_stationary(stationarity)
     where = kinks(model)
     if not where:
         return out
@@ -85,23 +92,23 @@ def model_warnings(model: ModelConfig, stationarity: dict[str, Any] | None = Non
         "is followed only by the step estimate's exact gradients and exact Γ, not by the linear estimate. The "
         "self-check's correlation shows what that costs for this model"
     ]
-    stall = stationarity.get("kinks")
-    if stationarity.get("stationary") == "kinks" and stall:
+    stall = None if stationarity is None else stationarity.kinks
+    if stationarity is not None and stationarity.stationary == "kinks" and stall is not None:
         out.append(
             f"the weights are a minimum on the kinks, not a stationary point: the gradient PyTorch reads there "
-            f"does not vanish (largest entry {stationarity['max_abs_grad']:.1e}; {stall['pinned']} hidden "
+            f"does not vanish (largest entry {stationarity.max_abs_grad:.1e}; {stall.pinned} hidden "
             "pre-activations are pinned at 0) and a restarted L-BFGS found no descent, so the audit went on; "
             "the estimates expand around a point where the objective has no Hessian in every direction"
         )
     return out
 
 
-def _not_stationary(stationarity: dict[str, Any]) -> list[str]:
+def _not_stationary(stationarity: StationarityCheck) -> list[str]:
     """A note for weights that are not a stationary point of their training objective: audited as given."""
-    if stationarity.get("stationary") is not False:
+    if stationarity.stationary is not False:
         return []
-    worst = stationarity.get("max_abs_grad")
-    shown = "not finite" if worst is None or worst != worst else f"{worst:.1e}"
+    worst = stationarity.max_abs_grad
+    shown = "not finite" if worst != worst else f"{worst:.1e}"
     return [
         f"the weights are not a stationary point of their training objective (largest gradient entry {shown}, "
         "as when training stops early): the audit describes them as given, and each influence estimate answers "

@@ -13,9 +13,9 @@ def chance_decision(model: TrainedModel, config: AuditConfig) -> tuple[tuple[int
     if config.debias_seeds or config.chance_seconds <= 0:
         return config.debias_seeds, None
     retrains = chance_retrains(len(config.budgets), config.debias_random_sets)
-    seconds = model.history.get("seconds")
-    polishes = model.stationarity.get("polished") and config.debias_retrain != "adam"
-    polish = model.stationarity.get("seconds") if polishes else 0.0
+    seconds = model.history.seconds
+    polishes = model.stationarity.polished and config.debias_retrain != "adam"
+    polish = model.stationarity.seconds if polishes else 0.0
     if isinstance(seconds, int | float) and isinstance(polish, int | float):
         seconds += polish  # a retraining trains and polishes as the model did
     if not isinstance(seconds, int | float) or seconds <= 0:

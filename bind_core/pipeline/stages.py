@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 import torch
 
@@ -52,6 +52,7 @@ from bind_core.pipeline.config import STAGES, AuditConfig
 from bind_core.pipeline.edge_section import edge_section
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.training.fit import TrainedModel, train
+from bind_core.training.records import StationarityCheck
 from bind_core.training.stationarity import describe_stationarity
 
 __all__ = [
@@ -201,7 +202,7 @@ def _intervals(proba: torch.Tensor, graph: Graph, config: AuditConfig, groups: l
 class InfluenceStage(NamedTuple):
     """What the influence stage adds to the audit result."""
 
-    stationarity: dict[str, Any]
+    stationarity: StationarityCheck
     influence: InfluenceResult
     refinement: Refinement | None
     profile: NodeProfile

@@ -16,16 +16,17 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast, overload
 
 import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from torch import Tensor
 
+from bind_core.codec import decode, encode
 from bind_core.config import DictConfig
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
@@ -38,6 +39,7 @@ from bind_core.training.objective import (
     training_objective,
 )
 from bind_core.training.polish import gradient_norm, polish
+from bind_core.training.records import Stationarity, TrainingHistory
 
 ProgressCallback = Callable[[str, float], None]
 """``progress(stage, fraction_done)``; it may raise to abort the work."""
@@ -128,6 +130,38 @@ def _check_fan_out(config: TrainConfig) -> None:
     object.__setattr__(config, "fan_out", values)
 
 
+Record = TypeVar("Record", Stationarity, TrainingHistory)
+
+
+class _Record(Generic[Record]):
+    """A :class:`TrainedModel` field holding a typed record: ``None`` (the default) is an empty one, and a mapping is
+    decoded (transitional: :mod:`bind_core.debiasing` still hands the model its records as dicts; its own branch of
+    issue 35 passes them typed, and then this takes the record alone)."""
+
+    def __init__(self, cls: type[Record]) -> None:
+        self.cls: type[Record] = cls
+        self.attr = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attr = f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> None: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type) -> Record: ...
+
+    def __get__(self, obj: object | None, owner: type) -> Record | None:
+        return None if obj is None else cast(Record, getattr(obj, self.attr))  # None: the dataclass's default
+
+    def __set__(self, obj: object, value: Record | Mapping[str, Any] | None) -> None:
+        if value is None:
+            value = self.cls()
+        elif isinstance(value, Mapping):
+            value = decode(self.cls, dict(value), self.attr.removeprefix("_"))
+        setattr(obj, self.attr, value)
+
+
 @dataclass
 class TrainedModel:
     """A trained GNN with its settings, training history and stationarity report.
@@ -143,8 +177,8 @@ class TrainedModel:
     module: GNN
     model_config: ModelConfig
     train_config: TrainConfig
-    history: dict[str, Any] = field(default_factory=dict)
-    stationarity: dict[str, Any] = field(default_factory=dict)
+    history: _Record[TrainingHistory] = _Record(TrainingHistory)
+    stationarity: _Record[Stationarity] = _Record(Stationarity)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -228,8 +262,8 @@ class TrainedModel:
             "in_dim": self.module.in_dim,
             "num_classes": self.module.num_classes,
             "dtype": str(self.dtype).removeprefix("torch."),
-            "history": self.history,
-            "stationarity": self.stationarity,
+            "history": encode(self.history),
+            "stationarity": encode(self.stationarity),
         }
 
     def to_bytes(self) -> bytes:
@@ -258,8 +292,10 @@ class TrainedModel:
             The :class:`TrainedModel`, in evaluation mode.
 
         Raises:
-            ConfigError: the weights are not safetensors, the config is malformed, or they do not fit each other
-                (:class:`~bind_core.models.pyg.UnsupportedModelError` for a PyG model the audit cannot reproduce).
+            ConfigError: the weights are not safetensors, the config is malformed (its ``history`` or ``stationarity``
+                included: :class:`~bind_core.codec.ResultFormatError` where they do not have the records' shape), or
+                they do not fit each other (:class:`~bind_core.models.pyg.UnsupportedModelError` for a PyG model the
+                audit cannot reproduce).
         """
         if is_pyg_config(config):
             config = bind_config(config)
@@ -292,8 +328,8 @@ class TrainedModel:
             module,
             model_config,
             train_config,
-            dict(config.get("history", {})),
-            dict(config.get("stationarity", {})),
+            decode(TrainingHistory, config.get("history") or {}, "history"),
+            decode(Stationarity, config.get("stationarity") or {}, "stationarity"),
         )
 
     def save(self, directory: str | Path) -> None:
@@ -426,15 +462,15 @@ def _adam(
     if keep_best and best_epoch >= 0:
         module.load_state_dict(best_state)
     module.eval()
-    trained.history = {
-        "epochs": ran,
-        "best_epoch": best_epoch if keep_best else ran - 1,
-        "best_val_loss": best_val if keep_best else None,
-        "seconds": time.perf_counter() - start,
-        **record,
-    }
+    trained.history = replace(
+        record,
+        epochs=ran,
+        best_epoch=best_epoch if keep_best else ran - 1,
+        best_val_loss=best_val if keep_best else None,
+        seconds=time.perf_counter() - start,
+    )
     adam_grad = gradient_norm(trained, graph)
-    trained.stationarity = {"adam_grad_norm": adam_grad, "grad_norm": adam_grad, "polished": False}
+    trained.stationarity = Stationarity(adam_grad_norm=adam_grad, grad_norm=adam_grad, polished=False)
     if config.polish:
         polish(
             trained,
@@ -444,7 +480,7 @@ def _adam(
             newton_max_seconds=config.newton_seconds,
             progress=None if progress is None else (lambda f: progress(stage, share + (1 - share) * f)),
         )
-        trained.stationarity["adam_grad_norm"] = adam_grad
+        trained.stationarity.adam_grad_norm = adam_grad
     return trained
 
 
@@ -464,19 +500,20 @@ def _optimizer(module: GNN, config: TrainConfig) -> torch.optim.Optimizer:
 
 def _epochs(
     module: GNN, inputs: GraphInputs, graph: Graph, config: TrainConfig, optimizer: torch.optim.Optimizer
-) -> tuple[Callable[[], None], Callable[[], Tensor], dict[str, Any]]:
+) -> tuple[Callable[[], None], Callable[[], Tensor], TrainingHistory]:
     """``(step, validation_loss, record)``: one epoch's Adam steps (full batch, or mini-batches when
-    ``config.batch_size > 0``), the validation loss after it, and what the history records of the batches."""
+    ``config.batch_size > 0``), the validation loss after it, and what the history records of the batches (a
+    :class:`TrainingHistory` with only those set)."""
     if config.batch_size > 0:
         epochs = MiniBatchEpochs(
             module, inputs, graph, optimizer, batch_size=config.batch_size, fan_out=config.fan_out, seed=config.seed
         )
-        record = {
-            "batch_size": config.batch_size,
-            "fan_out": list(epochs.fan_out),
-            "batches": epochs.batches_per_epoch,
-            "validation_nodes": int(epochs.validation_nodes.numel()),
-        }
+        record = TrainingHistory(
+            batch_size=config.batch_size,
+            fan_out=list(epochs.fan_out),
+            batches=epochs.batches_per_epoch,
+            validation_nodes=int(epochs.validation_nodes.numel()),
+        )
         return epochs.step, epochs.validation_loss, record
     dev = inputs.x.device
     train_idx, val_idx = graph.train_idx.to(dev), graph.val_idx.to(dev)
@@ -489,7 +526,7 @@ def _epochs(
         loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
 
-    return step, (lambda: node_losses(forward_val(), y_val).mean()), {}
+    return step, (lambda: node_losses(forward_val(), y_val).mean()), TrainingHistory()
 
 
 def _row_forwards(

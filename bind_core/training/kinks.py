@@ -16,7 +16,6 @@ refusing them; weights from which the objective still descends are refused as be
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +26,7 @@ from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.fit import TrainedModel
 from bind_core.training.polish import polish
+from bind_core.training.records import KinkStall
 
 PINNED = 1e-6
 """A pre-activation with ``|z| ≤ PINNED·max(1, max|z| of its layer)`` counts as pinned at the kink."""
@@ -58,14 +58,15 @@ def pinned_count(module: GNN, inputs: GraphInputs) -> int:
     return count
 
 
-def kink_stall(trained: TrainedModel, graph: Graph) -> dict[str, Any] | None:
+def kink_stall(trained: TrainedModel, graph: Graph) -> KinkStall | None:
     """For a model with kinks: whether its weights are a minimum on the kinks (no descent from them).
 
     Args:
         trained: the trained model (not changed).
+        graph: the graph it was trained on.
 
     Returns:
-        ``None`` for a smooth model; else ``{"no_descent", "objective_decrease", "pinned"}``: whether a restarted
+        ``None`` for a smooth model; else a :class:`~bind_core.training.records.KinkStall`: whether a restarted
         L-BFGS (:data:`RESTART_ITERATIONS` iterations) lowered the objective by at most :data:`NO_DESCENT`
         relative, by how much it did, and the pre-activations pinned at the kink between layers.
     """
@@ -76,8 +77,8 @@ def kink_stall(trained: TrainedModel, graph: Graph) -> dict[str, Any] | None:
     polish(clone, graph, max_iter=RESTART_ITERATIONS, tol=trained.train_config.polish_tol, newton=False)
     decrease = before - clone.objective(graph)
     module = clone.module.double().eval()
-    return {
-        "no_descent": bool(decrease <= NO_DESCENT * max(1.0, abs(before))),
-        "objective_decrease": float(decrease),
-        "pinned": pinned_count(module, module.prepare(graph, torch.float64, next(module.parameters()).device)),
-    }
+    return KinkStall(
+        no_descent=bool(decrease <= NO_DESCENT * max(1.0, abs(before))),
+        objective_decrease=float(decrease),
+        pinned=pinned_count(module, module.prepare(graph, torch.float64, next(module.parameters()).device)),
+    )

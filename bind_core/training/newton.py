@@ -2,7 +2,8 @@
 
 
 Shared by the training polish (:func:`bind_core.training.polish.polish`) and usable by the influence solvers; it imports
-nothing else from ``bind_core``, so either side may import it.
+nothing else from ``bind_core`` but the Hessian and its record (:class:`~bind_core.training.records.NewtonRecord`), so
+either side may import it.
 
 :func:`newton_finish` is for the case the L-BFGS polish leaves unconverged: an objective whose Hessian spans many
 orders of magnitude (a one-layer GIN on a graph with a high-degree hub sums hundreds of neighbour rows, so its
@@ -30,13 +31,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 from torch.func import grad
 
 from bind_core.training.hessian import HessianForm, dense_hessian
+from bind_core.training.records import NewtonRecord
 
 NEWTON_MAX_PARAMETERS = 5000
 """Above this many parameters a dense Hessian (``p²`` float64 entries and ``p`` Hessian-vector products) is too
@@ -78,7 +79,7 @@ def newton_finish(
     eigen: tuple[Tensor, Tensor] | None = None,
     refresh_after: int = 0,
     hessian: HessianForm | None = None,
-) -> tuple[Tensor, dict[str, Any]]:
+) -> tuple[Tensor, NewtonRecord]:
     """Trust-region Newton with the exact Hessian from ``theta`` until ``max|∇objective| ≤ tol``.
 
     See the module docstring for the method. ``eigen=(λ, V)``, an eigendecomposition of the Hessian at some
@@ -91,7 +92,8 @@ def newton_finish(
     cheaper row by row, :func:`dense_hessian_by_rows`); it is passed ``progress`` too, so that forming one can be
     aborted.
 
-    Returns the new flat parameters and a record: ``iterations`` (steps tried), ``hessians`` (formed here),
+    Returns the new flat parameters and a :class:`~bind_core.training.records.NewtonRecord`: ``iterations`` (steps
+    tried), ``hessians`` (formed here),
     ``accepted`` steps, ``converged``, ``max_abs_grad`` and ``grad_norm`` at the end,
     ``negative_eigenvalues`` and ``min_eigenvalue`` of the last Hessian, ``seconds`` and the stop ``reason``
     (``converged``, ``max_iter``, ``max_seconds``, ``radius`` when the trust radius collapsed to round-off).
@@ -230,17 +232,17 @@ class _TrustRegion:
         elif rho > 0.75 and step >= 0.99 * self.radius:
             self.radius = 2.0 * self.radius
 
-    def record(self, reason: str, seconds: float) -> dict[str, Any]:
+    def record(self, reason: str, seconds: float) -> NewtonRecord:
         """What :func:`newton_finish` returns beside the weights."""
-        return {
-            "iterations": self.iterations,
-            "hessians": self.hessians,
-            "accepted": self.accepted,
-            "converged": reason == "converged",
-            "reason": reason,
-            "max_abs_grad": float(self.g.abs().max()),
-            "grad_norm": float(self.g.norm()),
-            "negative_eigenvalues": self.negative,
-            "min_eigenvalue": self.min_eigenvalue,
-            "seconds": seconds,
-        }
+        return NewtonRecord(
+            iterations=self.iterations,
+            hessians=self.hessians,
+            accepted=self.accepted,
+            converged=reason == "converged",
+            reason=reason,
+            max_abs_grad=float(self.g.abs().max()),
+            grad_norm=float(self.g.norm()),
+            negative_eigenvalues=self.negative,
+            min_eigenvalue=self.min_eigenvalue,
+            seconds=seconds,
+        )

@@ -4,8 +4,10 @@ view for ``torch.func``, full-batch L-BFGS and the message-passing Newton finish
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol, cast
 
 import torch
@@ -16,6 +18,7 @@ from bind_core.models.gnn import GNN, flat_parameters, node_losses, unflatten_pa
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.hessian import HessianForm, dense_hessian_by_rows
 from bind_core.training.newton import newton_finish
+from bind_core.training.records import NewtonRecord
 
 FROZEN_REFRESH = 20
 """A message-passing model's Newton finish forms a fresh Hessian when this many frozen steps have not halved the
@@ -64,11 +67,12 @@ def message_passing_finish(
     max_steps: int,
     max_seconds: float | None,
     progress: Callable[[float], None] | None,
-) -> dict[str, Any]:
+) -> NewtonRecord:
     """Frozen-Hessian Newton rounds, with an L-BFGS restart between rounds (see :func:`polish`); the record sums
-    the rounds' ``iterations``, ``accepted`` steps and ``hessians`` and keeps the last round's state."""
+    the rounds' ``iterations``, ``accepted`` steps and ``hessians`` and keeps the last round's state (no round when
+    ``max_seconds`` has run out before the first: zero counts, the gradient as it is)."""
     start = time.perf_counter()
-    record: dict[str, Any] = {}
+    record: NewtonRecord | None = None
     totals = {"iterations": 0, "accepted": 0, "hessians": 0}
 
     def hold(_fraction: float) -> None:  # an L-BFGS restart or a Hessian between Newton steps: no progress
@@ -76,20 +80,20 @@ def message_passing_finish(
             progress(0.0)
 
     for done in range(FINISH_ROUNDS):
-        if done:  # the frozen steps stalled: L-BFGS rebuilds its curvature pairs from here
+        if record is not None:  # the frozen steps stalled: L-BFGS rebuilds its curvature pairs from here
             lbfgs(module, inputs, graph, wd, tol=tol, max_iter=lbfgs_iter, progress=hold)
             worst = largest_gradient_entry(module, inputs, graph, wd)
             if worst <= tol:
-                record |= {"converged": True, "reason": "converged", "max_abs_grad": worst}
+                record = replace(record, converged=True, reason="converged", max_abs_grad=worst)
                 break
         left = None if max_seconds is None else max_seconds - (time.perf_counter() - start)
         if left is not None and left <= 0:
-            record["reason"] = "max_seconds"
+            record = None if record is None else replace(record, reason="max_seconds")
             break
         objective, theta, write_back = flat_objective(module, inputs, graph, wd)
         hessian = expanded_hessian(module)
         eigen = torch.linalg.eigh(hessian(objective, theta, progress=hold))
-        theta, record = newton_finish(
+        theta, found = newton_finish(
             objective,
             theta,
             tol=tol,
@@ -101,15 +105,37 @@ def message_passing_finish(
             hessian=hessian,
         )
         write_back(theta)
-        record["hessians"] += 1
-        for key in totals:
-            totals[key] += int(record[key])
-        record["rounds"] = done + 1
-        if record["converged"] or record["reason"] == "max_seconds":
+        record = replace(found, hessians=found.hessians + 1, rounds=done + 1)
+        for name in totals:
+            totals[name] += int(getattr(record, name))
+        if record.converged or record.reason == "max_seconds":
             break
-    record |= totals
-    record["seconds"] = time.perf_counter() - start
-    return record
+    if record is None:
+        record = _no_round(module, inputs, graph, wd)
+    return replace(
+        record,
+        iterations=totals["iterations"],
+        accepted=totals["accepted"],
+        hessians=totals["hessians"],
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _no_round(module: GNN, inputs: GraphInputs, graph: LabelledRows, wd: float) -> NewtonRecord:
+    """The record of a Newton finish whose time ran out before its first round."""
+    grads = objective_gradient(module, inputs, graph, wd)
+    return NewtonRecord(
+        iterations=0,
+        hessians=0,
+        accepted=0,
+        converged=False,
+        reason="max_seconds",
+        max_abs_grad=max(float(g.abs().max()) for g in grads),
+        grad_norm=gradient_size(grads),
+        negative_eigenvalues=0,
+        min_eigenvalue=math.nan,
+        seconds=0.0,
+    )
 
 
 def expanded_hessian(module: GNN) -> HessianForm:

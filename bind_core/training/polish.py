@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from dataclasses import replace
+from typing import Protocol, TypeVar
 
 import torch
 from torch import Tensor
@@ -27,6 +28,7 @@ from bind_core.training.objective import (
     objective_gradient,
     training_objective,
 )
+from bind_core.training.records import NewtonRecord, Stationarity
 
 
 class _Settings(Protocol):
@@ -39,7 +41,7 @@ class Polishable(Protocol):
     imports this module: the protocol keeps the import one way)."""
 
     module: GNN
-    stationarity: dict[str, Any]
+    stationarity: Stationarity
 
     @property
     def train_config(self) -> _Settings: ...
@@ -109,7 +111,7 @@ def polish(
     start = time.perf_counter()
     lbfgs_progress = None if progress is None else (lambda f: progress(lbfgs_share * f))
     iterations = _lbfgs(module, lambda: training_objective(module, inputs, rows, wd), max_iter, tol, lbfgs_progress)
-    record: dict[str, Any] = {}
+    record: NewtonRecord | None = None
     if run_newton and largest_gradient_entry(module, inputs, rows, wd) > tol:
         report = None if progress is None else (lambda f: progress(lbfgs_share + (1 - lbfgs_share) * f))
         record = _newton(
@@ -173,7 +175,7 @@ def _newton(
     lbfgs_iter: int,
     max_seconds: float | None,
     progress: Callable[[float], None] | None,
-) -> dict[str, Any]:
+) -> NewtonRecord:
     """The Newton finish where L-BFGS stopped short (see :func:`polish`): the exact Hessian at every step for a
     row-separable model, frozen-Hessian rounds otherwise; its record."""
     if module.row_separable:
@@ -197,19 +199,22 @@ def _newton(
 
 
 def _note(
-    trained: Polishable, grads: list[Tensor], *, tol: float, iterations: int, seconds: float, newton: dict[str, Any]
+    trained: Polishable,
+    grads: list[Tensor],
+    *,
+    tol: float,
+    iterations: int,
+    seconds: float,
+    newton: NewtonRecord | None,
 ) -> None:
     """Record in ``trained.stationarity`` how stationary the polish left the weights (``grads``: the objective's
-    gradient there) and the Newton finish's record (dropped when it did not run)."""
-    trained.stationarity = {
-        **trained.stationarity,
-        "grad_norm": gradient_size(grads),
-        "polished": True,
-        "iterations": iterations,
-        "converged": max(float(g.abs().max()) for g in grads) <= tol,
-        "seconds": seconds,
-    }
-    if newton:
-        trained.stationarity["newton"] = newton
-    else:
-        trained.stationarity.pop("newton", None)
+    gradient there) and the Newton finish's record (``None``, dropping an earlier one, when it did not run)."""
+    trained.stationarity = replace(
+        trained.stationarity,
+        grad_norm=gradient_size(grads),
+        polished=True,
+        iterations=iterations,
+        converged=max(float(g.abs().max()) for g in grads) <= tol,
+        seconds=seconds,
+        newton=newton,
+    )

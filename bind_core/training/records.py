@@ -1,13 +1,56 @@
-"""The trained model's parts of the audit results, typed: its stationarity and the Hessian's spectrum, the training
-run and the model's configuration (collected in :mod:`bind_core.pipeline.results`)."""
+"""The trained model's records, typed: the training run, the polish and its Newton finish, the stationarity check
+(with the kink check), the Hessian's spectrum and the model's configuration. Training fills them
+(:class:`bind_core.training.fit.TrainedModel` ``history`` and ``stationarity``); the audit results collect them
+(:mod:`bind_core.pipeline.results`); :func:`bind_core.codec.encode`/:func:`~bind_core.codec.decode` turn them into
+JSON and back at the edges (the results, a saved model's ``config.json``)."""
 
 # ruff: noqa: RUF009  (key() and open_keys() return dataclasses.field(...): fields with metadata, not shared defaults)
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from bind_core.codec import key, open_keys
+from bind_core.codec import encode, key, open_keys
+
+
+@dataclass(kw_only=True)
+class NewtonRecord:
+    """What the polish's Newton finish did (:func:`bind_core.training.newton.newton_finish`; a message-passing model's
+    frozen-Hessian rounds, :func:`bind_core.training.objective.message_passing_finish`, sum their counts)."""
+
+    iterations: int = key("integer: Newton steps tried")
+    hessians: int = key("integer: Hessians formed")
+    accepted: int = key("integer: steps accepted")
+    converged: bool = key("boolean: whether the largest gradient entry reached the tolerance")
+    reason: str = key("string: why it stopped: converged, max_iter, max_seconds or radius")
+    max_abs_grad: float = key("number: the largest gradient entry at the end")
+    grad_norm: float = key("number: the gradient norm at the end")
+    negative_eigenvalues: int = key("integer: negative eigenvalues of the last Hessian")
+    min_eigenvalue: float = key("number: the last Hessian's smallest eigenvalue (NaN when none was read)")
+    seconds: float = key("number: seconds it took")
+    rounds: int | None = key("integer: frozen-Hessian rounds (message-passing models)", optional=True)
+    extra: dict[str, Any] = open_keys("other figures (a model stored by another version)")
+
+
+@dataclass(kw_only=True)
+class KinkStall:
+    """Whether weights of a model with kinks are a minimum on them (:func:`bind_core.training.kinks.kink_stall`)."""
+
+    no_descent: bool = key("boolean: a restarted L-BFGS lowered the objective by no more than round-off")
+    objective_decrease: float = key("number: by how much it lowered it")
+    pinned: int = key("integer: hidden pre-activations pinned at the kink")
+
+
+@dataclass(kw_only=True)
+class StationarityCheck:
+    """How stationary the audited weights are (:func:`bind_core.training.stationarity.describe_stationarity`)."""
+
+    max_abs_grad: float = key("number: the largest gradient entry of the training objective")
+    grad_norm: float = key("number: its gradient norm")
+    tolerance: float = key("number: the check's tolerance")
+    stationary: bool | str = key('boolean, or "kinks": a minimum on the kinks (see ``kinks``)')
+    kinks: KinkStall | None = key("the kink check's record, when it found a minimum on the kinks", optional=True)
 
 
 @dataclass(kw_only=True)
@@ -36,7 +79,11 @@ class Stationarity:
     polished: bool | None = key("boolean: whether the L-BFGS/Newton polish ran", optional=True)
     converged: bool | None = key("boolean: whether the polish converged", optional=True)
     spectrum: Spectrum | None = key("the Hessian's spectrum; null when the solver reports none", optional=True)
-    extra: dict[str, Any] = open_keys("the polish's other figures (iterations, seconds, Newton steps...)")
+    adam_grad_norm: float | None = key("number: the gradient norm after the epochs, before the polish", optional=True)
+    iterations: int | None = key("integer: the polish's L-BFGS iterations", optional=True)
+    seconds: float | None = key("number: seconds the polish took", optional=True)
+    newton: NewtonRecord | None = key("the polish's Newton finish, where it ran", optional=True)
+    extra: dict[str, Any] = open_keys("other figures (the kink check's record under ``kinks``)")
 
 
 @dataclass(kw_only=True)
@@ -47,7 +94,20 @@ class TrainingHistory:
     best_epoch: int | None = key("integer: the epoch of the kept weights", optional=True)
     best_val_loss: float | None = key("number: their validation loss", optional=True)
     seconds: float | None = key("number: seconds training took", optional=True)
+    batch_size: int | None = key("integer: training nodes per mini-batch (mini-batch training)", optional=True)
+    fan_out: list[int] | None = key("list of integers: neighbours sampled per hop (-1: all)", optional=True)
+    batches: int | None = key("integer: mini-batches per epoch", optional=True)
+    validation_nodes: int | None = key("integer: validation nodes the epochs' loss reads", optional=True)
     extra: dict[str, Any] = open_keys("other figures of the run")
+
+    # transitional: bind_core.debiasing copies a history with ``dict(model.history)`` (its own branch of issue 35
+    # passes the record itself); the mapping is the record's JSON object
+    def keys(self) -> Iterator[str]:
+        """The keys of :func:`~bind_core.codec.encode`'s object (with ``__getitem__``: ``dict(history)``)."""
+        return iter(encode(self))
+
+    def __getitem__(self, name: str) -> Any:
+        return encode(self)[name]
 
 
 @dataclass(kw_only=True)

@@ -15,12 +15,12 @@ is plainly "not stationary" and that search is not paid for.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from bind_core.data.graph import Graph
 from bind_core.training.fit import TrainedModel
 from bind_core.training.kinks import kink_stall
 from bind_core.training.polish import gradient_norm, max_abs_gradient
+from bind_core.training.records import StationarityCheck
 
 STATIONARY_SLACK = 100.0
 """Weights count as stationary when their largest gradient entry is at most ``STATIONARY_SLACK·polish_tol`` (1e-5
@@ -36,21 +36,30 @@ def is_stationary(model: TrainedModel, graph: Graph) -> bool:
     return not math.isnan(worst) and worst <= STATIONARY_SLACK * model.train_config.polish_tol
 
 
-def describe_stationarity(model: TrainedModel, graph: Graph) -> dict[str, Any]:
-    """The stationarity record of ``model`` on ``graph``: ``max_abs_grad``, ``grad_norm``, ``tolerance`` and
-    ``stationary`` (``True``, ``False`` or ``"kinks"``: a minimum on ReLU kinks, with
-    :func:`~bind_core.training.kinks.kink_stall`'s record under ``kinks``). Never raises on weights that are not
-    stationary: the audit reports them as they are."""
+def describe_stationarity(model: TrainedModel, graph: Graph) -> StationarityCheck:
+    """The stationarity record of ``model`` on ``graph``. Never raises on weights that are not stationary: the audit
+    reports them as they are.
+
+    Args:
+        model: the trained model (not changed).
+        graph: the graph it was trained on.
+
+    Returns:
+        A :class:`~bind_core.training.records.StationarityCheck`: ``max_abs_grad``, ``grad_norm``, ``tolerance`` and
+        ``stationary`` (``True``, ``False`` or ``"kinks"``: a minimum on ReLU kinks, with
+        :func:`~bind_core.training.kinks.kink_stall`'s record under ``kinks``).
+    """
     tolerance = STATIONARY_SLACK * model.train_config.polish_tol
     worst = max_abs_gradient(model, graph)
     norm = gradient_norm(model, graph)
-    record: dict[str, Any] = {"max_abs_grad": worst, "grad_norm": norm, "tolerance": tolerance}
+    record = StationarityCheck(max_abs_grad=worst, grad_norm=norm, tolerance=tolerance, stationary=False)
     if math.isnan(worst):
-        return {**record, "stationary": False}
+        return record
     if worst <= tolerance:
-        return {**record, "stationary": True}
+        record.stationary = True
+        return record
     if worst <= KINK_CHECK_RANGE * tolerance:
         stall = kink_stall(model, graph)
-        if stall is not None and stall["no_descent"]:
-            return {**record, "stationary": "kinks", "kinks": stall}
-    return {**record, "stationary": False}
+        if stall is not None and stall.no_descent:
+            record.stationary, record.kinks = "kinks", stall
+    return record

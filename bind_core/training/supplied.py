@@ -84,9 +84,10 @@ def prepare_supplied(
         record["grad_norm"] = record["grad_norm_supplied"]
         return Supplied(model, record, None)
     polished = TrainedModel(
-        copy.deepcopy(model.module), model.model_config, model.train_config, dict(model.history), {}
+        copy.deepcopy(model.module), model.model_config, model.train_config, copy.deepcopy(model.history)
     )
     polish(polished, graph, newton_max_seconds=model.train_config.newton_seconds, progress=progress)
     record["polished_by_service"] = True
-    record["grad_norm"] = float(polished.stationarity.get("grad_norm", gradient_norm(polished, graph)))
+    polished_norm = polished.stationarity.grad_norm
+    record["grad_norm"] = float(gradient_norm(polished, graph) if polished_norm is None else polished_norm)
     return Supplied(polished, record, model)

@@ -49,7 +49,7 @@ def supplied_model(client: TestClient, big_graph: tuple[str, bytes]) -> str:
     """A polished two-layer GCN on the big graph, so that the later stages start at once."""
     graph_id, npz = big_graph
     model = train(load_npz(io.BytesIO(npz)), TrainConfig(epochs=50, lr=0.01), ModelConfig(**TWO_LAYER))
-    assert model.stationarity["polished"]
+    assert model.stationarity.polished
     response = client.post(
         "/v1/models",
         files={"weights": ("m.safetensors", model.to_bytes())},

@@ -34,9 +34,10 @@ def graph() -> Graph:
 def test_early_stopping_stops_after_patience_epochs_without_improvement_and_keeps_the_best(graph: Graph) -> None:
     stopped = train(graph, TrainConfig(epochs=400, lr=0.05, patience=5, polish=False))
     history = stopped.history
-    assert history["epochs"] < 400 and history["epochs"] == history["best_epoch"] + 6
-    full = train(graph, TrainConfig(epochs=history["epochs"], lr=0.05, polish=False))  # the same path, not stopped
-    assert full.history["best_epoch"] == history["best_epoch"]
+    assert history.epochs is not None and history.best_epoch is not None
+    assert history.epochs < 400 and history.epochs == history.best_epoch + 6
+    full = train(graph, TrainConfig(epochs=history.epochs, lr=0.05, polish=False))  # the same path, not stopped
+    assert full.history.best_epoch == history.best_epoch
     assert all(torch.equal(a, b) for a, b in zip(stopped.module.parameters(), full.module.parameters(), strict=True))
 
 

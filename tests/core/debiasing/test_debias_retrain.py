@@ -77,11 +77,11 @@ def test_the_setting_is_validated_round_trips_and_names_the_retraining() -> None
 
 def test_debias_with_adam_compares_adam_only_retrains_before_and_after(graph: Graph) -> None:
     model = train(graph, CONFIG)
-    assert model.stationarity["polished"]
+    assert model.stationarity.polished
     influence = estimate(model, graph).delta
     (row,) = debias(model, graph, influence, budgets=(4,), retrain=ADAM)
     unchanged = train(graph, ADAM)
-    assert not unchanged.stationarity["polished"]
+    assert not unchanged.stationarity.polished
     assert row.before == report(unchanged, graph)
     assert row.before != report(model, graph)  # not the polished, audited model
     reduced, _ = graph.without_nodes(select(influence, graph, 4, "harmful", hops=1))
@@ -113,7 +113,7 @@ def test_the_default_audit_says_it_retrained_as_it_trains(graph: Graph) -> None:
     result = run_audit(graph, AuditConfig.from_dict(config))
     doc = _stored(result)
     (row,) = doc["debiasing"]
-    assert result.model.stationarity["polished"] and row["retrain"] == "audit"
+    assert result.model.stationarity.polished and row["retrain"] == "audit"
     assert row["before"] == json.loads(json.dumps(encode(report(result.model, graph, groups=metric_groups(graph, 0)))))
     html = render_report(doc)
     assert RETRAINING["audit"] in html and RETRAINING["adam"] not in html

@@ -20,6 +20,7 @@ from bind_core.models.pyg import UnsupportedModelError, bind_config, reproductio
 from bind_core.pipeline.caveats import model_warnings
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 from bind_core.training.kinks import kink_stall
+from bind_core.training.records import KinkStall, StationarityCheck
 from bind_core.training.stationarity import describe_stationarity
 from bind_core.training.supplied import prepare_supplied
 
@@ -157,7 +158,8 @@ def test_kink_caveats() -> None:
     assert "ReLU between layers" in relu and "almost everywhere" in relu
     (gat,) = model_warnings(ModelConfig(arch="gat", layers=1, attention="leaky_relu", head=False, outputs=2))
     assert "leaky-ReLU attention" in gat
-    stalled = {"stationary": "kinks", "max_abs_grad": 1e-4, "kinks": {"pinned": 3}}
+    stall = KinkStall(no_descent=True, objective_decrease=0.0, pinned=3)
+    stalled = StationarityCheck(max_abs_grad=1e-4, grad_norm=1e-4, tolerance=1e-5, stationary="kinks", kinks=stall)
     assert len(model_warnings(ModelConfig(arch="sage", layers=2, activation="relu"), stalled)) == 2
 
 
@@ -175,14 +177,14 @@ def test_a_relu_minimum_on_kinks_is_accepted_and_a_smooth_model_is_not_examined(
     weights = save(pyg.state_dict())
     unpolished = TrainedModel.from_bytes(weights, _config("GraphSAGE", args))
     stall = kink_stall(unpolished, graph)
-    assert stall is not None and not stall["no_descent"]  # Adam stopped short: L-BFGS still descends
-    assert describe_stationarity(unpolished, graph)["stationary"] is False  # reported, never refused
+    assert stall is not None and not stall.no_descent  # Adam stopped short: L-BFGS still descends
+    assert describe_stationarity(unpolished, graph).stationary is False  # reported, never refused
     model, record, given = prepare_supplied(weights, _config("GraphSAGE", args), graph, reference="polished")
     assert record["pyg"]["max_logit_difference"] < 1e-12 and record["polished_by_service"] and given is not None
-    assert not model.stationarity["converged"]  # stalled on the kinks
+    assert not model.stationarity.converged  # stalled on the kinks
     stall = kink_stall(model, graph)
-    assert stall is not None and stall["no_descent"] and stall["pinned"] > 0
+    assert stall is not None and stall.no_descent and stall.pinned > 0
     check = describe_stationarity(model, graph)
-    assert check["stationary"] == "kinks" and check["max_abs_grad"] > check["tolerance"]
+    assert check.stationary == "kinks" and check.max_abs_grad > check.tolerance and check.kinks == stall
     smooth = TrainedModel(model.module, ModelConfig(arch="sage", layers=2, head=False, outputs=2), model.train_config)
     assert kink_stall(smooth, graph) is None

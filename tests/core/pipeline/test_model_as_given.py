@@ -141,7 +141,7 @@ def test_an_early_stopped_model_is_attributed_and_its_estimate_matches_the_proxi
     # the proximal Bregman response, and per node it agrees with that objective re-optimised to convergence
     model = train(graph, TrainConfig(epochs=60, lr=0.01, polish=False), ModelConfig(arch="gcn", layers=2, hidden=8))
     record = describe_stationarity(model, graph)
-    assert record["stationary"] is False and record["max_abs_grad"] > 100 * record["tolerance"]
+    assert record.stationary is False and record.max_abs_grad > 100 * record.tolerance
     influence = estimate(model, graph)
     assert influence.solve.details["method"] == "step"
     check = validate(model, graph, influence, sample=15, seed=1)

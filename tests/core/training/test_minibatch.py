@@ -140,8 +140,9 @@ def test_one_full_mini_batch_epoch_is_the_full_batch_epoch(graph: Graph, arch: s
     full = train(graph, base, model)
     mini = train(graph, TrainConfig(epochs=3, lr=0.01, polish=False, seed=2,
                                     batch_size=int(graph.train_idx.numel()), fan_out=(-1, -1)), model)  # fmt: skip
-    assert mini.history["batches"] == 1 and mini.history["best_epoch"] == full.history["best_epoch"]
-    assert abs(mini.history["best_val_loss"] - full.history["best_val_loss"]) <= 1e-6
+    assert mini.history.batches == 1 and mini.history.best_epoch == full.history.best_epoch
+    assert mini.history.best_val_loss is not None and full.history.best_val_loss is not None
+    assert abs(mini.history.best_val_loss - full.history.best_val_loss) <= 1e-6
     for name, value in full.module.state_dict().items():
         assert torch.allclose(mini.module.state_dict()[name], value, rtol=1e-5, atol=1e-6), name
 
@@ -168,7 +169,7 @@ def test_a_large_validation_set_is_judged_on_a_seeded_subset(graph: Graph, monke
     monkeypatch.setattr(minibatch, "VALIDATION_NODES", 10)
     config = TrainConfig(epochs=2, lr=0.01, polish=False, seed=1, batch_size=16, fan_out=(3, 3))
     trained = train(graph, config, ModelConfig(arch="sage", layers=2, hidden=8))
-    assert trained.history["validation_nodes"] == 10
+    assert trained.history.validation_nodes == 10
     module = trained.module.eval()
     epochs = minibatch.MiniBatchEpochs(
         module, trained.prepare(graph), graph, torch.optim.Adam(module.parameters()), batch_size=16, fan_out=(3, 3),
@@ -250,7 +251,7 @@ def test_polish_on_the_computation_graph_reaches_a_stationary_point_of_the_full_
     trained = train(sparse_graph, TrainConfig(epochs=20, lr=0.01, polish=False, seed=1, batch_size=10, fan_out=(3, 3)),
                     ModelConfig(arch="gcn", layers=2, hidden=8))  # fmt: skip
     polish(trained, sparse_graph, newton_max_seconds=60)
-    assert trained.stationarity["converged"]
+    assert trained.stationarity.converged
     # On the whole graph, not the computation graph the polish used:
     module = trained.module
     grads = objective_gradient(module, module.prepare(sparse_graph), sparse_graph, trained.train_config.weight_decay)
@@ -265,7 +266,8 @@ def test_train_config_round_trips_the_batch_settings() -> None:
     assert TrainConfig.from_dict({"fan_out": [5, None]}).fan_out == (5, -1)
     trained = train(synthetic(200, seed=1, train_per_class=20), TrainConfig(epochs=2, polish=False, batch_size=8))
     loaded = TrainedModel.from_bytes(trained.to_bytes(), json.loads(json.dumps(trained.config_dict())))
-    assert loaded.train_config == trained.train_config and loaded.history["batch_size"] == 8
+    assert loaded.train_config == trained.train_config and loaded.history.batch_size == 8
+    assert loaded.history == trained.history
 
 
 def test_an_audit_config_that_cannot_sample_is_refused_when_made() -> None:

@@ -67,8 +67,9 @@ def test_training_is_deterministic_for_a_seed(small_graph: Graph) -> None:
 
 
 def test_polish_reaches_a_stationary_point_and_learns(small_graph: Graph, small_model: TrainedModel) -> None:
-    assert small_model.stationarity["polished"]
-    assert small_model.stationarity["grad_norm"] < 1e-5 < small_model.stationarity["adam_grad_norm"]
+    record = small_model.stationarity
+    assert record.polished and record.grad_norm is not None and record.adam_grad_norm is not None
+    assert record.grad_norm < 1e-5 < record.adam_grad_norm
     assert gradient_norm(small_model, small_graph) < 1e-5
     test = small_graph.test_idx
     pred = small_model.predict_proba(small_graph, test).argmax(1)
@@ -83,7 +84,8 @@ def _max_abs_grad(trained: TrainedModel, graph: Graph) -> float:
 
 def test_converged_lbfgs_polish_forms_no_hessian(small_model: TrainedModel) -> None:
     # the paper's GCN converges under L-BFGS: the Newton finish must not run (nor cost time) there
-    assert small_model.stationarity["converged"] and "newton" not in small_model.stationarity
+    assert small_model.stationarity.converged and small_model.stationarity.newton is None
+    assert "newton" not in small_model.config_dict()["stationarity"]
 
 
 def test_newton_finish_completes_a_capped_polish(small_graph: Graph) -> None:
@@ -94,15 +96,15 @@ def test_newton_finish_completes_a_capped_polish(small_graph: Graph) -> None:
         max_iter=5,
         newton=False,
     )
-    assert not lbfgs_only.stationarity["converged"] and _max_abs_grad(lbfgs_only, small_graph) > 1e-5
+    assert not lbfgs_only.stationarity.converged and _max_abs_grad(lbfgs_only, small_graph) > 1e-5
     finished = polish(
         TrainedModel(copy.deepcopy(adam.module), adam.model_config, adam.train_config), small_graph, max_iter=5
     )
-    newton = finished.stationarity["newton"]
-    assert newton["converged"] and finished.stationarity["converged"]
-    assert _max_abs_grad(finished, small_graph) <= 1e-7 and newton["negative_eigenvalues"] == 0
+    newton = finished.stationarity.newton
+    assert newton is not None and newton.converged and finished.stationarity.converged
+    assert _max_abs_grad(finished, small_graph) <= 1e-7 and newton.negative_eigenvalues == 0
     reference = polish(TrainedModel(copy.deepcopy(adam.module), adam.model_config, adam.train_config), small_graph)
-    assert "newton" not in reference.stationarity  # L-BFGS alone converges with its full budget here
+    assert reference.stationarity.newton is None  # L-BFGS alone converges with its full budget here
     # the same minimum (the objective has flat directions, so compare values, not weights)
     assert finished.objective(small_graph) <= reference.objective(small_graph) + 1e-12
     assert torch.allclose(finished.predict_proba(small_graph), reference.predict_proba(small_graph), atol=1e-5)
@@ -114,12 +116,12 @@ def test_message_passing_models_are_finished_by_frozen_hessian_newton(small_grap
     adam = train(small_graph, TrainConfig(epochs=20, polish=False), ModelConfig(layers=2, hidden=4))
     off = polish(TrainedModel(copy.deepcopy(adam.module), adam.model_config, adam.train_config), small_graph,
                  max_iter=3, newton=False)  # fmt: skip
-    assert not off.stationarity["converged"] and "newton" not in off.stationarity
+    assert not off.stationarity.converged and off.stationarity.newton is None
     capped = polish(adam, small_graph, max_iter=3)
-    newton = capped.stationarity["newton"]
-    assert capped.stationarity["converged"] and newton["converged"]
-    assert _max_abs_grad(capped, small_graph) <= 1e-7
-    assert newton["accepted"] > newton["hessians"]  # most steps reuse a frozen eigendecomposition
+    newton = capped.stationarity.newton
+    assert newton is not None and capped.stationarity.converged and newton.converged
+    assert _max_abs_grad(capped, small_graph) <= 1e-7 and newton.rounds is not None
+    assert newton.accepted > newton.hessians  # most steps reuse a frozen eigendecomposition
 
 
 def _ill_conditioned_logistic() -> tuple[Callable[[torch.Tensor], torch.Tensor], int]:
@@ -159,7 +161,7 @@ def test_newton_finish_converges_where_lbfgs_stalls_on_an_ill_conditioned_object
     start = theta.detach()
     assert float(torch.func.grad(objective)(start).abs().max()) > 1e-7  # the premise: L-BFGS stalls far off
     finished, record = newton_finish(objective, start, tol=1e-10)
-    assert record["converged"] and record["iterations"] <= 20
+    assert record.converged and record.iterations <= 20
     assert float(torch.func.grad(objective)(finished).abs().max()) <= 1e-10
     assert float(objective(finished)) <= float(objective(start))
 
@@ -172,7 +174,7 @@ def test_newton_finish_leaves_a_saddle_for_a_minimum() -> None:
 
     start = torch.tensor([1e-3, 0.5], dtype=torch.float64)
     finished, record = newton_finish(objective, start, tol=1e-12)
-    assert record["converged"] and record["negative_eigenvalues"] == 0
+    assert record.converged and record.negative_eigenvalues == 0
     assert torch.allclose(finished, torch.tensor([1.0, 0.0], dtype=torch.float64), atol=1e-9)
     assert bool((torch.linalg.eigvalsh(dense_hessian(objective, finished)) > 0).all())
 
@@ -198,7 +200,8 @@ def test_progress_is_reported_up_to_one(small_graph: Graph) -> None:
 def test_keep_best_val_vs_last(small_graph: Graph) -> None:
     best = train(small_graph, TrainConfig(epochs=60, polish=False, keep="best_val"))
     last = train(small_graph, TrainConfig(epochs=60, polish=False, keep="last"))
-    assert 0 <= best.history["best_epoch"] <= 59 and last.history["best_epoch"] == 59
+    assert best.history.best_epoch is not None and 0 <= best.history.best_epoch <= 59
+    assert last.history.best_epoch == 59
 
 
 def test_safetensors_roundtrip(tmp_path, small_graph: Graph, small_model: TrainedModel) -> None:  # type: ignore[no-untyped-def]
