@@ -13,6 +13,7 @@ models (:mod:`bind_core.influence.deep_edges`) it is the proximal response that 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -34,7 +35,9 @@ def reoptimize_without_edges(
     """A copy of ``model`` re-optimised (float64 polish from the trained weights) on ``graph`` without ``edges``
     (``[k, 2]``), and that graph. ``hold()`` is called at every evaluation of the polish and may raise to abort."""
     reduced = graph.without_edges(edges)
-    clone = TrainedModel(copy.deepcopy(model.module), model.model_config, model.train_config, dict(model.history), {})
+    clone = TrainedModel(
+        copy.deepcopy(model.module), model.model_config, model.train_config, dataclasses.replace(model.history)
+    )
     cfg = model.train_config
     tick = None if hold is None else (lambda _f: hold())
     return polish(clone, reduced, max_iter=max(cfg.polish_max_iter, 1000), tol=cfg.polish_tol, progress=tick), reduced

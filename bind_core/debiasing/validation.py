@@ -20,6 +20,7 @@ Three ways to get the "actual" change of Î“ after deleting a node set ``S`` (``Î
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from bind_core.models.gnn import flat_parameters, node_losses, unflatten_paramet
 from bind_core.training.compgraph import objective_inputs
 from bind_core.training.fit import ProgressCallback, TrainedModel, fine_tune, train
 from bind_core.training.polish import polish
+from bind_core.training.records import Stationarity
 from bind_core.training.stationarity import is_stationary
 
 MODES = ("reoptimize", "scratch", "fine_tune", "proximal")
@@ -77,7 +79,7 @@ def retrain_without(
         )
     if mode == "reoptimize":
         clone = TrainedModel(
-            copy.deepcopy(model.module), model.model_config, model.train_config, dict(model.history), {}
+            copy.deepcopy(model.module), model.model_config, model.train_config, dataclasses.replace(model.history)
         )
         cfg = model.train_config
         return polish(clone, reduced, max_iter=max(cfg.polish_max_iter, 1000), tol=cfg.polish_tol, progress=tick)
@@ -128,12 +130,12 @@ def proximal_reoptimize(
     with torch.no_grad():
         for name, value in unflatten_parameters(flat.detach(), names, shapes).items():
             dict(clone.module.named_parameters())[name].copy_(value)
-    clone.stationarity = {
-        "converged": float(g.abs().max()) <= tol,
-        "max_abs_grad": float(g.abs().max()),
-        "iterations": iterations,
-        "damping": damping,
-    }
+    clone.stationarity = Stationarity(
+        converged=float(g.abs().max()) <= tol,
+        max_abs_grad=float(g.abs().max()),
+        iterations=iterations,
+        extra={"damping": damping},
+    )
     return clone
 
 

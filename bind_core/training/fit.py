@@ -16,10 +16,10 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar, cast, overload
+from typing import Any, ClassVar, cast
 
 import torch
 from safetensors.torch import load as st_load
@@ -130,38 +130,6 @@ def _check_fan_out(config: TrainConfig) -> None:
     object.__setattr__(config, "fan_out", values)
 
 
-Record = TypeVar("Record", Stationarity, TrainingHistory)
-
-
-class _Record(Generic[Record]):
-    """A :class:`TrainedModel` field holding a typed record: ``None`` (the default) is an empty one, and a mapping is
-    decoded (transitional: :mod:`bind_core.debiasing` still hands the model its records as dicts; its own branch of
-    issue 35 passes them typed, and then this takes the record alone)."""
-
-    def __init__(self, cls: type[Record]) -> None:
-        self.cls: type[Record] = cls
-        self.attr = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.attr = f"_{name}"
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> None: ...
-
-    @overload
-    def __get__(self, obj: object, owner: type) -> Record: ...
-
-    def __get__(self, obj: object | None, owner: type) -> Record | None:
-        return None if obj is None else cast(Record, getattr(obj, self.attr))  # None: the dataclass's default
-
-    def __set__(self, obj: object, value: Record | Mapping[str, Any] | None) -> None:
-        if value is None:
-            value = self.cls()
-        elif isinstance(value, Mapping):
-            value = decode(self.cls, dict(value), self.attr.removeprefix("_"))
-        setattr(obj, self.attr, value)
-
-
 @dataclass
 class TrainedModel:
     """A trained GNN with its settings, training history and stationarity report.
@@ -177,8 +145,8 @@ class TrainedModel:
     module: GNN
     model_config: ModelConfig
     train_config: TrainConfig
-    history: _Record[TrainingHistory] = _Record(TrainingHistory)
-    stationarity: _Record[Stationarity] = _Record(Stationarity)
+    history: TrainingHistory = field(default_factory=TrainingHistory)
+    stationarity: Stationarity = field(default_factory=Stationarity)
 
     @property
     def dtype(self) -> torch.dtype:

@@ -7,11 +7,10 @@ JSON and back at the edges (the results, a saved model's ``config.json``)."""
 # ruff: noqa: RUF009  (key() and open_keys() return dataclasses.field(...): fields with metadata, not shared defaults)
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from bind_core.codec import encode, key, open_keys
+from bind_core.codec import key, open_keys
 
 
 @dataclass(kw_only=True)
@@ -99,15 +98,6 @@ class TrainingHistory:
     batches: int | None = key("integer: mini-batches per epoch", optional=True)
     validation_nodes: int | None = key("integer: validation nodes the epochs' loss reads", optional=True)
     extra: dict[str, Any] = open_keys("other figures of the run")
-
-    # transitional: bind_core.debiasing copies a history with ``dict(model.history)`` (its own branch of issue 35
-    # passes the record itself); the mapping is the record's JSON object
-    def keys(self) -> Iterator[str]:
-        """The keys of :func:`~bind_core.codec.encode`'s object (with ``__getitem__``: ``dict(history)``)."""
-        return iter(encode(self))
-
-    def __getitem__(self, name: str) -> Any:
-        return encode(self)[name]
 
 
 @dataclass(kw_only=True)

@@ -47,7 +47,7 @@ def test_supplied_model_is_audited_as_given_or_polished_beside_it(client: TestCl
     assert supplied["reference"] == "as_given" and supplied["polished_by_service"] is False
     assert audit["results"]["stationarity"]["stationary"] is False  # reported, not refused
     for key in ("accuracy", "delta_sp", "delta_eo", "gamma"):
-        assert audit["results"]["metrics"]["test"][key] == pytest.approx(own[key], abs=1e-6), key
+        assert audit["results"]["metrics"]["test"][key] == pytest.approx(getattr(own, key), abs=1e-6), key
 
     body = {"model_id": registered.json()["id"], **TINY, "reference": "polished"}
     response = client.post("/v1/audits", json=body)
@@ -57,7 +57,7 @@ def test_supplied_model_is_audited_as_given_or_polished_beside_it(client: TestCl
     supplied = audit["results"]["supplied_model"]
     assert supplied["polished_by_service"] is True and supplied["grad_norm"] < supplied["grad_norm_supplied"]
     comparison = supplied["comparison"]
-    assert comparison["as_given"]["gamma"] == pytest.approx(own["gamma"], abs=1e-6)
+    assert comparison["as_given"]["gamma"] == pytest.approx(own.gamma, abs=1e-6)
     assert comparison["polished"]["gamma"] == pytest.approx(audit["results"]["metrics"]["test"]["gamma"], abs=1e-12)
     assert 0.0 <= comparison["predictions_differ"] <= 1.0
 

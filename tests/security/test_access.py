@@ -52,7 +52,25 @@ def owned(client: TestClient, new_key_module: Callable[[], dict[str, str]]) -> d
     ids = {"graph_id": graph["id"], "audit_id": audit["id"], "model_id": registered.get("id")}
     ids |= {"schedule_id": schedule.json().get("id"), "webhook_id": hook.json().get("id")}
     ids["key_id"] = client.post("/v1/keys", headers=auth, json={"role": "viewer"}).json().get("id")
+    ids["job_id"] = _what_if(client, audit["id"])
     return {"auth": auth, "ids": ids}
+
+
+def _what_if(client: TestClient, audit_id: str) -> str:
+    """A what-if verification job of the owner's audit (a row: verifying needs a finished audit)."""
+    from app.core.db.tables import Audit, WhatIf
+
+    factory = client.app.state.session_factory  # type: ignore[attr-defined]
+    with factory.begin() as session:
+        audit = session.get(Audit, uuid.UUID(audit_id))
+        assert audit is not None
+        job = WhatIf(
+            tenant_id=audit.tenant_id, audit_id=audit.id, chosen_by={"top": 1}, positions=[0], nodes=[0],
+            estimate={}, seeds=[1, 2, 3], random_sets=1, state="queued",
+        )  # fmt: skip
+        session.add(job)
+        session.flush()
+        return str(job.id)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from bind_core.codec import ResultFormatError, encode
+from bind_core.codec import ResultFormatError
 from bind_core.data.graph import Graph
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, TrainedModel, train
@@ -72,19 +72,6 @@ def test_a_stored_record_of_another_shape_is_refused(small_model: TrainedModel) 
     config["stationarity"] = {"newton": {**NEWTON, "converged": "yes"}}
     with pytest.raises(ResultFormatError, match="converged"):
         TrainedModel.from_bytes(small_model.to_bytes(), config)
-
-
-def test_records_given_as_dicts_are_read_as_typed_records(small_model: TrainedModel) -> None:
-    # what bind_core.debiasing still passes: dict(model.history) and {} (transitional, see fit._Record)
-    clone = TrainedModel(
-        small_model.module, small_model.model_config, small_model.train_config, dict(small_model.history), {}
-    )
-    assert clone.history == small_model.history and clone.history is not small_model.history
-    assert clone.stationarity == Stationarity()
-    clone.stationarity = {"converged": True, "max_abs_grad": 1e-11, "iterations": 3, "damping": 0.0}
-    assert clone.stationarity.converged and clone.stationarity.iterations == 3
-    assert clone.stationarity.extra == {"damping": 0.0}
-    assert encode(clone.stationarity) == {"max_abs_grad": 1e-11, "converged": True, "iterations": 3, "damping": 0.0}
 
 
 def test_a_newton_finish_whose_time_ran_out_first_records_no_round(small_graph: Graph) -> None:
