@@ -8,7 +8,8 @@ from bind_core.influence.edges import EdgeInfluenceResult, estimate_edges, undir
 from bind_core.influence.estimate import estimate, plan
 from bind_core.influence.refinement import Refinement, refine, refine_deletions
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
-from bind_core.influence.step import StepEstimate, Stepper, step_estimate
+from bind_core.influence.step import Stepper
+from bind_core.influence.step_nodes import StepEstimate, step_estimate
 from bind_core.influence.utility import utility_influence
 
 __all__ = [

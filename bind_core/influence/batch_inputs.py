@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from bind_core.data.sparse import Adjacency
+from bind_core.influence.step import Stepper
 from bind_core.models.propagation import GraphInputs
-
-if TYPE_CHECKING:
-    from bind_core.influence.step import Stepper
 
 _FLOAT, _INDEX = 8, 8
 """Bytes of a float64 value and of an index."""

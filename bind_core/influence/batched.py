@@ -18,16 +18,13 @@ Made for the computation-graph path of multi-layer GCN, GIN and SAGE (:attr:`Ste
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from bind_core.influence.batch_inputs import BatchInputs, Structures
+from bind_core.influence.step import HALVINGS, Deletion, Stepper
 from bind_core.models.gnn import node_losses, probabilities
-
-if TYPE_CHECKING:
-    from bind_core.influence.step import Deletion, Stepper
 
 BATCH_BYTES = {"cpu": 64 * 2**20, "cuda": 4 * 2**30}
 """The default memory budget of one batch of deletions (:func:`batch_size`) by device type. On a CPU a deletion is
@@ -74,6 +71,22 @@ def batchable(stepper: Stepper) -> bool:
     return stepper.first is not None and stepper.view is not None and len(stepper.fm.module.convs) == 2
 
 
+def delete_many(stepper: Stepper, sets: list[list[int]]) -> list[Deletion]:
+    """:meth:`Stepper.delete` of each set of training positions: in one batch (:func:`settle_batch`) where the
+    stepper supports it and there is more than one set, else one at a time.
+
+    Args:
+        stepper: the model's stepper.
+        sets: the sets of training positions, each deleted on its own.
+
+    Returns:
+        One :class:`~bind_core.influence.step.Deletion` per set, in order.
+    """
+    if len(sets) > 1 and batchable(stepper):
+        return settle_batch(stepper, sets)
+    return [stepper.delete(positions) for positions in sets]
+
+
 def settle_batch(stepper: Stepper, sets: list[list[int]]) -> list[Deletion]:
     """Settle the deletion of each set of training positions in ``sets`` (:meth:`Stepper.delete`, each set on its own
     ``G − S``), all in one batched pass per chord round.
@@ -85,7 +98,6 @@ def settle_batch(stepper: Stepper, sets: list[list[int]]) -> list[Deletion]:
     Returns:
         One :class:`Deletion` per set, in order.
     """
-    from bind_core.influence.step import Deletion
 
     fm, m = stepper.fm, stepper.m
     batch = BatchInputs.gather(stepper, sets)
@@ -186,7 +198,6 @@ def _chord_steps(stepper: Stepper, objective: BatchedObjective, state: _Round) -
     objective decreases enough (Armijo), else halved, and a member stops after :data:`~bind_core.influence.step.STEPS`
     steps, at ``tol``, or after :data:`~bind_core.influence.step.HALVINGS` halvings of one step. Returns the state
     where the members stopped."""
-    from bind_core.influence.step import HALVINGS
 
     size = state.value.numel()
     fresh = state.active.clone()

@@ -51,7 +51,8 @@ from bind_core.influence.solvers import (
     solve_exact,
     solve_lissa,
 )
-from bind_core.influence.step import Stepper, step_estimate
+from bind_core.influence.step import Stepper
+from bind_core.influence.step_nodes import step_estimate
 from bind_core.influence.terms import directional_loss_derivatives
 from bind_core.training.fit import ProgressCallback, TrainedModel
 
@@ -117,7 +118,8 @@ def _stepped(
     report: Callable[[float], None],
     on_stepper: Callable[[Stepper], None] | None,
 ) -> InfluenceResult:
-    """The ``"step"`` estimate (:func:`~bind_core.influence.step.step_estimate`) as an :class:`InfluenceResult`."""
+    """The ``"step"`` estimate (:func:`~bind_core.influence.step_nodes.step_estimate`) as an
+    :class:`InfluenceResult`."""
     stepped = step_estimate(fm, progress=report, on_stepper=on_stepper)
     grad_norm = float(torch.func.grad(fm.objective)(fm.theta).norm())
     gamma = fm.gammas(fm.theta).detach()

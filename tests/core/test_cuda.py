@@ -71,7 +71,7 @@ def test_batched_deletions_on_gpu_equal_one_at_a_time() -> None:
     """The step estimate's deletions settled in batches (one block-diagonal product per layer) equal those settled
     one at a time on the GPU too, to 1e-10 of the largest."""
     from bind_core.influence.functional import FunctionalModel
-    from bind_core.influence.step import step_estimate
+    from bind_core.influence.step_nodes import step_estimate
 
     graph = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
     model = _on_gpu(train(graph, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8)))

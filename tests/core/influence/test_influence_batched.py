@@ -10,7 +10,8 @@ from bind_core.data.sparse import Adjacency, spmm
 from bind_core.influence.batch_inputs import Structures
 from bind_core.influence.batched import BATCH_BYTES, batch_size, batchable
 from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.step import Deletion, StepEstimate, Stepper, step_estimate, step_set_estimates
+from bind_core.influence.step import Deletion, Stepper
+from bind_core.influence.step_nodes import StepEstimate, step_estimate, step_set_estimates
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, train
 

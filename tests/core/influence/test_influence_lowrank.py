@@ -18,7 +18,7 @@ from bind_core.influence.estimate import solve_hessian
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.lowrank import damped_inverse
 from bind_core.influence.solvers import dense_hessian
-from bind_core.influence.step import step_estimate
+from bind_core.influence.step_nodes import step_estimate
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, train
 

@@ -16,7 +16,8 @@ from bind_core.influence.curvature import damping_for
 from bind_core.influence.estimate import choose_method
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.reduce import GraphReducer
-from bind_core.influence.step import Stepper, step_estimate
+from bind_core.influence.step import Stepper
+from bind_core.influence.step_nodes import step_estimate
 from bind_core.models.gnn import GNN, ModelConfig, flat_parameters, node_losses, unflatten_parameters
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.fit import TrainConfig, TrainedModel, train

@@ -1,0 +1,174 @@
+"""The step estimate of every training node, and of node sets (:class:`~bind_core.influence.step.Stepper`'s
+deletions, settled one at a time or in batches: :mod:`bind_core.influence.batched`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from bind_core.codec import encode, key
+from bind_core.influence.batched import batch_size, delete_many
+from bind_core.influence.curvature import DAMPING_RULE
+from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.solvers import SolveInfo
+from bind_core.influence.step import STEPS, Deletion, Stepper, loss_derivatives
+
+__all__ = ["Settling", "StepEstimate", "step_estimate", "step_set_estimates"]
+
+
+@dataclass
+class StepEstimate:
+    """What :func:`step_estimate` computed, aligned with ``train_idx``."""
+
+    delta: Tensor
+    """``[m, 2]``: ΔΓ_SP, ΔΓ_EO at the weights reached on ``G − v``."""
+    parts: dict[str, Tensor]
+    """``iid``, ``non_iid``, ``direct``: the first-order estimate's terms (damped solve); ``step``: the rest."""
+    solve: SolveInfo
+    timings: dict[str, float]
+    residual: Tensor
+    """``[m]``: the largest entry of the proximal objective's gradient where each node stopped."""
+    taken: Tensor
+    """``[m]``: damped Newton steps taken per node."""
+    weights: Tensor | None = None
+    """``[m, p]``: the weights reached per node (``keep_weights=True`` only)."""
+    first_steps: Tensor | None = None
+    """``[m, p]``: each node's first step ``(1/m)·(H + μI)⁻¹·∇c_v`` (``keep_weights=True`` only)."""
+
+
+def step_estimate(
+    fm: FunctionalModel,
+    *,
+    rule: float = DAMPING_RULE,
+    rtol: float = 1e-9,
+    steps: int = STEPS,
+    tol: float = 1e-7,
+    keep_weights: bool = False,
+    progress: Callable[[float], None] | None = None,
+    operator: str = "auto",
+    on_stepper: Callable[[Stepper], None] | None = None,
+    batch_bytes: int | None = None,
+) -> StepEstimate:
+    """ΔΓ of every training node: damped Newton steps towards the proximal optimum on ``G − v``, Γ exactly there.
+
+    The first step is ``Δθ_v = (1/m)·(H + μI)⁻¹·∇c_v`` (the module docstring); up to ``steps − 1`` more use the
+    same frozen ``(H + μI)⁻¹`` on the exact gradient of the proximal objective on ``G − v`` (a chord method), each
+    halved up to :data:`HALVINGS` times until the objective decreases enough (Armijo), until the gradient's
+    largest entry is at most ``tol``. ``solve.details`` records the spectrum, the damping and how many nodes did
+    not settle.
+
+    ``operator`` (:data:`OPERATORS`) says how ``(H + μI)⁻¹`` is applied: beyond
+    :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, or with ``"lanczos"``, from Lanczos
+    eigenpairs plus damping, matrix-free; the solve for ``∇Γ`` is then exact by preconditioned CG and the steps'
+    frozen inverse is approximate (the chord steps settle on the exact gradient all the same).
+
+    ``on_stepper`` is given the :class:`Stepper` once it is made, so that other deletions of the same model (the
+    edges, :mod:`bind_core.influence.deep_edges`) reuse its damped inverse. ``batch_bytes``: the memory budget of
+    one batch of deletions settled together (:func:`~bind_core.influence.batched.batch_size`; ``None``: the
+    device's default; 0: one at a time).
+    """
+    hessian_progress = None if progress is None else (lambda f: progress(0.1 * f))
+    stepper = Stepper.build(
+        fm, rule=rule, rtol=rtol, steps=steps, tol=tol, operator=operator, progress=hessian_progress
+    )
+    timings = {"solve": stepper.solve.seconds}
+    if on_stepper is not None:
+        on_stepper(stepper)
+    if progress is not None:
+        progress(0.1)
+    m = stepper.m
+    s_damped = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
+    iid = loss_derivatives(fm, fm.theta, s_damped, stepper.full).cpu() / m  # (1/m)·∇ℓ_vᵀ·s: first-order i.i.d.
+    nodes = _PerNode.empty(m, fm.num_parameters, keep_weights)
+    t0 = time.perf_counter()
+    size = batch_size(stepper, batch_bytes)
+    for start in range(0, m, size):
+        positions = list(range(start, min(m, start + size)))
+        for pos, out in zip(positions, delete_many(stepper, [[p] for p in positions]), strict=True):
+            nodes.put(pos, out)
+        if progress is not None:  # every batch: one deletion is a few full-graph passes
+            progress(0.1 + 0.9 * (positions[-1] + 1) / m)
+    timings["per_node_terms"] = time.perf_counter() - t0
+    stepper.solve.details["batch_size"] = size
+    solve = stepper.solve
+    solve.details |= encode(nodes.settling(steps, tol))
+    first, direct, exact = nodes.first, nodes.direct, nodes.exact
+    parts = {"iid": iid, "non_iid": first - iid, "direct": direct, "step": exact - first - direct}
+    return StepEstimate(exact, parts, solve, timings, nodes.residual, nodes.taken, nodes.weights, nodes.first_steps)
+
+
+@dataclass(kw_only=True)
+class Settling:
+    """How the training nodes' damped steps settled (it joins the solve's details)."""
+
+    steps_max: int = key("integer: damped steps per node at most")
+    steps_median: float = key("number: the median of the steps the nodes took")
+    tol: float = key("number: a node settled when the proximal gradient's largest entry is at most this")
+    unsettled: int = key("integer: nodes that did not settle")
+    max_residual: float = key("number: the largest remaining gradient entry")
+
+
+@dataclass
+class _PerNode:
+    """What :func:`step_estimate` gathers per training node (:class:`StepEstimate`'s fields, ``first`` and
+    ``direct`` the first-order value's terms)."""
+
+    exact: Tensor
+    direct: Tensor
+    first: Tensor
+    taken: Tensor
+    residual: Tensor
+    weights: Tensor | None
+    first_steps: Tensor | None
+
+    @classmethod
+    def empty(cls, m: int, p: int, keep_weights: bool) -> _PerNode:
+        """Room for ``m`` nodes (and their ``p`` weights when ``keep_weights``)."""
+        return cls(
+            exact=torch.zeros(m, 2, dtype=torch.float64),
+            direct=torch.zeros(m, 2, dtype=torch.float64),
+            first=torch.zeros(m, 2, dtype=torch.float64),
+            taken=torch.zeros(m, dtype=torch.long),
+            residual=torch.zeros(m, dtype=torch.float64),
+            weights=torch.zeros(m, p, dtype=torch.float64) if keep_weights else None,
+            first_steps=torch.zeros(m, p, dtype=torch.float64) if keep_weights else None,
+        )
+
+    def put(self, pos: int, out: Deletion) -> None:
+        """The deletion of the node at training position ``pos``."""
+        self.exact[pos], self.direct[pos], self.first[pos] = out.delta, out.direct, out.first_order
+        self.taken[pos], self.residual[pos] = out.taken, out.residual
+        if self.weights is not None and self.first_steps is not None:
+            self.weights[pos], self.first_steps[pos] = out.weights, out.first_step
+
+    def settling(self, steps: int, tol: float) -> Settling:
+        """How the nodes settled, for the solve's details."""
+        return Settling(
+            steps_max=steps,
+            steps_median=float(self.taken.double().median()),
+            tol=tol,
+            unsettled=int((self.residual > tol).sum()),
+            max_residual=float(self.residual.max()),
+        )
+
+
+def step_set_estimates(
+    fm: FunctionalModel,
+    sets: list[list[int]],
+    *,
+    rule: float = DAMPING_RULE,
+    steps: int = STEPS,
+    tol: float = 1e-7,
+    stepper: Stepper | None = None,
+    batch_bytes: int | None = None,
+) -> list[Deletion]:
+    """The step estimate of deleting each set of training positions together (one step from θ̂ for the whole set
+    on ``G − S``, Γ exactly there), rather than the sum of its members' estimates, which for a flat objective
+    can add up past anything the set can do. ``batch_bytes``: as :func:`step_estimate`'s."""
+    stepper = stepper or Stepper.build(fm, rule=rule, steps=steps, tol=tol)
+    size = batch_size(stepper, batch_bytes)
+    return [out for start in range(0, len(sets), size) for out in delete_many(stepper, sets[start : start + size])]
