@@ -294,8 +294,6 @@ def validate(
         groups: the groups Γ is measured over (default: all), as in the estimate.
         damping: the proximal mode's ``μ``; default: the damping the estimate's solve used.
     """
-    if protocol not in ("sample", "sets"):
-        raise ConfigError(f"protocol: {protocol!r} is not one of sample, sets")
     start = time.perf_counter()
     train_idx = graph.train_idx
     deletions = _deletions(influence.delta, int(train_idx.numel()), protocol, sample, seed, num_sets, max_set_fraction)
@@ -332,6 +330,8 @@ def _deletions(
     delta: Tensor, m: int, protocol: str, sample: int, seed: int, num_sets: int, max_set_fraction: float
 ) -> list[list[int]]:
     """The training positions :func:`validate` deletes together, one list per deletion (see its ``protocol``)."""
+    if protocol not in ("sample", "sets"):
+        raise ConfigError(f"protocol: {protocol!r} is not one of sample, sets")
     if protocol == "sample":
         return [[p] for p in sample_positions(m, sample, seed)]
     order = torch.argsort(delta)

@@ -90,21 +90,7 @@ def message_passing_finish(
         if left is not None and left <= 0:
             record = None if record is None else replace(record, reason="max_seconds")
             break
-        objective, theta, write_back = flat_objective(module, inputs, graph, wd)
-        hessian = expanded_hessian(module)
-        eigen = torch.linalg.eigh(hessian(objective, theta, progress=hold))
-        theta, found = newton_finish(
-            objective,
-            theta,
-            tol=tol,
-            max_iter=max_steps,
-            max_seconds=left,
-            progress=progress,
-            eigen=eigen,
-            refresh_after=FROZEN_REFRESH,
-            hessian=hessian,
-        )
-        write_back(theta)
+        found = _newton_round(module, inputs, graph, wd, tol, max_steps, left, progress, hold)
         record = replace(found, hessians=found.hessians + 1, rounds=done + 1)
         for name in totals:
             totals[name] += int(getattr(record, name))
@@ -119,6 +105,37 @@ def message_passing_finish(
         hessians=totals["hessians"],
         seconds=time.perf_counter() - start,
     )
+
+
+def _newton_round(
+    module: GNN,
+    inputs: GraphInputs,
+    graph: LabelledRows,
+    wd: float,
+    tol: float,
+    max_steps: int,
+    left: float | None,
+    progress: Callable[[float], None] | None,
+    hold: Callable[[float], None],
+) -> NewtonRecord:
+    """One round of :func:`message_passing_finish`: the Hessian at the current weights, frozen Newton steps from
+    them (:func:`newton_finish`), the weights written back into ``module``."""
+    objective, theta, write_back = flat_objective(module, inputs, graph, wd)
+    hessian = expanded_hessian(module)
+    eigen = torch.linalg.eigh(hessian(objective, theta, progress=hold))
+    theta, found = newton_finish(
+        objective,
+        theta,
+        tol=tol,
+        max_iter=max_steps,
+        max_seconds=left,
+        progress=progress,
+        eigen=eigen,
+        refresh_after=FROZEN_REFRESH,
+        hessian=hessian,
+    )
+    write_back(theta)
+    return found
 
 
 def _no_round(module: GNN, inputs: GraphInputs, graph: LabelledRows, wd: float) -> NewtonRecord:
