@@ -142,8 +142,7 @@ def _default(obj: Any) -> Any:
         return obj.tolist()
     if hasattr(obj, "tolist"):
         return obj.tolist()
-    typed = dataclasses.is_dataclass(obj) and not isinstance(obj, type)
-    if typed and any("doc" in f.metadata for f in dataclasses.fields(obj)):  # a typed result: its JSON form
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # a typed result: its JSON form
         return encode(obj)
     if hasattr(obj, "to_dict"):
         return obj.to_dict()
