@@ -40,6 +40,7 @@ from bind_core.models.pyg import UnsupportedModelError
 from bind_core.pipeline.audit import AuditResult, run_audit
 from bind_core.pipeline.config import AuditConfig
 from bind_core.pipeline.results import AuditResults
+from bind_core.training.document import ModelDocument, read_document
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "InfluenceResult",
     "MetricValues",
     "ModelConfig",
+    "ModelDocument",
     "NonFiniteError",
     "Option",
     "TrainConfig",
@@ -67,6 +69,7 @@ __all__ = [
     "estimate_influence",
     "from_files",
     "load_dataset",
+    "read_document",
     "run_audit",
     "synthetic",
     "train",

@@ -18,7 +18,7 @@ from typing import Any, TypeVar, Union
 
 from bind_core.errors import ConfigError
 
-__all__ = ["EXTRA", "ResultFormatError", "decode", "encode", "key", "open_keys"]
+__all__ = ["EXTRA", "ResultFormatError", "decode", "encode", "json_name", "key", "open_keys"]
 
 EXTRA = "extra"
 """The field that holds an open class's unnamed keys."""
@@ -30,10 +30,13 @@ class ResultFormatError(ConfigError):
     """A results document that does not have the shape of its typed class."""
 
 
-def key(doc: str, *, optional: bool = False) -> Any:
+def key(doc: str, *, optional: bool = False, name: str | None = None) -> Any:
     """A result field: ``doc`` says what it holds (type and meaning); an ``optional`` key may be absent
-    (then the field is ``None``, and ``None`` is written as no key)."""
-    metadata = {"doc": doc, "optional": optional}
+    (then the field is ``None``, and ``None`` is written as no key); ``name``: the JSON key where it cannot be the
+    field's name (``"class"``)."""
+    metadata: dict[str, Any] = {"doc": doc, "optional": optional}
+    if name is not None:
+        metadata["name"] = name
     if optional:
         return dataclasses.field(default=None, metadata=metadata)
     return dataclasses.field(metadata=metadata)
@@ -46,6 +49,12 @@ def open_keys(doc: str) -> Any:
 
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+def json_name(f: dataclasses.Field[Any]) -> str:
+    """The JSON key of a result field: its ``key(name=...)``, else the field's name."""
+    name: str = f.metadata.get("name", f.name)
+    return name
 
 
 def _nullable(tp: Any) -> tuple[Any, bool]:
@@ -107,12 +116,12 @@ def decode(cls: type[T], data: Any, where: str = "results") -> T:
         raise ResultFormatError(f"{where}: expected an object for {cls.__name__}")
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    named = {n for n, f in fields.items() if not f.metadata.get("extra")}
+    named = {json_name(f): n for n, f in fields.items() if not f.metadata.get("extra")}
     kwargs: dict[str, Any] = {}
-    for name in named:
+    for name, attribute in named.items():
         if name in data:
-            kwargs[name] = _decode_value(hints[name], data[name], f"{where}.{name}")
-        elif not fields[name].metadata.get("optional"):
+            kwargs[attribute] = _decode_value(hints[attribute], data[name], f"{where}.{name}")
+        elif not fields[attribute].metadata.get("optional"):
             raise ResultFormatError(f"{where}: missing {name!r} ({cls.__name__})")
     unknown = {k: v for k, v in data.items() if k not in named}
     if unknown:
@@ -125,7 +134,7 @@ def decode(cls: type[T], data: Any, where: str = "results") -> T:
 def _encode_value(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return encode(value)
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [_encode_value(v) for v in value]
     if isinstance(value, dict):
         return {k: _encode_value(v) for k, v in value.items()}
@@ -140,5 +149,5 @@ def encode(obj: Any) -> dict[str, Any]:
         if f.metadata.get("extra"):
             out.update(value)
         elif value is not None or not f.metadata.get("optional"):
-            out[f.name] = _encode_value(value)
+            out[json_name(f)] = _encode_value(value)
     return out

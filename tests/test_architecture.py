@@ -166,7 +166,6 @@ SERVICE_FACING = (
     "bind_core.codec",
     "bind_core.data.datasets",
     "bind_core.influence.distributed",
-    "bind_core.models.pyg",
     "bind_core.pipeline",
     "bind_core.pipeline.results",
     "bind_core.reporting",

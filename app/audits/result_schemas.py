@@ -24,6 +24,7 @@ from pydantic import (
     model_serializer,
 )
 
+from bind_core.codec import json_name
 from bind_core.pipeline.results import EXTRA, AuditResults
 
 __all__ = ["AuditResultsRead", "StoredModel", "lenient", "model_for"]
@@ -42,7 +43,9 @@ class StoredModel(BaseModel):
         data = handler(self)
         if not isinstance(data, dict):
             return data
-        kept = self.model_fields_set | set(self.model_extra or {})
+        fields = type(self).model_fields
+        aliases = {fields[n].alias for n in self.model_fields_set if n in fields}
+        kept = self.model_fields_set | {a for a in aliases if a is not None} | set(self.model_extra or {})
         return {k: v for k, v in data.items() if k in kept}
 
 
@@ -81,7 +84,8 @@ def model_for(cls: type) -> type[BaseModel]:
         doc = f.metadata.get("doc", "")
         if f.metadata.get("optional"):
             doc += " (absent when not applicable)"
-        fields[f.name] = (_annotation(hints[f.name]) | None, Field(default=None, description=doc))
+        alias = None if json_name(f) == f.name else json_name(f)
+        fields[f.name] = (_annotation(hints[f.name]) | None, Field(default=None, description=doc, alias=alias))
     model = create_model(_schema_name(cls), __base__=StoredModel, __doc__=cls.__doc__, **fields)
     _MODELS[cls] = model
     return model

@@ -8,6 +8,7 @@ config's ``source``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from typing import Any
@@ -18,8 +19,8 @@ from sqlalchemy.orm import Session, defer
 from app.core.db.tables import Graph, SuppliedModel, Tenant
 from app.core.errors import NotFound, ValidationProblem
 from app.core.pagination import newest_first
-from bind_core import BindError, TrainedModel
-from bind_core.models.pyg import UnsupportedModelError, bind_config, is_pyg_config
+from bind_core import BindError, TrainedModel, UnsupportedModelError, read_document
+from bind_core.codec import encode
 
 
 def parse_config(raw: bytes | str) -> dict[str, Any]:
@@ -46,8 +47,8 @@ def check_model(weights: bytes, config: dict[str, Any], summary: dict[str, Any])
             with options the audit cannot reproduce (``unsupported-model``, each option in ``errors``).
     """
     try:
-        bound = bind_config(config) if is_pyg_config(config) else config
-        model = TrainedModel.from_bytes(weights, bound)
+        document = read_document(config)
+        model = TrainedModel.from_document(weights, document)
     except UnsupportedModelError as exc:
         raise ValidationProblem(
             f"The model cannot be audited as it is: {exc}.",
@@ -76,10 +77,7 @@ def check_model(weights: bytes, config: dict[str, Any], summary: dict[str, Any])
     if errors:
         detail = "The model does not fit the graph: " + "; ".join(f"{e['field']} {e['message']}" for e in errors) + "."
         raise ValidationProblem(detail, slug="model-does-not-fit", title="Model does not fit the graph", errors=errors)
-    canonical = model.config_dict()
-    if is_pyg_config(bound.get("source")):
-        canonical["source"] = bound["source"]
-    return canonical
+    return encode(dataclasses.replace(model.document(), source=document.source))
 
 
 def _invalid(field: str, message: str) -> ValidationProblem:

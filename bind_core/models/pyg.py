@@ -21,19 +21,19 @@ states the objective the model was trained with: the ``loss`` (``"cross_entropy"
 ``"binary_cross_entropy"`` on one logit) and the ``weight_decay`` λ given to ``torch.optim.Adam`` (the objective
 ``mean(ℓ_train) + (λ/2)·‖θ‖²``); any other :class:`~bind_core.training.fit.TrainConfig` setting (``epochs``, ``lr``,
 ``optimizer``, ``patience`` for early stopping, ``seed``) is the user's recipe, with which the audit retrains when it
-debiases; it has no polish unless it says ``"polish": true`` (a PyG user's training has none). :func:`bind_config`
-turns it into the project's config form (with the PyG description kept under ``source``), :func:`bind_state_dict`
-renames the weights, and :func:`reproduction` checks the result against the PyG module itself, built from the same
-arguments and weights.
+debiases; it has no polish unless it says ``"polish": true`` (a PyG user's training has none).
+:func:`~bind_core.training.document.read_document` turns it into the project's config form (with the PyG description
+kept under ``source``), :func:`bind_state_dict` renames the weights, and :func:`reproduction` checks the result
+against the PyG module itself, built from the same arguments and weights.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -41,9 +41,7 @@ from torch import Tensor, nn
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
 from bind_core.models.gnn import ACTIVATIONS, GNN, ModelConfig
-
-PYG_FORMAT = "torch_geometric"
-"""The ``format`` of a config that describes a ``torch_geometric.nn.models`` model."""
+from bind_core.models.records import PYG_FORMAT, PygCheck, PygModel
 
 PYG_CLASSES = {"GCN": "gcn", "GraphSAGE": "sage", "GIN": "gin", "GAT": "gat"}
 """The supported ``torch_geometric.nn.models`` classes and the project's architecture each becomes."""
@@ -174,25 +172,30 @@ _REQUIRED = ("in_channels", "hidden_channels", "num_layers", "out_channels")
 
 
 @dataclass(frozen=True)
-class PygModel:
-    """A checked PyG model description: the class name, its constructor arguments (with PyG's defaults for the
-    options that matter filled in), and the loss it was trained with."""
+class PygConfig:
+    """A supplied ``torch_geometric.nn.models`` config, checked (:func:`read_pyg_config`)."""
 
-    cls: str
-    args: dict[str, Any]
-    loss: str
+    model: PygModel
+    """The model's description."""
+    recipe: Mapping[str, object]
+    """The ``training`` settings besides the ``loss``: the user's recipe, read by ``TrainConfig``."""
+    dtype: object | None
+    """The ``dtype`` as given, if any."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"format": PYG_FORMAT, "class": self.cls, "args": self.args, "loss": self.loss}
 
-
-def is_pyg_config(config: object) -> TypeGuard[dict[str, Any]]:
+def is_pyg_config(config: object) -> bool:
     """Whether a supplied model's config describes a ``torch_geometric.nn.models`` model."""
-    return isinstance(config, dict) and config.get("format") == PYG_FORMAT
+    return isinstance(config, Mapping) and config.get("format") == PYG_FORMAT
 
 
-def read_pyg_config(config: dict[str, Any]) -> tuple[PygModel, dict[str, Any]]:
-    """The checked model description and the ``training`` settings without the ``loss``.
+def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
+    """The checked model description, the ``training`` settings without the ``loss``, and the ``dtype``.
+
+    Args:
+        config: ``{"format": "torch_geometric", "class", "args", "training", "dtype"?}``.
+
+    Returns:
+        The :class:`PygConfig`.
 
     Raises:
         UnsupportedModelError: naming every option that is missing, malformed or not reproducible.
@@ -209,20 +212,22 @@ def read_pyg_config(config: dict[str, Any]) -> tuple[PygModel, dict[str, Any]]:
     problems += _description_problems(config.get("class"), config.get("args"), training.get("loss"), "config.training")
     if problems:
         raise UnsupportedModelError(problems)
-    pyg = _described(config["class"], config["args"], training["loss"])
-    return pyg, {k: v for k, v in training.items() if k != "loss"}
+    pyg = _described(str(config["class"]), cast("dict[str, Any]", config["args"]), str(training["loss"]))
+    return PygConfig(pyg, {k: v for k, v in training.items() if k != "loss"}, config.get("dtype"))
 
 
-def read_source(source: dict[str, Any]) -> PygModel:
-    """A stored PyG description (``source`` of a canonical config, :meth:`PygModel.to_dict`), checked again.
+def read_source(source: object) -> PygModel:
+    """A stored PyG description (``source`` of a canonical config, :class:`PygModel` encoded), checked again.
 
     Raises:
         UnsupportedModelError: as :func:`read_pyg_config`.
     """
+    if not isinstance(source, Mapping):
+        raise UnsupportedModelError([("source", "must be an object describing a torch_geometric model")])
     problems = _description_problems(source.get("class"), source.get("args"), source.get("loss"), "source")
     if problems:
         raise UnsupportedModelError(problems)
-    return _described(source["class"], source["args"], source["loss"])
+    return _described(str(source["class"]), source["args"], str(source["loss"]))
 
 
 def _description_problems(cls: Any, args: Any, loss: Any, loss_at: str) -> list[tuple[str, str]]:
@@ -234,11 +239,11 @@ def _description_problems(cls: Any, args: Any, loss: Any, loss_at: str) -> list[
         args = {}
     checks = {**_COMMON, **_EXTRA.get(str(cls), {})}
     problems += [(f"config.args.{key}", "required") for key in _REQUIRED if key not in args]
-    for key, value in args.items():
-        check = checks.get(key)
-        message = f"{_shown(key)} is not an argument the audit knows for {cls}" if check is None else check(value)
+    for name, value in args.items():
+        check = checks.get(name)
+        message = f"{_shown(name)} is not an argument the audit knows for {cls}" if check is None else check(value)
         if message is not None:
-            problems.append((f"config.args.{key}", message))
+            problems.append((f"config.args.{name}", message))
     out = args.get("out_channels")
     if loss not in LOSSES:
         problems.append((f"{loss_at}.loss", f"{_shown(loss)} is not one of {', '.join(LOSSES)}"))
@@ -254,7 +259,7 @@ def _described(cls: str, args: dict[str, Any], loss: str) -> PygModel:
     defaults: dict[str, Any] = {"dropout": 0.0}
     if cls == "GAT":
         defaults |= {"heads": 1, "concat": True, "negative_slope": 0.2}
-    return PygModel(cls, {**defaults, **args, "act": str(args.get("act", "relu")).lower()}, loss)
+    return PygModel(cls=cls, args={**defaults, **args, "act": str(args.get("act", "relu")).lower()}, loss=loss)
 
 
 def model_config(pyg: PygModel) -> ModelConfig:
@@ -277,42 +282,16 @@ def model_config(pyg: PygModel) -> ModelConfig:
     )
 
 
-def bind_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A PyG model config in the project's form (:meth:`TrainedModel.config_dict`), with ``source`` the PyG
-    description that :func:`bind_state_dict` reads the weights by.
-
-    Raises:
-        UnsupportedModelError: see :func:`read_pyg_config`; also a ``hidden_channels`` GAT cannot split over its heads.
-    """
-    pyg, training = read_pyg_config(config)
-    try:
-        model = model_config(pyg)
-    except ConfigError as exc:
-        raise UnsupportedModelError([("config.args", str(exc))]) from exc
-    out = int(pyg.args["out_channels"])
-    bound = {
-        "format": "bind-audit/model@1",
-        "model": model.to_dict(),
-        "training": {"polish": False, **training},  # the user's recipe: no polish unless it says so
-        "in_dim": int(pyg.args["in_channels"]),
-        "num_classes": 2 if out == 1 else out,
-        "source": pyg.to_dict(),
-    }
-    if "dtype" in config:
-        bound["dtype"] = config["dtype"]
-    return bound
-
-
-def bind_state_dict(state: dict[str, Tensor], source: dict[str, Any]) -> dict[str, Tensor]:
+def bind_state_dict(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]:
     """A PyG model's state dict under the project's parameter names (GIN's MLP layers; an older ``GATConv``'s
     shared ``lin_src``/``lin_dst`` as ``lin``). Other names are the same; unknown ones are left for the strict
     load to name."""
     out: dict[str, Tensor] = {}
     for name, value in state.items():
         parts = name.split(".")
-        if source.get("class") == "GIN" and parts[2:4] == ["nn", "lins"] and len(parts) == 6:
+        if source.cls == "GIN" and parts[2:4] == ["nn", "lins"] and len(parts) == 6:
             parts = [*parts[:3], str(2 * int(parts[4])), parts[5]]
-        elif source.get("class") == "GAT" and parts[2:3] in (["lin_src"], ["lin_dst"]):
+        elif source.cls == "GAT" and parts[2:3] in (["lin_src"], ["lin_dst"]):
             partner = ".".join([*parts[:2], "lin_dst" if parts[2] == "lin_src" else "lin_src", *parts[3:]])
             if partner not in state or not torch.equal(state[partner], value):
                 raise ConfigError(f"weights: {name} and {partner} differ (a bipartite GATConv is not supported)")
@@ -322,13 +301,13 @@ def bind_state_dict(state: dict[str, Tensor], source: dict[str, Any]) -> dict[st
 
 
 def pyg_state_dict(
-    state: dict[str, Tensor], source: dict[str, Any], names: Collection[str] | None = None
+    state: dict[str, Tensor], source: PygModel, names: Collection[str] | None = None
 ) -> dict[str, Tensor]:
     """The inverse of :func:`bind_state_dict`: the project's state dict under the PyG module's parameter names.
 
     Args:
         state: the converted model's ``state_dict``.
-        source: the PyG description (:meth:`PygModel.to_dict`).
+        source: the PyG description.
         names: the parameter names of the weights the user supplied, when known: a GAT whose weights had an older
             ``GATConv``'s ``lin_src``/``lin_dst`` gets both again (else ``lin``, as the installed PyG names it).
 
@@ -339,9 +318,9 @@ def pyg_state_dict(
     out: dict[str, Tensor] = {}
     for name, value in state.items():
         parts = name.split(".")
-        if source.get("class") == "GIN" and parts[2:3] == ["nn"] and len(parts) == 5:
+        if source.cls == "GIN" and parts[2:3] == ["nn"] and len(parts) == 5:
             out[".".join([*parts[:3], "lins", str(int(parts[3]) // 2), parts[4]])] = value
-        elif source.get("class") == "GAT" and split and parts[2:3] == ["lin"]:
+        elif source.cls == "GAT" and split and parts[2:3] == ["lin"]:
             out[".".join([*parts[:2], "lin_src", *parts[3:]])] = value
             out[".".join([*parts[:2], "lin_dst", *parts[3:]])] = value
         else:
@@ -349,23 +328,22 @@ def pyg_state_dict(
     return out
 
 
-def pyg_module(source: dict[str, Any]) -> nn.Module:
+def pyg_module(source: PygModel) -> nn.Module:
     """The ``torch_geometric.nn.models`` module itself, built from the checked arguments (for :func:`reproduction`)."""
     # torch_geometric is loaded here, not at the top: only checking a supplied PyG model needs it, and importing it
     # costs seconds that every other user of bind_core (the API, the worker, the CLI) would pay.
     from torch_geometric.nn import models as pyg_models
 
-    pyg = read_source(source)
-    module: nn.Module = getattr(pyg_models, pyg.cls)(**pyg.args)
+    module: nn.Module = getattr(pyg_models, source.cls)(**source.args)
     return module
 
 
-def reproduction(module: GNN, weights: dict[str, Tensor], source: dict[str, Any], graph: Graph) -> dict[str, Any]:
+def reproduction(module: GNN, weights: dict[str, Tensor], source: PygModel, graph: Graph) -> PygCheck:
     """How exactly ``module`` (the converted model) reproduces the PyG module on ``graph``: both in float64 and
     evaluation mode, the PyG module with the supplied ``weights`` loaded as they are.
 
     Returns:
-        ``{"class", "max_logit_difference", "nodes"}``: the largest ``|Δlogit| / max(1, |logit|)`` over all nodes.
+        The :class:`PygCheck`: the largest ``|Δlogit| / max(1, |logit|)`` over all nodes.
     """
     reference = pyg_module(source).double().eval()
     reference.load_state_dict({k: v.double() for k, v in weights.items()}, strict=True)
@@ -374,8 +352,6 @@ def reproduction(module: GNN, weights: dict[str, Tensor], source: dict[str, Any]
         expected = reference(graph.x.double(), graph.edge_index)
         got = ours(ours.prepare(graph, torch.float64, torch.device("cpu")))
     scale = expected.abs().clamp(min=1.0)
-    return {
-        "class": source["class"],
-        "max_logit_difference": float(((got - expected).abs() / scale).max()),
-        "nodes": graph.num_nodes,
-    }
+    return PygCheck(
+        cls=source.cls, max_logit_difference=float(((got - expected).abs() / scale).max()), nodes=graph.num_nodes
+    )

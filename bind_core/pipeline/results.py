@@ -65,6 +65,7 @@ from bind_core.influence.records import (
     Stability,
     WorkerShare,
 )
+from bind_core.models.records import PygCheck
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.pipeline.results_summary import AttributionFinding, DebiasingFinding, GapFinding, Summary, TrustFinding
 from bind_core.training.records import ModelSummary, Spectrum, Stationarity, TrainingHistory
@@ -153,14 +154,6 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------- the model, its training, the graph
-
-
-@dataclass(kw_only=True)
-class PygCheck:
-    """A PyG model's reproduction check: the converted model against the PyG module's logits."""
-
-    max_logit_difference: float | None = key("number: largest relative difference of the logits", optional=True)
-    extra: dict[str, Any] = open_keys("the check's other figures")
 
 
 @dataclass(kw_only=True)

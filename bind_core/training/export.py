@@ -17,7 +17,9 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from bind_core.errors import ConfigError
-from bind_core.models.pyg import PYG_FORMAT, is_pyg_config, pyg_state_dict
+from bind_core.models.pyg import pyg_state_dict
+from bind_core.models.records import PYG_FORMAT
+from bind_core.training.document import read_document
 from bind_core.training.fit import TrainedModel
 
 
@@ -73,15 +75,15 @@ def export_model(
         (``{"format": "torch_geometric", "class", "args", "training": {"loss", ...the recipe}, "dtype"}``); else
         :meth:`TrainedModel.to_bytes` and :meth:`TrainedModel.config_dict`.
     """
-    source = None if form is None else form.get("source")
-    if not is_pyg_config(source):
+    source = None if form is None else read_document(form).source
+    if source is None:
         return ExportedModel(model.to_bytes(), model.config_dict())
     state = {k: v.detach().cpu().contiguous() for k, v in model.module.state_dict().items()}
     config = {
         "format": PYG_FORMAT,
-        "class": source["class"],
-        "args": dict(source["args"]),
-        "training": {"loss": source["loss"], **model.train_config.to_dict()},
+        "class": source.cls,
+        "args": dict(source.args),
+        "training": {"loss": source.loss, **model.train_config.to_dict()},
         "dtype": str(model.dtype).removeprefix("torch."),
     }
     return ExportedModel(st_save(pyg_state_dict(state, source, names)), config)

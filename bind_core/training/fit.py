@@ -19,115 +19,33 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from torch import Tensor
 
-from bind_core.codec import decode, encode
-from bind_core.config import DictConfig
+from bind_core.codec import encode
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
 from bind_core.models.gnn import GNN, ModelConfig, node_losses, probabilities, require_finite
 from bind_core.models.propagation import GraphInputs
-from bind_core.models.pyg import bind_config, bind_state_dict, is_pyg_config, read_source
+from bind_core.models.pyg import bind_state_dict
 from bind_core.training.compgraph import objective_inputs
+from bind_core.training.document import ModelDocument, read_document
 from bind_core.training.minibatch import MiniBatchEpochs
 from bind_core.training.objective import (
     training_objective,
 )
 from bind_core.training.polish import gradient_norm, polish
 from bind_core.training.records import Stationarity, TrainingHistory
+from bind_core.training.settings import TrainConfig
+
+__all__ = ["ProgressCallback", "TrainConfig", "TrainedModel", "fine_tune", "train", "training_objective"]
 
 ProgressCallback = Callable[[str, float], None]
 """``progress(stage, fraction_done)``; it may raise to abort the work."""
-
-
-@dataclass(frozen=True)
-class TrainConfig(DictConfig):
-    """Optimisation settings (defaults: the paper's: 1000 epochs of Adam, lr 1e-3, weight decay 1e-4).
-
-    Args:
-        epochs: Adam epochs (full batch); the weights with the best validation loss are kept.
-        lr: Adam learning rate.
-        weight_decay: L2 coefficient λ; the objective is ``mean(ℓ_train) + (λ/2)·‖θ‖²``.
-        seed: seeds weight initialisation and dropout (deterministic on the CPU).
-        polish: finish with float64 L-BFGS to a stationary point (needed for faithful influence estimates).
-        polish_max_iter: L-BFGS iteration cap.
-        polish_tol: stop when the largest gradient entry is below this.
-        newton_seconds: the time the polish's Newton finish may take (:func:`polish`); a model left short of a
-            stationary point is audited as it is (its gradient is reported under ``stationarity``).
-        keep: ``"best_val"`` keeps the Adam weights with the lowest validation loss (the paper's rule);
-            ``"last"`` keeps the final epoch's (what the reference code ends up using). With ``polish`` the
-            L-BFGS polish then moves either to a stationary point of the training objective.
-        batch_size: ``0`` (default): full-batch epochs. ``b > 0``: each epoch takes an Adam step per batch of
-            ``b`` shuffled training nodes on the batch's neighbour-sampled computation graph
-            (:mod:`bind_core.training.minibatch`; GCN, GIN and SAGE). The validation loss stays exact, and the
-            polish is the same full-batch one, so the audited weights are a stationary point of the full objective.
-        fan_out: with ``batch_size``: neighbours sampled per hop, one entry per layer, the batch's own neighbours
-            first (the last layer's, as PyG's ``num_neighbors``); ``-1`` takes every neighbour, and an empty tuple
-            (default) every neighbour at every hop. A first layer (last entry) of ``-1`` reads the graph's
-            aggregated features, exactly, without expanding that hop (:mod:`bind_core.training.sampling`).
-        optimizer: ``"adam"`` (default; ``weight_decay`` as Adam's coupled L2 term, i.e. the objective above) or
-            ``"sgd"`` (with ``momentum``): how the epochs step. A supplied model's recipe, which the audit's debiasing
-            retrains with.
-        momentum: SGD's momentum (``optimizer="sgd"`` only).
-        patience: early stopping: ``0`` (default) runs every epoch; ``k > 0`` stops once the validation loss has not
-            improved for ``k`` epochs (the best epoch's weights are kept, as with ``keep="best_val"``).
-    """
-
-    section: ClassVar[str] = "training"
-
-    epochs: int = 1000
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    seed: int = 10
-    polish: bool = True
-    polish_max_iter: int = 1000
-    polish_tol: float = 1e-7
-    keep: str = "best_val"
-    newton_seconds: float = 900.0
-    batch_size: int = 0
-    fan_out: tuple[int, ...] = ()
-    optimizer: str = "adam"
-    momentum: float = 0.0
-    patience: int = 0
-
-    def __post_init__(self) -> None:
-        _check_fan_out(self)
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(f"optimizer: {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
-        if not 0 <= self.momentum < 1 or (self.momentum and self.optimizer != "sgd"):
-            raise ConfigError(f"momentum: {self.momentum!r} must be in [0, 1), and is for optimizer sgd only")
-        if isinstance(self.patience, bool) or not 0 <= self.patience <= 1_000_000:
-            raise ConfigError(f"patience: {self.patience!r} must be 0 (no early stopping) or a number of epochs")
-        if not 0 <= self.epochs <= 1_000_000:
-            raise ConfigError(f"epochs: {self.epochs!r} must be between 0 and 1000000")
-        if not 0 < self.lr <= 10:
-            raise ConfigError(f"lr: {self.lr!r} must be in (0, 10]")
-        if not 0 <= self.weight_decay <= 10:
-            raise ConfigError(f"weight_decay: {self.weight_decay!r} must be in [0, 10]")
-        if self.polish_max_iter < 0 or self.polish_tol <= 0:
-            raise ConfigError("polish_max_iter must be >= 0 and polish_tol > 0")
-        if not 0 < self.newton_seconds <= 86_400:
-            raise ConfigError(f"newton_seconds: {self.newton_seconds!r} must be in (0, 86400]")
-        if self.keep not in ("best_val", "last"):
-            raise ConfigError(f"keep: {self.keep!r} is not one of best_val, last")
-        if isinstance(self.batch_size, bool) or not 0 <= self.batch_size <= 100_000_000:
-            raise ConfigError(f"batch_size: {self.batch_size!r} must be between 0 (full batch) and 100000000")
-
-
-def _check_fan_out(config: TrainConfig) -> None:
-    """Store ``fan_out`` as a tuple of ints (JSON gives a list; ``None`` means ``-1``) and check its entries."""
-    raw: object = config.fan_out
-    if not isinstance(raw, list | tuple):
-        raise ConfigError(f"fan_out: expected a list of integers, got {type(raw).__name__} {raw!r}")
-    values = tuple(-1 if f is None else f for f in raw)
-    if any(isinstance(f, bool) or not isinstance(f, int) or (f < 1 and f != -1) for f in values):
-        raise ConfigError(f"fan_out: {list(raw)!r} entries must be positive integers or -1 (every neighbour)")
-    object.__setattr__(config, "fan_out", values)
 
 
 @dataclass
@@ -216,23 +134,31 @@ class TrainedModel:
             return float(training_objective(self.module, self.prepare(graph), graph, self.train_config.weight_decay))
 
     # ------------------------------------------------------------------ serialisation (no pickle)
+    def document(self) -> ModelDocument:
+        """The model's description, typed (what :meth:`config_dict` encodes).
+
+        Returns:
+            The :class:`~bind_core.training.document.ModelDocument`: architecture, recipe, dimensions, ``dtype``,
+            ``history`` and ``stationarity``.
+        """
+        return ModelDocument(
+            model=self.model_config,
+            training=self.train_config,
+            in_dim=self.module.in_dim,
+            num_classes=self.module.num_classes,
+            dtype=str(self.dtype).removeprefix("torch."),
+            history=self.history,
+            stationarity=self.stationarity,
+        )
+
     def config_dict(self) -> dict[str, Any]:
         """The model's JSON description, to save beside :meth:`to_bytes`'s weights.
 
         Returns:
-            ``format`` (``bind-audit/model@1``), ``model``, ``training``, ``in_dim``, ``num_classes``, ``dtype``,
-            ``history`` and ``stationarity``.
+            :meth:`document` encoded: ``format`` (``bind-audit/model@1``), ``model``, ``training``, ``in_dim``,
+            ``num_classes``, ``dtype``, ``history`` and ``stationarity``.
         """
-        return {
-            "format": "bind-audit/model@1",
-            "model": self.model_config.to_dict(),
-            "training": self.train_config.to_dict(),
-            "in_dim": self.module.in_dim,
-            "num_classes": self.module.num_classes,
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "history": encode(self.history),
-            "stationarity": encode(self.stationarity),
-        }
+        return encode(self.document())
 
     def to_bytes(self) -> bytes:
         """The weights as safetensors (no pickle).
@@ -244,13 +170,13 @@ class TrainedModel:
         return st_save(state)
 
     @classmethod
-    def from_bytes(cls, weights: bytes, config: dict[str, Any]) -> TrainedModel:
+    def from_bytes(cls, weights: bytes, config: object) -> TrainedModel:
         """Rebuild a model from safetensors bytes and a config.
 
         The config is :meth:`config_dict`'s form, or a ``torch_geometric.nn.models`` model's description
         (:mod:`bind_core.models.pyg`: ``{"format": "torch_geometric", "class", "args", "training"}``), whose
-        weights are that module's ``state_dict``; so is a config whose ``source`` is one (what
-        :func:`bind_core.models.pyg.bind_config` writes). Without a ``dtype`` the weights' own is kept.
+        weights are that module's ``state_dict``; so is a config whose ``source`` is one (read by
+        :func:`~bind_core.training.document.read_document`). Without a ``dtype`` the weights' own is kept.
 
         Args:
             weights: a safetensors file's bytes.
@@ -265,40 +191,43 @@ class TrainedModel:
                 they do not fit each other (:class:`~bind_core.models.pyg.UnsupportedModelError` for a PyG model the
                 audit cannot reproduce).
         """
-        if is_pyg_config(config):
-            config = bind_config(config)
+        return cls.from_document(weights, read_document(config))
+
+    @classmethod
+    def from_document(cls, weights: bytes, document: ModelDocument) -> TrainedModel:
+        """Rebuild a model from safetensors bytes and its read description (:meth:`from_bytes`, the config read).
+
+        Args:
+            weights: a safetensors file's bytes (under the PyG module's parameter names where ``document.source``).
+            document: the model's description.
+
+        Returns:
+            The :class:`TrainedModel`, in evaluation mode.
+
+        Raises:
+            ConfigError: the weights are not safetensors, or do not fit the description.
+        """
         try:
             state = st_load(weights)
         except Exception as exc:  # safetensors raises its own error types for corrupt input
             raise ConfigError(f"weights are not a valid safetensors file: {exc}") from exc
+        dtype = getattr(torch, document.dtype or _weights_dtype(state), None)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise ConfigError(f"dtype: {document.dtype!r} is not a floating-point type")
         try:
-            model_config = ModelConfig.from_dict(config["model"])
-            train_config = TrainConfig.from_dict(config["training"])
-            in_dim, num_classes = int(config["in_dim"]), int(config["num_classes"])
-            dtype = getattr(torch, str(config.get("dtype") or _weights_dtype(state)))
-            if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-                raise ConfigError(f"dtype: {config.get('dtype')!r} is not a floating-point type")
-            module = GNN(model_config, in_dim, num_classes).to(dtype)
+            module = GNN(document.model, document.in_dim, document.num_classes).to(dtype)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             if isinstance(exc, ConfigError):
                 raise
             raise ConfigError(f"model config is malformed: {exc}") from exc
-        source = config.get("source")
-        if is_pyg_config(source):
-            read_source(source)
-            state = bind_state_dict(state, source)
+        if document.source is not None:
+            state = bind_state_dict(state, document.source)
         try:
             module.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True)
         except RuntimeError as exc:
             raise ConfigError(f"weights do not fit the model config: {exc}") from exc
         module.eval()
-        return cls(
-            module,
-            model_config,
-            train_config,
-            decode(TrainingHistory, config.get("history") or {}, "history"),
-            decode(Stationarity, config.get("stationarity") or {}, "stationarity"),
-        )
+        return cls(module, document.model, document.training, document.history, document.stationarity)
 
     def save(self, directory: str | Path) -> None:
         """Write the model to a folder (created if missing).
@@ -450,11 +379,6 @@ def _adam(
         )
         trained.stationarity.adam_grad_norm = adam_grad
     return trained
-
-
-OPTIMIZERS = ("adam", "sgd")
-"""The optimisers :attr:`TrainConfig.optimizer` names; both add ``weight_decay`` as the coupled L2 term of the
-objective (AdamW's decoupled decay is another objective)."""
 
 
 def _optimizer(module: GNN, config: TrainConfig) -> torch.optim.Optimizer:

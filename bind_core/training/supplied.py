@@ -20,9 +20,11 @@ from typing import Any, NamedTuple
 import torch
 from safetensors.torch import load as st_load
 
+from bind_core.codec import encode
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
-from bind_core.models.pyg import REPRODUCTION_TOLERANCE, bind_config, is_pyg_config, reproduction
+from bind_core.models.pyg import REPRODUCTION_TOLERANCE, reproduction
+from bind_core.training.document import read_document
 from bind_core.training.fit import TrainedModel
 from bind_core.training.polish import gradient_norm, polish
 
@@ -45,7 +47,7 @@ class Supplied(NamedTuple):
 
 def prepare_supplied(
     weights: bytes,
-    config: dict[str, Any],
+    config: object,
     graph: Graph,
     device: str | torch.device = "cpu",
     *,
@@ -66,17 +68,18 @@ def prepare_supplied(
     """
     if reference not in REFERENCES:
         raise ConfigError(f"reference: {reference!r} is not one of {', '.join(REFERENCES)}")
-    model = TrainedModel.from_bytes(weights, config)
+    document = read_document(config)
+    model = TrainedModel.from_document(weights, document)
     record: dict[str, Any] = {"reference": reference, "polished_by_service": False}
-    source = bind_config(config)["source"] if is_pyg_config(config) else config.get("source")
-    if is_pyg_config(source):
-        check = reproduction(model.module, st_load(weights), source, graph)
-        if not check["max_logit_difference"] <= REPRODUCTION_TOLERANCE:
+    if document.source is not None:
+        check = reproduction(model.module, st_load(weights), document.source, graph)
+        difference = check.max_logit_difference
+        if difference is None or not difference <= REPRODUCTION_TOLERANCE:
             raise ConfigError(
-                f"the model read from the {source['class']} weights does not reproduce the PyG module's logits "
-                f"(largest relative difference {check['max_logit_difference']:.2e} > {REPRODUCTION_TOLERANCE:g})"
+                f"the model read from the {document.source.cls} weights does not reproduce the PyG module's logits "
+                f"(largest relative difference {difference:.2e} > {REPRODUCTION_TOLERANCE:g})"
             )
-        record["pyg"] = check
+        record["pyg"] = encode(check)
     model.module.to(device).double()
     model.predict_proba(graph)  # refuses probabilities that are not finite (NonFiniteError)
     record["grad_norm_supplied"] = gradient_norm(model, graph)

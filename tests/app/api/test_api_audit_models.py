@@ -23,10 +23,11 @@ from app.audits import run as runner
 from app.audits.model_artifacts import store_model_artifact
 from app.core.db.tables import Audit, Graph, ModelArtifact
 from app.core.settings import Settings
+from bind_core.codec import encode
 from bind_core.data.datasets import load_npz
 from bind_core.debiasing.debias import report
-from bind_core.models.pyg import bind_config
 from bind_core.pipeline import weight_names
+from bind_core.training.document import read_document
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 torch.set_num_threads(1)
@@ -194,7 +195,7 @@ def test_a_pyg_models_retrained_weights_register_in_the_pyg_form(
     supplied_weights = save({k: v.contiguous() for k, v in GCN(**args).state_dict().items()})
     pyg_config = {"format": "torch_geometric", "class": "GCN", "args": args,
                   "training": {"loss": "cross_entropy", "weight_decay": 5e-4, "epochs": 3}}  # fmt: skip
-    canonical = bind_config(pyg_config)
+    canonical = encode(read_document(pyg_config))
     retrained = TrainedModel.from_bytes(supplied_weights, canonical)
     audit_id, tenant = _succeeded(sessions, graph_id, n=1)
     [model_id] = _keep(sessions, audit_id, tenant, [retrained], form=canonical, names=weight_names(supplied_weights))

@@ -12,12 +12,14 @@ import torch.nn.functional as F
 from safetensors.torch import load, save
 from torch_geometric.nn import models
 
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
 from bind_core.models.gnn import ModelConfig
-from bind_core.models.pyg import UnsupportedModelError, bind_config, reproduction
+from bind_core.models.pyg import UnsupportedModelError, read_source, reproduction
 from bind_core.pipeline.caveats import model_warnings
+from bind_core.training.document import read_document
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 from bind_core.training.kinks import kink_stall
 from bind_core.training.records import KinkStall, StationarityCheck
@@ -89,17 +91,20 @@ def test_gat_scores_are_pygs_leaky_relu_whatever_the_activation(graph: Graph) ->
 
 def test_the_converted_model_trains_and_reproduction_is_measured(graph: Graph) -> None:
     args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2}
-    config = bind_config(_config("GraphSAGE", args, epochs=3))
+    config = encode(read_document(_config("GraphSAGE", args, epochs=3)))
     retrained = train(graph, TrainConfig.from_dict(config["training"]), ModelConfig.from_dict(config["model"]))
     assert retrained.logits(graph).shape == (graph.num_nodes, 2)
     pyg = _pyg("GraphSAGE", args)
     weights = save({k: v.contiguous() for k, v in pyg.state_dict().items()})
     model = TrainedModel.from_bytes(weights, config)
-    check = reproduction(model.module, load(weights), config["source"], graph)
-    assert check["class"] == "GraphSAGE" and check["max_logit_difference"] < 1e-12
+    check = reproduction(model.module, load(weights), read_source(config["source"]), graph)
+    assert check.cls == "GraphSAGE" and check.max_logit_difference is not None and check.max_logit_difference < 1e-12
+    found = {"class": "GraphSAGE", "max_logit_difference": check.max_logit_difference, "nodes": graph.num_nodes}
+    assert encode(check) == found
     perturbed = dict(load(weights))
     perturbed["convs.1.lin_l.bias"] = perturbed["convs.1.lin_l.bias"] + 1.0
-    assert reproduction(model.module, perturbed, config["source"], graph)["max_logit_difference"] > 0.1
+    worse = reproduction(model.module, perturbed, read_source(config["source"]), graph).max_logit_difference
+    assert worse is not None and worse > 0.1
 
 
 @pytest.mark.parametrize(
@@ -125,7 +130,7 @@ def test_unsupported_options_are_named(graph: Graph, cls: str, extra: dict[str, 
     config = {"format": "torch_geometric", "class": cls, "args": args}
     config["training"] = {"loss": "cross_entropy", "weight_decay": 0.0}
     with pytest.raises(UnsupportedModelError) as info:
-        bind_config(config)
+        read_document(config)
     assert [f for f, _ in info.value.problems] == [field]
     assert field.rsplit(".", 1)[-1] in str(info.value)
 
@@ -133,11 +138,11 @@ def test_unsupported_options_are_named(graph: Graph, cls: str, extra: dict[str, 
 def test_the_objective_must_be_stated(graph: Graph) -> None:
     args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2}
     with pytest.raises(UnsupportedModelError) as info:
-        bind_config({"format": "torch_geometric", "class": "GCN", "args": args, "training": {"loss": "nll"}})
+        read_document({"format": "torch_geometric", "class": "GCN", "args": args, "training": {"loss": "nll"}})
     assert {f for f, _ in info.value.problems} == {"config.training.loss", "config.training.weight_decay"}
     bce = {"loss": "binary_cross_entropy", "weight_decay": 0.0}
     with pytest.raises(UnsupportedModelError, match="must be 1"):
-        bind_config({"format": "torch_geometric", "class": "GCN", "args": args, "training": bce})
+        read_document({"format": "torch_geometric", "class": "GCN", "args": args, "training": bce})
 
 
 def test_weights_of_another_model_or_a_forged_source_are_refused(graph: Graph) -> None:
@@ -145,7 +150,7 @@ def test_weights_of_another_model_or_a_forged_source_are_refused(graph: Graph) -
     weights = save({k: v.contiguous() for k, v in _pyg("GCN", args).state_dict().items()})
     with pytest.raises(ConfigError, match="do not fit"):
         TrainedModel.from_bytes(weights, _config("GraphSAGE", args))
-    forged = bind_config(_config("GCN", args))
+    forged = encode(read_document(_config("GCN", args)))
     forged["source"]["args"]["norm"] = "batch_norm"
     with pytest.raises(UnsupportedModelError, match="norm"):
         TrainedModel.from_bytes(weights, forged)

@@ -143,7 +143,7 @@ def test_what_the_service_adds_is_typed() -> None:
     typed = _round_trip(doc)
     assert typed.stationarity.stationary == "kinks" and typed.stationarity.extra["kinks"] == {"directions": 3}
     assert typed.supplied_model is not None and typed.supplied_model.pyg is not None
-    assert typed.supplied_model.pyg.extra == {"class": "GCN"}
+    assert typed.supplied_model.pyg.cls == "GCN" and typed.supplied_model.pyg.extra == {}
     assert typed.influence_summary is not None and typed.influence_summary.distributed is not None
     assert typed.influence_summary.distributed.workers[0].nodes == 30
     doc["stationarity"]["stationary"] = 3

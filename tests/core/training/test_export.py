@@ -13,12 +13,15 @@ import torch
 from safetensors.torch import load, save
 from torch_geometric.nn import models
 
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.debias import debias
-from bind_core.models.pyg import bind_config, bind_state_dict, pyg_module, pyg_state_dict
+from bind_core.models.pyg import bind_state_dict, pyg_module, pyg_state_dict, read_source
+from bind_core.models.records import PygModel
 from bind_core.pipeline import export_model, prepare_for_audit, weight_names
 from bind_core.pipeline.config import AuditConfig
+from bind_core.training.document import read_document
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 torch.set_num_threads(1)
@@ -76,7 +79,7 @@ def _supplied(cls: str, args: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
 def test_an_older_gatconvs_names_come_back_as_both_halves() -> None:
     """A GAT supplied under an older PyG's ``lin_src``/``lin_dst`` (one matrix) gets both names again; read back,
     they are the one ``lin``."""
-    source = {"class": "GAT"}
+    source = PygModel(cls="GAT", args={}, loss="cross_entropy")
     state = {"convs.0.lin.weight": torch.randn(4, 3), "convs.0.att_src": torch.randn(1, 1, 4)}
     theirs = pyg_state_dict(state, source, ["convs.0.lin_src.weight", "convs.0.lin_dst.weight", "convs.0.att_src"])
     assert sorted(theirs) == ["convs.0.att_src", "convs.0.lin_dst.weight", "convs.0.lin_src.weight"]
@@ -91,7 +94,7 @@ def test_a_supplied_pyg_models_retrained_weights_come_back_under_the_users_names
 ) -> None:
     args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2, **extra}
     weights, config = _supplied(cls, args)
-    canonical = bind_config(config)  # what registering stores (app.supplied.service.check_model)
+    canonical = encode(read_document(config))  # what registering stores (app.supplied.service.check_model)
     audited, _ = prepare_for_audit(weights, canonical, graph, AuditConfig())
     retrained = _kept(audited, graph, (3,))[0]
 
@@ -100,13 +103,13 @@ def test_a_supplied_pyg_models_retrained_weights_come_back_under_the_users_names
     assert exported.config["training"]["loss"] == "cross_entropy" and exported.config["training"]["epochs"] == 15
     assert sorted(load(exported.weights)) == sorted(load(weights))  # the user's own parameter names
     # PyG itself takes the weights as they are and computes the retrained model's logits
-    pyg = pyg_module(canonical["source"]).double().eval()
+    pyg = pyg_module(read_source(canonical["source"])).double().eval()
     pyg.load_state_dict({k: v.double() for k, v in load(exported.weights).items()}, strict=True)
     with torch.no_grad():
         theirs = pyg(graph.x.double(), graph.edge_index)
     assert torch.allclose(theirs, _float64(retrained).logits(graph), rtol=0.0, atol=1e-6)
     # registered again (the supplied-model path) it predicts what the retrained model predicts
-    again, _ = prepare_for_audit(exported.weights, bind_config(json.loads(json.dumps(exported.config))), graph,
-                                 AuditConfig())  # fmt: skip
+    registered = encode(read_document(json.loads(json.dumps(exported.config))))
+    again, _ = prepare_for_audit(exported.weights, registered, graph, AuditConfig())
     assert torch.equal(again.predict_proba(graph), _float64(retrained).predict_proba(graph))
     assert not torch.equal(again.predict_proba(graph), audited.predict_proba(graph))  # it is the retrained one
