@@ -18,7 +18,7 @@ from typing import Any, TypeVar, Union
 
 from bind_core.errors import ConfigError
 
-__all__ = ["EXTRA", "ResultFormatError", "decode", "encode", "json_name", "key", "open_keys"]
+__all__ = ["EXTRA", "Encoded", "ResultFormatError", "decode", "encode", "json_name", "key", "open_keys"]
 
 EXTRA = "extra"
 """The field that holds an open class's unnamed keys."""
@@ -151,3 +151,17 @@ def encode(obj: Any) -> dict[str, Any]:
         elif value is not None or not f.metadata.get("optional"):
             out[json_name(f)] = _encode_value(value)
     return out
+
+
+class Encoded:
+    """A mixin for the dataclasses the codec writes: :func:`encode` as a method, so that every settings and results
+    class has the same ``to_dict`` (there is one encoder)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of this dataclass (:func:`encode`).
+
+        Returns:
+            One key per field (nested dataclasses as their own objects, tuples as lists; an optional field that is
+            ``None`` absent); what the class's ``from_dict`` reads back.
+        """
+        return encode(self)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import numbers
-from dataclasses import asdict, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
+from dataclasses import fields
+from typing import Any, ClassVar, Self
 
+from bind_core.codec import Encoded
 from bind_core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 
 _SCALARS: dict[str, tuple[type, str]] = {
     "int": (numbers.Integral, "an integer"),
@@ -34,29 +32,11 @@ def _type_error(name: str, annotation: Any, value: Any) -> str | None:
     return f"{name}: expected {words}, got {type(value).__name__} {value!r}"
 
 
-def _lists(value: Any) -> Any:
-    """``value`` with every tuple, at any depth, a list (as it comes back from JSON)."""
-    if isinstance(value, dict):
-        return {k: _lists(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_lists(v) for v in value]
-    return value
-
-
-class DictConfig:
-    """Mixin for frozen dataclasses: ``to_dict`` and a ``from_dict`` that names unknown or mistyped keys."""
+class DictConfig(Encoded):
+    """Mixin for frozen dataclasses: ``to_dict`` (:class:`~bind_core.codec.Encoded`) and a ``from_dict`` that names
+    unknown or mistyped keys."""
 
     section: ClassVar[str] = "settings"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings as JSON-ready values.
-
-        Returns:
-            One key per field (nested settings as their own dictionaries, sequences as lists: what the JSON reads
-            back).
-        """
-        settings: dict[str, Any] = _lists(asdict(cast("DataclassInstance", self)))  # subclasses are dataclasses
-        return settings
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:

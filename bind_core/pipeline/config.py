@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bind_core.codec import Encoded
 from bind_core.errors import ConfigError
 from bind_core.influence.arguments import METHODS, SOLVERS, InfluenceArguments, Method, Solver
 from bind_core.models.gnn import ModelConfig
@@ -22,7 +23,7 @@ MAX_REFINE_STEPS = 10_000
 
 
 @dataclass(frozen=True)
-class AuditConfig:
+class AuditConfig(Encoded):
     """Everything an audit needs; the defaults are the paper's settings.
 
     Args:
@@ -192,39 +193,6 @@ class AuditConfig:
         if self.debias_retrain == "audit":
             return None if trained_with.polish else trained_with
         return replace(trained_with, polish=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The config as JSON-ready values (what the service stores and :meth:`from_dict` reads).
-
-        Returns:
-            One key per field; ``model`` and ``training`` as their own dictionaries, tuples as lists.
-        """
-        return {
-            "model": self.model.to_dict(),
-            "training": self.training.to_dict(),
-            "lam": self.lam,
-            "solver": self.solver,
-            "non_iid": self.non_iid,
-            "budgets": list(self.budgets),
-            "validation_sample": self.validation_sample,
-            "stages": list(self.stages),
-            "bootstrap": self.bootstrap,
-            "level": self.level,
-            "min_group_size": self.min_group_size,
-            "stability_seeds": list(self.stability_seeds),
-            "stability_k": self.stability_k,
-            "refine_steps": self.refine_steps,
-            "debias_utility": self.debias_utility,
-            "estimator": self.estimator,
-            "debias_seeds": list(self.debias_seeds),
-            "debias_random_sets": self.debias_random_sets,
-            "chance_seconds": self.chance_seconds,
-            "debias_retrain": self.debias_retrain,
-            "edges": self.edges,
-            "edge_budgets": list(self.edge_budgets),
-            "edge_validation_sample": self.edge_validation_sample,
-            "reference": self.reference,
-        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AuditConfig:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bind_core.codec import EXTRA, decode, encode, key, open_keys
+from bind_core.codec import EXTRA, Encoded, decode, key, open_keys
 from bind_core.data.records import GraphSummary
 from bind_core.debiasing.edge_records import EdgeDebiasing, EdgeDebiasingRow, EdgeValidation, EdgeValidationPoint
 from bind_core.debiasing.records import (
@@ -191,7 +191,7 @@ class SuppliedModel:
 
 # ---------------------------------------------------------------------- the whole
 @dataclass(kw_only=True)
-class AuditResults:
+class AuditResults(Encoded):
     """Everything an audit produced (:meth:`bind_core.pipeline.audit.AuditResult.to_dict`), typed; the stages an
     audit did not run leave their parts null. Every field's meaning is also in its ``key(...)`` description, which
     the API's schema carries; the terms are in the docs' glossary.
@@ -266,11 +266,3 @@ class AuditResults:
                 (:class:`~bind_core.codec.ResultFormatError`).
         """
         return decode(cls, data)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The results document again.
-
-        Returns:
-            The JSON-ready document, equal to the one :meth:`from_dict` read.
-        """
-        return encode(self)

@@ -258,8 +258,8 @@ def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
     if typed.pyg is not None:
         pyg = typed.pyg
         lines.append(
-            f"  read from a PyG {pyg.extra['class']}: largest relative logit difference "
-            f"{_exp(pyg.max_logit_difference, 1)} on {pyg.extra['nodes']} nodes"
+            f"  read from a PyG {pyg.cls}: largest relative logit difference "
+            f"{_exp(pyg.max_logit_difference, 1)} on {pyg.nodes} nodes"
         )
     if not typed.polished_by_service:
         lines.append(f"  audited as given (gradient norm of its training objective {_exp(typed.grad_norm, 2)})")
