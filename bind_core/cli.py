@@ -26,6 +26,7 @@ from bind_core.models.gnn import ACTIVATIONS, ARCHS, ModelConfig
 from bind_core.pipeline.audit import STAGES, AuditConfig, AuditResult, run_audit
 from bind_core.pipeline.config import DEBIAS_RETRAIN
 from bind_core.pipeline.reference import prepare_for_audit
+from bind_core.pipeline.results import SuppliedModel
 from bind_core.reporting.exports import json_safe
 from bind_core.reporting.mlflow_log import log_audit
 from bind_core.reporting.text import render, render_supplied
@@ -350,11 +351,11 @@ def _bar_progress(bar: Any, config: AuditConfig) -> Callable[[str, float], None]
 
 
 def _write_json(
-    path: Path, result: AuditResult, config: AuditConfig, record: dict[str, Any] | None, report: IngestReport | None
+    path: Path, result: AuditResult, config: AuditConfig, record: SuppliedModel | None, report: IngestReport | None
 ) -> None:
     doc = result.to_dict() | {"config": config.to_dict(), "influence": result.influence_rows()}
     if record is not None:
-        doc["supplied_model"] = record
+        doc["supplied_model"] = encode(record)
     if report is not None:
         doc["ingest"] = encode(report.summary(flag))
     text = json.dumps(json_safe(doc), indent=2, default=float)
@@ -387,7 +388,7 @@ def _numbers(value: str, option: str, kind: type[N]) -> tuple[N, ...]:
 
 def _supplied(
     args: argparse.Namespace, graph: Any, config: AuditConfig
-) -> tuple[TrainedModel | None, dict[str, Any] | None]:
+) -> tuple[TrainedModel | None, SuppliedModel | None]:
     """The model of ``--model-weights``/``--model-config``, ready to audit with ``config`` (as given, or polished with
     ``--reference polished``: :func:`prepare_for_audit`), and its record; or none."""
     if args.model_weights is None and args.model_config is None:
@@ -404,8 +405,7 @@ def _supplied(
         weights = args.model_weights.read_bytes()
     except OSError as exc:
         raise ConfigError(f"--model-weights: {exc}") from exc
-    model, record = prepare_for_audit(weights, model_config, graph, config)
-    return model, encode(record)
+    return prepare_for_audit(weights, model_config, graph, config)
 
 
 _TABLE_ONLY = ("edges", "label", "sensitive", "node_id", "features", "split", "unlabeled", "sensitive_bins")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,19 @@ def as_message(text: str | Message) -> Message:
 
 class BindError(ValueError):
     """Base class of every error `bind_core` raises on bad input."""
+
+
+class ProblemDetails(TypedDict, total=False):
+    """Where a :class:`GraphValidationError` is and what was given (:meth:`GraphValidationError.details`), each key
+    only where known: the members of a problem+json ``errors[]`` entry beside its ``field`` and ``message``."""
+
+    value: str
+    column: str
+    file: str
+    count: int
+    rows: list[int]
+    values: list[str]
+    suggestions: list[str]
 
 
 class GraphValidationError(BindError):
@@ -155,20 +169,28 @@ class GraphValidationError(BindError):
         """
         return self.message.text(name)
 
-    def details(self) -> dict[str, object]:
+    def details(self) -> ProblemDetails:
         """Where the error is and what was given, for problem+json ``errors[]``.
 
         Returns:
             ``value``, ``column``, ``file``, ``rows``, ``values``, ``count`` and ``suggestions``, each only where
             known.
         """
-        out: dict[str, object] = {}
-        for key in ("value", "column", "file", "count"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        for key in ("rows", "values", "suggestions"):
-            if getattr(self, key):
-                out[key] = list(getattr(self, key))
+        out = ProblemDetails()
+        if self.value is not None:
+            out["value"] = self.value
+        if self.column is not None:
+            out["column"] = self.column
+        if self.file is not None:
+            out["file"] = self.file
+        if self.count is not None:
+            out["count"] = self.count
+        if self.rows:
+            out["rows"] = list(self.rows)
+        if self.values:
+            out["values"] = list(self.values)
+        if self.suggestions:
+            out["suggestions"] = list(self.suggestions)
         return out
 
 

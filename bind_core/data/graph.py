@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, TypedDict, Unpack
+from typing import Any, Literal, TypedDict, Unpack, cast
 
 import numpy as np
 import torch
@@ -37,10 +37,25 @@ class Naming(TypedDict, total=False):
 _TEXTS = ("feature_names", "group_names", "sensitive", "group_meanings", "node_keys", "class_names")
 
 
-def _named(naming: Naming) -> dict[str, Any]:
+class _Names(TypedDict, total=False):
+    """:class:`Naming` as :class:`Graph`'s fields take it (the sequences as tuples of strings)."""
+
+    feature_names: tuple[str, ...]
+    name: str
+    group_names: tuple[str, ...]
+    sensitive: tuple[str, ...]
+    group_meanings: tuple[str, ...]
+    node_id_column: str | None
+    node_keys: tuple[str, ...]
+    label_name: str
+    class_names: tuple[str, ...]
+
+
+def _named(naming: Naming) -> _Names:
     """``naming`` as :class:`Graph`'s fields: the sequences as tuples of strings, the rest as given."""
-    given: dict[str, Any] = dict(naming)
-    return {k: tuple(str(v) for v in given[k]) if k in _TEXTS else given[k] for k in given}
+    given: dict[str, object] = dict(naming)
+    out = {k: tuple(str(v) for v in cast("Sequence[object]", given[k])) if k in _TEXTS else given[k] for k in given}
+    return cast("_Names", out)
 
 
 @dataclass(frozen=True, eq=False)

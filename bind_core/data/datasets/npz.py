@@ -7,13 +7,13 @@ import struct
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import numpy as np
 
 from bind_core.data.datasets.limits import check_limit
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED, paper_split
-from bind_core.data.graph import ArrayLike, Graph
+from bind_core.data.graph import ArrayLike, Graph, Naming
 from bind_core.errors import BindError, GraphValidationError
 
 REQUIRED_KEYS = ("x", "edge_index", "y", "sens")
@@ -206,6 +206,9 @@ def load_npz(
         )
     group_names = tuple(str(s) for s in arrays["group_names"].reshape(-1)) if "group_names" in arrays else ()
     stored_name = str(arrays["name"].reshape(-1)[0]) if "name" in arrays and arrays["name"].size else "graph"
+    naming = _names(arrays)
+    naming["feature_names"], naming["group_names"] = feature_names, group_names
+    naming["name"] = name if name is not None else stored_name
     return Graph.build(
         arrays["x"],
         arrays["edge_index"],
@@ -214,11 +217,8 @@ def load_npz(
         train,
         val,
         test,
-        feature_names=feature_names,
         node_ids=arrays.get("node_ids"),
-        name=name if name is not None else stored_name,
-        group_names=group_names,
-        **_names(arrays),
+        **naming,
     )
 
 
@@ -270,7 +270,7 @@ def _check_arrays(arrays: dict[str, np.ndarray]) -> None:
         raise GraphValidationError("x", f"expected a 2-D [nodes, features] matrix, got {list(arrays['x'].shape)}")
 
 
-def _names(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+def _names(arrays: dict[str, np.ndarray]) -> Naming:
     """``Graph.build``'s arguments that say the graph in the user's terms, from the archive's optional keys."""
 
     def text(key: str) -> tuple[str, ...]:

@@ -12,19 +12,57 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from torch import Tensor
 
+from bind_core.codec import decode, encode
 from bind_core.errors import ConfigError
 from bind_core.influence.solvers import SolveInfo
 
 PLAN_FORMAT = "bind-audit/influence-plan@1"
 CHUNK_FORMAT = "bind-audit/influence-chunk@1"
+
+M = TypeVar("M")
+
+
+@dataclass(kw_only=True)
+class _SolveMeta:
+    """The Hessian solve's record in a plan's metadata."""
+
+    solver: str
+    seconds: float
+    details: dict[str, Any]
+
+
+@dataclass(kw_only=True)
+class _PlanMeta:
+    """A plan's metadata (its settings; the tensors travel beside it)."""
+
+    format: str
+    lam: float
+    grad_norm: float
+    solve: _SolveMeta
+    non_iid: bool
+    direct: bool
+    direct_exact: bool
+    groups: list[int] | None
+    timings: dict[str, float]
+
+
+@dataclass(kw_only=True)
+class _ChunkMeta:
+    """A chunk's metadata."""
+
+    format: str
+    start: int
+    stop: int
+    seconds: float
 
 
 @dataclass
@@ -54,37 +92,37 @@ class InfluencePlan:
 
     def to_bytes(self) -> bytes:
         """Safetensors bytes; the settings travel in its metadata (strings only, no pickle)."""
-        meta = {
-            "format": PLAN_FORMAT,
-            "lam": self.lam,
-            "grad_norm": self.grad_norm,
-            "solve": {"solver": self.solve.solver, "seconds": self.solve.seconds, "details": self.solve.details},
-            "non_iid": self.non_iid,
-            "direct": self.direct,
-            "direct_exact": self.direct_exact,
-            "groups": self.groups,
-            "timings": self.timings,
-        }
+        solve = _SolveMeta(solver=self.solve.solver, seconds=self.solve.seconds, details=self.solve.details)
+        meta = _PlanMeta(
+            format=PLAN_FORMAT,
+            lam=self.lam,
+            grad_norm=self.grad_norm,
+            solve=solve,
+            non_iid=self.non_iid,
+            direct=self.direct,
+            direct_exact=self.direct_exact,
+            groups=self.groups,
+            timings=self.timings,
+        )
         tensors = {"theta": self.theta, "s": self.s, "a": self.a, "gamma": self.gamma}
-        return st_save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, {"bind": json.dumps(meta)})
+        return st_save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, {"bind": _json(meta)})
 
     @classmethod
     def from_bytes(cls, data: bytes) -> InfluencePlan:
-        tensors, meta = _load(data, PLAN_FORMAT)
-        solve = meta["solve"]
+        tensors, meta = _load(data, PLAN_FORMAT, _PlanMeta)
         return cls(
-            lam=float(meta["lam"]),
+            lam=float(meta.lam),
             theta=tensors["theta"],
             s=tensors["s"],
             a=tensors["a"],
             gamma=tensors["gamma"],
-            grad_norm=float(meta["grad_norm"]),
-            solve=SolveInfo(solve["solver"], float(solve["seconds"]), dict(solve["details"])),
-            non_iid=bool(meta["non_iid"]),
-            direct=bool(meta["direct"]),
-            direct_exact=bool(meta["direct_exact"]),
-            groups=None if meta["groups"] is None else [int(g) for g in meta["groups"]],
-            timings={k: float(v) for k, v in meta["timings"].items()},
+            grad_norm=float(meta.grad_norm),
+            solve=SolveInfo(meta.solve.solver, float(meta.solve.seconds), dict(meta.solve.details)),
+            non_iid=meta.non_iid,
+            direct=meta.direct,
+            direct_exact=meta.direct_exact,
+            groups=meta.groups,
+            timings={k: float(v) for k, v in meta.timings.items()},
         )
 
 
@@ -100,21 +138,14 @@ class InfluenceChunk:
     seconds: float = 0.0
 
     def to_bytes(self) -> bytes:
-        meta = {"format": CHUNK_FORMAT, "start": self.start, "stop": self.stop, "seconds": self.seconds}
+        meta = _ChunkMeta(format=CHUNK_FORMAT, start=self.start, stop=self.stop, seconds=self.seconds)
         tensors = {"iid": self.iid, "non_iid": self.non_iid, "direct": self.direct}
-        return st_save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, {"bind": json.dumps(meta)})
+        return st_save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, {"bind": _json(meta)})
 
     @classmethod
     def from_bytes(cls, data: bytes) -> InfluenceChunk:
-        tensors, meta = _load(data, CHUNK_FORMAT)
-        return cls(
-            int(meta["start"]),
-            int(meta["stop"]),
-            tensors["iid"],
-            tensors["non_iid"],
-            tensors["direct"],
-            float(meta["seconds"]),
-        )
+        tensors, meta = _load(data, CHUNK_FORMAT, _ChunkMeta)
+        return cls(meta.start, meta.stop, tensors["iid"], tensors["non_iid"], tensors["direct"], float(meta.seconds))
 
 
 def chunk_bounds(num_train: int, chunks: int | None = None, *, chunk_size: int | None = None) -> list[tuple[int, int]]:
@@ -136,7 +167,8 @@ def chunk_bounds(num_train: int, chunks: int | None = None, *, chunk_size: int |
     return [(a, b) for a, b in itertools.pairwise(edges) if b > a] or [(0, 0)]
 
 
-def _load(data: bytes, expected: str) -> tuple[dict[str, Tensor], dict[str, Any]]:
+def _load(data: bytes, expected: str, kind: type[M]) -> tuple[dict[str, Tensor], M]:
+    """The tensors of a plan's or chunk's bytes and their metadata, read as ``kind``."""
     try:
         tensors = st_load(data)
         meta = _metadata(data)
@@ -146,10 +178,10 @@ def _load(data: bytes, expected: str) -> tuple[dict[str, Tensor], dict[str, Any]
         raise ConfigError(f"not a safetensors {expected} document: {exc}") from exc
     if meta.get("format") != expected:
         raise ConfigError(f"expected format {expected!r}, got {meta.get('format')!r}")
-    return tensors, meta
+    return tensors, decode(kind, dict(meta), "bind metadata")
 
 
-def _metadata(data: bytes) -> dict[str, Any]:
+def _metadata(data: bytes) -> Mapping[str, object]:
     """The JSON under the ``bind`` key of a safetensors header."""
     size = int.from_bytes(data[:8], "little")
     header = json.loads(data[8 : 8 + size])
@@ -160,6 +192,11 @@ def _metadata(data: bytes) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise ConfigError("bind metadata is not an object")
     return meta
+
+
+def _json(meta: object) -> str:
+    """A metadata record as the JSON a safetensors header carries."""
+    return json.dumps(encode(meta))
 
 
 def stack_chunks(chunks: list[InfluenceChunk], num_train: int) -> dict[str, Tensor]:
