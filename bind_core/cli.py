@@ -353,7 +353,7 @@ def _bar_progress(bar: Any, config: AuditConfig) -> Callable[[str, float], None]
 def _write_json(
     path: Path, result: AuditResult, config: AuditConfig, record: SuppliedModel | None, report: IngestReport | None
 ) -> None:
-    doc = result.to_dict() | {"config": config.to_dict(), "influence": result.influence_rows()}
+    doc = result.to_dict() | {"config": config.to_dict(), "influence": [encode(r) for r in result.influence_rows()]}
     if record is not None:
         doc["supplied_model"] = encode(record)
     if report is not None:

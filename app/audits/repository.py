@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,8 +21,10 @@ from sqlalchemy.orm import Session
 
 from app.audits import turns
 from app.core.db.session import now, rowcount
-from app.core.db.tables import Audit, EdgeInfluenceRow, InfluencePlanRecord, InfluenceRow, SuppliedModel
+from app.core.db.tables import Audit, EdgeInfluenceRow, InfluencePlanRecord, SuppliedModel
+from app.core.db.tables import InfluenceRow as InfluenceRecord
 from app.core.lease import Lease
+from bind_core.pipeline.results import EdgeRow, InfluenceRow
 
 
 @dataclass(frozen=True)
@@ -136,8 +138,8 @@ def succeed(
     results: dict[str, Any],
     weights: bytes | None,
     model_config: dict[str, Any] | None,
-    influence: list[dict[str, Any]],
-    edges: Iterable[dict[str, Any]] = (),
+    influence: Sequence[InfluenceRow],
+    edges: Iterable[EdgeRow] = (),
 ) -> Lease:
     """Store everything an attempt produced and mark the audit ``succeeded``, in the caller's transaction.
 
@@ -161,9 +163,9 @@ def succeed(
     hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
     if not hit:
         return _lease_after_miss(session, claim)
-    session.execute(delete(InfluenceRow).where(InfluenceRow.audit_id == claim.audit_id))
+    session.execute(delete(InfluenceRecord).where(InfluenceRecord.audit_id == claim.audit_id))
     if influence:
-        session.execute(insert(InfluenceRow), [_influence_row(claim.audit_id, r) for r in influence])
+        session.execute(insert(InfluenceRecord), [_influence_row(claim.audit_id, r) for r in influence])
     session.execute(delete(EdgeInfluenceRow).where(EdgeInfluenceRow.audit_id == claim.audit_id))
     rows = iter(edges)
     while batch := [_edge_row(claim.audit_id, r) for r in itertools.islice(rows, EDGE_BATCH)]:
@@ -175,39 +177,65 @@ EDGE_BATCH = 20_000
 """Edge rows per ``INSERT``: a graph's edges can be millions; the parameter lists stay bounded."""
 
 
-def _edge_row(audit_id: uuid.UUID, row: dict[str, Any]) -> dict[str, Any]:
-    """A ``bind_core.influence.edge_rows`` row as an ``edge_influence_rows`` row."""
+def _edge_row(audit_id: uuid.UUID, row: EdgeRow) -> dict[str, Any]:
+    """An edge's row as an ``edge_influence_rows`` row.
+
+    Args:
+        audit_id: the audit.
+        row: the edge's row (``bind_core.influence.edge_rows``).
+
+    Returns:
+        The table's columns: a text id goes to ``u_key``/``v_key``, with the endpoint's index in ``u_id``/``v_id``.
+    """
+    u_text, v_text = isinstance(row.u_id, str), isinstance(row.v_id, str)
     return {
         "audit_id": audit_id,
-        "position": int(row["position"]),
-        "u_index": int(row["u_index"]),
-        "v_index": int(row["v_index"]),
-        "u_id": row["u_id"] if isinstance(row["u_id"], int) else int(row["u_index"]),
-        "v_id": row["v_id"] if isinstance(row["v_id"], int) else int(row["v_index"]),
-        "u_key": row["u_id"] if isinstance(row["u_id"], str) else None,
-        "v_key": row["v_id"] if isinstance(row["v_id"], str) else None,
-        "u_grp": int(row["u_group"]),
-        "v_grp": int(row["v_group"]),
-        "within_group": bool(row["within_group"]),
-        "affects": bool(row["affects"]),
-        "delta": float(row["delta"]),
-        "delta_sp": float(row["delta_sp"]),
-        "delta_eo": float(row["delta_eo"]),
+        "position": row.position,
+        "u_index": row.u_index,
+        "v_index": row.v_index,
+        "u_id": row.u_index if u_text else row.u_id,
+        "v_id": row.v_index if v_text else row.v_id,
+        "u_key": row.u_id if u_text else None,
+        "v_key": row.v_id if v_text else None,
+        "u_grp": row.u_group,
+        "v_grp": row.v_group,
+        "within_group": row.within_group,
+        "affects": _affects(row),
+        "delta": row.delta,
+        "delta_sp": row.delta_sp,
+        "delta_eo": row.delta_eo,
     }
 
 
-def _influence_row(audit_id: uuid.UUID, row: dict[str, Any]) -> dict[str, Any]:
+def _affects(row: EdgeRow) -> bool:
+    """The row's ``affects``: every edge's row has it (only the results' top lists leave it out)."""
+    if row.affects is None:
+        raise ValueError(f"edge row {row.position} has no affects: not a row of bind_core.influence.edge_rows")
+    return row.affects
+
+
+def _influence_row(audit_id: uuid.UUID, row: InfluenceRow) -> dict[str, Any]:
+    """A training node's row as an ``influence_rows`` row.
+
+    Args:
+        audit_id: the audit.
+        row: the node's row (``AuditResult.influence_rows()``).
+
+    Returns:
+        The table's columns: a text id goes to ``node_key``, with the node's index in ``node_id``.
+    """
+    text = isinstance(row.node_id, str)
     return {
         "audit_id": audit_id,
-        "position": int(row["position"]),
-        "node_index": int(row["node_index"]),
-        "node_id": row["node_id"] if isinstance(row["node_id"], int) else int(row["node_index"]),
-        "node_key": row["node_id"] if isinstance(row["node_id"], str) else None,
-        "grp": int(row["group"]),
-        "label": int(row["label"]),
-        "delta": float(row["delta"]),
-        "delta_sp": float(row["delta_sp"]),
-        "delta_eo": float(row["delta_eo"]),
+        "position": row.position,
+        "node_index": row.node_index,
+        "node_id": row.node_index if text else row.node_id,
+        "node_key": row.node_id if text else None,
+        "grp": row.group,
+        "label": row.label,
+        "delta": row.delta,
+        "delta_sp": row.delta_sp,
+        "delta_eo": row.delta_eo,
     }
 
 
@@ -225,7 +253,7 @@ def discard_partial(session: Session, audit_id: uuid.UUID) -> None:
     """Delete an unfinished audit's partial artefacts: a distributed estimate's plan with its chunks (their
     tasks then find no plan and do nothing) and influence rows (of nodes and edges) an earlier attempt may have left."""
     session.execute(delete(InfluencePlanRecord).where(InfluencePlanRecord.audit_id == audit_id))
-    session.execute(delete(InfluenceRow).where(InfluenceRow.audit_id == audit_id))
+    session.execute(delete(InfluenceRecord).where(InfluenceRecord.audit_id == audit_id))
     session.execute(delete(EdgeInfluenceRow).where(EdgeInfluenceRow.audit_id == audit_id))
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -43,6 +44,7 @@ from bind_core import (
     Graph,
 )
 from bind_core.pipeline import planned_stages, weight_names
+from bind_core.pipeline.results import EdgeRow, InfluenceRow
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +128,21 @@ def _claim(audit_id: str, sessions: sessionmaker[Session], settings: Settings, d
     return claim
 
 
+class Payload(TypedDict):
+    """What :func:`app.audits.repository.succeed` stores of a computed audit (its keyword arguments)."""
+
+    results: dict[str, Any]
+    influence: list[InfluenceRow]
+    edges: Iterator[EdgeRow]
+    weights: bytes | None
+    model_config: dict[str, Any] | None
+
+
 @dataclass
 class Computed:
     """A computed audit, ready to store: the stored payload, and the result it came from."""
 
-    payload: dict[str, Any]
+    payload: Payload
     result: AuditOutput
     kept: KeptModels | None = None
     """Each debiasing budget's retrained model, to store with the results (``model_artifacts``)."""
@@ -323,7 +335,7 @@ def _send(publisher: Publisher | None, deliveries: list[uuid.UUID]) -> None:
         log.warning("could not send %d webhook deliveries; they are re-sent later", len(deliveries), exc_info=True)
 
 
-def _payload(result: AuditOutput) -> dict[str, Any]:
+def _payload(result: AuditOutput) -> Payload:
     """What `jobs.succeed` stores, prepared before its transaction (an error here fails the audit); the edge rows
     are made a batch at a time while they are inserted (they can be millions)."""
     model = result.model

@@ -7,9 +7,11 @@ fails the audit.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from app.core.settings import Settings
+from bind_core.pipeline.results import InfluenceRow
 from bind_core.reporting import log_audit
 
 log = logging.getLogger(__name__)
@@ -20,9 +22,16 @@ def log_succeeded_audit(
     audit_id: str,
     config: dict[str, Any],
     results: dict[str, Any],
-    influence_rows: list[dict[str, Any]] | None,
+    influence_rows: Sequence[InfluenceRow] | None,
 ) -> str | None:
     """Log the audit as an MLflow run (params, metrics with interval bounds, report and influence CSV).
+
+    Args:
+        settings: the deployment's settings (``mlflow_tracking_uri``, ``mlflow_experiment``).
+        audit_id: the audit's id (the run's name and tag).
+        config: the audit's settings (``AuditConfig.to_dict()``).
+        results: its results (``AuditResult.to_dict()``).
+        influence_rows: every training node's row (``AuditResult.influence_rows()``), or ``None``.
 
     Returns:
         The MLflow run id, or ``None`` when no tracking URI is configured or logging failed.

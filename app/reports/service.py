@@ -7,13 +7,14 @@ import uuid
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm import Session
 
 from app.audits.service import get_audit
-from app.core.db.tables import Audit, EdgeInfluenceRow, InfluenceRow, Tenant
+from app.core.db.tables import Audit, EdgeInfluenceRow, Tenant
+from app.core.db.tables import InfluenceRow as InfluenceRecord
 from app.core.errors import Conflict
 from app.influence.edge_pages import require_edges
-from bind_core.reporting import EDGE_COLUMNS
+from bind_core.pipeline.results import EdgeRow, InfluenceRow
 
 
 def succeeded_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit:
@@ -33,17 +34,36 @@ def succeeded_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Au
     return audit
 
 
-def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> list[dict[str, Any]]:
-    """Every influence row of ``audit`` by position, as ``bind_core`` row dicts (``group``, not ``grp``).
+def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> list[InfluenceRow]:
+    """Every influence row of ``audit``, by position.
+
+    Args:
+        session: the database session.
+        audit: the audit.
+        required: raise when it has none.
+
+    Returns:
+        The stored rows as ``bind_core``'s typed rows, the user's text ids restored from ``node_key``.
 
     Raises:
         Conflict: ``required`` and the audit has no rows (``influence-not-ready``).
     """
-    row = InfluenceRow
+    row = InfluenceRecord
     columns = (row.position, row.node_index, row.node_id, row.node_key, row.grp, row.label, row.delta, row.delta_sp)
     result = session.execute(select(*columns, row.delta_eo).where(row.audit_id == audit.id).order_by(row.position))
-    names = ("position", "node_index", "node_id", "node_key", "group", "label", "delta", "delta_sp", "delta_eo")
-    rows = [_user_ids(dict(zip(names, values, strict=True)), "node_id", "node_key") for values in result]
+    rows = [
+        InfluenceRow(
+            position=r.position,
+            node_index=r.node_index,
+            node_id=_user_id(r.node_id, r.node_key),
+            group=r.grp,
+            label=r.label,
+            delta=r.delta,
+            delta_sp=r.delta_sp,
+            delta_eo=r.delta_eo,
+        )
+        for r in result
+    ]
     if required and not rows:
         raise Conflict(
             f"Audit {audit.id} has no influence estimates (it ran without the influence stage).",
@@ -53,28 +73,48 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
     return rows
 
 
-def all_edge_rows(session: Session, audit: Audit) -> list[dict[str, Any]]:
-    """Every edge row of ``audit`` by position, as ``bind_core`` row dicts (``u_group``, not ``u_grp``).
+def all_edge_rows(session: Session, audit: Audit) -> list[EdgeRow]:
+    """Every edge row of ``audit``, by position.
+
+    Args:
+        session: the database session.
+        audit: the audit.
+
+    Returns:
+        The stored rows as ``bind_core``'s typed rows, the user's text ids restored from ``u_key`` and ``v_key``.
 
     Raises:
         Conflict: the audit did not attribute its edges (``edges-not-computed``, with the reason).
     """
     require_edges(audit)
     row = EdgeInfluenceRow
-    stored = {"u_group": "u_grp", "v_group": "v_grp"}  # the columns named otherwise in the table
-    names = (*EDGE_COLUMNS, "u_key", "v_key")
-    columns: list[InstrumentedAttribute[Any]] = [getattr(row, stored.get(name, name)) for name in names]
-    result = session.execute(select(*columns).where(row.audit_id == audit.id).order_by(row.position))
-    rows = [_user_ids(dict(zip(names, values, strict=True)), "u_id", "u_key") for values in result]
-    return [_user_ids(r, "v_id", "v_key") for r in rows]
+    ends = (row.u_index, row.v_index, row.u_id, row.v_id, row.u_key, row.v_key, row.u_grp, row.v_grp)
+    numbers = (row.within_group, row.affects, row.delta, row.delta_sp, row.delta_eo)
+    result = session.execute(
+        select(row.position, *ends, *numbers).where(row.audit_id == audit.id).order_by(row.position)
+    )
+    return [
+        EdgeRow(
+            position=r.position,
+            u_index=r.u_index,
+            v_index=r.v_index,
+            u_id=_user_id(r.u_id, r.u_key),
+            v_id=_user_id(r.v_id, r.v_key),
+            u_group=r.u_grp,
+            v_group=r.v_grp,
+            within_group=r.within_group,
+            affects=r.affects,
+            delta=r.delta,
+            delta_sp=r.delta_sp,
+            delta_eo=r.delta_eo,
+        )
+        for r in result
+    ]
 
 
-def _user_ids(row: dict[str, Any], id_key: str, text_key: str) -> dict[str, Any]:
-    """``row`` with the user's id under ``id_key``: the stored text id where the user's ids are text."""
-    text = row.pop(text_key)
-    if text is not None:
-        row[id_key] = text
-    return row
+def _user_id(stored: int, text: str | None) -> int | str:
+    """The user's id of a stored row: its text id where the user's ids are text, else the stored integer."""
+    return text if text is not None else stored
 
 
 def audit_profile(audit: Audit) -> dict[str, Any]:

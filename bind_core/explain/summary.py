@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bind_core.codec import decode
+from bind_core.influence.edge_records import EdgeRow
+
 __all__ = ["edge_lines", "profile_lines"]
 
 
@@ -45,22 +48,31 @@ def profile_lines(profile: Mapping[str, Any], *, top: int = 3) -> list[str]:
     return lines
 
 
-def _edge(row: Mapping[str, Any]) -> str:
-    kind = "within" if row["within_group"] else "across"
-    return f"{row['u_id']}–{row['v_id']} ({kind} {row['u_group']}/{row['v_group']}, {_delta(row['delta'])})"
+def _edge(row: EdgeRow) -> str:
+    kind = "within" if row.within_group else "across"
+    return f"{row.u_id}–{row.v_id} ({kind} {row.u_group}/{row.v_group}, {_delta(row.delta)})"
 
 
-def edge_lines(section: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *, top: int = 10) -> list[str]:
-    """The edge attribution: counts, the ``top`` most harmful and helpful edges (from every edge's ``rows`` when
-    given, else the section's own lists) and the cross-group edges' share of the harm against their share of edges;
-    or why it was not computed."""
+def edge_lines(section: Mapping[str, Any], rows: Sequence[EdgeRow], *, top: int = 10) -> list[str]:
+    """The edge attribution in a few lines.
+
+    Args:
+        section: the results' ``edges`` section, as JSON.
+        rows: every edge's row (``AuditResult.edge_rows()``), or none.
+        top: how many of the most harmful and most helpful edges to list.
+
+    Returns:
+        Counts, the ``top`` most harmful and helpful edges (from ``rows`` when given, else the section's own lists)
+        and the cross-group edges' share of the harm against their share of edges; or why it was not computed.
+    """
     if not section.get("computed"):
         return [f"edges: not attributed: {section.get('reason')}"]
     if rows:
-        harmful = sorted((r for r in rows if r["delta"] < 0), key=lambda r: (r["delta"], r["position"]))[:top]
-        helpful = sorted((r for r in rows if r["delta"] > 0), key=lambda r: (-r["delta"], r["position"]))[:top]
+        harmful = sorted((r for r in rows if r.delta < 0), key=lambda r: (r.delta, r.position))[:top]
+        helpful = sorted((r for r in rows if r.delta > 0), key=lambda r: (-r.delta, r.position))[:top]
     else:
-        harmful, helpful = section["top_harmful"][:top], section["top_helpful"][:top]
+        harmful = [decode(EdgeRow, r, "edges.top_harmful") for r in section["top_harmful"][:top]]
+        helpful = [decode(EdgeRow, r, "edges.top_helpful") for r in section["top_helpful"][:top]]
     cross = section["cross_group"]
     return [
         f"edges (ΔΓ if the edge were deleted; negative = harmful): {section['harmful']} harmful, "

@@ -8,9 +8,13 @@ from dataclasses import dataclass
 from bind_core.codec import key
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class EdgeRow:
-    """One undirected edge's estimate (as in ``GET /v1/audits/{id}/edges``, less ``affects``)."""
+    """One undirected edge's estimate. Every edge's row (:func:`bind_core.influence.edge_rows.edge_rows`: what the
+    service stores and serves at ``GET /v1/audits/{id}/edges``, and the exports' columns) has ``affects`` and no
+    ``settled``; the ``edges`` section's lists (``top_harmful``, ``top_helpful``) leave ``affects`` out (their edges
+    change something by construction) and have ``settled`` for the damped estimate. :func:`bind_core.codec.encode`
+    writes the keys in this order, an absent one left out."""
 
     position: int = key("integer: the edge's place in the attribution's order (0-based)")
     u_index: int = key("integer: index of its first endpoint in the graph (the smaller index)")
@@ -20,6 +24,11 @@ class EdgeRow:
     u_group: int = key("integer: the first endpoint's sensitive group")
     v_group: int = key("integer: the second endpoint's sensitive group")
     within_group: bool = key("boolean: both endpoints are in the same group (false: a cross-group edge)")
+    affects: bool | None = key(
+        "boolean: deleting the edge changes some training loss or test prediction (false: its ΔΓ is 0 exactly); in "
+        "every edge's rows, absent from the section's lists (their edges all change something)",
+        optional=True,
+    )
     delta: float = key("number: ΔΓ of deleting the edge, both directions (negative: harmful)")
     delta_sp: float = key("number: the same for Γ_SP")
     delta_eo: float = key("number: the same for Γ_EO")

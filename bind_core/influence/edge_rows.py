@@ -7,35 +7,26 @@ Kept apart from the estimator so that its maths stays as it is: this module only
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import fields
 
 import torch
 
 from bind_core.data.graph import Graph
 from bind_core.data.labels import user_ids
+from bind_core.influence.edge_records import EdgeRow
 from bind_core.influence.edges import EdgeInfluenceResult
 
 __all__ = [
     "EDGE_ROW_KEYS",
+    "EdgeRow",
     "edge_rows",
     "iter_edge_rows",
     "join_edge_results",
 ]
 
-EDGE_ROW_KEYS = (
-    "position",
-    "u_index",
-    "v_index",
-    "u_id",
-    "v_id",
-    "u_group",
-    "v_group",
-    "within_group",
-    "affects",
-    "delta",
-    "delta_sp",
-    "delta_eo",
-)
+EDGE_ROW_KEYS: tuple[str, ...] = tuple(f.name for f in fields(EdgeRow) if f.name != "settled")
+"""The keys of every edge's row, in order: the fields of :class:`EdgeRow` less ``settled`` (which only the ``edges``
+section's lists carry); the exports' columns."""
 
 
 def join_edge_results(parts: list[EdgeInfluenceResult]) -> EdgeInfluenceResult:
@@ -64,12 +55,21 @@ def join_edge_results(parts: list[EdgeInfluenceResult]) -> EdgeInfluenceResult:
     )
 
 
-def edge_rows(
-    graph: Graph, result: EdgeInfluenceResult, start: int = 0, stop: int | None = None
-) -> list[dict[str, Any]]:
-    """One row per attributed edge (those at positions ``start..stop-1``), in the estimator's order (``position``),
-    with both endpoints' indexes, original ids and sensitive groups, whether both are in the same group, whether
-    deleting it changes anything, and ΔΓ."""
+def edge_rows(graph: Graph, result: EdgeInfluenceResult, start: int = 0, stop: int | None = None) -> list[EdgeRow]:
+    """One row per attributed edge (those at positions ``start..stop-1``), in the estimator's order.
+
+    Args:
+        graph: the graph the edges were attributed on.
+        result: the attribution.
+        start: the first position.
+        stop: the position after the last (``None``: every edge from ``start``).
+
+    Returns:
+        One :class:`EdgeRow` per edge: its ``position``, both endpoints' indexes, the user's ids (as
+        :func:`bind_core.data.labels.user_ids` gives them: integers, or text where the id column holds text) and
+        sensitive groups, whether both are in the same group, whether deleting it changes anything (``affects``),
+        and ΔΓ with its parts; ``settled`` is left out.
+    """
     stop = int(result.edges.shape[0]) if stop is None else stop
     edges = result.edges[start:stop]
     u, v = edges[:, 0], edges[:, 1]
@@ -86,27 +86,36 @@ def edge_rows(
         result.delta_eo[start:stop].double().tolist(),
     )
     return [
-        {
-            "position": start + k,
-            "u_index": int(ui),
-            "v_index": int(vi),
-            "u_id": int(uid),
-            "v_id": int(vid),
-            "u_group": int(ug),
-            "v_group": int(vg),
-            "within_group": ug == vg,
-            "affects": bool(a),
-            "delta": float(d),
-            "delta_sp": float(dsp),
-            "delta_eo": float(deo),
-        }
+        EdgeRow(
+            position=start + k,
+            u_index=int(ui),
+            v_index=int(vi),
+            u_id=uid,
+            v_id=vid,
+            u_group=int(ug),
+            v_group=int(vg),
+            within_group=ug == vg,
+            affects=bool(a),
+            delta=float(d),
+            delta_sp=float(dsp),
+            delta_eo=float(deo),
+        )
         for k, (ui, vi, uid, vid, ug, vg, a, d, dsp, deo) in enumerate(zip(*columns, strict=True))
     ]
 
 
-def iter_edge_rows(graph: Graph, result: EdgeInfluenceResult, *, batch: int = 20_000) -> Iterator[dict[str, Any]]:
-    """:func:`edge_rows`, made ``batch`` rows at a time: a graph's edges can be millions, and a Python dict per edge
-    all at once would hold gigabytes."""
+def iter_edge_rows(graph: Graph, result: EdgeInfluenceResult, *, batch: int = 20_000) -> Iterator[EdgeRow]:
+    """:func:`edge_rows`, made ``batch`` rows at a time: a graph's edges can be millions, and a row per edge all at
+    once would hold gigabytes.
+
+    Args:
+        graph: the graph the edges were attributed on.
+        result: the attribution.
+        batch: rows made at a time.
+
+    Returns:
+        An iterator over the rows of :func:`edge_rows`, in order.
+    """
     total = int(result.edges.shape[0])
     for start in range(0, total, batch):
         yield from edge_rows(graph, result, start, min(start + batch, total))

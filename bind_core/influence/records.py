@@ -80,9 +80,12 @@ class Distributed:
     extra: dict[str, Any] = open_keys("other figures of the spread")
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class InfluenceRow:
-    """One training node's estimate (as in ``GET /v1/audits/{id}/influence``)."""
+    """One training node's estimate: a row of :meth:`bind_core.pipeline.audit.AuditResult.influence_rows` (every
+    training node), and of the results' ``top_harmful`` and ``top_helpful`` lists. :func:`bind_core.codec.encode`
+    makes it the JSON object of ``GET /v1/audits/{id}/influence``, the CLI's ``influence`` list and the exports'
+    columns (:data:`bind_core.reporting.exports.INFLUENCE_COLUMNS`), keys in this order."""
 
     position: int = key("integer: rank of the node in the training split (0-based)")
     node_index: int = key("integer: index of the node in the graph (0-based)")

@@ -17,6 +17,7 @@ from bind_core.debiasing.records import DebiasingRow, Validation
 from bind_core.explain.records import NodeProfile
 from bind_core.fairness.records import Metrics
 from bind_core.influence.distributed import ChunkRunner
+from bind_core.influence.edge_records import EdgeRow
 from bind_core.influence.edge_rows import edge_rows, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.influence.records import InfluenceRow, Refinement, Stability
@@ -65,7 +66,8 @@ __all__ = [
 
 @dataclass
 class AuditResult:
-    """The outcome of :func:`run_audit`. ``to_dict`` is JSON-ready; ``influence_rows`` lists every node.
+    """The outcome of :func:`run_audit`. ``to_dict`` is JSON-ready; ``influence_rows`` and ``edge_rows`` list every
+    node and edge as typed rows (:func:`bind_core.codec.encode` makes one a JSON object).
 
     Attributes:
         graph: the graph audited.
@@ -184,29 +186,29 @@ class AuditResult:
             out.spectrum = decode(Spectrum, found, "stationarity.spectrum") if found else None
         return out
 
-    def influence_rows(self) -> list[dict[str, Any]]:
+    def influence_rows(self) -> list[InfluenceRow]:
         """Every training node's estimate, as rows.
 
         Returns:
-            One row per training node, in ``train_idx`` order: ``position``, ``node_index``, ``node_id`` (the user's
-            id: the id column's value, text as written, else the row's position counted from 0),
-            ``group``, ``label``, ``delta``, ``delta_sp`` and ``delta_eo``; empty when influence was not computed.
+            One :class:`~bind_core.influence.records.InfluenceRow` per training node, in ``train_idx`` order
+            (``position``), with ``node_id`` the user's id (the id column's value, text as written, else the row's
+            position counted from 0); empty when influence was not computed.
         """
         if self.influence is None:
             return []
         g, inf = self.graph, self.influence
         idx = g.train_idx
         return [
-            {
-                "position": i,
-                "node_index": int(node),
-                "node_id": nid,
-                "group": int(grp),
-                "label": int(lab),
-                "delta": float(d),
-                "delta_sp": float(dsp),
-                "delta_eo": float(deo),
-            }
+            InfluenceRow(
+                position=i,
+                node_index=int(node),
+                node_id=nid,
+                group=int(grp),
+                label=int(lab),
+                delta=float(d),
+                delta_sp=float(dsp),
+                delta_eo=float(deo),
+            )
             for i, (node, nid, grp, lab, d, dsp, deo) in enumerate(
                 zip(
                     idx.tolist(),
@@ -221,16 +223,16 @@ class AuditResult:
             )
         ]
 
-    def edge_rows(self) -> list[dict[str, Any]]:
+    def edge_rows(self) -> list[EdgeRow]:
         """Every undirected edge's estimate, as rows.
 
         Returns:
-            One row per undirected edge (:func:`bind_core.influence.edge_rows.edge_rows`); empty when edges were
-            not attributed.
+            One :class:`~bind_core.influence.edge_records.EdgeRow` per undirected edge
+            (:func:`bind_core.influence.edge_rows.edge_rows`); empty when edges were not attributed.
         """
         return [] if self.edge_estimate is None else edge_rows(self.graph, self.edge_estimate)
 
-    def iter_edge_rows(self) -> Iterator[dict[str, Any]]:
+    def iter_edge_rows(self) -> Iterator[EdgeRow]:
         """:meth:`edge_rows` made a batch at a time (what the service stores: millions of edges, bounded memory).
 
         Returns:

@@ -1,8 +1,11 @@
 """Exports of an audit: per-node (and, when attributed, per-edge) influence as CSV or Parquet, and the audit as a
 model card's quantitative analysis.
 
-Pure functions over plain data (the rows of ``AuditResult.influence_rows()``, the JSON of
-``AuditResult.to_dict()``); they return bytes or JSON-ready dicts and touch no file, network or database.
+Pure functions over the audit's typed rows (:class:`~bind_core.influence.records.InfluenceRow` of
+``AuditResult.influence_rows()``, :class:`~bind_core.influence.edge_records.EdgeRow` of ``AuditResult.edge_rows()``)
+and its results (:class:`AuditResults`, or the JSON of ``AuditResult.to_dict()``); they return bytes or JSON-ready
+dicts and touch no file, network or database. A row's columns are its JSON keys (:func:`bind_core.codec.encode`), in
+the same order.
 
 **CSV injection.** A spreadsheet treats a cell that starts with ``=``, ``+``, ``-`` or ``@`` (and, in some
 programs, a tab or a carriage return) as a formula. :func:`csv_cell` prefixes such *string* cells with a single
@@ -15,6 +18,7 @@ cells (original node ids or group names) that uploads may bring.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,12 +28,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bind_core.codec import encode
+from bind_core.influence.edge_records import EdgeRow
 from bind_core.influence.edge_rows import EDGE_ROW_KEYS
+from bind_core.influence.records import InfluenceRow
 from bind_core.pipeline.results import AuditResults
 from bind_core.reporting.card import build_model_card
 from bind_core.reporting.views import typed_results
 
-INFLUENCE_COLUMNS = ("position", "node_index", "node_id", "group", "label", "delta", "delta_sp", "delta_eo")
+INFLUENCE_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(InfluenceRow))
+"""The columns of ``AuditResult.influence_rows()``: the fields of :class:`InfluenceRow`, in order."""
 _INFLUENCE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("position", pa.int32()),
     ("node_index", pa.int64()),
@@ -42,7 +49,7 @@ _INFLUENCE_FIELDS: list[tuple[str, pa.DataType]] = [
 ]
 INFLUENCE_SCHEMA = pa.schema(_INFLUENCE_FIELDS)
 EDGE_COLUMNS = EDGE_ROW_KEYS
-"""The columns of ``AuditResult.edge_rows()``."""
+"""The columns of ``AuditResult.edge_rows()``: the fields of :class:`EdgeRow` less ``settled``, in order."""
 _EDGE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("position", pa.int32()),
     ("u_index", pa.int64()),
@@ -71,42 +78,83 @@ def csv_cell(value: Any) -> Any:
     return value
 
 
-def influence_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str] = INFLUENCE_COLUMNS) -> bytes:
-    """The rows as UTF-8 CSV (RFC 4180: header row, CRLF line ends), string cells escaped by :func:`csv_cell`.
-
-    Floats are written with Python's shortest round-trip representation, so the file reproduces them exactly.
-    """
+def _csv(cells: Iterable[Sequence[Any]], columns: Sequence[str]) -> bytes:
+    """A header row of ``columns`` and a row of each of ``cells`` as UTF-8 CSV (RFC 4180: CRLF line ends), string
+    cells escaped by :func:`csv_cell`; floats in Python's shortest round-trip representation."""
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow([csv_cell(c) for c in columns])
-    for row in rows:
-        writer.writerow([csv_cell(row.get(c)) for c in columns])
+    for row in cells:
+        writer.writerow([csv_cell(v) for v in row])
     return buffer.getvalue().encode("utf-8")
 
 
-def influence_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
-    """The rows as a Parquet file (:data:`INFLUENCE_SCHEMA`, zstd-compressed). Typed columns: no escaping."""
-    rows = list(rows)
-    schema = _text_ids(INFLUENCE_SCHEMA, rows, ("node_id",))
-    table = pa.table({c: [r[c] for r in rows] for c in INFLUENCE_COLUMNS}, schema=schema)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd")
-    return bytes(sink.getvalue().to_pybytes())
+def influence_csv(rows: Iterable[InfluenceRow]) -> bytes:
+    """Every training node's row as CSV.
+
+    Args:
+        rows: the rows (``AuditResult.influence_rows()``).
+
+    Returns:
+        UTF-8 CSV (RFC 4180: header row :data:`INFLUENCE_COLUMNS`, CRLF line ends), string cells escaped by
+        :func:`csv_cell`; floats written with Python's shortest round-trip representation, so the file reproduces
+        them exactly.
+    """
+    return _csv(([getattr(row, c) for c in INFLUENCE_COLUMNS] for row in rows), INFLUENCE_COLUMNS)
 
 
-def edges_csv(rows: Iterable[Mapping[str, Any]]) -> bytes:
-    """Every edge's row as CSV (:data:`EDGE_COLUMNS`), as :func:`influence_csv`; the flags as ``true``/``false``."""
+def influence_parquet(rows: Iterable[InfluenceRow]) -> bytes:
+    """Every training node's row as Parquet.
+
+    Args:
+        rows: the rows (``AuditResult.influence_rows()``).
+
+    Returns:
+        A Parquet file (:data:`INFLUENCE_SCHEMA`, ``node_id`` as strings where the user's ids are text),
+        zstd-compressed. Typed columns: no escaping.
+    """
+    return _parquet(list(rows), INFLUENCE_SCHEMA, ("node_id",))
+
+
+def edges_csv(rows: Iterable[EdgeRow]) -> bytes:
+    """Every edge's row as CSV.
+
+    Args:
+        rows: the rows (``AuditResult.edge_rows()``).
+
+    Returns:
+        CSV as :func:`influence_csv`, columns :data:`EDGE_COLUMNS`; the flags (``within_group``, ``affects``) as
+        ``true``/``false``.
+    """
     flags = ("within_group", "affects")
-    return influence_csv(
-        ({k: (("true" if v else "false") if k in flags else v) for k, v in row.items()} for row in rows), EDGE_COLUMNS
+    return _csv(
+        ([_flag(getattr(row, c)) if c in flags else getattr(row, c) for c in EDGE_COLUMNS] for row in rows),
+        EDGE_COLUMNS,
     )
 
 
-def edges_parquet(rows: Iterable[Mapping[str, Any]]) -> bytes:
-    """Every edge's row as Parquet (:data:`EDGE_SCHEMA`: the flags as booleans), zstd-compressed."""
-    rows = list(rows)
-    schema = _text_ids(EDGE_SCHEMA, rows, ("u_id", "v_id"))
-    table = pa.table({c: [r[c] for r in rows] for c in EDGE_COLUMNS}, schema=schema)
+def edges_parquet(rows: Iterable[EdgeRow]) -> bytes:
+    """Every edge's row as Parquet.
+
+    Args:
+        rows: the rows (``AuditResult.edge_rows()``).
+
+    Returns:
+        A Parquet file (:data:`EDGE_SCHEMA`: the flags as booleans; ``u_id`` and ``v_id`` as strings where the
+        user's ids are text), zstd-compressed.
+    """
+    return _parquet(list(rows), EDGE_SCHEMA, ("u_id", "v_id"))
+
+
+def _flag(value: bool | None) -> str:
+    return "true" if value else "false"
+
+
+def _parquet(rows: Sequence[InfluenceRow] | Sequence[EdgeRow], schema: pa.Schema, ids: Sequence[str]) -> bytes:
+    """``rows`` as a zstd-compressed Parquet file of ``schema``'s columns, the ``ids`` columns as text where one of
+    them holds text."""
+    schema = _text_ids(schema, rows, ids)
+    table = pa.table({c: [getattr(r, c) for r in rows] for c in schema.names}, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return bytes(sink.getvalue().to_pybytes())
@@ -166,10 +214,10 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def _text_ids(schema: pa.Schema, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pa.Schema:
+def _text_ids(schema: pa.Schema, rows: Sequence[InfluenceRow] | Sequence[EdgeRow], columns: Sequence[str]) -> pa.Schema:
     """``schema`` with the id ``columns`` as strings where the user's ids are text (an id column of text), else
     unchanged (int64)."""
-    if not any(isinstance(r[c], str) for r in rows for c in columns):
+    if not any(isinstance(getattr(r, c), str) for r in rows for c in columns):
         return schema
     for c in columns:
         schema = schema.set(schema.get_field_index(c), pa.field(c, pa.string()))

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from bind_core.fairness.records import Interval, Intervals
+from bind_core.influence.records import InfluenceRow
 from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.reporting.exports import influence_csv
@@ -109,19 +110,26 @@ def log_audit(
     tracking_uri: str,
     config: Mapping[str, Any],
     results: AuditResults | Mapping[str, Any],
-    influence_rows: list[dict[str, Any]] | None = None,
+    influence_rows: Sequence[InfluenceRow] | None = None,
     *,
     experiment: str = EXPERIMENT,
     run_name: str | None = None,
     tags: Mapping[str, str] | None = None,
 ) -> str:
-    """Log one audit as an MLflow run and return its run id.
+    """Log one audit as an MLflow run.
 
     Args:
         tracking_uri: the MLflow tracking URI.
-        config: ``AuditConfig.to_dict()``; results: ``AuditResult.to_dict()``; influence_rows: every training
-            node's row (``AuditResult.influence_rows()``), written as ``influence.csv`` when given.
+        config: ``AuditConfig.to_dict()``.
+        results: :class:`AuditResults`, or ``AuditResult.to_dict()``.
+        influence_rows: every training node's row (``AuditResult.influence_rows()``), written as ``influence.csv``
+            (and drawn in the report) when given.
         experiment: the MLflow experiment (created when missing).
+        run_name: the run's name.
+        tags: the run's tags.
+
+    Returns:
+        The run's id.
 
     Raises:
         ImportError: MLflow is not installed (``pip install 'bind-audit[mlflow]'``); MLflow's own errors pass.

@@ -44,7 +44,7 @@ TOP_ROWS = 20
 
 def render_report(
     results: AuditResults | Mapping[str, Any],
-    influence_rows: Sequence[Mapping[str, Any]] | None = None,
+    influence_rows: Sequence[InfluenceRow] | None = None,
     *,
     title: str = "BIND audit report",
     meta: Mapping[str, Any] | None = None,
@@ -54,9 +54,9 @@ def render_report(
     Args:
         results: :class:`AuditResults`, or ``AuditResult.to_dict()`` (as stored in ``audits.results``). Missing
             blocks (no influence, no debiasing, no validation) are reported as not computed.
-        influence_rows: every training node's row (``delta``, ``delta_sp``, ``delta_eo``, ``node_id``,
-            ``group``, ``label``); draws the distribution of influence and the top-harmful table. Without
-            them the table falls back to ``results.top_harmful`` and the histogram is left out.
+        influence_rows: every training node's row (``AuditResult.influence_rows()``); draws the distribution of
+            influence and the top-harmful table. Without them the table falls back to ``results.top_harmful`` and
+            the histogram is left out.
         title: the page's ``<title>`` and heading.
         meta: extra ``label: value`` pairs for the header (audit id, finish time...).
 
@@ -183,7 +183,7 @@ def _worst_pairs(test: TestMetrics, names: Mapping[int, str]) -> list[list[str]]
     ]
 
 
-def _influence(results: AuditResults, rows: Sequence[Mapping[str, Any]] | None) -> InfluenceView | None:
+def _influence(results: AuditResults, rows: Sequence[InfluenceRow] | None) -> InfluenceView | None:
     """The summary of every node's ΔΓ, its histogram (with the rows) and the refinement, if any."""
     summary = results.influence_summary
     if summary is None:
@@ -200,7 +200,7 @@ def _influence(results: AuditResults, rows: Sequence[Mapping[str, Any]] | None) 
             summary.solver,
         ]
     ]
-    svg = trusted_svg(plots.influence_histogram([float(r["delta"]) for r in rows], ident="influence")) if rows else None
+    svg = trusted_svg(plots.influence_histogram([r.delta for r in rows], ident="influence")) if rows else None
     refined = results.refinement
     refinement = (
         Refined(deletions=fmt(refined.deletions), max_iter=fmt(refined.max_iter), converged=fmt(refined.converged))
@@ -214,29 +214,23 @@ def _named(names: Sequence[str], code: Any) -> str:
     return names[code] if isinstance(code, int) and 0 <= code < len(names) else fmt(code)
 
 
-def _most_harmful(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return sorted((r for r in rows if r["delta"] < 0), key=lambda r: (r["delta"], r.get("position", 0)))
+def _most_harmful(rows: Sequence[InfluenceRow]) -> list[InfluenceRow]:
+    return sorted((r for r in rows if r.delta < 0), key=lambda r: (r.delta, r.position))
 
 
-def _top_harmful(results: AuditResults, rows: Sequence[Mapping[str, Any]] | None) -> list[TopRow]:
+def _top_harmful(results: AuditResults, rows: Sequence[InfluenceRow] | None) -> list[TopRow]:
     """The most harmful training nodes, most negative ΔΓ first (from the rows, else the stored top list)."""
-    top: list[Mapping[str, Any] | InfluenceRow] = list(results.top_harmful or [])
-    if rows:
-        top = list(_most_harmful(rows))
+    top = _most_harmful(rows) if rows else list(results.top_harmful or [])
     groups, classes = results.graph.group_labels or [], results.graph.class_names or []
-
-    def cell(row: Mapping[str, Any] | InfluenceRow, name: str) -> Any:
-        return row.get(name) if isinstance(row, Mapping) else getattr(row, name)
-
     return [
         TopRow(
             rank=str(i + 1),
-            node_id=fmt(cell(r, "node_id")),
-            group=_named(groups, cell(r, "group")),
-            label=_named(classes, cell(r, "label")),
-            delta=fmt(cell(r, "delta"), 4),
-            delta_sp=fmt(cell(r, "delta_sp"), 4),
-            delta_eo=fmt(cell(r, "delta_eo"), 4),
+            node_id=fmt(r.node_id),
+            group=_named(groups, r.group),
+            label=_named(classes, r.label),
+            delta=fmt(r.delta, 4),
+            delta_sp=fmt(r.delta_sp, 4),
+            delta_eo=fmt(r.delta_eo, 4),
         )
         for i, r in enumerate(top[:TOP_ROWS])
     ]

@@ -29,6 +29,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.db.tables import Audit, InfluenceRow
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.pipeline.audit import AuditConfig, run_audit
 
@@ -107,7 +108,7 @@ def stored_audit(
         key = uuid.UUID(audit_id)
         session.execute(update(Audit).where(Audit.id == key).values(state="succeeded", results=results))
         session.add_all(
-            InfluenceRow(audit_id=key, grp=r["group"], **{k: v for k, v in r.items() if k != "group"})
+            InfluenceRow(audit_id=key, grp=r.group, **{k: v for k, v in encode(r).items() if k != "group"})
             for r in result.influence_rows()
         )
     return audit_id

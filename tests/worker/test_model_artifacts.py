@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -18,6 +18,7 @@ from app.audits.model_artifacts import store_model_artifact
 from app.core.db.tables import Audit, ModelArtifact
 from app.core.settings import Settings
 from bind_core import AuditConfig, Graph, TrainConfig, TrainedModel, run_audit, synthetic, train
+from bind_core.pipeline.results import EdgeRow, InfluenceRow
 
 torch.set_num_threads(1)
 
@@ -76,10 +77,10 @@ class _KeepingResult:
     def to_dict(self) -> dict[str, Any]:
         return {"metrics": {}, "influence_summary": None}
 
-    def influence_rows(self) -> list[dict[str, Any]]:
+    def influence_rows(self) -> list[InfluenceRow]:
         return []
 
-    def iter_edge_rows(self) -> Any:
+    def iter_edge_rows(self) -> Iterator[EdgeRow]:
         return iter(())
 
 

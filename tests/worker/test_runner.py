@@ -22,6 +22,9 @@ from app.core.db.tables import Audit, InfluenceRow
 from app.core.lease import LeaseLost
 from app.core.settings import Settings
 from bind_core import AuditConfig, ConfigError, Graph, synthetic
+from bind_core.codec import encode
+from bind_core.pipeline.results import EdgeRow
+from bind_core.pipeline.results import InfluenceRow as NodeRow
 
 Progress = Callable[[str, float], None]
 
@@ -36,26 +39,34 @@ class FakeModel:
 
 @dataclass
 class FakeResult:
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[NodeRow] = field(default_factory=list)
     model: FakeModel = field(default_factory=FakeModel)
     config: Any = field(default_factory=lambda: SimpleNamespace(to_dict=dict))  # the runner logs config.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         return {"metrics": {"accuracy": 0.75}, "influence_summary": None}
 
-    def influence_rows(self) -> list[dict[str, Any]]:
+    def influence_rows(self) -> list[NodeRow]:
         return self.rows
 
-    def iter_edge_rows(self) -> Iterator[dict[str, Any]]:
+    def iter_edge_rows(self) -> Iterator[EdgeRow]:
         return iter(())
 
 
-def rows(n: int) -> list[dict[str, Any]]:
+def rows(n: int) -> list[NodeRow]:
     return [
-        {"position": i, "node_index": 10 + i, "node_id": 100 + i, "group": i % 2, "label": 1, "delta": -0.1 * i,
-         "delta_sp": -0.05 * i, "delta_eo": -0.05 * i}
+        NodeRow(
+            position=i,
+            node_index=10 + i,
+            node_id=100 + i,
+            group=i % 2,
+            label=1,
+            delta=-0.1 * i,
+            delta_sp=-0.05 * i,
+            delta_eo=-0.05 * i,
+        )
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 _ENGINE: dict[str, Engine] = {}
@@ -140,8 +151,8 @@ def test_takeover_of_a_dead_attempt_replaces_its_rows(sessions, settings, new_au
     assert count_rows(sessions, audit_id) == 2
 
 
-def _db_row(row: dict[str, Any]) -> dict[str, Any]:
-    out = dict(row)
+def _db_row(row: NodeRow) -> dict[str, Any]:
+    out = encode(row)
     out["grp"] = out.pop("group")
     return out
 

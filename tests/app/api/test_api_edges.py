@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -19,11 +20,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.audits.repository import Claim, succeed
 from app.core.db.tables import Audit
 from app.core.lease import Lease
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.pipeline.results import EdgeRow, InfluenceRow
 from bind_core.reporting.exports import EDGE_COLUMNS
 
-Outcome = tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]
+Outcome = tuple[dict[str, Any], list[InfluenceRow], list[EdgeRow]]
 FAST: dict[str, Any] = {"training": {"epochs": 30}, "bootstrap": 0, "validation_sample": 0, "budgets": []}
 
 
@@ -93,14 +96,14 @@ def test_orders_and_pages(
 ) -> None:
     """Every stored edge comes back once per order; deltas rounded to one decimal tie often, to test the tie-break."""
     results, nodes, edges = outcome
-    tied = [{**e, "delta": round(e["delta"], 1)} for e in edges]
+    tied = [replace(e, delta=round(e.delta, 1)) for e in edges]
     audit_id = new_audit(client, auth, graph_id)
     store(sessions, audit_id, (results, nodes, tied))
-    harmful = sorted(tied, key=lambda r: (r["delta"], r["position"]))
-    assert len({r["delta"] for r in tied}) < len(tied)  # there are ties
+    harmful = [encode(r) for r in sorted(tied, key=lambda r: (r.delta, r.position))]
+    assert len({r.delta for r in tied}) < len(tied)  # there are ties
     assert walk(client, auth, audit_id, "harmful", limit) == harmful
     assert walk(client, auth, audit_id, "helpful", limit) == harmful[::-1]
-    assert walk(client, auth, audit_id, "edge", limit) == tied
+    assert walk(client, auth, audit_id, "edge", limit) == [encode(r) for r in tied]
 
 
 def test_the_default_page_is_the_most_harmful_edges_of_the_results(
@@ -148,14 +151,33 @@ def test_exports_and_report(client: TestClient, auth: dict[str, str], audit_id: 
     assert csv.status_code == 200 and csv.headers["content-type"].startswith("text/csv")
     table = pd.read_csv(io.StringIO(csv.text))
     assert tuple(table.columns) == EDGE_COLUMNS and len(table) == len(edges)
-    assert table["delta"].tolist() == [e["delta"] for e in edges]
+    assert table["delta"].tolist() == [e.delta for e in edges]
     parquet = client.get(f"/v1/audits/{audit_id}/edges.parquet", headers=auth)
     assert parquet.status_code == 200
-    assert pd.read_parquet(io.BytesIO(parquet.content)).to_dict("records") == edges
+    assert pd.read_parquet(io.BytesIO(parquet.content)).to_dict("records") == [encode(e) for e in edges]
     export = client.get(f"/v1/audits/{audit_id}/export", headers=auth).json()
     assert export["edges"]["edges"] == len(edges) and export["edges"]["top_harmful"]
     page = client.get(f"/v1/audits/{audit_id}/report", headers=auth).text
     assert 'id="edges"' in page and "Which connections carry the bias" in page
+
+
+def test_text_ids_are_stored_served_and_exported_as_given(
+    client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session], outcome: Outcome
+) -> None:
+    """Where the user's ids are text, the worker stores them (``node_key``, ``u_key``, ``v_key``) and every route
+    serves them as given: the pages, the CSV and Parquet exports, built from the typed rows read back."""
+    results, nodes, edges = outcome
+    nodes = [replace(n, node_id=f"0{n.node_index}") for n in nodes]
+    edges = [replace(e, u_id=f"0{e.u_index}", v_id=f"user {e.v_index}") for e in edges]
+    audit_id = new_audit(client, auth, graph_id)
+    store(sessions, audit_id, (results, nodes, edges))
+    assert walk(client, auth, audit_id, "edge", 200) == [encode(e) for e in edges]
+    table = pd.read_csv(io.StringIO(client.get(f"/v1/audits/{audit_id}/edges.csv", headers=auth).text), dtype=str)
+    assert table["u_id"].tolist() == [e.u_id for e in edges] and table["v_id"].tolist() == [e.v_id for e in edges]
+    parquet = client.get(f"/v1/audits/{audit_id}/edges.parquet", headers=auth)
+    assert pd.read_parquet(io.BytesIO(parquet.content)).to_dict("records") == [encode(e) for e in edges]
+    influence = client.get(f"/v1/audits/{audit_id}/influence.parquet", headers=auth)
+    assert pd.read_parquet(io.BytesIO(influence.content)).to_dict("records") == [encode(n) for n in nodes]
 
 
 def test_openapi_declares_the_routes(client: TestClient) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.db.tables import Audit, InfluenceRow
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.reporting.exports import INFLUENCE_COLUMNS
@@ -25,12 +26,12 @@ ROUTES = ("report", "influence.csv", "influence.parquet", "export", "profile")
 
 @pytest.fixture(scope="module")
 def outcome() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A tiny real audit's stored results and influence rows."""
+    """A tiny real audit's stored results and influence rows (as JSON)."""
     config = AuditConfig(
         training=TrainConfig(epochs=30), validation_sample=3, bootstrap=100, stability_seeds=(10, 11), stability_k=4
     )
     result = run_audit(synthetic(120, seed=0, train_per_class=20), config)
-    return json.loads(json.dumps(result.to_dict())), result.influence_rows()
+    return json.loads(json.dumps(result.to_dict())), [encode(r) for r in result.influence_rows()]
 
 
 def finish(sessions: sessionmaker[Session], audit_id: str, results: dict[str, Any], rows: list[dict[str, Any]]) -> None:

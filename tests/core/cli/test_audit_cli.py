@@ -50,7 +50,7 @@ def test_run_audit_produces_every_block() -> None:
     assert "negative" in doc["sign_convention"]
     assert list(dict.fromkeys(stages)) == ["training", "metrics", "influence", "debiasing", "validation"]
     rows = result.influence_rows()
-    assert [r["position"] for r in rows] == list(range(graph.train_idx.numel()))
+    assert [r.position for r in rows] == list(range(graph.train_idx.numel()))
     assert all(r["delta"] < 0 for r in doc["top_harmful"])
 
 

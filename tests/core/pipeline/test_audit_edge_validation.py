@@ -59,12 +59,12 @@ def test_the_sample_tracks_reoptimisation(audited: AuditResult, graph: Graph) ->
     assert check["pearson"] is not None and check["pearson"] >= 0.95, check["pearson"]
     assert check["spearman"] is not None and check["slope"] is not None and "undefined" not in check
     assert check["noise_floor"] is not None and 0 <= check["clear_of_noise"] <= 1
-    rows = {(r["u_index"], r["v_index"]): r for r in audited.edge_rows()}
+    rows = {(r.u_index, r.v_index): r for r in audited.edge_rows()}
     est, act = [], []
     for p in check["points"]:
         row = rows[(p["u"], p["v"])]  # a real edge, its estimate the attribution's own
-        assert row["affects"] and (p["u_id"], p["v_id"]) == (row["u_id"], row["v_id"])
-        assert p["estimated"] == pytest.approx([row["delta"], row["delta_sp"], row["delta_eo"]], rel=1e-9, abs=1e-15)
+        assert row.affects and (p["u_id"], p["v_id"]) == (row.u_id, row.v_id)
+        assert p["estimated"] == pytest.approx([row.delta, row.delta_sp, row.delta_eo], rel=1e-9, abs=1e-15)
         est.append(p["estimated"][0])
         act.append(p["actual"][0])
     assert check["pearson"] == pytest.approx(float(np.corrcoef(est, act)[0, 1]), rel=1e-9)

@@ -6,6 +6,7 @@ the report draws it, the exports carry it and the command line prints it."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 from bind_core.cli import main
+from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.errors import AuditCancelled
@@ -57,16 +59,16 @@ def test_the_section_attributes_every_edge_with_the_estimators_values(graph: Gra
     fresh = estimate_edges(audited.model, graph, lam=audited.config.lam)
     assert torch.equal(fresh.edges, edges)
     rows = audited.edge_rows()
-    assert [r["position"] for r in rows] == list(range(edges.shape[0]))
-    assert [[r["u_index"], r["v_index"]] for r in rows] == edges.tolist()
-    got = torch.tensor([r["delta"] for r in rows], dtype=torch.float64)
+    assert [r.position for r in rows] == list(range(edges.shape[0]))
+    assert [[r.u_index, r.v_index] for r in rows] == edges.tolist()
+    got = torch.tensor([r.delta for r in rows], dtype=torch.float64)
     assert torch.allclose(got, fresh.delta.double(), rtol=1e-6, atol=1e-9)
     assert section["affecting"] == int(fresh.affects.sum())
     assert section["harmful"] == int((got < 0).sum()) and section["helpful"] == int((got > 0).sum())
     sens = graph.sens
     for r in rows:
-        assert r["within_group"] == (int(sens[r["u_index"]]) == int(sens[r["v_index"]]))
-        assert (r["u_group"], r["v_group"]) == (int(sens[r["u_index"]]), int(sens[r["v_index"]]))
+        assert r.within_group == (int(sens[r.u_index]) == int(sens[r.v_index]))
+        assert (r.u_group, r.v_group) == (int(sens[r.u_index]), int(sens[r.v_index]))
 
 
 def test_the_stage_in_small_parts_gives_the_same_estimates(
@@ -141,24 +143,24 @@ def test_the_top_edges_are_the_most_harmful_and_helpful_in_order(audited: AuditR
     assert 0 < len(harmful) <= 10 and 0 < len(helpful) <= 10
     deltas = [r["delta"] for r in harmful]
     assert deltas == sorted(deltas) and all(d < 0 for d in deltas)
-    assert deltas[0] == min(r["delta"] for r in rows)
+    assert deltas[0] == min(r.delta for r in rows)
     assert [r["delta"] for r in helpful] == sorted((r["delta"] for r in helpful), reverse=True)
-    assert helpful[0]["delta"] == max(r["delta"] for r in rows)
-    by_position = {r["position"]: r for r in rows}
+    assert helpful[0]["delta"] == max(r.delta for r in rows)
+    by_position = {r.position: r for r in rows}
     for listed in harmful + helpful:
-        assert listed == {k: v for k, v in by_position[listed["position"]].items() if k != "affects"}
+        assert listed == {k: v for k, v in encode(by_position[listed["position"]]).items() if k != "affects"}
 
 
 def test_the_cross_group_summary_is_the_share_of_harm_on_cross_group_edges(audited: AuditResult) -> None:
     cross = _stored(audited)["edges"]["cross_group"]
     rows = audited.edge_rows()
-    across = [r for r in rows if not r["within_group"]]
-    harm = sum(-r["delta"] for r in rows if r["delta"] < 0)
+    across = [r for r in rows if not r.within_group]
+    harm = sum(-r.delta for r in rows if r.delta < 0)
     assert cross["edges"] == len(across)
     assert cross["edge_share"] == pytest.approx(len(across) / len(rows))
-    affecting = [r for r in rows if r["affects"]]
-    assert cross["affecting_share"] == pytest.approx(sum(not r["within_group"] for r in affecting) / len(affecting))
-    assert cross["harm_share"] == pytest.approx(sum(-r["delta"] for r in across if r["delta"] < 0) / harm)
+    affecting = [r for r in rows if r.affects]
+    assert cross["affecting_share"] == pytest.approx(sum(not r.within_group for r in affecting) / len(affecting))
+    assert cross["harm_share"] == pytest.approx(sum(-r.delta for r in across if r.delta < 0) / harm)
     assert cross["harm_ratio"] == pytest.approx(cross["harm_share"] / cross["affecting_share"])
 
 
@@ -183,7 +185,7 @@ def test_a_two_layer_model_is_attributed_by_damped_steps(graph: Graph) -> None:
     direct = estimate_edges_deep(result.model, graph, lam=config.lam)
     rows = result.edge_rows()
     assert len(rows) == graph.num_edges
-    assert [r["delta"] for r in rows] == pytest.approx(direct.delta.tolist(), rel=1e-6, abs=1e-12)
+    assert [r.delta for r in rows] == pytest.approx(direct.delta.tolist(), rel=1e-6, abs=1e-12)
     assert AuditResults.from_dict(doc).to_dict() == doc
     assert "Estimate: damped steps" in render_report(doc)
 
@@ -211,9 +213,9 @@ def test_the_exports_carry_every_edge(audited: AuditResult) -> None:
     rows = audited.edge_rows()
     table = list(csv.DictReader(io.StringIO(edges_csv(rows).decode("utf-8"))))
     assert len(table) == len(rows) and tuple(table[0]) == EDGE_COLUMNS
-    assert float(table[5]["delta"]) == rows[5]["delta"] and table[5]["within_group"] in ("true", "false")
+    assert float(table[5]["delta"]) == rows[5].delta and table[5]["within_group"] in ("true", "false")
     parquet = pq.read_table(io.BytesIO(edges_parquet(rows))).to_pylist()
-    assert parquet == rows
+    assert parquet == [encode(r) for r in rows]
     card = model_card(_stored(audited))
     assert card["edges"]["edges"] == len(rows) and card["edges"]["top_harmful"]
 
@@ -226,3 +228,22 @@ def test_the_command_line_prints_the_top_edges(capsys: pytest.CaptureFixture[str
     assert "edges (ΔΓ if the edge were deleted" in out and "cross-group edges:" in out
     line = next(x for x in out.splitlines() if x.startswith("  most harmful: ") and "–" in x)
     assert line.count("–") == 3
+
+
+def test_text_ids_stay_as_the_user_wrote_them(graph: Graph) -> None:
+    """A node table whose id column holds text: every edge's row, the section's lists, the JSON and the exports name
+    the endpoints by those ids, as written (``"007"`` stays text, ``"user-3"`` does not crash)."""
+    keys = tuple(f"00{i}" if i % 2 else f"user-{i}" for i in range(graph.num_nodes))
+    keyed = dataclasses.replace(graph, node_keys=keys, node_id_column="uid")
+    result = run_audit(keyed, AuditConfig.from_dict({**FAST, "edges": True}))
+    rows = result.edge_rows()
+    assert rows and all((r.u_id, r.v_id) == (keys[r.u_index], keys[r.v_index]) for r in rows)
+    assert list(result.iter_edge_rows()) == rows
+    section = _stored(result)["edges"]
+    for listed in section["top_harmful"] + section["top_helpful"]:
+        assert (listed["u_id"], listed["v_id"]) == (keys[listed["u_index"]], keys[listed["v_index"]])
+    table = list(csv.DictReader(io.StringIO(edges_csv(rows).decode("utf-8"))))
+    assert [(t["u_id"], t["v_id"]) for t in table] == [(r.u_id, r.v_id) for r in rows]
+    assert pq.read_table(io.BytesIO(edges_parquet(rows))).to_pylist() == [encode(r) for r in rows]
+    nodes = result.influence_rows()
+    assert [n.node_id for n in nodes] == [keys[i] for i in keyed.train_idx.tolist()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -15,22 +16,31 @@ import pandas as pd
 import pytest
 from markupsafe import escape
 
-from bind_core.codec import ResultFormatError
+from bind_core.codec import ResultFormatError, encode
 from bind_core.data.datasets import synthetic
 from bind_core.explain.summary import profile_lines
 from bind_core.pipeline.audit import AuditConfig, run_audit
-from bind_core.pipeline.results import AuditResults
-from bind_core.reporting.exports import INFLUENCE_COLUMNS, csv_cell, influence_csv, influence_parquet, model_card
+from bind_core.pipeline.results import AuditResults, EdgeRow, InfluenceRow
+from bind_core.reporting.exports import (
+    EDGE_COLUMNS,
+    INFLUENCE_COLUMNS,
+    csv_cell,
+    edges_csv,
+    influence_csv,
+    influence_parquet,
+    model_card,
+)
 from bind_core.reporting.report import render_report
 from bind_core.reporting.text import render
 from bind_core.training.fit import TrainConfig
 
 SECTIONS = ("verdict", "warnings", "metrics", "groups", "influence", "top-harmful", "stability", "trust", "debiasing")
 CHROMIUM = Path("/usr/bin/chromium")
+Audited = tuple[dict[str, Any], list[InfluenceRow]]
 
 
 @pytest.fixture(scope="module")
-def audit() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def audit() -> Audited:
     """``(results, influence_rows)`` of a real audit, through JSON as the service stores them."""
     config = AuditConfig(
         training=TrainConfig(epochs=30), validation_sample=5, bootstrap=200, stability_seeds=(10, 11), stability_k=5
@@ -40,7 +50,7 @@ def audit() -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 @pytest.fixture(scope="module")
-def page(audit: tuple[dict[str, Any], list[dict[str, Any]]]) -> str:
+def page(audit: Audited) -> str:
     return render_report(*audit, meta={"audit": "<script>alert(1)</script>"})
 
 
@@ -90,10 +100,10 @@ def test_report_is_one_offline_page(page: str) -> None:
     assert "95% CI [" in page and "Pearson" in page and "Spearman" in page
 
 
-def test_report_shows_the_data(page: str, audit: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+def test_report_shows_the_data(page: str, audit: Audited) -> None:
     results, rows = audit
-    worst = min(rows, key=lambda r: r["delta"])
-    assert f"<td>{worst['node_id']}</td>" in page and f"{worst['delta']:.4f}" in page
+    worst = min(rows, key=lambda r: r.delta)
+    assert f"<td>{worst.node_id}</td>" in page and f"{worst.delta:.4f}" in page
     for warning in results["warnings"]:
         assert str(escape(warning)) in page  # Jinja2's escaping (&#39; for a quote where html.escape has &#x27;)
     for run in results["debiasing"]:
@@ -111,7 +121,7 @@ def test_report_shows_the_data(page: str, audit: tuple[dict[str, Any], list[dict
         str(escape(line)) in page for line in summary["text"].splitlines()
     )
     labels = results["graph"]["group_labels"]
-    assert f"<td>{worst['node_id']}</td><td>{labels[worst['group']]}</td>" in page
+    assert f"<td>{worst.node_id}</td><td>{labels[worst.group]}</td>" in page
     assert results["graph"]["node_id_meaning"] in page
 
 
@@ -202,23 +212,50 @@ def test_csv_cell_escapes_only_formula_strings(value: Any, expected: Any) -> Non
     assert csv_cell(value) == expected
 
 
-def test_influence_csv(audit: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+def test_influence_csv(audit: Audited) -> None:
     rows = audit[1]
     text = influence_csv(rows).decode()
     assert text.splitlines()[0] == ",".join(INFLUENCE_COLUMNS) and "\r\n" in text
     frame = pd.read_csv(io.StringIO(text))
     assert len(frame) == len(rows) and frame["delta"].dtype == "float64" and (frame["delta"] < 0).any()
-    assert frame["delta"].tolist() == [r["delta"] for r in rows]  # negative numbers stay numbers, exactly
-    hostile = influence_csv([{**rows[0], "node_id": "=HYPERLINK(1)", "group": "@g"}]).decode()
-    assert ",'=HYPERLINK(1)," in hostile and ",'@g," in hostile
+    assert frame["delta"].tolist() == [r.delta for r in rows]  # negative numbers stay numbers, exactly
+    hostile = influence_csv([dataclasses.replace(rows[0], node_id="=HYPERLINK(1)")]).decode()
+    assert ",'=HYPERLINK(1)," in hostile
 
 
-def test_influence_parquet_round_trip(audit: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+def test_influence_parquet_round_trip(audit: Audited) -> None:
     rows = audit[1]
     frame = pd.read_parquet(io.BytesIO(influence_parquet(rows)))
     assert list(frame.columns) == list(INFLUENCE_COLUMNS)
-    assert frame.to_dict("records") == rows
+    assert frame.to_dict("records") == [encode(r) for r in rows]
     assert str(frame["node_id"].dtype) == "int64" and str(frame["delta"].dtype) == "float64"
+
+
+def test_a_rows_json_keys_are_the_export_columns(audit: Audited) -> None:
+    """``encode`` of a row (the CLI's JSON, the API's items) has exactly the CSV and Parquet columns, in order: the
+    node rows' and the edge rows' (which carry ``affects`` and never ``settled``)."""
+    node = audit[1][0]
+    assert tuple(encode(node)) == INFLUENCE_COLUMNS
+    assert influence_csv([node]).decode().splitlines()[0] == ",".join(INFLUENCE_COLUMNS)
+    edge = EdgeRow(
+        position=0,
+        u_index=1,
+        v_index=2,
+        u_id="a",
+        v_id=7,
+        u_group=0,
+        v_group=1,
+        within_group=False,
+        affects=True,
+        delta=-0.5,
+        delta_sp=-0.25,
+        delta_eo=-0.75,
+    )
+    assert tuple(encode(edge)) == EDGE_COLUMNS and "settled" not in EDGE_COLUMNS
+    assert edges_csv([edge]).decode().splitlines() == [
+        ",".join(EDGE_COLUMNS),
+        "0,1,2,a,7,0,1,false,true,-0.5,-0.25,-0.75",
+    ]
 
 
 def test_model_card(audit: tuple[dict[str, Any], Any]) -> None:
@@ -355,7 +392,11 @@ def test_report_reads_old_and_new_documents_alike(audit: tuple[dict[str, Any], A
         assert _section(old_page, ident) == _section(new_page, ident), ident
     assert "every model was" not in _section(old_page, "debiasing")  # no retraining recorded: nothing claimed
     assert render_report(AuditResults.from_dict(results)) == new_page
-    written = results | {"config": {"epochs": 30}, "influence": audit[1], "ingest": {"rows": 300}}  # --json's extras
+    written = results | {
+        "config": {"epochs": 30},
+        "influence": [encode(r) for r in audit[1]],
+        "ingest": {"rows": 300},
+    }  # --json's extras
     assert render_report(written) == new_page
     with pytest.raises(ResultFormatError, match=r"results\.metrics"):
         render_report(dict(results, metrics={}))
@@ -370,7 +411,7 @@ class _Stored:
     def typed(self) -> AuditResults:
         return AuditResults.from_dict(self.doc)
 
-    def edge_rows(self) -> list[dict[str, Any]]:
+    def edge_rows(self) -> list[EdgeRow]:
         return []
 
 
