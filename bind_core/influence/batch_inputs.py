@@ -6,12 +6,14 @@ the losses it keeps, its blocks' values)."""
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from bind_core.data.sparse import Adjacency
+from bind_core.influence.reduce import Reduction
 from bind_core.influence.step import Stepper
 from bind_core.models.propagation import GraphInputs
 
@@ -130,13 +132,26 @@ class BatchInputs:
     def gather(cls, stepper: Stepper, sets: list[list[int]]) -> BatchInputs:
         """Reduce the graph for each set of training positions (:meth:`GraphReducer.reduce`, one at a time) and
         stack what each member's passes read."""
+        indices = [torch.tensor(positions, dtype=torch.long) for positions in sets]
+        train_idx = stepper.fm.graph.train_idx
+        return cls._stacked(stepper, ((stepper.reducer.reduce(train_idx[index]), index) for index in indices))
+
+    @classmethod
+    def gather_edges(cls, stepper: Stepper, edges: list[Tensor]) -> BatchInputs:
+        """Reduce the graph for each set of undirected edges (``[k, 2]`` each, :meth:`GraphReducer.reduce_edges`)
+        and stack what each member's passes read: no loss is removed, only the reduced graph's values change."""
+        none = torch.zeros(0, dtype=torch.long)
+        return cls._stacked(stepper, ((stepper.reducer.reduce_edges(pairs), none) for pairs in edges))
+
+    @classmethod
+    def _stacked(cls, stepper: Stepper, members: Iterable[tuple[Reduction, Tensor]]) -> BatchInputs:
+        """Stack each member's inputs: its reduction of the graph and the training positions whose losses it
+        removes (made one at a time: a reduction's whole-graph values are dropped once its parts are stacked)."""
         assert stepper.view is not None and stepper.first is not None
         structures = Structures.of(stepper)
         columns: list[list[Tensor]] = [[] for _ in range(9)]
         device = stepper.fm.device
-        for positions in sets:
-            index = torch.tensor(positions, dtype=torch.long)
-            reduction = stepper.reducer.reduce(stepper.fm.graph.train_idx[index])
+        for reduction, index in members:
             part = stepper.view(reduction)
             full = reduction.inputs
             assert part.adjacency is not None and full.adjacency is not None and reduction.changed is not None

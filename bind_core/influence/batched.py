@@ -17,6 +17,7 @@ Made for the computation-graph path of multi-layer GCN, GIN and SAGE (:attr:`Ste
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -87,6 +88,22 @@ def delete_many(stepper: Stepper, sets: list[list[int]]) -> list[Deletion]:
     return [stepper.delete(positions) for positions in sets]
 
 
+def delete_edges_many(stepper: Stepper, edges: list[Tensor]) -> list[Deletion]:
+    """:meth:`Stepper.delete_edges` of each set of undirected edges (``[k, 2]`` each): in one batch
+    (:func:`settle_edge_batch`) where the stepper supports it and there is more than one set, else one at a time.
+
+    Args:
+        stepper: the model's stepper.
+        edges: the sets of edges, each deleted on its own.
+
+    Returns:
+        One :class:`~bind_core.influence.step.Deletion` per set, in order.
+    """
+    if len(edges) > 1 and batchable(stepper):
+        return settle_edge_batch(stepper, edges)
+    return [stepper.delete_edges(pairs) for pairs in edges]
+
+
 def settle_batch(stepper: Stepper, sets: list[list[int]]) -> list[Deletion]:
     """Settle the deletion of each set of training positions in ``sets`` (:meth:`Stepper.delete`, each set on its own
     ``G − S``), all in one batched pass per chord round.
@@ -98,11 +115,32 @@ def settle_batch(stepper: Stepper, sets: list[list[int]]) -> list[Deletion]:
     Returns:
         One :class:`Deletion` per set, in order.
     """
+    return _settle(stepper, BatchInputs.gather(stepper, sets), lambda k: stepper.delete(sets[k]))
 
+
+def settle_edge_batch(stepper: Stepper, edges: list[Tensor]) -> list[Deletion]:
+    """Settle the deletion of each set of undirected edges (:meth:`Stepper.delete_edges`, each on its own ``G − e``),
+    all in one batched pass per chord round: an edge deletion only rewrites the reduced graph's values
+    (:meth:`~bind_core.influence.reduce.GraphReducer.reduce_edges`) and removes no loss. A member the chord steps
+    leave above ``tol``, or with a test decided within rounding, is settled again alone by
+    :meth:`Stepper.delete_edges` (whose L-BFGS finish takes over where the chord steps stall).
+
+    Args:
+        stepper: the model's stepper (with a computation-graph view and a first-layer cache).
+        edges: ``[k, 2]`` undirected edges, one tensor per deletion.
+
+    Returns:
+        One :class:`Deletion` per set, in order.
+    """
+    return _settle(stepper, BatchInputs.gather_edges(stepper, edges), lambda k: stepper.delete_edges(edges[k]))
+
+
+def _settle(stepper: Stepper, batch: BatchInputs, alone: Callable[[int], Deletion]) -> list[Deletion]:
+    """Settle every member of ``batch`` in lockstep; ``alone(k)`` settles member ``k`` by itself (the exactness
+    guard's path)."""
     fm, m = stepper.fm, stepper.m
-    batch = BatchInputs.gather(stepper, sets)
     objective = BatchedObjective(stepper, batch)
-    size = len(sets)
+    size = int(batch.rest.shape[0])
     hat = fm.theta.expand(size, -1).clone()
     value, grad = objective(hat, None, at_hat=True)
     assert objective.rows is not None
@@ -135,7 +173,7 @@ def settle_batch(stepper: Stepper, sets: list[list[int]]) -> list[Deletion]:
     # sequential path's to the bit (on Income, 2 of 1000 deletions had moved by 4·10⁻⁸ of the largest ΔΓ).
     again = [k for k, out in enumerate(settled) if out.residual > stepper.tol or bool(close[k])]
     for k in again:
-        settled[k] = stepper.delete(sets[k])
+        settled[k] = alone(k)
     return settled
 
 

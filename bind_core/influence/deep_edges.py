@@ -42,6 +42,7 @@ from torch import Tensor
 
 from bind_core.data.graph import Graph, positions
 from bind_core.errors import ConfigError
+from bind_core.influence.batched import batch_size, delete_edges_many
 from bind_core.influence.edges import EdgeInfluenceResult, checked_edges
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, estimate_targets
 from bind_core.influence.incremental import DeletionSpec, IncrementalBatch, layer_spec, union_batches
@@ -145,6 +146,7 @@ def estimate_edges_deep(
     stepper: Stepper | None = None,
     max_rows: int = 20_000,
     progress: Callable[[float], None] | None = None,
+    batch_bytes: int | None = None,
 ) -> EdgeInfluenceResult:
     """ΔΓ of deleting each edge of a multi-layer or attention model (module docstring): the damped first-order
     value of every edge, then damped steps with Γ exact for the ``settle`` most harmful and most helpful ones.
@@ -157,6 +159,8 @@ def estimate_edges_deep(
         stepper: the node estimate's :class:`Stepper` for this model (its damped inverse is reused); made here
             if None.
         progress: ``progress(fraction)``.
+        batch_bytes: the memory budget of one batch of edge deletions settled together, as for nodes
+            (:func:`~bind_core.influence.batched.batch_size`; ``None``: the device's default; 0: one at a time).
     """
     if settle < 0:
         raise ConfigError(f"settle: {settle!r} must be >= 0")
@@ -172,7 +176,7 @@ def estimate_edges_deep(
     if progress is not None:
         progress(0.5)
     t2 = time.perf_counter()
-    settled = _settle_ends(stepper, und, terms, lam, settle, progress)
+    settled = _settle_ends(stepper, und, terms, lam, settle, progress, batch_bytes)
     timings["settle"] = time.perf_counter() - t2
     return _result(stepper, und, lam, terms, settled, timings)
 
@@ -235,25 +239,29 @@ def _settle_ends(
     lam: float,
     settle: int,
     progress: Callable[[float], None] | None,
+    batch_bytes: int | None = None,
 ) -> _Settled:
     """Settle the ``settle`` most harmful and most helpful edges by the values so far, in rounds, until those at
     both ends are all settled (:data:`SETTLE_ROUNDS` times ``2·settle`` edges at most); ``progress`` runs from
-    0.5 to 1."""
+    0.5 to 1. A round's edges are settled in batches of :func:`~bind_core.influence.batched.batch_size`
+    (``batch_bytes``): the round's picks are chosen before any of them is settled, so the batches change no pick."""
     first, affects = terms.first, terms.affects
     exact = first.clone()
     settled = torch.zeros(edges.shape[0], dtype=torch.bool)
     residual = torch.zeros(edges.shape[0], dtype=torch.float64)
     total = lam * first[:, 0] + (1 - lam) * first[:, 1]
+    size = batch_size(stepper, batch_bytes)
     done = 0
     while done < SETTLE_ROUNDS * 2 * settle:  # until the top `settle` at each end, by the values so far, are settled
         picks = [pos for pos in _ends(total, affects, settle) if not settled[pos]]
         if not picks:
             break
-        for pos in picks:
-            out = stepper.delete_edges(edges[pos : pos + 1])
-            exact[pos], settled[pos], residual[pos] = out.delta.double(), True, out.residual
-            total[pos] = lam * exact[pos, 0] + (1 - lam) * exact[pos, 1]
-            done += 1
+        for start in range(0, len(picks), size):
+            chunk = picks[start : start + size]
+            for pos, out in zip(chunk, delete_edges_many(stepper, [edges[p : p + 1] for p in chunk]), strict=True):
+                exact[pos], settled[pos], residual[pos] = out.delta.double(), True, out.residual
+                total[pos] = lam * exact[pos, 0] + (1 - lam) * exact[pos, 1]
+            done += len(chunk)
             if progress is not None:
                 progress(0.5 + 0.5 * min(done / (2 * settle), 1.0))
     return _Settled(exact, settled, residual)

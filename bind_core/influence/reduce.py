@@ -107,6 +107,38 @@ class GraphReducer:
         degree[drop] = 1.0 if self.arch == "gcn" else 0.0
         r, c = self.row[affected], self.col[affected]
         alive = (~(in_s[r] | in_s[c]) | (r == c)).to(dtype)
+        return self._reduced(affected, alive, degree)
+
+    def reduce_edges(self, pairs: Tensor) -> Reduction:
+        """The inputs of ``G − pairs`` (undirected edges, ``[k, 2]``: both directions go), as :meth:`reduce` gives
+        those of ``G − S``: the edges' entries become explicit zeros, and the entries whose value depends on an
+        endpoint's degree are recomputed (GCN: the endpoints' rows and columns; SAGE: their rows; GIN: the
+        edges' entries only, within the endpoints' rows).
+
+        Args:
+            pairs: the edges, each an existing edge of the graph.
+
+        Returns:
+            The reduced inputs, the rows whose aggregated features changed and the entries rewritten.
+        """
+        if self.arch == "gat":
+            raise ValueError("a GAT's deletions mask edges; its reducer rewrites no values")
+        n, dtype = self.n, self.fm.theta.dtype
+        pairs = torch.as_tensor(pairs, dtype=torch.long, device=self.col.device).reshape(-1, 2)
+        own = row_entries(self.crow, torch.unique(pairs.reshape(-1)))[1]  # the endpoints' rows
+        gone = torch.cat([pairs[:, 0] * n + pairs[:, 1], pairs[:, 1] * n + pairs[:, 0]])
+        removed = own[torch.isin(self.row[own] * n + self.col[own], gone) & (self.row[own] != self.col[own])]
+        degree = self.count.to(dtype).clone()
+        degree.index_add_(0, self.row[removed], torch.full((removed.numel(),), -1.0, dtype=dtype, device=own.device))
+        affected = torch.unique(torch.cat([own, self.mirror[own]])) if self.arch == "gcn" else own
+        alive = (~torch.isin(affected, removed)).to(dtype)
+        return self._reduced(affected, alive, degree)
+
+    def _reduced(self, affected: Tensor, alive: Tensor, degree: Tensor) -> Reduction:
+        """The reduction whose rewritten entries are ``affected``: kept where ``alive`` (1, else an explicit 0),
+        normalised with the reduced graph's ``degree`` (GCN's self-loops counted)."""
+        fm, n = self.fm, self.n
+        r, c = self.row[affected], self.col[affected]
         if self.arch == "gcn":
             dinv = degree.pow(-0.5)
             new = alive * dinv[r] * dinv[c]

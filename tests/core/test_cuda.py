@@ -83,3 +83,27 @@ def test_batched_deletions_on_gpu_equal_one_at_a_time() -> None:
     for got, expected in ((batched.delta, sequential.delta), (batched.weights, sequential.weights)):
         assert got is not None and expected is not None
         assert float((got - expected).abs().max()) <= 1e-10 * float(expected.abs().max())
+
+
+def test_batched_edge_deletions_on_gpu_equal_one_at_a_time() -> None:
+    """The settled edges of a two-layer GCN's audit (:func:`~bind_core.influence.deep_edges.estimate_edges_deep`) in
+    batches (the device's default budget) equal those settled one at a time on the GPU too, to 1e-10 of the
+    largest."""
+    from bind_core.influence.batched import batch_size
+    from bind_core.influence.deep_edges import estimate_edges_deep
+    from bind_core.influence.edges import undirected_edges
+    from bind_core.influence.functional import FunctionalModel
+    from bind_core.influence.step import Stepper
+
+    graph = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
+    model = _on_gpu(train(graph, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8)))
+    stepper = Stepper.build(FunctionalModel.from_trained(model, graph))
+    assert batch_size(stepper) > 1
+    edges = undirected_edges(graph)
+    train_mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
+    train_mask[graph.train_idx] = True
+    edges = edges[train_mask[edges[:, 0]] | train_mask[edges[:, 1]]][:80]
+    one = estimate_edges_deep(model, graph, edges=edges, settle=4, stepper=stepper, batch_bytes=0)
+    many = estimate_edges_deep(model, graph, edges=edges, settle=4, stepper=stepper)
+    assert one.settled is not None and many.settled is not None and torch.equal(one.settled, many.settled)
+    assert float((many.delta - one.delta).abs().max()) <= 1e-10 * float(one.delta.abs().max())
