@@ -35,16 +35,25 @@ budget is small (2 to 4 deletions of the benchmarks' graphs); on a GPU a deletio
 host's synchronisations, which a batch shares, so it is large. Other devices take the CPU's."""
 
 
-def default_batch_bytes(device: torch.device) -> int:
-    """The default budget for a model on ``device`` (:data:`BATCH_BYTES`).
+EDGE_BATCH_BYTES = {"cpu": 0, "cuda": 4 * 2**30}
+"""The default budget for the settled edges (:func:`~bind_core.influence.deep_edges.estimate_edges_deep`): one at a
+time on a CPU, where the extreme edges mostly use every chord step without settling and are settled again alone, so a
+batch costs more than it saves (docs/SCALE.md: 25–55% more CPU in batches of 2–8, break-even at 40); as for nodes on a
+GPU."""
+
+
+def default_batch_bytes(device: torch.device, *, edges: bool = False) -> int:
+    """The default budget for a model on ``device`` (:data:`BATCH_BYTES`; :data:`EDGE_BATCH_BYTES` for ``edges``).
 
     Args:
         device: the model's device.
+        edges: the budget of edge deletions rather than node deletions.
 
     Returns:
-        Bytes one batch may hold.
+        Bytes one batch may hold (0: one at a time).
     """
-    return BATCH_BYTES.get(device.type, BATCH_BYTES["cpu"])
+    table = EDGE_BATCH_BYTES if edges else BATCH_BYTES
+    return table.get(device.type, table["cpu"])
 
 
 def batch_size(stepper: Stepper, budget: int | None = None) -> int:
