@@ -15,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 from bind_core.cli_errors import cli_text, flag
-from bind_core.codec import encode
+from bind_core.codec import encode, json_safe
 from bind_core.data import datasets
 from bind_core.data.datasets.features import MAX_CATEGORIES
 from bind_core.data.datasets.ingest_report import IngestReport
@@ -27,7 +27,6 @@ from bind_core.pipeline.audit import STAGES, AuditConfig, AuditResult, run_audit
 from bind_core.pipeline.config import DEBIAS_RETRAIN
 from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.pipeline.results import SuppliedModel
-from bind_core.reporting.exports import json_safe
 from bind_core.reporting.mlflow_log import log_audit
 from bind_core.reporting.text import render, render_supplied
 from bind_core.training.fit import TrainConfig, TrainedModel

@@ -12,13 +12,15 @@ without one refuses unknown keys. Values are never converted: the JSON's numbers
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, TypeVar, Union
 
 from bind_core.errors import ConfigError
 
-__all__ = ["EXTRA", "Encoded", "ResultFormatError", "decode", "encode", "json_name", "key", "open_keys"]
+__all__ = ["EXTRA", "Encoded", "ResultFormatError", "decode", "encode", "json_name", "json_safe", "key", "open_keys"]
 
 EXTRA = "extra"
 """The field that holds an open class's unnamed keys."""
@@ -165,3 +167,22 @@ class Encoded:
             ``None`` absent); what the class's ``from_dict`` reads back.
         """
         return encode(self)
+
+
+def json_safe(value: object) -> object:
+    """``value`` (an encoded document) with every NaN or infinity replaced by ``None``: strict JSON has neither, and
+    Postgres refuses them in JSON columns.
+
+    Args:
+        value: a JSON-ready value (objects, lists, tuples, scalars).
+
+    Returns:
+        The same value, non-finite floats as ``None``, tuples as lists, keys as strings.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value

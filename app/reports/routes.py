@@ -19,6 +19,7 @@ from app.reports.schemas import AuditExport, ProfileRead
 from app.reports.service import all_edge_rows, all_influence_rows, audit_profile, succeeded_audit
 from app.tenants.deps import ViewerTenant
 from app.trail.record import trailed
+from bind_core.codec import json_safe
 from bind_core.reporting import edges_csv, edges_parquet, influence_csv, influence_parquet, model_card, render_report
 
 router = APIRouter(prefix="/audits", tags=["reports"])
@@ -112,13 +113,13 @@ def read_edges_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerT
     responses=_ERRORS,
     dependencies=[trailed("export.model_card", "/audits/{audit_id}")],
 )
-def read_export(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> dict[str, Any]:
+def read_export(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> object:
     """The audit as a model card's quantitative analysis: each metric with its slice (``test`` or ``group=g``)
     and, where computed, its confidence interval; plus the influence summary, debiasing, validation and, when the
     audit asked for them, the edges."""
     audit = succeeded_audit(session, tenant, audit_id)
     assert audit.results is not None
-    return model_card(audit.results, audit_id=str(audit.id))
+    return json_safe(model_card(audit.results, audit_id=str(audit.id)).to_dict())
 
 
 @router.get(

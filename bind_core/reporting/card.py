@@ -1,7 +1,7 @@
 """The audit as a model card's quantitative analysis (Mitchell et al., 2019; the Model Card Toolkit's
 ``quantitative_analysis.performance_metrics``), plus BIND's own blocks, typed: :func:`build_model_card` builds a
-:class:`ModelCard` from the typed results, :func:`model_card` encodes it once as the JSON document that leaves the
-library (the service's export, a file)."""
+:class:`ModelCard` from the typed results (:func:`~bind_core.reporting.exports.model_card` from stored JSON too); its
+``to_dict()`` is the JSON document that leaves the library (the service's export, a file)."""
 
 # ruff: noqa: RUF009  (key() returns dataclasses.field(...): fields with metadata, not shared defaults)
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bind_core.codec import key
+from bind_core.codec import Encoded, key
 from bind_core.data.records import GraphSummary
 from bind_core.debiasing.records import AgainstRandom, Correlation, DebiasingRow, RetrainRecipe
 from bind_core.fairness.records import GroupMetrics, Interval, Intervals, Metrics, MetricValues, TestMetrics
@@ -147,7 +147,7 @@ class CardValidation:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelCard:
+class ModelCard(Encoded):
     """The model card document (:data:`EXPORT_FORMAT`)."""
 
     format: str = key("string: the document's format")

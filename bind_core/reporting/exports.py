@@ -3,9 +3,9 @@ model card's quantitative analysis.
 
 Pure functions over the audit's typed rows (:class:`~bind_core.influence.records.InfluenceRow` of
 ``AuditResult.influence_rows()``, :class:`~bind_core.influence.edge_records.EdgeRow` of ``AuditResult.edge_rows()``)
-and its results (:class:`AuditResults`, or the JSON of ``AuditResult.to_dict()``); they return bytes or JSON-ready
-dicts and touch no file, network or database. A row's columns are its JSON keys (:func:`bind_core.codec.encode`), in
-the same order.
+and its results (:class:`AuditResults`, or the JSON of ``AuditResult.to_dict()``); they return bytes or a typed
+model card and touch no file, network or database. A row's columns are its JSON keys
+(:func:`bind_core.codec.encode`), in the same order.
 
 **CSV injection.** A spreadsheet treats a cell that starts with ``=``, ``+``, ``-`` or ``@`` (and, in some
 programs, a tab or a carriage return) as a formula. :func:`csv_cell` prefixes such *string* cells with a single
@@ -20,19 +20,17 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bind_core.codec import encode
 from bind_core.influence.edge_records import EdgeRow
 from bind_core.influence.edge_rows import EDGE_ROW_KEYS
 from bind_core.influence.records import InfluenceRow
 from bind_core.pipeline.results import AuditResults
-from bind_core.reporting.card import build_model_card
+from bind_core.reporting.card import ModelCard, build_model_card
 from bind_core.reporting.views import typed_results
 
 INFLUENCE_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(InfluenceRow))
@@ -160,7 +158,7 @@ def _parquet(rows: Sequence[InfluenceRow] | Sequence[EdgeRow], schema: pa.Schema
     return bytes(sink.getvalue().to_pybytes())
 
 
-def model_card(results: AuditResults | Mapping[str, Any], *, audit_id: str | None = None) -> dict[str, Any]:
+def model_card(results: AuditResults | Mapping[str, Any], *, audit_id: str | None = None) -> ModelCard:
     """The audit as a JSON document shaped like a model card's quantitative analysis (Mitchell et al., 2019;
     the Model Card Toolkit's ``quantitative_analysis.performance_metrics``), plus BIND's own blocks.
 
@@ -184,34 +182,21 @@ def model_card(results: AuditResults | Mapping[str, Any], *, audit_id: str | Non
     mean over pairs of the included groups), ``group=g`` for the test nodes of sensitive group g (with its
     ``group_name`` and whether the fairness metrics ``included`` it), and, with more than two included groups,
     ``group=a vs group=b`` for the worst pair of ΔSP, ΔEO, Γ_SP and Γ_EO (type ``<metric>_worst_pair``: the
-    largest value over pairs, with the pair's ``groups`` and ``group_names``). Non-finite numbers become
-    ``null``.
+    largest value over pairs, with the pair's ``groups`` and ``group_names``). In strict JSON
+    (:func:`~bind_core.codec.json_safe`) non-finite numbers become ``null``.
 
     Args:
         results: :class:`AuditResults`, or ``AuditResult.to_dict()`` (as stored in ``audits.results``).
         audit_id: the audit's id, where it has one.
 
     Returns:
-        The document (:class:`~bind_core.reporting.card.ModelCard`, encoded once here, where it leaves the
-        library), strict JSON.
+        The :class:`~bind_core.reporting.card.ModelCard`; ``card.to_dict()`` is the document above, and
+        :func:`~bind_core.codec.json_safe` of it strict JSON (non-finite numbers as ``null``).
 
     Raises:
         ResultFormatError: ``results`` is a document that does not fit the types.
     """
-    card = build_model_card(typed_results(results), audit_id=audit_id)
-    document: dict[str, Any] = json_safe(encode(card))
-    return document
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with every NaN or infinity replaced by ``None`` (strict JSON has neither)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
+    return build_model_card(typed_results(results), audit_id=audit_id)
 
 
 def _text_ids(schema: pa.Schema, rows: Sequence[InfluenceRow] | Sequence[EdgeRow], columns: Sequence[str]) -> pa.Schema:

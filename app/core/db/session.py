@@ -7,7 +7,6 @@ with :func:`session_factory` (``with factory() as session, session.begin(): ...`
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -17,6 +16,8 @@ from typing import Any
 from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+from bind_core.codec import json_safe
 
 _AFTER_COMMIT = "bind_after_commit"
 
@@ -28,19 +29,9 @@ def ensure_sqlite_dir(url: str) -> None:
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
 def json_dumps(value: Any) -> str:
     """JSON for the database: NaN and ±inf become ``null`` (Postgres refuses them in JSON/JSONB)."""
-    return json.dumps(_finite(value), allow_nan=False)
+    return json.dumps(json_safe(value), allow_nan=False)
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

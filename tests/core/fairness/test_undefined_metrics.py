@@ -14,7 +14,7 @@ import torch
 
 from app.audits.failures import problem_for
 from bind_core.cli import main
-from bind_core.codec import encode
+from bind_core.codec import encode, json_safe
 from bind_core.data.datasets import synthetic
 from bind_core.errors import NonFiniteError
 from bind_core.fairness.bootstrap import bootstrap_metrics, resample_weights
@@ -169,6 +169,7 @@ def test_export_and_report_show_undefined_metrics() -> None:
     proba, y, sens = _two_groups()
     test = encode(evaluate(proba, y, sens).values())
     results = _results_around(test)
-    entries = {e["type"]: e for e in model_card(results, audit_id="x")["quantitative_analysis"]["performance_metrics"]}
+    card: Any = json_safe(model_card(results, audit_id="x").to_dict())
+    entries = {e["type"]: e for e in card["quantitative_analysis"]["performance_metrics"]}
     assert entries["delta_eo"]["value"] is None and "have none" in entries["delta_eo"]["undefined"]
     assert "undefined" in render_report(results)

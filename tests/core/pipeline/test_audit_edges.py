@@ -217,7 +217,7 @@ def test_the_exports_carry_every_edge(audited: AuditResult) -> None:
     parquet = pq.read_table(io.BytesIO(edges_parquet(rows))).to_pylist()
     assert parquet == [encode(r) for r in rows]
     card = model_card(_stored(audited))
-    assert card["edges"]["edges"] == len(rows) and card["edges"]["top_harmful"]
+    assert card.edges is not None and card.edges.edges == len(rows) and card.edges.top_harmful
 
 
 def test_the_command_line_prints_the_top_edges(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from markupsafe import escape
 
-from bind_core.codec import ResultFormatError, encode
+from bind_core.codec import ResultFormatError, encode, json_safe
 from bind_core.data.datasets import synthetic
 from bind_core.explain.summary import profile_lines
 from bind_core.pipeline.audit import AuditConfig, run_audit
@@ -260,7 +260,9 @@ def test_a_rows_json_keys_are_the_export_columns(audit: Audited) -> None:
 
 def test_model_card(audit: tuple[dict[str, Any], Any]) -> None:
     results = audit[0]
-    card = model_card(dict(results, validation=dict(results["validation"], pearson=math.nan)), audit_id="a1")
+    typed = model_card(dict(results, validation=dict(results["validation"], pearson=math.nan)), audit_id="a1")
+    assert typed.validation is not None and math.isnan(typed.validation.pearson or 0.0)  # typed: as the results hold it
+    card: Any = json_safe(typed.to_dict())  # strict JSON: null
     json.dumps(card, allow_nan=False)
     metrics = card["quantitative_analysis"]["performance_metrics"]
     accuracy = next(m for m in metrics if m["type"] == "accuracy" and m["slice"] == "test")
@@ -297,7 +299,7 @@ def test_model_card_names_groups_and_worst_pairs(audit: tuple[dict[str, Any], An
         "gamma_sp": {"value": 0.2, "groups": [0, 2]},
         "gamma_eo": {"value": math.nan, "groups": [0, 3]},
     }
-    card = model_card(results)
+    card: Any = json_safe(model_card(results).to_dict())
     json.dumps(card, allow_nan=False)
     performance = card["quantitative_analysis"]["performance_metrics"]
     tpr = {m["slice"]: m for m in performance if m["type"] == "true_positive_rate"}
@@ -315,8 +317,8 @@ def test_model_card_names_groups_and_worst_pairs(audit: tuple[dict[str, Any], An
     assert worst["delta_eo_worst_pair"]["group_names"] == ["gender=M, race=A", "gender=M, race=B"]
     assert worst["gamma_sp_worst_pair"]["value"] == 0.2 and worst["gamma_eo_worst_pair"]["value"] is None
     metrics["included_groups"] = [0, 2]  # two measured groups: no worst pair beyond the mean
-    assert not any(m["type"].endswith("_worst_pair") for m in model_card(results)["quantitative_analysis"][
-        "performance_metrics"])  # fmt: skip
+    again = model_card(results).quantitative_analysis.performance_metrics
+    assert not any(m.type.endswith("_worst_pair") for m in again)
 
 
 def chromium(html: Path, png: Path) -> tuple[int, list[str], str]:
