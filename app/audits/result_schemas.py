@@ -1,94 +1,16 @@
 """The response models of an audit's results, built from the typed results of ``bind_core``
-(:mod:`bind_core.pipeline.results`): one model per dataclass, the same keys, the field docs as descriptions.
-
-Served as stored: every key is optional in the schema (an audit stored by an older version may lack one), keys the
-models do not name are allowed and kept (``additionalProperties``), and a key the stored document does not have is
-not added (no ``null`` appears that was not stored). See :func:`lenient` for a document that fits no model.
+(:mod:`bind_core.pipeline.results`) by :func:`app.core.records.model_for`: one model per dataclass, the same keys, the
+field docs as descriptions, served as stored.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from typing import TYPE_CHECKING, Any, TypeAlias, Union
+from typing import TYPE_CHECKING, TypeAlias
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    ValidationError,
-    ValidatorFunctionWrapHandler,
-    create_model,
-    model_serializer,
-)
-
-from bind_core.codec import json_name
-from bind_core.pipeline.results import EXTRA, AuditResults
+from app.core.records import StoredModel, lenient, model_for
+from bind_core.pipeline.results import AuditResults
 
 __all__ = ["AuditResultsRead", "StoredModel", "lenient", "model_for"]
-
-
-class StoredModel(BaseModel):
-    """A stored JSON document, typed: unnamed keys allowed and kept, absent keys left absent."""
-
-    model_config = ConfigDict(extra="allow")
-
-    @model_serializer(mode="wrap")
-    def _as_stored(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
-        # no return annotation: with one, pydantic would document the serialized model as that type (``{}`` for Any)
-        if not isinstance(self, StoredModel):
-            return self  # a stored document that fit no model (:func:`lenient`): as stored
-        data = handler(self)
-        if not isinstance(data, dict):
-            return data
-        fields = type(self).model_fields
-        aliases = {fields[n].alias for n in self.model_fields_set if n in fields}
-        kept = self.model_fields_set | {a for a in aliases if a is not None} | set(self.model_extra or {})
-        return {k: v for k, v in data.items() if k in kept}
-
-
-_MODELS: dict[type, type[BaseModel]] = {}
-
-
-def _schema_name(cls: type) -> str:
-    return cls.__name__ if cls.__name__.startswith("Audit") else f"Audit{cls.__name__}"
-
-
-def _annotation(tp: Any) -> Any:
-    """The pydantic annotation for a result field's type (dataclasses become their models)."""
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        return Union[tuple(_annotation(a) for a in typing.get_args(tp))]  # noqa: UP007 (built at run time)
-    if origin is list:
-        (item,) = typing.get_args(tp)
-        return list[_annotation(item)]  # type: ignore[misc]
-    if origin is dict:
-        k, v = typing.get_args(tp)
-        return dict[k, _annotation(v)]  # type: ignore[misc, valid-type]
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return model_for(tp)
-    return tp
-
-
-def model_for(cls: type) -> type[BaseModel]:
-    """The response model of the result dataclass ``cls`` (built once)."""
-    if cls in _MODELS:
-        return _MODELS[cls]
-    hints = typing.get_type_hints(cls)
-    fields: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name == EXTRA:
-            continue
-        doc = f.metadata.get("doc", "")
-        if f.metadata.get("optional"):
-            doc += " (absent when not applicable)"
-        alias = None if json_name(f) == f.name else json_name(f)
-        fields[f.name] = (_annotation(hints[f.name]) | None, Field(default=None, description=doc, alias=alias))
-    model = create_model(_schema_name(cls), __base__=StoredModel, __doc__=cls.__doc__, **fields)
-    _MODELS[cls] = model
-    return model
 
 
 if TYPE_CHECKING:
@@ -96,12 +18,3 @@ if TYPE_CHECKING:
 else:
     AuditResultsRead = model_for(AuditResults)
     """``GET /v1/audits/{id}``'s ``results``."""
-
-
-def lenient(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """A wrap validator: the typed model when the stored document fits, else the document as stored (an audit stored
-    by an older version is served, never a 500)."""
-    try:
-        return handler(value)
-    except ValidationError:
-        return value

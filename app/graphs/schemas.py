@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
+
+from app.core.records import StoredModel, model_for
+from bind_core.data.datasets import IngestSummary
+
+if TYPE_CHECKING:
+    IngestRead: TypeAlias = StoredModel
+else:
+    IngestRead = model_for(IngestSummary)
+    """What reading a node table did (``bind_core.data.datasets.IngestSummary``)."""
 
 
 class GraphSummary(BaseModel):
@@ -26,7 +35,7 @@ class GraphSummary(BaseModel):
     """Labeled nodes per class."""
     unlabeled: int = 0
     """Nodes without a label: kept in the graph (they pass messages), in no split."""
-    ingest: dict[str, Any] | None = None
+    ingest: IngestRead | None = None
     """For a node table: what reading it did (columns encoded, imputed; unlabeled nodes; edges dropped; edge
     columns ignored; hints), see ``bind_core.data.datasets.IngestReport``."""
     train: int

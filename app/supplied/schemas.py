@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
+
+from app.core.records import StoredModel, model_for
+from bind_core import ModelDocument
+
+if TYPE_CHECKING:
+    ModelDocumentRead: TypeAlias = StoredModel
+else:
+    ModelDocumentRead = model_for(ModelDocument)
+    """A model's description in this project's form (``bind_core.ModelDocument``)."""
 
 
 class ModelRead(BaseModel):
@@ -17,7 +26,7 @@ class ModelRead(BaseModel):
     id: uuid.UUID
     graph_id: uuid.UUID
     name: str
-    config: dict[str, Any]
+    config: ModelDocumentRead
     """``format``, ``model`` (arch, layers, hidden...), ``training``, ``in_dim``, ``num_classes``, ``dtype``; for a
     model registered in the ``torch_geometric`` form, ``source`` (its class, constructor arguments and loss)."""
     size_bytes: int

@@ -5,7 +5,6 @@ a graph read from a user's files."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from bind_core.codec import key
 
@@ -47,15 +46,25 @@ class GraphSummary:
 
 
 @dataclass(kw_only=True)
+class Imputation:
+    """How one column's missing values were filled while reading a node table."""
+
+    rule: str = key("string: median (a numeric column: the column's median) or no category (a text column: all 0)")
+    count: int = key("integer: cells filled")
+    value: float | None = key("number or null: the value used (null: no category)")
+    read_as_missing: list[str] | None = key(
+        "strings: the cells read as missing besides empty ones ('?', 'unknown', ...)", optional=True
+    )
+
+
+@dataclass(kw_only=True)
 class IngestSummary:
     """What reading a user's files did to them
     (:meth:`bind_core.data.datasets.ingest_report.IngestReport.summary`)."""
 
     encoded: dict[str, list[str]] = key("object, text column → its categories (one feature column col=value each)")
     booleans: list[str] = key("strings: boolean columns read as 0/1")
-    imputed: dict[str, dict[str, Any]] = key(
-        "object, numeric column → how its missing values were filled (rule, count, value, read_as_missing)"
-    )
+    imputed: dict[str, Imputation] = key("object, column → how its missing values were filled")
     unlabeled: int = key("integer: nodes without a label (in no split)")
     binned: dict[str, list[str]] = key("object, sensitive column → the group names its binning rule made")
     dropped_edges: int = key("integer: edge rows dropped because they name a node absent from the node table")

@@ -6,7 +6,8 @@ Public API:
 * :func:`paper_split` — the paper's per-label train/validation/test rule.
 * :func:`synthetic` — a seeded generator of biased attributed graphs for demos and tests.
 * :func:`from_files`, :func:`save_npz`, :func:`load_npz` — user uploads and the service's storage format;
-  :func:`ingest_files` also returns the :class:`IngestReport` of what reading the files did.
+  :func:`ingest_files` also returns the :class:`IngestReport` of what reading the files did (its typed summary,
+  :class:`IngestSummary`, is what the service shows).
 """
 
 from bind_core.data.datasets.files import from_files, ingest_files
@@ -16,6 +17,7 @@ from bind_core.data.datasets.registry import DATASET_NAMES, DatasetInfo, availab
 from bind_core.data.datasets.scaling import minmax_scale
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED, PAPER_TRAIN_PER_CLASS, paper_split
 from bind_core.data.datasets.synthetic import synthetic
+from bind_core.data.records import IngestSummary
 
 __all__ = [
     "DATASET_NAMES",
@@ -23,6 +25,7 @@ __all__ = [
     "PAPER_TRAIN_PER_CLASS",
     "DatasetInfo",
     "IngestReport",
+    "IngestSummary",
     "Ingested",
     "available",
     "canonical_name",

@@ -27,6 +27,7 @@ import pandas as pd
 
 from bind_core.data.datasets.ingest_report import IngestReport
 from bind_core.data.datasets.offending import TABLE_ROWS, cell_error, table_rows
+from bind_core.data.records import Imputation
 from bind_core.errors import GraphValidationError, Message, Option
 
 MAX_CATEGORIES = 20
@@ -157,7 +158,7 @@ def _numbers(series: pd.Series, column: str, file: str, impute: bool, report: In
             "nodes", "missing values", file=file, column=column, rows=rows, values=[""] * rows.size, hint=hint
         )
     median = float(np.median(values[~np.isnan(values)]))
-    report.imputed[column] = {"rule": "median", "count": int(missing.size), "value": median}
+    report.imputed[column] = Imputation(rule="median", count=int(missing.size), value=median)
     return np.where(np.isnan(values), median, values)
 
 
@@ -187,7 +188,7 @@ def _one_hot(
             "nodes", "missing values", file=file, column=column, rows=cells, values=[""] * rows.size, hint=hint
         )
     if rows.size:
-        report.imputed[column] = {"rule": "no category", "count": int(rows.size), "value": None}
+        report.imputed[column] = Imputation(rule="no category", count=int(rows.size), value=None)
     present_rows = np.flatnonzero(~missing)
     codes = np.full(len(series), -1, dtype=np.int64)
     codes[present_rows] = pd.Index(categories, dtype=object).get_indexer(pd.Index(present.to_numpy(dtype=object)))
@@ -229,7 +230,7 @@ def _numbers_from_text(series: pd.Series, column: str, file: str, impute: bool, 
     read_as = sorted({str(v).strip() for v in series[missing & ~missing_mask(series)].tolist()})
     values = _numbers(pd.Series(values), column, file, impute, report)
     if read_as and column in report.imputed:
-        report.imputed[column]["read_as_missing"] = read_as
+        report.imputed[column].read_as_missing = read_as
     return values
 
 

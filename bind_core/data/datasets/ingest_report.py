@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from bind_core.data.graph import Graph
-from bind_core.data.records import IngestedGraphSummary, IngestSummary
+from bind_core.data.records import Imputation, IngestedGraphSummary, IngestSummary
 from bind_core.errors import Message, Namer, Option
 
 
@@ -31,7 +30,7 @@ class IngestReport:
 
     encoded: dict[str, list[str]] = field(default_factory=dict)
     booleans: list[str] = field(default_factory=list)
-    imputed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    imputed: dict[str, Imputation] = field(default_factory=dict)
     unlabeled: int = 0
     binned: dict[str, list[str]] = field(default_factory=dict)
     dropped_edges: int = 0
@@ -73,10 +72,10 @@ class IngestReport:
         ]
         out += [f"column {c!r} read as 0/1 (boolean)" for c in self.booleans]
         out += [
-            f"column {c!r}: {d['count']} missing value(s) imputed with the column's median {d['value']!r}"
-            + (f" (read as missing: {', '.join(map(repr, d['read_as_missing']))})" if d.get("read_as_missing") else "")
-            if d["rule"] == "median"
-            else f"column {c!r}: {d['count']} missing value(s) left with no category (all its columns 0)"
+            f"column {c!r}: {d.count} missing value(s) imputed with the column's median {d.value!r}"
+            + (f" (read as missing: {', '.join(map(repr, d.read_as_missing))})" if d.read_as_missing else "")
+            if d.rule == "median"
+            else f"column {c!r}: {d.count} missing value(s) left with no category (all its columns 0)"
             for c, d in self.imputed.items()
         ]
         if self.unlabeled:

@@ -17,10 +17,9 @@ OTHER_FEATURE = "owned by another feature, outside the audit resource that issue
 EXCEPTIONS: dict[str, str] = {
     "DeliveryRead.payload": "a webhook delivery's payload is the event as sent, its shape depends on the event type "
     "(docs/API.md, webhooks); " + OTHER_FEATURE,
+    "AuditPygModel.args.anyOf[0]": "a torch_geometric model's constructor arguments as the user gave them (the keys "
+    "are the class's own, each checked by bind_core.models.pyg; PyG's defaults filled in)",
     "GET /readyz 200 application/json": "the readiness probe's diagnostics (outside /v1, for orchestrators)",
-    "GraphSummary.ingest.anyOf[0]": "the upload's ingest report (bind_core.data.datasets.IngestReport); "
-    + OTHER_FEATURE,
-    "ModelRead.config": "a supplied model's configuration as uploaded; " + OTHER_FEATURE,
     "ScheduleRead.settings": "a schedule's audit settings as given; " + OTHER_FEATURE,
     "ScheduleRead.thresholds.anyOf[0]": "a schedule's alert thresholds as given; " + OTHER_FEATURE,
 }

@@ -11,6 +11,7 @@ import quirk_files as q
 
 from bind_core.data.datasets import ingest_files
 from bind_core.data.datasets.features import LISTED
+from bind_core.data.records import Imputation
 from bind_core.errors import GraphValidationError, Message, Option
 
 BASE = {"label": "good", "sensitive": "gender", "node_id": "id"}
@@ -72,9 +73,9 @@ def test_impute_missing_reads_the_tokens_as_missing_but_not_the_stray_text(tmp_p
     income = ingested.graph.x[:, ingested.graph.feature_names.index("income")].double()
     median = float(np.median([20000 + 250 * k for k in range(q.N) if k not in (3, 7, 20)]))
     assert income[[3, 7, 20]].tolist() == [median] * 3 and income[4].item() == 21000.0
-    assert ingested.report.imputed["income"] == {
-        "rule": "median", "count": 3, "value": median, "read_as_missing": ["?", "unknown"],
-    }  # fmt: skip
+    assert ingested.report.imputed["income"] == Imputation(
+        rule="median", count=3, value=median, read_as_missing=["?", "unknown"]
+    )
     assert any("(read as missing: '?', 'unknown')" in note for note in ingested.report.notes())
 
 

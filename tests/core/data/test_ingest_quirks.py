@@ -13,6 +13,7 @@ import quirk_files as q
 import torch
 
 from bind_core.data.datasets import from_files, ingest_files, load_npz, save_npz
+from bind_core.data.records import Imputation
 from bind_core.errors import GraphValidationError
 from bind_core.pipeline.caveats import warnings_for
 
@@ -71,7 +72,7 @@ def test_missing_numeric_values_are_refused_or_imputed_with_the_median(tmp_path:
     ingested = ingest_files(nodes, edges, **BASE, impute_missing=True, scale=False)
     median = float(table["amount"].median())
     assert ingested.graph.x[3, 0].item() == pytest.approx(median)
-    assert ingested.report.imputed == {"amount": {"rule": "median", "count": 6, "value": median}}
+    assert ingested.report.imputed == {"amount": Imputation(rule="median", count=6, value=median)}
 
 
 def test_64_bit_ids_are_exact(tmp_path: Path) -> None:
@@ -299,7 +300,7 @@ def test_parquet_with_nullable_types(tmp_path: Path) -> None:
     g = ingested.graph
     assert g.y[7] == -1 and g.node_ids[-1] == q.BIG + q.N - 1 and g.num_edges == q.N
     assert g.x[3, 1:11].sum() == 0  # no category for the missing purpose
-    assert ingested.report.imputed["married"]["count"] == 1 and ingested.report.booleans == ["married"]
+    assert ingested.report.imputed["married"].count == 1 and ingested.report.booleans == ["married"]
 
 
 def test_a_row_with_too_many_fields_is_named_as_a_spreadsheet_shows_it(tmp_path: Path) -> None:
