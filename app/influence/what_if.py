@@ -5,28 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.db.tables import Audit, InfluenceRow
-from app.core.errors import Conflict, ValidationProblem
+from app.core.db.tables import Audit
+from app.core.errors import ValidationProblem
+from app.influence.rows import all_influence_rows
 from bind_core import BindError
 from bind_core.pipeline import SetEstimate, choose, estimate_set
-
-
-def _rows(session: Session, audit: Audit) -> list[dict[str, Any]]:
-    row = InfluenceRow
-    stmt = (
-        select(row.position, row.node_id, row.node_key, row.delta, row.delta_sp, row.delta_eo)
-        .where(row.audit_id == audit.id)
-        .order_by(row.position)
-    )
-    return [
-        {"position": pos, "node_id": key if key is not None else nid, "delta": d, "delta_sp": sp, "delta_eo": eo}
-        for pos, nid, key, d, sp, eo in session.execute(stmt)
-    ]
 
 
 @dataclass(frozen=True)
@@ -62,13 +48,7 @@ def choose_set(session: Session, audit: Audit, *, nodes: Sequence[int | str] | N
         Conflict: the audit has no influence estimates (``influence-not-ready``).
         ValidationProblem: the choice is empty, ambiguous, or names ids that are not training nodes (field named).
     """
-    rows = _rows(session, audit)
-    if not rows:
-        raise Conflict(
-            f"Audit {audit.id} has no influence estimates (it ran without the influence stage, or has not finished).",
-            slug="influence-not-ready",
-            title="No influence estimates yet",
-        )
+    rows = all_influence_rows(session, audit, required=True)
     try:
         positions = choose(rows, nodes=nodes, top=top)
     except BindError as exc:
@@ -77,4 +57,4 @@ def choose_set(session: Session, audit: Audit, *, nodes: Sequence[int | str] | N
     summary = (audit.results or {}).get("influence_summary") or {}
     method = str((summary.get("solver_details") or {}).get("method") or "linear")
     estimate = estimate_set(rows, positions, method=method)
-    return ChosenSet([int(rows[i]["position"]) for i in positions], estimate, len(rows))
+    return ChosenSet([rows[i].position for i in positions], estimate, len(rows))

@@ -15,8 +15,9 @@ from fastapi import APIRouter, Response
 
 from app.core.deps import SessionDep
 from app.core.problem_schema import problem_responses
+from app.influence.rows import all_influence_rows
 from app.reports.schemas import AuditExport, ProfileRead
-from app.reports.service import all_edge_rows, all_influence_rows, audit_profile, succeeded_audit
+from app.reports.service import all_edge_rows, audit_profile, succeeded_audit
 from app.tenants.deps import ViewerTenant
 from app.trail.record import trailed
 from bind_core.codec import json_safe

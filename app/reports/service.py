@@ -11,10 +11,10 @@ from sqlalchemy.orm import Session
 
 from app.audits.service import get_audit
 from app.core.db.tables import Audit, EdgeInfluenceRow, Tenant
-from app.core.db.tables import InfluenceRow as InfluenceRecord
 from app.core.errors import Conflict
 from app.influence.edge_pages import require_edges
-from bind_core.pipeline.results import EdgeRow, InfluenceRow
+from app.influence.rows import user_id
+from bind_core.pipeline.results import EdgeRow
 
 
 def succeeded_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit:
@@ -32,45 +32,6 @@ def succeeded_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Au
             title="Audit has not succeeded",
         )
     return audit
-
-
-def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> list[InfluenceRow]:
-    """Every influence row of ``audit``, by position.
-
-    Args:
-        session: the database session.
-        audit: the audit.
-        required: raise when it has none.
-
-    Returns:
-        The stored rows as ``bind_core``'s typed rows, the user's text ids restored from ``node_key``.
-
-    Raises:
-        Conflict: ``required`` and the audit has no rows (``influence-not-ready``).
-    """
-    row = InfluenceRecord
-    columns = (row.position, row.node_index, row.node_id, row.node_key, row.grp, row.label, row.delta, row.delta_sp)
-    result = session.execute(select(*columns, row.delta_eo).where(row.audit_id == audit.id).order_by(row.position))
-    rows = [
-        InfluenceRow(
-            position=r.position,
-            node_index=r.node_index,
-            node_id=_user_id(r.node_id, r.node_key),
-            group=r.grp,
-            label=r.label,
-            delta=r.delta,
-            delta_sp=r.delta_sp,
-            delta_eo=r.delta_eo,
-        )
-        for r in result
-    ]
-    if required and not rows:
-        raise Conflict(
-            f"Audit {audit.id} has no influence estimates (it ran without the influence stage).",
-            slug="influence-not-ready",
-            title="No influence estimates yet",
-        )
-    return rows
 
 
 def all_edge_rows(session: Session, audit: Audit) -> list[EdgeRow]:
@@ -98,8 +59,8 @@ def all_edge_rows(session: Session, audit: Audit) -> list[EdgeRow]:
             position=r.position,
             u_index=r.u_index,
             v_index=r.v_index,
-            u_id=_user_id(r.u_id, r.u_key),
-            v_id=_user_id(r.v_id, r.v_key),
+            u_id=user_id(r.u_id, r.u_key),
+            v_id=user_id(r.v_id, r.v_key),
             u_group=r.u_grp,
             v_group=r.v_grp,
             within_group=r.within_group,
@@ -110,11 +71,6 @@ def all_edge_rows(session: Session, audit: Audit) -> list[EdgeRow]:
         )
         for r in result
     ]
-
-
-def _user_id(stored: int, text: str | None) -> int | str:
-    """The user's id of a stored row: its text id where the user's ids are text, else the stored integer."""
-    return text if text is not None else stored
 
 
 def audit_profile(audit: Audit) -> dict[str, Any]:

@@ -10,12 +10,12 @@ comes with verification (retraining without the set).
 # ruff: noqa: RUF009  (key() returns dataclasses.field(...): fields with metadata, not shared defaults)
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bind_core.codec import key
 from bind_core.errors import ConfigError
+from bind_core.influence.records import InfluenceRow
 
 SUM_OF_MEMBERS = "sum of the members' estimates"
 
@@ -34,12 +34,12 @@ class SetEstimate:
     note: str = key("string: how far it can be trusted")
 
 
-def choose(rows: Sequence[Mapping[str, Any]], *, nodes: Sequence[int | str] | None, top: int | None) -> list[int]:
+def choose(rows: Sequence[InfluenceRow], *, nodes: Sequence[int | str] | None, top: int | None) -> list[int]:
     """The positions (in ``rows``) of the chosen training nodes: the user's ids in ``nodes``, or the ``top`` most
     harmful (most negative ΔΓ).
 
     Args:
-        rows: one row per training node, with ``node_id`` (the user's id) and ``delta``.
+        rows: one row per training node (its ``node_id``, the user's id, and ``delta`` are read).
         nodes: the user's ids to delete (integers or text, as the rows give them; ``"7"`` matches ``7``).
         top: the number of most harmful nodes to delete.
 
@@ -54,9 +54,9 @@ def choose(rows: Sequence[Mapping[str, Any]], *, nodes: Sequence[int | str] | No
     if top is not None:
         if top < 1:
             raise ConfigError(f"top: {top!r} must be at least 1")
-        order = sorted(range(len(rows)), key=lambda i: float(rows[i]["delta"]))
-        return [i for i in order[:top] if float(rows[i]["delta"]) < 0] or order[:1]
-    index = {str(r["node_id"]): i for i, r in enumerate(rows)}
+        order = sorted(range(len(rows)), key=lambda i: rows[i].delta)
+        return [i for i in order[:top] if rows[i].delta < 0] or order[:1]
+    index = {str(r.node_id): i for i, r in enumerate(rows)}
     wanted = list(dict.fromkeys(str(n) for n in nodes or []))
     if not wanted:
         raise ConfigError("nodes: the set is empty")
@@ -67,11 +67,11 @@ def choose(rows: Sequence[Mapping[str, Any]], *, nodes: Sequence[int | str] | No
     return [index[n] for n in wanted]
 
 
-def estimate_set(rows: Sequence[Mapping[str, Any]], positions: Sequence[int], *, method: str) -> SetEstimate:
+def estimate_set(rows: Sequence[InfluenceRow], positions: Sequence[int], *, method: str) -> SetEstimate:
     """The estimated effect of deleting the training nodes at ``positions`` at once.
 
     Args:
-        rows: one row per training node (``node_id``, ``delta``, ``delta_sp``, ``delta_eo``).
+        rows: one row per training node.
         positions: the chosen rows (:func:`choose`).
         method: the audit's estimator, ``linear`` (the influence function) or ``step``.
 
@@ -87,11 +87,11 @@ def estimate_set(rows: Sequence[Mapping[str, Any]], positions: Sequence[int], *,
         "retraining checks)"
     )
     return SetEstimate(
-        nodes=[r["node_id"] for r in chosen],
+        nodes=[r.node_id for r in chosen],
         size=len(chosen),
-        delta=sum(float(r["delta"]) for r in chosen),
-        delta_sp=sum(float(r["delta_sp"]) for r in chosen),
-        delta_eo=sum(float(r["delta_eo"]) for r in chosen),
+        delta=sum(r.delta for r in chosen),
+        delta_sp=sum(r.delta_sp for r in chosen),
+        delta_eo=sum(r.delta_eo for r in chosen),
         method=f"{SUM_OF_MEMBERS} ({'step' if method == 'step' else 'influence function'})",
         note=note,
     )

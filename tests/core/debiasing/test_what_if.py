@@ -7,12 +7,23 @@ import pytest
 from bind_core.codec import decode, encode
 from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
 from bind_core.errors import ConfigError
+from bind_core.influence.records import InfluenceRow
 
-ROWS = [
-    {"node_id": 7, "delta": -0.2, "delta_sp": -0.1, "delta_eo": -0.3},
-    {"node_id": 9, "delta": 0.4, "delta_sp": 0.5, "delta_eo": 0.3},
-    {"node_id": 12, "delta": -0.5, "delta_sp": -0.6, "delta_eo": -0.4},
-]
+
+def _row(position: int, node_id: int, delta: float, delta_sp: float, delta_eo: float) -> InfluenceRow:
+    return InfluenceRow(
+        position=position,
+        node_index=node_id,
+        node_id=node_id,
+        group=0,
+        label=0,
+        delta=delta,
+        delta_sp=delta_sp,
+        delta_eo=delta_eo,
+    )
+
+
+ROWS = [_row(0, 7, -0.2, -0.1, -0.3), _row(1, 9, 0.4, 0.5, 0.3), _row(2, 12, -0.5, -0.6, -0.4)]
 
 
 def test_choose_by_ids_or_top() -> None:

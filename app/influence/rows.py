@@ -1,0 +1,58 @@
+"""An audit's stored per-node estimates read back as ``bind_core``'s typed rows (the what-if, the reports and the
+exports read them)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.db.tables import Audit
+from app.core.db.tables import InfluenceRow as InfluenceRecord
+from app.core.errors import Conflict
+from bind_core.pipeline.results import InfluenceRow
+
+__all__ = ["all_influence_rows", "user_id"]
+
+
+def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> list[InfluenceRow]:
+    """Every influence row of ``audit``, by position.
+
+    Args:
+        session: the database session.
+        audit: the audit.
+        required: raise when it has none.
+
+    Returns:
+        The stored rows as ``bind_core``'s typed rows, the user's text ids restored from ``node_key``.
+
+    Raises:
+        Conflict: ``required`` and the audit has no rows (``influence-not-ready``).
+    """
+    row = InfluenceRecord
+    columns = (row.position, row.node_index, row.node_id, row.node_key, row.grp, row.label, row.delta, row.delta_sp)
+    result = session.execute(select(*columns, row.delta_eo).where(row.audit_id == audit.id).order_by(row.position))
+    rows = [
+        InfluenceRow(
+            position=r.position,
+            node_index=r.node_index,
+            node_id=user_id(r.node_id, r.node_key),
+            group=r.grp,
+            label=r.label,
+            delta=r.delta,
+            delta_sp=r.delta_sp,
+            delta_eo=r.delta_eo,
+        )
+        for r in result
+    ]
+    if required and not rows:
+        raise Conflict(
+            f"Audit {audit.id} has no influence estimates (it ran without the influence stage).",
+            slug="influence-not-ready",
+            title="No influence estimates yet",
+        )
+    return rows
+
+
+def user_id(stored: int, text: str | None) -> int | str:
+    """The user's id of a stored row: its text id where the user's ids are text, else the stored integer."""
+    return text if text is not None else stored
