@@ -182,10 +182,23 @@ def lbfgs(
     tol: float,
     max_iter: int,
     progress: Callable[[float], None] | None = None,
-) -> None:
-    """Full-batch float64 L-BFGS on the training objective, in place (the polish's settings).
-    ``progress(fraction of max_iter)`` is called at every evaluation and may raise to abort."""
-    evaluations = 0
+) -> int:
+    """The polish's float64 full-batch L-BFGS (history 50, strong-Wolfe line search) on the training objective, in
+    place: the polish's first phase and the restarts between Newton rounds.
+
+    Args:
+        module: the model whose parameters move.
+        inputs: its prepared inputs.
+        graph: the training rows and labels.
+        wd: the weight decay λ.
+        tol: stop when the largest gradient entry is below this.
+        max_iter: the iteration cap (``max_eval`` 1.5 times it, plus 10).
+        progress: ``progress(fraction of max_iter)`` at every evaluation (one can take seconds on a large model);
+            it may raise to abort.
+
+    Returns:
+        The iterations taken.
+    """
     optimizer = torch.optim.LBFGS(
         module.parameters(),
         lr=1.0,
@@ -196,6 +209,7 @@ def lbfgs(
         history_size=50,
         line_search_fn="strong_wolfe",
     )
+    evaluations = 0
 
     def closure() -> Tensor:
         nonlocal evaluations
@@ -208,6 +222,7 @@ def lbfgs(
         return obj
 
     optimizer.step(closure)  # type: ignore[no-untyped-call]
+    return int(optimizer.state[optimizer._params[0]].get("n_iter", 0))
 
 
 def objective_gradient(module: GNN, inputs: GraphInputs, graph: LabelledRows, weight_decay: float) -> list[Tensor]:

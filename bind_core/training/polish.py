@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol, TypeVar
 
-import torch
 from torch import Tensor
 
 from bind_core.data.graph import Graph
@@ -24,9 +23,9 @@ from bind_core.training.objective import (
     flat_objective,
     gradient_size,
     largest_gradient_entry,
+    lbfgs,
     message_passing_finish,
     objective_gradient,
-    training_objective,
 )
 from bind_core.training.records import NewtonRecord, Stationarity
 
@@ -110,7 +109,9 @@ def polish(
     lbfgs_share = 0.9 if run_newton else 1.0  # of the progress; a Newton finish reports the rest
     start = time.perf_counter()
     lbfgs_progress = None if progress is None else (lambda f: progress(lbfgs_share * f))
-    iterations = _lbfgs(module, lambda: training_objective(module, inputs, rows, wd), max_iter, tol, lbfgs_progress)
+    iterations = 0
+    if max_iter > 0:
+        iterations = lbfgs(module, inputs, rows, wd, tol=tol, max_iter=max_iter, progress=lbfgs_progress)
     record: NewtonRecord | None = None
     if run_newton and largest_gradient_entry(module, inputs, rows, wd) > tol:
         report = None if progress is None else (lambda f: progress(lbfgs_share + (1 - lbfgs_share) * f))
@@ -130,38 +131,6 @@ def polish(
     grads = objective_gradient(module, inputs, rows, wd)
     _note(trained, grads, tol=tol, iterations=iterations, seconds=time.perf_counter() - start, newton=record)
     return trained
-
-
-def _lbfgs(
-    module: GNN, objective: Callable[[], Tensor], max_iter: int, tol: float, progress: Callable[[float], None] | None
-) -> int:
-    """The polish's float64 full-batch L-BFGS on ``objective()`` over ``module``'s parameters, in place; the
-    iterations taken. ``progress(fraction of max_iter)`` is called at every evaluation and may raise."""
-    optimizer = torch.optim.LBFGS(
-        module.parameters(),
-        lr=1.0,
-        max_iter=max_iter,
-        max_eval=int(max_iter * 1.5) + 10,
-        tolerance_grad=tol,
-        tolerance_change=1e-16,
-        history_size=50,
-        line_search_fn="strong_wolfe",
-    )
-    evaluations = 0
-
-    def closure() -> Tensor:
-        nonlocal evaluations
-        evaluations += 1
-        if progress is not None:  # every evaluation: one can take seconds on a large model
-            progress(min(1.0, evaluations / max(max_iter, 1)))
-        optimizer.zero_grad(set_to_none=True)
-        obj = objective()
-        obj.backward()  # type: ignore[no-untyped-call]
-        return obj
-
-    if max_iter > 0:
-        optimizer.step(closure)  # type: ignore[no-untyped-call]
-    return int(optimizer.state[optimizer._params[0]].get("n_iter", 0))
 
 
 def _newton(
