@@ -51,7 +51,15 @@ class StoredModel(BaseModel):
 _MODELS: dict[type, type[BaseModel]] = {}
 
 
+_NAMES = {"Summary": "AuditResultsSummary"}
+"""Schema names that the rule below would give twice: ``AuditSummary`` is also the audits list's item
+(:class:`app.audits.schemas.AuditSummary`), and a client generator keeps only one of two schemas with one title."""
+
+
 def _schema_name(cls: type) -> str:
+    """The OpenAPI schema name of a record: its class name, prefixed with ``Audit`` (:data:`_NAMES` apart)."""
+    if cls.__name__ in _NAMES:
+        return _NAMES[cls.__name__]
     return cls.__name__ if cls.__name__.startswith("Audit") else f"Audit{cls.__name__}"
 
 

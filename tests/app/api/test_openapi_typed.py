@@ -140,3 +140,10 @@ def test_the_walk_finds_untyped_objects() -> None:
     }
     _walk(node, "r", spec, set(), found)
     assert sorted(found) == ["X", "r.a", "r.c", "r.e.anyOf[0]"]
+
+
+def test_no_two_schemas_share_a_title(spec: dict[str, Any]) -> None:
+    """A client generator names a model by its schema's title and keeps only one of two with the same title (the
+    other, and every schema that refers to it, is dropped): each title is used once."""
+    titles = [schema.get("title", name) for name, schema in spec["components"]["schemas"].items()]
+    assert sorted(t for t in set(titles) if titles.count(t) > 1) == []
