@@ -192,13 +192,15 @@ def lbfgs(
         graph: the training rows and labels.
         wd: the weight decay λ.
         tol: stop when the largest gradient entry is below this.
-        max_iter: the iteration cap (``max_eval`` 1.5 times it, plus 10).
+        max_iter: the iteration cap (``max_eval`` 1.5 times it, plus 10); 0 takes no step.
         progress: ``progress(fraction of max_iter)`` at every evaluation (one can take seconds on a large model);
             it may raise to abort.
 
     Returns:
         The iterations taken.
     """
+    if max_iter <= 0:
+        return 0
     optimizer = torch.optim.LBFGS(
         module.parameters(),
         lr=1.0,

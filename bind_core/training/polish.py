@@ -109,9 +109,7 @@ def polish(
     lbfgs_share = 0.9 if run_newton else 1.0  # of the progress; a Newton finish reports the rest
     start = time.perf_counter()
     lbfgs_progress = None if progress is None else (lambda f: progress(lbfgs_share * f))
-    iterations = 0
-    if max_iter > 0:
-        iterations = lbfgs(module, inputs, rows, wd, tol=tol, max_iter=max_iter, progress=lbfgs_progress)
+    iterations = lbfgs(module, inputs, rows, wd, tol=tol, max_iter=max_iter, progress=lbfgs_progress)
     record: NewtonRecord | None = None
     if run_newton and largest_gradient_entry(module, inputs, rows, wd) > tol:
         report = None if progress is None else (lambda f: progress(lbfgs_share + (1 - lbfgs_share) * f))
