@@ -109,6 +109,23 @@ class FirstLayerCache:
         self.last = (at, h.detach())
         return h
 
+    def on_graph(self, flat: Tensor, h: Tensor, graph: GraphInputs, changed: Tensor) -> Tensor:
+        """The activated first layer on ``nodes`` on ``G`` itself at ``flat``, from ``h``, ``G − S``'s there: the two
+        differ only at the rows whose aggregated features ``S`` changed (``changed``, positions in ``nodes``), which
+        are computed again from ``graph``'s (the computation graph's inputs on ``G``). Differentiable in ``flat``.
+
+        Args:
+            flat: the weights ``h`` was computed at.
+            h: ``[rows, hidden]``, ``G − S``'s activated first layer on ``nodes``.
+            graph: the computation graph's inputs on ``G`` (its aggregated features are read).
+            changed: the positions in ``nodes`` of the rows ``S`` changed.
+
+        Returns:
+            ``[rows, hidden]``: ``G``'s activated first layer on ``nodes``.
+        """
+        assert graph.x_prop is not None
+        return h.index_put((changed,), self.split.act(self.split.pre(flat, graph.x_prop[changed])))
+
     def full_rows(self, at: Tensor, z: Tensor) -> Tensor | None:
         """The activated first layer on every row at ``at`` from aggregated features ``z`` (``G − S``'s), with the
         rows of ``nodes`` from the last evaluation when it was at ``at`` (``None`` otherwise)."""

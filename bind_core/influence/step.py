@@ -262,8 +262,19 @@ class Stepper:
         first, at_changed = None, None
         if part is not None and changed is not None and self.first is not None:
             first, at_changed = self.first, self.first.changed_positions(changed)
+        graph = None if first is None else fm.objective_rows().inputs  # the tilt shares the first layer there
         objective = proximal_objective(
-            fm, inputs, rows, rest, y[train[rest]], m, self.mu, first=first, changed=at_changed, tilt=fm.tilt
+            fm,
+            inputs,
+            rows,
+            rest,
+            y[train[rest]],
+            m,
+            self.mu,
+            first=first,
+            changed=at_changed,
+            tilt=fm.tilt,
+            graph=graph,
         )
         # F at θ̂ on G − S: F(θ) = B(θ) − c_S(θ)/m + (μ/2)·‖θ − θ̂‖² + const, so its gradient at θ̂ gives ∇c_S(θ̂)
         # without a backward pass through the full graph's losses (∇B(θ̂) = 0).
