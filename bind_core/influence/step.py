@@ -132,6 +132,10 @@ class Stepper:
     base_first: Tensor | None = None
     """The full graph's first-layer output at ``θ̂`` (activated), for Γ's direct term on the computation graph."""
     first: FirstLayerCache | None = None
+    tilt_hat: tuple[Tensor, Tensor] | None = None
+    """``(r(θ̂), ∇r(θ̂))``: the Bregman tilt (:meth:`FunctionalModel.tilt`) and its gradient at ``θ̂``, the same for
+    every deletion (the tilt reads ``G``), so that each deletion's first evaluation, at ``θ̂``, adds them rather than
+    running the tilt's pass."""
 
     @classmethod
     def build(
@@ -184,6 +188,7 @@ class Stepper:
             rows.train,
             base_first,
             first,
+            _tilt_at(fm, theta),
         )
 
     @property
@@ -275,6 +280,7 @@ class Stepper:
             changed=at_changed,
             tilt=fm.tilt,
             graph=graph,
+            tilt_hat=self.tilt_hat,
         )
         # F at θ̂ on G − S: F(θ) = B(θ) − c_S(θ)/m + (μ/2)·‖θ − θ̂‖² + const, so its gradient at θ̂ gives ∇c_S(θ̂)
         # without a backward pass through the full graph's losses (∇B(θ̂) = 0).
@@ -361,6 +367,14 @@ def _first_layer_at_hat(
     with torch.no_grad():
         base_first = ACTIVATION_FNS[module.config.activation](module.first_layer(z))
     return base_first, FirstLayerCache(SplitModel(fm), z, nodes)
+
+
+def _tilt_at(fm: FunctionalModel, theta: Tensor) -> tuple[Tensor, Tensor]:
+    """``(r(θ), ∇r(θ))``: the Bregman tilt (:meth:`FunctionalModel.tilt`) and its gradient at ``theta``."""
+    probe = theta.detach().clone().requires_grad_(True)
+    value = fm.tilt(probe)
+    (grad,) = torch.autograd.grad(value, probe)
+    return value.detach(), grad.detach()
 
 
 def loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
