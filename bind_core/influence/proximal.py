@@ -88,7 +88,7 @@ def proximal_objective(
         if first is None or inputs.x_prop is None:
             logits = fm.logits(probe, rows, inputs)
         else:
-            h = first.activate(at, first.split.pre(probe, inputs.x_prop), changed)
+            h = first.rows(at, probe, inputs.x_prop, changed)
             logits = first.split.logits(probe, h, inputs, rows)
             if shared and not hat and graph is not None and changed is not None:
                 on_graph = first.split.logits(probe, first.on_graph(probe, h, graph, changed), graph, rows)
