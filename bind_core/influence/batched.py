@@ -27,12 +27,14 @@ from bind_core.influence.batch_inputs import BatchInputs, Structures
 from bind_core.influence.step import HALVINGS, Deletion, Stepper
 from bind_core.models.gnn import node_losses, probabilities
 
-BATCH_BYTES = {"cpu": 64 * 2**20, "cuda": 4 * 2**30}
+BATCH_BYTES = {"cpu": 0, "cuda": 4 * 2**30}
 """The default memory budget of one batch of deletions (:func:`batch_size`) by device type. On a CPU a deletion is
 bound by arithmetic and memory traffic, and a batch that leaves the caches costs more per deletion than one at a time
-(docs/SCALE.md, issue 36: 64 batched deletions of the 20,000-node two-layer GCN cost twice what one does), so the
-budget is small (2 to 4 deletions of the benchmarks' graphs); on a GPU a deletion is bound by kernel launches and the
-host's synchronisations, which a batch shares, so it is large. Other devices take the CPU's."""
+(docs/SCALE.md, issue 36: 64 batched deletions of the 20,000-node two-layer GCN cost twice what one does); since the
+sequential path shares the Bregman tilt's first layer too, one at a time costs less than the small batches that fit
+the caches (docs/SCALE.md, "Per-deletion arithmetic": 19 against 24 ms a deletion in batches of 2 at 20,000 nodes,
+17 against 26 in batches of 4 on Income), so the CPU's budget is 0; on a GPU a deletion is bound by kernel launches
+and the host's synchronisations, which a batch shares, so it is large. Other devices take the CPU's."""
 
 
 EDGE_BATCH_BYTES = {"cpu": 0, "cuda": 4 * 2**30}

@@ -20,7 +20,7 @@ functional call with the flat weights, so autograd sees the same arithmetic as t
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -90,6 +90,9 @@ class FirstLayerCache:
         self.position[nodes] = torch.arange(nodes.numel(), device=nodes.device)
         self.others = torch.nonzero(self.position < 0).flatten()
         self.last: tuple[Tensor, Tensor] | None = None
+        linear = _LINEAR_FIRST.get(fm.module.config.arch)
+        self.linear = linear if linear is not None and {*linear[0], linear[1]} <= set(fm.names) else None
+        """The first layer's weights (in ``z``'s column order) and bias, where it is linear (GCN, SAGE)."""
 
     def changed_positions(self, changed: Tensor) -> Tensor:
         """The positions in ``nodes`` of the graph's rows ``changed`` that lie there."""
@@ -109,6 +112,55 @@ class FirstLayerCache:
         self.last = (at, h.detach())
         return h
 
+    def rows(self, at: Tensor, flat: Tensor, z: Tensor, changed: Tensor | None) -> Tensor:
+        """The activated first layer on ``nodes`` at ``at`` (``flat``: its differentiable copy) from aggregated features
+        ``z``: :meth:`at_hat` at ``θ̂`` where that applies, else :meth:`activate` of the pre-activation."""
+        h = self.at_hat(at, flat, z, changed) if at is self.split.fm.theta else None
+        return h if h is not None else self.activate(at, self.split.pre(flat, z), changed)
+
+    def at_hat(self, at: Tensor, flat: Tensor, z: Tensor, changed: Tensor | None) -> Tensor | None:
+        """:meth:`activate` at ``θ̂`` (``flat``, a differentiable copy of it) for a linear first layer, without its
+        forward product over every row: there the kept rows' pre-activation is exactly ``P₀``, so their activated
+        rows are ``H₀`` and only the gradient of ``D₀ ⊙ (P − P₀)`` is needed, which the backward pass forms from
+        ``z`` (:class:`_KeptRows`); the ``changed`` rows (positions in ``nodes``) are computed and activated. ``None``
+        where that does not apply (a GIN's MLP, or ``changed`` unknown): :meth:`activate` then.
+
+        Args:
+            at: ``θ̂`` itself (the evaluation is remembered by it, as :meth:`activate` does).
+            flat: the weights, ``θ̂``'s values, requiring grad.
+            z: ``[rows, features]``, ``G − S``'s aggregated features on ``nodes``.
+            changed: the positions in ``nodes`` of the rows ``S`` changed.
+
+        Returns:
+            ``[rows, hidden]``: the activated first layer, or ``None``.
+        """
+        if self.linear is None or changed is None:
+            return None
+        params = self.split.fm.unflatten(flat)
+        names, bias = self.linear
+        weight = torch.cat([params[name] for name in names], dim=1) if len(names) > 1 else params[names[0]]
+        rows = self.split.act(self.split.pre(flat, z[changed]))
+        h = _apply_kept(weight, params[bias], rows, z, self.slope0, self.act0, changed)
+        self.last = (at, h.detach())
+        return h
+
+    def on_graph(self, flat: Tensor, h: Tensor, graph: GraphInputs, changed: Tensor) -> Tensor:
+        """The activated first layer on ``nodes`` on ``G`` itself at ``flat``, from ``h``, ``G − S``'s there: the two
+        differ only at the rows whose aggregated features ``S`` changed (``changed``, positions in ``nodes``), which
+        are computed again from ``graph``'s (the computation graph's inputs on ``G``). Differentiable in ``flat``.
+
+        Args:
+            flat: the weights ``h`` was computed at.
+            h: ``[rows, hidden]``, ``G − S``'s activated first layer on ``nodes``.
+            graph: the computation graph's inputs on ``G`` (its aggregated features are read).
+            changed: the positions in ``nodes`` of the rows ``S`` changed.
+
+        Returns:
+            ``[rows, hidden]``: ``G``'s activated first layer on ``nodes``.
+        """
+        assert graph.x_prop is not None
+        return h.index_put((changed,), self.split.act(self.split.pre(flat, graph.x_prop[changed])))
+
     def full_rows(self, at: Tensor, z: Tensor) -> Tensor | None:
         """The activated first layer on every row at ``at`` from aggregated features ``z`` (``G − S``'s), with the
         rows of ``nodes`` from the last evaluation when it was at ``at`` (``None`` otherwise)."""
@@ -119,3 +171,42 @@ class FirstLayerCache:
             h[self.nodes] = self.last[1]
             h[self.others] = self.split.act(self.split.pre(at, z[self.others]))
         return h
+
+
+_LINEAR_FIRST = {
+    "gcn": (("convs.0.lin.weight",), "convs.0.bias"),
+    "sage": (("convs.0.lin_l.weight", "convs.0.lin_r.weight"), "convs.0.lin_l.bias"),
+}
+"""Per architecture whose first layer is ``z·Wᵀ + b``: the parameters whose columns make ``W`` (in ``z``'s column
+order) and ``b``."""
+
+
+class _KeptRows(torch.autograd.Function):
+    """The activated first layer at ``θ̂`` of a linear first layer: ``H₀`` with the changed rows replaced, whose
+    gradient at the kept rows is that of ``D₀ ⊙ (z·Wᵀ + b)`` (the forward product there gives exactly ``P₀``, so it is
+    not computed)."""
+
+    @staticmethod
+    def forward(
+        weight: Tensor, bias: Tensor, rows: Tensor, z: Tensor, slope: Tensor, value: Tensor, changed: Tensor
+    ) -> Tensor:
+        return value.index_put((changed,), rows)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
+        ctx.save_for_backward(inputs[3], inputs[4], inputs[6])
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Any:
+        z, slope, changed = ctx.saved_tensors
+        kept = grad * slope
+        kept[changed] = 0.0
+        return kept.T @ z, kept.sum(dim=0), grad[changed], None, None, None, None
+
+
+def _apply_kept(
+    weight: Tensor, bias: Tensor, rows: Tensor, z: Tensor, slope: Tensor, value: Tensor, changed: Tensor
+) -> Tensor:
+    """``_KeptRows.apply``, typed."""
+    out: Tensor = _KeptRows.apply(weight, bias, rows, z, slope, value, changed)  # type: ignore[no-untyped-call]
+    return out

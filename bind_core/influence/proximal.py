@@ -61,6 +61,8 @@ def proximal_objective(
     first: FirstLayerCache | None = None,
     changed: Tensor | None = None,
     tilt: Callable[[Tensor], Tensor] | None = None,
+    graph: GraphInputs | None = None,
+    tilt_hat: tuple[Tensor, Tensor] | None = None,
 ) -> Callable[[Tensor], Evaluation]:
     """``θ ↦ (F(θ), ∇F(θ), test probabilities)`` for the proximal objective on ``G − v``:
     ``F(θ) = (1/m)·Σ_{rest} ℓ_j(θ; G − v) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²``; ``inputs``: those of ``G − v`` (or of its
@@ -69,25 +71,40 @@ def proximal_objective(
     over the first ``m``). ``first``: the computation graph's first layer at ``θ̂``
     (:mod:`~bind_core.influence.firstlayer`; ``inputs`` are then that graph's), reused at ``θ̂`` except at the rows
     ``changed`` (positions there), and remembered at every evaluation. ``tilt``: the Bregman tilt ``r(θ)`` on the
-    full graph, added to ``F`` (``None``: the plain proximal objective)."""
+    full graph, added to ``F`` (``None``: the plain proximal objective). ``graph``: the training nodes' computation
+    graph on ``G`` itself (:meth:`FunctionalModel.objective_rows`, ``rows`` its training rows), given with ``first``
+    and ``changed``: the tilt is then read from the same pass, its first layer ``G − v``'s with the ``changed`` rows
+    computed again (:meth:`FirstLayerCache.on_graph`), rather than from a pass of its own (``tilt`` is then
+    :meth:`FunctionalModel.tilt_from_logits` on those logits, equal to ``fm.tilt`` to rounding). ``tilt_hat``:
+    ``(r(θ̂), ∇r(θ̂))``, the same for every deletion (the tilt reads ``G``): at ``θ̂`` itself they are added rather
+    than computed."""
     theta_hat = fm.theta
+    shared = graph is not None and first is not None and changed is not None and inputs.x_prop is not None
 
     def evaluate(at: Tensor) -> Evaluation:
         probe = at.detach().clone().requires_grad_(True)
+        hat = tilt is not None and tilt_hat is not None and at is theta_hat
+        on_graph = None
         if first is None or inputs.x_prop is None:
             logits = fm.logits(probe, rows, inputs)
         else:
-            h = first.activate(at, first.split.pre(probe, inputs.x_prop), changed)
+            h = first.rows(at, probe, inputs.x_prop, changed)
             logits = first.split.logits(probe, h, inputs, rows)
+            if shared and not hat and graph is not None and changed is not None:
+                on_graph = first.split.logits(probe, first.on_graph(probe, h, graph, changed), graph, rows)
         move = probe - theta_hat
         value = (
             node_losses(logits[:m][rest], y).sum() / m
             + 0.5 * fm.weight_decay * (probe * probe).sum()
             + 0.5 * mu * (move * move).sum()
         )
-        if tilt is not None:
+        if on_graph is not None:
+            value = value + fm.tilt_from_logits(probe, on_graph)
+        elif tilt is not None and not hat:
             value = value + tilt(probe)
         (grad_f,) = torch.autograd.grad(value, probe)
+        if hat and tilt_hat is not None:
+            value, grad_f = value + tilt_hat[0], grad_f + tilt_hat[1]
         proba = probabilities(logits[m:].detach()) if logits.shape[0] > m else None
         return float(value.detach()), grad_f, proba
 

@@ -132,6 +132,10 @@ class Stepper:
     base_first: Tensor | None = None
     """The full graph's first-layer output at ``θ̂`` (activated), for Γ's direct term on the computation graph."""
     first: FirstLayerCache | None = None
+    tilt_hat: tuple[Tensor, Tensor] | None = None
+    """``(r(θ̂), ∇r(θ̂))``: the Bregman tilt (:meth:`FunctionalModel.tilt`) and its gradient at ``θ̂``, the same for
+    every deletion (the tilt reads ``G``), so that each deletion's first evaluation, at ``θ̂``, adds them rather than
+    running the tilt's pass."""
 
     @classmethod
     def build(
@@ -184,6 +188,7 @@ class Stepper:
             rows.train,
             base_first,
             first,
+            _tilt_at(fm, theta),
         )
 
     @property
@@ -254,17 +259,8 @@ class Stepper:
         ``finish``, a deletion the chord steps leave above ``tol`` is finished by L-BFGS on the proximal objective
         (:data:`~bind_core.influence.proximal.FINISH_ITERATIONS` at most). ``changed``: the rows whose aggregated
         features the deletion changed (:meth:`GraphReducer.reduce`), when known."""
-        fm, m, train, y = self.fm, self.m, self.train, self.y
-        rest = ~gone.to(fm.device)
-        # On the whole graph the test rows come in the same pass as the training rows; on the computation graph
-        # they are evaluated apart, only where Γ is read (at θ̂ and at the weights reached).
-        inputs, rows = (reduced, self.wanted) if part is None else (part, self.train_rows)
-        first, at_changed = None, None
-        if part is not None and changed is not None and self.first is not None:
-            first, at_changed = self.first, self.first.changed_positions(changed)
-        objective = proximal_objective(
-            fm, inputs, rows, rest, y[train[rest]], m, self.mu, first=first, changed=at_changed, tilt=fm.tilt
-        )
+        fm, m = self.fm, self.m
+        objective = self._objective(reduced, ~gone.to(fm.device), part, changed)
         # F at θ̂ on G − S: F(θ) = B(θ) − c_S(θ)/m + (μ/2)·‖θ − θ̂‖² + const, so its gradient at θ̂ gives ∇c_S(θ̂)
         # without a backward pass through the full graph's losses (∇B(θ̂) = 0).
         value, grad_f, proba = objective(fm.theta)
@@ -287,6 +283,35 @@ class Stepper:
                 taken=taken,
                 residual=float(grad_f.abs().max()),
             )
+
+    def _objective(
+        self, reduced: GraphInputs, rest: Tensor, part: GraphInputs | None, changed: Tensor | None
+    ) -> Callable[[Tensor], Evaluation]:
+        """The proximal objective of :meth:`_settle`'s deletion (its arguments), the training positions ``rest`` kept:
+        on the computation graph with the first layer reused and the tilt sharing it where that is known."""
+        fm, y = self.fm, self.y
+        # On the whole graph the test rows come in the same pass as the training rows; on the computation graph
+        # they are evaluated apart, only where Γ is read (at θ̂ and at the weights reached).
+        inputs, rows = (reduced, self.wanted) if part is None else (part, self.train_rows)
+        first, at_changed = None, None
+        if part is not None and changed is not None and self.first is not None:
+            first, at_changed = self.first, self.first.changed_positions(changed)
+        graph = None if first is None else fm.objective_rows().inputs  # the tilt shares the first layer there
+        kept = y[self.train[rest]]
+        return proximal_objective(
+            fm,
+            inputs,
+            rows,
+            rest,
+            kept,
+            self.m,
+            self.mu,
+            first=first,
+            changed=at_changed,
+            tilt=fm.tilt,
+            graph=graph,
+            tilt_hat=self.tilt_hat,
+        )
 
     def _chord_steps(
         self, objective: Callable[[Tensor], Evaluation], value: float, grad_f: Tensor, moved: Tensor | None
@@ -350,6 +375,14 @@ def _first_layer_at_hat(
     with torch.no_grad():
         base_first = ACTIVATION_FNS[module.config.activation](module.first_layer(z))
     return base_first, FirstLayerCache(SplitModel(fm), z, nodes)
+
+
+def _tilt_at(fm: FunctionalModel, theta: Tensor) -> tuple[Tensor, Tensor]:
+    """``(r(θ), ∇r(θ))``: the Bregman tilt (:meth:`FunctionalModel.tilt`) and its gradient at ``theta``."""
+    probe = theta.detach().clone().requires_grad_(True)
+    value = fm.tilt(probe)
+    (grad,) = torch.autograd.grad(value, probe)
+    return value.detach(), grad.detach()
 
 
 def loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
