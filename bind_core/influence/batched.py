@@ -33,29 +33,22 @@ bound by arithmetic and memory traffic, and a batch that leaves the caches costs
 (docs/SCALE.md, issue 36: 64 batched deletions of the 20,000-node two-layer GCN cost twice what one does); since the
 sequential path shares the Bregman tilt's first layer too, one at a time costs less than the small batches that fit
 the caches (docs/SCALE.md, "Per-deletion arithmetic": 19 against 24 ms a deletion in batches of 2 at 20,000 nodes,
-17 against 26 in batches of 4 on Income), so the CPU's budget is 0; on a GPU a deletion is bound by kernel launches
-and the host's synchronisations, which a batch shares, so it is large. Other devices take the CPU's."""
+17 against 26 in batches of 4 on Income), and a batch of edge deletions costs 25–55% more than one at a time (its
+extreme edges mostly stall and are settled again alone), so the CPU's budget is 0; on a GPU a deletion is bound by
+kernel launches and the host's synchronisations, which a batch shares, so it is large. Other devices take the
+CPU's."""
 
 
-EDGE_BATCH_BYTES = {"cpu": 0, "cuda": 4 * 2**30}
-"""The default budget for the settled edges (:func:`~bind_core.influence.deep_edges.estimate_edges_deep`): one at a
-time on a CPU, where the extreme edges mostly use every chord step without settling and are settled again alone, so a
-batch costs more than it saves (docs/SCALE.md: 25–55% more CPU in batches of 2–8, break-even at 40); as for nodes on a
-GPU."""
-
-
-def default_batch_bytes(device: torch.device, *, edges: bool = False) -> int:
-    """The default budget for a model on ``device`` (:data:`BATCH_BYTES`; :data:`EDGE_BATCH_BYTES` for ``edges``).
+def default_batch_bytes(device: torch.device) -> int:
+    """The default budget for a model on ``device`` (:data:`BATCH_BYTES`), for node and edge deletions alike.
 
     Args:
         device: the model's device.
-        edges: the budget of edge deletions rather than node deletions.
 
     Returns:
         Bytes one batch may hold (0: one at a time).
     """
-    table = EDGE_BATCH_BYTES if edges else BATCH_BYTES
-    return table.get(device.type, table["cpu"])
+    return BATCH_BYTES.get(device.type, BATCH_BYTES["cpu"])
 
 
 def batch_size(stepper: Stepper, budget: int | None = None) -> int:

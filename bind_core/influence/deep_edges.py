@@ -42,7 +42,7 @@ from torch import Tensor
 
 from bind_core.data.graph import Graph, positions
 from bind_core.errors import ConfigError
-from bind_core.influence.batched import batch_size, default_batch_bytes, delete_edges_many
+from bind_core.influence.batched import batch_size, delete_edges_many
 from bind_core.influence.edges import EdgeInfluenceResult, checked_edges
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, estimate_targets
 from bind_core.influence.incremental import DeletionSpec, IncrementalBatch, layer_spec, union_batches
@@ -160,8 +160,8 @@ def estimate_edges_deep(
             if None.
         progress: ``progress(fraction)``.
         batch_bytes: the memory budget of one batch of edge deletions settled together, as for nodes
-            (:func:`~bind_core.influence.batched.batch_size`; ``None``: the device's default for edges, one at a time
-            on a CPU, :data:`~bind_core.influence.batched.EDGE_BATCH_BYTES`; 0: one at a time).
+            (:func:`~bind_core.influence.batched.batch_size`; ``None``: the device's default,
+            :data:`~bind_core.influence.batched.BATCH_BYTES`, one at a time on a CPU; 0: one at a time).
     """
     if settle < 0:
         raise ConfigError(f"settle: {settle!r} must be >= 0")
@@ -251,8 +251,7 @@ def _settle_ends(
     settled = torch.zeros(edges.shape[0], dtype=torch.bool)
     residual = torch.zeros(edges.shape[0], dtype=torch.float64)
     total = lam * first[:, 0] + (1 - lam) * first[:, 1]
-    budget = default_batch_bytes(stepper.fm.device, edges=True) if batch_bytes is None else batch_bytes
-    size = batch_size(stepper, budget)
+    size = batch_size(stepper, batch_bytes)
     done = 0
     while done < SETTLE_ROUNDS * 2 * settle:  # until the top `settle` at each end, by the values so far, are settled
         picks = [pos for pos in _ends(total, affects, settle) if not settled[pos]]
