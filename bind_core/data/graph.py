@@ -6,56 +6,18 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, TypedDict, Unpack, cast
+from typing import Any, Literal, Unpack
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from bind_core.data.labels import group_labels, id_legend
+from bind_core.data.naming import Naming, named
 from bind_core.data.records import GraphSummary
 from bind_core.errors import GraphValidationError
 
 ArrayLike = Tensor | np.ndarray | Sequence[Any]
-
-
-class Naming(TypedDict, total=False):
-    """The graph in the user's terms, as :meth:`Graph.build` takes it (each key as the :class:`Graph` attribute of
-    the same name; any sequence of strings for the tuples)."""
-
-    feature_names: Sequence[str]
-    name: str
-    group_names: Sequence[str]
-    sensitive: Sequence[str]
-    group_meanings: Sequence[str]
-    node_id_column: str | None
-    node_keys: Sequence[str]
-    label_name: str
-    class_names: Sequence[str]
-
-
-_TEXTS = ("feature_names", "group_names", "sensitive", "group_meanings", "node_keys", "class_names")
-
-
-class _Names(TypedDict, total=False):
-    """:class:`Naming` as :class:`Graph`'s fields take it (the sequences as tuples of strings)."""
-
-    feature_names: tuple[str, ...]
-    name: str
-    group_names: tuple[str, ...]
-    sensitive: tuple[str, ...]
-    group_meanings: tuple[str, ...]
-    node_id_column: str | None
-    node_keys: tuple[str, ...]
-    label_name: str
-    class_names: tuple[str, ...]
-
-
-def _named(naming: Naming) -> _Names:
-    """``naming`` as :class:`Graph`'s fields: the sequences as tuples of strings, the rest as given."""
-    given: dict[str, object] = dict(naming)
-    out = {k: tuple(str(v) for v in cast("Sequence[object]", given[k])) if k in _TEXTS else given[k] for k in given}
-    return cast("_Names", out)
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,7 +187,7 @@ class Graph:
             val_idx=_as_tensor(val_idx, torch.long, "val_idx"),
             test_idx=_as_tensor(test_idx, torch.long, "test_idx"),
             node_ids=ids,
-            **_named(naming),
+            **named(naming),
         )
 
     # ------------------------------------------------------------------ editing

@@ -13,7 +13,8 @@ import numpy as np
 
 from bind_core.data.datasets.limits import check_limit
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED, paper_split
-from bind_core.data.graph import ArrayLike, Graph, Naming
+from bind_core.data.graph import ArrayLike, Graph
+from bind_core.data.naming import Naming
 from bind_core.errors import BindError, GraphValidationError
 
 REQUIRED_KEYS = ("x", "edge_index", "y", "sens")
