@@ -48,6 +48,7 @@ def audit_once(
     polish: bool = True,
     batch_size: int = 0,
     fan_out: tuple[int, ...] = (),
+    deletion_threads: int = 1,
 ) -> dict[str, Any]:
     meter = StageMeter(device=device)
     with meter.stage("generate"):
@@ -60,7 +61,9 @@ def audit_once(
         validation_sample=0,
         **({} if estimator == "auto" else {"estimator": estimator}),
     )
-    result = run_audit(graph, config, progress=lambda stage, _f: meter.switch(stage), device=device)
+    result = run_audit(
+        graph, config, progress=lambda stage, _f: meter.switch(stage), device=device, deletion_threads=deletion_threads
+    )
     stages = meter.close()
     inf = result.influence
     history = result.model.history
@@ -83,6 +86,7 @@ def audit_once(
         "gamma": None if inf is None else inf.gamma,
         "accuracy": result.metrics.test.accuracy,
         "device": device,
+        "deletion_threads": deletion_threads,
     }
 
 
@@ -104,6 +108,9 @@ def main() -> None:
     p.add_argument("--no-polish", action="store_true", help="Adam only (TrainConfig.polish off; no influence then)")
     p.add_argument("--batch-size", type=int, default=0, help="TrainConfig.batch_size: 0 full batch; > 0 mini-batches")
     p.add_argument("--fan-out", default="", help="TrainConfig.fan_out, comma-separated, the batch's hop first; -1 all")
+    p.add_argument(
+        "--deletion-threads", type=int, default=1, help="threads settling the step estimate's deletions at once"
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args()
     C.setup(args)
@@ -113,6 +120,7 @@ def main() -> None:
         hidden=args.hidden, estimator=args.estimator, epochs=args.epochs, bootstrap=args.bootstrap,
         device=args.device, stages=tuple(args.stages.split(",")), polish=not args.no_polish,
         batch_size=args.batch_size, fan_out=tuple(int(f) for f in args.fan_out.split(",") if f),
+        deletion_threads=args.deletion_threads,
     )  # fmt: skip
     row["wall_seconds"] = time.perf_counter() - t0
     print(f"{row['nodes']:,} nodes, {row['edges']:,} edges, {row['train']:,} training nodes, {row['model']}")

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-import torch
 from tqdm import tqdm
 
 from bind_core.cli_errors import cli_text, flag
+from bind_core.cli_threads import add_thread_options, set_threads
 from bind_core.codec import encode, json_safe
 from bind_core.data import datasets
 from bind_core.data.datasets.features import MAX_CATEGORIES
@@ -33,38 +32,6 @@ from bind_core.training.fit import TrainConfig, TrainedModel
 from bind_core.training.supplied import REFERENCES
 
 N = TypeVar("N", int, float)
-
-SMALL_GRAPH_NODES = 100_000
-"""Below this many nodes ``bind-audit run`` uses one torch thread unless ``--threads`` says otherwise."""
-THREADS_HELP = (
-    "torch CPU threads (0: torch's default, one per physical core). Default: 1 for graphs under "
-    f"{SMALL_GRAPH_NODES:,} nodes, whose operations are too small to share out (an Income audit on a busy 2-core "
-    "machine: 12 s with 1 thread, 2 min 20 s with torch's default, same results); for larger graphs the idle "
-    "cores (the CPUs this process may use less the 1-minute load average), at least 1 and at most torch's default"
-)
-
-
-def default_threads(
-    num_nodes: int, *, cpus: int | None = None, load: float | None = None, torch_default: int | None = None
-) -> int:
-    """The torch CPU threads of ``bind-audit run`` without ``--threads``: a count that does not oversubscribe.
-
-    torch's default is one thread per physical core, whoever else uses them; its OpenMP threads meet at the end
-    of every parallel operation, so one thread descheduled by other work stalls the rest, and on a small graph
-    (an operation of microseconds) that waiting is most of the time. Hence one thread below
-    :data:`SMALL_GRAPH_NODES` nodes, and above it the idle cores: ``cpus`` (default: the CPUs this process may
-    run on) less ``load`` (default: the 1-minute load average), rounded, at least 1 and at most
-    ``torch_default`` (default: ``torch.get_num_threads()`` before any change).
-    """
-    if num_nodes < SMALL_GRAPH_NODES:
-        return 1
-    if cpus is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if load is None:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if torch_default is None:
-        torch_default = torch.get_num_threads()
-    return max(1, min(torch_default, cpus - round(load)))
 
 
 class _DeprecatedNodes(argparse.Action):
@@ -206,7 +173,7 @@ def _add_debias_options(p: argparse.ArgumentParser) -> None:
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=10, help="harmful/helpful nodes (and edges) to print")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
+    add_thread_options(p)
     p.add_argument("--json", type=Path, help="write all figures (and every node's influence) to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -271,7 +238,7 @@ def one_line(exc: BaseException) -> str:
 def _run(args: argparse.Namespace) -> int:
     """The audit of ``args``, printed (and written); every error on bad input is a :class:`BindError`."""
     graph, report = _load(args)
-    _set_threads(args, graph.num_nodes)
+    deletion_threads = set_threads(args, graph.num_nodes)
     for note in report.notes(flag) if report is not None else []:
         print(f"read: {note}", file=sys.stderr)
     config = _audit_config(args)
@@ -282,7 +249,9 @@ def _run(args: argparse.Namespace) -> int:
     if not args.quiet:
         bar = tqdm(total=100, file=sys.stderr, mininterval=0.5, bar_format="{desc} {bar} {percentage:3.0f}%")
     try:
-        result = run_audit(graph, config, progress=_bar_progress(bar, config), model=supplied)
+        result = run_audit(
+            graph, config, progress=_bar_progress(bar, config), model=supplied, deletion_threads=deletion_threads
+        )
     finally:  # ends the bar's line, so that an error is a line of its own
         if bar is not None:
             bar.close()
@@ -292,16 +261,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(args.json, result, config, record, report)
     return _log_mlflow(args.mlflow, config, result) if args.mlflow else 0
-
-
-def _set_threads(args: argparse.Namespace, nodes: int) -> None:
-    threads = default_threads(nodes) if args.threads is None else args.threads
-    if threads > 0:
-        torch.set_num_threads(threads)
-    print(
-        f"torch threads: {torch.get_num_threads()}" + (" (--threads to change)" if args.threads is None else ""),
-        file=sys.stderr,
-    )
 
 
 def _audit_config(args: argparse.Namespace) -> AuditConfig:

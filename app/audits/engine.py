@@ -57,6 +57,7 @@ class ComputeAudit(Protocol):
         device: str = "cpu",
         chunk_runner: ChunkRunner | None = None,
         keep: Callable[[int, TrainedModel], None] | None = None,
+        deletion_threads: int = 1,
     ) -> AuditOutput: ...
 
 

@@ -243,11 +243,26 @@ class Attempt:
                 self.send_chunks,
             )
             result = self.engine.compute(
-                graph, config, progress=progress, device=self.device, model=model, chunk_runner=coordinator, keep=kept
+                graph,
+                config,
+                progress=progress,
+                device=self.device,
+                model=model,
+                chunk_runner=coordinator,
+                keep=kept,
+                deletion_threads=self.settings.deletion_threads,
             )
             distributed = coordinator.record
         else:
-            result = self.engine.compute(graph, config, progress=progress, device=self.device, model=model, keep=kept)
+            result = self.engine.compute(
+                graph,
+                config,
+                progress=progress,
+                device=self.device,
+                model=model,
+                keep=kept,
+                deletion_threads=self.settings.deletion_threads,
+            )
         payload = _payload(result)
         if supplied is not None:
             payload["results"]["supplied_model"] = supplied

@@ -81,10 +81,12 @@ class Adjacency:
         if hit is not None and hit[0]() is rows:
             return hit[1]
         block = self._cut(rows)
-        for stale in [k for k, (ref, _) in self._blocks.items() if ref() is None]:
-            del self._blocks[stale]
-        while len(self._blocks) >= BLOCKS_KEPT:
-            del self._blocks[next(iter(self._blocks))]
+        # Threads settling deletions (bind_core.influence.threads) share the graph's adjacencies: the cache is read
+        # from a snapshot and trimmed with pop, so that two threads cutting at once at worst cut one block twice.
+        for stale in [k for k, (ref, _) in list(self._blocks.items()) if ref() is None]:
+            self._blocks.pop(stale, None)
+        for old in list(self._blocks)[: max(0, len(self._blocks) - BLOCKS_KEPT + 1)]:
+            self._blocks.pop(old, None)
         self._blocks[key] = (weakref.ref(rows), block)
         return block
 

@@ -75,6 +75,7 @@ class DampedCurvature:
         rtol: float = 1e-9,
         operator: str = "auto",
         progress: Callable[[float], None] | None = None,
+        threads: int = 1,
     ) -> DampedCurvature:
         """The damped curvature of ``fm``'s Bregman objective at its weights.
 
@@ -84,10 +85,11 @@ class DampedCurvature:
             rtol: eigenvalues below ``rtol·|λ|_max`` are dropped (flat symmetry directions; dense only).
             operator: :data:`OPERATORS`.
             progress: ``progress(fraction)`` while the matrix or the eigenpairs are formed.
+            threads: CPU threads forming the dense matrix's rows at once (the same matrix).
         """
         if choose_operator(operator, fm.num_parameters) == "lanczos":
             return cls._lanczos(fm, rule, progress)
-        return cls._dense(fm, rule, rtol, progress)
+        return cls._dense(fm, rule, rtol, progress, threads)
 
     @classmethod
     def _lanczos(cls, fm: FunctionalModel, rule: float, progress: Callable[[float], None] | None) -> DampedCurvature:
@@ -106,10 +108,15 @@ class DampedCurvature:
 
     @classmethod
     def _dense(
-        cls, fm: FunctionalModel, rule: float, rtol: float, progress: Callable[[float], None] | None
+        cls,
+        fm: FunctionalModel,
+        rule: float,
+        rtol: float,
+        progress: Callable[[float], None] | None,
+        threads: int = 1,
     ) -> DampedCurvature:
         t0 = time.perf_counter()
-        matrix = dense_hessian(fm.bregman, fm.theta, hessian_columns(fm), progress=progress)
+        matrix = dense_hessian(fm.bregman, fm.theta, hessian_columns(fm), progress=progress, threads=threads)
         evals, evecs = torch.linalg.eigh(matrix)
         del matrix
         scale = float(evals.abs().max())

@@ -67,6 +67,7 @@ def estimate(
     chunk_runner: ChunkRunner | None = None,
     on_plan: Callable[[InfluencePlan], None] | None = None,
     on_stepper: Callable[[Stepper], None] | None = None,
+    deletion_threads: int = 1,
 ) -> InfluenceResult:
     """Estimate ΔΓ of deleting each training node (see the module docstring for the math and the sign).
 
@@ -84,6 +85,8 @@ def estimate(
             its solve (the edge attribution, :func:`bind_core.influence.edges.estimate_edges`) need not solve again.
         on_stepper: for ``"step"``, given its :class:`~bind_core.influence.step.Stepper` (the damped inverse), for
             the same reason (:func:`bind_core.influence.deep_edges.estimate_edges_deep`).
+        deletion_threads: for ``"step"``, how many CPU threads settle the deletions at once
+            (:mod:`bind_core.influence.threads`; the results do not depend on it).
 
     Returns:
         An :class:`InfluenceResult` aligned with ``graph.train_idx``.
@@ -97,7 +100,7 @@ def estimate(
     lam = args.lam
     fm = FunctionalModel.from_trained(model, graph, groups)
     if choose_method(args.method, fm) == "step":
-        return _stepped(fm, graph, lam, report, on_stepper)
+        return _stepped(fm, graph, lam, report, on_stepper, deletion_threads)
     the_plan = plan(model, graph, args, groups=groups, progress=lambda f: report(0.5 * f), fm=fm)
     if on_plan is not None:
         on_plan(the_plan)
@@ -117,10 +120,11 @@ def _stepped(
     lam: float,
     report: Callable[[float], None],
     on_stepper: Callable[[Stepper], None] | None,
+    threads: int = 1,
 ) -> InfluenceResult:
     """The ``"step"`` estimate (:func:`~bind_core.influence.step_nodes.step_estimate`) as an
     :class:`InfluenceResult`."""
-    stepped = step_estimate(fm, progress=report, on_stepper=on_stepper)
+    stepped = step_estimate(fm, progress=report, on_stepper=on_stepper, threads=threads)
     grad_norm = float(torch.func.grad(fm.objective)(fm.theta).norm())
     gamma = fm.gammas(fm.theta).detach()
     return InfluenceResult.of_columns(

@@ -20,6 +20,7 @@ functional call with the flat weights, so autograd sees the same arithmetic as t
 
 from __future__ import annotations
 
+import copy
 from typing import Any, cast
 
 import torch
@@ -93,6 +94,13 @@ class FirstLayerCache:
         linear = _LINEAR_FIRST.get(fm.module.config.arch)
         self.linear = linear if linear is not None and {*linear[0], linear[1]} <= set(fm.names) else None
         """The first layer's weights (in ``z``'s column order) and bias, where it is linear (GCN, SAGE)."""
+
+    def fork(self, split: SplitModel) -> FirstLayerCache:
+        """A copy for another thread's model (``split``, of :meth:`FunctionalModel.fork`): the rows at ``θ̂`` shared, the
+        last evaluation's its own."""
+        twin = copy.copy(self)
+        twin.split, twin.last = split, None
+        return twin
 
     def changed_positions(self, changed: Tensor) -> Tensor:
         """The positions in ``nodes`` of the graph's rows ``changed`` that lie there."""

@@ -76,6 +76,14 @@ class FunctionalModel:
         wd = trained.train_config.weight_decay
         return cls(module, names, shapes, theta, graph, inputs, wd, groups)
 
+    def fork(self) -> FunctionalModel:
+        """A copy for another thread: its own module (``functional_call`` puts the weights it is given into the module
+        while it runs, so two threads must not share one); the weights ``theta`` (the same tensor), the graph and its
+        inputs are shared, read only."""
+        twin = copy.copy(self)
+        twin.module = copy.deepcopy(self.module)
+        return twin
+
     @property
     def num_parameters(self) -> int:
         return int(self.theta.numel())

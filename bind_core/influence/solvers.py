@@ -82,16 +82,17 @@ def dense_hessian(
     chunk: int | None = None,
     *,
     progress: Callable[[float], None] | None = None,
+    threads: int = 1,
 ) -> Tensor:
     """The ``[p, p]`` Hessian: ``torch.func.hessian`` (all ``p`` columns at once) when ``chunk`` is None and it
     applies, else columns by HVPs, ``chunk`` at a time (:func:`bind_core.training.hessian.dense_hessian`; memory:
     ``chunk`` copies of the activations, see :func:`hessian_chunk`); ``chunk=0``: row by row on one retained
     gradient graph (:func:`bind_core.training.hessian.dense_hessian_by_rows`, for message-passing models).
     ``progress(fraction of the columns)`` is called as columns are formed (not by the all-at-once path); it may
-    raise to abort."""
+    raise to abort. ``threads``: CPU threads forming the rows at once (``chunk=0`` only; the same matrix)."""
     p = theta.numel()
     if chunk == 0:
-        return dense_hessian_by_rows(objective, theta, progress=progress)
+        return dense_hessian_by_rows(objective, theta, progress=progress, threads=threads)
     if chunk is None or chunk >= p:
         try:
             h: Tensor = hessian(objective)(theta)

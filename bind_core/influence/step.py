@@ -36,7 +36,7 @@ The sign convention is the estimate's (:data:`bind_core.influence.SIGN_CONVENTIO
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -148,14 +148,18 @@ class Stepper:
         tol: float = 1e-7,
         operator: str = "auto",
         progress: Callable[[float], None] | None = None,
+        threads: int = 1,
     ) -> Stepper:
         """The stepper of ``fm`` at its weights: the damped curvature (``rule``, ``rtol``, ``operator``:
         :meth:`DampedCurvature.build`, reporting ``progress``), then the baseline every deletion is measured
-        against. ``steps`` and ``tol`` bound each deletion's chord steps."""
+        against. ``steps`` and ``tol`` bound each deletion's chord steps; ``threads``: CPU threads forming the dense
+        curvature's rows (:func:`~bind_core.training.hessian.dense_hessian_by_rows`)."""
         if steps < 1:
             raise ConfigError(f"steps: {steps!r} must be >= 1")
         choose_operator(operator, fm.num_parameters)  # a bad operator fails before the curvature's minutes
-        curvature = DampedCurvature.build(fm, rule=rule, rtol=rtol, operator=operator, progress=progress)
+        curvature = DampedCurvature.build(
+            fm, rule=rule, rtol=rtol, operator=operator, progress=progress, threads=threads
+        )
         g, theta = fm.graph, fm.theta
         full = full_inputs(fm)
         train, test = g.train_idx.to(fm.device), g.test_idx.to(fm.device)
@@ -213,6 +217,14 @@ class Stepper:
     @property
     def lowrank(self) -> DampedInverse | None:
         return self.curvature.lowrank
+
+    def fork(self) -> Stepper:
+        """A copy that settles deletions on another thread beside this one (:mod:`bind_core.influence.threads`): its own
+        model copy (:meth:`FunctionalModel.fork`) and first-layer memory; the curvature, the reducer and the baseline
+        are shared, read only. Its deletions equal this one's exactly."""
+        fm = self.fm.fork()
+        first = None if self.first is None else self.first.fork(SplitModel(fm))
+        return replace(self, fm=fm, first=first)
 
     def solve_damped(self, vec: Tensor) -> Tensor:
         """``(H + μI)⁻¹·vec`` (:meth:`DampedCurvature.apply`)."""

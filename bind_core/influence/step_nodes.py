@@ -16,6 +16,8 @@ from bind_core.influence.curvature import DAMPING_RULE
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.solvers import SolveInfo
 from bind_core.influence.step import STEPS, Deletion, Stepper, loss_derivatives
+from bind_core.influence.threads import settle_each
+from bind_core.threads import check_threads
 
 __all__ = ["Settling", "StepEstimate", "step_estimate", "step_set_estimates"]
 
@@ -52,6 +54,7 @@ def step_estimate(
     operator: str = "auto",
     on_stepper: Callable[[Stepper], None] | None = None,
     batch_bytes: int | None = None,
+    threads: int = 1,
 ) -> StepEstimate:
     """ΔΓ of every training node: damped Newton steps towards the proximal optimum on ``G − v``, Γ exactly there.
 
@@ -69,11 +72,13 @@ def step_estimate(
     ``on_stepper`` is given the :class:`Stepper` once it is made, so that other deletions of the same model (the
     edges, :mod:`bind_core.influence.deep_edges`) reuse its damped inverse. ``batch_bytes``: the memory budget of
     one batch of deletions settled together (:func:`~bind_core.influence.batched.batch_size`; ``None``: the
-    device's default; 0: one at a time).
+    device's default; 0: one at a time). ``threads``: how many CPU threads settle deletions at once
+    (:mod:`bind_core.influence.threads`; the results do not depend on it).
     """
+    check_threads(threads, "deletion threads")
     hessian_progress = None if progress is None else (lambda f: progress(0.1 * f))
     stepper = Stepper.build(
-        fm, rule=rule, rtol=rtol, steps=steps, tol=tol, operator=operator, progress=hessian_progress
+        fm, rule=rule, rtol=rtol, steps=steps, tol=tol, operator=operator, progress=hessian_progress, threads=threads
     )
     timings = {"solve": stepper.solve.seconds}
     if on_stepper is not None:
@@ -86,12 +91,15 @@ def step_estimate(
     nodes = _PerNode.empty(m, fm.num_parameters, keep_weights)
     t0 = time.perf_counter()
     size = batch_size(stepper, batch_bytes)
-    for start in range(0, m, size):
-        positions = list(range(start, min(m, start + size)))
-        for pos, out in zip(positions, delete_many(stepper, [[p] for p in positions]), strict=True):
+    batches = [list(range(start, min(m, start + size))) for start in range(0, m, size)]
+
+    def put(i: int, outs: list[Deletion]) -> None:
+        for pos, out in zip(batches[i], outs, strict=True):
             nodes.put(pos, out)
         if progress is not None:  # every batch: one deletion is a few full-graph passes
-            progress(0.1 + 0.9 * (positions[-1] + 1) / m)
+            progress(0.1 + 0.9 * (batches[i][-1] + 1) / m)
+
+    settle_each(stepper, batches, lambda s, positions: delete_many(s, [[p] for p in positions]), put, threads=threads)
     timings["per_node_terms"] = time.perf_counter() - t0
     stepper.solve.details["batch_size"] = size
     solve = stepper.solve
@@ -165,10 +173,15 @@ def step_set_estimates(
     tol: float = 1e-7,
     stepper: Stepper | None = None,
     batch_bytes: int | None = None,
+    threads: int = 1,
 ) -> list[Deletion]:
     """The step estimate of deleting each set of training positions together (one step from θ̂ for the whole set
     on ``G − S``, Γ exactly there), rather than the sum of its members' estimates, which for a flat objective
-    can add up past anything the set can do. ``batch_bytes``: as :func:`step_estimate`'s."""
-    stepper = stepper or Stepper.build(fm, rule=rule, steps=steps, tol=tol)
+    can add up past anything the set can do. ``batch_bytes``, ``threads``: as :func:`step_estimate`'s."""
+    check_threads(threads, "deletion threads")
+    stepper = stepper or Stepper.build(fm, rule=rule, steps=steps, tol=tol, threads=threads)
     size = batch_size(stepper, batch_bytes)
-    return [out for start in range(0, len(sets), size) for out in delete_many(stepper, sets[start : start + size])]
+    batches = [sets[start : start + size] for start in range(0, len(sets), size)]
+    out: list[Deletion] = []
+    settle_each(stepper, batches, delete_many, lambda _, settled: out.extend(settled), threads=threads)
+    return out

@@ -49,6 +49,7 @@ from bind_core.pipeline.stages import (
     validation_stage,
 )
 from bind_core.pipeline.summary import summarize
+from bind_core.threads import check_threads
 from bind_core.training.fit import TrainedModel
 from bind_core.training.records import ModelSummary, Spectrum, Stationarity, StationarityCheck
 
@@ -293,6 +294,7 @@ def run_audit(
     device: str | torch.device = "cpu",
     chunk_runner: ChunkRunner | None = None,
     keep: Callable[[int, TrainedModel], None] | None = None,
+    deletion_threads: int = 1,
 ) -> AuditResult:
     """Run the audit's stages on ``graph`` (see :data:`STAGES` and :func:`~bind_core.pipeline.stages.planned_stages`)
     and return everything they produced.
@@ -307,6 +309,8 @@ def run_audit(
         keep: ``keep(i, model)`` is handed the ``i``-th debiasing budget's retrained model as the debiasing stage
             trains it (:func:`~bind_core.debiasing.debias.debias`), e.g. to store it
             (:func:`~bind_core.training.export.export_model`); by default it is discarded.
+        deletion_threads: how many CPU threads settle a multi-layer model's deletions at once (the step estimate's;
+            :mod:`~bind_core.influence.threads`); the results do not depend on it.
 
     Returns:
         An :class:`AuditResult`: the model, its metrics, the influence estimate and every other stage's section;
@@ -320,6 +324,7 @@ def run_audit(
     computes the influence estimate's per-node terms from its plan (e.g. spread over workers; see
     :mod:`bind_core.influence.distributed.plan`); by default they are computed here.
     """
+    check_threads(deletion_threads, "deletion_threads")  # before the training's minutes
     config = config or AuditConfig()
     plan = planned_stages(config)
     stages = StageRunner(progress)
@@ -333,7 +338,15 @@ def run_audit(
         return result
     found = stages.run(
         "influence",
-        lambda: influence_stage(trained, graph, config, groups, progress=stages.tick, chunk_runner=chunk_runner),
+        lambda: influence_stage(
+            trained,
+            graph,
+            config,
+            groups,
+            progress=stages.tick,
+            chunk_runner=chunk_runner,
+            deletion_threads=deletion_threads,
+        ),
     )
     result.stationarity, result.influence, result.refinement, result.profile = found[:4]
     after = _AfterInfluence(result, stages, plan, groups, found, device, keep)

@@ -221,6 +221,7 @@ def influence_stage(
     *,
     progress: Tick,
     chunk_runner: ChunkRunner | None = None,
+    deletion_threads: int = 1,
 ) -> InfluenceStage:
     """Describe how stationary the weights are (information, never a refusal), estimate every training node's ΔΓ
     and, with ``refine_steps``, refine
@@ -239,6 +240,7 @@ def influence_stage(
         chunk_runner=chunk_runner,
         on_plan=plans.append if config.edges else None,
         on_stepper=steppers.append if config.edges else None,
+        deletion_threads=deletion_threads,
     )
     refinement = None
     if config.refine_steps:

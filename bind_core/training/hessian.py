@@ -1,7 +1,7 @@
 """Dense Hessians of a flat-parameter objective, formed by forward-over-reverse Hessian-vector products.
 
 Used by the training polish's Newton finish (:mod:`bind_core.training.newton`) and by the influence solvers; it
-imports nothing else from ``bind_core``, so either side may import it.
+imports nothing from ``bind_core`` but :mod:`bind_core.threads`, so either side may import it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 from torch.func import grad, jvp
+
+from bind_core.threads import check_threads, each_in_order
 
 ROW_BATCH = {"cpu": 1, "cuda": 32}
 """Rows of a Hessian formed per backward pass (:func:`dense_hessian_by_rows`) by device type. On this project's CPU a
@@ -85,6 +87,7 @@ def dense_hessian_by_rows(
     *,
     progress: Callable[[float], None] | None = None,
     batch: int | None = None,
+    threads: int = 1,
 ) -> Tensor:
     """The symmetrised Hessian row by row, by reverse-over-reverse products on one retained gradient graph.
 
@@ -100,20 +103,34 @@ def dense_hessian_by_rows(
             is one batched backward pass (``vmap`` over the gradient's graph, ``is_grads_batched``), which shares a
             GPU's kernel launches among the rows; a block whose backward pass ``vmap`` cannot batch is formed row by
             row. The rows are the same to rounding.
+        threads: CPU threads forming blocks of rows at once, each a backward pass on the shared retained graph
+            (:mod:`bind_core.threads`; the Hessian is the same, bit for bit).
 
     Returns:
         The ``[p, p]`` Hessian, symmetrised.
     """
+    check_threads(threads)
     probe = theta.detach().clone().requires_grad_(True)
     (g,) = torch.autograd.grad(objective(probe), probe, create_graph=True)
     p = probe.numel()
     eye = torch.eye(p, dtype=theta.dtype, device=theta.device)
     step = max(1, row_batch(theta.device) if batch is None else batch)
+    starts = range(0, p, step)
     rows: list[Tensor] = []
-    for start in range(0, p, step):
-        rows += _rows(g, probe, eye[start : start + step], retain=start + step < p)
+
+    def put(_: int, block: list[Tensor]) -> None:
+        rows.extend(block)
         if progress is not None:
-            progress(min(p, start + step) / p)
+            progress(len(rows) / p)
+
+    # Every pass retains the graph when threads share it (the last one may free it only when it is the last to run).
+    alone = threads == 1
+    each_in_order(
+        starts,
+        lambda _, start: _rows(g, probe, eye[start : start + step], retain=not alone or start + step < p),
+        put,
+        [None] * threads,
+    )
     h = torch.stack(rows).detach()
     return 0.5 * (h + h.T)
 

@@ -82,7 +82,7 @@ def fake_audit() -> Iterator[Callable[[Callable[[Progress], FakeResult]], None]]
     def install(body: Callable[[Progress], FakeResult]) -> None:
         def compute(
             graph: Graph, config: AuditConfig | None = None, *, progress: Any = None, model: Any = None,
-            device: str = "cpu", chunk_runner: Any = None, keep: Any = None,
+            device: str = "cpu", chunk_runner: Any = None, keep: Any = None, deletion_threads: int = 1,
         ) -> FakeResult:  # fmt: skip
             assert progress is not None
             return body(progress)

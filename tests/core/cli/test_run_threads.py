@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from bind_core.cli import SMALL_GRAPH_NODES, default_threads, main
+from bind_core.cli import main
+from bind_core.cli_threads import SMALL_GRAPH_NODES, default_deletion_threads, default_threads
 
 QUICK = ["--synthetic", "--synthetic-nodes", "200", "--epochs", "5", "--skip", "influence,debiasing,validation",
          "--bootstrap", "0", "--quiet"]  # fmt: skip
@@ -47,7 +48,22 @@ def test_run_uses_the_rule_unless_threads_is_given(capsys: pytest.CaptureFixture
     torch.set_num_threads(2)
     assert main(QUICK) == 0
     assert torch.get_num_threads() == 1
-    assert "torch threads: 1 (--threads to change)" in capsys.readouterr().err
-    assert main([*QUICK, "--threads", "2"]) == 0
+    assert "torch threads: 1, deletion threads: " in capsys.readouterr().err
+    assert main([*QUICK, "--threads", "2", "--deletion-threads", "3"]) == 0
     assert torch.get_num_threads() == 2
-    assert "torch threads: 2\n" in capsys.readouterr().err
+    assert "torch threads: 2, deletion threads: 3\n" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("torch_threads", "cpus", "load", "expected"),
+    [(1, 2, 0.0, 2), (1, 2, 1.2, 1), (2, 2, 0.0, 1), (1, 16, 3.0, 13), (4, 16, 0.0, 4), (1, 2, 7.0, 1)],
+)
+def test_deletion_threads_share_the_idle_cores(torch_threads: int, cpus: int, load: float, expected: int) -> None:
+    """The idle cores divided among threads of ``torch_threads`` each, never fewer than one."""
+    assert default_deletion_threads(torch_threads, cpus=cpus, load=load) == expected
+
+
+@pytest.mark.usefixtures("restore_threads")
+def test_bad_deletion_threads_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*QUICK, "--deletion-threads", "0"]) == 2
+    assert "--deletion-threads: 0 must be >= 1" in capsys.readouterr().err

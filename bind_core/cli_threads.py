@@ -1,0 +1,93 @@
+"""The CPU threads of ``bind-audit run``: torch's own (``--threads``) and those that settle a multi-layer model's
+deletions at once (``--deletion-threads``), each chosen so as not to oversubscribe the cores (docs/cli.md,
+"Threads")."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+from bind_core.errors import ConfigError
+
+SMALL_GRAPH_NODES = 100_000
+"""Below this many nodes ``bind-audit run`` uses one torch thread unless ``--threads`` says otherwise."""
+THREADS_HELP = (
+    "torch CPU threads (0: torch's default, one per physical core). Default: 1 for graphs under "
+    f"{SMALL_GRAPH_NODES:,} nodes, whose operations are too small to share out (an Income audit on a busy 2-core "
+    "machine: 12 s with 1 thread, 2 min 20 s with torch's default, same results); for larger graphs the idle "
+    "cores (the CPUs this process may use less the 1-minute load average), at least 1 and at most torch's default"
+)
+
+
+def default_threads(
+    num_nodes: int, *, cpus: int | None = None, load: float | None = None, torch_default: int | None = None
+) -> int:
+    """The torch CPU threads of ``bind-audit run`` without ``--threads``: a count that does not oversubscribe.
+
+    torch's default is one thread per physical core, whoever else uses them; its OpenMP threads meet at the end
+    of every parallel operation, so one thread descheduled by other work stalls the rest, and on a small graph
+    (an operation of microseconds) that waiting is most of the time. Hence one thread below
+    :data:`SMALL_GRAPH_NODES` nodes, and above it the idle cores: ``cpus`` (default: the CPUs this process may
+    run on) less ``load`` (default: the 1-minute load average), rounded, at least 1 and at most
+    ``torch_default`` (default: ``torch.get_num_threads()`` before any change).
+    """
+    if num_nodes < SMALL_GRAPH_NODES:
+        return 1
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if torch_default is None:
+        torch_default = torch.get_num_threads()
+    return max(1, min(torch_default, cpus - round(load)))
+
+
+def default_deletion_threads(torch_threads: int, *, cpus: int | None = None, load: float | None = None) -> int:
+    """The threads that settle a multi-layer model's deletions at once (:mod:`bind_core.influence.threads`) without
+    ``--deletion-threads``: the idle cores (as :func:`default_threads` counts them) shared out among threads of
+    ``torch_threads`` each, at least 1. A deletion's operations are too small for torch's own threads to share, but
+    the deletions are independent."""
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(1, (cpus - round(load)) // max(1, torch_threads))
+
+
+def add_thread_options(p: argparse.ArgumentParser) -> None:
+    """``--threads`` and ``--deletion-threads``."""
+    p.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
+    p.add_argument(
+        "--deletion-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="threads settling a multi-layer model's deletions at once, each with --threads torch threads (the "
+        "results do not depend on it). Default: the idle cores divided by the torch threads, at least 1",
+    )
+
+
+def set_threads(args: argparse.Namespace, nodes: int) -> int:
+    """Set torch's threads; return the deletion threads (both printed)."""
+    threads = default_threads(nodes) if args.threads is None else args.threads
+    if threads > 0:
+        torch.set_num_threads(threads)
+    deletions: int | None = args.deletion_threads
+    if deletions is None:
+        deletions = default_deletion_threads(torch.get_num_threads())
+    elif deletions < 1:
+        raise ConfigError(f"--deletion-threads: {deletions!r} must be >= 1")
+    chosen = [
+        flag
+        for flag, value in (("--threads", args.threads), ("--deletion-threads", args.deletion_threads))
+        if value is None
+    ]
+    print(
+        f"torch threads: {torch.get_num_threads()}, deletion threads: {deletions}"
+        + (f" ({', '.join(chosen)} to change)" if chosen else ""),
+        file=sys.stderr,
+    )
+    return deletions

@@ -1,0 +1,129 @@
+"""Deletions and Hessian rows on several threads (:mod:`bind_core.threads`, :mod:`bind_core.influence.threads`): the
+same results as one thread, bit for bit, in order, and work that stops when it is told to."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from bind_core.data.datasets import synthetic
+from bind_core.errors import ConfigError
+from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.step import Stepper
+from bind_core.influence.step_nodes import step_estimate, step_set_estimates
+from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.threads import check_threads, each_in_order
+from bind_core.training.fit import TrainConfig, train
+from bind_core.training.hessian import dense_hessian_by_rows
+
+
+def _model(arch: str) -> FunctionalModel:
+    """A two-layer model whose training nodes' computation graph is a small part of the graph (the first layer's
+    rows are then reused, the stepper's most stateful path)."""
+    graph = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
+    model = train(graph, TrainConfig(epochs=100), ModelConfig(arch=arch, layers=2, hidden=8))
+    return FunctionalModel.from_trained(model, graph)
+
+
+@pytest.mark.parametrize("arch", ["gcn", "sage"])
+def test_threaded_deletions_equal_one_thread_bit_for_bit(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fm = _model(arch)
+    one = step_estimate(fm, keep_weights=True, batch_bytes=0)
+    forks: list[Stepper] = []
+    fork = Stepper.fork
+    monkeypatch.setattr(Stepper, "fork", lambda self: forks.append(fork(self)) or forks[-1])
+    progress: list[float] = []
+    threaded = step_estimate(fm, keep_weights=True, batch_bytes=0, threads=3, progress=progress.append)
+    assert len(forks) == 2 and all(f.fm.module is not fm.module and f.fm.theta is fm.theta for f in forks)
+    assert int(one.taken.max()) >= 2  # some deletions took chord steps, which read the first layer's memory
+    for name in ("delta", "taken", "residual", "weights", "first_steps"):
+        assert torch.equal(getattr(threaded, name), getattr(one, name)), name
+    for name, part in one.parts.items():
+        assert torch.equal(threaded.parts[name], part), name
+    assert progress == sorted(progress) and progress[-1] == pytest.approx(1.0)  # in order, on this thread
+
+
+def test_threaded_node_sets_equal_one_thread() -> None:
+    fm = _model("gcn")
+    sets = [[0, 1], [2], [3, 4, 5], [6], [7, 8]]
+    one = step_set_estimates(fm, sets, batch_bytes=0)
+    threaded = step_set_estimates(fm, sets, batch_bytes=0, threads=2)
+    assert [torch.equal(a.delta, b.delta) and a.taken == b.taken for a, b in zip(one, threaded, strict=True)] == [
+        True
+    ] * len(sets)
+
+
+@pytest.mark.parametrize("arch", ["gcn", "sage"])
+def test_hessian_rows_on_threads_equal_one_thread(arch: str) -> None:
+    fm = _model(arch)
+    one = dense_hessian_by_rows(fm.bregman, fm.theta)
+    seen: list[float] = []
+    threaded = dense_hessian_by_rows(fm.bregman, fm.theta, threads=2, progress=seen.append)
+    assert torch.equal(threaded, one)
+    assert len(seen) == fm.num_parameters and seen == sorted(seen) and seen[-1] == 1.0
+
+
+def test_work_runs_at_once_and_comes_back_in_order() -> None:
+    """Both threads hold the barrier together (one thread alone would time out), and later units finishing first
+    still come back in order."""
+    barrier = threading.Barrier(2, timeout=30)
+    names: set[str] = set()
+
+    def work(state: str, unit: int) -> tuple[str, int]:
+        if unit < 2:
+            barrier.wait()
+        time.sleep(0.002 * (unit % 3))
+        names.add(threading.current_thread().name)
+        return state, unit * unit
+
+    got: list[tuple[int, int]] = []
+    each_in_order(list(range(12)), work, lambda i, r: got.append((i, r[1])), ["a", "b"])
+    assert got == [(i, i * i) for i in range(12)]
+    assert len(names) == 2
+
+
+def test_a_failing_put_stops_the_work() -> None:
+    """A cancelled audit's progress callback raises inside ``put``: the units not yet started are dropped."""
+    started: list[int] = []
+
+    def work(_: None, unit: int) -> int:
+        started.append(unit)
+        time.sleep(0.01)
+        return unit
+
+    class Cancelled(Exception):
+        pass
+
+    def put(i: int, _: int) -> None:
+        if i == 1:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        each_in_order(list(range(200)), work, put, [None, None])
+    assert len(started) < 20
+
+
+def test_a_failing_unit_propagates() -> None:
+    def work(_: None, unit: int) -> int:
+        if unit == 3:
+            raise ValueError("unit 3")
+        return unit
+
+    with pytest.raises(ValueError, match="unit 3"):
+        each_in_order(list(range(8)), work, lambda i, r: None, [None, None])
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "2"])
+def test_bad_thread_counts_are_refused(bad: object) -> None:
+    with pytest.raises(ConfigError, match="must be an integer >= 1"):
+        check_threads(bad)  # type: ignore[arg-type]
+
+
+def test_an_audit_refuses_bad_deletion_threads_before_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bind_core.pipeline.audit.training_stage", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ConfigError, match="deletion_threads: 0"):
+        run_audit(synthetic(60, seed=0), AuditConfig(), deletion_threads=0)
