@@ -5,8 +5,8 @@ The estimate's deletions (:mod:`bind_core.influence.threads`) and a dense Hessia
 tensor operations: too small for torch's intra-op threads to share out (their OpenMP threads meet at the end of every
 operation, and that wait is most of the time), but independent of one another. torch releases the GIL inside each
 operation, so the pieces themselves can run on threads: on a 2-core machine two threads settle a 20,000-node
-two-layer GCN's deletions about 1.5 times as fast as one, and form its Hessian's rows 1.8 times as fast
-(docs/SCALE.md, "Work on several threads"). The results are the same as one thread's, bit for bit: each piece's
+two-layer GCN's deletions 1.5 times as fast as one, and form its Hessian's rows 1.5 times as fast (docs/SCALE.md,
+"Deletions and Hessian rows on several threads"). The results are the same as one thread's, bit for bit: each piece's
 arithmetic does not depend on which thread runs it.
 
 Results come back in order, on the calling thread, so a progress callback (which may write to a database, or stop
