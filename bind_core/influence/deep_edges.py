@@ -47,9 +47,11 @@ from bind_core.influence.edges import EdgeInfluenceResult, checked_edges
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, estimate_targets
 from bind_core.influence.incremental import DeletionSpec, IncrementalBatch, layer_spec, union_batches
 from bind_core.influence.neighbourhood import Csr
-from bind_core.influence.step import Stepper, loss_derivatives
+from bind_core.influence.step import Deletion, Stepper, loss_derivatives
 from bind_core.influence.terms import exact_direct
+from bind_core.influence.threads import settle_each
 from bind_core.models.gnn import flat_parameters, probabilities
+from bind_core.threads import check_threads
 from bind_core.training.fit import TrainedModel
 
 SETTLE = 10
@@ -147,6 +149,7 @@ def estimate_edges_deep(
     max_rows: int = 20_000,
     progress: Callable[[float], None] | None = None,
     batch_bytes: int | None = None,
+    threads: int = 1,
 ) -> EdgeInfluenceResult:
     """ΔΓ of deleting each edge of a multi-layer or attention model (module docstring): the damped first-order
     value of every edge, then damped steps with Γ exact for the ``settle`` most harmful and most helpful ones.
@@ -162,7 +165,10 @@ def estimate_edges_deep(
         batch_bytes: the memory budget of one batch of edge deletions settled together, as for nodes
             (:func:`~bind_core.influence.batched.batch_size`; ``None``: the device's default,
             :data:`~bind_core.influence.batched.BATCH_BYTES`, one at a time on a CPU; 0: one at a time).
+        threads: CPU threads settling a round's edges at once (:mod:`bind_core.influence.threads`; the same
+            values).
     """
+    check_threads(threads, "deletion threads")
     if settle < 0:
         raise ConfigError(f"settle: {settle!r} must be >= 0")
     timings: dict[str, float] = {}
@@ -177,7 +183,7 @@ def estimate_edges_deep(
     if progress is not None:
         progress(0.5)
     t2 = time.perf_counter()
-    settled = _settle_ends(stepper, und, terms, lam, settle, progress, batch_bytes)
+    settled = _settle_ends(stepper, und, terms, lam, settle, progress, batch_bytes, threads)
     timings["settle"] = time.perf_counter() - t2
     return _result(stepper, und, lam, terms, settled, timings)
 
@@ -241,11 +247,13 @@ def _settle_ends(
     settle: int,
     progress: Callable[[float], None] | None,
     batch_bytes: int | None = None,
+    threads: int = 1,
 ) -> _Settled:
     """Settle the ``settle`` most harmful and most helpful edges by the values so far, in rounds, until those at
     both ends are all settled (:data:`SETTLE_ROUNDS` times ``2·settle`` edges at most); ``progress`` runs from
     0.5 to 1. A round's edges are settled in batches of :func:`~bind_core.influence.batched.batch_size`
-    (``batch_bytes``): the round's picks are chosen before any of them is settled, so the batches change no pick."""
+    (``batch_bytes``), ``threads`` of them at once: the round's picks are chosen before any of them is settled, so
+    neither the batches nor the threads change a pick."""
     first, affects = terms.first, terms.affects
     exact = first.clone()
     settled = torch.zeros(edges.shape[0], dtype=torch.bool)
@@ -257,14 +265,24 @@ def _settle_ends(
         picks = [pos for pos in _ends(total, affects, settle) if not settled[pos]]
         if not picks:
             break
-        for start in range(0, len(picks), size):
-            chunk = picks[start : start + size]
-            for pos, out in zip(chunk, delete_edges_many(stepper, [edges[p : p + 1] for p in chunk]), strict=True):
+        chunks = [picks[start : start + size] for start in range(0, len(picks), size)]
+
+        def put(i: int, outs: list[Deletion], chunks: list[list[int]] = chunks) -> None:
+            nonlocal done
+            for pos, out in zip(chunks[i], outs, strict=True):
                 exact[pos], settled[pos], residual[pos] = out.delta.double(), True, out.residual
                 total[pos] = lam * exact[pos, 0] + (1 - lam) * exact[pos, 1]
-            done += len(chunk)
+            done += len(chunks[i])
             if progress is not None:
                 progress(0.5 + 0.5 * min(done / (2 * settle), 1.0))
+
+        settle_each(
+            stepper,
+            chunks,
+            lambda s, chunk: delete_edges_many(s, [edges[p : p + 1] for p in chunk]),
+            put,
+            threads=threads,
+        )
     return _Settled(exact, settled, residual)
 
 

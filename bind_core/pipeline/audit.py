@@ -309,8 +309,9 @@ def run_audit(
         keep: ``keep(i, model)`` is handed the ``i``-th debiasing budget's retrained model as the debiasing stage
             trains it (:func:`~bind_core.debiasing.debias.debias`), e.g. to store it
             (:func:`~bind_core.training.export.export_model`); by default it is discarded.
-        deletion_threads: how many CPU threads settle a multi-layer model's deletions at once (the step estimate's;
-            :mod:`~bind_core.influence.threads`); the results do not depend on it.
+        deletion_threads: how many CPU threads settle a multi-layer model's deletions at once (the step estimate's
+            nodes and settled edges) and form its curvature's rows (:mod:`~bind_core.influence.threads`); the results
+            do not depend on it.
 
     Returns:
         An :class:`AuditResult`: the model, its metrics, the influence estimate and every other stage's section;
@@ -349,7 +350,7 @@ def run_audit(
         ),
     )
     result.stationarity, result.influence, result.refinement, result.profile = found[:4]
-    after = _AfterInfluence(result, stages, plan, groups, found, device, keep)
+    after = _AfterInfluence(result, stages, plan, groups, found, device, keep, deletion_threads)
     after.edges()
     after.debiasing()
     after.validation()
@@ -369,6 +370,7 @@ class _AfterInfluence:
     found: InfluenceStage
     device: str | torch.device
     keep: Callable[[int, TrainedModel], None] | None = None
+    deletion_threads: int = 1
 
     def edges(self) -> None:
         r, config = self.result, self.result.config
@@ -384,6 +386,7 @@ class _AfterInfluence:
                 self.found.plan,
                 progress=self.stages.tick,
                 stepper=self.found.stepper,
+                deletion_threads=self.deletion_threads,
             ),
             report_start=False,
         )
@@ -395,7 +398,14 @@ class _AfterInfluence:
             r.debiasing = self.stages.run(
                 "debiasing",
                 lambda: debiasing_stage(
-                    r.model, r.graph, config, influence, self.groups, progress=tick, keep=self.keep
+                    r.model,
+                    r.graph,
+                    config,
+                    influence,
+                    self.groups,
+                    progress=tick,
+                    keep=self.keep,
+                    stepper=self.found.stepper,
                 ),
             )
         if not (config.edges and r.edges is not None and r.edges.computed):

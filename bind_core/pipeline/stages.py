@@ -210,7 +210,8 @@ class InfluenceStage(NamedTuple):
     plan: InfluencePlan | None
     """The linear estimate's shared half (its solve), kept for the edge attribution; ``None`` for a step estimate."""
     stepper: Stepper | None = None
-    """The step estimate's damped inverse, kept for the edge attribution; ``None`` for a linear estimate."""
+    """The step estimate's damped inverse, kept for the edge attribution and the debiasing's node sets; ``None`` for a
+    linear estimate."""
 
 
 def influence_stage(
@@ -239,7 +240,7 @@ def influence_stage(
         progress=lambda stage, frac: progress(stage, share * frac),
         chunk_runner=chunk_runner,
         on_plan=plans.append if config.edges else None,
-        on_stepper=steppers.append if config.edges else None,
+        on_stepper=steppers.append,
         deletion_threads=deletion_threads,
     )
     refinement = None
@@ -282,17 +283,24 @@ def edges_stage(
     *,
     progress: Tick,
     stepper: Stepper | None = None,
+    deletion_threads: int = 1,
 ) -> EdgesStage:
     """ΔΓ of deleting each undirected edge, reusing the node estimate's solve when it made one. One-layer GCN, GIN
     and SAGE: the influence function, in parts of :data:`EDGE_PART` edges (progress and cancellation between them).
     Multi-layer and attention models: damped first-order values for every edge and damped steps for the top
     (:mod:`bind_core.influence.deep_edges`), reusing the step estimate's damped inverse; progress and cancellation
-    every batch of edges."""
+    every batch of edges, the settled ones on ``deletion_threads`` threads."""
     start = time.perf_counter()
     progress(EDGES, 0.0)
     if not model.module.row_separable:
         found = estimate_edges_deep(
-            model, graph, lam=config.lam, groups=groups, stepper=stepper, progress=lambda f: progress(EDGES, f)
+            model,
+            graph,
+            lam=config.lam,
+            groups=groups,
+            stepper=stepper,
+            progress=lambda f: progress(EDGES, f),
+            threads=deletion_threads,
         )
         seconds = time.perf_counter() - start
         return EdgesStage(edge_section(graph, found, seconds=seconds, shared_solve=stepper is not None), found)
@@ -324,19 +332,22 @@ def _set_estimator(
     influence: InfluenceResult,
     groups: list[int] | None,
     hold: Callable[[float], None] | None = None,
+    stepper: Stepper | None = None,
 ) -> Callable[[list[int]], float] | None:
-    """For a step estimate, ΔΓ of deleting a set of training positions as a whole (its own damped step); else
-    ``None`` (the influence function's sets are non-overlapping and their estimates add up)."""
+    """For a step estimate, ΔΓ of deleting a set of training positions as a whole (its own damped step), with the
+    estimate's own ``stepper`` when given (else one made alike: its damping rule and operator); else ``None`` (the
+    influence function's sets are non-overlapping and their estimates add up)."""
     details = influence.solve.details
     if details.get("method") != "step":
         return None
-    operator = "lanczos" if influence.solve.solver == "lanczos" else "dense"  # the estimate's own operator
-    stepper = Stepper.build(
-        FunctionalModel.from_trained(model, graph, groups),
-        rule=details["damping_rule"],
-        operator=operator,
-        progress=hold,
-    )
+    if stepper is None:
+        operator = "lanczos" if influence.solve.solver == "lanczos" else "dense"  # the estimate's own operator
+        stepper = Stepper.build(
+            FunctionalModel.from_trained(model, graph, groups),
+            rule=details["damping_rule"],
+            operator=operator,
+            progress=hold,
+        )
     lam = influence.lam
 
     def set_estimate(positions: list[int]) -> float:
@@ -355,10 +366,12 @@ def debiasing_stage(
     *,
     progress: Tick,
     keep: Callable[[int, TrainedModel], None] | None = None,
+    stepper: Stepper | None = None,
 ) -> list[DebiasingRow]:
     """For each budget, delete the most harmful training nodes, retrain and compare (the result's ``debiasing``);
     every retraining as ``config.debias_retrain`` says, named in each row's ``retrain``; ``keep(i, model)`` is handed
-    each budget's retrained model (:func:`~bind_core.debiasing.debias.debias`)."""
+    each budget's retrained model (:func:`~bind_core.debiasing.debias.debias`). ``stepper``: the step estimate's, which
+    settles each budget's set as a whole (made again when not given)."""
     hold = lambda _f: progress("debiasing", 0.0)  # noqa: E731 (a checkpoint while a stage prepares)
     utility = (
         utility_influence(model, graph, non_iid=config.non_iid, solver=config.solver, progress=hold)
@@ -378,7 +391,7 @@ def debiasing_stage(
         utility=utility,
         chance_seeds=seeds,
         random_sets=config.debias_random_sets,
-        set_estimate=_set_estimator(model, graph, influence, groups, hold),
+        set_estimate=_set_estimator(model, graph, influence, groups, hold, stepper),
         retrain=retrain,
         keep=keep,
     )

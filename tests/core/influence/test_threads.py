@@ -11,6 +11,7 @@ import torch
 
 from bind_core.data.datasets import synthetic
 from bind_core.errors import ConfigError
+from bind_core.influence.deep_edges import estimate_edges_deep
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
 from bind_core.influence.step_nodes import step_estimate, step_set_estimates
@@ -127,3 +128,35 @@ def test_an_audit_refuses_bad_deletion_threads_before_training(monkeypatch: pyte
     monkeypatch.setattr("bind_core.pipeline.audit.training_stage", lambda *a, **k: pytest.fail("trained"))
     with pytest.raises(ConfigError, match="deletion_threads: 0"):
         run_audit(synthetic(60, seed=0), AuditConfig(), deletion_threads=0)
+
+
+def test_threaded_edges_equal_one_thread() -> None:
+    """The settled edges (rounds of picks) on two threads: the same values, settled flags and residuals."""
+    graph = synthetic(300, seed=3)
+    model = train(graph, TrainConfig(epochs=60), ModelConfig(arch="gcn", layers=2, hidden=6))
+    one = estimate_edges_deep(model, graph, settle=6)
+    two = estimate_edges_deep(model, graph, settle=6, threads=2)
+    assert int(one.settled.sum()) >= 12
+    for name in ("delta", "delta_sp", "delta_eo", "settled"):
+        assert torch.equal(getattr(two, name), getattr(one, name)), name
+
+
+def test_the_audit_builds_one_stepper_for_its_estimate_and_debiasing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The debiasing's node sets are settled with the estimate's own stepper, not a second curvature."""
+    built: list[Stepper] = []
+    build = Stepper.build.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[Stepper], *args: object, **kwargs: object) -> Stepper:
+        built.append(build(cls, *args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(Stepper, "build", classmethod(counted))
+    config = AuditConfig(
+        model=ModelConfig(arch="gcn", layers=2, hidden=6),
+        training=TrainConfig(epochs=40),
+        stages=("training", "metrics", "influence", "debiasing"),
+        budgets=(2,),
+        bootstrap=0,
+    )
+    result = run_audit(synthetic(120, seed=1), config, deletion_threads=2)
+    assert result.debiasing is not None and len(built) == 1
