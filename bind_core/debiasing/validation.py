@@ -39,6 +39,7 @@ from bind_core.fairness.metrics import gamma_eo, gamma_sp
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
 from bind_core.models.gnn import flat_parameters, node_losses, unflatten_parameters
+from bind_core.threads import check_threads, each_in_order
 from bind_core.training.compgraph import objective_inputs
 from bind_core.training.fit import ProgressCallback, TrainedModel, fine_tune, train
 from bind_core.training.polish import polish
@@ -278,6 +279,7 @@ def validate(
     progress: ProgressCallback | None = None,
     groups: list[int] | None = None,
     damping: float | None = None,
+    threads: int = 1,
 ) -> ValidationResult:
     """Compare the estimate with actual retraining.
 
@@ -293,7 +295,12 @@ def validate(
             the question the estimate answers (:func:`ground_truth_mode`).
         groups: the groups Γ is measured over (default: all), as in the estimate.
         damping: the proximal mode's ``μ``; default: the damping the estimate's solve used.
+        threads: CPU threads re-optimising deletions at once, for the deterministic ground truths (``reoptimize``,
+            ``proximal``: each works on its own copy of the model, so the values are those of one thread; retraining
+            from scratch or fine-tuning draws from torch's global generator and stays on one thread).
+            :func:`~bind_core.threads.each_in_order`; progress then advances per deletion.
     """
+    check_threads(threads)
     start = time.perf_counter()
     train_idx = graph.train_idx
     deletions = _deletions(influence.delta, int(train_idx.numel()), protocol, sample, seed, num_sets, max_set_fraction)
@@ -302,13 +309,8 @@ def validate(
     stepper = _set_stepper(model, graph, influence, groups, progress) if protocol == "sets" else None
     check = _Check(model, graph, influence.lam, mode, damping, groups, gammas(model, graph, groups), stepper)
     est_all = torch.stack([influence.delta, influence.delta_sp, influence.delta_eo], dim=1).double()
-    est, act = [], []
-    for i, pos in enumerate(deletions):
-        hold = None if progress is None else (lambda i=i: progress("validation", i / len(deletions)))
-        act.append(check.actual(pos, hold))
-        est.append(check.estimated(pos, est_all))
-        if progress is not None:
-            progress("validation", (i + 1) / len(deletions))
+    act = _actuals(check, deletions, progress, threads if mode in ("reoptimize", "proximal") else 1)
+    est = [check.estimated(pos, est_all) for pos in deletions]
     actual = np.asarray(act, dtype=np.float64).reshape(-1, 3)
     noise = _noise(model, graph, mode, damping, check.before, influence.lam, groups, actual[:, 0])
     return ValidationResult(
@@ -324,6 +326,27 @@ def validate(
         noise_floor_reason=noise.reason,
         undefined_truth=_undefined(deletions, actual, train_idx),
     )
+
+
+def _actuals(
+    check: _Check, deletions: list[list[int]], progress: ProgressCallback | None, threads: int
+) -> list[list[float]]:
+    """Each deletion's actual ``[ΔΓ, ΔΓ_SP, ΔΓ_EO]`` (:meth:`_Check.actual`), in order; on one thread progress
+    advances inside each re-optimisation too, on several only between them (the callback runs on this thread)."""
+    count = len(deletions)
+    act: list[list[float]] = [[] for _ in deletions]
+
+    def put(i: int, values: list[float]) -> None:
+        act[i] = values
+        if progress is not None:
+            progress("validation", (i + 1) / count)
+
+    def actual(_: None, i: int) -> list[float]:
+        hold = None if progress is None or threads > 1 else (lambda: progress("validation", i / count))
+        return check.actual(deletions[i], hold)
+
+    each_in_order(list(range(count)), actual, put, [None] * threads)
+    return act
 
 
 def _deletions(

@@ -25,7 +25,8 @@ def settle_each(
 ) -> None:
     """``put(i, settle(s, units[i]))`` for every unit, in order, on the calling thread; ``settle`` runs on ``threads``
     threads, each with its own stepper ``s`` (``stepper`` itself and forks of it), as
-    :func:`~bind_core.threads.each_in_order` says.
+    :func:`~bind_core.threads.each_in_order` says. On a GPU one thread settles them all: there the deletions are
+    batched instead (:mod:`~bind_core.influence.batched`), and threads would each hold a batch's memory.
 
     Args:
         stepper: the model's stepper.
@@ -35,6 +36,6 @@ def settle_each(
         threads: how many threads settle at once.
     """
     check_threads(threads, "deletion threads")
-    count = min(threads, len(units))
+    count = min(threads, len(units)) if stepper.fm.device.type == "cpu" else 1
     steppers = [stepper, *(stepper.fork() for _ in range(count - 1))]
     each_in_order(units, settle, put, steppers)

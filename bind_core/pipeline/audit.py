@@ -310,8 +310,8 @@ def run_audit(
             trains it (:func:`~bind_core.debiasing.debias.debias`), e.g. to store it
             (:func:`~bind_core.training.export.export_model`); by default it is discarded.
         deletion_threads: how many CPU threads settle a multi-layer model's deletions at once (the step estimate's
-            nodes and settled edges) and form its curvature's rows (:mod:`~bind_core.influence.threads`); the results
-            do not depend on it.
+            nodes and settled edges), form its curvature's rows (:mod:`~bind_core.influence.threads`) and re-optimise
+            the validation's deletions; the results do not depend on it.
 
     Returns:
         An :class:`AuditResult`: the model, its metrics, the influence estimate and every other stage's section;
@@ -438,6 +438,7 @@ class _AfterInfluence:
                     self.found.influence,
                     self.groups,
                     progress=lambda st, f: tick(st, share * f),
+                    threads=self.deletion_threads,
                 ),
             )
         if not (config.edges and r.edges is not None):

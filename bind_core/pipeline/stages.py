@@ -450,8 +450,10 @@ def validation_stage(
     groups: list[int] | None,
     *,
     progress: Tick,
+    threads: int = 1,
 ) -> Validation:
-    """Check a sample of the estimates against re-optimisation without the node (the result's ``validation``)."""
+    """Check a sample of the estimates against re-optimisation without the node (the result's ``validation``), the
+    re-optimisations on ``threads`` threads."""
     checked = validate(
         model,
         graph,
@@ -460,6 +462,7 @@ def validation_stage(
         sample=config.validation_sample,
         progress=progress,
         groups=groups,
+        threads=threads,
     )
     return checked.record()
 

@@ -104,7 +104,8 @@ def dense_hessian_by_rows(
             GPU's kernel launches among the rows; a block whose backward pass ``vmap`` cannot batch is formed row by
             row. The rows are the same to rounding.
         threads: CPU threads forming blocks of rows at once, each a backward pass on the shared retained graph
-            (:mod:`bind_core.threads`; the Hessian is the same, bit for bit).
+            (:mod:`bind_core.threads`; the Hessian is the same, bit for bit). On a GPU one thread forms them (the
+            blocks are its batching).
 
     Returns:
         The ``[p, p]`` Hessian, symmetrised.
@@ -124,6 +125,8 @@ def dense_hessian_by_rows(
             progress(len(rows) / p)
 
     # Every pass retains the graph when threads share it (the last one may free it only when it is the last to run).
+    if theta.device.type != "cpu":
+        threads = 1
     alone = threads == 1
     each_in_order(
         starts,

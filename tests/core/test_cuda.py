@@ -125,3 +125,18 @@ def test_hessian_rows_in_blocks_on_gpu_equal_the_cpus() -> None:
     assert row_batch(theta.device) > 1
     gpu = dense_hessian_by_rows(objective, theta).cpu()
     assert torch.allclose(gpu, cpu, rtol=0.0, atol=1e-10 * float(cpu.abs().max()))
+
+
+def test_deletion_threads_on_gpu_are_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU the deletions are batched, not threaded: asking for threads forks no stepper and changes nothing."""
+    from bind_core.influence.functional import FunctionalModel
+    from bind_core.influence.step import Stepper
+    from bind_core.influence.step_nodes import step_estimate
+
+    graph = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
+    model = _on_gpu(train(graph, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8)))
+    fm = FunctionalModel.from_trained(model, graph)
+    one = step_estimate(fm)
+    monkeypatch.setattr(Stepper, "fork", lambda self: pytest.fail("forked on a GPU"))
+    threaded = step_estimate(fm, threads=4)
+    assert torch.equal(threaded.delta, one.delta)

@@ -6,12 +6,15 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
 import pytest
 import torch
 
 from bind_core.data.datasets import synthetic
+from bind_core.debiasing.validation import validate
 from bind_core.errors import ConfigError
 from bind_core.influence.deep_edges import estimate_edges_deep
+from bind_core.influence.estimate import estimate
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
 from bind_core.influence.step_nodes import step_estimate, step_set_estimates
@@ -160,3 +163,31 @@ def test_the_audit_builds_one_stepper_for_its_estimate_and_debiasing(monkeypatch
     )
     result = run_audit(synthetic(120, seed=1), config, deletion_threads=2)
     assert result.debiasing is not None and len(built) == 1
+
+
+@pytest.mark.parametrize(("layers", "mode"), [(2, "proximal"), (1, "reoptimize")])
+def test_threaded_validation_equals_one_thread(layers: int, mode: str) -> None:
+    """The deterministic ground truths re-optimised on two threads: the same actual values, bit for bit."""
+    graph = synthetic(200, seed=3)
+    model = train(graph, TrainConfig(epochs=60), ModelConfig(arch="gcn", layers=layers, hidden=6))
+    result = estimate(model, graph)
+    progress: list[float] = []
+    one = validate(model, graph, result, sample=8, mode=mode, seed=1)
+    two = validate(
+        model, graph, result, sample=8, mode=mode, seed=1, threads=2, progress=lambda _, f: progress.append(f)
+    )
+    assert np.array_equal(two.actual, one.actual, equal_nan=True) and np.array_equal(two.estimated, one.estimated)
+    assert progress == [(i + 1) / 8 for i in range(8)]
+
+
+def test_retraining_from_scratch_stays_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training draws from torch's global generator, so threads would make its ground truth depend on timing."""
+    import bind_core.debiasing.validation as validation
+
+    seen: list[int] = []
+    each = validation.each_in_order
+    monkeypatch.setattr(validation, "each_in_order", lambda u, w, p, s: seen.append(len(s)) or each(u, w, p, s))
+    graph = synthetic(120, seed=3)
+    model = train(graph, TrainConfig(epochs=20, polish=False), ModelConfig(arch="gcn", layers=1, hidden=6))
+    validate(model, graph, estimate(model, graph), sample=2, mode="scratch", threads=2)
+    assert seen == [1]
