@@ -1,6 +1,7 @@
 """Issue 36: the Income audit with two layers against one, as ``bind-audit run`` runs it, each as its own process.
 
     python bench/income_ratio.py --data-root ../shared/datasets --out docs/bench/threads36_income_ratio.json
+    python bench/income_ratio.py --extra "--chance-seconds 0" --out docs/bench/threads36_income_ratio_nochance.json
 
 Runs ``python -m app.cli run --dataset income --layers L --threads 1 --debias-retrain adam --quiet --json F`` for
 each variant (two layers with one deletion thread and with two, then one layer), records wall and user seconds
@@ -23,14 +24,14 @@ from typing import Any
 VARIANTS = {"layers_2_threads_1": (2, 1), "layers_2_threads_2": (2, 2), "layers_1": (1, 2)}
 
 
-def run(data_root: str, layers: int, threads: int) -> dict[str, Any]:
+def run(data_root: str, layers: int, threads: int, extra: list[str]) -> dict[str, Any]:
     """One audit process: its wall and user seconds and its stages' seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "audit.json"
         command = [
             sys.executable, "-m", "app.cli", "run", "--dataset", "income", "--data-root", data_root,
             "--layers", str(layers), "--threads", "1", "--deletion-threads", str(threads),
-            "--debias-retrain", "adam", "--quiet", "--json", str(out),
+            "--debias-retrain", "adam", "--quiet", "--json", str(out), *extra,
         ]  # fmt: skip
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
         start = time.perf_counter()
@@ -44,13 +45,21 @@ def run(data_root: str, layers: int, threads: int) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-root", default="../shared/datasets")
+    p.add_argument(
+        "--extra",
+        default="",
+        help="more options for every run, e.g. '--chance-seconds 0': the debiasing's check against chance runs by "
+        "default only when its retrainings fit 60 s at the model's measured training speed, so a two-layer audit near "
+        "that line runs it or not from one run to the next; fixing it compares the same work",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args()
-    runs = {name: run(args.data_root, *spec) for name, spec in VARIANTS.items()}
+    extra = args.extra.split()
+    runs = {name: run(args.data_root, *spec, extra) for name, spec in VARIANTS.items()}
     one = runs["layers_1"]["wall_s"]
     record = {
         "command": "python -m app.cli run --dataset income --layers L --threads 1 --deletion-threads T "
-        "--debias-retrain adam --quiet --json ...",
+        f"--debias-retrain adam --quiet --json ... {args.extra}".strip(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": f"{platform.processor() or platform.machine()}, load average {Path('/proc/loadavg').read_text()}",
         "runs": runs,
