@@ -229,6 +229,7 @@ class Attempt:
         kept = _sink(parts, self.settings)
         distributed: dict[str, Any] | None = None
         n_chunks = chunks.wanted(self.settings, graph)
+        coordinator = None
         if n_chunks and "influence" in config.stages:
             coordinator = chunks.Coordinator(
                 sessions,
@@ -242,27 +243,18 @@ class Attempt:
                 progress,
                 self.send_chunks,
             )
-            result = self.engine.compute(
-                graph,
-                config,
-                progress=progress,
-                device=self.device,
-                model=model,
-                chunk_runner=coordinator,
-                keep=kept,
-                deletion_threads=self.settings.deletion_threads,
-            )
+        result = self.engine.compute(
+            graph,
+            config,
+            progress=progress,
+            device=self.device,
+            model=model,
+            chunk_runner=coordinator,
+            keep=kept,
+            deletion_threads=self.settings.deletion_threads,
+        )
+        if coordinator is not None:
             distributed = coordinator.record
-        else:
-            result = self.engine.compute(
-                graph,
-                config,
-                progress=progress,
-                device=self.device,
-                model=model,
-                keep=kept,
-                deletion_threads=self.settings.deletion_threads,
-            )
         payload = _payload(result)
         if supplied is not None:
             payload["results"]["supplied_model"] = supplied
