@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from bind_core.autograd import apply
+
 BLOCKS_KEPT = 8
 """Row blocks an :class:`Adjacency` keeps cut (the training, validation and test rows, and a few more)."""
 
@@ -187,7 +189,7 @@ class _SpMM(torch.autograd.Function):
 
 def _apply(x: Tensor, parts: Any, transposed: Any, shape: tuple[int, int]) -> Tensor:
     """``_SpMM.apply``, typed: ``torch.autograd.Function.apply`` has no annotations."""
-    out: Tensor = _SpMM.apply(x, parts, transposed, shape)  # type: ignore[no-untyped-call]
+    out: Tensor = apply(_SpMM, x, parts, transposed, shape)
     return out
 
 

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
+from bind_core.autograd import apply
 from bind_core.influence.functional import FunctionalModel
 from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import GNN
@@ -216,5 +217,5 @@ def _apply_kept(
     weight: Tensor, bias: Tensor, rows: Tensor, z: Tensor, slope: Tensor, value: Tensor, changed: Tensor
 ) -> Tensor:
     """``_KeptRows.apply``, typed."""
-    out: Tensor = _KeptRows.apply(weight, bias, rows, z, slope, value, changed)  # type: ignore[no-untyped-call]
+    out: Tensor = apply(_KeptRows, weight, bias, rows, z, slope, value, changed)
     return out
