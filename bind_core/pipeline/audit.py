@@ -309,9 +309,10 @@ def run_audit(
         keep: ``keep(i, model)`` is handed the ``i``-th debiasing budget's retrained model as the debiasing stage
             trains it (:func:`~bind_core.debiasing.debias.debias`), e.g. to store it
             (:func:`~bind_core.training.export.export_model`); by default it is discarded.
-        deletion_threads: how many CPU threads settle a multi-layer model's deletions at once (the step estimate's
-            nodes and settled edges), form its curvature's rows (:mod:`~bind_core.influence.threads`) and re-optimise
-            the validation's deletions; the results do not depend on it.
+        deletion_threads: how many CPU threads share out the audit's independent pieces of work: a multi-layer
+            model's deletions (the step estimate's nodes and settled edges, :mod:`~bind_core.influence.threads`), the
+            rows of its Hessians (the training polish's Newton finish, the estimate's curvature) and the validation's
+            re-optimisations; the results do not depend on it.
 
     Returns:
         An :class:`AuditResult`: the model, its metrics, the influence estimate and every other stage's section;
@@ -331,7 +332,10 @@ def run_audit(
     stages = StageRunner(progress)
     if config.refine_steps and "influence" in plan:
         check_refinable(model, graph, config)
-    trained = stages.run("training", lambda: training_stage(graph, config, model, progress=stages.tick, device=device))
+    trained = stages.run(
+        "training",
+        lambda: training_stage(graph, config, model, progress=stages.tick, device=device, threads=deletion_threads),
+    )
     groups = metric_groups(graph, config.min_group_size)
     metrics = stages.run("metrics", lambda: metrics_stage(trained, graph, config, groups), report_end=True)
     result = AuditResult(graph, config, trained, metrics, timings=stages.timings, device=str(device))

@@ -160,12 +160,19 @@ def metric_groups(graph: Graph, min_group_size: int) -> list[int] | None:
 
 
 def training_stage(
-    graph: Graph, config: AuditConfig, model: TrainedModel | None, *, progress: Tick, device: str | torch.device
+    graph: Graph,
+    config: AuditConfig,
+    model: TrainedModel | None,
+    *,
+    progress: Tick,
+    device: str | torch.device,
+    threads: int = 1,
 ) -> TrainedModel:
-    """The supplied ``model`` as it is, or one trained on ``graph`` with the config's model and training settings."""
+    """The supplied ``model`` as it is, or one trained on ``graph`` with the config's model and training settings (the
+    polish's Hessian rows on ``threads`` threads)."""
     if model is not None:
         return model
-    return train(graph, config.training, config.model, progress=progress, device=device)
+    return train(graph, config.training, config.model, progress=progress, device=device, threads=threads)
 
 
 def metrics_stage(model: TrainedModel, graph: Graph, config: AuditConfig, groups: list[int] | None) -> Metrics:

@@ -270,6 +270,7 @@ def train(
     *,
     progress: ProgressCallback | None = None,
     device: str | torch.device = "cpu",
+    threads: int = 1,
 ) -> TrainedModel:
     """Train a GNN on ``graph`` with the recipe ``config``: Adam or SGD on full batches or sampled mini-batches, the
     weights of the best validation loss kept (or the last), early stopping with ``patience``, then the polish to a
@@ -283,6 +284,8 @@ def train(
         model: the architecture (default :class:`~bind_core.models.gnn.ModelConfig`: the paper's one-layer GCN).
         progress: ``progress("training", f)``, called about a hundred times with ``f`` in [0, 1].
         device: where to train.
+        threads: CPU threads forming the polish's Hessian rows for a message-passing model
+            (:func:`~bind_core.training.polish.polish`; the same model, bit for bit).
 
     Returns:
         The trained model, with its training history (float64 after the polish; float32 without it).
@@ -292,7 +295,7 @@ def train(
     torch.manual_seed(config.seed)
     module = GNN(model, graph.num_features, graph.num_classes).to(device)
     trained = TrainedModel(module, model, config)
-    return _adam(trained, graph, config, progress=progress, stage="training")
+    return _adam(trained, graph, config, progress=progress, stage="training", threads=threads)
 
 
 def fine_tune(
@@ -326,6 +329,7 @@ def _adam(
     *,
     progress: ProgressCallback | None,
     stage: str,
+    threads: int = 1,
 ) -> TrainedModel:
     module = trained.module
     keep_best = config.keep == "best_val" or config.patience > 0  # early stopping keeps the best epoch
@@ -376,6 +380,7 @@ def _adam(
             tol=config.polish_tol,
             newton_max_seconds=config.newton_seconds,
             progress=None if progress is None else (lambda f: progress(stage, share + (1 - share) * f)),
+            threads=threads,
         )
         trained.stationarity.adam_grad_norm = adam_grad
     return trained

@@ -67,10 +67,12 @@ def message_passing_finish(
     max_steps: int,
     max_seconds: float | None,
     progress: Callable[[float], None] | None,
+    threads: int = 1,
 ) -> NewtonRecord:
     """Frozen-Hessian Newton rounds, with an L-BFGS restart between rounds (see :func:`polish`); the record sums
     the rounds' ``iterations``, ``accepted`` steps and ``hessians`` and keeps the last round's state (no round when
-    ``max_seconds`` has run out before the first: zero counts, the gradient as it is)."""
+    ``max_seconds`` has run out before the first: zero counts, the gradient as it is). ``threads``: CPU threads forming
+    each Hessian's rows (:func:`expanded_hessian`; the same Hessians)."""
     start = time.perf_counter()
     record: NewtonRecord | None = None
     totals = {"iterations": 0, "accepted": 0, "hessians": 0}
@@ -90,7 +92,7 @@ def message_passing_finish(
         if left is not None and left <= 0:
             record = None if record is None else replace(record, reason="max_seconds")
             break
-        found = _newton_round(module, inputs, graph, wd, tol, max_steps, left, progress, hold)
+        found = _newton_round(module, inputs, graph, wd, tol, max_steps, left, progress, hold, threads)
         record = replace(found, hessians=found.hessians + 1, rounds=done + 1)
         for name in totals:
             totals[name] += int(getattr(record, name))
@@ -117,11 +119,12 @@ def _newton_round(
     left: float | None,
     progress: Callable[[float], None] | None,
     hold: Callable[[float], None],
+    threads: int = 1,
 ) -> NewtonRecord:
     """One round of :func:`message_passing_finish`: the Hessian at the current weights, frozen Newton steps from
     them (:func:`newton_finish`), the weights written back into ``module``."""
     objective, theta, write_back = flat_objective(module, inputs, graph, wd)
-    hessian = expanded_hessian(module)
+    hessian = expanded_hessian(module, threads)
     eigen = torch.linalg.eigh(hessian(objective, theta, progress=hold))
     theta, found = newton_finish(
         objective,
@@ -155,10 +158,11 @@ def _no_round(module: GNN, inputs: GraphInputs, graph: LabelledRows, wd: float) 
     )
 
 
-def expanded_hessian(module: GNN) -> HessianForm:
+def expanded_hessian(module: GNN, threads: int = 1) -> HessianForm:
     """:func:`dense_hessian_by_rows` with ``module``'s activations expanded to second order about the point
     (:mod:`bind_core.models.activations`: the same Hessian to rounding, without re-deriving GELU in every row's
-    backward pass; a two-layer GCN's Hessian on Income 1.19 → 0.64 s). ``objective`` must evaluate ``module``."""
+    backward pass; a two-layer GCN's Hessian on Income 1.19 → 0.64 s). ``objective`` must evaluate ``module``.
+    ``threads``: CPU threads forming the rows (the same Hessian, bit for bit)."""
 
     def form(
         objective: Callable[[Tensor], Tensor], theta: Tensor, *, progress: Callable[[float], None] | None = None
@@ -166,7 +170,7 @@ def expanded_hessian(module: GNN) -> HessianForm:
         before = module.expand_activations
         module.expand_activations = True
         try:
-            return dense_hessian_by_rows(objective, theta, progress=progress)
+            return dense_hessian_by_rows(objective, theta, progress=progress, threads=threads)
         finally:
             module.expand_activations = before
 

@@ -80,6 +80,7 @@ def polish(
     newton: bool | None = None,
     newton_max_iter: int = 200,
     newton_max_seconds: float | None = None,
+    threads: int = 1,
 ) -> Model:
     """Re-optimise ``trained`` in place to a stationary point: float64 full-batch L-BFGS, no dropout.
 
@@ -100,6 +101,8 @@ def polish(
     :data:`~bind_core.training.compgraph.MAX_FRACTION` of the graph's nodes.
     Used after training and, warm-started, as the ground truth of a deletion. ``progress(fraction)`` is called
     at every objective evaluation, after each Newton step and while a Hessian is formed; it may raise.
+    ``threads``: CPU threads forming a message-passing model's Hessian rows (:mod:`bind_core.threads`; the same
+    Hessians, bit for bit).
     """
     module = trained.module.double()
     module.eval()
@@ -123,6 +126,7 @@ def polish(
             lbfgs_iter=max(max_iter, 1000),
             max_seconds=newton_max_seconds,
             progress=report,
+            threads=threads,
         )
     if progress is not None:
         progress(1.0)
@@ -142,6 +146,7 @@ def _newton(
     lbfgs_iter: int,
     max_seconds: float | None,
     progress: Callable[[float], None] | None,
+    threads: int = 1,
 ) -> NewtonRecord:
     """The Newton finish where L-BFGS stopped short (see :func:`polish`): the exact Hessian at every step for a
     row-separable model, frozen-Hessian rounds otherwise; its record."""
@@ -162,6 +167,7 @@ def _newton(
         max_steps=max_iter * FROZEN_STEPS_PER_HESSIAN,
         max_seconds=max_seconds,
         progress=progress,
+        threads=threads,
     )
 
 

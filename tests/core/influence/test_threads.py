@@ -191,3 +191,14 @@ def test_retraining_from_scratch_stays_on_one_thread(monkeypatch: pytest.MonkeyP
     model = train(graph, TrainConfig(epochs=20, polish=False), ModelConfig(arch="gcn", layers=1, hidden=6))
     validate(model, graph, estimate(model, graph), sample=2, mode="scratch", threads=2)
     assert seen == [1]
+
+
+def test_training_with_threads_equals_one_thread() -> None:
+    """The polish's Newton finish forms its Hessians' rows on two threads: the same weights, bit for bit."""
+    graph = synthetic(300, seed=3)
+    config = TrainConfig(epochs=30, polish_max_iter=5)  # L-BFGS stops short, so the Newton finish forms Hessians
+    one = train(graph, config, ModelConfig(arch="gcn", layers=2, hidden=6))
+    two = train(graph, config, ModelConfig(arch="gcn", layers=2, hidden=6), threads=2)
+    assert one.stationarity.newton is not None and one.stationarity.newton.hessians >= 1
+    for (name, a), (_, b) in zip(one.module.state_dict().items(), two.module.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
