@@ -96,8 +96,9 @@ class Settings(BaseSettings):
     """CPU threads torch may use in a worker (0: torch's default, one per core). One suits the paper's small
     models and keeps a worker from fighting the API and other workers for cores."""
     deletion_threads: int = Field(default=1, ge=1)
-    """CPU threads that settle a multi-layer model's deletions at once in an audit (the step estimate's; each runs
-    ``torch_threads`` of its own, so keep their product within the cores a worker has). The results do not depend on
+    """CPU threads that share out an audit's independent pieces of work: a multi-layer model's deletions, its Hessians'
+    rows, the validation's re-optimisations (each runs ``torch_threads`` of its own, so keep their product within the
+    cores a worker has). The results do not depend on
     it; on a 2-core machine two threads settle a 20,000-node two-layer GCN's deletions about 1.5 times as fast."""
     progress_interval: float = Field(default=0.5, ge=0)
     """Least seconds between two progress writes to an audit row."""
