@@ -36,13 +36,9 @@ def default_threads(
     """
     if num_nodes < SMALL_GRAPH_NODES:
         return 1
-    if cpus is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if load is None:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if torch_default is None:
         torch_default = torch.get_num_threads()
-    return max(1, min(torch_default, cpus - round(load)))
+    return max(1, min(torch_default, _idle_cores(cpus, load)))
 
 
 def default_deletion_threads(torch_threads: int, *, cpus: int | None = None, load: float | None = None) -> int:
@@ -50,11 +46,17 @@ def default_deletion_threads(torch_threads: int, *, cpus: int | None = None, loa
     ``--deletion-threads``: the idle cores (as :func:`default_threads` counts them) shared out among threads of
     ``torch_threads`` each, at least 1. A deletion's operations are too small for torch's own threads to share, but
     the deletions are independent."""
+    return max(1, _idle_cores(cpus, load) // max(1, torch_threads))
+
+
+def _idle_cores(cpus: int | None, load: float | None) -> int:
+    """``cpus`` (default: the CPUs this process may run on) less ``load`` (default: the 1-minute load average),
+    rounded; may be 0 or less on a busy machine."""
     if cpus is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if load is None:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return max(1, (cpus - round(load)) // max(1, torch_threads))
+    return cpus - round(load)
 
 
 def add_thread_options(p: argparse.ArgumentParser) -> None:

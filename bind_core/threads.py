@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+import torch
+
 from bind_core.errors import ConfigError
 
 S = TypeVar("S")
@@ -31,6 +33,13 @@ def check_threads(threads: int, what: str = "threads") -> None:
     """Refuse a thread count that is not an integer of at least 1 (``what`` names it in the message)."""
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ConfigError(f"{what}: {threads!r} must be an integer >= 1")
+
+
+def threads_on(device: torch.device, threads: int) -> int:
+    """The threads to use on ``device``: ``threads`` on a CPU, one elsewhere. A GPU batches such pieces instead (the
+    deletions, :mod:`bind_core.influence.batched`; a Hessian's rows in blocks), and threads would each hold a batch's
+    memory."""
+    return threads if device.type == "cpu" else 1
 
 
 def each_in_order(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from bind_core.influence.step import Stepper
-from bind_core.threads import check_threads, each_in_order
+from bind_core.threads import check_threads, each_in_order, threads_on
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -36,6 +36,6 @@ def settle_each(
         threads: how many threads settle at once.
     """
     check_threads(threads, "deletion threads")
-    count = min(threads, len(units)) if stepper.fm.device.type == "cpu" else 1
+    count = min(threads_on(stepper.fm.device, threads), len(units))
     steppers = [stepper, *(stepper.fork() for _ in range(count - 1))]
     each_in_order(units, settle, put, steppers)

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from torch.func import grad, jvp
 
-from bind_core.threads import check_threads, each_in_order
+from bind_core.threads import check_threads, each_in_order, threads_on
 
 ROW_BATCH = {"cpu": 1, "cuda": 32}
 """Rows of a Hessian formed per backward pass (:func:`dense_hessian_by_rows`) by device type. On this project's CPU a
@@ -125,8 +125,7 @@ def dense_hessian_by_rows(
             progress(len(rows) / p)
 
     # Every pass retains the graph when threads share it (the last one may free it only when it is the last to run).
-    if theta.device.type != "cpu":
-        threads = 1
+    threads = threads_on(theta.device, threads)
     alone = threads == 1
     each_in_order(
         starts,
