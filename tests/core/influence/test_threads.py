@@ -133,6 +133,7 @@ def test_an_audit_refuses_bad_deletion_threads_before_training(monkeypatch: pyte
         run_audit(synthetic(60, seed=0), AuditConfig(), deletion_threads=0)
 
 
+@pytest.mark.heavy  # 22 s here: the extreme edges' settles finish by L-BFGS
 def test_threaded_edges_equal_one_thread() -> None:
     """The settled edges (rounds of picks) on two threads: the same values, settled flags and residuals."""
     graph = synthetic(300, seed=3)
@@ -165,6 +166,7 @@ def test_the_audit_builds_one_stepper_for_its_estimate_and_debiasing(monkeypatch
     assert result.debiasing is not None and len(built) == 1
 
 
+@pytest.mark.heavy  # re-optimises 16 models (5 s here)
 @pytest.mark.parametrize(("layers", "mode"), [(2, "proximal"), (1, "reoptimize")])
 def test_threaded_validation_equals_one_thread(layers: int, mode: str) -> None:
     """The deterministic ground truths re-optimised on two threads: the same actual values, bit for bit."""
