@@ -67,8 +67,9 @@ def add_thread_options(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="threads settling a multi-layer model's deletions at once, each with --threads torch threads (the "
-        "results do not depend on it). Default: the idle cores divided by the torch threads, at least 1",
+        help="threads sharing out independent work (a multi-layer model's deletions, its Hessians' rows, the "
+        "validation's re-optimisations), each with --threads torch threads; the results do not depend on it. "
+        "Default: the idle cores divided by the torch threads, at least 1",
     )
 
 
