@@ -97,8 +97,10 @@ def test_console_in_chromium(client: TestClient, graph_id: str, workers: WorkerP
         assert running["state"] == "running", ("the audit ended before it could be held running", running)
         os.kill(worker.process.pid, signal.SIGSTOP)
         try:
+            # The page may still show an earlier refresh (running, no stage yet); the worker is frozen, so the
+            # next refreshes (every 2 s) must show the stage the API reported.
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not (seen and seen[-1].startswith("running")):
+            while time.monotonic() < deadline and not (seen and running["stage"] in seen[-1]):
                 state = _state(page, audit_id)
                 if state and (not seen or seen[-1] != state):
                     seen.append(state)
