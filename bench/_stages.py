@@ -1,14 +1,17 @@
 """Time and peak memory per stage of a run, for the scale benchmarks.
 
-A background thread samples the process's resident set size (``/proc/self/statm``) every few milliseconds;
-each stage records its wall time, the peak RSS while it ran, and the RSS when it ended. On CUDA the peak of
-``torch.cuda.max_memory_allocated`` per stage is recorded too.
+Each stage records its wall time, its CPU time (this process's and that of the children it reaped meanwhile: the
+forked processes that settle deletions, :mod:`bind_core.forks`), the peak resident set size while it ran (Linux's
+high-water mark ``VmHWM``, reset at the start of each stage through ``/proc/self/clear_refs``) and the RSS when it
+ended. On CUDA the peak of ``torch.cuda.max_memory_allocated`` per stage is recorded too. No thread samples the memory:
+a second Python thread would keep the audit from forking (:func:`bind_core.forks.fork_is_safe`), so the benchmark
+would measure a path that ``bind-audit run`` does not take.
 """
 
 from __future__ import annotations
 
 import os
-import threading
+import resource
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,28 +27,44 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * _PAGE
 
 
-class StageMeter:
-    """``with meter.stage("training"): ...`` records ``seconds`` (wall), ``cpu_seconds`` (the process's CPU time:
-    with one torch thread, the figure that a machine shared with other jobs disturbs least), ``peak_rss_gb`` and
-    ``end_rss_gb``."""
+def peak_rss_bytes() -> int:
+    """This process's resident high-water mark since it was last reset (:func:`reset_peak`)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return rss_bytes()
 
-    def __init__(self, interval: float = 0.005, device: str = "cpu") -> None:
-        self.interval = interval
+
+def reset_peak() -> None:
+    """Reset the high-water mark to the current RSS (Linux 4.0 and later; elsewhere it keeps rising)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its reaped children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+class StageMeter:
+    """``with meter.stage("training"): ...`` records ``seconds`` (wall), ``cpu_seconds`` (CPU time of the process and
+    its reaped children: with one torch thread, the figure that a machine shared with other jobs disturbs least),
+    ``peak_rss_gb`` and ``end_rss_gb`` of this process, and ``children_peak_rss_gb``: the largest peak of any child
+    reaped so far in the run (children share the parent's pages until they write them, so this is not added)."""
+
+    def __init__(self, device: str = "cpu") -> None:
         self.device = device
         self.stages: dict[str, dict[str, float]] = {}
         self._cuda = device.startswith("cuda") and torch.cuda.is_available()
         self._current: str | None = None
         self._t0 = 0.0
         self._cpu0 = 0.0
-        self._peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self._peak = max(self._peak, rss_bytes())
-            time.sleep(self.interval)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -59,12 +78,12 @@ class StageMeter:
             return
         self.end()
         self._current = name
-        self._peak = rss_bytes()
+        reset_peak()
         if self._cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         self._t0 = time.perf_counter()
-        self._cpu0 = time.process_time()
+        self._cpu0 = _cpu()
 
     def end(self) -> None:
         """End the stage started by :meth:`switch`, if any."""
@@ -73,18 +92,20 @@ class StageMeter:
         if self._cuda:
             torch.cuda.synchronize()
         self.stages[self._current] = self._row(time.perf_counter() - self._t0)
-        self.stages[self._current]["cpu_seconds"] = time.process_time() - self._cpu0
+        self.stages[self._current]["cpu_seconds"] = _cpu() - self._cpu0
         self._current = None
 
     def _row(self, seconds: float) -> dict[str, float]:
-        peak = max(self._peak, rss_bytes())
-        row = {"seconds": seconds, "peak_rss_gb": peak / 2**30, "end_rss_gb": rss_bytes() / 2**30}
+        row = {
+            "seconds": seconds,
+            "peak_rss_gb": peak_rss_bytes() / 2**30,
+            "end_rss_gb": rss_bytes() / 2**30,
+            "children_peak_rss_gb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 2**30,
+        }
         if self._cuda:
             row["peak_cuda_gb"] = torch.cuda.max_memory_allocated() / 2**30
         return row
 
     def close(self) -> dict[str, Any]:
         self.end()
-        self._stop.set()
-        self._thread.join()
         return self.stages

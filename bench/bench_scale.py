@@ -18,6 +18,7 @@ Mini-batch training (``TrainConfig.batch_size``/``fan_out``, issue 14), e.g. Ada
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 from typing import Any
 
@@ -26,6 +27,7 @@ from _stages import StageMeter
 
 from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
+from bind_core.forks import fork_is_safe
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.training.fit import TrainConfig
@@ -111,9 +113,17 @@ def main() -> None:
     p.add_argument(
         "--deletion-threads", type=int, default=1, help="threads settling the step estimate's deletions at once"
     )
+    p.add_argument(
+        "--no-forks",
+        action="store_true",
+        help="keep an idle second thread alive, so that the deletions run on threads rather than forked processes "
+        "(bind_core.forks.fork_is_safe: forks only from a process with one thread), for comparison",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args()
     C.setup(args)
+    if args.no_forks:
+        threading.Thread(target=threading.Event().wait, daemon=True, name="keeps-threads").start()
     t0 = time.perf_counter()
     row = audit_once(
         args.nodes, args.avg_degree, args.train, features=args.features, arch=args.arch, layers=args.layers,
@@ -122,17 +132,19 @@ def main() -> None:
         batch_size=args.batch_size, fan_out=tuple(int(f) for f in args.fan_out.split(",") if f),
         deletion_threads=args.deletion_threads,
     )  # fmt: skip
+    row["forks"] = fork_is_safe() and args.deletion_threads > 1  # the deletions ran in forked processes
     row["wall_seconds"] = time.perf_counter() - t0
     print(f"{row['nodes']:,} nodes, {row['edges']:,} edges, {row['train']:,} training nodes, {row['model']}")
     print(
         C.table(
-            ["stage", "seconds", "CPU seconds", "peak RSS (GiB)", "peak CUDA (GiB)"],
+            ["stage", "seconds", "CPU seconds", "peak RSS (GiB)", "children's peak RSS (GiB)", "peak CUDA (GiB)"],
             [
                 [
                     k,
                     f"{v['seconds']:.2f}",
                     f"{v['cpu_seconds']:.2f}",
                     f"{v['peak_rss_gb']:.2f}",
+                    f"{v['children_peak_rss_gb']:.2f}",
                     f"{v.get('peak_cuda_gb', float('nan')):.2f}",
                 ]
                 for k, v in row["stages"].items()

@@ -23,6 +23,7 @@ from typing import TypeVar
 import torch
 
 from bind_core.errors import ConfigError
+from bind_core.forks import each_in_forks, fork_is_safe
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -47,23 +48,33 @@ def each_in_order(
     work: Callable[[S, T], R],
     put: Callable[[int, R], None],
     states: Sequence[S],
+    *,
+    processes: bool | None = None,
 ) -> None:
     """``put(i, work(state, units[i]))`` for every unit, in order, on the calling thread, with ``work`` running on one
-    thread per state in ``states`` (each thread's own, e.g. a model copy that must not be shared). With one state, or
-    one unit, all of it runs here. An exception from ``work`` or ``put`` stops the work: units not yet started are
-    dropped, and those running finish before it propagates.
+    thread per state in ``states`` (each thread's own, e.g. a model copy that must not be shared), or in one forked
+    process per state (:mod:`bind_core.forks`). With one state, or one unit, all of it runs here. An exception from
+    ``work`` or ``put`` stops the work: units not yet started are dropped, and those running finish (threads) or are
+    killed (processes) before it propagates.
 
     Args:
         units: the pieces of work.
         work: does one piece with a state.
         put: receives each piece's result, by its index.
         states: one per thread; at least one.
+        processes: ``None`` (default): forked processes where :func:`~bind_core.forks.fork_is_safe`, which is faster
+            (no GIL shared between them), else threads; ``True``: processes (the caller has checked that it is safe;
+            ``work``'s results must pickle, and what ``work`` changes in its state stays in the child); ``False``:
+            threads. The results are the same, bit for bit.
     """
     if not states:
         raise ValueError("each_in_order needs at least one state")
     if len(states) == 1 or len(units) < 2:
         for i, unit in enumerate(units):
             put(i, work(states[0], unit))
+        return
+    if processes or (processes is None and fork_is_safe()):
+        each_in_forks(units, work, put, states)
         return
     free: queue.SimpleQueue[S] = queue.SimpleQueue()
     for state in states[: len(units)]:
@@ -76,7 +87,14 @@ def each_in_order(
         finally:
             free.put(state)
 
-    pool = ThreadPoolExecutor(min(len(states), len(units)), thread_name_prefix="bind-work")
+    # A new thread's MKL and OpenMP start at all the cores: set them to the caller's torch threads, so that each
+    # thread's products run as they would on the calling thread (not 2 threads × all cores).
+    pool = ThreadPoolExecutor(
+        min(len(states), len(units)),
+        thread_name_prefix="bind-work",
+        initializer=torch.set_num_threads,
+        initargs=(torch.get_num_threads(),),
+    )
     try:
         futures = [pool.submit(run, unit) for unit in units]
         for i, future in enumerate(futures):

@@ -35,6 +35,7 @@ from bind_core.data.graph import Graph
 from bind_core.debiasing.records import AgainstRandom, EffectSpread, RandomSet, RandomSpread
 from bind_core.debiasing.validation import gammas
 from bind_core.errors import ConfigError
+from bind_core.forks import each_self_seeded
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 MIN_SEEDS = 3
@@ -70,27 +71,26 @@ def seed_baselines(
     groups: list[int] | None = None,
     hold: Callable[[], None] | None = None,
     retrain: TrainConfig | None = None,
+    processes: int = 1,
 ) -> dict[int, float]:
     """``Γ(G; s)`` of the model's architecture and settings retrained from scratch with each seed (``hold()``:
     called while they train, may raise to abort; ``retrain``: other training settings than the model's, e.g.
-    without the polish, to ask what a model trained as its user trains it does)."""
+    without the polish, to ask what a model trained as its user trains it does; ``processes``: forked processes
+    retraining at once, :func:`~bind_core.forks.each_self_seeded`: the same values)."""
     if len(seeds) < MIN_SEEDS or len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds: {list(seeds)!r} must be at least {MIN_SEEDS} distinct training seeds")
-    return {int(s): _gamma(_retrain(model, graph, int(s), hold, retrain), graph, lam, groups) for s in seeds}
+    found: list[float] = []
 
+    def work(seed: int, here: Callable[[], None] | None) -> float:
+        return _gamma(_retrain(model, graph, seed, here, retrain), graph, lam, groups)
 
-def _effects(
-    model: TrainedModel,
-    reduced: Graph,
-    baselines: dict[int, float],
-    lam: float,
-    groups: list[int] | None,
-    hold: Callable[[], None] | None = None,
-    retrain: TrainConfig | None = None,
-) -> list[float]:
-    return [
-        _gamma(_retrain(model, reduced, s, hold, retrain), reduced, lam, groups) - base for s, base in baselines.items()
-    ]
+    def put(_: int, gamma: float) -> None:
+        found.append(gamma)
+        if hold is not None:
+            hold()
+
+    each_self_seeded([int(s) for s in seeds], work, put, processes=processes, hold=hold)
+    return dict(zip([int(s) for s in seeds], found, strict=True))
 
 
 def _spread(values: Sequence[float]) -> tuple[float, float]:
@@ -111,6 +111,7 @@ def against_random(
     progress: Callable[[float], None] | None = None,
     retrain: TrainConfig | None = None,
     chosen: Sequence[float] | None = None,
+    processes: int = 1,
 ) -> AgainstRandom:
     """The selected set's effect on Γ against random sets of the same size (see the module docstring).
 
@@ -123,6 +124,8 @@ def against_random(
         retrain: the retrainings' settings (default: the model's); use the same as for ``baselines``.
         chosen: the selected set's effects per seed (in ``baselines``' order) where the caller has already
             retrained without it (:func:`bind_core.debiasing.verify.verify_set`); ``None``: retrained here.
+        processes: forked processes retraining at once where it is safe (:func:`~bind_core.forks.each_self_seeded`;
+            the values do not depend on it); progress then advances per retraining.
 
     Returns:
         The :class:`~bind_core.debiasing.records.AgainstRandom`: ``size``, ``seeds``, ``noise_floor``, ``selected``
@@ -144,6 +147,7 @@ def against_random(
         retrain=retrain,
         empty_reason="no node was selected for this budget",
         chosen=chosen,
+        processes=processes,
     )
 
 
@@ -163,12 +167,14 @@ def against_random_sets(
     empty_reason: str = "nothing was selected",
     items: str = "nodes",
     chosen: Sequence[float] | None = None,
+    processes: int = 1,
 ) -> AgainstRandom:
     """:func:`against_random` for any kind of deleted item: ``selected`` (rows: nodes ``[k]`` or edges ``[k, 2]``)
     against ``random_sets`` sets of ``len(selected)`` rows drawn uniformly from ``pool`` (the items the selection
     chose from), each deleted by ``delete(rows) → the reduced graph`` and retrained with every seed of
     ``baselines``. Same result as :func:`against_random`; ``items`` names them in the verdict; ``chosen``: the
-    selected set's effects per seed when the caller already has them (the selected set is then not retrained)."""
+    selected set's effects per seed when the caller already has them (the selected set is then not retrained);
+    ``processes``: forked processes retraining at once (:func:`~bind_core.forks.each_self_seeded`)."""
     if random_sets < 1:
         raise ConfigError(f"random_sets: {random_sets!r} must be >= 1")
     seeds = list(baselines)
@@ -178,15 +184,12 @@ def against_random_sets(
         return _nothing_deleted(seeds, noise, empty_reason)
     if size > int(pool.shape[0]):
         raise ConfigError(f"selected: {size} items, more than the {int(pool.shape[0])} random sets are drawn from")
-    total = (random_sets + (1 if chosen is None else 0)) * len(seeds)
-    retrainings = _Retrainings(model, baselines, lam, groups, retrain, progress, total)
-    effects_chosen = retrainings.effects(delete(selected)) if chosen is None else [float(e) for e in chosen]
     gen = torch.Generator().manual_seed(seed)
-    rows: list[RandomSet] = []
-    for _ in range(random_sets):
-        pick = pool[torch.randperm(int(pool.shape[0]), generator=gen)[:size]]
-        effects = retrainings.effects(delete(pick))
-        rows.append(RandomSet(effects=effects, mean=statistics.fmean(effects)))
+    picks = [pool[torch.randperm(int(pool.shape[0]), generator=gen)[:size]] for _ in range(random_sets)]
+    retrainings = _Retrainings(model, delete, baselines, lam, groups, retrain, progress)
+    effects = retrainings.effects(picks if chosen is not None else [selected, *picks], processes)
+    effects_chosen = [float(e) for e in chosen] if chosen is not None else effects.pop(0)
+    rows = [RandomSet(effects=e, mean=statistics.fmean(e)) for e in effects]
     return _judged(seeds, size, effects_chosen, rows, noise, items)
 
 
@@ -210,27 +213,43 @@ def _nothing_deleted(seeds: list[int], noise: float, reason: str) -> AgainstRand
 @dataclass
 class _Retrainings:
     """The retrainings of :func:`against_random_sets`: each deleted set retrained with every seed of ``baselines``,
-    with the progress over ``total`` retrainings (``done`` of them so far)."""
+    with the progress over all of them."""
 
     model: TrainedModel
+    delete: Callable[[Tensor], Graph]
     baselines: dict[int, float]
     lam: float
     groups: list[int] | None
     retrain: TrainConfig | None
     progress: Callable[[float], None] | None
-    total: int
-    done: int = 0
 
-    def effects(self, reduced: Graph) -> list[float]:
-        """The effect ``Γ(G − S; s) − Γ(G; s)`` of the deletion that left ``reduced``, per seed."""
-        effects = _effects(self.model, reduced, self.baselines, self.lam, self.groups, self._hold, self.retrain)
-        self.done += len(self.baselines)
-        self._hold()
-        return effects
+    def effects(self, sets: list[Tensor], processes: int) -> list[list[float]]:
+        """Per set, the effect ``Γ(G − S; s) − Γ(G; s)`` of deleting it, per seed: one retraining per (set, seed), in
+        ``processes`` forked processes at once where it is safe (:func:`~bind_core.forks.each_self_seeded`)."""
+        seeds = list(self.baselines)
+        jobs = [(k, s) for k in range(len(sets)) for s in seeds]
+        reduced: dict[int, Graph] = {}  # the last set's reduced graph, made once for its seeds (in each process)
+        found: list[float] = []
 
-    def _hold(self) -> None:
+        def work(job: tuple[int, int], hold: Callable[[], None] | None) -> float:
+            k, seed = job
+            if k not in reduced:
+                reduced.clear()
+                reduced[k] = self.delete(sets[k])
+            graph = reduced[k]
+            gamma = _gamma(_retrain(self.model, graph, seed, hold, self.retrain), graph, self.lam, self.groups)
+            return gamma - self.baselines[seed]
+
+        def put(_: int, effect: float) -> None:
+            found.append(effect)
+            self._hold(len(found), len(jobs))
+
+        each_self_seeded(jobs, work, put, processes=processes, hold=lambda: self._hold(len(found), len(jobs)))
+        return [found[k * len(seeds) : (k + 1) * len(seeds)] for k in range(len(sets))]
+
+    def _hold(self, done: int, total: int) -> None:
         if self.progress is not None:
-            self.progress(self.done / self.total)
+            self.progress(done / total)
 
 
 def _judged(

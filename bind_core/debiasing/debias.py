@@ -69,6 +69,7 @@ def debias(
     set_estimate: Callable[[list[int]], float] | None = None,
     retrain: TrainConfig | None = None,
     keep: Callable[[int, TrainedModel], None] | None = None,
+    processes: int = 1,
 ) -> list[DebiasingRow]:
     """For each budget: delete the harmful node set (:func:`~bind_core.debiasing.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
@@ -102,6 +103,8 @@ def debias(
             model, so that before and after went through the same training.
         keep: ``keep(i, model)`` is handed the ``i``-th budget's retrained model as soon as it is trained (to store
             or export it: :func:`~bind_core.training.export.export_model`); otherwise it is discarded.
+        processes: forked processes running the chance check's retrainings at once where it is safe
+            (:func:`~bind_core.forks.each_self_seeded`; the values do not depend on it).
 
     Returns:
         One :class:`~bind_core.debiasing.records.DebiasingRow` per budget (the deleted nodes by the user's ids, the
@@ -110,7 +113,7 @@ def debias(
     delta, lam = _estimates(influence, lam)
     choice = _Choice.of(delta, utility, set_estimate, graph, model.model_config.layers)
     parts = _parts(len(budgets), bool(chance_seeds), retrain)
-    run = _Run(model, graph, lam, groups, retrain, progress, parts, keep=keep)
+    run = _Run(model, graph, lam, groups, retrain, progress, parts, keep=keep, processes=processes)
     before, gamma = run.before()
     baselines = run.baselines(chance_seeds) if chance_seeds else None
     return [run.budget(i, b, choice, before, gamma, baselines, random_sets) for i, b in enumerate(budgets)]
@@ -200,6 +203,7 @@ class _Run:
     parts: int
     done: int = 0
     keep: Callable[[int, TrainedModel], None] | None = None
+    processes: int = 1
 
     def report(self, model: TrainedModel, graph: Graph) -> MetricValues:
         """:func:`report` with this call's ``lam`` and ``groups``."""
@@ -223,7 +227,14 @@ class _Run:
         progress, done, parts = self.progress, self.done, self.parts
         hold = None if progress is None else (lambda: progress("debiasing", done / parts))
         baselines = seed_baselines(
-            self.model, self.graph, seeds, lam=self.lam, groups=self.groups, hold=hold, retrain=self.retrain
+            self.model,
+            self.graph,
+            seeds,
+            lam=self.lam,
+            groups=self.groups,
+            hold=hold,
+            retrain=self.retrain,
+            processes=self.processes,
         )
         self.done += 1
         if progress is not None:
@@ -264,6 +275,7 @@ class _Run:
                 seed=i,
                 progress=self._fraction(),
                 retrain=self.retrain,
+                processes=self.processes,
             )
             self.done += 1
         est = choice.estimate(nodes)

@@ -309,10 +309,14 @@ def run_audit(
         keep: ``keep(i, model)`` is handed the ``i``-th debiasing budget's retrained model as the debiasing stage
             trains it (:func:`~bind_core.debiasing.debias.debias`), e.g. to store it
             (:func:`~bind_core.training.export.export_model`); by default it is discarded.
-        deletion_threads: how many CPU threads share out the audit's independent pieces of work: a multi-layer
-            model's deletions (the step estimate's nodes and settled edges, :mod:`~bind_core.influence.threads`), the
-            rows of its Hessians (the training polish's Newton finish, the estimate's curvature) and the validation's
-            re-optimisations; the results do not depend on it.
+        deletion_threads: how many CPU threads, or forked processes, share out the audit's independent pieces of
+            work: a multi-layer model's deletions (the step estimate's nodes and settled edges,
+            :mod:`~bind_core.influence.threads`) and the validation's re-optimisations, in forked processes where
+            that is safe (:func:`~bind_core.forks.fork_is_safe`: one Python thread, one torch thread, as
+            ``bind-audit run`` runs), else on threads; the rows of its Hessians (the training polish's Newton finish,
+            the estimate's curvature) on threads; and the debiasing's retrainings for its check against chance, in
+            forked processes only (they draw from torch's global generator; :func:`~bind_core.forks.each_self_seeded`).
+            The results do not depend on it.
 
     Returns:
         An :class:`AuditResult`: the model, its metrics, the influence estimate and every other stage's section;
@@ -410,6 +414,7 @@ class _AfterInfluence:
                     progress=tick,
                     keep=self.keep,
                     stepper=self.found.stepper,
+                    processes=self.deletion_threads,
                 ),
             )
         if not (config.edges and r.edges is not None and r.edges.computed):

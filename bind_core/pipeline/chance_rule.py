@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from bind_core.forks import fork_is_safe
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, AuditConfig, chance_retrains
 from bind_core.training.fit import TrainedModel
 
 
-def chance_decision(model: TrainedModel, config: AuditConfig) -> tuple[tuple[int, ...], str | None]:
+def chance_decision(model: TrainedModel, config: AuditConfig, processes: int = 1) -> tuple[tuple[int, ...], str | None]:
     """The seeds the debiasing's chance check runs with, and, where the audit decided it (``chance_seconds``), the
     rule and its figures in a sentence: with ``debias_seeds``, those; else :data:`AUTO_CHANCE_SEEDS` when the check's
-    retrainings times the model's training seconds fit ``chance_seconds``; else none."""
+    retrainings times the model's training seconds, shared over the ``processes`` that will run them
+    (:func:`~bind_core.forks.each_self_seeded`; one where forking is not safe), fit ``chance_seconds``; else none."""
     if config.debias_seeds or config.chance_seconds <= 0:
         return config.debias_seeds, None
     retrains = chance_retrains(len(config.budgets), config.debias_random_sets)
@@ -23,15 +25,16 @@ def chance_decision(model: TrainedModel, config: AuditConfig) -> tuple[tuple[int
             "the check against chance did not run by default: the model was not trained here, so its cost cannot be "
             "estimated; set debias_seeds (on the command line: --debias-seeds 1,10,100)"
         )
-    cost = retrains * float(seconds)
+    shared = min(processes, retrains) if processes > 1 and fork_is_safe() else 1
+    cost = retrains * float(seconds) / shared
+    over = "" if shared == 1 else f" / {shared} processes"
     if cost <= config.chance_seconds:
         return AUTO_CHANCE_SEEDS, (
             f"the check against chance ran by default: {retrains} retrainings × {seconds:.2f} s (the model's training "
-            "and polish) "
-            f"≈ {cost:.0f} s, within the {config.chance_seconds:g} s allowed for it"
+            f"and polish){over} ≈ {cost:.0f} s, within the {config.chance_seconds:g} s allowed for it"
         )
     return (), (
-        f"the check against chance did not run by default: {retrains} retrainings × {seconds:.2f} s ≈ {cost:.0f} s, "
-        f"over the {config.chance_seconds:g} s allowed for it; set debias_seeds (on the command line: "
+        f"the check against chance did not run by default: {retrains} retrainings × {seconds:.2f} s{over} ≈ "
+        f"{cost:.0f} s, over the {config.chance_seconds:g} s allowed for it; set debias_seeds (on the command line: "
         "--debias-seeds 1,10,100) to run it"
     )

@@ -374,11 +374,13 @@ def debiasing_stage(
     progress: Tick,
     keep: Callable[[int, TrainedModel], None] | None = None,
     stepper: Stepper | None = None,
+    processes: int = 1,
 ) -> list[DebiasingRow]:
     """For each budget, delete the most harmful training nodes, retrain and compare (the result's ``debiasing``);
     every retraining as ``config.debias_retrain`` says, named in each row's ``retrain``; ``keep(i, model)`` is handed
     each budget's retrained model (:func:`~bind_core.debiasing.debias.debias`). ``stepper``: the step estimate's, which
-    settles each budget's set as a whole (made again when not given)."""
+    settles each budget's set as a whole (made again when not given). ``processes``: forked processes running the
+    chance check's retrainings at once where it is safe (:func:`~bind_core.forks.each_self_seeded`)."""
     hold = lambda _f: progress("debiasing", 0.0)  # noqa: E731 (a checkpoint while a stage prepares)
     utility = (
         utility_influence(model, graph, non_iid=config.non_iid, solver=config.solver, progress=hold)
@@ -386,7 +388,7 @@ def debiasing_stage(
         else None
     )
     retrain = config.debias_training(model.train_config)
-    seeds, rule = chance_decision(model, config)
+    seeds, rule = chance_decision(model, config, processes)
     rows = debias(
         model,
         graph,
@@ -401,6 +403,7 @@ def debiasing_stage(
         set_estimate=_set_estimator(model, graph, influence, groups, hold, stepper),
         retrain=retrain,
         keep=keep,
+        processes=processes,
     )
     recipe = decode(RetrainRecipe, (retrain or model.train_config).to_dict())
     return [dataclasses.replace(row, retrain=config.debias_retrain, recipe=recipe, chance_rule=rule) for row in rows]

@@ -132,6 +132,7 @@ def dense_hessian_by_rows(
         lambda _, start: _rows(g, probe, eye[start : start + step], retain=not alone or start + step < p),
         put,
         [None] * threads,
+        processes=False,  # threads: forking for a Hessian's few seconds cost more than it saved (docs/SCALE.md)
     )
     h = torch.stack(rows).detach()
     return 0.5 * (h + h.T)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,17 +86,20 @@ def test_work_runs_at_once_and_comes_back_in_order() -> None:
         return state, unit * unit
 
     got: list[tuple[int, int]] = []
-    each_in_order(list(range(12)), work, lambda i, r: got.append((i, r[1])), ["a", "b"])
+    each_in_order(list(range(12)), work, lambda i, r: got.append((i, r[1])), ["a", "b"], processes=False)
     assert got == [(i, i * i) for i in range(12)]
     assert len(names) == 2
 
 
-def test_a_failing_put_stops_the_work() -> None:
-    """A cancelled audit's progress callback raises inside ``put``: the units not yet started are dropped."""
-    started: list[int] = []
+@pytest.mark.parametrize("processes", [False, True])
+def test_a_failing_put_stops_the_work(processes: bool, tmp_path: Path) -> None:
+    """A cancelled audit's progress callback raises inside ``put``: the units not yet started are dropped (forked
+    children are killed; what they started is written to a file, which they share with this process)."""
+    log = tmp_path / "started"
 
     def work(_: None, unit: int) -> int:
-        started.append(unit)
+        with log.open("a") as f:
+            f.write(f"{unit}\n")
         time.sleep(0.01)
         return unit
 
@@ -107,18 +111,20 @@ def test_a_failing_put_stops_the_work() -> None:
             raise Cancelled
 
     with pytest.raises(Cancelled):
-        each_in_order(list(range(200)), work, put, [None, None])
-    assert len(started) < 20
+        each_in_order(list(range(200)), work, put, [None, None], processes=processes)
+    time.sleep(0.05)  # a killed child writes nothing more
+    assert 2 <= len(log.read_text().split()) < 20
 
 
-def test_a_failing_unit_propagates() -> None:
+@pytest.mark.parametrize("processes", [False, True])
+def test_a_failing_unit_propagates(processes: bool) -> None:
     def work(_: None, unit: int) -> int:
         if unit == 3:
             raise ValueError("unit 3")
         return unit
 
     with pytest.raises(ValueError, match="unit 3"):
-        each_in_order(list(range(8)), work, lambda i, r: None, [None, None])
+        each_in_order(list(range(8)), work, lambda i, r: None, [None, None], processes=processes)
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "2"])

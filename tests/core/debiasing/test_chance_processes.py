@@ -1,0 +1,81 @@
+"""The check against chance's retrainings in forked processes (:func:`bind_core.forks.each_self_seeded`): the same
+values as one at a time, bit for bit, torch's generator left as it was, progress in order, and the chance rule's
+sharing of the cost."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from bind_core.data.datasets import synthetic
+from bind_core.debiasing.chance import against_random, seed_baselines
+from bind_core.forks import fork_is_safe
+from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.pipeline.chance_rule import chance_decision
+from bind_core.training.fit import TrainConfig, train
+
+SEEDS = (1, 10, 100)
+CONFIG = TrainConfig(epochs=60, lr=0.01)
+
+
+@pytest.fixture(autouse=True)
+def _forks_here() -> None:
+    assert fork_is_safe(), "these tests compare forked processes with one process: run them where forking is safe"
+
+
+def test_forked_retrainings_equal_one_at_a_time_and_leave_the_generator_as_it_was() -> None:
+    g = synthetic(300, seed=4, train_per_class=60)
+    model = train(g, CONFIG, ModelConfig(layers=2, hidden=8))
+    nodes = g.train_idx[:12]
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    one = seed_baselines(model, g, SEEDS)
+    check_one = against_random(model, g, nodes, one, random_sets=2)
+    assert torch.equal(torch.get_rng_state(), state)  # one at a time, the generator is restored too
+    seen: list[float] = []
+    two = seed_baselines(model, g, SEEDS, processes=2, hold=lambda: seen.append(0.0))
+    check_two = against_random(model, g, nodes, two, random_sets=2, processes=3, progress=seen.append)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert two == one
+    assert check_two == check_one
+    fractions = seen[3:]
+    assert len(seen[:3]) == 3 and fractions == sorted(fractions) and fractions[-1] == 1.0  # one per retraining
+
+
+def test_an_audit_with_processes_equals_one_process() -> None:
+    """The whole audit, chance check and validation included: the same results, whatever runs them."""
+    g = synthetic(240, seed=5, train_per_class=40)
+    config = AuditConfig.from_dict(
+        {
+            "model": {"layers": 2, "hidden": 6},
+            "training": {"epochs": 40},
+            "budgets": [0.1],
+            "debias_seeds": list(SEEDS),
+            "debias_random_sets": 2,
+            "validation_sample": 6,
+            "bootstrap": 0,
+        }
+    )
+    one = run_audit(g, config)
+    two = run_audit(g, config, deletion_threads=2)
+    assert one.debiasing is not None and two.debiasing is not None and one.debiasing[0].against_random is not None
+    for row_one, row_two in zip(one.debiasing, two.debiasing, strict=True):
+        assert dataclasses.replace(row_one, seconds=0.0) == dataclasses.replace(row_two, seconds=0.0)
+    assert one.influence is not None and two.influence is not None
+    assert torch.equal(one.influence.delta, two.influence.delta)
+    assert one.validation is not None and two.validation is not None
+    assert dataclasses.replace(one.validation, seconds=0.0) == dataclasses.replace(two.validation, seconds=0.0)
+
+
+def test_the_chance_rule_shares_the_cost_over_the_processes() -> None:
+    g = synthetic(120, seed=1)
+    model = train(g, TrainConfig(epochs=20))
+    retrains = 4 * 3 + 3  # one budget, 3 random sets and the set, 3 seeds; and the 3 baselines
+    seconds = float(model.history.seconds) + float(model.stationarity.seconds)
+    config = AuditConfig.from_dict({"budgets": [0.1], "chance_seconds": retrains * seconds * 0.75})
+    assert chance_decision(model, config)[0] == ()  # one process: over the allowance
+    seeds, rule = chance_decision(model, config, processes=2)
+    assert seeds and rule is not None and "/ 2 processes" in rule
