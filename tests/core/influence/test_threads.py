@@ -210,3 +210,27 @@ def test_training_with_threads_equals_one_thread() -> None:
     assert one.stationarity.newton is not None and one.stationarity.newton.hessians >= 1
     for (name, a), (_, b) in zip(one.module.state_dict().items(), two.module.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("arch", ["gcn", "sage", "gin"])
+def test_adam_epochs_on_more_intra_op_threads_equal_one_thread(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adam's epochs run on torch threads × ``threads`` (bind_core.threads.intra_op_times): the same weights, bit for
+    bit, on a graph large enough that torch splits its products; torch's thread count is restored afterwards."""
+    graph = synthetic(5000, avg_degree=10, seed=1, train_per_class=300)
+    config = TrainConfig(epochs=40, polish=False)
+    seen: list[int] = []
+    validation_loss = torch.nn.functional.binary_cross_entropy_with_logits
+    monkeypatch.setattr(  # the loss is read every epoch: note how many threads torch had then
+        torch.nn.functional,
+        "binary_cross_entropy_with_logits",
+        lambda *a, **k: seen.append(torch.get_num_threads()) or validation_loss(*a, **k),
+    )
+    before = torch.get_num_threads()
+    one = train(graph, config, ModelConfig(arch=arch, layers=2))
+    assert set(seen) == {before}
+    seen.clear()
+    two = train(graph, config, ModelConfig(arch=arch, layers=2), threads=2)
+    assert seen[: 2 * config.epochs] == [2 * before] * (2 * config.epochs)  # a step and a validation loss an epoch
+    assert seen[-1] == before == torch.get_num_threads()  # after the epochs, as before
+    for (name, a), (_, b) in zip(one.module.state_dict().items(), two.module.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
