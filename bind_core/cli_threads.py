@@ -67,9 +67,10 @@ def add_thread_options(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="threads sharing out independent work (a multi-layer model's deletions, its Hessians' rows, the "
-        "validation's re-optimisations), each with --threads torch threads; the results do not depend on it. "
-        "Default: the idle cores divided by the torch threads, at least 1",
+        help="workers sharing out independent work: a multi-layer model's deletions and the validation's "
+        "re-optimisations (in forked processes with one torch thread, else on threads), its Hessians' rows (threads), "
+        "the debiasing's check against chance (forked processes); Adam's epochs run on --threads times N torch "
+        "threads. The results do not depend on it. Default: the idle cores divided by the torch threads, at least 1",
     )
 
 

@@ -98,8 +98,10 @@ class Settings(BaseSettings):
     deletion_threads: int = Field(default=1, ge=1)
     """CPU threads that share out an audit's independent pieces of work: a multi-layer model's deletions, its Hessians'
     rows, the validation's re-optimisations (each runs ``torch_threads`` of its own, so keep their product within the
-    cores a worker has). The results do not depend on it; on a 2-core machine two threads settle a 20,000-node
-    two-layer GCN's deletions about 1.5 times as fast."""
+    cores a worker has); Adam's epochs run on ``torch_threads`` times this. The results do not depend on it; on a
+    2-core machine two threads settle a 20,000-node two-layer GCN's deletions about 1.4–1.5 times as fast. A worker
+    runs them on threads, not forked processes as ``bind-audit run`` does (its heartbeat thread makes forking unsafe,
+    :func:`bind_core.forks.fork_is_safe`), so its check against chance retrains one model at a time."""
     progress_interval: float = Field(default=0.5, ge=0)
     """Least seconds between two progress writes to an audit row."""
     heartbeat_interval: float = Field(default=5.0, gt=0)

@@ -214,10 +214,11 @@ def test_training_with_threads_equals_one_thread() -> None:
 
 @pytest.mark.parametrize("arch", ["gcn", "sage", "gin"])
 def test_adam_epochs_on_more_intra_op_threads_equal_one_thread(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Adam's epochs run on torch threads × ``threads`` (bind_core.threads.intra_op_times): the same weights, bit for
-    bit, on a graph large enough that torch splits its products; torch's thread count is restored afterwards."""
+    """Adam's epochs and the polish's L-BFGS run on torch threads × ``threads`` (bind_core.threads.intra_op_times): the
+    same weights, bit for bit, on a graph large enough that torch splits its products; torch's thread count is
+    restored afterwards."""
     graph = synthetic(5000, avg_degree=10, seed=1, train_per_class=300)
-    config = TrainConfig(epochs=40, polish=False)
+    config = TrainConfig(epochs=40, polish=arch == "gcn", polish_max_iter=30)  # the polish's L-BFGS too
     seen: list[int] = []
     validation_loss = torch.nn.functional.binary_cross_entropy_with_logits
     monkeypatch.setattr(  # the loss is read every epoch: note how many threads torch had then
