@@ -55,6 +55,7 @@ def debias_edges(
     retrain: TrainConfig | None = None,
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
+    processes: int = 1,
 ) -> EdgeDebiasing:
     """Delete the most harmful edges for each budget, retrain with each seed, compare with random edges.
 
@@ -66,6 +67,8 @@ def debias_edges(
         retrain: the retrainings' settings (default: the model's).
         seed: seeds the random draws.
         progress: ``progress(fraction)`` over all retrainings; may raise to abort.
+        processes: forked processes retraining at once where it is safe (:func:`~bind_core.forks.each_self_seeded`;
+            the values do not depend on it).
 
     Returns:
         The :class:`~bind_core.debiasing.edge_records.EdgeDebiasing`: ``pool`` (edges that affect something),
@@ -80,7 +83,7 @@ def debias_edges(
     pool = result.edges[result.affects.nonzero().flatten()]
     per_budget = (1 + random_sets) * len(seeds)
     total = len(seeds) + per_budget * len(budgets)
-    run = _EdgeBudgets(model, graph, result, pool, random_sets, groups, retrain, progress, total)
+    run = _EdgeBudgets(model, graph, result, pool, random_sets, groups, retrain, progress, total, processes)
     baselines = run.baselines(seeds)
     before = statistics.fmean(baselines.values())
     rows = [
@@ -110,13 +113,21 @@ class _EdgeBudgets:
     retrain: TrainConfig | None
     progress: Callable[[float], None] | None
     total: int
+    processes: int = 1
 
     def baselines(self, seeds: Sequence[int]) -> dict[int, float]:
         """Γ of the unchanged graph retrained with each seed (:func:`~bind_core.debiasing.chance.seed_baselines`)."""
         progress = self.progress
         hold = None if progress is None else (lambda: progress(0.0))
         return seed_baselines(
-            self.model, self.graph, seeds, lam=self.result.lam, groups=self.groups, retrain=self.retrain, hold=hold
+            self.model,
+            self.graph,
+            seeds,
+            lam=self.result.lam,
+            groups=self.groups,
+            retrain=self.retrain,
+            hold=hold,
+            processes=self.processes,
         )
 
     def row(
@@ -141,6 +152,7 @@ class _EdgeBudgets:
             retrain=self.retrain,
             empty_reason="no edge has a negative estimate: none is harmful",
             items="edges",
+            processes=self.processes,
         )
         estimated = float(self.result.delta[chosen].sum())
         sens = self.graph.sens

@@ -423,7 +423,9 @@ class _AfterInfluence:
         if why_not is None and estimate is not None:
             r.edges.debiasing = self.stages.run(
                 EDGE_DEBIASING,
-                lambda: edge_debiasing_stage(r.model, r.graph, config, estimate, self.groups, progress=tick),
+                lambda: edge_debiasing_stage(
+                    r.model, r.graph, config, estimate, self.groups, progress=tick, processes=self.deletion_threads
+                ),
             )
         else:
             r.edges.debiasing_reason = why_not

@@ -432,11 +432,13 @@ def edge_debiasing_stage(
     groups: list[int] | None,
     *,
     progress: Tick,
+    processes: int = 1,
 ) -> EdgeDebiasing:
     """Delete the most harmful edges per edge budget, retrain with every debias seed and compare with random edges
     (:func:`bind_core.debiasing.edge_debias.debias_edges`; the ``edges`` section's ``debiasing``). The random draws
     are seeded by the training seed; progress (and cancellation) between retrainings; every retraining as
-    ``config.debias_retrain`` says (``retrain``)."""
+    ``config.debias_retrain`` says (``retrain``); ``processes``: forked processes retraining at once where it is
+    safe."""
     found = debias_edges(
         model,
         graph,
@@ -448,6 +450,7 @@ def edge_debiasing_stage(
         seed=config.training.seed,
         progress=lambda fraction: progress(EDGE_DEBIASING, fraction),
         retrain=config.debias_training(model.train_config),
+        processes=processes,
     )
     return dataclasses.replace(found, retrain=config.debias_retrain)
 

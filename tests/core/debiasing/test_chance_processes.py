@@ -8,10 +8,13 @@ import dataclasses
 
 import pytest
 import torch
+from planted_graphs import planted_cross_group_edges
 
 from bind_core.data.datasets import synthetic
 from bind_core.debiasing.chance import against_random, seed_baselines
+from bind_core.debiasing.edge_debias import debias_edges
 from bind_core.forks import fork_is_safe
+from bind_core.influence.edges import estimate_edges
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.chance_rule import chance_decision
@@ -79,3 +82,13 @@ def test_the_chance_rule_shares_the_cost_over_the_processes() -> None:
     assert chance_decision(model, config)[0] == ()  # one process: over the allowance
     seeds, rule = chance_decision(model, config, processes=2)
     assert seeds and rule is not None and "/ 2 processes" in rule
+
+
+def test_edge_debiasing_in_processes_equals_one_process() -> None:
+    graph, _ = planted_cross_group_edges()
+    model = train(graph, TrainConfig(epochs=40, seed=0))
+    result = estimate_edges(model, graph)
+    one = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=2)
+    two = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=2, processes=2)
+    assert one.budgets[0].selected is not None
+    assert one == two
