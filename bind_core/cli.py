@@ -247,6 +247,7 @@ def _run(args: argparse.Namespace) -> int:
         config = replace(config, model=supplied.model_config, training=supplied.train_config)
     bar = None
     if not args.quiet:
+        tqdm.monitor_interval = 0  # no monitor thread: a second thread keeps the deletions off forked processes
         bar = tqdm(total=100, file=sys.stderr, mininterval=0.5, bar_format="{desc} {bar} {percentage:3.0f}%")
     try:
         result = run_audit(

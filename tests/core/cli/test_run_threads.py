@@ -67,3 +67,26 @@ def test_deletion_threads_share_the_idle_cores(torch_threads: int, cpus: int, lo
 def test_bad_deletion_threads_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*QUICK, "--deletion-threads", "0"]) == 2
     assert "--deletion-threads: 0 must be >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("restore_threads")
+def test_run_settles_deletions_in_forked_processes_with_its_progress_bar(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The progress bar starts no thread (tqdm's monitor would), so a two-layer audit's deletions are forked."""
+    import threading
+
+    import bind_core.threads as threads
+
+    forked: list[int] = []
+    each = threads.each_in_forks
+    monkeypatch.setattr(threads, "each_in_forks", lambda u, w, p, s: forked.append(len(u)) or each(u, w, p, s))
+    seen_threads: list[int] = []
+    safe = threads.fork_is_safe
+    monkeypatch.setattr(threads, "fork_is_safe", lambda: seen_threads.append(threading.active_count()) or safe())
+    quick = [a for a in QUICK if a != "--quiet"]
+    skip = quick.index("--skip") + 1
+    quick[skip] = "debiasing,validation"
+    assert main([*quick, "--layers", "2", "--threads", "1", "--deletion-threads", "2"]) == 0
+    assert seen_threads and set(seen_threads) == {1}
+    assert forked, capsys.readouterr().err
