@@ -98,22 +98,21 @@ def test_a_child_that_dies_is_reported() -> None:
         each_in_forks(list(range(8)), work, lambda i, r: None, [None, None])
 
 
-def test_forks_only_where_it_is_safe() -> None:
+def test_forks_only_where_it_is_safe(monkeypatch: pytest.MonkeyPatch) -> None:
     before = torch.get_num_threads()
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
     try:
         torch.set_num_threads(1)
+        assert not fork_is_safe()  # another thread might hold a lock that the child would inherit held
+        monkeypatch.setattr(threading, "active_count", lambda: 1)  # earlier tests may have left idle threads here
         assert fork_is_safe()
-        stop = threading.Event()
-        other = threading.Thread(target=stop.wait)
-        other.start()
-        try:
-            assert not fork_is_safe()  # another thread might hold a lock that the child would inherit held
-        finally:
-            stop.set()
-            other.join()
         torch.set_num_threads(2)
         assert not fork_is_safe()  # OpenMP threads do not survive a fork
     finally:
+        stop.set()
+        other.join()
         torch.set_num_threads(before)
 
 

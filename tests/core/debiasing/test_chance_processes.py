@@ -5,6 +5,7 @@ sharing of the cost."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 import torch
@@ -13,7 +14,6 @@ from planted_graphs import planted_cross_group_edges
 from bind_core.data.datasets import synthetic
 from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.edge_debias import debias_edges
-from bind_core.forks import fork_is_safe
 from bind_core.influence.edges import estimate_edges
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
@@ -25,11 +25,29 @@ CONFIG = TrainConfig(epochs=60, lr=0.01)
 
 
 @pytest.fixture(autouse=True)
-def _forks_here() -> None:
-    assert fork_is_safe(), "these tests compare forked processes with one process: run them where forking is safe"
+def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Forking allowed here (a test process may hold idle threads that earlier tests left, which the rule counts:
+    ``bind_core.forks.fork_is_safe``), and the forked runs counted, so that a test can tell that forks did the work."""
+    import bind_core.forks as forks
+    import bind_core.pipeline.chance_rule as chance_rule
+    import bind_core.threads as threads
+
+    assert torch.get_num_threads() == 1  # the part of the rule that matters for the children (tests/conftest.py)
+    for module in (forks, chance_rule, threads):
+        monkeypatch.setattr(module, "fork_is_safe", lambda: True)
+    runs: list[int] = []
+    each = forks.each_in_forks
+
+    def counted(units: Any, work: Any, put: Any, states: Any) -> None:
+        runs.append(len(units))
+        each(units, work, put, states)
+
+    monkeypatch.setattr(forks, "each_in_forks", counted)
+    monkeypatch.setattr(threads, "each_in_forks", counted)
+    return runs
 
 
-def test_forked_retrainings_equal_one_at_a_time_and_leave_the_generator_as_it_was() -> None:
+def test_forked_retrainings_equal_one_at_a_time_and_leave_the_generator_as_it_was(forked: list[int]) -> None:
     g = synthetic(300, seed=4, train_per_class=60)
     model = train(g, CONFIG, ModelConfig(layers=2, hidden=8))
     nodes = g.train_idx[:12]
@@ -38,17 +56,19 @@ def test_forked_retrainings_equal_one_at_a_time_and_leave_the_generator_as_it_wa
     one = seed_baselines(model, g, SEEDS)
     check_one = against_random(model, g, nodes, one, random_sets=2)
     assert torch.equal(torch.get_rng_state(), state)  # one at a time, the generator is restored too
+    assert forked == []
     seen: list[float] = []
     two = seed_baselines(model, g, SEEDS, processes=2, hold=lambda: seen.append(0.0))
     check_two = against_random(model, g, nodes, two, random_sets=2, processes=3, progress=seen.append)
     assert torch.equal(torch.get_rng_state(), state)
+    assert forked == [3, 9]  # three baselines, then (1 + 2 sets) × 3 seeds
     assert two == one
     assert check_two == check_one
     fractions = seen[3:]
     assert len(seen[:3]) == 3 and fractions == sorted(fractions) and fractions[-1] == 1.0  # one per retraining
 
 
-def test_an_audit_with_processes_equals_one_process() -> None:
+def test_an_audit_with_processes_equals_one_process(forked: list[int]) -> None:
     """The whole audit, chance check and validation included: the same results, whatever runs them."""
     g = synthetic(240, seed=5, train_per_class=40)
     config = AuditConfig.from_dict(
@@ -63,7 +83,9 @@ def test_an_audit_with_processes_equals_one_process() -> None:
         }
     )
     one = run_audit(g, config)
+    assert forked == []
     two = run_audit(g, config, deletion_threads=2)
+    assert len(forked) >= 4  # the deletions, the baselines, the budget's check, the validation
     assert one.debiasing is not None and two.debiasing is not None and one.debiasing[0].against_random is not None
     for row_one, row_two in zip(one.debiasing, two.debiasing, strict=True):
         assert dataclasses.replace(row_one, seconds=0.0) == dataclasses.replace(row_two, seconds=0.0)
@@ -84,11 +106,11 @@ def test_the_chance_rule_shares_the_cost_over_the_processes() -> None:
     assert seeds and rule is not None and "/ 2 processes" in rule
 
 
-def test_edge_debiasing_in_processes_equals_one_process() -> None:
+def test_edge_debiasing_in_processes_equals_one_process(forked: list[int]) -> None:
     graph, _ = planted_cross_group_edges()
     model = train(graph, TrainConfig(epochs=40, seed=0))
     result = estimate_edges(model, graph)
     one = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=2)
     two = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=2, processes=2)
-    assert one.budgets[0].selected is not None
+    assert one.budgets[0].selected is not None and len(forked) == 2
     assert one == two
