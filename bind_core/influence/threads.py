@@ -1,7 +1,8 @@
-"""A model's deletions settled on several CPU threads at once (:mod:`bind_core.threads`), each thread with its own
-:meth:`~bind_core.influence.step.Stepper.fork`: a model copy, since ``functional_call`` puts the weights it evaluates
-into the module while it runs; what the threads share (the curvature, the reducer, the baseline) is read only. The
-results equal one thread's, bit for bit, and come back in order on the calling thread."""
+"""A model's deletions settled on several CPU threads, or forked processes, at once (:mod:`bind_core.threads`,
+:mod:`bind_core.forks`), each worker with its own :meth:`~bind_core.influence.step.Stepper.fork`: a model copy, since
+``functional_call`` puts the weights it evaluates into the module while it runs; what the threads share (the
+curvature, the reducer, the baseline) is read only. The results equal one worker's, bit for bit, and come back in
+order on the calling thread."""
 
 from __future__ import annotations
 

@@ -69,6 +69,7 @@ def test_bad_deletion_threads_is_a_usage_error(capsys: pytest.CaptureFixture[str
     assert "--deletion-threads: 0 must be >= 1" in capsys.readouterr().err
 
 
+@pytest.mark.heavy  # a two-layer audit with its polish and step estimate, ~5 s
 @pytest.mark.usefixtures("restore_threads")
 def test_run_settles_deletions_in_forked_processes_with_its_progress_bar(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

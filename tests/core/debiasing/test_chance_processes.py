@@ -47,6 +47,7 @@ def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return runs
 
 
+@pytest.mark.heavy  # retrains 15–30 models twice
 def test_forked_retrainings_equal_one_at_a_time_and_leave_the_generator_as_it_was(forked: list[int]) -> None:
     g = synthetic(300, seed=4, train_per_class=60)
     model = train(g, CONFIG, ModelConfig(layers=2, hidden=8))
@@ -68,6 +69,7 @@ def test_forked_retrainings_equal_one_at_a_time_and_leave_the_generator_as_it_wa
     assert len(seen[:3]) == 3 and fractions == sorted(fractions) and fractions[-1] == 1.0  # one per retraining
 
 
+@pytest.mark.heavy  # retrains 15–30 models twice
 def test_an_audit_with_processes_equals_one_process(forked: list[int]) -> None:
     """The whole audit, chance check and validation included: the same results, whatever runs them."""
     g = synthetic(240, seed=5, train_per_class=40)
