@@ -268,6 +268,13 @@ def _die_with_parent() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def self_seeded_processes(processes: int, units: int) -> int:
+    """How many processes :func:`each_self_seeded` runs ``units`` pieces in, given ``processes``: at most one per
+    piece, and one (the calling process) where forking is not safe. The audit's rule for the check against chance
+    divides its cost by this."""
+    return min(processes, units) if processes > 1 and units > 1 and fork_is_safe() else 1
+
+
 def each_self_seeded(
     units: Sequence[T],
     work: Callable[[T, Callable[[], None] | None], R],
@@ -292,8 +299,9 @@ def each_self_seeded(
         hold: a progress checkpoint (it may raise to abort), passed to ``work`` here.
     """
     with torch.random.fork_rng(devices=[]):
-        if processes > 1 and len(units) > 1 and fork_is_safe():
-            each_in_forks(units, lambda _, unit: work(unit, None), put, [None] * processes)
+        children = self_seeded_processes(processes, len(units))
+        if children > 1:
+            each_in_forks(units, lambda _, unit: work(unit, None), put, [None] * children)
             return
         for i, unit in enumerate(units):
             put(i, work(unit, hold))

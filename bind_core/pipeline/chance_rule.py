@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bind_core.forks import fork_is_safe
+from bind_core.forks import self_seeded_processes
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, AuditConfig, chance_retrains
 from bind_core.training.fit import TrainedModel
 
@@ -25,7 +25,7 @@ def chance_decision(model: TrainedModel, config: AuditConfig, processes: int = 1
             "the check against chance did not run by default: the model was not trained here, so its cost cannot be "
             "estimated; set debias_seeds (on the command line: --debias-seeds 1,10,100)"
         )
-    shared = min(processes, retrains) if processes > 1 and fork_is_safe() else 1
+    shared = self_seeded_processes(processes, retrains)
     cost = retrains * float(seconds) / shared
     over = "" if shared == 1 else f" / {shared} processes"
     if cost <= config.chance_seconds:

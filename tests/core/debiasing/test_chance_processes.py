@@ -29,11 +29,10 @@ def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Forking allowed here (a test process may hold idle threads that earlier tests left, which the rule counts:
     ``bind_core.forks.fork_is_safe``), and the forked runs counted, so that a test can tell that forks did the work."""
     import bind_core.forks as forks
-    import bind_core.pipeline.chance_rule as chance_rule
     import bind_core.threads as threads
 
     assert torch.get_num_threads() == 1  # the part of the rule that matters for the children (tests/conftest.py)
-    for module in (forks, chance_rule, threads):
+    for module in (forks, threads):
         monkeypatch.setattr(module, "fork_is_safe", lambda: True)
     runs: list[int] = []
     each = forks.each_in_forks
