@@ -44,11 +44,12 @@ from bind_core.data.graph import Graph, positions
 from bind_core.errors import ConfigError
 from bind_core.influence.batched import batch_size, delete_edges_many
 from bind_core.influence.edges import EdgeInfluenceResult, checked_edges
-from bind_core.influence.functional import FunctionalModel, dloss_dlogits, estimate_targets
+from bind_core.influence.functional import FunctionalModel, dloss_dlogits, estimate_targets, gammas_from_proba
 from bind_core.influence.incremental import DeletionSpec, IncrementalBatch, layer_spec, union_batches
 from bind_core.influence.neighbourhood import Csr
-from bind_core.influence.step import Deletion, Stepper, loss_derivatives
-from bind_core.influence.terms import exact_direct
+from bind_core.influence.rowblocks import test_probabilities
+from bind_core.influence.step import Deletion, Stepper
+from bind_core.influence.terms import exact_direct, train_loss_derivatives
 from bind_core.influence.threads import settle_each
 from bind_core.models.gnn import flat_parameters, probabilities
 from bind_core.threads import check_threads
@@ -114,8 +115,8 @@ def first_order_terms(
     non_iid = torch.zeros(num, 2, dtype=torch.float64, device=fm.device)
     direct = torch.zeros(num, 2, dtype=torch.float64, device=fm.device)
     affects = torch.zeros(num, dtype=torch.bool)
-    base = fm.test_proba(theta).detach()
-    gamma = fm.gammas(theta).detach()
+    base = test_probabilities(fm, theta)
+    gamma = gammas_from_proba(base, g, fm.groups)
     for batch in edge_batches(fm, edges, max_rows):
         e_pos, node = batch.v_pos, batch.node
         affects[e_pos] = True
@@ -222,7 +223,7 @@ def _first_order(
     """The damped solve ``s_μ``, the training nodes' ``a_i`` and every edge's first-order terms (``m`` training
     nodes; ``progress(fraction of the edges)``)."""
     s = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
-    a = loss_derivatives(stepper.fm, stepper.fm.theta, s, stepper.full)
+    a = train_loss_derivatives(stepper.fm, stepper.fm.theta, s)
     non_iid, direct, affects = first_order_terms(stepper.fm, s, a, edges, max_rows=max_rows, progress=progress)
     return _FirstOrder(non_iid / m, direct, affects, non_iid / m + direct)
 

@@ -55,6 +55,7 @@ from bind_core.influence.functional import (
     gammas_from_proba,
 )
 from bind_core.influence.neighbourhood import Csr
+from bind_core.influence.rowblocks import test_probabilities
 from bind_core.influence.solvers import SolveInfo
 from bind_core.influence.terms import exact_direct
 from bind_core.models.gnn import probabilities
@@ -239,7 +240,7 @@ def edge_terms(
     non_iid = torch.zeros(num, 2, dtype=torch.float64, device=fm.device)
     direct_part = torch.zeros(num, 2, dtype=torch.float64, device=fm.device)
     affects = torch.zeros(num, dtype=torch.bool)
-    base = fm.test_proba(theta).detach()
+    base = test_probabilities(fm, theta)
     d_sp, d_eo = _direct_slopes(fm, base) if direct and not direct_exact else (base, base)
     out = fm.module.config.num_outputs(g.num_classes)
     affine = fm.module.config.arch == "gcn" and affine is not False  # GIN's MLP is not affine; SAGE: 2 rows

@@ -37,9 +37,10 @@ from bind_core.influence.arguments import METHODS, InfluenceArguments
 from bind_core.influence.curvature import DAMPING_RULE
 from bind_core.influence.distributed.chunks import ChunkRunner, combine, estimate_chunk
 from bind_core.influence.distributed.plan import InfluencePlan
-from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.functional import FunctionalModel, gammas_from_proba
 from bind_core.influence.lowrank import RESOLVE_FOR_SOLVE, damped_inverse
 from bind_core.influence.result import InfluenceResult
+from bind_core.influence.rowblocks import gamma_gradients, test_probabilities
 from bind_core.influence.solvers import (
     EXACT_MAX_PARAMETERS,
     SolveInfo,
@@ -53,7 +54,7 @@ from bind_core.influence.solvers import (
 )
 from bind_core.influence.step import Stepper
 from bind_core.influence.step_nodes import step_estimate
-from bind_core.influence.terms import directional_loss_derivatives
+from bind_core.influence.terms import train_loss_derivatives
 from bind_core.training.fit import ProgressCallback, TrainedModel
 
 
@@ -126,7 +127,7 @@ def _stepped(
     :class:`InfluenceResult`."""
     stepped = step_estimate(fm, progress=report, on_stepper=on_stepper, threads=threads)
     grad_norm = float(torch.func.grad(fm.objective)(fm.theta).norm())
-    gamma = fm.gammas(fm.theta).detach()
+    gamma = gammas_from_proba(test_probabilities(fm, fm.theta), fm.graph, fm.groups)
     return InfluenceResult.of_columns(
         graph.train_idx, stepped.delta, stepped.parts, lam, gamma, stepped.solve, grad_norm, stepped.timings
     )
@@ -163,8 +164,8 @@ def plan(
     fm = fm or FunctionalModel.from_trained(model, graph, groups)
     theta = fm.theta
     grad_norm = float(torch.func.grad(fm.objective)(theta).norm())
-    gam = fm.gammas(theta).detach()
-    grad_gamma = _gamma_gradients(fm, theta)  # [2, p]
+    gam = gammas_from_proba(test_probabilities(fm, theta), fm.graph, fm.groups)
+    grad_gamma = gamma_gradients(fm, theta)  # [2, p]
     timings["gradients"] = time.perf_counter() - t0
     if progress is not None:
         progress(0.2)
@@ -177,9 +178,7 @@ def plan(
         progress(0.8)
 
     t0 = time.perf_counter()
-    train = graph.train_idx.to(fm.device)
-    y = graph.y.to(fm.device)
-    a = directional_loss_derivatives(lambda f: fm.logits(f, train), theta, s, y[train])  # [m, 2]
+    a = train_loss_derivatives(fm, theta, s)  # [m, 2]
     timings["loss_derivatives"] = time.perf_counter() - t0
     if progress is not None:
         progress(1.0)
@@ -258,12 +257,3 @@ def solve_hessian(
     if chosen == "cg":
         return solve_cg(hvp, rhs, tol=cg_tol, max_iter=cg_max_iter, damping=damping, progress=progress)
     return solve_lissa(hvp, rhs, depth=lissa_depth, damping=lissa_damping, progress=progress)
-
-
-def _gamma_gradients(fm: FunctionalModel, theta: Tensor) -> Tensor:
-    """``[∇Γ_SP, ∇Γ_EO]`` by reverse-mode autograd (POT's exact transport, used for multi-class labels, is an
-    autograd function that ``torch.func`` transforms cannot trace)."""
-    probe = theta.clone().requires_grad_(True)
-    values = fm.gammas(probe)
-    rows = [torch.autograd.grad(values[i], probe, retain_graph=i == 0)[0] for i in range(2)]
-    return torch.stack(rows).detach()

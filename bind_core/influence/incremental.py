@@ -29,6 +29,7 @@ from torch.nn import functional as F
 from bind_core.data.sparse import Adjacency, spmm
 from bind_core.influence.functional import FunctionalModel, estimate_targets, forward_derivative
 from bind_core.influence.neighbourhood import Csr, member
+from bind_core.influence.rowblocks import activated_first, activated_first_jvp, blocked
 from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import sage_first_layer
 
@@ -66,20 +67,57 @@ class FullGraphRows:
 
     def values(self) -> list[Tensor]:
         if self._values is None:
-            with torch.no_grad():
-                self._values = [h.detach() for h in _activated(self.fm, self.fm.theta)]
+            if blocked(self.fm):
+                self._values = _deeper(self.fm, [activated_first(self.fm, self.fm.theta)])
+            else:
+                with torch.no_grad():
+                    self._values = [h.detach() for h in _activated(self.fm, self.fm.theta)]
         return self._values
 
     def tangents(self, s: Tensor, column: int) -> list[Tensor]:
         if self._s is not s:
             self._tangents, self._s = {}, s
         if column not in self._tangents:
-            primal, tangent = forward_derivative(
-                lambda f: tuple(_activated(self.fm, f)), (self.fm.theta,), (s[:, column],)
-            )
+            if blocked(self.fm):  # the first layer block by block (rowblocks), the layers after it whole
+                value, tangent = activated_first_jvp(self.fm, s[:, column])
+                primal, tangents = _deeper_jvp(self.fm, s[:, column], value, tangent)
+            else:
+                primal, tangents = forward_derivative(
+                    lambda f: tuple(_activated(self.fm, f)), (self.fm.theta,), (s[:, column],)
+                )
             self._values = [h.detach() for h in primal]
-            self._tangents[column] = [t.detach() for t in tangent]
+            self._tangents[column] = [t.detach() for t in tangents]
         return self._tangents[column]
+
+
+def _deeper(fm: FunctionalModel, rows: list[Tensor]) -> list[Tensor]:
+    """``rows`` (``[act(H¹)]``) extended by ``act(H^l)`` for ``l = 2..L−1``, no gradient: the CSR layers after the
+    first on every row."""
+    params, act = fm.unflatten(fm.theta), ACTIVATION_FNS[fm.module.config.activation]
+    assert fm.inputs.adjacency is not None
+    with torch.no_grad():
+        for layer in range(1, len(fm.module.convs) - 1):
+            h = rows[-1]
+            rows.append(act(csr_conv_step(fm, params, layer, fm.inputs.adjacency, h, h)))
+    return rows
+
+
+def _deeper_jvp(
+    fm: FunctionalModel, direction: Tensor, value: Tensor, tangent: Tensor
+) -> tuple[list[Tensor], list[Tensor]]:
+    """:func:`_deeper` with tangents along ``direction``, from ``act(H¹)``'s ``value`` and ``tangent``."""
+    act, adjacency = ACTIVATION_FNS[fm.module.config.activation], fm.inputs.adjacency
+    assert adjacency is not None
+    values, tangents = [value], [tangent]
+    for layer in range(1, len(fm.module.convs) - 1):
+
+        def step(f: Tensor, h: Tensor, layer: int = layer) -> Tensor:
+            return act(csr_conv_step(fm, fm.unflatten(f), layer, adjacency, h, h))
+
+        v, t = forward_derivative(step, (fm.theta, values[-1]), (direction, tangents[-1]))
+        values.append(v.detach())
+        tangents.append(t.detach())
+    return values, tangents
 
 
 def _sub_params(params: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:

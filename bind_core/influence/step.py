@@ -49,7 +49,6 @@ from bind_core.influence.lowrank import DampedInverse
 from bind_core.influence.proximal import Evaluation, lbfgs_finish, proximal_objective
 from bind_core.influence.reduce import GraphReducer, Reduction
 from bind_core.influence.solvers import SolveInfo
-from bind_core.influence.terms import directional_loss_derivatives
 from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import flat_parameters, probabilities
 from bind_core.models.propagation import GraphInputs
@@ -395,13 +394,6 @@ def _tilt_at(fm: FunctionalModel, theta: Tensor) -> tuple[Tensor, Tensor]:
     value = fm.tilt(probe)
     (grad,) = torch.autograd.grad(value, probe)
     return value.detach(), grad.detach()
-
-
-def loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor, inputs: GraphInputs) -> Tensor:
-    """``∇ℓ_jᵀ·s[:, c]`` for every training node ``j`` and column ``c`` on ``inputs`` (forward-mode AD): ``[m, k]``."""
-    train = fm.graph.train_idx.to(fm.device)
-    y = fm.graph.y.to(fm.device)[train]
-    return directional_loss_derivatives(lambda f: fm.logits(f, train, inputs), theta, s, y)
 
 
 def _gamma_gradients(fm: FunctionalModel, theta: Tensor, inputs: GraphInputs) -> Tensor:

@@ -15,7 +15,8 @@ from bind_core.influence.batched import batch_size, delete_many
 from bind_core.influence.curvature import DAMPING_RULE
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.solvers import SolveInfo
-from bind_core.influence.step import STEPS, Deletion, Stepper, loss_derivatives
+from bind_core.influence.step import STEPS, Deletion, Stepper
+from bind_core.influence.terms import train_loss_derivatives
 from bind_core.influence.threads import settle_each
 from bind_core.threads import check_threads
 
@@ -87,7 +88,7 @@ def step_estimate(
         progress(0.1)
     m = stepper.m
     s_damped = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
-    iid = loss_derivatives(fm, fm.theta, s_damped, stepper.full).cpu() / m  # (1/m)·∇ℓ_vᵀ·s: first-order i.i.d.
+    iid = train_loss_derivatives(fm, fm.theta, s_damped).cpu() / m  # (1/m)·∇ℓ_vᵀ·s: first-order i.i.d.
     nodes = _PerNode.empty(m, fm.num_parameters, keep_weights)
     t0 = time.perf_counter()
     size = batch_size(stepper, batch_bytes)

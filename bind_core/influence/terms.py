@@ -13,6 +13,7 @@ from torch import Tensor
 from bind_core.data.graph import positions
 from bind_core.influence.deletion import Batch, pair_batches
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits, forward_derivative, gammas_from_proba
+from bind_core.influence.rowblocks import test_probabilities
 from bind_core.models.gnn import probabilities
 
 
@@ -23,6 +24,15 @@ def directional_loss_derivatives(logits_fn: Any, theta: Tensor, s: Tensor, y: Te
         z, dz = forward_derivative(logits_fn, (theta,), (s[:, c],))
         cols.append((dloss_dlogits(z, y) * dz).sum(dim=1))
     return torch.stack(cols, dim=1).detach()
+
+
+def train_loss_derivatives(fm: FunctionalModel, theta: Tensor, s: Tensor) -> Tensor:
+    """``∇ℓ_jᵀ·s[:, c]`` for every training node ``j`` (order of ``train_idx``) and column ``c`` of ``s``: ``[m, k]``,
+    on the training nodes' computation graph where the objective lives (:meth:`FunctionalModel.objective_rows`; the
+    same logits as on the whole graph), so that a multi-layer model's forward-mode pass does not run its first layer,
+    with its tangents, over every node of a large graph."""
+    rows = fm.objective_rows()
+    return directional_loss_derivatives(lambda f: fm.logits(f, rows.train, rows.inputs), theta, s, rows.y)
 
 
 def batch_loss_derivatives(batch: Batch, theta: Tensor, s: Tensor, y: Tensor) -> Tensor:
@@ -55,7 +65,7 @@ def deletion_terms(
     n = g.num_nodes
     train_pos, test_pos = positions(g.train_idx, n), positions(g.test_idx, n)
     y = g.y.to(fm.device)
-    base_proba = fm.test_proba(theta).detach()
+    base_proba = test_probabilities(fm, theta)
     if direct and not exact:
         probe = base_proba.clone().requires_grad_(True)
         d_sp = torch.autograd.grad(gammas_from_proba(probe, g, fm.groups)[0], probe)[0]

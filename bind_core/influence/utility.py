@@ -27,7 +27,7 @@ from bind_core.data.graph import positions
 from bind_core.influence.deletion import pair_batches
 from bind_core.influence.estimate import solve_hessian
 from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.terms import batch_loss_derivatives, directional_loss_derivatives
+from bind_core.influence.terms import batch_loss_derivatives, train_loss_derivatives
 from bind_core.models.gnn import node_losses
 from bind_core.training.fit import TrainedModel
 
@@ -60,7 +60,7 @@ def utility_influence(
     s, _ = solve_hessian(
         fm, torch.func.grad(val_loss)(theta).unsqueeze(1), solver=solver, rtol=rtol, progress=solve_progress
     )
-    a = directional_loss_derivatives(lambda f: fm.logits(f, train), theta, s, y[train])[:, 0]  # ∇ℓ_jᵀ·s
+    a = train_loss_derivatives(fm, theta, s)[:, 0]  # ∇ℓ_jᵀ·s
     m, n = int(train.numel()), graph.num_nodes
     iid_plus = a.clone()
     direct_part = torch.zeros(m, dtype=torch.float64, device=device)
