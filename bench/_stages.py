@@ -58,8 +58,10 @@ class StageMeter:
     ``peak_rss_gb`` and ``end_rss_gb`` of this process, and ``children_peak_rss_gb``: the largest peak of any child
     reaped so far in the run (children share the parent's pages until they write them, so this is not added)."""
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self, device: str = "cpu", *, echo: bool = False) -> None:
         self.device = device
+        self.echo = echo
+        """Print each stage's row as it ends (so that a run stopped by a time limit still says how far it got)."""
         self.stages: dict[str, dict[str, float]] = {}
         self._cuda = device.startswith("cuda") and torch.cuda.is_available()
         self._current: str | None = None
@@ -93,6 +95,13 @@ class StageMeter:
             torch.cuda.synchronize()
         self.stages[self._current] = self._row(time.perf_counter() - self._t0)
         self.stages[self._current]["cpu_seconds"] = _cpu() - self._cpu0
+        if self.echo:
+            row = self.stages[self._current]
+            cuda = f", peak CUDA {row['peak_cuda_gb']:.2f} GiB" if "peak_cuda_gb" in row else ""
+            print(
+                f"[stage] {self._current}: {row['seconds']:.2f} s, peak RSS {row['peak_rss_gb']:.2f} GiB{cuda}",
+                flush=True,
+            )
         self._current = None
 
     def _row(self, seconds: float) -> dict[str, float]:

@@ -52,7 +52,7 @@ def audit_once(
     fan_out: tuple[int, ...] = (),
     deletion_threads: int = 1,
 ) -> dict[str, Any]:
-    meter = StageMeter(device=device)
+    meter = StageMeter(device=device, echo=True)
     with meter.stage("generate"):
         graph = synthetic(nodes, num_features=features, avg_degree=avg_degree, train_per_class=train // 2, seed=0)
     config = AuditConfig(

@@ -16,6 +16,7 @@ from bind_core.debiasing.overreach import overreach
 from bind_core.debiasing.records import DebiasingRow
 from bind_core.fairness.metrics import evaluate
 from bind_core.fairness.records import MetricValues
+from bind_core.forks import each_self_seeded
 from bind_core.influence.result import InfluenceResult
 from bind_core.training.fit import ProgressCallback, TrainConfig, TrainedModel, train
 
@@ -114,9 +115,14 @@ def debias(
     choice = _Choice.of(delta, utility, set_estimate, graph, model.model_config.layers)
     parts = _parts(len(budgets), bool(chance_seeds), retrain)
     run = _Run(model, graph, lam, groups, retrain, progress, parts, keep=keep, processes=processes)
-    before, gamma = run.before()
+    audited = run.report(model, graph)
+    unchanged, retrained = run.retrainings(choice, budgets)
+    before = audited if unchanged is None else run.report(unchanged, graph)
     baselines = run.baselines(chance_seeds) if chance_seeds else None
-    return [run.budget(i, b, choice, before, gamma, baselines, random_sets) for i, b in enumerate(budgets)]
+    return [
+        run.budget(i, b, choice, retrained[i], before, audited.gamma, baselines, random_sets)
+        for i, b in enumerate(budgets)
+    ]
 
 
 def _estimates(influence: InfluenceResult | torch.Tensor, lam: float | None) -> tuple[torch.Tensor, float]:
@@ -189,6 +195,20 @@ class _Choice:
         return None if self.utility is None else float(self.utility[self.position[nodes]].sum())
 
 
+@dataclass(frozen=True)
+class _Retrained:
+    """A budget's set, the graph without it and the model retrained there (``seconds`` it took to train)."""
+
+    nodes: torch.Tensor
+    graph: Graph
+    model: TrainedModel
+    seconds: float
+
+
+def _nothing() -> None:
+    """A progress checkpoint that checks nothing (the retrainings' progress goes through ``_Run.progress``)."""
+
+
 @dataclass
 class _Run:
     """One :func:`debias` call's retrainings: the model, its graph, the settings and the progress over ``parts``
@@ -209,18 +229,38 @@ class _Run:
         """:func:`report` with this call's ``lam`` and ``groups``."""
         return report(model, graph, self.lam, self.groups)
 
-    def before(self) -> tuple[MetricValues, float | None]:
-        """The metrics before deletion (the audited model's, or the unchanged graph retrained with ``retrain``) and
-        the audited model's Γ, which the estimates are relative to."""
-        audited = self.report(self.model, self.graph)
-        gamma = audited.gamma
-        if self.retrain is None:
-            return audited, gamma
-        unchanged = train(
-            self.graph, self.retrain, self.model.model_config, progress=self._training(), device=self.model.device
-        )
-        self.done = 1
-        return self.report(unchanged, self.graph), gamma
+    def retrainings(self, choice: _Choice, budgets: Sequence[float]) -> tuple[TrainedModel | None, list[_Retrained]]:
+        """The unchanged graph retrained with ``retrain`` (``None`` without it: the audited model is the one before)
+        and each budget's graph without its chosen set, retrained: ``processes`` at once in forked processes where
+        that is safe (:func:`~bind_core.forks.each_self_seeded`; the same models either way, each trained with its
+        recipe's seed), each handed to ``keep`` as soon as it is trained, in order."""
+        sets = [choice.nodes(self.graph, budget) for budget in budgets]
+        graphs = [self.graph.without_nodes(nodes)[0] for nodes in sets]
+        first = 0 if self.retrain is None else 1
+        settings = self.model.train_config if self.retrain is None else self.retrain
+        found: list[tuple[TrainedModel, float]] = []
+
+        def work(graph: Graph, here: Callable[[], None] | None) -> tuple[TrainedModel, float]:
+            start = time.perf_counter()
+            progress = None if here is None else self._training()  # a child's progress cannot reach the caller
+            trained = train(graph, settings, self.model.model_config, progress=progress, device=self.model.device)
+            return trained, time.perf_counter() - start
+
+        def put(i: int, result: tuple[TrainedModel, float]) -> None:
+            found.append(result)
+            self.done += 1
+            if self.progress is not None:
+                self.progress("debiasing", self.done / self.parts)
+            if self.keep is not None and i >= first:
+                self.keep(i - first, result[0])
+
+        units = ([self.graph] if first else []) + graphs
+        each_self_seeded(units, work, put, processes=self.processes, hold=None if self.progress is None else _nothing)
+        retrained = [
+            _Retrained(nodes, graph, trained, seconds)
+            for nodes, graph, (trained, seconds) in zip(sets, graphs, found[first:], strict=True)
+        ]
+        return (found[0][0] if first else None), retrained
 
     def baselines(self, seeds: Sequence[int]) -> dict[int, float]:
         """Γ of the unchanged graph retrained with each seed (:func:`~bind_core.debiasing.chance.seed_baselines`)."""
@@ -246,22 +286,16 @@ class _Run:
         i: int,
         budget: float,
         choice: _Choice,
+        retrained: _Retrained,
         before: MetricValues,
         gamma: float | None,
         baselines: dict[int, float] | None,
         random_sets: int,
     ) -> DebiasingRow:
-        """Delete the set chosen for the ``i``-th ``budget``, retrain, compare (a row of :func:`debias`)."""
+        """The ``i``-th ``budget``'s row: its set deleted and the graph ``retrained`` without it, compared, and checked
+        against chance (a row of :func:`debias`)."""
         start = time.perf_counter()
-        nodes = choice.nodes(self.graph, budget)
-        reduced, _ = self.graph.without_nodes(nodes)
-        settings = self.model.train_config if self.retrain is None else self.retrain
-        retrained = train(
-            reduced, settings, self.model.model_config, progress=self._training(), device=self.model.device
-        )
-        self.done += 1
-        if self.keep is not None:
-            self.keep(i, retrained)
+        nodes, reduced = retrained.nodes, retrained.graph
         chance = None
         if baselines is not None:
             chance = against_random(
@@ -279,7 +313,7 @@ class _Run:
             )
             self.done += 1
         est = choice.estimate(nodes)
-        after = self.report(retrained, reduced)
+        after = self.report(retrained.model, reduced)
         return DebiasingRow(
             budget=budget,
             requested=resolve_budget(budget, self.graph.train_idx.numel()),
@@ -294,7 +328,7 @@ class _Run:
             after=after,
             backfired=backfired(before, after),
             against_random=chance,
-            seconds=time.perf_counter() - start,
+            seconds=retrained.seconds + time.perf_counter() - start,
         )
 
     def _training(self) -> ProgressCallback | None:

@@ -4,8 +4,8 @@ The linear estimate of a deep model reads the full graph's layer outputs three w
 ``θ̂`` (no gradient), ``∇Γ`` (reverse mode) and the incremental path's rows with their tangents along the solve's
 columns (forward mode, :class:`bind_core.influence.incremental.FullGraphRows`). Run whole, each holds several
 ``[n, hidden]`` arrays at once: the pre-activation, the activation and its temporaries, their tangents or their
-gradients. On a 10⁷-node graph with a 128-wide hidden layer one such array is 10 GB in float64, and the estimate's
-peak was about nine of them per node (``bench/bench_memory.py``).
+gradients. On a 10⁷-node graph with a 128-wide hidden layer one such array is 10 GB in float64
+(``bench/bench_memory.py`` measures each pass per node; docs/SCALE.md, "A 10⁷-node audit's memory").
 
 A GCN, GIN or SAGE with aggregated features computes its first layer row by row (``act(z_i·Wᵀ + b)``, or an MLP of
 ``z_i``), so it is formed here in blocks of :func:`row_blocks` rows, each block's temporaries freed before the next:

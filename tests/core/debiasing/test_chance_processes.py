@@ -13,6 +13,7 @@ from planted_graphs import planted_cross_group_edges
 
 from bind_core.data.datasets import synthetic
 from bind_core.debiasing.chance import against_random, seed_baselines
+from bind_core.debiasing.debias import debias
 from bind_core.debiasing.edge_debias import debias_edges
 from bind_core.influence.edges import estimate_edges
 from bind_core.models.gnn import ModelConfig
@@ -115,3 +116,37 @@ def test_edge_debiasing_in_processes_equals_one_process(forked: list[int]) -> No
     two = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=2, processes=2)
     assert one.budgets[0].selected is not None and len(forked) == 2
     assert one == two
+
+
+def test_the_debiasings_own_retrainings_in_processes_equal_one_process(forked: list[int]) -> None:
+    """The unchanged graph and each budget's graph, retrained at once: the same rows, and the same models handed to
+    ``keep`` in order, as one at a time."""
+    g = synthetic(300, seed=4, train_per_class=60)
+    model = train(g, CONFIG, ModelConfig(layers=2, hidden=8))
+    delta = torch.linspace(1.0, -1.0, int(g.train_idx.numel()), dtype=torch.float64)
+    kept: dict[int, list[tuple[int, torch.Tensor]]] = {1: [], 2: []}
+    seen: list[float] = []
+
+    def run(processes: int) -> list[Any]:
+        def keep(i: int, trained: Any) -> None:
+            kept[processes].append((i, torch.cat([p.detach().flatten() for p in trained.module.parameters()])))
+
+        return debias(
+            model,
+            g,
+            delta,
+            budgets=(5, 10),
+            retrain=dataclasses.replace(CONFIG, polish=False),
+            keep=keep,
+            processes=processes,
+            progress=(lambda _stage, f: seen.append(f)) if processes == 2 else None,
+        )
+
+    one = run(1)
+    assert forked == []
+    two = run(2)
+    assert forked == [3]  # the unchanged graph and the two budgets' graphs
+    assert [dataclasses.replace(r, seconds=0.0) for r in one] == [dataclasses.replace(r, seconds=0.0) for r in two]
+    assert [i for i, _ in kept[1]] == [i for i, _ in kept[2]] == [0, 1]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(kept[1], kept[2], strict=True))
+    assert seen == sorted(seen) and seen[-1] == 1.0
