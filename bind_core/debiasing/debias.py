@@ -104,8 +104,8 @@ def debias(
             model, so that before and after went through the same training.
         keep: ``keep(i, model)`` is handed the ``i``-th budget's retrained model as soon as it is trained (to store
             or export it: :func:`~bind_core.training.export.export_model`); otherwise it is discarded.
-        processes: forked processes running the chance check's retrainings at once where it is safe
-            (:func:`~bind_core.forks.each_self_seeded`; the values do not depend on it).
+        processes: forked processes running the retrainings (each budget's and the chance check's) at once where it
+            is safe (:func:`~bind_core.forks.each_self_seeded`; the values do not depend on it).
 
     Returns:
         One :class:`~bind_core.debiasing.records.DebiasingRow` per budget (the deleted nodes by the user's ids, the

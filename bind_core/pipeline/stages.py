@@ -380,7 +380,8 @@ def debiasing_stage(
     every retraining as ``config.debias_retrain`` says, named in each row's ``retrain``; ``keep(i, model)`` is handed
     each budget's retrained model (:func:`~bind_core.debiasing.debias.debias`). ``stepper``: the step estimate's, which
     settles each budget's set as a whole (made again when not given). ``processes``: forked processes running the
-    chance check's retrainings at once where it is safe (:func:`~bind_core.forks.each_self_seeded`)."""
+    retrainings (each budget's and the chance check's) at once where it is safe
+    (:func:`~bind_core.forks.each_self_seeded`)."""
     hold = lambda _f: progress("debiasing", 0.0)  # noqa: E731 (a checkpoint while a stage prepares)
     utility = (
         utility_influence(model, graph, non_iid=config.non_iid, solver=config.solver, progress=hold)
