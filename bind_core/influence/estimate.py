@@ -164,8 +164,7 @@ def plan(
     fm = fm or FunctionalModel.from_trained(model, graph, groups)
     theta = fm.theta
     grad_norm = float(torch.func.grad(fm.objective)(theta).norm())
-    gam = gammas_from_proba(test_probabilities(fm, theta), fm.graph, fm.groups)
-    grad_gamma = gamma_gradients(fm, theta)  # [2, p]
+    gam, grad_gamma = gamma_gradients(fm, theta)  # [2], [2, p]
     timings["gradients"] = time.perf_counter() - t0
     if progress is not None:
         progress(0.2)

@@ -16,6 +16,8 @@ one block, the same arithmetic as the whole pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -53,46 +55,41 @@ def _width(fm: FunctionalModel) -> int:
     return max(int(fm.inputs.x_prop.shape[1]), fm.module.config.hidden * fm.module.config.heads)
 
 
-def activated_first(fm: FunctionalModel, flat: Tensor, *, budget: int | None = None) -> Tensor:
-    """``act(H¹)`` on every node at ``flat``, no gradient: ``[n, hidden]``, formed block by block."""
+def _by_blocks(fm: FunctionalModel, budget: int | None, rows_of: Callable[[Tensor], list[Tensor]]) -> list[Tensor]:
+    """``rows_of(z_block)`` (arrays of the block's rows) for every block of the aggregated features ``z``, written into
+    ``[n, ·]`` arrays; with one block, ``rows_of(z)`` itself."""
     z = fm.inputs.x_prop
     assert z is not None
-    split = SplitModel(fm)
     blocks = row_blocks(int(z.shape[0]), _width(fm), budget)
+    if len(blocks) == 1:
+        return rows_of(z)
+    out: list[Tensor] = []
+    for block in blocks:
+        parts = rows_of(z[block])
+        if not out:
+            out = [part.new_empty(int(z.shape[0]), int(part.shape[1])) for part in parts]
+        for whole, part in zip(out, parts, strict=True):
+            whole[block] = part
+    return out
+
+
+def activated_first(fm: FunctionalModel, flat: Tensor, *, budget: int | None = None) -> Tensor:
+    """``act(H¹)`` on every node at ``flat``, no gradient: ``[n, hidden]``, formed block by block."""
+    split = SplitModel(fm)
     with torch.no_grad():
-        if len(blocks) == 1:
-            return split.act(split.pre(flat, z))
-        out: Tensor | None = None
-        for block in blocks:
-            rows = split.act(split.pre(flat, z[block]))
-            if out is None:
-                out = rows.new_empty(int(z.shape[0]), int(rows.shape[1]))
-            out[block] = rows
-        assert out is not None
-        return out
+        return _by_blocks(fm, budget, lambda rows: [split.act(split.pre(flat, rows))])[0]
 
 
 def activated_first_jvp(fm: FunctionalModel, direction: Tensor, *, budget: int | None = None) -> tuple[Tensor, Tensor]:
     """``act(H¹)`` on every node at ``θ̂`` and its derivative along ``direction`` (``[p]``), by forward mode block by
     block: ``([n, hidden], [n, hidden])``."""
-    z = fm.inputs.x_prop
-    assert z is not None
     split = SplitModel(fm)
-    blocks = row_blocks(int(z.shape[0]), _width(fm), budget)
-    values: Tensor | None = None
-    tangents: Tensor | None = None
-    for block in blocks:
-        rows = z[block]
-        value, tangent = forward_derivative(
-            lambda f, rows=rows: split.act(split.pre(f, rows)), (fm.theta,), (direction,)
-        )
-        if len(blocks) == 1:
-            return value.detach(), tangent.detach()
-        if values is None or tangents is None:
-            values = value.new_empty(int(z.shape[0]), int(value.shape[1]))
-            tangents = torch.empty_like(values)
-        values[block], tangents[block] = value.detach(), tangent.detach()
-    assert values is not None and tangents is not None
+
+    def rows_of(rows: Tensor) -> list[Tensor]:
+        value, tangent = forward_derivative(lambda f: split.act(split.pre(f, rows)), (fm.theta,), (direction,))
+        return [value.detach(), tangent.detach()]
+
+    values, tangents = _by_blocks(fm, budget, rows_of)
     return values, tangents
 
 
@@ -108,15 +105,16 @@ def test_probabilities(fm: FunctionalModel, flat: Tensor, *, budget: int | None 
         return probabilities(SplitModel(fm).logits(flat, h, fm.inputs, test))
 
 
-def gamma_gradients(fm: FunctionalModel, theta: Tensor, *, budget: int | None = None) -> Tensor:
-    """``[∇Γ_SP, ∇Γ_EO]`` at ``theta`` by reverse mode, ``[2, p]``; where :func:`blocked`, the first layer's part
-    block by block: the layers after it are differentiated from the activated rows ``h`` (held as a leaf), and each
-    block's first layer is formed again and differentiated against its rows of ``∂Γ/∂h``."""
+def gamma_gradients(fm: FunctionalModel, theta: Tensor, *, budget: int | None = None) -> tuple[Tensor, Tensor]:
+    """``[Γ_SP, Γ_EO]`` at ``theta`` (no gradient) and their gradients ``[2, p]`` by reverse mode, from one forward
+    pass; where :func:`blocked`, the first layer's part block by block: the layers after it are differentiated from the
+    activated rows ``h`` (held as a leaf), and each block's first layer is formed again and differentiated against its
+    rows of ``∂Γ/∂h``."""
     if not blocked(fm):
         probe = theta.clone().requires_grad_(True)
         values = fm.gammas(probe)
         grads = [torch.autograd.grad(values[i], probe, retain_graph=i == 0)[0] for i in range(2)]
-        return torch.stack(grads).detach()
+        return values.detach(), torch.stack(grads).detach()
     z = fm.inputs.x_prop
     assert z is not None
     split = SplitModel(fm)
@@ -137,4 +135,4 @@ def gamma_gradients(fm: FunctionalModel, theta: Tensor, *, budget: int | None = 
                 total += part
         del grad_h  # before the second component's: one [n, hidden] gradient alive at a time
         out.append(total)
-    return torch.stack(out)
+    return values.detach(), torch.stack(out)
