@@ -2,9 +2,11 @@
 
 ``B`` is the proximal Bregman objective of the weights as given (:meth:`FunctionalModel.bregman
 <bind_core.influence.functional.FunctionalModel.bregman>`), so ``B″(θ̂)`` is the Gauss–Newton matrix plus the weight
-decay: positive semi-definite at any weights (docs/METHOD.md, "The model as given"). The damping follows a rule,
-``μ = DAMPING_RULE·λ_max`` (:func:`damping_for`). It is applied either from the dense matrix's eigendecomposition or,
-matrix-free, from Lanczos eigenpairs plus damping (:mod:`bind_core.influence.lowrank`).
+decay: positive semi-definite at any weights (docs/METHOD.md, "The model as given"). The dense matrix is formed from
+the training rows' Jacobian where the model allows (:mod:`bind_core.influence.gaussnewton`), else from the Hessian's
+rows. The damping follows a rule, ``μ = DAMPING_RULE·λ_max`` (:func:`damping_for`). It is applied either from the
+dense matrix's eigendecomposition or, matrix-free, from Lanczos eigenpairs plus damping
+(:mod:`bind_core.influence.lowrank`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from torch import Tensor
 from bind_core.codec import encode
 from bind_core.errors import ConfigError
 from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.gaussnewton import gauss_newton
 from bind_core.influence.lowrank import DampedInverse, damped_inverse
 from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo, dense_hessian, hessian_columns, retained_hvp
 
@@ -85,7 +88,8 @@ class DampedCurvature:
             rtol: eigenvalues below ``rtol·|λ|_max`` are dropped (flat symmetry directions; dense only).
             operator: :data:`OPERATORS`.
             progress: ``progress(fraction)`` while the matrix or the eigenpairs are formed.
-            threads: CPU threads forming the dense matrix's rows at once (the same matrix).
+            threads: CPU threads forming the dense matrix: its Jacobian's blocks on that many intra-op threads, or its
+                rows that many at once.
         """
         if choose_operator(operator, fm.num_parameters) == "lanczos":
             return cls._lanczos(fm, rule, progress)
@@ -116,7 +120,11 @@ class DampedCurvature:
         threads: int = 1,
     ) -> DampedCurvature:
         t0 = time.perf_counter()
-        matrix = dense_hessian(fm.bregman, fm.theta, hessian_columns(fm), progress=progress, threads=threads)
+        matrix = gauss_newton(fm, progress=progress, threads=threads)
+        formed = "jacobian"
+        if matrix is None:
+            matrix = dense_hessian(fm.bregman, fm.theta, hessian_columns(fm), progress=progress, threads=threads)
+            formed = "hessian"
         evals, evecs = torch.linalg.eigh(matrix)
         del matrix
         scale = float(evals.abs().max())
@@ -134,6 +142,7 @@ class DampedCurvature:
             "damping": mu,
             "damping_rule": rule,
             "method": "step",
+            "formed": formed,
         }
         return cls(mu, SolveInfo("exact", seconds=time.perf_counter() - t0, details=details), evecs=evecs, inv=inv)
 

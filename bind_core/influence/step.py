@@ -25,10 +25,11 @@ several times too large, because Γ stops being linear beyond moves of ~0.1, and
 direct term (``Γ(θ̂; G − v) − Γ(θ̂; G)``) is kept in ``parts``; ``parts["step"]`` is the rest, so the parts add up.
 A set of nodes is settled the same way on ``G − S`` (:class:`Stepper`), not as the sum of its members.
 
-Cost: one dense Hessian and its eigendecomposition up to
-:data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, else Lanczos eigenpairs from a few hundred
-Hessian-vector products (:mod:`bind_core.influence.lowrank`); per training node one forward and one backward pass
-of the model on ``G − v`` at ``θ̂`` (which give ``∇c_v`` and the direct term), and one of each per step.
+Cost: one dense curvature matrix (from the training rows' Jacobian, :mod:`bind_core.influence.gaussnewton`) and
+its eigendecomposition up to :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, else Lanczos
+eigenpairs from a few hundred Hessian-vector products (:mod:`bind_core.influence.lowrank`); per training node one
+forward and one backward pass of the model on ``G − v`` at ``θ̂`` (which give ``∇c_v`` and the direct term), and one
+of each per step.
 
 The sign convention is the estimate's (:data:`bind_core.influence.SIGN_CONVENTION`).
 """

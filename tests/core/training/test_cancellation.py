@@ -81,6 +81,8 @@ CASES: list[tuple[str, dict[str, Any], Callable[[str, float, int], bool], str]] 
     ("L-BFGS polish", {}, lambda s, f, n: s == "training" and f > 0.8, "closure"),
     ("Hessian rows", {"model": {"layers": 2, "hidden": 8}, "estimator": "linear", "solver": "exact"},
      lambda s, f, n: s == "influence" and 0.1 < f < 0.4, "dense_hessian_by_rows"),
+    ("curvature's Jacobian", {"model": {"layers": 2, "hidden": 8}, "estimator": "step"},
+     lambda s, f, n: s == "influence" and 0 < f <= 0.1, "gauss_newton"),
     ("CG iterations", {"solver": "cg"}, lambda s, f, n: s == "influence" and 0.1 < f < 0.4, "solve_cg"),
     ("per-node terms", {"model": {"layers": 2, "hidden": 8}, "estimator": "linear", "solver": "cg"},
      lambda s, f, n: s == "influence" and f > 0.5, "deletion_terms"),
