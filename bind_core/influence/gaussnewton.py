@@ -70,16 +70,15 @@ def gauss_newton(
     if at_hat.numel() * p > JACOBIAN_ELEMENTS:
         return None
     block = hessian_chunk(_activation_elements(fm), p)
-    columns: list[Tensor] = []
+    jt = torch.empty(p, at_hat.numel(), dtype=theta.dtype, device=theta.device)  # J̃ᵀ, a block of its rows at a time
     with intra_op_times(theta.device, threads):
         for start in range(0, p, block):
             count = min(block, p - start)
             units = torch.zeros(count, p, dtype=theta.dtype, device=theta.device)
             units[torch.arange(count), torch.arange(start, start + count)] = 1.0
-            columns.append(whitened(vmap(column)(units).detach(), at_hat).reshape(count, -1))
+            jt[start : start + count] = whitened(vmap(column)(units).detach(), at_hat).reshape(count, -1)
             if progress is not None:
                 progress((start + count) / p)
-        jt = torch.cat(columns)  # [p, m·C]: J̃ᵀ
         matrix = (jt @ jt.T) / m
     matrix.diagonal().add_(fm.weight_decay)
     return 0.5 * (matrix + matrix.T)
