@@ -29,7 +29,13 @@ from torch.nn import functional as F
 from bind_core.data.sparse import Adjacency, spmm
 from bind_core.influence.functional import FunctionalModel, estimate_targets, forward_derivative
 from bind_core.influence.neighbourhood import Csr, member
-from bind_core.influence.rowblocks import activated_first, activated_first_jvp, blocked
+from bind_core.influence.rowblocks import (
+    activated_first,
+    activated_first_jvp,
+    activated_first_rows_jvp,
+    blocked,
+    several_blocks,
+)
 from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import sage_first_layer
 
@@ -211,7 +217,9 @@ class IncrementalBatch:
         self.fm, self.full, self.layers = fm, full, layers
         self.v_pos, self.node = v_pos, node
 
-    def _forward(self, flat: Tensor, *base: Tensor) -> Tensor:
+    def _forward(self, flat: Tensor, *base: Tensor, gathered: bool = False) -> Tensor:
+        """The pairs' logits at ``flat`` from the full graph's activated rows ``base`` (``gathered``: a two-layer
+        model's second layer's input rows, already gathered, instead of every row)."""
         fm = self.fm
         params = fm.unflatten(flat)
         act = ACTIVATION_FNS[fm.module.config.activation]
@@ -223,7 +231,7 @@ class IncrementalBatch:
                 assert prev is not None
                 # the full graph's rows come activated; each row is the full graph's or a recomputed one (gathered
                 # apart: concatenating the two would copy all n full-graph rows for every batch)
-                h = base[layer - 1][spec.sources.to(fm.device)]
+                h = base[0] if gathered else base[layer - 1][spec.sources.to(fm.device)]
                 if prev.shape[0]:
                     recomputed = act(prev)[spec.prev_index.to(fm.device)]
                     h = torch.where(spec.from_prev.to(fm.device).unsqueeze(1), recomputed, h)
@@ -245,7 +253,15 @@ class IncrementalBatch:
         return self._forward(flat, *self._base_rows(self.full.values))
 
     def jvp(self, flat: Tensor, s: Tensor, column: int) -> tuple[Tensor, Tensor]:
-        """Logits and their derivative along ``s[:, column]`` (through the full graph's rows too)."""
+        """Logits and their derivative along ``s[:, column]`` (through the full graph's rows too). A two-layer model
+        whose first layer takes several blocks (a large graph) forms the rows this batch reads, with their tangents,
+        here: no full-graph tangent is kept (:class:`FullGraphRows` would hold one ``[n, hidden]`` array a column)."""
+        if len(self.layers) == 2 and several_blocks(self.fm):
+            rows = self.layers[1].sources.to(self.fm.device)
+            value, tangent = activated_first_rows_jvp(self.fm, s[:, column], rows)
+            return forward_derivative(
+                lambda f, h: self._forward(f, h, gathered=True), (flat, value), (s[:, column], tangent)
+            )
         tangents = self._base_rows(lambda: self.full.tangents(s, column))
         primals = self._base_rows(self.full.values)
         return forward_derivative(self._forward, (flat, *primals), (s[:, column], *tangents))

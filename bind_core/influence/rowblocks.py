@@ -93,6 +93,23 @@ def activated_first_jvp(fm: FunctionalModel, direction: Tensor, *, budget: int |
     return values, tangents
 
 
+def several_blocks(fm: FunctionalModel, budget: int | None = None) -> bool:
+    """Whether ``fm``'s first layer takes more than one block of rows (:func:`row_blocks`): a graph large enough that
+    the full-graph arrays are what its memory is made of."""
+    z = fm.inputs.x_prop
+    return blocked(fm) and z is not None and len(row_blocks(int(z.shape[0]), _width(fm), budget)) > 1
+
+
+def activated_first_rows_jvp(fm: FunctionalModel, direction: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """``act(H¹)`` at ``θ̂`` on the nodes ``rows`` only, and its derivative along ``direction`` (``[p]``): the first
+    layer is row by row, so these are the rows of :func:`activated_first_jvp`'s arrays (to rounding)."""
+    split = SplitModel(fm)
+    z = fm.inputs.x_prop
+    assert z is not None
+    value, tangent = forward_derivative(lambda f: split.act(split.pre(f, z[rows])), (fm.theta,), (direction,))
+    return value.detach(), tangent.detach()
+
+
 def test_probabilities(fm: FunctionalModel, flat: Tensor, *, budget: int | None = None) -> Tensor:
     """The test nodes' probabilities at ``flat``, no gradient (:meth:`FunctionalModel.test_proba`'s values), the first
     layer formed block by block where :func:`blocked`."""

@@ -79,12 +79,28 @@ def test_a_graph_that_fits_takes_one_block() -> None:
         assert torch.equal(rb.test_probabilities(fm, fm.theta), fm.test_proba(fm.theta))
 
 
-def test_the_linear_estimate_is_the_same_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    model, fm = _trained("sage", 2)
+@pytest.mark.parametrize(("arch", "layers"), [("sage", 2), ("gcn", 2), ("gin", 2), ("gcn", 3)])
+def test_the_linear_estimate_is_the_same_in_blocks(arch: str, layers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, fm = _trained(arch, layers)
     arguments = InfluenceArguments(method="linear")
     whole = estimate(model, fm.graph, arguments)
     monkeypatch.setattr(rb, "ROW_BLOCK_ELEMENTS", BUDGET)
+    per_batch, full_graph = [0], [0]
+    rows_jvp, tangents = incremental.activated_first_rows_jvp, FullGraphRows.tangents
+
+    def counted_rows(*args: object) -> tuple[torch.Tensor, torch.Tensor]:
+        per_batch[0] += 1
+        return rows_jvp(*args)  # type: ignore[arg-type]
+
+    def counted_tangents(self: FullGraphRows, *args: object) -> list[torch.Tensor]:
+        full_graph[0] += 1
+        return tangents(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(incremental, "activated_first_rows_jvp", counted_rows)
+    monkeypatch.setattr(FullGraphRows, "tangents", counted_tangents)
     in_blocks = estimate(model, fm.graph, arguments)
+    # a two-layer model forms each batch's rows and tangents itself; a deeper one keeps the full graph's tangents
+    assert (per_batch[0] > 0, full_graph[0] > 0) == ((True, False) if layers == 2 else (False, True))
     assert float(whole.delta.abs().max()) > 0
     assert _close(in_blocks.delta, whole.delta, 1e-10)
     assert in_blocks.gamma.keys() == whole.gamma.keys()
