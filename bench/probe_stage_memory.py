@@ -5,15 +5,16 @@
 Runs the audit as ``bench_scale.py --arch sage --layers 2 --hidden 128 --train 2000 --epochs 20 --batch-size 512
 --fan-out 10,-1 --bootstrap 0`` does, and prints Linux's high-water mark (``VmHWM``, reset through
 ``/proc/self/clear_refs`` as each part starts) for the stationarity check, ``∇Γ``, the solve, the loss derivatives and
-the deletion terms, with the RSS before and after each. Unlike the other benchmarks it keeps glibc's default
-allocator settings (no re-exec with ``GLIBC_TUNABLES``: the service's settings keep freed memory in the heap, so its
-RSS is not the live peak); ``--tuned`` applies them, as ``bench_scale.py`` does.
+the deletion terms, with the RSS before and after each and its seconds. Unlike the other benchmarks it keeps glibc's
+default allocator settings (no re-exec with ``GLIBC_TUNABLES``: the service's settings keep freed memory in the heap,
+so its RSS is not the live peak); ``--tuned`` applies them, as ``bench_scale.py`` does.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -42,8 +43,13 @@ def metered(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         before = status("VmRSS")
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
+        start = time.perf_counter()
         out = fn(*args, **kwargs)
-        print(f"  {name}: RSS before {before:.2f} GiB, peak {status('VmHWM'):.2f}, after {status('VmRSS'):.2f}")
+        seconds = time.perf_counter() - start
+        print(
+            f"  {name}: RSS before {before:.2f} GiB, peak {status('VmHWM'):.2f}, after {status('VmRSS'):.2f}; "
+            f"{seconds:.2f} s"
+        )
         return out
 
     return wrapper

@@ -34,7 +34,7 @@ from bind_core.influence.rowblocks import (
     activated_first_jvp,
     activated_first_rows_jvp,
     blocked,
-    several_blocks,
+    tangents_by_batch,
 )
 from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import sage_first_layer
@@ -254,9 +254,10 @@ class IncrementalBatch:
 
     def jvp(self, flat: Tensor, s: Tensor, column: int) -> tuple[Tensor, Tensor]:
         """Logits and their derivative along ``s[:, column]`` (through the full graph's rows too). A two-layer model
-        whose first layer takes several blocks (a large graph) forms the rows this batch reads, with their tangents,
-        here: no full-graph tangent is kept (:class:`FullGraphRows` would hold one ``[n, hidden]`` array a column)."""
-        if len(self.layers) == 2 and several_blocks(self.fm):
+        on a graph where :func:`~bind_core.influence.rowblocks.tangents_by_batch` holds forms the rows this batch
+        reads, with their tangents, here: no full-graph tangent is kept (:class:`FullGraphRows` would hold one
+        ``[n, hidden]`` array a column)."""
+        if len(self.layers) == 2 and tangents_by_batch(self.fm):
             rows = self.layers[1].sources.to(self.fm.device)
             value, tangent = activated_first_rows_jvp(self.fm, s[:, column], rows)
             return forward_derivative(

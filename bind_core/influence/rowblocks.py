@@ -30,6 +30,14 @@ ROW_BLOCK_ELEMENTS = 2**24
 aggregated rows, the pre-activation, the activation's temporaries, their tangents) besides the outputs it fills."""
 
 
+TANGENT_ROWS_ELEMENTS = 2**28
+"""Above this many elements (2 GiB in float64) a full-graph tangent array of a two-layer model's first layer is not
+kept: each batch forms the rows it reads (:func:`tangents_by_batch`). That saves two such arrays, ~2 KiB a node at
+width 128 (20 GB at 10⁷ nodes), and costs time: the batches' rows overlap, so the first layer is formed more often
+(a two-layer SAGE h128 on 2·10⁵ nodes: the deletion terms 37 → 56 s on the CPU, docs/SCALE.md), which is why it
+is kept for graphs where the memory is what binds."""
+
+
 def row_blocks(rows: int, width: int, budget: int | None = None) -> list[slice]:
     """``rows`` in blocks of at most ``budget // width`` rows (at least one row a block; ``budget`` by default
     :data:`ROW_BLOCK_ELEMENTS`, read at each call); one block when they fit."""
@@ -93,11 +101,12 @@ def activated_first_jvp(fm: FunctionalModel, direction: Tensor, *, budget: int |
     return values, tangents
 
 
-def several_blocks(fm: FunctionalModel, budget: int | None = None) -> bool:
-    """Whether ``fm``'s first layer takes more than one block of rows (:func:`row_blocks`): a graph large enough that
-    the full-graph arrays are what its memory is made of."""
+def tangents_by_batch(fm: FunctionalModel) -> bool:
+    """Whether a two-layer model's incremental path forms each batch's tangent rows itself
+    (:func:`activated_first_rows_jvp`) rather than keeping one full-graph ``[n, hidden]`` tangent a column: where such
+    an array passes :data:`TANGENT_ROWS_ELEMENTS` (read at each call)."""
     z = fm.inputs.x_prop
-    return blocked(fm) and z is not None and len(row_blocks(int(z.shape[0]), _width(fm), budget)) > 1
+    return blocked(fm) and z is not None and int(z.shape[0]) * _width(fm) > TANGENT_ROWS_ELEMENTS
 
 
 def activated_first_rows_jvp(fm: FunctionalModel, direction: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:

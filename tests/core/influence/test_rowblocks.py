@@ -85,6 +85,7 @@ def test_the_linear_estimate_is_the_same_in_blocks(arch: str, layers: int, monke
     arguments = InfluenceArguments(method="linear")
     whole = estimate(model, fm.graph, arguments)
     monkeypatch.setattr(rb, "ROW_BLOCK_ELEMENTS", BUDGET)
+    monkeypatch.setattr(rb, "TANGENT_ROWS_ELEMENTS", BUDGET)
     per_batch, full_graph = [0], [0]
     rows_jvp, tangents = incremental.activated_first_rows_jvp, FullGraphRows.tangents
 
@@ -105,6 +106,17 @@ def test_the_linear_estimate_is_the_same_in_blocks(arch: str, layers: int, monke
     assert _close(in_blocks.delta, whole.delta, 1e-10)
     assert in_blocks.gamma.keys() == whole.gamma.keys()
     assert all(abs(in_blocks.gamma[k] - whole.gamma[k]) <= 1e-12 * abs(whole.gamma[k]) for k in whole.gamma)
+
+
+def test_only_a_large_graph_forms_its_tangent_rows_by_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, fm = _trained("sage", 2)
+    assert fm.inputs.x_prop is not None
+    elements = int(fm.inputs.x_prop.shape[0]) * rb._width(fm)
+    assert not rb.tangents_by_batch(fm)
+    monkeypatch.setattr(rb, "TANGENT_ROWS_ELEMENTS", elements)
+    assert not rb.tangents_by_batch(fm)
+    monkeypatch.setattr(rb, "TANGENT_ROWS_ELEMENTS", elements - 1)
+    assert rb.tangents_by_batch(fm)
 
 
 def test_row_blocks_cover_every_row_once() -> None:
