@@ -26,7 +26,7 @@ from torch import Tensor
 from torch.func import jvp, vmap
 
 from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.solvers import hessian_chunk
+from bind_core.influence.solvers import activation_elements, hessian_chunk
 from bind_core.threads import intra_op_times
 
 JACOBIAN_ELEMENTS = 2**26
@@ -69,7 +69,7 @@ def gauss_newton(
     m = at_hat.shape[0]
     if at_hat.numel() * p > JACOBIAN_ELEMENTS:
         return None
-    block = hessian_chunk(_activation_elements(fm), p)
+    block = hessian_chunk(activation_elements(fm), p)
     jt = torch.empty(p, at_hat.numel(), dtype=theta.dtype, device=theta.device)  # J̃ᵀ, a block of its rows at a time
     with intra_op_times(theta.device, threads):
         for start in range(0, p, block):
@@ -93,12 +93,3 @@ def whitened(jacobian: Tensor, logits: Tensor) -> Tensor:
     p = torch.softmax(logits, dim=1)
     mean = (jacobian * p).sum(dim=2, keepdim=True)  # pᵀ·J_i
     return torch.sqrt(p) * (jacobian - mean)
-
-
-def _activation_elements(fm: FunctionalModel) -> int:
-    """What one column's forward-mode pass holds at its widest: a tangent and a value for each row of the objective's
-    graph at the widest layer."""
-    module, rows = fm.module, fm.objective_rows()
-    width = max(module.in_dim, module.config.hidden * module.config.heads)
-    count = rows.train.numel() if module.row_separable else rows.inputs.x.shape[0]
-    return int(count) * width * 2

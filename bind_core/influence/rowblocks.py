@@ -92,12 +92,7 @@ def activated_first_jvp(fm: FunctionalModel, direction: Tensor, *, budget: int |
     """``act(H¹)`` on every node at ``θ̂`` and its derivative along ``direction`` (``[p]``), by forward mode block by
     block: ``([n, hidden], [n, hidden])``."""
     split = SplitModel(fm)
-
-    def rows_of(rows: Tensor) -> list[Tensor]:
-        value, tangent = forward_derivative(lambda f: split.act(split.pre(f, rows)), (fm.theta,), (direction,))
-        return [value.detach(), tangent.detach()]
-
-    values, tangents = _by_blocks(fm, budget, rows_of)
+    values, tangents = _by_blocks(fm, budget, lambda rows: list(_first_jvp(split, direction, rows)))
     return values, tangents
 
 
@@ -112,10 +107,14 @@ def tangents_by_batch(fm: FunctionalModel) -> bool:
 def activated_first_rows_jvp(fm: FunctionalModel, direction: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
     """``act(H¹)`` at ``θ̂`` on the nodes ``rows`` only, and its derivative along ``direction`` (``[p]``): the first
     layer is row by row, so these are the rows of :func:`activated_first_jvp`'s arrays (to rounding)."""
-    split = SplitModel(fm)
     z = fm.inputs.x_prop
     assert z is not None
-    value, tangent = forward_derivative(lambda f: split.act(split.pre(f, z[rows])), (fm.theta,), (direction,))
+    return _first_jvp(SplitModel(fm), direction, z[rows])
+
+
+def _first_jvp(split: SplitModel, direction: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
+    """``act(H¹)`` at ``θ̂`` on the aggregated rows ``z`` and its derivative along ``direction``, detached."""
+    value, tangent = forward_derivative(lambda f: split.act(split.pre(f, z)), (split.fm.theta,), (direction,))
     return value.detach(), tangent.detach()
 
 

@@ -242,8 +242,16 @@ def hessian_columns(fm: FunctionalModel) -> int:
     as many at once as keep the activations of the training rows near a memory budget; for a message-passing
     model, row by row on one retained gradient graph (``0``: a forward-mode pass through PyG's scatter costs
     about three backward passes)."""
-    module = fm.module
-    if not module.row_separable:
+    if not fm.module.row_separable:
         return 0
+    return hessian_chunk(activation_elements(fm), fm.num_parameters)
+
+
+def activation_elements(fm: FunctionalModel) -> int:
+    """What one column's pass over the training objective holds at its widest, for :func:`hessian_chunk`: a value and
+    a tangent for each row it runs on (a row-separable model's training rows, else the objective's graph) at the widest
+    layer."""
+    module, rows = fm.module, fm.objective_rows()
     width = max(module.in_dim, module.config.hidden * module.config.heads)
-    return hessian_chunk(int(fm.graph.train_idx.numel()) * width * 2, fm.num_parameters)
+    count = rows.train.numel() if module.row_separable else rows.inputs.x.shape[0]
+    return int(count) * width * 2
