@@ -2,6 +2,7 @@
 
     python bench/income_ratio.py --data-root ../shared/datasets --out docs/bench/threads36_income_ratio.json
     python bench/income_ratio.py --extra "--chance-seconds 0" --out docs/bench/threads36_income_ratio_nochance.json
+    python bench/income_ratio.py --variants layers_2_threads_2 --out docs/bench/refresh36_income_after.json
 
 Runs ``python -m app.cli run --dataset income --layers L --threads 1 --debias-retrain adam --quiet --json F`` for
 each variant (two layers with one deletion thread and with two, then one layer), records wall and user seconds
@@ -52,10 +53,18 @@ def main() -> None:
         "default only when its retrainings fit 60 s at the model's measured training speed, so a two-layer audit near "
         "that line runs it or not from one run to the next; fixing it compares the same work",
     )
+    p.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"which audits to run, comma-separated, of {', '.join(VARIANTS)} (layers_1 always runs: the base)",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args()
     extra = args.extra.split()
-    runs = {name: run(args.data_root, *spec, extra) for name, spec in VARIANTS.items()}
+    wanted = {*args.variants.split(","), "layers_1"}
+    if unknown := wanted - set(VARIANTS):
+        p.error(f"--variants: unknown {', '.join(sorted(unknown))}")
+    runs = {name: run(args.data_root, *spec, extra) for name, spec in VARIANTS.items() if name in wanted}
     one = runs["layers_1"]["wall_s"]
     record = {
         "command": "python -m app.cli run --dataset income --layers L --threads 1 --deletion-threads T "

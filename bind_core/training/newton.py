@@ -78,6 +78,7 @@ def newton_finish(
     progress: Callable[[float], None] | None = None,
     eigen: tuple[Tensor, Tensor] | None = None,
     refresh_after: int = 0,
+    refresh_limit: int = 0,
     hessian: HessianForm | None = None,
 ) -> tuple[Tensor, NewtonRecord]:
     """Trust-region Newton with the exact Hessian from ``theta`` until ``max|∇objective| ≤ tol``.
@@ -88,6 +89,10 @@ def newton_finish(
     region keeps the steps honest where the frozen curvature is wrong; convergence is linear instead of
     quadratic). With ``refresh_after = k > 0`` the frozen Hessian is replaced by the exact one at the current point
     whenever ``k`` steps in a row have not halved the gradient norm (the frozen curvature has stopped helping).
+    With ``refresh_limit = K > k`` each refresh doubles the window before the next one, up to ``K`` steps, and a
+    window that halves the gradient resets it to ``k``: far from a minimum, where the curvature changes faster than
+    any Hessian can follow and the steps crawl whatever Hessian they use, Hessians that cost ``p`` gradients each are
+    formed less often; close to one, where a fresh Hessian helps, as often as before.
     ``hessian(objective, theta)`` forms each Hessian (default :func:`dense_hessian`; a message-passing model's is
     cheaper row by row, :func:`dense_hessian_by_rows`); it is passed ``progress`` too, so that forming one can be
     aborted.
@@ -111,7 +116,7 @@ def newton_finish(
             reason = "max_seconds"
             break
         search.iterations = it + 1
-        lam, vec = search.curvature(form, refresh_after, _standing(progress, it, max_iter))
+        lam, vec = search.curvature(form, refresh_after, refresh_limit, _standing(progress, it, max_iter))
         collapsed = search.step(lam, vec, rtol)
         if progress is not None:
             progress(min(1.0, (it + 1) / max(max_iter, 1)))
@@ -151,6 +156,9 @@ class _TrustRegion:
     eps: float
     radius: float = math.nan
     since: int = 0
+    window: int = 0
+    """The steps the current frozen Hessian gets before a refresh (``refresh_after``, doubled by each refresh up to
+    ``refresh_limit``, reset by a window that halved the gradient); 0 until the first step."""
     iterations: int = 0
     accepted: int = 0
     hessians: int = 0
@@ -169,17 +177,24 @@ class _TrustRegion:
         eps = torch.finfo(theta.dtype).eps
         return cls(objective, gradient, theta, value, g, eigen, float(g.norm()), eps)
 
-    def curvature(self, form: HessianForm, refresh_after: int, hold: Callable[[float], None]) -> tuple[Tensor, Tensor]:
+    def curvature(
+        self, form: HessianForm, refresh_after: int, refresh_limit: int, hold: Callable[[float], None]
+    ) -> tuple[Tensor, Tensor]:
         """The eigendecomposition this step uses: the exact Hessian's at the current point, or the frozen one,
-        replaced by the exact one when ``refresh_after`` steps in a row have not halved the gradient norm."""
+        replaced by the exact one when the window's steps in a row (``refresh_after``, grown up to
+        ``refresh_limit`` by refreshes) have not halved the gradient norm."""
         if self.frozen is None:
             lam, vec = torch.linalg.eigh(form(self.objective, self.theta, progress=hold))
             self.hessians += 1
             return lam, vec
-        if refresh_after and self.since >= refresh_after:
+        self.window = self.window or refresh_after
+        if refresh_after and self.since >= self.window:
             if float(self.g.norm()) > 0.5 * self.checkpoint:
                 self.frozen = torch.linalg.eigh(form(self.objective, self.theta, progress=hold))
                 self.hessians += 1
+                self.window = min(2 * self.window, max(refresh_limit, refresh_after))  # the next must earn its cost
+            else:
+                self.window = refresh_after
             self.checkpoint, self.since = float(self.g.norm()), 0
         self.since += 1
         return self.frozen

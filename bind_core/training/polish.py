@@ -93,7 +93,8 @@ def polish(
     whose Hessian runs over the training rows alone, form the exact Hessian at every step; message-passing models,
     where each Hessian is ``p`` full-graph backward passes, take frozen-Hessian steps (one eigendecomposition at
     the L-BFGS end point, a fresh one only when :data:`FROZEN_REFRESH` steps in a row have not halved the
-    gradient; each step costs one gradient), at most ``newton_max_iter·FROZEN_STEPS_PER_HESSIAN`` of them.
+    gradient, the wait doubled by each refresh up to ``p`` steps; each step costs one gradient), at most
+    ``newton_max_iter·FROZEN_STEPS_PER_HESSIAN`` of them.
     ``newton=False`` never runs it. Records ``grad_norm``, ``iterations`` (L-BFGS), ``seconds``, ``converged``
     (the largest gradient entry is at most ``tol``) and, when it ran, ``newton`` (its record) in
     ``trained.stationarity``.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -177,6 +178,29 @@ def test_newton_finish_leaves_a_saddle_for_a_minimum() -> None:
     assert record.converged and record.negative_eigenvalues == 0
     assert torch.allclose(finished, torch.tensor([1.0, 0.0], dtype=torch.float64), atol=1e-9)
     assert bool((torch.linalg.eigvalsh(dense_hessian(objective, finished)) > 0).all())
+
+
+@pytest.mark.parametrize(("limit", "gaps"), [(0, [2] * 23), (16, [2, 4, 8, 16, 16])])
+def test_frozen_newton_waits_longer_for_each_refresh_up_to_the_limit(limit: int, gaps: list[int]) -> None:
+    # a frozen curvature 1000 times too large: each step cuts the gradient by 0.1%, no window of steps halves it, so
+    # every window ends in a refresh (here the same wrong curvature); with refresh_limit each doubles the next window
+    def objective(theta: torch.Tensor) -> torch.Tensor:
+        return 0.5 * (theta * theta).sum()
+
+    formed_at: list[float] = []
+
+    def wrong(_objective: object, theta: torch.Tensor, *, progress: object = None) -> torch.Tensor:
+        formed_at.append(float(objective(theta)))
+        return 1000.0 * torch.eye(theta.numel(), dtype=theta.dtype)
+
+    start = torch.ones(3, dtype=torch.float64)
+    eigen = torch.linalg.eigh(1000.0 * torch.eye(3, dtype=torch.float64))
+    _, record = newton_finish(
+        objective, start, tol=1e-12, max_iter=47, eigen=eigen, refresh_after=2, refresh_limit=limit, hessian=wrong
+    )
+    steps = [round(math.log(value / 1.5) / (2 * math.log(1 - 1e-3))) for value in formed_at]  # θ_k = (1 − 10⁻³)^k
+    assert [b - a for a, b in zip([0, *steps], steps, strict=False)] == gaps and record.hessians == len(gaps)
+    assert record.accepted == 47 and not record.converged
 
 
 def test_dense_hessian_matches_torch_func() -> None:
