@@ -28,9 +28,9 @@ parameters (a Hessian's cost in backward passes), and a window that halves the g
 FINISH_ROUNDS = 6
 """Frozen-Hessian Newton rounds for a message-passing model, an L-BFGS restart between them: where the frozen steps
 crawl (a two-layer GCN left at 3.9e-4 after 1000 steps), 2000 L-BFGS iterations then reached 1.4e-6 and 8 more
-frozen steps converged. Since the wait between refreshes doubles, a round forms a quarter to a half of the Hessians
-it did and crawls further before it converges: on Income (two layers, seeds 10 and 11) GCN took 3 and 4 rounds
-where it took 2, and SAGE 3 where it took 1; six rounds cost less than three did."""
+frozen steps converged. Since the wait between refreshes doubles, a round forms 14–37% as many Hessians as it did
+and crawls further before it converges: on Income (two layers, seeds 10 and 11) GCN took 3 and 4 rounds where it took
+2, and SAGE 3 where it took 1, and still 8–33% less time (docs/SCALE.md)."""
 FROZEN_STEPS_PER_HESSIAN = 5
 """Frozen-Hessian steps allowed per Hessian step of ``newton_max_iter`` (a frozen step costs one gradient)."""
 
