@@ -102,6 +102,14 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=10)
+    p.add_argument(
+        "--polish",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="finish training at a stationary point (float64 L-BFGS, then Newton): auto (default) where the estimate "
+        "is the paper's influence function (one-layer GCN, GIN, SAGE), not for deeper models or GAT (their step "
+        "estimate is defined at any weights: they are audited as Adam leaves them)",
+    )
 
 
 def _add_estimate_options(p: argparse.ArgumentParser) -> None:
@@ -270,7 +278,13 @@ def _audit_config(args: argparse.Namespace) -> AuditConfig:
     model_config = ModelConfig(args.arch, args.layers, args.hidden, args.dropout, activation=args.activation)
     return AuditConfig(
         model=model_config,
-        training=TrainConfig(args.epochs, args.lr, args.weight_decay, args.seed),
+        training=TrainConfig(
+            args.epochs,
+            args.lr,
+            args.weight_decay,
+            args.seed,
+            polish={"auto": None, "on": True, "off": False}[args.polish],
+        ),
         lam=args.lam,
         solver=args.solver,
         non_iid=not args.no_non_iid,

@@ -22,14 +22,19 @@ def _type_error(name: str, annotation: Any, value: Any) -> str | None:
     """Why ``value`` does not fit a field annotated ``annotation`` (as a string), or None if it fits.
 
     Booleans are not numbers here (``True`` is an ``int`` to Python, never an epoch count to a user), and
-    strings are never numbers; an integer is a valid float.
+    strings are never numbers; an integer is a valid float. ``X | None`` takes ``None`` too (unset: the default
+    rule the field's docstring gives).
     """
-    if not isinstance(annotation, str) or annotation not in _SCALARS:
+    if not isinstance(annotation, str):
+        return None
+    optional = annotation.endswith(" | None")
+    annotation = annotation.removesuffix(" | None")
+    if annotation not in _SCALARS or (optional and value is None):
         return None
     kind, words = _SCALARS[annotation]
     if isinstance(value, kind) and (annotation == "bool" or not isinstance(value, bool)):
         return None
-    return f"{name}: expected {words}, got {type(value).__name__} {value!r}"
+    return f"{name}: expected {words}{' or null' if optional else ''}, got {type(value).__name__} {value!r}"
 
 
 class DictConfig(Encoded):

@@ -32,7 +32,11 @@ class TrainingConfigRead(StoredModel):
     lr: float | None = Field(None, description="number: Adam's learning rate")
     weight_decay: float | None = Field(None, description="number: the L2 coefficient λ")
     seed: int | None = Field(None, description="integer: the seed of initialisation and dropout")
-    polish: bool | None = Field(None, description="boolean: finish at a stationary point (L-BFGS, Newton)")
+    polish: bool | None = Field(
+        None,
+        description="boolean: finish at a stationary point (L-BFGS, Newton); unset: where the estimate is the paper's "
+        "influence function (one-layer GCN, GIN, SAGE), not for deeper models or GAT (audited as Adam leaves them)",
+    )
     polish_max_iter: int | None = Field(None, description="integer: L-BFGS iteration cap")
     polish_tol: float | None = Field(None, description="number: the polish's gradient tolerance")
     keep: str | None = Field(None, description="string: best_val or last, the Adam weights kept")

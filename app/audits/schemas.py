@@ -42,6 +42,13 @@ class TrainingSettings(BaseModel):
     lr: StrictFloat = Field(default=1e-3, gt=0.0, le=10.0)
     weight_decay: StrictFloat = Field(default=1e-4, ge=0.0, le=10.0)
     seed: StrictInt = Field(default=10, ge=0, le=2**31 - 1)
+    polish: StrictBool | None = Field(
+        default=None,
+        description="Finish training at a stationary point (float64 L-BFGS, then Newton). Unset: where the estimate "
+        "is the paper's influence function (one-layer GCN, GIN, SAGE), which answers 'retrain without v' there; not "
+        "for deeper models or GAT, whose step estimate is defined at any weights: they are audited as Adam leaves "
+        "them (its best validation epoch), as a user trains them.",
+    )
     newton_seconds: StrictFloat = Field(
         default=900.0,
         gt=0.0,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bind_core.codec import key
-from bind_core.debiasing.records import AgainstRandom, Correlation
+from bind_core.debiasing.records import AgainstRandom, Correlation, UndefinedTruth
 
 
 @dataclass(kw_only=True)
@@ -19,7 +19,10 @@ class EdgeValidationPoint:
     u_id: int | str = key("integer or string: the first endpoint's id, in the user's terms (graph.node_id_meaning)")
     v_id: int | str = key("integer or string: the second endpoint's id")
     estimated: list[float] = key("numbers: estimated change of [Γ, Γ_SP, Γ_EO]")
-    actual: list[float] = key("numbers: the change after deleting the edge and re-optimising, same order")
+    actual: list[float] | None = key(
+        "numbers: the change after deleting the edge and re-optimising, same order; null where the re-optimisation "
+        "found no finite optimum (see undefined_truth)"
+    )
 
 
 @dataclass(kw_only=True)
@@ -55,6 +58,10 @@ class EdgeValidation:
         "string: the damped estimate only: which edges the sample is drawn from (its settled edges)", optional=True
     )
     undefined: dict[str, str] | None = key("object, number → why it is null: present when one is", optional=True)
+    undefined_truth: UndefinedTruth | None = key(
+        "the checked edges without a ground truth (nodes: each edge's two endpoints); absent when every one has one",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

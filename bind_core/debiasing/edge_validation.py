@@ -22,8 +22,9 @@ import torch
 from torch import Tensor
 
 from bind_core.data.graph import Graph
+from bind_core.debiasing.records import UndefinedTruth
 from bind_core.debiasing.validation import ValidationResult, gammas, ground_truth_mode, proximal_reoptimize
-from bind_core.errors import ConfigError
+from bind_core.errors import ConfigError, NonFiniteError
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.training.fit import TrainedModel
 from bind_core.training.polish import polish
@@ -103,7 +104,10 @@ def validate_edges(
         hold = None if progress is None else (lambda i=i: progress(i / total))
         if hold is not None:
             hold()
-        d_sp, d_eo = actual_edge_delta(model, graph, edge, groups, mode=mode, damping=damping, hold=hold)
+        try:
+            d_sp, d_eo = actual_edge_delta(model, graph, edge, groups, mode=mode, damping=damping, hold=hold)
+        except NonFiniteError:  # the objective has no minimum near θ̂ for this deletion: no ground truth
+            d_sp = d_eo = float("nan")
         act.append([lam * d_sp + (1 - lam) * d_eo, d_sp, d_eo])
         est.append([float(result.delta[k]), float(result.delta_sp[k]), float(result.delta_eo[k])])
         if progress is not None:
@@ -115,6 +119,8 @@ def validate_edges(
     before, drift_g = gammas(model, graph, groups), gammas(again, graph, groups)
     drift = abs(lam * (drift_g[0] - before[0]) + (1 - lam) * (drift_g[1] - before[1]))
     actual = np.asarray(act, dtype=np.float64).reshape(-1, 3)
+    finite = actual[np.isfinite(actual).all(axis=1)]
+    gone = [result.edges[k].tolist() for k, a in zip(picks.tolist(), actual, strict=True) if not np.isfinite(a).all()]
     return ValidationResult(
         protocol="edge-sample",
         mode=mode,
@@ -124,6 +130,14 @@ def validate_edges(
         lam=lam,
         seconds=time.perf_counter() - start,
         noise_floor=drift,
-        clear_of_noise=float(np.mean(np.abs(actual[:, 0]) > 2 * drift)) if actual.size else None,
+        clear_of_noise=float(np.mean(np.abs(finite[:, 0]) > 2 * drift)) if finite.size else None,
+        undefined_truth=None
+        if not gone
+        else UndefinedTruth(
+            count=len(gone),
+            nodes=gone,
+            reason="the re-optimisation without the edge found no minimum near the given weights (it carried them "
+            "away without bound); these edges are left out of the correlations",
+        ),
         extra={"population": "affecting edges" if result.settled is None else "settled edges (the top at each end)"},
     )

@@ -164,7 +164,7 @@ class ValidationPoint:
 
 @dataclass(kw_only=True)
 class UndefinedTruth:
-    """The checked deletions without a ground truth: their re-optimisation left every finite value."""
+    """The checked deletions without a ground truth: their re-optimisation found no minimum near the given weights."""
 
     count: int = key("integer: deletions without a ground truth")
     nodes: list[list[int]] = key("lists of integers: the nodes of each")

@@ -126,7 +126,7 @@ def proximal_reoptimize(
         value = value + 0.5 * damping * (prox * prox).sum()
         return value if tilt is None else value + tilt(f)
 
-    iterations = _proximal_lbfgs(flat, objective, tol=tol, max_iter=max_iter, progress=progress)
+    iterations = _proximal_lbfgs(flat, objective, tol=tol, max_iter=max_iter, progress=progress, anchor=theta_hat)
     (g,) = torch.autograd.grad(objective(flat), flat)
     with torch.no_grad():
         for name, value in unflatten_parameters(flat.detach(), names, shapes).items():
@@ -140,6 +140,14 @@ def proximal_reoptimize(
     return clone
 
 
+FAR = 100.0
+"""A proximal re-optimisation whose weights move further than ``FAR·max(1, ‖θ̂‖)`` from the given weights ``θ̂`` has
+left any minimum near them: the objective of a deletion whose own loss dominates can decrease without bound (docs/
+METHOD.md, "Where the objective has no minimum near θ̂"). It stops there with :class:`NonFiniteError`, as it would
+once the weights overflowed, without the thousands of iterations that takes (an untrained two-layer GCN's check spent
+~10 s a deletion getting there)."""
+
+
 def _proximal_lbfgs(
     flat: Tensor,
     objective: Callable[[Tensor], Tensor],
@@ -147,9 +155,13 @@ def _proximal_lbfgs(
     tol: float,
     max_iter: int,
     progress: Callable[[float], None] | None,
+    anchor: Tensor | None = None,
 ) -> int:
     """Float64 L-BFGS on ``objective`` from ``flat`` (in place) until ``max|∇| ≤ tol`` or ``max_iter`` iterations;
-    the iterations taken. ``progress(fraction of max_iter)`` is called at every evaluation and may raise."""
+    the iterations taken. ``progress(fraction of max_iter)`` is called at every evaluation and may raise. With
+    ``anchor`` (``θ̂``) it raises :class:`NonFiniteError` once the weights are :data:`FAR` from it, or the objective is
+    not finite: no minimum near ``θ̂``."""
+    reach = None if anchor is None else FAR * max(1.0, float(torch.linalg.vector_norm(anchor)))
     optimizer = torch.optim.LBFGS(
         [flat],
         lr=1.0,
@@ -168,6 +180,13 @@ def _proximal_lbfgs(
         if progress is not None:
             progress(min(1.0, evaluations / max_iter))
         optimizer.zero_grad(set_to_none=True)
+        if reach is not None and anchor is not None:
+            moved = float(torch.linalg.vector_norm(flat.detach() - anchor))
+            if not moved <= reach:  # NaN included
+                raise NonFiniteError(
+                    f"the re-optimisation moved the weights {moved:.3g} from the given ones (more than {reach:.3g}): "
+                    "the objective has no minimum near them"
+                )
         value = objective(flat)
         value.backward()  # type: ignore[no-untyped-call]
         return value
@@ -423,8 +442,8 @@ def _undefined(deletions: list[list[int]], actual: np.ndarray, train_idx: Tensor
     return UndefinedTruth(
         count=len(undefined),
         nodes=[train_idx[torch.tensor(p)].tolist() for p in undefined],
-        reason="the re-optimisation left every finite value (the objective has no minimum near the given weights for "
-        "this deletion); these deletions are left out of the correlations",
+        reason="the re-optimisation found no minimum near the given weights for this deletion (it carried them away "
+        "without bound); these deletions are left out of the correlations",
     )
 
 

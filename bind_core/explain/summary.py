@@ -93,11 +93,13 @@ def _edge_validation_line(section: Mapping[str, Any]) -> str:
     if not v:
         return f"  edge self-check: not run: {section.get('validation_reason')}"
     head = f"  edge self-check on {v['count']} random edges (estimate vs {v['ground_truth']}): "
+    gone = v.get("undefined_truth")
+    left_out = "" if not gone else f"; {gone['count']} without a ground truth, left out: {gone['reason']}"
     if v["pearson"] is None:
         why = (v.get("undefined") or {}).get("pearson", "undefined")
-        return head + f"correlation undefined ({why})"
+        return head + f"correlation undefined ({why})" + left_out
     floor = "—" if v.get("noise_floor") is None else f"{v['noise_floor']:.1e}"
-    return head + f"Pearson {v['pearson']:.4f}, Spearman {v['spearman']:.4f}, noise floor {floor}"
+    return head + f"Pearson {v['pearson']:.4f}, Spearman {v['spearman']:.4f}, noise floor {floor}" + left_out
 
 
 def _edge_debiasing_lines(section: Mapping[str, Any]) -> list[str]:

@@ -42,7 +42,6 @@ from bind_core.influence.lowrank import RESOLVE_FOR_SOLVE, damped_inverse
 from bind_core.influence.result import InfluenceResult
 from bind_core.influence.rowblocks import gamma_gradients, test_probabilities
 from bind_core.influence.solvers import (
-    EXACT_MAX_PARAMETERS,
     SolveInfo,
     choose,
     hessian_columns,
@@ -55,6 +54,7 @@ from bind_core.influence.solvers import (
 from bind_core.influence.step import Stepper
 from bind_core.influence.step_nodes import step_estimate
 from bind_core.influence.terms import train_loss_derivatives
+from bind_core.models.estimator import default_estimator
 from bind_core.training.fit import ProgressCallback, TrainedModel
 
 
@@ -144,7 +144,7 @@ def pick_method(method: str, *, row_separable: bool, num_parameters: int) -> str
         raise ConfigError(f"method: {method!r} is not one of {', '.join(METHODS)}")
     if method != "auto":
         return method
-    return "linear" if row_separable or num_parameters > EXACT_MAX_PARAMETERS else "step"
+    return default_estimator(row_separable=row_separable, num_parameters=num_parameters)
 
 
 def plan(

@@ -90,6 +90,11 @@ class ModelConfig(DictConfig):
     attention: str = "smooth"
     negative_slope: float = 0.2
 
+    @property
+    def row_separable(self) -> bool:
+        """True for one-layer GCN, GIN and SAGE: output rows depend only on rows of the aggregated features."""
+        return self.arch in ("gcn", "gin", "sage") and self.layers == 1
+
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
             raise ConfigError(f"arch: {self.arch!r} is not one of {', '.join(ARCHS)}")
@@ -182,7 +187,7 @@ class GNN(nn.Module):
     @property
     def row_separable(self) -> bool:
         """True for one-layer GCN, GIN and SAGE: output rows depend only on rows of the aggregated features."""
-        return self.config.arch in ("gcn", "gin", "sage") and self.config.layers == 1
+        return self.config.row_separable
 
     def prepare(
         self, graph: Graph, dtype: torch.dtype | None = None, device: torch.device | str | None = None

@@ -22,6 +22,7 @@ from bind_core.influence.edge_rows import edge_rows, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.influence.records import InfluenceRow, Refinement, Stability
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
+from bind_core.pipeline.budget import parameter_count
 from bind_core.pipeline.caveats import AuditContext, estimate_warnings, metric_warnings, model_warnings, warnings_for
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_section import edges_not_computed
@@ -332,6 +333,8 @@ def run_audit(
     """
     check_threads(deletion_threads, "deletion_threads")  # before the training's minutes
     config = config or AuditConfig()
+    if model is None:  # the recipe's polish decided once, for the training and every retraining after it
+        config = config.with_polish_decided(parameter_count(config.model, graph.num_features, graph.num_classes))
     plan = planned_stages(config)
     stages = StageRunner(progress)
     if config.refine_steps and "influence" in plan:

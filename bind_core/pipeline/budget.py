@@ -176,8 +176,8 @@ def training_flops(model: ModelConfig, training: TrainConfig, size: GraphSize) -
 
 def uses_dense_hessian(config: AuditConfig, parameters: int) -> bool:
     """Whether the audit forms a dense ``[p, p]`` Hessian (module docstring)."""
-    row_separable = config.model.arch in ("gcn", "gin", "sage") and config.model.layers == 1
-    newton = config.training.polish and parameters <= NEWTON_MAX_PARAMETERS
+    row_separable = config.model.row_separable
+    newton = config.polishes(parameters) and parameters <= NEWTON_MAX_PARAMETERS
     if "influence" not in config.stages:
         return newton
     if config.refine_steps:
@@ -192,7 +192,7 @@ def uses_lanczos(config: AuditConfig, parameters: int) -> bool:
     multi-layer or attention model beyond the dense Hessian (:mod:`bind_core.influence.lowrank`)."""
     if "influence" not in config.stages or uses_dense_hessian(config, parameters):
         return False
-    row_separable = config.model.arch in ("gcn", "gin", "sage") and config.model.layers == 1
+    row_separable = config.model.row_separable
     auto = config.solver == "auto" and not row_separable and parameters > EXACT_MAX_PARAMETERS
     return config.solver == "lanczos" or auto or config.estimator == "step"
 
@@ -204,7 +204,7 @@ def _after_training_work(
     pass's ``f``, one training's and one polish's."""
     m, n, e = config.model, size.nodes, size.edges
     work: dict[str, float] = {}
-    row_separable = m.arch in ("gcn", "gin", "sage") and m.layers == 1
+    row_separable = m.row_separable
     step = pick_method(config.estimator, row_separable=row_separable, num_parameters=p) == "step"
     influence = 4 * f * p + 9.0 * p**3 if dense else 0.0
     if step:
@@ -267,14 +267,14 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
     memory = {
         "graph": n * size.features * 20 + (e + n) * 48,
         "parameters": p * (4 * 4 + 2 * 8),
-        "polish": (2 * LBFGS_HISTORY + 4) * 8 * p if config.training.polish else 0,
+        "polish": (2 * LBFGS_HISTORY + 4) * 8 * p if config.polishes(p) else 0,
         "activations": m.layers * (4 * n * m.hidden * heads * 8 + messages + attention),
         "hessian": HESSIAN_COPIES * 8 * p * p if dense else 0,
         "lanczos": (LANCZOS_MAX + 1) * 8 * p if uses_lanczos(config, p) else 0,
     }
     f = forward_flops(m, size)
     training = training_flops(m, config.training, size)
-    polish = 1.5 * config.training.polish_max_iter * 3 * f if config.training.polish else 0.0
+    polish = 1.5 * config.training.polish_max_iter * 3 * f if config.polishes(p) else 0.0
     work = {"training": training + polish}
     influence = 0.0
     if "influence" in config.stages:

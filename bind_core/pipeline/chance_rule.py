@@ -30,8 +30,9 @@ def chance_decision(model: TrainedModel, config: AuditConfig, processes: int = 1
     over = "" if shared == 1 else f" / {shared} processes"
     if cost <= config.chance_seconds:
         return AUTO_CHANCE_SEEDS, (
-            f"the check against chance ran by default: {retrains} retrainings × {seconds:.2f} s (the model's training "
-            f"and polish){over} ≈ {cost:.0f} s, within the {config.chance_seconds:g} s allowed for it"
+            f"the check against chance ran by default: {retrains} retrainings × {seconds:.2f} s (the model's training"
+            f"{' and polish' if polishes else ''}){over} ≈ {cost:.0f} s, within the {config.chance_seconds:g} s "
+            "allowed for it"
         )
     return (), (
         f"the check against chance did not run by default: {retrains} retrainings × {seconds:.2f} s{over} ≈ "

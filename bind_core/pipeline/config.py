@@ -177,6 +177,35 @@ class AuditConfig(Encoded):
         """
         return InfluenceArguments(lam=self.lam, method=self.estimator, non_iid=self.non_iid, solver=self.solver)
 
+    def polishes(self, parameters: int) -> bool:
+        """Whether the model this audit trains ends with the polish: ``training.polish`` when set, else where this
+        audit's estimate is the paper's influence function (:meth:`~bind_core.training.fit.TrainConfig.polishes`).
+
+        Args:
+            parameters: the model's number of weights.
+
+        Returns:
+            Whether the polish runs.
+        """
+        return self.training.polishes(
+            estimator=self.estimator, row_separable=self.model.row_separable, num_parameters=parameters
+        )
+
+    def with_polish_decided(self, parameters: int) -> AuditConfig:
+        """This config with ``training.polish`` set to :meth:`polishes` (unchanged when it is set already), so that
+        the audited model and every retraining after it (debiasing, the check against chance, stability) follow
+        one recipe.
+
+        Args:
+            parameters: the model's number of weights.
+
+        Returns:
+            The config, ``training.polish`` a boolean.
+        """
+        if self.training.polish is not None:
+            return self
+        return replace(self, training=replace(self.training, polish=self.polishes(parameters)))
+
     def debias_training(self, trained_with: TrainConfig) -> TrainConfig | None:
         """The settings the debiasing stage retrains with.
 

@@ -44,7 +44,7 @@ def _undefined(est: np.ndarray, act: np.ndarray) -> str | None:
     """Why a correlation (and the slope) of ``est`` with ``act`` is undefined, or ``None`` (the rule of
     :func:`bind_core.debiasing.validation._corr`, whose numbers the section takes)."""
     if est.size < 3:
-        return f"{est.size} edge(s) checked: a correlation needs 3 or more"
+        return f"{est.size} edge(s) checked with a ground truth: a correlation needs 3 or more"
     if np.std(est) == 0:
         return "the estimates of the checked edges are all equal"
     if np.std(act) == 0:
@@ -76,7 +76,8 @@ def edge_validation_stage(
         progress=lambda fraction: progress("validation", fraction),
     )
     doc = checked.record()
-    est, act = checked.estimated[:, 0], checked.actual[:, 0]
+    defined = np.isfinite(checked.actual).all(axis=1)  # edges without a ground truth are left out (undefined_truth)
+    est, act = checked.estimated[defined, 0], checked.actual[defined, 0]
     why = _undefined(est, act)
     slope = None if why is not None else float(np.polyfit(est, act, 1)[0])
     undefined = {} if why is None else {"pearson": why, "spearman": why, "slope": why}
@@ -98,7 +99,9 @@ def edge_validation_stage(
         clear_of_noise=clear,
         seconds=checked.seconds,
         points=[
-            EdgeValidationPoint(u=u, v=v, u_id=uid, v_id=vid, estimated=e.tolist(), actual=a.tolist())
+            EdgeValidationPoint(
+                u=u, v=v, u_id=uid, v_id=vid, estimated=e.tolist(), actual=a.tolist() if np.isfinite(a).all() else None
+            )
             for (u, v), (uid, vid), e, a in zip(
                 checked.sets, _endpoint_ids(graph, checked.sets), checked.estimated, checked.actual, strict=True
             )
@@ -106,6 +109,7 @@ def edge_validation_stage(
         # the damped estimate: the sample is drawn among its settled edges (absent otherwise)
         population=None if edges.settled is None else doc.extra["population"],
         undefined=undefined or None,
+        undefined_truth=checked.undefined_truth,
     )
 
 

@@ -169,10 +169,13 @@ def training_stage(
     threads: int = 1,
 ) -> TrainedModel:
     """The supplied ``model`` as it is, or one trained on ``graph`` with the config's model and training settings (the
-    polish's Hessian rows on ``threads`` threads)."""
+    polish's Hessian rows on ``threads`` threads). A model left unpolished is evaluated in float64 from here on, as a
+    supplied one is (its float32 weights widen exactly: the same model)."""
     if model is not None:
         return model
-    return train(graph, config.training, config.model, progress=progress, device=device, threads=threads)
+    trained = train(graph, config.training, config.model, progress=progress, device=device, threads=threads)
+    trained.module.double()
+    return trained
 
 
 def metrics_stage(model: TrainedModel, graph: Graph, config: AuditConfig, groups: list[int] | None) -> Metrics:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from bind_core.codec import encode
+from bind_core.debiasing.records import UndefinedTruth
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.reporting import plots
 from bind_core.reporting.page import fmt, trusted_svg
@@ -60,8 +61,14 @@ def edge_check_view(edges: EdgeAttribution | None) -> EdgeCheckView | Skipped | 
                 "—" if check.clear_of_noise is None else f"{100 * check.clear_of_noise:.0f}%",
             ]
         ],
-        undefined=[f"{k}: {v}" for k, v in undefined.items()],
+        undefined=[f"{k}: {v}" for k, v in undefined.items()]
+        + ([] if check.undefined_truth is None else [_without_truth(check.undefined_truth)]),
         svg=trusted_svg(plots.validation_scatter(points, check.pearson, check.spearman, ident="edge-trust"))
         if points
         else None,
     )
+
+
+def _without_truth(gone: UndefinedTruth) -> str:
+    """The line for the checked edges without a ground truth."""
+    return f"no ground truth for {gone.count} checked edge(s): {gone.reason}"

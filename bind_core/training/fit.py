@@ -275,7 +275,10 @@ def train(
 ) -> TrainedModel:
     """Train a GNN on ``graph`` with the recipe ``config``: Adam or SGD on full batches or sampled mini-batches, the
     weights of the best validation loss kept (or the last), early stopping with ``patience``, then the polish to a
-    stationary point when ``config.polish`` (the paper's recipe; on by default).
+    stationary point when ``config.polish``; left unset (``None``), where the audit's default estimate is the
+    paper's influence function (:meth:`TrainConfig.polishes`: one-layer GCN, GIN and SAGE, the paper's recipe), not
+    where it is the step estimate (deeper models, GAT: Adam's weights, as a user trains them). The trained model's
+    ``train_config`` says which was done.
 
     Deterministic for a given ``config.seed`` on the CPU.
 
@@ -296,6 +299,8 @@ def train(
     model = model or ModelConfig()
     torch.manual_seed(config.seed)
     module = GNN(model, graph.num_features, graph.num_classes).to(device)
+    parameters = sum(p.numel() for p in module.parameters())
+    config = replace(config, polish=config.polishes(row_separable=model.row_separable, num_parameters=parameters))
     trained = TrainedModel(module, model, config)
     return _adam(trained, graph, config, progress=progress, stage="training", threads=threads)
 

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from bind_core.config import DictConfig
 from bind_core.errors import ConfigError
+from bind_core.models.estimator import polishes_by_default
 
 __all__ = ["OPTIMIZERS", "TrainConfig"]
 
@@ -24,7 +25,12 @@ class TrainConfig(DictConfig):
         lr: Adam learning rate.
         weight_decay: L2 coefficient λ; the objective is ``mean(ℓ_train) + (λ/2)·‖θ‖²``.
         seed: seeds weight initialisation and dropout (deterministic on the CPU).
-        polish: finish with float64 L-BFGS to a stationary point (needed for faithful influence estimates).
+        polish: finish with float64 L-BFGS (then Newton) at a stationary point of the training objective, where the
+            paper's influence function answers "retrain without v". ``None`` (default): where the audit's estimate
+            is that one (:func:`bind_core.models.estimator.polishes_by_default`: one-layer GCN, GIN and SAGE by
+            default), not where it is the step estimate, which is defined at any weights (deeper models and GAT are
+            then audited as Adam leaves them, as a user trains them). :meth:`polishes` resolves it; a trained
+            model's ``train_config`` holds what was done.
         polish_max_iter: L-BFGS iteration cap.
         polish_tol: stop when the largest gradient entry is below this.
         newton_seconds: the time the polish's Newton finish may take (:func:`polish`); a model left short of a
@@ -54,7 +60,7 @@ class TrainConfig(DictConfig):
     lr: float = 1e-3
     weight_decay: float = 1e-4
     seed: int = 10
-    polish: bool = True
+    polish: bool | None = None
     polish_max_iter: int = 1000
     polish_tol: float = 1e-7
     keep: str = "best_val"
@@ -87,6 +93,22 @@ class TrainConfig(DictConfig):
             raise ConfigError(f"keep: {self.keep!r} is not one of best_val, last")
         if isinstance(self.batch_size, bool) or not 0 <= self.batch_size <= 100_000_000:
             raise ConfigError(f"batch_size: {self.batch_size!r} must be between 0 (full batch) and 100000000")
+
+    def polishes(self, *, estimator: str = "auto", row_separable: bool, num_parameters: int) -> bool:
+        """Whether training with this recipe ends with the polish: :attr:`polish` when set, else by the estimate the
+        audit runs (:func:`~bind_core.models.estimator.polishes_by_default`).
+
+        Args:
+            estimator: the audit's ``"auto"``, ``"linear"`` or ``"step"``.
+            row_separable: whether the model is a one-layer GCN, GIN or SAGE.
+            num_parameters: the model's number of weights.
+
+        Returns:
+            Whether the polish runs.
+        """
+        if self.polish is not None:
+            return self.polish
+        return polishes_by_default(estimator=estimator, row_separable=row_separable, num_parameters=num_parameters)
 
 
 def _check_fan_out(config: TrainConfig) -> None:

@@ -48,7 +48,7 @@ def big_graph(client: TestClient) -> tuple[str, bytes]:
 def supplied_model(client: TestClient, big_graph: tuple[str, bytes]) -> str:
     """A polished two-layer GCN on the big graph, so that the later stages start at once."""
     graph_id, npz = big_graph
-    model = train(load_npz(io.BytesIO(npz)), TrainConfig(epochs=50, lr=0.01), ModelConfig(**TWO_LAYER))
+    model = train(load_npz(io.BytesIO(npz)), TrainConfig(epochs=50, lr=0.01, polish=True), ModelConfig(**TWO_LAYER))
     assert model.stationarity.polished
     response = client.post(
         "/v1/models",
@@ -115,7 +115,12 @@ def test_cancel_during_the_polish(
 ) -> None:
     # Four stages: the training's polish reports from 0.8 of its quarter; past 0.95 the Newton finish, which
     # forms Hessians row by row, is running.
-    body = {"graph_id": big_graph[0], "model": TWO_LAYER, "training": {"epochs": 50, "lr": 0.01}, **QUIET}
+    body = {
+        "graph_id": big_graph[0],
+        "model": TWO_LAYER,
+        "training": {"epochs": 50, "lr": 0.01, "polish": True},
+        **QUIET,
+    }
     _cancel_inside(client, workers, worker, body, "training", _in("training", 0.95 / 4))
 
 

@@ -33,7 +33,7 @@ from bind_core.training.fit import TrainConfig, train
 
 torch.set_num_threads(1)
 
-CONFIG = TrainConfig(epochs=40, lr=0.01, seed=3)
+CONFIG = TrainConfig(epochs=40, lr=0.01, seed=3, polish=True)
 ADAM = dataclasses.replace(CONFIG, polish=False)
 SEEDS = [1, 2, 3]
 AUDIT: dict[str, Any] = {

@@ -28,7 +28,7 @@ def graph() -> Graph:
 
 def _model(graph: Graph, **arch: object) -> TrainedModel:
     settings: dict[str, object] = {"hidden": 4, **arch}
-    model = train(graph, TrainConfig(epochs=100, lr=0.01), ModelConfig(**settings))  # type: ignore[arg-type]
+    model = train(graph, TrainConfig(epochs=100, lr=0.01, polish=True), ModelConfig(**settings))  # type: ignore[arg-type]
     assert model.stationarity.converged
     return model
 

@@ -25,7 +25,7 @@ def graph() -> Graph:
 
 
 def _trained(graph: Graph, arch: str) -> TrainedModel:
-    return train(graph, TrainConfig(epochs=100), ModelConfig(arch=arch, layers=2, hidden=8))
+    return train(graph, TrainConfig(epochs=100, polish=True), ModelConfig(arch=arch, layers=2, hidden=8))
 
 
 def _near_training(graph: Graph, count: int) -> torch.Tensor:

@@ -182,3 +182,43 @@ def test_the_affine_shortcut_equals_recomputing_each_row(gcn: TrainedModel, grap
     for a, b in zip(fast[:2], slow[:2], strict=True):
         assert torch.allclose(a, b, atol=1e-13 * float(b.abs().max()), rtol=0)
     assert torch.equal(fast[2], slow[2])
+
+
+def test_edges_without_a_ground_truth_are_left_out_and_named(
+    gcn: TrainedModel, graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the re-optimisation without an edge finds no minimum near the given weights (as for a model far from
+    trained), the check records the edge under ``undefined_truth`` with a null ``actual`` and correlates the others;
+    it used to end the audit with NonFiniteError."""
+    from bind_core.debiasing import edge_validation
+    from bind_core.errors import NonFiniteError
+    from bind_core.explain.summary import _edge_validation_line
+    from bind_core.pipeline.config import AuditConfig
+    from bind_core.pipeline.edge_selfcheck import edge_validation_stage
+
+    result = estimate_edges(gcn, graph, direct_exact=True)
+    calls: list[int] = []
+
+    def every_fourth_diverges(*args: object, **kwargs: object) -> tuple[float, float]:
+        calls.append(1)
+        if len(calls) % 4 == 1:
+            raise NonFiniteError("the model's predicted probabilities: 1 of 1 rows are not finite")
+        return actual_edge_delta(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(edge_validation, "actual_edge_delta", every_fourth_diverges)
+    check = edge_validation_stage(
+        gcn, graph, AuditConfig(edge_validation_sample=20), result, None, progress=lambda *_: None
+    )
+    gone = check.undefined_truth
+    assert (
+        gone is not None
+        and gone.count == 5
+        and len(gone.nodes) == 5
+        and "no minimum near the given weights" in gone.reason
+    )
+    assert [p.actual is None for p in check.points].count(True) == 5
+    assert {tuple(n) for n in gone.nodes} == {(p.u, p.v) for p in check.points if p.actual is None}
+    assert check.pearson is not None and check.pearson > 0.95 and check.slope is not None  # over the other 15
+    assert check.clear_of_noise is not None
+    line = _edge_validation_line({"validation": encode(check)})
+    assert "Pearson" in line and "5 without a ground truth, left out" in line

@@ -20,7 +20,7 @@ def _model(arch: str = "gcn", device: str = "cpu") -> FunctionalModel:
     """A two-layer model on a sparse graph, whose training nodes' computation graph is a small part of it (the
     batched path's case)."""
     graph = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
-    model = train(graph, TrainConfig(epochs=100), ModelConfig(arch=arch, layers=2, hidden=8))
+    model = train(graph, TrainConfig(epochs=100, polish=True), ModelConfig(arch=arch, layers=2, hidden=8))
     if device != "cpu":
         model.module.to(device)
     return FunctionalModel.from_trained(model, graph)

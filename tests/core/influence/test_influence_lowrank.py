@@ -62,7 +62,7 @@ def graph() -> Graph:
 
 
 def test_the_damped_solve_of_a_two_layer_model_equals_the_dense_one(graph: Graph) -> None:
-    model = train(graph, TrainConfig(epochs=100, lr=0.01), ModelConfig(arch="sage", layers=2, hidden=4))
+    model = train(graph, TrainConfig(epochs=100, lr=0.01, polish=True), ModelConfig(arch="sage", layers=2, hidden=4))
     fm = FunctionalModel.from_trained(model, graph)
     rhs = torch.randn(fm.num_parameters, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     x, info = solve_hessian(fm, rhs, solver="lanczos")
@@ -75,7 +75,7 @@ def test_the_damped_solve_of_a_two_layer_model_equals_the_dense_one(graph: Graph
 
 @pytest.mark.heavy  # 6 s here
 def test_the_step_estimate_with_the_lanczos_operator_settles_where_the_dense_one_does(graph: Graph) -> None:
-    model = train(graph, TrainConfig(epochs=100, lr=0.01), ModelConfig(arch="gcn", layers=2, hidden=4))
+    model = train(graph, TrainConfig(epochs=100, lr=0.01, polish=True), ModelConfig(arch="gcn", layers=2, hidden=4))
     fm = FunctionalModel.from_trained(model, graph)
     dense = step_estimate(fm, operator="dense")
     lanczos = step_estimate(fm, operator="lanczos")

@@ -29,7 +29,7 @@ def graph() -> Graph:
 
 
 def _model(graph: Graph, **arch: object) -> TrainedModel:
-    model = train(graph, TrainConfig(epochs=100, lr=0.01), ModelConfig(hidden=4, **arch))  # type: ignore[arg-type]
+    model = train(graph, TrainConfig(epochs=100, lr=0.01, polish=True), ModelConfig(hidden=4, **arch))  # type: ignore[arg-type]
     assert model.stationarity.converged
     return model
 
@@ -152,7 +152,7 @@ def test_a_two_layer_audit_checks_itself_against_the_proximal_response_and_repor
 
     config = AuditConfig(
         model=ModelConfig(layers=2, hidden=4),
-        training=TrainConfig(epochs=100, lr=0.01),
+        training=TrainConfig(epochs=100, lr=0.01, polish=True),
         stages=("training", "metrics", "influence", "validation"),
         validation_sample=10,
         bootstrap=0,
@@ -196,7 +196,7 @@ def test_two_layer_debiasing_reaches_its_budget_and_estimates_the_set_as_a_whole
 
     config = AuditConfig(
         model=ModelConfig(layers=2, hidden=4),
-        training=TrainConfig(epochs=100, lr=0.01),
+        training=TrainConfig(epochs=100, lr=0.01, polish=True),
         stages=("training", "metrics", "influence", "debiasing"),
         budgets=(0.25,),
         bootstrap=0,
@@ -308,7 +308,7 @@ def test_the_first_layer_kept_at_theta_hat_gives_the_exact_value_and_gradient(ar
 
 def test_deletions_settled_on_the_computation_graph_equal_those_on_the_whole_graph() -> None:
     sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
-    model = train(sparse, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8))
+    model = train(sparse, TrainConfig(epochs=100, polish=True), ModelConfig(arch="gcn", layers=2, hidden=8))
     fm = FunctionalModel.from_trained(model, sparse)
     on_part = Stepper.build(fm)
     assert on_part.view is not None and on_part.base_first is not None  # the direct term from the kept first layer
@@ -327,7 +327,7 @@ def test_a_deletion_reads_the_test_rows_from_the_block_the_reducer_made(monkeypa
     """Γ is read twice per deletion on the test rows of the reduced graph (at θ̂ and at the weights reached): both
     take the block the reducer built for the stepper's own test tensor, so no block is cut again per deletion."""
     sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
-    model = train(sparse, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8))
+    model = train(sparse, TrainConfig(epochs=100, polish=True), ModelConfig(arch="gcn", layers=2, hidden=8))
     stepper = Stepper.build(FunctionalModel.from_trained(model, sparse))
     assert stepper.view is not None and stepper.test is stepper.reducer.rows[0]
     expected = stepper.delete([3])
@@ -348,7 +348,7 @@ def test_the_proximal_truth_read_on_the_computation_graph_is_the_whole_graphs_op
     """The self-check's proximal re-optimisation evaluates its objective on the training nodes' computation graph
     where that is smaller: the weights it returns are stationary for the objective on the whole of G − v too."""
     sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
-    model = train(sparse, TrainConfig(epochs=100), ModelConfig(arch="gcn", layers=2, hidden=8))
+    model = train(sparse, TrainConfig(epochs=100, polish=True), ModelConfig(arch="gcn", layers=2, hidden=8))
     assert FunctionalModel.from_trained(model, sparse).objective_rows().nodes is not None  # the part is used
     m, mu = sparse.train_idx.numel(), 1e-2
     node = sparse.train_idx[4:5]

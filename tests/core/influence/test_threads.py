@@ -30,7 +30,7 @@ def _model(arch: str) -> FunctionalModel:
     """A two-layer model whose training nodes' computation graph is a small part of the graph (the first layer's
     rows are then reused, the stepper's most stateful path)."""
     graph = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
-    model = train(graph, TrainConfig(epochs=100), ModelConfig(arch=arch, layers=2, hidden=8))
+    model = train(graph, TrainConfig(epochs=100, polish=True), ModelConfig(arch=arch, layers=2, hidden=8))
     return FunctionalModel.from_trained(model, graph)
 
 
@@ -143,7 +143,7 @@ def test_an_audit_refuses_bad_deletion_threads_before_training(monkeypatch: pyte
 def test_threaded_edges_equal_one_thread() -> None:
     """The settled edges (rounds of picks) on two threads: the same values, settled flags and residuals."""
     graph = synthetic(300, seed=3)
-    model = train(graph, TrainConfig(epochs=60), ModelConfig(arch="gcn", layers=2, hidden=6))
+    model = train(graph, TrainConfig(epochs=60, polish=True), ModelConfig(arch="gcn", layers=2, hidden=6))
     one = estimate_edges_deep(model, graph, settle=6)
     two = estimate_edges_deep(model, graph, settle=6, threads=2)
     assert int(one.settled.sum()) >= 12
@@ -163,7 +163,7 @@ def test_the_audit_builds_one_stepper_for_its_estimate_and_debiasing(monkeypatch
     monkeypatch.setattr(Stepper, "build", classmethod(counted))
     config = AuditConfig(
         model=ModelConfig(arch="gcn", layers=2, hidden=6),
-        training=TrainConfig(epochs=40),
+        training=TrainConfig(epochs=40, polish=True),
         stages=("training", "metrics", "influence", "debiasing"),
         budgets=(2,),
         bootstrap=0,
@@ -177,7 +177,7 @@ def test_the_audit_builds_one_stepper_for_its_estimate_and_debiasing(monkeypatch
 def test_threaded_validation_equals_one_thread(layers: int, mode: str) -> None:
     """The deterministic ground truths re-optimised on two threads: the same actual values, bit for bit."""
     graph = synthetic(200, seed=3)
-    model = train(graph, TrainConfig(epochs=60), ModelConfig(arch="gcn", layers=layers, hidden=6))
+    model = train(graph, TrainConfig(epochs=60, polish=True), ModelConfig(arch="gcn", layers=layers, hidden=6))
     result = estimate(model, graph)
     progress: list[float] = []
     one = validate(model, graph, result, sample=8, mode=mode, seed=1)
@@ -204,7 +204,9 @@ def test_retraining_from_scratch_stays_on_one_thread(monkeypatch: pytest.MonkeyP
 def test_training_with_threads_equals_one_thread() -> None:
     """The polish's Newton finish forms its Hessians' rows on two threads: the same weights, bit for bit."""
     graph = synthetic(300, seed=3)
-    config = TrainConfig(epochs=30, polish_max_iter=5)  # L-BFGS stops short, so the Newton finish forms Hessians
+    config = TrainConfig(
+        epochs=30, polish=True, polish_max_iter=5
+    )  # L-BFGS stops short, so the Newton finish forms Hessians
     one = train(graph, config, ModelConfig(arch="gcn", layers=2, hidden=6))
     two = train(graph, config, ModelConfig(arch="gcn", layers=2, hidden=6), threads=2)
     assert one.stationarity.newton is not None and one.stationarity.newton.hessians >= 1

@@ -113,7 +113,8 @@ def test_a_two_layer_audit_stops_during_the_first_order_pass(graph: Graph) -> No
             calls.append(fraction)
         return not (stage == "edges" and 0.1 < fraction < 0.5)
 
-    config = AuditConfig.from_dict({**FAST, "model": {"layers": 2, "hidden": 4}, "edges": True})
+    training = {"epochs": 20, "polish": True}  # a stationary model: the top edges settle there
+    config = AuditConfig.from_dict({**FAST, "training": training, "model": {"layers": 2, "hidden": 4}, "edges": True})
     with pytest.raises(AuditCancelled) as caught:
         run_audit(graph, config, progress=progress)
     assert caught.value.stage == "edges" and calls[:2] == [0.0, 0.1] and 0.1 < calls[-1] < 0.5
@@ -174,7 +175,8 @@ def test_the_section_round_trips_typed(audited: AuditResult) -> None:
 def test_a_two_layer_model_is_attributed_by_damped_steps(graph: Graph) -> None:
     """Multi-layer models get the damped estimate (bind_core.influence.deep_edges): every edge attributed, the
     top at each end settled (and flagged), the values those of a direct call, the section typed."""
-    config = AuditConfig.from_dict({**FAST, "model": {"layers": 2, "hidden": 4}, "edges": True})
+    training = {"epochs": 20, "polish": True}  # a stationary model: the top edges settle there
+    config = AuditConfig.from_dict({**FAST, "training": training, "model": {"layers": 2, "hidden": 4}, "edges": True})
     result = run_audit(graph, config)
     doc = _stored(result)
     section = doc["edges"]

@@ -26,7 +26,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "stability_seeds": [10, 11], "stability_k": 5, "edges": True,
     },
     "gcn2_step_utility": {**FAST, "model": {"layers": 2, "hidden": 4}, "estimator": "step", "debias_utility": True,
-                          "edges": True},
+                          "edges": True, "training": {"epochs": 20, "polish": True}},
     "metrics_only": {"training": {"epochs": 20}, "stages": ["training", "metrics"], "bootstrap": 0},
     "gin_refined": {
         **FAST, "model": {"arch": "gin", "hidden": 4}, "bootstrap": 0, "refine_steps": 2, "validation_sample": 0,

@@ -1,0 +1,35 @@
+"""A proximal re-optimisation that finds no minimum near the given weights stops once it has carried them far away
+(``validation.FAR``), and the self-check records the deletion under ``undefined_truth`` instead of a number."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bind_core.data.datasets import synthetic
+from bind_core.debiasing.validation import FAR, retrain_without, validate
+from bind_core.errors import NonFiniteError
+from bind_core.influence.arguments import InfluenceArguments
+from bind_core.influence.estimate import estimate
+from bind_core.models.gnn import ModelConfig, flat_parameters
+from bind_core.training.fit import TrainConfig, train
+
+
+@pytest.mark.heavy  # ~10 s here
+def test_an_untrained_two_layer_models_deletions_have_no_minimum_near_it() -> None:
+    # 20 Adam epochs leave a two-layer GCN near its initialisation: every sampled deletion's own loss outgrows the
+    # damping, and the proximal objective decreases without bound (measured: 8 of 8)
+    graph = synthetic(100, seed=1, train_per_class=15)
+    model = train(graph, TrainConfig(epochs=20), ModelConfig(layers=2, hidden=4))
+    assert model.train_config.polish is False  # a deep model the audit trains is audited as Adam leaves it
+    found = estimate(model, graph, InfluenceArguments(method="step"))
+    mu = float(found.solve.details["damping"])
+    theta = flat_parameters(model.module)[2].double()
+    reach = FAR * max(1.0, float(torch.linalg.vector_norm(theta)))
+    with pytest.raises(NonFiniteError, match=rf"moved the weights \S+ from the given ones \(more than {reach:.3g}\)"):
+        retrain_without(model, graph, graph.train_idx[:1], "proximal", damping=mu)
+    checked = validate(model, graph, found, sample=4)
+    gone = checked.undefined_truth
+    assert gone is not None and gone.count == 4 and "no minimum near the given weights" in gone.reason
+    assert checked.correlations()["gamma"]["pearson"] is None  # nothing left to correlate, and not 0
+    assert all(point.actual is None for point in checked.record().points)
