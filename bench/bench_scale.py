@@ -1,10 +1,10 @@
 """Issue 7 benchmark: one audit of a large synthetic graph, time and peak memory per stage.
 
-The audit is ``bind_core.pipeline.audit.run_audit`` (training with the L-BFGS polish, metrics with 1000 bootstrap
-resamples, influence for every training node), on ``bind_core.data.datasets.synthetic`` with ``--nodes`` nodes,
-``--nodes * --avg-degree / 2`` undirected edges and ``--train`` training nodes. Stages come from the audit's
-own progress callback; memory is the peak resident set size sampled while each stage ran (and, on CUDA, the
-peak GPU allocation).
+The audit is ``bind_core.pipeline.audit.run_audit`` (training, polished where the audit polishes: one-layer models
+by default, ``--polish``; metrics with 1000 bootstrap resamples, influence for every training node), on
+``bind_core.data.datasets.synthetic`` with ``--nodes`` nodes, ``--nodes * --avg-degree / 2`` undirected edges and
+``--train`` training nodes. Stages come from the audit's own progress callback; memory is the peak resident set size
+sampled while each stage ran (and, on CUDA, the peak GPU allocation).
 
     python bench/bench_scale.py --nodes 1000000 --avg-degree 20 --train 10000     # the issue's audit
     python bench/bench_scale.py --nodes 1000000 --device cuda                     # on a GPU, when present
@@ -47,7 +47,7 @@ def audit_once(
     bootstrap: int = 1000,
     device: str = "cpu",
     stages: tuple[str, ...] = ("training", "metrics", "influence"),
-    polish: bool = True,
+    polish: bool | None = None,
     batch_size: int = 0,
     fan_out: tuple[int, ...] = (),
     deletion_threads: int = 1,
@@ -92,6 +92,11 @@ def audit_once(
     }
 
 
+def _polish(args: Any) -> bool | None:
+    """``TrainConfig.polish`` from ``--polish`` and ``--no-polish``."""
+    return False if args.no_polish else {"auto": None, "on": True, "off": False}[args.polish]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=1_000_000)
@@ -107,7 +112,13 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--stages", default="training,metrics,influence", help="the audit's stages, comma-separated")
-    p.add_argument("--no-polish", action="store_true", help="Adam only (TrainConfig.polish off; no influence then)")
+    p.add_argument(
+        "--polish",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="TrainConfig.polish: auto (the audit's default: one-layer models only), on, or off",
+    )
+    p.add_argument("--no-polish", action="store_true", help="the same as --polish off (Adam only)")
     p.add_argument("--batch-size", type=int, default=0, help="TrainConfig.batch_size: 0 full batch; > 0 mini-batches")
     p.add_argument("--fan-out", default="", help="TrainConfig.fan_out, comma-separated, the batch's hop first; -1 all")
     p.add_argument(
@@ -128,7 +139,7 @@ def main() -> None:
     row = audit_once(
         args.nodes, args.avg_degree, args.train, features=args.features, arch=args.arch, layers=args.layers,
         hidden=args.hidden, estimator=args.estimator, epochs=args.epochs, bootstrap=args.bootstrap,
-        device=args.device, stages=tuple(args.stages.split(",")), polish=not args.no_polish,
+        device=args.device, stages=tuple(args.stages.split(",")), polish=_polish(args),
         batch_size=args.batch_size, fan_out=tuple(int(f) for f in args.fan_out.split(",") if f),
         deletion_threads=args.deletion_threads,
     )  # fmt: skip

@@ -39,8 +39,18 @@ def run(data_root: str, layers: int, threads: int, extra: list[str]) -> dict[str
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - start
         user = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
-        timings = json.loads(out.read_text())["timings"]
-    return {"wall_s": round(wall, 2), "user_s": round(user, 2), "stages_s": timings}
+        doc = json.loads(out.read_text())
+    check = doc.get("validation") or {}
+    test = (doc.get("metrics") or {}).get("test") or {}
+    return {
+        "wall_s": round(wall, 2),
+        "user_s": round(user, 2),
+        "stages_s": doc["timings"],
+        "polished": (doc.get("config") or {}).get("training", {}).get("polish"),
+        "accuracy": test.get("accuracy"),
+        "self_check": {k: check.get(k) for k in ("pearson", "spearman", "count", "mode")},
+        "unsettled": (doc.get("influence_summary") or {}).get("solver_details", {}).get("unsettled"),
+    }
 
 
 def main() -> None:
@@ -75,7 +85,10 @@ def main() -> None:
         "ratio_wall": {name: round(r["wall_s"] / one, 2) for name, r in runs.items() if name != "layers_1"},
     }
     for name, r in runs.items():
-        print(f"{name}: {r['wall_s']} s wall, {r['user_s']} s user; stages {r['stages_s']}")
+        print(
+            f"{name}: {r['wall_s']} s wall, {r['user_s']} s user; stages {r['stages_s']}; polished {r['polished']}, "
+            f"test accuracy {r['accuracy']}, self-check {r['self_check']}, unsettled {r['unsettled']}"
+        )
     print("two layers / one layer (wall):", record["ratio_wall"])
     if args.out:
         Path(args.out).write_text(json.dumps(record, indent=1) + "\n")

@@ -268,8 +268,8 @@ def _run(args: argparse.Namespace) -> int:
         print(render_supplied(record))
     print(render(result, top=args.top))
     if args.json:
-        _write_json(args.json, result, config, record, report)
-    return _log_mlflow(args.mlflow, config, result) if args.mlflow else 0
+        _write_json(args.json, result, record, report)
+    return _log_mlflow(args.mlflow, result) if args.mlflow else 0
 
 
 def _audit_config(args: argparse.Namespace) -> AuditConfig:
@@ -323,10 +323,12 @@ def _bar_progress(bar: Any, config: AuditConfig) -> Callable[[str, float], None]
     return progress
 
 
-def _write_json(
-    path: Path, result: AuditResult, config: AuditConfig, record: SuppliedModel | None, report: IngestReport | None
-) -> None:
-    doc = result.to_dict() | {"config": config.to_dict(), "influence": [encode(r) for r in result.influence_rows()]}
+def _write_json(path: Path, result: AuditResult, record: SuppliedModel | None, report: IngestReport | None) -> None:
+    # the config the audit ran with: the recipe's polish decided (training.polish true or false)
+    doc = result.to_dict() | {
+        "config": result.config.to_dict(),
+        "influence": [encode(r) for r in result.influence_rows()],
+    }
     if record is not None:
         doc["supplied_model"] = encode(record)
     if report is not None:
@@ -339,9 +341,9 @@ def _write_json(
     print(f"\nwrote {path}")
 
 
-def _log_mlflow(uri: str, config: AuditConfig, result: AuditResult) -> int:
+def _log_mlflow(uri: str, result: AuditResult) -> int:
     try:
-        run_id = log_audit(uri, config.to_dict(), result.to_dict(), result.influence_rows())
+        run_id = log_audit(uri, result.config.to_dict(), result.to_dict(), result.influence_rows())
     except Exception as exc:  # the audit itself succeeded; say why logging did not
         print(f"warning: MLflow logging failed ({type(exc).__name__}: {exc})", file=sys.stderr)
         return 1
