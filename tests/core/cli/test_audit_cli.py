@@ -80,6 +80,7 @@ def test_command_line_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert {"node_id", "delta", "delta_sp", "delta_eo"} <= set(doc["influence"][0])
     assert doc["validation"]["pearson"] is not None and "spearman" in doc["validation"]
     assert doc["config"]["budgets"] == [0.1]
+    assert doc["config"]["training"]["polish"] is True  # the config it ran with: the paper's GCN is polished
     # the verdict first, in the user's terms; per-group rates; the check against chance ran by default (cheap here)
     assert text.startswith("VERDICT\n") and text.splitlines()[1].strip() == doc["summary"]["verdict"]
     assert "sens=0" in text and "per group (%)" in text and "95% lower" in text and "95% upper" in text
