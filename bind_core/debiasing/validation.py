@@ -37,6 +37,7 @@ from bind_core.debiasing.records import Correlation, UndefinedTruth, Validation,
 from bind_core.errors import ConfigError, NonFiniteError
 from bind_core.fairness.metrics import gamma_eo, gamma_sp
 from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.proximal import beyond_reach
 from bind_core.influence.step import Stepper
 from bind_core.models.gnn import flat_parameters, node_losses, unflatten_parameters
 from bind_core.threads import check_threads, each_in_order
@@ -140,14 +141,6 @@ def proximal_reoptimize(
     return clone
 
 
-FAR = 100.0
-"""A proximal re-optimisation whose weights move further than ``FAR·max(1, ‖θ̂‖)`` from the given weights ``θ̂`` has
-left any minimum near them: the objective of a deletion whose own loss dominates can decrease without bound (docs/
-METHOD.md, "Where the objective has no minimum near θ̂"). It stops there with :class:`NonFiniteError`, as it would
-once the weights overflowed, without the thousands of iterations that takes (an untrained two-layer GCN's check spent
-~10 s a deletion getting there)."""
-
-
 def _proximal_lbfgs(
     flat: Tensor,
     objective: Callable[[Tensor], Tensor],
@@ -159,9 +152,8 @@ def _proximal_lbfgs(
 ) -> int:
     """Float64 L-BFGS on ``objective`` from ``flat`` (in place) until ``max|∇| ≤ tol`` or ``max_iter`` iterations;
     the iterations taken. ``progress(fraction of max_iter)`` is called at every evaluation and may raise. With
-    ``anchor`` (``θ̂``) it raises :class:`NonFiniteError` once the weights are :data:`FAR` from it, or the objective is
-    not finite: no minimum near ``θ̂``."""
-    reach = None if anchor is None else FAR * max(1.0, float(torch.linalg.vector_norm(anchor)))
+    ``anchor`` (``θ̂``) it raises :class:`NonFiniteError` once the weights are beyond reach of it
+    (:func:`~bind_core.influence.proximal.beyond_reach`, NaN included): no minimum near ``θ̂``."""
     optimizer = torch.optim.LBFGS(
         [flat],
         lr=1.0,
@@ -180,13 +172,8 @@ def _proximal_lbfgs(
         if progress is not None:
             progress(min(1.0, evaluations / max_iter))
         optimizer.zero_grad(set_to_none=True)
-        if reach is not None and anchor is not None:
-            moved = float(torch.linalg.vector_norm(flat.detach() - anchor))
-            if not moved <= reach:  # NaN included
-                raise NonFiniteError(
-                    f"the re-optimisation moved the weights {moved:.3g} from the given ones (more than {reach:.3g}): "
-                    "the objective has no minimum near them"
-                )
+        if anchor is not None and (far := beyond_reach(flat, anchor)) is not None:
+            raise NonFiniteError(f"{far}: the objective has no minimum near them")
         value = objective(flat)
         value.backward()  # type: ignore[no-untyped-call]
         return value

@@ -156,7 +156,7 @@ def estimate_edges_deep(
     value of every edge, then damped steps with Γ exact for the ``settle`` most harmful and most helpful ones.
 
     Args:
-        model: the trained (polished: stationary) model.
+        model: the model as given (its weights need not be a minimum: the proximal response is defined anywhere).
         graph: the graph it was trained on.
         edges: ``[k, 2]`` undirected edges (default: all, :func:`~bind_core.influence.edges.undirected_edges`).
         settle: edges settled at each end of the first-order ranking (0: none).

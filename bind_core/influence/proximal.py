@@ -22,12 +22,42 @@ FINISH_ITERATIONS = 1000
 Evaluation = tuple[float, Tensor, Tensor | None]
 """``(F(θ), ∇F(θ), the test probabilities at θ or None)``: see :func:`proximal_objective`."""
 
+FAR = 100.0
+"""A proximal re-optimisation whose weights move further than ``FAR·max(1, ‖θ̂‖)`` from the given weights ``θ̂`` has
+left any minimum near them: the objective of a deletion whose own loss dominates can decrease without bound
+(docs/METHOD.md, "Where the objective has no minimum near θ̂"). It stops there rather than run on until the weights
+overflow (an untrained two-layer GCN's self-check spent ~10 s a deletion getting there, its edge settling 134 s on a
+100-node graph)."""
+
+
+class _Beyond(Exception):
+    """Raised inside an L-BFGS closure when the weights have gone :func:`beyond_reach`."""
+
+
+def beyond_reach(flat: Tensor, anchor: Tensor) -> str | None:
+    """Why ``flat`` is too far from ``anchor`` (``θ̂``) for a minimum near it (:data:`FAR`), or ``None``.
+
+    Args:
+        flat: the weights reached.
+        anchor: the given weights.
+
+    Returns:
+        A sentence naming the distance and the bound, or ``None`` within it.
+    """
+    reach = FAR * max(1.0, float(torch.linalg.vector_norm(anchor)))
+    moved = float(torch.linalg.vector_norm(flat.detach() - anchor))
+    if moved <= reach:
+        return None
+    return f"the re-optimisation moved the weights {moved:.3g} from the given ones (more than {reach:.3g})"
+
 
 def lbfgs_finish(
-    objective: Callable[[Tensor], Evaluation], start: Tensor, tol: float
+    objective: Callable[[Tensor], Evaluation], start: Tensor, tol: float, anchor: Tensor | None = None
 ) -> tuple[Tensor, Tensor, Tensor | None]:
     """Minimise the proximal objective from ``start`` by float64 L-BFGS until its gradient's largest entry is at most
-    ``tol``: ``(weights, gradient, test probabilities or None)`` there."""
+    ``tol``: ``(weights, gradient, test probabilities or None)`` there. With ``anchor`` (``θ̂``), where the weights
+    go :func:`beyond_reach` of it there is no minimum near ``θ̂`` to finish at: the finish is abandoned and ``start``
+    returned (its gradient says it did not settle)."""
     flat = start.detach().clone().requires_grad_(True)
     optimizer = torch.optim.LBFGS(
         [flat],
@@ -40,11 +70,16 @@ def lbfgs_finish(
     )
 
     def closure() -> Tensor:
+        if anchor is not None and beyond_reach(flat, anchor) is not None:
+            raise _Beyond
         value, grad, _ = objective(flat.detach())
         flat.grad = grad
         return torch.tensor(value, dtype=flat.dtype)
 
-    optimizer.step(closure)  # type: ignore[no-untyped-call]
+    try:
+        optimizer.step(closure)  # type: ignore[no-untyped-call]
+    except _Beyond:
+        flat = start.detach()
     _, grad, proba = objective(flat.detach())
     return flat.detach(), grad, proba
 

@@ -281,7 +281,7 @@ class Stepper:
         first_step = self.solve_damped(grad_c) / m
         at, grad_f, moved, taken = self._chord_steps(objective, value, grad_f, unchanged)
         if finish and float(grad_f.abs().max()) > self.tol:  # the chord stalled: L-BFGS on F from where it got to
-            at, grad_f, moved = lbfgs_finish(objective, at, self.tol)
+            at, grad_f, moved = lbfgs_finish(objective, at, self.tol, anchor=fm.theta)
         if moved is None:
             moved = self._test_proba(at, reduced)  # Γ at the weights reached
         with torch.no_grad():

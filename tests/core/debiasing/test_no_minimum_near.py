@@ -1,5 +1,6 @@
 """A proximal re-optimisation that finds no minimum near the given weights stops once it has carried them far away
-(``validation.FAR``), and the self-check records the deletion under ``undefined_truth`` instead of a number."""
+(``bind_core.influence.proximal.FAR``), and the self-check records the deletion under ``undefined_truth`` instead of
+a number; an edge's settling abandons its L-BFGS finish there and says it did not settle."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import pytest
 import torch
 
 from bind_core.data.datasets import synthetic
-from bind_core.debiasing.validation import FAR, retrain_without, validate
+from bind_core.debiasing.validation import retrain_without, validate
 from bind_core.errors import NonFiniteError
 from bind_core.influence.arguments import InfluenceArguments
+from bind_core.influence.deep_edges import estimate_edges_deep
 from bind_core.influence.estimate import estimate
+from bind_core.influence.proximal import FAR
 from bind_core.models.gnn import ModelConfig, flat_parameters
 from bind_core.training.fit import TrainConfig, train
 
@@ -33,3 +36,13 @@ def test_an_untrained_two_layer_models_deletions_have_no_minimum_near_it() -> No
     assert gone is not None and gone.count == 4 and "no minimum near the given weights" in gone.reason
     assert checked.correlations()["gamma"]["pearson"] is None  # nothing left to correlate, and not 0
     assert all(point.actual is None for point in checked.record().points)
+
+
+@pytest.mark.heavy  # ~10 s here
+def test_an_edge_without_a_minimum_near_the_weights_is_left_unsettled_not_overflowed() -> None:
+    graph = synthetic(100, seed=1, train_per_class=15)
+    model = train(graph, TrainConfig(epochs=20), ModelConfig(layers=2, hidden=4))
+    found = estimate_edges_deep(model, graph, settle=2)
+    assert torch.isfinite(found.delta).all() and torch.isfinite(found.delta_sp).all()
+    details = found.solve.details
+    assert details["settled"] >= 4 and details["unsettled"] >= 1  # abandoned finishes say they did not settle
