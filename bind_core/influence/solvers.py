@@ -25,10 +25,12 @@ from torch.func import grad, hessian, jvp
 from bind_core.errors import ConfigError
 from bind_core.influence.arguments import SOLVERS
 from bind_core.influence.functional import FunctionalModel
+from bind_core.models.estimator import DENSE_MAX_PARAMETERS
 from bind_core.training.hessian import dense_hessian as chunked_hessian
 from bind_core.training.hessian import dense_hessian_by_rows
 
-EXACT_MAX_PARAMETERS = 5000
+EXACT_MAX_PARAMETERS = DENSE_MAX_PARAMETERS
+"""The exact solver's and the dense curvature's bound (one value with the default estimate's choice)."""
 
 
 @dataclass

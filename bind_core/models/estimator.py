@@ -19,9 +19,11 @@ GCN, GIN and SAGE, GAT) gets the step estimate. Both choices can be overridden (
 
 from __future__ import annotations
 
-STEP_MAX_PARAMETERS = 5000
-"""Above this many parameters the default estimate is the linear one even for a message-passing model: the step
-estimate's dense curvature (``[p, p]``, eigendecomposed) would cost more than the estimate it serves."""
+DENSE_MAX_PARAMETERS = 5000
+"""The largest model whose ``[p, p]`` curvature is formed densely and eigendecomposed: the exact solver's bound
+(:data:`bind_core.influence.solvers.EXACT_MAX_PARAMETERS` is this value) and so the step estimate's. Above it the
+default estimate is the linear one even for a message-passing model: the step estimate's dense curvature would cost
+more than the estimate it serves."""
 
 
 def default_estimator(*, row_separable: bool, num_parameters: int) -> str:
@@ -35,7 +37,7 @@ def default_estimator(*, row_separable: bool, num_parameters: int) -> str:
     Returns:
         ``"linear"`` or ``"step"``.
     """
-    return "linear" if row_separable or num_parameters > STEP_MAX_PARAMETERS else "step"
+    return "linear" if row_separable or num_parameters > DENSE_MAX_PARAMETERS else "step"
 
 
 def polishes_by_default(*, estimator: str, row_separable: bool, num_parameters: int) -> bool:

@@ -10,7 +10,7 @@ import torch
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
 from bind_core.influence.estimate import pick_method
-from bind_core.models.estimator import STEP_MAX_PARAMETERS, default_estimator, polishes_by_default
+from bind_core.models.estimator import DENSE_MAX_PARAMETERS, default_estimator, polishes_by_default
 from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.budget import parameter_count
@@ -49,14 +49,14 @@ def test_an_explicit_polish_decides_for_any_model(small_graph: Graph) -> None:
 
 
 def test_the_rule_follows_the_estimate() -> None:
-    for row_separable, p in [(True, 289), (False, 433), (False, STEP_MAX_PARAMETERS + 1)]:
+    for row_separable, p in [(True, 289), (False, 433), (False, DENSE_MAX_PARAMETERS + 1)]:
         auto = default_estimator(row_separable=row_separable, num_parameters=p)
         assert pick_method("auto", row_separable=row_separable, num_parameters=p) == auto
         assert polishes_by_default(estimator="auto", row_separable=row_separable, num_parameters=p) == (
             auto == "linear"
         )
     assert default_estimator(row_separable=False, num_parameters=433) == "step"
-    assert default_estimator(row_separable=False, num_parameters=STEP_MAX_PARAMETERS + 1) == "linear"
+    assert default_estimator(row_separable=False, num_parameters=DENSE_MAX_PARAMETERS + 1) == "linear"
     # an explicit estimate decides: the influence function wants a stationary point, the step estimate does not
     assert polishes_by_default(estimator="linear", row_separable=False, num_parameters=433)
     assert not polishes_by_default(estimator="step", row_separable=True, num_parameters=289)
