@@ -22,8 +22,13 @@ import torch
 from torch import Tensor
 
 from bind_core.data.graph import Graph
-from bind_core.debiasing.records import UndefinedTruth
-from bind_core.debiasing.validation import ValidationResult, gammas, ground_truth_mode, proximal_reoptimize
+from bind_core.debiasing.validation import (
+    ValidationResult,
+    gammas,
+    ground_truth_mode,
+    proximal_reoptimize,
+    undefined_truth,
+)
 from bind_core.errors import ConfigError, NonFiniteError
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.training.fit import TrainedModel
@@ -120,24 +125,17 @@ def validate_edges(
     drift = abs(lam * (drift_g[0] - before[0]) + (1 - lam) * (drift_g[1] - before[1]))
     actual = np.asarray(act, dtype=np.float64).reshape(-1, 3)
     finite = actual[np.isfinite(actual).all(axis=1)]
-    gone = [result.edges[k].tolist() for k, a in zip(picks.tolist(), actual, strict=True) if not np.isfinite(a).all()]
+    sets = [result.edges[k].tolist() for k in picks.tolist()]
     return ValidationResult(
         protocol="edge-sample",
         mode=mode,
-        sets=[result.edges[k].tolist() for k in picks.tolist()],
+        sets=sets,
         estimated=np.asarray(est, dtype=np.float64).reshape(-1, 3),
         actual=actual,
         lam=lam,
         seconds=time.perf_counter() - start,
         noise_floor=drift,
         clear_of_noise=float(np.mean(np.abs(finite[:, 0]) > 2 * drift)) if finite.size else None,
-        undefined_truth=None
-        if not gone
-        else UndefinedTruth(
-            count=len(gone),
-            nodes=gone,
-            reason="the re-optimisation without the edge found no minimum near the given weights (it carried them "
-            "away without bound); these edges are left out of the correlations",
-        ),
+        undefined_truth=undefined_truth(sets, actual, what="edge deletion"),
         extra={"population": "affecting edges" if result.settled is None else "settled edges (the top at each end)"},
     )

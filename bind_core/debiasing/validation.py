@@ -422,15 +422,22 @@ class _Check:
 
 
 def _undefined(deletions: list[list[int]], actual: np.ndarray, train_idx: Tensor) -> UndefinedTruth | None:
-    """The deletions whose actual ΔΓ is undefined (none: ``None``)."""
-    undefined = [sets for sets, a in zip(deletions, actual, strict=True) if not np.isfinite(a).all()]
-    if not undefined:
+    """The deletions (training positions) whose actual ΔΓ is undefined, by node (none: ``None``)."""
+    return undefined_truth([train_idx[torch.tensor(p)].tolist() for p in deletions], actual)
+
+
+def undefined_truth(sets: list[list[int]], actual: np.ndarray, *, what: str = "deletion") -> UndefinedTruth | None:
+    """The checked ``sets`` (each its nodes: a node set, an edge's endpoints) whose actual ΔΓ is undefined (a row of
+    ``actual`` not finite: the re-optimisation found no minimum near the given weights), or ``None`` when every one
+    has one; ``what`` names a checked item in the reason."""
+    gone = [nodes for nodes, a in zip(sets, actual, strict=True) if not np.isfinite(a).all()]
+    if not gone:
         return None
     return UndefinedTruth(
-        count=len(undefined),
-        nodes=[train_idx[torch.tensor(p)].tolist() for p in undefined],
-        reason="the re-optimisation found no minimum near the given weights for this deletion (it carried them away "
-        "without bound); these deletions are left out of the correlations",
+        count=len(gone),
+        nodes=gone,
+        reason=f"the re-optimisation found no minimum near the given weights for this {what} (it carried them away "
+        f"without bound); these {what}s are left out of the correlations",
     )
 
 
