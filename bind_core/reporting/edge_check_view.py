@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from bind_core.codec import encode
-from bind_core.debiasing.records import UndefinedTruth
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.reporting import plots
 from bind_core.reporting.page import fmt, trusted_svg
-from bind_core.reporting.views import Skipped, Table
+from bind_core.reporting.views import Skipped, Table, without_truth
 
 __all__ = ["EdgeCheckView", "edge_check_view"]
 
@@ -28,6 +27,8 @@ class EdgeCheckView:
     rows: Table
     undefined: list[str]
     svg: Markup | None
+    without_truth: str | None = None
+    """The line for the checked edges without a ground truth, or ``None``."""
 
 
 def edge_check_view(edges: EdgeAttribution | None) -> EdgeCheckView | Skipped | None:
@@ -61,14 +62,9 @@ def edge_check_view(edges: EdgeAttribution | None) -> EdgeCheckView | Skipped | 
                 "—" if check.clear_of_noise is None else f"{100 * check.clear_of_noise:.0f}%",
             ]
         ],
-        undefined=[f"{k}: {v}" for k, v in undefined.items()]
-        + ([] if check.undefined_truth is None else [_without_truth(check.undefined_truth)]),
+        undefined=[f"{k}: {v}" for k, v in undefined.items()],
+        without_truth=without_truth(check.undefined_truth, check.count, "edges"),
         svg=trusted_svg(plots.validation_scatter(points, check.pearson, check.spearman, ident="edge-trust"))
         if points
         else None,
     )
-
-
-def _without_truth(gone: UndefinedTruth) -> str:
-    """The line for the checked edges without a ground truth."""
-    return f"no ground truth for {gone.count} checked edge(s): {gone.reason}"

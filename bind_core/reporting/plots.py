@@ -141,7 +141,9 @@ def validation_scatter(
         ax.axhline(0, color="black", linewidth=0.5)
         ax.axvline(0, color="black", linewidth=0.5)
         ax.set(xlabel="estimated ΔΓ (influence function)", ylabel="actual ΔΓ (retrained)")
-        ax.set_title(f"Pearson {_num(pearson)}, Spearman {_num(spearman)}, n={len(points)}")
+        left_out = len(points) - len(defined)
+        without = f"\n{left_out} without a ground truth, not shown" if left_out else ""
+        ax.set_title(f"Pearson {_num(pearson)}, Spearman {_num(spearman)}, n={len(defined)}{without}")
         ax.legend(frameon=False, loc="upper left")
     return _svg(fig, ident)
 

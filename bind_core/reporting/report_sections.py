@@ -10,7 +10,7 @@ from bind_core.influence.records import Stability
 from bind_core.pipeline.results import AuditResults, SuppliedModel
 from bind_core.reporting import plots
 from bind_core.reporting.page import fmt, trusted_svg
-from bind_core.reporting.views import RunView, StabilityView, SuppliedView, TrustView, VerdictView
+from bind_core.reporting.views import RunView, StabilityView, SuppliedView, TrustView, VerdictView, without_truth
 
 __all__ = ["COMPARED", "STABILITY_IDS", "run_view", "stability_view", "supplied_view", "trust_view", "verdict_view"]
 
@@ -94,7 +94,13 @@ def trust_view(validation: Validation | None) -> TrustView | None:
     rows = [[n, fmt(corr[k].pearson), fmt(corr[k].spearman)] for k, n in names if k in corr]
     points = [encode(p) for p in validation.points]
     scatter = plots.validation_scatter(points, validation.pearson, validation.spearman, ident="trust")
-    return TrustView(count=fmt(validation.count), mode=validation.mode, rows=rows, svg=trusted_svg(scatter))
+    return TrustView(
+        count=fmt(validation.count),
+        mode=validation.mode,
+        rows=rows,
+        svg=trusted_svg(scatter),
+        without_truth=without_truth(validation.undefined_truth, validation.count, "nodes"),
+    )
 
 
 def run_view(results: AuditResults) -> RunView:

@@ -14,6 +14,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bind_core.debiasing.records import UndefinedTruth
 from bind_core.pipeline.results import AuditResults
 
 __all__ = [
@@ -160,6 +161,8 @@ class TrustView:
     mode: str
     rows: Table
     svg: Markup
+    without_truth: str | None = None
+    """The line for the checked nodes without a ground truth (:func:`without_truth`), or ``None``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,3 +204,20 @@ class SuppliedView:
     grad_norm: str
     rows: Table
     differ: str | None
+
+
+def without_truth(gone: UndefinedTruth | None, checked: int, what: str) -> str | None:
+    """The line a self-check's section gives the checked items without a ground truth (``undefined_truth``: the
+    re-optimisation found no minimum near the given weights), or ``None`` when every one has one.
+
+    Args:
+        gone: the check's ``undefined_truth``.
+        checked: how many items were checked.
+        what: what an item is, plural ("nodes", "edges").
+
+    Returns:
+        The line, or ``None``.
+    """
+    if gone is None:
+        return None
+    return f"{gone.count} of the {checked} checked {what} have no ground truth: {gone.reason}."

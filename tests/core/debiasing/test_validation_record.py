@@ -58,3 +58,23 @@ def test_a_deterministic_truth_writes_its_noise_floor() -> None:
     body = encode(result.record())
     assert list(body)[-2:] == ["noise_floor", "clear_of_noise"] and body["noise_floor"] == 1e-9
     assert "undefined_truth" not in body and "noise_floor_reason" not in body
+
+
+def test_the_reports_trust_section_names_the_nodes_without_a_ground_truth() -> None:
+    from bind_core.reporting.report_sections import trust_view
+
+    actual = np.array([[NAN, NAN, NAN], [0.1, 0.2, 0.3], [0.2, 0.1, 0.3], [0.3, 0.3, 0.2]])
+    result = ValidationResult(
+        protocol="sample",
+        mode="proximal",
+        sets=[[3], [4], [5], [6]],
+        estimated=np.array([[0.0, 0.0, 0.0], [0.1, 0.2, 0.3], [0.2, 0.1, 0.3], [0.35, 0.3, 0.2]]),
+        actual=actual,
+        lam=0.5,
+        seconds=1.0,
+        undefined_truth=_undefined([[0], [1], [2], [3]], actual, torch.tensor([3, 4, 5, 6])),
+    )
+    view = trust_view(result.record())
+    assert view is not None and view.without_truth is not None
+    assert view.without_truth.startswith("1 of the 4 checked nodes have no ground truth: the re-optimisation found")
+    assert "n=3" in str(view.svg) and "1 without a ground truth, not shown" in str(view.svg)  # the points it draws
