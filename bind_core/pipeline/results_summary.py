@@ -22,10 +22,20 @@ class GapFinding:
     lower_rate: float | None = key("number in [0, 1]: the other's rate")
     difference_interval: list[float] | None = key(
         "[low, high]: the 95% interval of higher_rate − lower_rate (normal approximation over the two groups' test "
-        "nodes); null where a rate is undefined"
+        "nodes; with more than two groups widened for the pairs compared, each at 1 − 0.05/pairs (Bonferroni), "
+        "since the named pair is the widest of them); null where a rate is undefined"
     )
     excludes_zero: bool | None = key("boolean or null: difference_interval excludes 0 (the gap is not chance)")
     text: str = key("string: the finding in words")
+    pairs: int | None = key(
+        "integer: the pairs of groups the metric is the mean gap over; with more than two groups value is that mean, "
+        "and higher and lower are the pair with the widest gap (absent in results made before 2026-11-29)",
+        optional=True,
+    )
+    pair_gap: float | None = key(
+        "number in [0, 1]: higher_rate − lower_rate, the named pair's own gap (value itself with two groups)",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

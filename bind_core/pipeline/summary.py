@@ -4,7 +4,10 @@
 
 * which group gets the positive prediction (and, among the truly positive, the true-positive rate) more often, by
   how much, with the gap's bootstrap interval and whether the difference of the two rates excludes 0 (a normal
-  approximation over the two groups' test nodes, so that a gap within chance is said to be so);
+  approximation over the two groups' test nodes, so that a gap within chance is said to be so). With more than two
+  groups the metric is the mean gap over the pairs of groups: the sentence names the pair with the widest gap and
+  its own gap beside the mean, and that pair's interval is widened for the pairs compared (Bonferroni), since it was
+  picked as the widest;
 * the share of the harm the most harmful training nodes carry, their ids, and the profile's strongest rule that held
   on the held-out half;
 * what the best debiasing budget did, which budgets backfired, and whether the selection beat deleting random nodes,
@@ -15,6 +18,7 @@
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -111,7 +115,9 @@ def _gap(results: AuditResults, metric: str, labels: list[str], positive: str) -
     a, b = sorted((groups[g] for g in pair.groups), key=lambda g: -float(getattr(g, rate)))
     ra, rb = float(getattr(a, rate)), float(getattr(b, rate))
     na, nb = (a.size, b.size) if metric == "delta_sp" else (_positives(results, a.group), _positives(results, b.group))
-    diff = _difference_interval(ra, na, rb, nb)
+    rated = sum(1 for g in groups.values() if getattr(g, rate) is not None)
+    pairs = max(1, rated * (rated - 1) // 2)
+    diff = _difference_interval(ra, na, rb, nb, pairs)
     excludes = None if diff is None else diff[0] > 0
     finding = GapFinding(
         metric=metric,
@@ -124,6 +130,8 @@ def _gap(results: AuditResults, metric: str, labels: list[str], positive: str) -
         difference_interval=diff,
         excludes_zero=excludes,
         text="",
+        pairs=pairs,
+        pair_gap=ra - rb,
     )
     finding.text = _gap_text(finding, positive, na, nb)
     return finding
@@ -137,13 +145,16 @@ def _interval(results: AuditResults, metric: str) -> list[float] | None:
     return [found.low, found.high]
 
 
-def _difference_interval(ra: float, na: int, rb: float, nb: int) -> list[float] | None:
-    """The 95% normal-approximation interval of ``ra − rb``, two independent proportions over ``na`` and ``nb``."""
+def _difference_interval(ra: float, na: int, rb: float, nb: int, pairs: int = 1) -> list[float] | None:
+    """The 95% normal-approximation interval of ``ra − rb``, two independent proportions over ``na`` and ``nb``; for a
+    pair picked as the widest of ``pairs``, each pair's at ``1 − 0.05/pairs`` (Bonferroni), so that the family of
+    intervals covers all the pairs' differences 95% of the time."""
     if na < 1 or nb < 1:
         return None
     se = math.sqrt(ra * (1 - ra) / na + rb * (1 - rb) / nb)
+    z = Z95 if pairs <= 1 else NormalDist().inv_cdf(1 - 0.025 / pairs)
     d = ra - rb
-    return [d - Z95 * se, d + Z95 * se]
+    return [d - z * se, d + z * se]
 
 
 def _pct(v: float | None) -> str:
@@ -155,9 +166,15 @@ def _points(v: float | None) -> str:
 
 
 def _gap_text(f: GapFinding, positive: str, na: int, nb: int) -> str:
-    gap = f"a gap of {100 * (f.value or 0):.1f} points"
-    if f.interval is not None:
-        gap += f" (95% interval {100 * f.interval[0]:.1f} to {100 * f.interval[1]:.1f})"
+    interval = "" if f.interval is None else f" (95% interval {100 * f.interval[0]:.1f} to {100 * f.interval[1]:.1f})"
+    if f.pairs is not None and f.pairs > 1:
+        name = "ΔSP" if f.metric == "delta_sp" else "ΔEO"
+        gap = (
+            f"{_points(f.pair_gap)} points, the widest gap of the {f.pairs} pairs of groups; {name}, the mean gap over "
+            f"the pairs, is {_points(f.value)} points{interval}"
+        )
+    else:
+        gap = f"a gap of {100 * (f.value or 0):.1f} points{interval}"
     nodes = "test nodes" if f.metric == "delta_sp" else f"test nodes truly {positive}"
     chance = "clearly more than chance" if f.excludes_zero else "within what chance alone could give"
     chance += f" ({na} and {nb} {nodes})"
@@ -202,6 +219,14 @@ def _metric_values(m: MetricValues) -> dict[str, float | None]:
     return {"accuracy": m.accuracy, "delta_sp": m.delta_sp, "delta_eo": m.delta_eo, "gamma": m.gamma}
 
 
+def _most_harmful(count: int) -> str:
+    return "the most harmful training node" if count == 1 else f"the {count} most harmful training nodes"
+
+
+def _random(count: int) -> str:
+    return "1 random training node" if count == 1 else f"{count} random training nodes"
+
+
 def _debiasing(rows: list[DebiasingRow] | None) -> DebiasingFinding | None:
     if not rows:
         return None
@@ -213,7 +238,7 @@ def _debiasing(rows: list[DebiasingRow] | None) -> DebiasingFinding | None:
     check = best.against_random
     b, a = best.before, best.after
     text = (
-        f"Deleting the {best.deleted} most harmful training nodes (budget {best.budget:g}) and retraining moved "
+        f"Deleting {_most_harmful(best.deleted)} (budget {best.budget:g}) and retraining moved "
         f"ΔSP {_points(b.delta_sp)} → {_points(a.delta_sp)} points, ΔEO {_points(b.delta_eo)} → "
         f"{_points(a.delta_eo)} points, accuracy {_pct(b.accuracy)} → {_pct(a.accuracy)}."
     )
@@ -221,10 +246,10 @@ def _debiasing(rows: list[DebiasingRow] | None) -> DebiasingFinding | None:
         rule = best.chance_rule or f"whether that beats deleting random nodes was not checked; set {CHANCE_FLAG}"
         text += f" {rule[0].upper()}{rule[1:]}."
     elif check.beats_random:
-        text += f" On Γ, the bias it targets, it beats deleting {check.size} random training nodes: "
+        text += f" On Γ, the bias it targets, it beats deleting {_random(check.size)}: "
         text += f"{check.verdict.rstrip('.')}."
     else:
-        text += f" On Γ, the bias it targets, it does not beat deleting {check.size} random training nodes: "
+        text += f" On Γ, the bias it targets, it does not beat deleting {_random(check.size)}: "
         text += f"{check.verdict.rstrip('.')}."
     if backfired:
         text += f" Backfired (a bias metric rose): {'; '.join(backfired)}."

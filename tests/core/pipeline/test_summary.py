@@ -117,3 +117,45 @@ def test_the_quote_before_queueing_counts_a_default_chance_check_as_if_it_ran() 
     auto = audit_cost(AuditConfig(chance_seconds=60), size).work["debiasing"]
     given = audit_cost(AuditConfig(debias_seeds=AUTO_CHANCE_SEEDS), size).work["debiasing"]
     assert off < auto == given  # an upper bound: the rule may still decide against it
+
+
+def test_with_three_groups_the_verdict_names_the_widest_pair_beside_the_mean_gap(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    n = 300
+    region = rng.choice(["north", "south", "east"], n)
+    approved = (rng.random(n) < np.select([region == "north", region == "south"], [0.8, 0.2], 0.5)).astype(int)
+    nodes = pd.DataFrame({"uid": [f"u{i}" for i in range(n)], "region": region, "f": rng.normal(size=n)})
+    nodes["approved"] = approved
+    nodes.to_csv(tmp_path / "people.csv", index=False)
+    pairs = rng.integers(0, n, size=(900, 2))
+    pd.DataFrame({"a": nodes.uid[pairs[:, 0]].to_numpy(), "b": nodes.uid[pairs[:, 1]].to_numpy()}).to_csv(
+        tmp_path / "links.csv", index=False
+    )
+    graph = from_files(
+        tmp_path / "people.csv", tmp_path / "links.csv", label="approved", sensitive="region", node_id="uid"
+    )
+    result = run_audit(
+        graph, AuditConfig(training=TrainConfig(epochs=40), budgets=(0.05,), validation_sample=0, bootstrap=0)
+    )
+    typed = result.typed()
+    summary = typed.summary
+    assert summary is not None
+    sp = summary.bias[0]
+    rates = {g.name: g.positive_rate for g in typed.metrics.groups}
+    assert sp.pairs == 3 and sp.higher_rate == rates[sp.higher] and sp.lower_rate == rates[sp.lower]
+    assert sp.pair_gap == pytest.approx(max(rates.values()) - min(rates.values()))  # the widest pair
+    assert sp.value == typed.metrics.test.delta_sp and sp.pair_gap is not None and sp.pair_gap > sp.value  # the mean
+    assert f"{100 * sp.pair_gap:.1f} points, the widest gap of the 3 pairs" in summary.verdict
+    assert f"ΔSP, the mean gap over the pairs, is {100 * sp.value:.1f} points" in summary.verdict
+    assert sp.difference_interval is not None  # widened for the 3 pairs compared
+    a = next(g for g in typed.metrics.groups if g.name == sp.higher)
+    b = next(g for g in typed.metrics.groups if g.name == sp.lower)
+    plain = _difference_interval(sp.higher_rate, a.size, sp.lower_rate, b.size)
+    assert plain is not None and sp.difference_interval[0] < plain[0] and sp.difference_interval[1] > plain[1]
+
+
+def test_the_bonferroni_interval_by_hand() -> None:
+    low, high = _difference_interval(0.5, 100, 0.3, 100, pairs=3) or [0.0, 0.0]
+    se = np.sqrt(0.25 / 100 + 0.21 / 100)
+    z = 2.3939797998  # the standard normal's 1 − 0.025/3 quantile
+    assert low == pytest.approx(0.2 - z * se, rel=1e-8) and high == pytest.approx(0.2 + z * se, rel=1e-8)
