@@ -10,7 +10,9 @@ Rules (documented in docs/DATASETS.md, "Bringing your own graph"):
   (:data:`MISSING_TOKENS`: ``NA``, ``n/a``, ``unknown``, ``?``...) and a few cells of stray text (at most
   :data:`STRAY_SHARE` of its cells) is a numeric column: its tokens are missing values, and its stray text is
   refused, every such cell listed;
-* a sensitive column that is text stays one feature holding its group codes (as in the BIND paper);
+* a sensitive column that is text with two values stays one feature holding its group codes (as in the BIND
+  paper); with more it is one-hot encoded like any text column (whatever ``max_categories``), since one column of
+  codes would order its values (``east < north < south``) where they have no order;
 * missing values are refused (naming the rows), unless ``impute_missing``: a numeric column's missing values
   become the median of its present values, a text column's missing cells get no category (all its
   one-hot columns 0). A column with no value at all is refused either way.
@@ -120,7 +122,11 @@ def _column(
 ) -> tuple[np.ndarray, list[str]]:
     """One column's block of the feature matrix, ``[n, k]``, and its ``k`` names."""
     if sens_codes is not None and not is_numeric(series):
-        return sens_codes.astype(np.float64)[:, None], [column]
+        values = int(sens_codes.max(initial=0)) + 1
+        if values <= 2:
+            return sens_codes.astype(np.float64)[:, None], [column]
+        block, categories = _one_hot(series, column, file, max(cap, values), impute, report)
+        return block, [f"{column}={c}" for c in categories]
     if pd.api.types.is_bool_dtype(series.dtype):
         report.booleans.append(column)
         return _numbers(series, column, file, impute, report)[:, None], [column]

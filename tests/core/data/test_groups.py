@@ -207,3 +207,25 @@ def test_the_graph_still_needs_two_measurable_groups() -> None:
     sens[test[g.y[test] == 1]] = 0  # every positive test node in group 0
     with pytest.raises(GraphValidationError, match="no positive"):
         replace(g, sens=sens)
+
+
+def test_a_text_sensitive_column_with_more_than_two_values_is_one_hot_not_ordered_codes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    n = 60
+    table = pd.DataFrame(
+        {
+            "region": rng.choice(["south", "east", "north"], n),
+            "gender": rng.choice(["F", "M"], n),
+            "f": rng.normal(size=n),
+            "y": rng.integers(0, 2, n),
+        }
+    )
+    table.to_csv(tmp_path / "t.csv", index=False)
+    three = from_files(tmp_path / "t.csv", label="y", sensitive="region", features=["f", "region"], scale=False)
+    assert three.feature_names == ("f", "region=east", "region=north", "region=south")
+    codes = three.sens.numpy()
+    onehot = three.x[:, 1:].numpy()
+    assert (onehot.sum(axis=1) == 1).all() and (onehot.argmax(axis=1) == codes).all()  # the group's own column
+    two = from_files(tmp_path / "t.csv", label="y", sensitive="gender", features=["f", "gender"], scale=False)
+    assert two.feature_names == ("f", "gender")  # two values: one column of codes, as in the paper
+    assert torch.equal(two.x[:, 1], two.sens.to(two.x.dtype))
