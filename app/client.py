@@ -40,20 +40,26 @@ def crossed(results: dict[str, Any] | None, rules: list[Rule]) -> list[str]:
 
 def edges_summary(results: dict[str, Any] | None) -> dict[str, Any] | None:
     """The audit's edges in brief (``None`` when it did not ask for them): how many were attributed, the most
-    harmful edge (``"u–v (group a–group b)"`` and its ΔΓ), the cross-group edges' harm ratio (share of the harm /
-    share of the edges that change anything), and each edge budget's verdict against random edges, or why not."""
+    harmful edge (``"u–v (gender=F–gender=M)"``, its endpoints' groups by name, and its ΔΓ), the cross-group edges'
+    harm ratio (share of the harm / share of the edges that change anything), and each edge budget's verdict against
+    random edges, or why not."""
     edges = (results or {}).get("edges")
     if not edges:
         return None
     if not edges.get("computed"):
         return {"computed": False, "reason": edges.get("reason")}
     top = (edges.get("top_harmful") or [None])[0]
+    names = ((results or {}).get("graph") or {}).get("group_labels") or []
+
+    def group(code: Any) -> str:
+        return str(names[code]) if isinstance(code, int) and 0 <= code < len(names) else f"group {code}"
+
     summary: dict[str, Any] = {
         "edges": edges.get("edges"),
         "top_harmful": None
         if top is None
         else {
-            "edge": f"{top['u_id']}–{top['v_id']} (group {top['u_group']}–group {top['v_group']})",
+            "edge": f"{top['u_id']}–{top['v_id']} ({group(top['u_group'])}–{group(top['v_group'])})",
             "delta": top["delta"],
         },
         "cross_group_harm_ratio": (edges.get("cross_group") or {}).get("harm_ratio"),

@@ -48,18 +48,25 @@ def profile_lines(profile: Mapping[str, Any], *, top: int = 3) -> list[str]:
     return lines
 
 
-def _edge(row: EdgeRow) -> str:
+def _edge(row: EdgeRow, names: Sequence[str]) -> str:
+    def group(code: int) -> str:
+        return names[code] if 0 <= code < len(names) else f"group {code}"
+
     kind = "within" if row.within_group else "across"
-    return f"{row.u_id}–{row.v_id} ({kind} {row.u_group}/{row.v_group}, {_delta(row.delta)})"
+    groups = group(row.u_group) if row.within_group else f"{group(row.u_group)}/{group(row.v_group)}"
+    return f"{row.u_id}–{row.v_id} ({kind} {groups}, {_delta(row.delta)})"
 
 
-def edge_lines(section: Mapping[str, Any], rows: Sequence[EdgeRow], *, top: int = 10) -> list[str]:
+def edge_lines(
+    section: Mapping[str, Any], rows: Sequence[EdgeRow], *, top: int = 10, names: Sequence[str] = ()
+) -> list[str]:
     """The edge attribution in a few lines.
 
     Args:
         section: the results' ``edges`` section, as JSON.
         rows: every edge's row (``AuditResult.edge_rows()``), or none.
         top: how many of the most harmful and most helpful edges to list.
+        names: the groups' names by code (``graph.group_labels``), for the endpoints' groups.
 
     Returns:
         Counts, the ``top`` most harmful and helpful edges (from ``rows`` when given, else the section's own lists)
@@ -78,8 +85,8 @@ def edge_lines(section: Mapping[str, Any], rows: Sequence[EdgeRow], *, top: int 
         f"edges (ΔΓ if the edge were deleted; negative = harmful): {section['harmful']} harmful, "
         f"{section['helpful']} helpful of {section['edges']} ({section['affecting']} change anything); "
         f"{section['seconds']:.2f} s",
-        "  most harmful: " + (", ".join(_edge(r) for r in harmful) or "none"),
-        "  most helpful: " + (", ".join(_edge(r) for r in helpful) or "none"),
+        "  most harmful: " + (", ".join(_edge(r, names) for r in harmful) or "none"),
+        "  most helpful: " + (", ".join(_edge(r, names) for r in helpful) or "none"),
         f"  cross-group edges: {cross['edges']} ({_pct(cross['affecting_share'])} of those that change anything) "
         f"carry {_pct(cross['harm_share'])} of the harm",
         *_edge_debiasing_lines(section),

@@ -52,7 +52,7 @@ def summarize(results: AuditResults) -> Summary:
         The :class:`~bind_core.pipeline.results_summary.Summary`.
     """
     labels = _labels(results)
-    positive = _positive_class(results)
+    positive = positive_class(results)
     bias = [_gap(results, metric, labels, positive) for metric in ("delta_sp", "delta_eo")]
     attribution = _attribution(results)
     debiasing = _debiasing(results.debiasing)
@@ -81,7 +81,8 @@ def _labels(results: AuditResults) -> list[str]:
     return [g.name for g in sorted(results.metrics.groups, key=lambda g: g.group)]
 
 
-def _positive_class(results: AuditResults) -> str:
+def positive_class(results: AuditResults) -> str:
+    """The positive class in the user's terms: the label column and its last class, ``approved=1``."""
     graph = results.graph
     names = graph.class_names or [str(c) for c in range(graph.classes)]
     return f"{graph.label or 'y'}={names[-1]}"

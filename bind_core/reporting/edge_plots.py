@@ -16,7 +16,15 @@ import matplotlib
 
 from bind_core.reporting.plots import _RC, BEFORE, HARMFUL, HELPFUL, _figure, _svg
 
-__all__ = ["CROSS", "WITHIN", "cross_group_shares", "edge_debiasing_bars", "edge_label", "top_edges_bars"]
+__all__ = [
+    "CROSS",
+    "WITHIN",
+    "cross_group_shares",
+    "edge_debiasing_bars",
+    "edge_label",
+    "group_name",
+    "top_edges_bars",
+]
 
 WITHIN, CROSS = "#5d6d7e", "#d35400"
 SHARES = (
@@ -34,18 +42,32 @@ def titled(svg: str, alt: str) -> str:
     return f"{opening}<title>{escape(alt)}</title>{svg[head:]}"
 
 
-def edge_label(edge: Mapping[str, Any]) -> str:
-    """``u–v (group a–group b)`` of an :class:`~bind_core.pipeline.results.EdgeRow` (original ids and groups)."""
-    return f"{edge['u_id']}–{edge['v_id']} (group {edge['u_group']}–group {edge['v_group']})"
+def group_name(names: Sequence[str], code: Any) -> str:
+    """Group ``code``'s name (``region=east``), or ``group <code>`` where ``names`` has none for it."""
+    return names[code] if isinstance(code, int) and 0 <= code < len(names) else f"group {code}"
 
 
-def top_edges_bars(harmful: Sequence[Mapping[str, Any]], helpful: Sequence[Mapping[str, Any]], *, ident: str) -> str:
+def edge_label(edge: Mapping[str, Any], names: Sequence[str] = ()) -> str:
+    """``u–v (a–b)`` of an :class:`~bind_core.pipeline.results.EdgeRow`: its original ids and its endpoints' groups by
+    name (:func:`group_name`)."""
+    return f"{edge['u_id']}–{edge['v_id']} ({group_name(names, edge['u_group'])}–{group_name(names, edge['v_group'])})"
+
+
+def top_edges_bars(
+    harmful: Sequence[Mapping[str, Any]],
+    helpful: Sequence[Mapping[str, Any]],
+    *,
+    ident: str,
+    names: Sequence[str] = (),
+) -> str:
     """Horizontal bars of the top harmful (ΔΓ < 0, most negative first) and helpful edges' ΔΓ, one per edge labelled
     :func:`edge_label`, coloured within-group or cross-group.
 
     Args:
         harmful, helpful: ``edges.top_harmful`` and ``edges.top_helpful`` (rows with ``u_id``, ``v_id``,
             ``u_group``, ``v_group``, ``within_group``, ``delta``); at least one row in all.
+        ident: the SVG's id prefix.
+        names: the groups' names by code (``graph.group_labels``).
     """
     rows = [*harmful, *helpful]
     fig, (ax,) = _figure(8.0, 1.2 + 0.24 * len(rows))
@@ -53,7 +75,7 @@ def top_edges_bars(harmful: Sequence[Mapping[str, Any]], helpful: Sequence[Mappi
         ys = list(range(len(rows)))
         colours = [WITHIN if r["within_group"] else CROSS for r in rows]
         ax.barh(ys, [float(r["delta"]) for r in rows], color=colours, height=0.7)
-        ax.set_yticks(ys, [edge_label(r) for r in rows])
+        ax.set_yticks(ys, [edge_label(r, names) for r in rows])
         ax.invert_yaxis()
         ax.axvline(0.0, color="black", linewidth=0.8)
         if harmful and helpful:
@@ -64,7 +86,9 @@ def top_edges_bars(harmful: Sequence[Mapping[str, Any]], helpful: Sequence[Mappi
         ax.set_xlabel("estimated ΔΓ of deleting the edge (negative: harmful)")
         ax.set_title(f"{len(harmful)} most harmful and {len(helpful)} most helpful edges")
         ax.legend(frameon=False, loc="lower right")
-    each = (f"{edge_label(r)}, {'within' if r['within_group'] else 'across'}, {float(r['delta']):.4g}" for r in rows)
+    each = (
+        f"{edge_label(r, names)}, {'within' if r['within_group'] else 'across'}, {float(r['delta']):.4g}" for r in rows
+    )
     alt = f"Bar chart of the estimated ΔΓ of the {len(harmful)} most harmful and {len(helpful)} most helpful edges: "
     alt += "; ".join(each)
     return titled(_svg(fig, ident), alt)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup
@@ -54,12 +55,12 @@ def _share(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def _rows(edges: list[EdgeRow]) -> Table:
+def _rows(edges: list[EdgeRow], names: Sequence[str]) -> Table:
     return [
         [
             str(i + 1),
             f"{fmt(e.u_id)} – {fmt(e.v_id)}",
-            f"{fmt(e.u_group)} – {fmt(e.v_group)}",
+            f"{edge_plots.group_name(names, e.u_group)} – {edge_plots.group_name(names, e.v_group)}",
             "within" if e.within_group else "across",
             fmt(e.delta, 4),
             fmt(e.delta_sp, 4),
@@ -82,11 +83,12 @@ def _cross_row(cross: CrossGroupEdges | None) -> list[str]:
     ]
 
 
-def edges_view(edges: EdgeAttribution | None) -> EdgesView | Skipped | None:
+def edges_view(edges: EdgeAttribution | None, names: Sequence[str] = ()) -> EdgesView | Skipped | None:
     """The section "Which connections carry the bias".
 
     Args:
         edges: the audit's edge attribution (``None`` when the audit did not ask for edges).
+        names: the groups' names by code (``graph.group_labels``), for the endpoints' groups.
 
     Returns:
         The section's numbers and tables, :class:`Skipped` when the audit asked for edges but could not attribute
@@ -101,7 +103,9 @@ def edges_view(edges: EdgeAttribution | None) -> EdgesView | Skipped | None:
     harmful, helpful = list(edges.top_harmful or []), list(edges.top_helpful or [])
     top_svg = (
         trusted_svg(
-            edge_plots.top_edges_bars([encode(e) for e in harmful], [encode(e) for e in helpful], ident="edges-top")
+            edge_plots.top_edges_bars(
+                [encode(e) for e in harmful], [encode(e) for e in helpful], ident="edges-top", names=names
+            )
         )
         if harmful or helpful
         else None
@@ -112,8 +116,8 @@ def edges_view(edges: EdgeAttribution | None) -> EdgesView | Skipped | None:
         cross=[_cross_row(cross)],
         undefined=[f"{k}: {v}" for k, v in undefined.items()],
         estimator=_estimator(edges),
-        harmful=_rows(harmful),
-        helpful=_rows(helpful),
+        harmful=_rows(harmful, names),
+        helpful=_rows(helpful, names),
         top_svg=top_svg,
         shares_svg=shares_svg,
         shares_reason=shares_reason,

@@ -76,24 +76,36 @@ def _figure(width: float, height: float, cols: int = 1) -> tuple[Figure, list[An
     return fig, axes
 
 
-def probability_histograms(histograms: Mapping[str, Any], *, ident: str) -> str:
-    """Each group's share of test nodes per bin of P(y=1): all test nodes (Γ_SP) and the positives (Γ_EO).
+def probability_histograms(
+    histograms: Mapping[str, Any],
+    *,
+    ident: str,
+    names: Mapping[str, str] | None = None,
+    positive: str = "y=1",
+) -> str:
+    """Each group's share of test nodes per bin of P(positive): all test nodes (Γ_SP) and the positives (Γ_EO).
 
     Args:
         histograms: ``{"bin_edges": [B+1], "all": {group: [B counts]}, "positives": {group: [B counts]}}``.
+        ident: the SVG's id prefix.
+        names: each group's name by its code (as the histograms' keys), ``region=east``; a code without one is
+            shown as ``group <code>``.
+        positive: the positive class as the user's label and value, ``approved=1``.
     """
     edges = [float(e) for e in histograms["bin_edges"]]
+    known = names or {}
     fig, axes = _figure(9.0, 3.0, cols=2)
     with matplotlib.rc_context(_RC):
-        panels = (("all", "all test nodes (Γ_SP)"), ("positives", "positives y=1 (Γ_EO)"))
+        panels = (("all", "all test nodes (Γ_SP)"), ("positives", f"truly {positive} (Γ_EO)"))
         for ax, (key, title) in zip(axes, panels, strict=True):
             for i, (group, counts) in enumerate(sorted(histograms.get(key, {}).items(), key=_group_key)):
                 total = sum(counts)
                 shares = [c / total if total else 0.0 for c in counts]
                 colour = GROUP_COLOURS[i % len(GROUP_COLOURS)]
-                ax.stairs(shares, edges, color=colour, linewidth=1.6, label=f"group {group} (n={total})")
+                label = f"{known.get(str(group), f'group {group}')} (n={total})"
+                ax.stairs(shares, edges, color=colour, linewidth=1.6, label=label)
                 ax.stairs(shares, edges, color=colour, alpha=0.15, fill=True)
-            ax.set(title=title, xlabel="predicted P(y=1)", ylabel="share of the group", xlim=(0, 1))
+            ax.set(title=title, xlabel=f"predicted P({positive})", ylabel="share of the group", xlim=(0, 1))
             ax.legend(frameon=False)
     return _svg(fig, ident)
 

@@ -18,6 +18,7 @@ from bind_core.fairness.records import Interval as MetricInterval
 from bind_core.fairness.records import Intervals, Metrics, TestMetrics
 from bind_core.influence.records import InfluenceRow
 from bind_core.pipeline.results import AuditResults
+from bind_core.pipeline.summary import positive_class
 from bind_core.reporting import plots
 from bind_core.reporting.debiasing_view import DEBIAS_METRICS, debiasing_view
 from bind_core.reporting.edge_check_view import edge_check_view
@@ -73,13 +74,13 @@ def render_report(
         facts=_facts(typed, meta or {}),
         warnings=list(typed.warnings),
         headline=_headline(typed.metrics),
-        groups=_groups(typed.metrics),
+        groups=_groups(typed),
         influence=_influence(typed, influence_rows),
         top_harmful=_top_harmful(typed, influence_rows),
         verdict=verdict_view(typed),
         ids=typed.graph.node_id_meaning or "as in the graph",
         profile=profile_view(typed.profile),
-        edges=edges_view(typed.edges),
+        edges=edges_view(typed.edges, typed.graph.group_labels or []),
         edge_check=edge_check_view(typed.edges),
         stability=stability_view(typed.stability),
         trust=trust_view(typed.validation),
@@ -154,8 +155,9 @@ def _headline(metrics: Metrics) -> Headline:
     return Headline(nodes=fmt(test.nodes), cards=cards, how=how)
 
 
-def _groups(metrics: Metrics) -> GroupsView:
+def _groups(results: AuditResults) -> GroupsView:
     """Each group's row, the worst pairs (with more than two groups) and the probability histograms."""
+    metrics = results.metrics
     keys = ("size", "positive_rate", "tpr", "mean_probability", "accuracy")
     rows = [
         [
@@ -166,8 +168,15 @@ def _groups(metrics: Metrics) -> GroupsView:
         ]
         for g in metrics.groups
     ]
-    svg = trusted_svg(plots.probability_histograms(encode(metrics.histograms), ident="probabilities"))
     names = {g.group: g.name for g in metrics.groups}
+    svg = trusted_svg(
+        plots.probability_histograms(
+            encode(metrics.histograms),
+            ident="probabilities",
+            names={str(g): name for g, name in names.items()},
+            positive=positive_class(results),
+        )
+    )
     return GroupsView(rows=rows, worst=_worst_pairs(metrics.test, names), svg=svg)
 
 

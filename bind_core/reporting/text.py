@@ -44,7 +44,7 @@ def render(result: AuditResult, *, top: int = 10) -> str:
         if r.profile is not None:
             lines += profile_lines(encode(r.profile))
         if r.edges is not None:
-            lines += edge_lines(encode(r.edges), result.edge_rows(), top=top)
+            lines += edge_lines(encode(r.edges), result.edge_rows(), top=top, names=r.graph.group_labels or [])
         ref = r.refinement
         if ref is not None:
             lines.append(

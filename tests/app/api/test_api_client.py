@@ -108,9 +108,9 @@ def test_the_summary_has_the_edges_and_their_debiasing_verdicts(
     shown, edges = json.loads(lines[-1])["edges"], results["edges"]
     top = edges["top_harmful"][0]
     assert shown["edges"] == edges["edges"] > 0 and shown["top_harmful"]["delta"] == top["delta"] < 0
-    assert (
-        shown["top_harmful"]["edge"] == f"{top['u_id']}–{top['v_id']} (group {top['u_group']}–group {top['v_group']})"
-    )
+    names = results["graph"]["group_labels"]  # the endpoints' groups by name
+    pair = f"{names[top['u_group']]}–{names[top['v_group']]}"
+    assert shown["top_harmful"]["edge"] == f"{top['u_id']}–{top['v_id']} ({pair})"
     assert shown["cross_group_harm_ratio"] == edges["cross_group"]["harm_ratio"]
     rows = edges["debiasing"]["budgets"]
     assert shown["debiasing"] == [

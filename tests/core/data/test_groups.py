@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -135,6 +136,11 @@ def test_a_group_below_the_minimum_is_reported_but_kept_out() -> None:
     assert t["worst_pairs"]["delta_sp"]["groups"] == [0, 1]
     html = render_report(d)
     assert "Worst pair of groups" in html and f"no: {tiny} test node(s), fewer than min_group_size {tiny + 1}" in html
+    (figure,) = [svg for svg in re.findall(r"<svg.*?</svg>", html, flags=re.S) if 'id="probabilities-' in svg]
+    drawn = re.findall(r"<text[^>]*>([^<]*)</text>", figure)
+    legend = [t for t in drawn if "(n=" in t]
+    assert legend and all(t.split(" (n=")[0] in {"sens=a", "sens=b", "sens=tiny"} for t in legend)  # by name
+    assert "predicted P(y=1)" in drawn and "truly y=1 (Γ_EO)" in drawn  # the label and its positive class
 
 
 def _table_with_unmeasurable_groups(path: Path) -> Path:

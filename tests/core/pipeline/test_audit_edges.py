@@ -9,6 +9,7 @@ import csv
 import dataclasses
 import io
 import json
+import re
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -230,6 +231,8 @@ def test_the_command_line_prints_the_top_edges(capsys: pytest.CaptureFixture[str
     assert "edges (ΔΓ if the edge were deleted" in out and "cross-group edges:" in out
     line = next(x for x in out.splitlines() if x.startswith("  most harmful: ") and "–" in x)
     assert line.count("–") == 3
+    shown = re.findall(r"\((within|across) ([^,]+), ", line)  # the endpoints' groups by name, not by code
+    assert len(shown) == 3 and all(set(groups.split("/")) <= {"sens=0", "sens=1"} for _, groups in shown)
 
 
 def test_text_ids_stay_as_the_user_wrote_them(graph: Graph) -> None:

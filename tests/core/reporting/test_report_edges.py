@@ -69,9 +69,13 @@ def test_the_section_draws_the_edges(doc: dict[str, Any]) -> None:
     assert set(drawn) == {"edges-top", "edges-shares", "edges-debiasing"}
     top = drawn["edges-top"]
     texts = re.findall(r"<text[^>]*>([^<]*)</text>", top)
+    names = doc["graph"]["group_labels"]
+    assert names == ["sens=0", "sens=1"]
     for row in [*edges["top_harmful"], *edges["top_helpful"]]:
-        label = f"{row['u_id']}–{row['v_id']} (group {row['u_group']}–group {row['v_group']})"
-        assert label == edge_plots.edge_label(row) and label in texts and label in alt_text(top)
+        label = f"{row['u_id']}–{row['v_id']} ({names[row['u_group']]}–{names[row['v_group']]})"  # groups by name
+        assert label == edge_plots.edge_label(row, names) and label in texts and label in alt_text(top)
+    table = section(render_report(doc))
+    assert f"{names[edges['top_harmful'][0]['u_group']]} – {names[edges['top_harmful'][0]['v_group']]}" in table
     crossing = any(not r["within_group"] for r in [*edges["top_harmful"], *edges["top_helpful"]])
     assert (edge_plots.CROSS in top) is crossing and edge_plots.WITHIN in top
     cross = edges["cross_group"]
