@@ -169,15 +169,16 @@ def _groups(results: AuditResults) -> GroupsView:
         for g in metrics.groups
     ]
     names = {g.group: g.name for g in metrics.groups}
+    positive = positive_class(results)
     svg = trusted_svg(
         plots.probability_histograms(
             encode(metrics.histograms),
             ident="probabilities",
             names={str(g): name for g, name in names.items()},
-            positive=positive_class(results),
+            positive=positive,
         )
     )
-    return GroupsView(rows=rows, worst=_worst_pairs(metrics.test, names), svg=svg)
+    return GroupsView(rows=rows, worst=_worst_pairs(metrics.test, names), svg=svg, positive=positive)
 
 
 def _worst_pairs(test: TestMetrics, names: Mapping[int, str]) -> list[list[str]]:

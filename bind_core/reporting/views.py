@@ -96,6 +96,8 @@ class GroupsView:
     rows: Table
     worst: Table
     svg: Markup | None
+    positive: str = "y=1"
+    """The positive class in the user's terms (``approved=1``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,7 @@ from bind_core.pipeline.audit import AuditResult
 from bind_core.pipeline.chance_rule import chance_decision
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, chance_retrains
 from bind_core.pipeline.summary import _difference_interval, pearson_interval
+from bind_core.reporting.report import render_report
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +153,9 @@ def test_with_three_groups_the_verdict_names_the_widest_pair_beside_the_mean_gap
     b = next(g for g in typed.metrics.groups if g.name == sp.lower)
     plain = _difference_interval(sp.higher_rate, a.size, sp.lower_rate, b.size)
     assert plain is not None and sp.difference_interval[0] < plain[0] and sp.difference_interval[1] > plain[1]
+    html = render_report(result.to_dict())  # the report names the groups and the positive class the same way
+    assert "mean P(approved=1)" in html and "distribution of predicted P(approved=1) on the test nodes" in html
+    assert all(f"{name} (n=" in html for name in rates)
 
 
 def test_the_bonferroni_interval_by_hand() -> None:
