@@ -51,6 +51,13 @@ class EdgesView:
     debiasing_reason: str | None
 
 
+def _seconds(value: float | None) -> str:
+    """A duration for a person: ``0.00729``, ``12.35``, ``< 0.001``; never in scientific notation."""
+    if value is None:
+        return "—"
+    return "< 0.001" if value < 1e-3 else f"{value:.3g}" if value < 1 else f"{value:.2f}"
+
+
 def _share(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
@@ -112,7 +119,9 @@ def edges_view(edges: EdgeAttribution | None, names: Sequence[str] = ()) -> Edge
     )
     shares_svg, shares_reason = _shares(cross)
     return EdgesView(
-        facts=[[fmt(edges.edges), fmt(edges.affecting), fmt(edges.harmful), fmt(edges.helpful), fmt(edges.seconds, 2)]],
+        facts=[
+            [fmt(edges.edges), fmt(edges.affecting), fmt(edges.harmful), fmt(edges.helpful), _seconds(edges.seconds)]
+        ],
         cross=[_cross_row(cross)],
         undefined=[f"{k}: {v}" for k, v in undefined.items()],
         estimator=_estimator(edges),
