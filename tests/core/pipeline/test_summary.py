@@ -67,24 +67,30 @@ def test_the_difference_interval_and_the_pearson_interval_by_hand() -> None:
     assert low < 0 < high  # unrelated: the interval covers 0, so the check is no better than chance
 
 
+def _audited_table(
+    tmp_path: Path, nodes: pd.DataFrame, approved: np.ndarray, sensitive: str, *, edges: int, rng: np.random.Generator
+) -> AuditResult:
+    """A quick audit of ``nodes`` (ids in ``uid``) labelled ``approved``, with ``edges`` random links by id."""
+    nodes = nodes.assign(approved=approved)
+    nodes.to_csv(tmp_path / "people.csv", index=False)
+    pairs = rng.integers(0, len(nodes), size=(edges, 2))
+    pd.DataFrame({"a": nodes.uid[pairs[:, 0]].to_numpy(), "b": nodes.uid[pairs[:, 1]].to_numpy()}).to_csv(
+        tmp_path / "links.csv", index=False
+    )
+    graph = from_files(
+        tmp_path / "people.csv", tmp_path / "links.csv", label="approved", sensitive=sensitive, node_id="uid"
+    )
+    config = AuditConfig(training=TrainConfig(epochs=40), budgets=(0.05,), validation_sample=0, bootstrap=0)
+    return run_audit(graph, config)
+
+
 def test_text_ids_and_attribute_names_come_out_as_the_user_wrote_them(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     n = 240
     gender = rng.choice(["F", "M"], n)
     approved = (rng.random(n) < np.where(gender == "M", 0.7, 0.3)).astype(int)
     nodes = pd.DataFrame({"uid": [f"u-{i:03d}" for i in range(n)], "gender": gender, "f": rng.normal(size=n)})
-    nodes["approved"] = approved
-    nodes.to_csv(tmp_path / "people.csv", index=False)
-    pairs = rng.integers(0, n, size=(700, 2))
-    pd.DataFrame({"a": nodes.uid[pairs[:, 0]].to_numpy(), "b": nodes.uid[pairs[:, 1]].to_numpy()}).to_csv(
-        tmp_path / "links.csv", index=False
-    )
-    graph = from_files(
-        tmp_path / "people.csv", tmp_path / "links.csv", label="approved", sensitive="gender", node_id="uid"
-    )
-    result = run_audit(
-        graph, AuditConfig(training=TrainConfig(epochs=40), budgets=(0.05,), validation_sample=0, bootstrap=0)
-    )
+    result = _audited_table(tmp_path, nodes, approved, "gender", edges=700, rng=rng)
     doc = result.to_dict()
     assert doc["graph"]["sensitive"] == ["gender"] and doc["graph"]["group_labels"] == ["gender=F", "gender=M"]
     assert doc["graph"]["node_id_column"] == "uid" and doc["graph"]["label"] == "approved"
@@ -126,18 +132,7 @@ def test_with_three_groups_the_verdict_names_the_widest_pair_beside_the_mean_gap
     region = rng.choice(["north", "south", "east"], n)
     approved = (rng.random(n) < np.select([region == "north", region == "south"], [0.8, 0.2], 0.5)).astype(int)
     nodes = pd.DataFrame({"uid": [f"u{i}" for i in range(n)], "region": region, "f": rng.normal(size=n)})
-    nodes["approved"] = approved
-    nodes.to_csv(tmp_path / "people.csv", index=False)
-    pairs = rng.integers(0, n, size=(900, 2))
-    pd.DataFrame({"a": nodes.uid[pairs[:, 0]].to_numpy(), "b": nodes.uid[pairs[:, 1]].to_numpy()}).to_csv(
-        tmp_path / "links.csv", index=False
-    )
-    graph = from_files(
-        tmp_path / "people.csv", tmp_path / "links.csv", label="approved", sensitive="region", node_id="uid"
-    )
-    result = run_audit(
-        graph, AuditConfig(training=TrainConfig(epochs=40), budgets=(0.05,), validation_sample=0, bootstrap=0)
-    )
+    result = _audited_table(tmp_path, nodes, approved, "region", edges=900, rng=rng)
     typed = result.typed()
     summary = typed.summary
     assert summary is not None
