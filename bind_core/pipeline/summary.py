@@ -116,7 +116,7 @@ def _gap(results: AuditResults, metric: str, labels: list[str], positive: str) -
     a, b = sorted((groups[g] for g in pair.groups), key=lambda g: -float(getattr(g, rate)))
     ra, rb = float(getattr(a, rate)), float(getattr(b, rate))
     na, nb = (a.size, b.size) if metric == "delta_sp" else (_positives(results, a.group), _positives(results, b.group))
-    rated = sum(1 for g in groups.values() if getattr(g, rate) is not None)
+    rated = sum(1 for g in groups.values() if g.included and getattr(g, rate) is not None)  # the pairs averaged
     pairs = max(1, rated * (rated - 1) // 2)
     diff = _difference_interval(ra, na, rb, nb, pairs)
     excludes = None if diff is None else diff[0] > 0

@@ -134,6 +134,7 @@ def test_a_group_below_the_minimum_is_reported_but_kept_out() -> None:
     assert t["accuracy"] == pytest.approx(everyone["accuracy"])  # utility stays over every test node
     assert d["influence_summary"]["gamma"]["total"] == pytest.approx(hand["gamma"], abs=1e-9)
     assert t["worst_pairs"]["delta_sp"]["groups"] == [0, 1]
+    assert d["summary"]["bias"][0]["pairs"] == 1 and "pairs of groups" not in d["summary"]["verdict"]  # tiny in none
     html = render_report(d)
     assert "Worst pair of groups" in html and f"no: {tiny} test node(s), fewer than min_group_size {tiny + 1}" in html
     (figure,) = [svg for svg in re.findall(r"<svg.*?</svg>", html, flags=re.S) if 'id="probabilities-' in svg]
