@@ -22,15 +22,18 @@ import torch
 from torch import Tensor
 
 from bind_core.data.graph import Graph
+from bind_core.debiasing.proximal_truth import proximal_reoptimize
 from bind_core.debiasing.validation import (
     ValidationResult,
     gammas,
     ground_truth_mode,
-    proximal_reoptimize,
+    proximal_coordinates,
     undefined_truth,
 )
 from bind_core.errors import ConfigError, NonFiniteError
+from bind_core.influence.curvature import Coordinates
 from bind_core.influence.edges import EdgeInfluenceResult
+from bind_core.influence.functional import FunctionalModel
 from bind_core.training.fit import TrainedModel
 from bind_core.training.polish import polish
 
@@ -58,15 +61,28 @@ def actual_edge_delta(
     mode: str = "reoptimize",
     damping: float = 0.0,
     hold: Callable[[], None] | None = None,
+    coordinates: Coordinates | None = None,
+    on_anchor: FunctionalModel | None = None,
 ) -> tuple[float, float]:
     """Actual ``(ΔΓ_SP, ΔΓ_EO)`` of deleting ``edges`` and re-optimising (the estimate's sign convention):
-    ``mode`` ``"reoptimize"`` (the same objective) or ``"proximal"`` (with ``damping`` μ)."""
+    ``mode`` ``"reoptimize"`` (the same objective) or ``"proximal"`` (with ``damping`` μ, its L-BFGS in
+    ``coordinates``, the tilt read from ``on_anchor``:
+    :func:`~bind_core.debiasing.proximal_truth.proximal_reoptimize`)."""
     before = gammas(model, graph, groups)
     if mode == "proximal":
         reduced = graph.without_edges(edges)
         tick = None if hold is None else (lambda _fraction: hold())
         m = int(graph.train_idx.numel())
-        after_model = proximal_reoptimize(model, reduced, num_train=m, damping=damping, anchor=graph, progress=tick)
+        after_model = proximal_reoptimize(
+            model,
+            reduced,
+            num_train=m,
+            damping=damping,
+            anchor=graph,
+            progress=tick,
+            coordinates=coordinates,
+            on_anchor=on_anchor,
+        )
     elif mode == "reoptimize":
         after_model, reduced = reoptimize_without_edges(model, graph, edges, hold=hold)
     else:
@@ -84,6 +100,7 @@ def validate_edges(
     seed: int = 0,
     groups: list[int] | None = None,
     progress: Callable[[float], None] | None = None,
+    coordinates: Coordinates | None = None,
 ) -> ValidationResult:
     """Estimated against actual ΔΓ for ``sample`` edges drawn at random among those whose deletion changes a loss
     or a test prediction (the others are exactly 0 both ways). ``sets`` holds each edge as ``[u, v]``. The ground
@@ -92,7 +109,8 @@ def validate_edges(
     of the ranking at each end: the values the audit lists and deletes); the other edges hold first-order values,
     which rank well but whose size is not claimed (``extra["population"]`` says which).
     ``progress(fraction of the edges checked)`` is called before and after each edge and during its
-    re-optimisation; it may raise to abort."""
+    re-optimisation; it may raise to abort. ``coordinates``: those the proximal ground truth runs in (default:
+    :func:`~bind_core.debiasing.validation.proximal_coordinates`)."""
     start = time.perf_counter()
     population = result.affects if result.settled is None else result.affects & result.settled
     candidates = torch.nonzero(population).flatten()
@@ -102,6 +120,9 @@ def validate_edges(
     mode = ground_truth_mode(model, graph, result.solve.details)
     proximal = mode == "proximal"
     damping = float(result.solve.details.get("damping", 0.0)) if proximal else 0.0
+    if proximal and coordinates is None:
+        coordinates = proximal_coordinates(model, graph, result.solve, groups)
+    on_anchor = FunctionalModel.from_trained(model, graph) if proximal else None  # the tilt's model, made once
     est, act = [], []
     total = max(int(picks.numel()), 1)
     for i, k in enumerate(picks.tolist()):
@@ -110,7 +131,17 @@ def validate_edges(
         if hold is not None:
             hold()
         try:
-            d_sp, d_eo = actual_edge_delta(model, graph, edge, groups, mode=mode, damping=damping, hold=hold)
+            d_sp, d_eo = actual_edge_delta(
+                model,
+                graph,
+                edge,
+                groups,
+                mode=mode,
+                damping=damping,
+                hold=hold,
+                coordinates=coordinates,
+                on_anchor=on_anchor,
+            )
         except NonFiniteError:  # the objective has no minimum near θ̂ for this deletion: no ground truth
             d_sp = d_eo = float("nan")
         act.append([lam * d_sp + (1 - lam) * d_eo, d_sp, d_eo])
@@ -118,7 +149,10 @@ def validate_edges(
         if progress is not None:
             progress((i + 1) / total)
     if proximal:
-        again = proximal_reoptimize(model, graph, num_train=int(graph.train_idx.numel()), damping=damping, anchor=graph)
+        m = int(graph.train_idx.numel())
+        again = proximal_reoptimize(
+            model, graph, num_train=m, damping=damping, anchor=graph, coordinates=coordinates, on_anchor=on_anchor
+        )
     else:
         again, _ = reoptimize_without_edges(model, graph, torch.empty(0, 2, dtype=torch.long))
     before, drift_g = gammas(model, graph, groups), gammas(again, graph, groups)

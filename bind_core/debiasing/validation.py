@@ -30,21 +30,19 @@ import numpy as np
 import torch
 from scipy.stats import pearsonr, spearmanr
 from torch import Tensor
-from torch.func import functional_call
 
 from bind_core.data.graph import Graph
+from bind_core.debiasing.proximal_truth import proximal_reoptimize
 from bind_core.debiasing.records import Correlation, UndefinedTruth, Validation, ValidationPoint
 from bind_core.errors import ConfigError, NonFiniteError
 from bind_core.fairness.metrics import gamma_eo, gamma_sp
+from bind_core.influence.curvature import Coordinates, DampedCurvature
 from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.proximal import beyond_reach
+from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo
 from bind_core.influence.step import Stepper
-from bind_core.models.gnn import flat_parameters, node_losses, unflatten_parameters
 from bind_core.threads import check_threads, each_in_order
-from bind_core.training.compgraph import objective_inputs
 from bind_core.training.fit import ProgressCallback, TrainedModel, fine_tune, train
 from bind_core.training.polish import polish
-from bind_core.training.records import Stationarity
 from bind_core.training.stationarity import is_stationary
 
 MODES = ("reoptimize", "scratch", "fine_tune", "proximal")
@@ -69,15 +67,25 @@ def retrain_without(
     *,
     damping: float = 0.0,
     hold: Callable[[], None] | None = None,
+    coordinates: Coordinates | None = None,
+    on_anchor: FunctionalModel | None = None,
 ) -> TrainedModel:
     """The model after deleting ``nodes`` from ``graph`` and retraining by ``mode`` (see the module docstring;
-    ``damping`` is the proximal mode's ``μ``). ``hold()`` is called as the retraining advances (every objective
-    evaluation or training report) and may raise to abort it."""
+    ``damping`` is the proximal mode's ``μ``, ``coordinates`` those its L-BFGS runs in and ``on_anchor`` the model on
+    ``graph`` whose tilt it reads: :func:`~bind_core.debiasing.proximal_truth.proximal_reoptimize`). ``hold()`` is
+    called as the retraining advances (every objective evaluation or training report) and may raise to abort it."""
     reduced, _ = graph.without_nodes(torch.as_tensor(nodes, dtype=torch.long))
     tick = None if hold is None else (lambda *_: hold())
     if mode == "proximal":
         return proximal_reoptimize(
-            model, reduced, num_train=int(graph.train_idx.numel()), damping=damping, anchor=graph, progress=tick
+            model,
+            reduced,
+            num_train=int(graph.train_idx.numel()),
+            damping=damping,
+            anchor=graph,
+            progress=tick,
+            coordinates=coordinates,
+            on_anchor=on_anchor,
         )
     if mode == "reoptimize":
         clone = TrainedModel(
@@ -90,96 +98,6 @@ def retrain_without(
     if mode == "fine_tune":
         return fine_tune(model, reduced, progress=tick)
     raise ConfigError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
-
-
-def proximal_reoptimize(
-    model: TrainedModel,
-    reduced: Graph,
-    *,
-    num_train: int,
-    damping: float,
-    anchor: Graph | None,
-    tol: float = 1e-10,
-    max_iter: int = 5000,
-    progress: Callable[[float], None] | None = None,
-) -> TrainedModel:
-    """A copy of ``model`` re-optimised on ``reduced`` (``G − S``) by the proximal Bregman objective (module
-    docstring): float64 L-BFGS from the trained weights until ``max|∇| ≤ tol``. ``anchor``: the graph ``G`` the
-    model was trained on, whose Bregman tilt is added (``None``: the plain proximal objective, without it).
-    ``stationarity`` records ``converged``, ``max_abs_grad`` and ``iterations``. ``progress(fraction of
-    max_iter)`` is called at every evaluation and may raise to abort."""
-    clone = TrainedModel(copy.deepcopy(model.module).double().eval(), model.model_config, model.train_config)
-    names, shapes, theta_hat = flat_parameters(clone.module)
-    # the training nodes' computation graph where it is smaller: the same objective exactly, at its cost
-    inputs, rows = objective_inputs(clone.module, clone.prepare(reduced), reduced)
-    train = rows.train_idx.to(clone.device)
-    y = rows.y[rows.train_idx].to(clone.device)
-    wd = model.train_config.weight_decay
-    flat = theta_hat.clone().requires_grad_(True)
-    tilt = None if anchor is None else FunctionalModel.from_trained(model, anchor).tilt
-
-    def objective(f: Tensor) -> Tensor:
-        logits = functional_call(
-            clone.module, unflatten_parameters(f, names, shapes), (inputs, train), tie_weights=False
-        )
-        prox = f - theta_hat
-        value = node_losses(logits, y).sum() / num_train + 0.5 * wd * (f * f).sum()
-        value = value + 0.5 * damping * (prox * prox).sum()
-        return value if tilt is None else value + tilt(f)
-
-    iterations = _proximal_lbfgs(flat, objective, tol=tol, max_iter=max_iter, progress=progress, anchor=theta_hat)
-    (g,) = torch.autograd.grad(objective(flat), flat)
-    with torch.no_grad():
-        for name, value in unflatten_parameters(flat.detach(), names, shapes).items():
-            dict(clone.module.named_parameters())[name].copy_(value)
-    clone.stationarity = Stationarity(
-        converged=float(g.abs().max()) <= tol,
-        max_abs_grad=float(g.abs().max()),
-        iterations=iterations,
-        extra={"damping": damping},
-    )
-    return clone
-
-
-def _proximal_lbfgs(
-    flat: Tensor,
-    objective: Callable[[Tensor], Tensor],
-    *,
-    tol: float,
-    max_iter: int,
-    progress: Callable[[float], None] | None,
-    anchor: Tensor | None = None,
-) -> int:
-    """Float64 L-BFGS on ``objective`` from ``flat`` (in place) until ``max|∇| ≤ tol`` or ``max_iter`` iterations;
-    the iterations taken. ``progress(fraction of max_iter)`` is called at every evaluation and may raise. With
-    ``anchor`` (``θ̂``) it raises :class:`NonFiniteError` once the weights are beyond reach of it
-    (:func:`~bind_core.influence.proximal.beyond_reach`, NaN included): no minimum near ``θ̂``."""
-    optimizer = torch.optim.LBFGS(
-        [flat],
-        lr=1.0,
-        max_iter=max_iter,
-        max_eval=int(max_iter * 1.5),
-        tolerance_grad=tol,
-        tolerance_change=1e-18,
-        history_size=50,
-        line_search_fn="strong_wolfe",
-    )
-    evaluations = 0
-
-    def closure() -> Tensor:
-        nonlocal evaluations
-        evaluations += 1
-        if progress is not None:
-            progress(min(1.0, evaluations / max_iter))
-        optimizer.zero_grad(set_to_none=True)
-        if anchor is not None and (far := beyond_reach(flat, anchor)) is not None:
-            raise NonFiniteError(f"{far}: the objective has no minimum near them")
-        value = objective(flat)
-        value.backward()  # type: ignore[no-untyped-call]
-        return value
-
-    optimizer.step(closure)  # type: ignore[no-untyped-call]
-    return int(optimizer.state[flat].get("n_iter", 0))
 
 
 def actual_delta(
@@ -286,6 +204,7 @@ def validate(
     groups: list[int] | None = None,
     damping: float | None = None,
     threads: int = 1,
+    coordinates: Coordinates | None = None,
 ) -> ValidationResult:
     """Compare the estimate with actual retraining.
 
@@ -305,6 +224,10 @@ def validate(
             ``proximal``: each works on its own copy of the model, so the values are those of one thread; retraining
             from scratch or fine-tuning draws from torch's global generator and stays on one thread).
             :func:`~bind_core.threads.each_in_order`; progress then advances per deletion.
+        coordinates: those the proximal ground truth's L-BFGS runs in
+            (:func:`~bind_core.debiasing.proximal_truth.proximal_reoptimize`: the same minimum, in a few evaluations);
+            default: the estimate's damped curvature's, formed again here for a dense step estimate, else the
+            weights' own.
     """
     check_threads(threads)
     start = time.perf_counter()
@@ -313,12 +236,17 @@ def validate(
     mode = ground_truth_mode(model, graph, influence.solve.details) if mode is None else mode
     damping = float(influence.solve.details.get("damping", 0.0)) if damping is None else damping
     stepper = _set_stepper(model, graph, influence, groups, progress) if protocol == "sets" else None
-    check = _Check(model, graph, influence.lam, mode, damping, groups, gammas(model, graph, groups), stepper)
+    if mode == "proximal" and coordinates is None:
+        found = None if stepper is None else stepper.curvature.coordinates()
+        coordinates = found or proximal_coordinates(model, graph, influence.solve, groups)
+    before = gammas(model, graph, groups)
+    check = _Check(model, graph, influence.lam, mode, damping, groups, before, stepper, coordinates)
     est_all = torch.stack([influence.delta, influence.delta_sp, influence.delta_eo], dim=1).double()
-    act = _actuals(check, deletions, progress, threads if mode in ("reoptimize", "proximal") else 1)
+    on_anchor = FunctionalModel.from_trained(model, graph) if mode == "proximal" else None  # its tilt, made once
+    act = _actuals(check, deletions, progress, threads if mode in ("reoptimize", "proximal") else 1, on_anchor)
     est = [check.estimated(pos, est_all) for pos in deletions]
     actual = np.asarray(act, dtype=np.float64).reshape(-1, 3)
-    noise = _noise(model, graph, mode, damping, check.before, influence.lam, groups, actual[:, 0])
+    noise = _noise(check, actual[:, 0], on_anchor)
     return ValidationResult(
         protocol=protocol,
         mode=mode,
@@ -335,10 +263,15 @@ def validate(
 
 
 def _actuals(
-    check: _Check, deletions: list[list[int]], progress: ProgressCallback | None, threads: int
+    check: _Check,
+    deletions: list[list[int]],
+    progress: ProgressCallback | None,
+    threads: int,
+    on_anchor: FunctionalModel | None = None,
 ) -> list[list[float]]:
     """Each deletion's actual ``[ΔΓ, ΔΓ_SP, ΔΓ_EO]`` (:meth:`_Check.actual`), in order; on one thread progress
-    advances inside each re-optimisation too, on several only between them (the callback runs on this thread)."""
+    advances inside each re-optimisation too, on several only between them (the callback runs on this thread).
+    ``on_anchor``: the model on the graph whose tilt a proximal truth reads; each thread gets its own fork."""
     count = len(deletions)
     act: list[list[float]] = [[] for _ in deletions]
 
@@ -347,11 +280,12 @@ def _actuals(
         if progress is not None:
             progress("validation", (i + 1) / count)
 
-    def actual(_: None, i: int) -> list[float]:
+    def actual(anchored: FunctionalModel | None, i: int) -> list[float]:
         hold = None if progress is None or threads > 1 else (lambda: progress("validation", i / count))
-        return check.actual(deletions[i], hold)
+        return check.actual(deletions[i], hold, anchored)
 
-    each_in_order(list(range(count)), actual, put, [None] * threads)
+    states = [on_anchor, *(None if on_anchor is None else on_anchor.fork() for _ in range(threads - 1))]
+    each_in_order(list(range(count)), actual, put, states)
     return act
 
 
@@ -384,6 +318,22 @@ def _set_stepper(
     )
 
 
+def proximal_coordinates(
+    model: TrainedModel, graph: Graph, solve: SolveInfo, groups: list[int] | None = None
+) -> Coordinates | None:
+    """The coordinates a proximal ground truth runs in by default
+    (:func:`~bind_core.debiasing.proximal_truth.proximal_reoptimize`): those of the estimate's dense damped
+    curvature, formed again at ``model``'s weights with the estimate's damping rule (``solve``: the estimate's);
+    ``None`` (the weights' own) for a linear estimate, a Lanczos operator or a model beyond the dense curvature."""
+    details = solve.details
+    if details.get("method") != "step" or solve.solver == "lanczos" or "damping_rule" not in details:
+        return None
+    fm = FunctionalModel.from_trained(model, graph, groups)
+    if fm.num_parameters > EXACT_MAX_PARAMETERS:
+        return None
+    return DampedCurvature.build(fm, rule=float(details["damping_rule"])).coordinates()
+
+
 @dataclass
 class _Check:
     """What :func:`validate` compares each deletion with: the ground truth's ``mode`` and ``damping``, Γ's weighting
@@ -397,14 +347,27 @@ class _Check:
     groups: list[int] | None
     before: tuple[float, float]
     stepper: Stepper | None
+    coordinates: Coordinates | None = None
+    """Those the proximal ground truth runs in (:func:`validate`)."""
 
-    def actual(self, pos: list[int], hold: Callable[[], None] | None) -> list[float]:
+    def actual(
+        self, pos: list[int], hold: Callable[[], None] | None, on_anchor: FunctionalModel | None = None
+    ) -> list[float]:
         """Actual ``[ΔΓ, ΔΓ_SP, ΔΓ_EO]`` of deleting the training positions ``pos`` (NaN where the re-optimisation
         leaves every finite value: the objective has no minimum near θ̂ for this deletion, so no ground truth)."""
         nodes = self.graph.train_idx[torch.tensor(pos)]
         reduced, _ = self.graph.without_nodes(nodes)
         try:
-            retrained = retrain_without(self.model, self.graph, nodes, self.mode, damping=self.damping, hold=hold)
+            retrained = retrain_without(
+                self.model,
+                self.graph,
+                nodes,
+                self.mode,
+                damping=self.damping,
+                hold=hold,
+                coordinates=self.coordinates,
+                on_anchor=on_anchor,
+            )
             after = gammas(retrained, reduced, self.groups)
         except NonFiniteError:
             after = (float("nan"), float("nan"))
@@ -451,24 +414,18 @@ class _NoiseFloor:
     reason: str | None = None
 
 
-def _noise(
-    model: TrainedModel,
-    graph: Graph,
-    mode: str,
-    damping: float,
-    before: tuple[float, float],
-    lam: float,
-    groups: list[int] | None,
-    actual: np.ndarray,
-) -> _NoiseFloor:
+def _noise(check: _Check, actual: np.ndarray, on_anchor: FunctionalModel | None = None) -> _NoiseFloor:
     """The ground truth's own resolution: the change of Γ when the same re-optimisation runs with nothing deleted
     (the drift left by the audited weights' stationarity tolerance), and the share of checked deletions whose
     actual |ΔΓ| exceeds twice it. Deterministic ground truths only; retraining from scratch or fine-tuning moves
     Γ by its own path (its noise is the seeds' spread, :mod:`bind_core.debiasing.chance`)."""
+    model, graph, mode, before, lam = check.model, check.graph, check.mode, check.before, check.lam
     if mode not in ("reoptimize", "proximal"):
         return _NoiseFloor(reason=f"{mode} retraining has no deterministic drift")
-    again = retrain_without(model, graph, [], mode, damping=damping)
-    sp, eo = gammas(again, graph, groups)
+    again = retrain_without(
+        model, graph, [], mode, damping=check.damping, coordinates=check.coordinates, on_anchor=on_anchor
+    )
+    sp, eo = gammas(again, graph, check.groups)
     drift = abs(lam * (sp - before[0]) + (1 - lam) * (eo - before[1]))
     finite = actual[np.isfinite(actual)]
     clear = float(np.mean(np.abs(finite) > 2 * drift)) if finite.size else None

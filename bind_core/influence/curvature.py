@@ -53,6 +53,27 @@ def choose_operator(operator: str, num_parameters: int) -> str:
     return operator
 
 
+@dataclass(frozen=True)
+class Coordinates:
+    """Coordinates in which the damped curvature is the identity: ``θ = θ̂ + V·(s ⊙ u)`` with ``V`` its eigenvectors
+    and ``s = (|λ| + μ)^{-1/2}`` (``μ^{-1/2}`` on the dropped directions), so that ``V·diag(s²)·Vᵀ = (B″ + μI)⁻¹``.
+    An optimiser run in ``u`` takes Newton-sized steps from the first; it reaches the same minimum as in ``θ``, since
+    the change of variables is invertible (:mod:`bind_core.debiasing.proximal_truth`)."""
+
+    basis: Tensor
+    """``[p, p]``: ``V``."""
+    scale: Tensor
+    """``[p]``: ``s``."""
+
+    def weights(self, anchor: Tensor, u: Tensor) -> Tensor:
+        """``θ̂ + V·(s ⊙ u)``, ``anchor`` being ``θ̂``."""
+        return anchor + self.basis @ (self.scale * u)
+
+    def gradient(self, grad: Tensor) -> Tensor:
+        """The gradient in ``u`` of a function whose gradient in ``θ`` is ``grad``: ``s ⊙ (Vᵀ·grad)``."""
+        return self.scale * (self.basis.T @ grad)
+
+
 @dataclass
 class DampedCurvature:
     """``(B″ + μI)⁻¹`` at ``θ̂``: from the eigendecomposition (``evecs``, ``inv``) or a Lanczos operator
@@ -145,6 +166,13 @@ class DampedCurvature:
             "formed": formed,
         }
         return cls(mu, SolveInfo("exact", seconds=time.perf_counter() - t0, details=details), evecs=evecs, inv=inv)
+
+    def coordinates(self) -> Coordinates | None:
+        """The :class:`Coordinates` of the dense curvature (``None`` for the Lanczos operator)."""
+        if self.evecs is None or self.inv is None:
+            return None
+        inv = torch.where(self.inv > 0, self.inv, torch.full_like(self.inv, 1.0 / self.mu))
+        return Coordinates(basis=self.evecs, scale=inv.sqrt())
 
     def apply(self, vec: Tensor) -> Tensor:
         """``(B″ + μI)⁻¹·vec`` (``vec``: ``[p]`` or ``[p, k]``), flat symmetry directions left out; with the Lanczos

@@ -16,6 +16,7 @@ from bind_core.data.labels import user_ids
 from bind_core.debiasing.records import DebiasingRow, Validation
 from bind_core.explain.records import NodeProfile
 from bind_core.fairness.records import Metrics
+from bind_core.influence.curvature import Coordinates
 from bind_core.influence.distributed import ChunkRunner
 from bind_core.influence.edge_records import EdgeRow
 from bind_core.influence.edge_rows import edge_rows, iter_edge_rows
@@ -453,6 +454,7 @@ class _AfterInfluence:
                     self.groups,
                     progress=lambda st, f: tick(st, share * f),
                     threads=self.deletion_threads,
+                    coordinates=self._coordinates(),
                 ),
             )
         if not (config.edges and r.edges is not None):
@@ -470,10 +472,17 @@ class _AfterInfluence:
                 edge_check,
                 self.groups,
                 progress=lambda st, f: tick(st, share + (1 - share) * f),
+                coordinates=self._coordinates(),
             ),
             report_start=False,
         )
         self.stages.timings["validation"] += nodes_seconds  # the stage's time: the nodes' check and the edges'
+
+    def _coordinates(self) -> Coordinates | None:
+        """The coordinates of the influence estimate's damped curvature, for the proximal ground truths (``None``
+        without a step estimate, or for its Lanczos operator)."""
+        stepper = self.found.stepper
+        return None if stepper is None else stepper.curvature.coordinates()
 
     def stability(self) -> None:
         r, config = self.result, self.result.config

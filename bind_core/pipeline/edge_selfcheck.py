@@ -13,6 +13,7 @@ from bind_core.data.graph import Graph
 from bind_core.data.labels import user_ids
 from bind_core.debiasing.edge_records import EdgeValidation, EdgeValidationPoint
 from bind_core.debiasing.edge_validation import validate_edges
+from bind_core.influence.curvature import Coordinates
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.pipeline.config import AuditConfig
 from bind_core.pipeline.stages import Tick, planned_stages
@@ -60,12 +61,14 @@ def edge_validation_stage(
     groups: list[int] | None,
     *,
     progress: Tick,
+    coordinates: Coordinates | None = None,
 ) -> EdgeValidation:
     """Check ``edge_validation_sample`` edge estimates (drawn among the edges whose deletion changes something; for
     the damped estimate, among its settled edges) against deleting the edge and re-optimising; progress (and
     cancellation) under the stage name ``validation``, between edges and during each re-optimisation. Pearson,
     Spearman and the slope are null with the reason in ``undefined`` when the sample cannot define them (fewer than
-    3 edges, constant values), never 0."""
+    3 edges, constant values), never 0. ``coordinates``: those a proximal ground truth runs in (the estimate's
+    curvature's, given by the audit that formed it)."""
     checked = validate_edges(
         model,
         graph,
@@ -74,6 +77,7 @@ def edge_validation_stage(
         seed=EDGE_VALIDATION_SEED,
         groups=groups,
         progress=lambda fraction: progress("validation", fraction),
+        coordinates=coordinates,
     )
     doc = checked.record()
     defined = np.isfinite(checked.actual).all(axis=1)  # edges without a ground truth are left out (undefined_truth)

@@ -32,6 +32,7 @@ from bind_core.fairness.breakdown import group_breakdown, probability_histograms
 from bind_core.fairness.metrics import worst_pairs
 from bind_core.fairness.records import Intervals, Metrics, TestMetrics
 from bind_core.influence.arguments import InfluenceArguments
+from bind_core.influence.curvature import Coordinates
 from bind_core.influence.deep_edges import estimate_edges_deep
 from bind_core.influence.distributed import ChunkRunner
 from bind_core.influence.distributed.plan import InfluencePlan
@@ -468,9 +469,11 @@ def validation_stage(
     *,
     progress: Tick,
     threads: int = 1,
+    coordinates: Coordinates | None = None,
 ) -> Validation:
     """Check a sample of the estimates against re-optimisation without the node (the result's ``validation``), the
-    re-optimisations on ``threads`` threads."""
+    re-optimisations on ``threads`` threads (a proximal one in ``coordinates``: the estimate's curvature's, given by
+    the audit that formed it)."""
     checked = validate(
         model,
         graph,
@@ -480,6 +483,7 @@ def validation_stage(
         progress=progress,
         groups=groups,
         threads=threads,
+        coordinates=coordinates,
     )
     return checked.record()
 

@@ -9,7 +9,8 @@ import torch
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.data.sparse import Adjacency
-from bind_core.debiasing.validation import proximal_reoptimize, validate
+from bind_core.debiasing.proximal_truth import proximal_reoptimize
+from bind_core.debiasing.validation import validate
 from bind_core.influence import estimate
 from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.curvature import damping_for
