@@ -100,10 +100,11 @@ def per_node(model: TrainedModel, graph: Graph, sample: int) -> dict[str, Any]:
     before = gammas(model, graph)
     act: list[float] = []
     start = time.perf_counter()
+    coordinates = stepper.curvature.coordinates()  # the audit's truth: L-BFGS in the curvature's coordinates
     for pos in picks:
         node = graph.train_idx[pos : pos + 1]
         try:
-            again = retrain_without(model, graph, node, "proximal", damping=stepper.mu)
+            again = retrain_without(model, graph, node, "proximal", damping=stepper.mu, coordinates=coordinates)
             sp, eo = gammas(again, graph.without_nodes(node)[0])
             act.append(0.5 * (sp - before[0]) + 0.5 * (eo - before[1]))
         except NonFiniteError:

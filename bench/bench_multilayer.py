@@ -143,6 +143,7 @@ def sampled_only(model: TrainedModel, graph: Graph, seed: int, args: Any) -> dic
         "solve": stepper.solve.details,  # the spectrum (λ_max, eigenvalues below the weight decay, flat ones)
     }
     before = gammas(model, graph)
+    coordinates = stepper.curvature.coordinates()  # the proximal truth's, as the audit's self-check runs it
     for mode, picks in draws.items():
         if not picks:
             row[mode] = {"pearson": None, "spearman": None, "slope": None, "seconds": 0.0}
@@ -151,7 +152,7 @@ def sampled_only(model: TrainedModel, graph: Graph, seed: int, args: Any) -> dic
         act = []
         for pos in picks:
             node = graph.train_idx[pos : pos + 1]
-            again = retrain_without(model, graph, node, mode, damping=stepper.mu)
+            again = retrain_without(model, graph, node, mode, damping=stepper.mu, coordinates=coordinates)
             sp, eo = gammas(again, graph.without_nodes(node)[0])
             act.append(lam * (sp - before[0]) + (1 - lam) * (eo - before[1]))
         est = np.asarray([estimates[p] for p in picks])
