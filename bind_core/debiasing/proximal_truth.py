@@ -8,8 +8,9 @@ by float64 L-BFGS from the given weights ``θ̂``, in one of two sets of coordin
 * the weights themselves, or
 * the damped curvature's :class:`~bind_core.influence.curvature.Coordinates` (``θ = θ̂ + V·(s ⊙ u)``), where the
   objective's curvature near ``θ̂`` is close to the identity. There L-BFGS takes Newton-sized steps from the first:
-  on Recidivism's two-layer GCN a deletion's truth took 3–10 evaluations instead of 67–5157, and reached the
-  tolerance, which in the weights' coordinates it did not (it stopped at gradients of 7·10⁻¹⁰ to 10⁻⁸).
+  on Recidivism's two-layer GCN a deletion's truth took 3–8 evaluations instead of 78–5108, and reached the
+  tolerance, which in the weights' coordinates it did not (it stopped at gradients of 3.5·10⁻¹⁰ to 1.1·10⁻⁸;
+  ``bench/bench_truth.py``, docs/SCALE.md).
 
 The change of variables is invertible, so both seek the same minimum; the stop is the same test, the largest entry of
 the gradient in ``θ``. The coordinates only choose the path. L-BFGS is restarted from its best point, with a fresh
