@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+from torch import Tensor
 
 from bind_core.data.graph import Graph
 from bind_core.data.groups import exclusion_reasons
@@ -12,9 +15,11 @@ from bind_core.training.fit import TrainedModel
 
 
 def probability_histograms(model: TrainedModel, graph: Graph, bins: int = 20) -> Histograms:
-    """Each group's histogram of P(y=1) over the test nodes (all, and those with y=1): the picture behind PDD."""
+    """Each group's histogram of P(y=1) over the test nodes (all, and those with y=1): the picture behind PDD. With
+    more than two classes, of the last class's probability (all, and those of the last class)."""
     test = graph.test_idx
-    score = model.predict_proba(graph, test).double()[:, -1]
+    proba = model.predict_proba(graph, test).double()
+    score, last = proba[:, -1], int(proba.shape[1]) - 1
     y, s = graph.y[test], graph.sens[test]
     edges = torch.linspace(0, 1, bins + 1, dtype=torch.float64)
 
@@ -24,7 +29,7 @@ def probability_histograms(model: TrainedModel, graph: Graph, bins: int = 20) ->
     return Histograms(
         bin_edges=edges.tolist(),
         all={str(g): hist(s == g) for g in range(graph.num_groups)},
-        positives={str(g): hist((s == g) & (y == 1)) for g in range(graph.num_groups)},
+        positives={str(g): hist((s == g) & (y == last)) for g in range(graph.num_groups)},
     )
 
 
@@ -36,10 +41,11 @@ def group_breakdown(model: TrainedModel, graph: Graph, min_group_size: int = 0) 
     test = graph.test_idx
     proba = model.predict_proba(graph, test).double()
     pred, y, s = proba.argmax(1), graph.y[test], graph.sens[test]
+    last = int(proba.shape[1]) - 1  # the positive class of a binary label; the last class of more
     rows = []
     for grp in range(graph.num_groups):
         mask = s == grp
-        pos = mask & (y == 1)
+        pos = mask & (y == last)
         rows.append(
             GroupMetrics(
                 group=grp,
@@ -47,10 +53,20 @@ def group_breakdown(model: TrainedModel, graph: Graph, min_group_size: int = 0) 
                 size=int(mask.sum()),
                 included=grp not in excluded,
                 excluded_reason=excluded.get(grp),
-                positive_rate=float((pred[mask] == 1).double().mean()) if mask.any() else None,
-                tpr=float((pred[pos] == 1).double().mean()) if pos.any() else None,
+                positive_rate=float((pred[mask] == last).double().mean()) if mask.any() else None,
+                tpr=float((pred[pos] == last).double().mean()) if pos.any() else None,
                 mean_probability=float(proba[mask, -1].mean()) if mask.any() else None,
                 accuracy=float((pred[mask] == y[mask]).double().mean()) if mask.any() else None,
+                **(_per_class(pred[mask], y[mask], last + 1) if last > 1 and mask.any() else {}),
             )
         )
     return rows
+
+
+def _per_class(pred: Tensor, y: Tensor, classes: int) -> dict[str, Any]:
+    """A group's ``class_rates``, ``class_counts`` and ``class_tprs`` (more than two classes) from its test nodes'
+    predictions and labels."""
+    rates = [float((pred == c).double().mean()) for c in range(classes)]
+    counts = [int((y == c).sum()) for c in range(classes)]
+    tprs = [float((pred[y == c] == c).double().mean()) if counts[c] else None for c in range(classes)]
+    return {"class_rates": rates, "class_counts": counts, "class_tprs": tprs}

@@ -68,10 +68,28 @@ class GroupMetrics:
     size: int = key("integer: its test nodes")
     included: bool = key("boolean: whether the fairness metrics include it (min_group_size)")
     excluded_reason: str | None = key("string or null: why it is left out of the metrics")
-    positive_rate: float | None = key("number in [0, 1] or null (no test node): predicted positive rate")
-    tpr: float | None = key("number in [0, 1] or null (no positive test node): true positive rate")
+    positive_rate: float | None = key(
+        "number in [0, 1] or null (no test node): predicted positive rate (more than two classes: of the last class)"
+    )
+    tpr: float | None = key(
+        "number in [0, 1] or null (no positive test node): true positive rate (more than two classes: of the last "
+        "class)"
+    )
     mean_probability: float | None = key("number in [0, 1] or null: mean predicted probability of the last class")
     accuracy: float | None = key("number in [0, 1] or null: accuracy on its test nodes")
+    class_rates: list[float] | None = key(
+        "more than two classes only, numbers in [0, 1]: the share of its test nodes predicted each class, in class "
+        "order (what ΔSP compares between groups, class by class)",
+        optional=True,
+    )
+    class_counts: list[int] | None = key(
+        "more than two classes only, integers: its test nodes of each class, in class order", optional=True
+    )
+    class_tprs: list[float | None] | None = key(
+        "more than two classes only: for each class c, the share of its test nodes of class c predicted c (what ΔEO "
+        "compares), null for a class it has no test node of",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

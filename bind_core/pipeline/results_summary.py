@@ -22,8 +22,9 @@ class GapFinding:
     lower_rate: float | None = key("number in [0, 1]: the other's rate")
     difference_interval: list[float] | None = key(
         "[low, high]: the 95% interval of higher_rate − lower_rate (normal approximation over the two groups' test "
-        "nodes; with more than two groups widened for the pairs compared, each at 1 − 0.05/pairs (Bonferroni), "
-        "since the named pair is the widest of them); null where a rate is undefined"
+        "nodes; widened for the comparisons the named pair was picked from as the widest, pairs of groups times "
+        "classes with more than two classes, each at 1 − 0.05/comparisons (Bonferroni)); null where a rate is "
+        "undefined"
     )
     excludes_zero: bool | None = key("boolean or null: difference_interval excludes 0 (the gap is not chance)")
     text: str = key("string: the finding in words")
@@ -33,7 +34,13 @@ class GapFinding:
         optional=True,
     )
     pair_gap: float | None = key(
-        "number in [0, 1]: higher_rate − lower_rate, the named pair's own gap (value itself with two groups)",
+        "number in [0, 1]: higher_rate − lower_rate, the named pair's own gap (value itself with two groups and two "
+        "classes)",
+        optional=True,
+    )
+    label_class: str | None = key(
+        "string, more than two classes only: the class (label=value) whose rates higher_rate and lower_rate are, the "
+        "class with the widest gap; value is then the mean over the classes",
         optional=True,
     )
 

@@ -17,11 +17,14 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 
+from bind_core.fairness.records import GroupMetrics
 from bind_core.pipeline.results import AuditResults, DebiasingRow, MetricValues, Validation
 from bind_core.pipeline.results_summary import (
     AttributionFinding,
@@ -57,7 +60,7 @@ def summarize(results: AuditResults) -> Summary:
     attribution = _attribution(results)
     debiasing = _debiasing(results.debiasing)
     trust = _trust(results.validation)
-    verdict = _verdict(bias[0], positive)
+    verdict = _verdict(bias[0], bias[0].label_class or positive)
     lines = [verdict, *(b.text for b in bias[1:])]
     lines += [f.text for f in (attribution, debiasing) if f is not None]
     lines.append(trust.text)
@@ -92,13 +95,27 @@ def _positives(results: AuditResults, group: int) -> int:
     return int(sum(results.metrics.histograms.positives.get(str(group), [])))
 
 
+@dataclass(frozen=True)
+class _Compared:
+    """The two groups a gap finding names (``a`` the higher rate), their rates and node counts, and what the pair
+    was picked from: ``pairs`` of groups times ``classes`` (more than two classes: ``label_class`` is the class)."""
+
+    a: GroupMetrics
+    b: GroupMetrics
+    ra: float
+    rb: float
+    na: int
+    nb: int
+    pairs: int
+    classes: int = 1
+    label_class: str | None = None
+
+
 def _gap(results: AuditResults, metric: str, labels: list[str], positive: str) -> GapFinding:
-    rate = "positive_rate" if metric == "delta_sp" else "tpr"
     value = getattr(results.metrics.test, metric)
     interval = _interval(results, metric)
-    pair = results.metrics.test.worst_pairs.get(metric)
-    groups = {g.group: g for g in results.metrics.groups}
-    if value is None or pair is None or any(getattr(groups[g], rate) is None for g in pair.groups):
+    found = _compared(results, metric) if value is not None else None
+    if found is None:
         why = (results.metrics.test.undefined or {}).get(metric, "no pair of groups defines it")
         name = "ΔSP" if metric == "delta_sp" else "ΔEO"
         return GapFinding(
@@ -113,29 +130,69 @@ def _gap(results: AuditResults, metric: str, labels: list[str], positive: str) -
             excludes_zero=None,
             text=f"{name} is undefined: {why}.",
         )
-    a, b = sorted((groups[g] for g in pair.groups), key=lambda g: -float(getattr(g, rate)))
-    ra, rb = float(getattr(a, rate)), float(getattr(b, rate))
-    na, nb = (a.size, b.size) if metric == "delta_sp" else (_positives(results, a.group), _positives(results, b.group))
-    rated = sum(1 for g in groups.values() if g.included and getattr(g, rate) is not None)  # the pairs averaged
-    pairs = max(1, rated * (rated - 1) // 2)
-    diff = _difference_interval(ra, na, rb, nb, pairs)
-    excludes = None if diff is None else diff[0] > 0
+    diff = _difference_interval(found.ra, found.na, found.rb, found.nb, found.pairs * found.classes)
     finding = GapFinding(
         metric=metric,
         value=value,
         interval=interval,
-        higher=labels[a.group],
-        lower=labels[b.group],
-        higher_rate=ra,
-        lower_rate=rb,
+        higher=labels[found.a.group],
+        lower=labels[found.b.group],
+        higher_rate=found.ra,
+        lower_rate=found.rb,
         difference_interval=diff,
-        excludes_zero=excludes,
+        excludes_zero=None if diff is None else diff[0] > 0,
         text="",
-        pairs=pairs,
-        pair_gap=ra - rb,
+        pairs=found.pairs,
+        pair_gap=found.ra - found.rb,
+        label_class=found.label_class,
     )
-    finding.text = _gap_text(finding, positive, na, nb)
+    finding.text = _gap_text(finding, found.label_class or positive, found.na, found.nb, found.classes)
     return finding
+
+
+def _compared(results: AuditResults, metric: str) -> _Compared | None:
+    """The pair of groups (and, with more than two classes, the class) a gap finding quotes: the metric's worst pair
+    with the positive class's rates; with more than two classes the pair and class of the widest gap in the classes'
+    own rates (``class_rates``, ``class_tprs``), since the metric is then their mean. ``None`` where no pair has both
+    rates."""
+    groups = {g.group: g for g in results.metrics.groups}
+    included = [g for g in groups.values() if g.included]
+    names = results.graph.class_names or []
+    per_class = "class_rates" if metric == "delta_sp" else "class_tprs"
+    if len(names) > 2 and included and all(getattr(g, per_class) is not None for g in included):
+        return _widest_class(results, metric, included, per_class, names)
+    rate = "positive_rate" if metric == "delta_sp" else "tpr"
+    pair = results.metrics.test.worst_pairs.get(metric)
+    if pair is None or any(getattr(groups[g], rate) is None for g in pair.groups):
+        return None
+    a, b = sorted((groups[g] for g in pair.groups), key=lambda g: -float(getattr(g, rate)))
+    na, nb = (a.size, b.size) if metric == "delta_sp" else (_positives(results, a.group), _positives(results, b.group))
+    rated = sum(1 for g in included if getattr(g, rate) is not None)  # the pairs averaged
+    return _Compared(a, b, float(getattr(a, rate)), float(getattr(b, rate)), na, nb, max(1, rated * (rated - 1) // 2))
+
+
+def _widest_class(
+    results: AuditResults, metric: str, included: list[GroupMetrics], per_class: str, names: list[str]
+) -> _Compared | None:
+    """More than two classes: over the pairs of ``included`` groups and the classes, the widest gap in ``per_class``
+    rates (its counts: the groups' sizes for ΔSP, their test nodes of the class for ΔEO)."""
+    label = results.graph.label or "y"
+    best: tuple[float, GroupMetrics, GroupMetrics, int] | None = None
+    pairs = 0
+    for x, y in itertools.combinations(included, 2):
+        pairs += 1
+        for c, (rx, ry) in enumerate(zip(getattr(x, per_class), getattr(y, per_class), strict=True)):
+            if rx is not None and ry is not None and (best is None or abs(rx - ry) > best[0]):
+                best = (abs(rx - ry), x, y, c) if rx >= ry else (abs(rx - ry), y, x, c)
+    if best is None:
+        return None
+    _, a, b, c = best
+
+    def count(g: GroupMetrics) -> int:
+        return g.size if metric == "delta_sp" else int((g.class_counts or [0] * len(names))[c])
+
+    ra, rb = float(getattr(a, per_class)[c]), float(getattr(b, per_class)[c])
+    return _Compared(a, b, ra, rb, count(a), count(b), pairs, len(names), f"{label}={names[c]}")
 
 
 def _interval(results: AuditResults, metric: str) -> list[float] | None:
@@ -166,12 +223,19 @@ def _points(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.1f}"
 
 
-def _gap_text(f: GapFinding, positive: str, na: int, nb: int) -> str:
+def _gap_text(f: GapFinding, positive: str, na: int, nb: int, classes: int = 1) -> str:
     interval = "" if f.interval is None else f" (95% interval {100 * f.interval[0]:.1f} to {100 * f.interval[1]:.1f})"
-    if f.pairs is not None and f.pairs > 1:
-        name = "ΔSP" if f.metric == "delta_sp" else "ΔEO"
+    name = "ΔSP" if f.metric == "delta_sp" else "ΔEO"
+    pairs = f.pairs or 1
+    if classes > 1:
+        over = f"the {classes} classes" if pairs == 1 else f"the {classes} classes and the {pairs} pairs of groups"
         gap = (
-            f"{_points(f.pair_gap)} points, the widest gap of the {f.pairs} pairs of groups; {name}, the mean gap over "
+            f"{_points(f.pair_gap)} points, the widest gap of {over}; {name}, the mean gap over the classes"
+            f"{'' if pairs == 1 else ' and pairs'}, is {_points(f.value)} points{interval}"
+        )
+    elif pairs > 1:
+        gap = (
+            f"{_points(f.pair_gap)} points, the widest gap of the {pairs} pairs of groups; {name}, the mean gap over "
             f"the pairs, is {_points(f.value)} points{interval}"
         )
     else:

@@ -158,3 +158,32 @@ def test_the_bonferroni_interval_by_hand() -> None:
     se = np.sqrt(0.25 / 100 + 0.21 / 100)
     z = 2.3939797998  # the standard normal's 1 − 0.025/3 quantile
     assert low == pytest.approx(0.2 - z * se, rel=1e-8) and high == pytest.approx(0.2 + z * se, rel=1e-8)
+
+
+def test_with_three_classes_the_verdict_quotes_the_class_with_the_widest_gap(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    n = 400
+    gender = rng.choice(["F", "M"], n)
+    risk = np.where(
+        gender == "M",
+        rng.choice(["low", "mid", "high"], n, p=[0.2, 0.3, 0.5]),
+        rng.choice(["low", "mid", "high"], n, p=[0.5, 0.3, 0.2]),
+    )
+    nodes = pd.DataFrame({"uid": [f"p{i}" for i in range(n)], "gender": gender, "f": rng.normal(size=n)})
+    result = _audited_table(tmp_path, nodes, risk, "gender", edges=1500, rng=rng)
+    typed = result.typed()
+    assert typed.summary is not None and typed.graph.class_names == ["high", "low", "mid"]
+    for finding, per_class in zip(typed.summary.bias, ("class_rates", "class_tprs"), strict=True):
+        f, m = typed.metrics.groups
+        gaps = [abs(a - b) for a, b in zip(getattr(f, per_class), getattr(m, per_class), strict=True)]
+        widest = int(np.argmax(gaps))
+        assert finding.value == pytest.approx(sum(gaps) / 3)  # the metric is the mean over the classes
+        assert finding.label_class == f"approved={typed.graph.class_names[widest]}"
+        assert finding.pair_gap == pytest.approx(gaps[widest]) and finding.pairs == 1
+        assert {finding.higher_rate, finding.lower_rate} == {
+            getattr(f, per_class)[widest],
+            getattr(m, per_class)[widest],
+        }
+        assert "the widest gap of the 3 classes" in finding.text and finding.label_class in finding.text
+    f, m = typed.metrics.groups
+    assert f.positive_rate == f.class_rates[-1] and m.tpr == m.class_tprs[-1]  # the last class, as P(last class)
