@@ -38,7 +38,7 @@ def render(result: AuditResult, *, top: int = 10) -> str:
     """
     r = result.typed()
     lines = _verdict_lines(r)
-    lines += ["", *_graph_lines(r), *_metric_lines(r.metrics), *_group_lines(r.metrics)]
+    lines += ["", *_graph_lines(r), *_metric_lines(r.metrics), *_group_lines(r.metrics, r.graph.class_names or [])]
     if r.influence_summary is not None:
         lines += _influence_lines(r, r.influence_summary, top)
         if r.profile is not None:
@@ -115,9 +115,12 @@ def _metric_lines(m: Metrics) -> list[str]:
     return lines
 
 
-def _group_lines(m: Metrics) -> list[str]:
-    """The per-group rates, then the worst pairs (more than two groups) and the groups kept out."""
+def _group_lines(m: Metrics, classes: list[str]) -> list[str]:
+    """The per-group rates (with more than two ``classes``, of the last, which the header names), then the worst
+    pairs (more than two groups) and the groups kept out."""
     lines = ["", "per group (%)".ljust(28) + "test nodes  pred. positive    TPR    acc"]
+    if len(classes) > 2:
+        lines[-1] += f"   (rates of class {classes[-1]!r}; the verdict compares every class)"
     for g in m.groups:
         lines.append(f"  {g.name[:26]:<26} {g.size:>8}        {_pct(g.positive_rate)} {_pct(g.tpr)} {_pct(g.accuracy)}")
     names = {g.group: g.name for g in m.groups}

@@ -16,6 +16,7 @@ from bind_core.pipeline.chance_rule import chance_decision
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, chance_retrains
 from bind_core.pipeline.summary import _difference_interval, pearson_interval
 from bind_core.reporting.report import render_report
+from bind_core.reporting.text import render as text_report
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +188,4 @@ def test_with_three_classes_the_verdict_quotes_the_class_with_the_widest_gap(tmp
         assert "the widest gap of the 3 classes" in finding.text and finding.label_class in finding.text
     f, m = typed.metrics.groups
     assert f.positive_rate == f.class_rates[-1] and m.tpr == m.class_tprs[-1]  # the last class, as P(last class)
+    assert "(rates of class 'mid'; the verdict compares every class)" in text_report(result)  # the CLI says which
