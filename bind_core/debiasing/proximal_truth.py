@@ -6,7 +6,8 @@ The objective (the module docstring of :mod:`~bind_core.debiasing.validation`) i
 by float64 L-BFGS from the given weights ``θ̂``, in one of two sets of coordinates:
 
 * the weights themselves, or
-* the damped curvature's :class:`~bind_core.influence.curvature.Coordinates` (``θ = θ̂ + V·(s ⊙ u)``), where the
+* the damped curvature's :class:`~bind_core.influence.curvature.Coordinates` (``θ = θ̂ + V·(s ⊙ u)``, or the
+  Lanczos operator's square root), where the
   objective's curvature near ``θ̂`` is close to the identity. There L-BFGS takes Newton-sized steps from the first:
   on Recidivism's two-layer GCN a deletion's truth took 3–8 evaluations instead of 78–5108, and reached the
   tolerance, which in the weights' coordinates it did not (it stopped at gradients of 3.5·10⁻¹⁰ to 1.1·10⁻⁸;

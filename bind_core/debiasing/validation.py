@@ -38,7 +38,7 @@ from bind_core.errors import ConfigError, NonFiniteError
 from bind_core.fairness.metrics import gamma_eo, gamma_sp
 from bind_core.influence.curvature import Coordinates, DampedCurvature
 from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.solvers import EXACT_MAX_PARAMETERS, SolveInfo
+from bind_core.influence.solvers import SolveInfo
 from bind_core.influence.step import Stepper
 from bind_core.threads import check_threads, each_in_order
 from bind_core.training.fit import ProgressCallback, TrainedModel, fine_tune, train
@@ -322,16 +322,15 @@ def proximal_coordinates(
     model: TrainedModel, graph: Graph, solve: SolveInfo, groups: list[int] | None = None
 ) -> Coordinates | None:
     """The coordinates a proximal ground truth runs in by default
-    (:func:`~bind_core.debiasing.proximal_truth.proximal_reoptimize`): those of the estimate's dense damped
-    curvature, formed again at ``model``'s weights with the estimate's damping rule (``solve``: the estimate's);
-    ``None`` (the weights' own) for a linear estimate, a Lanczos operator or a model beyond the dense curvature."""
+    (:func:`~bind_core.debiasing.proximal_truth.proximal_reoptimize`): those of the step estimate's damped
+    curvature, formed again at ``model``'s weights with the estimate's damping rule and operator (``solve``: the
+    estimate's); ``None`` (the weights' own) for a linear estimate."""
     details = solve.details
-    if details.get("method") != "step" or solve.solver == "lanczos" or "damping_rule" not in details:
+    if details.get("method") != "step" or "damping_rule" not in details:
         return None
     fm = FunctionalModel.from_trained(model, graph, groups)
-    if fm.num_parameters > EXACT_MAX_PARAMETERS:
-        return None
-    return DampedCurvature.build(fm, rule=float(details["damping_rule"])).coordinates()
+    operator = "lanczos" if solve.solver == "lanczos" else "auto"
+    return DampedCurvature.build(fm, rule=float(details["damping_rule"]), operator=operator).coordinates()
 
 
 @dataclass

@@ -55,23 +55,37 @@ def choose_operator(operator: str, num_parameters: int) -> str:
 
 @dataclass(frozen=True)
 class Coordinates:
-    """Coordinates in which the damped curvature is the identity: ``θ = θ̂ + V·(s ⊙ u)`` with ``V`` its eigenvectors
-    and ``s = (|λ| + μ)^{-1/2}`` (``μ^{-1/2}`` on the dropped directions), so that ``V·diag(s²)·Vᵀ = (B″ + μI)⁻¹``.
+    """Coordinates in which the damped curvature is the identity. Dense: ``θ = θ̂ + V·(s ⊙ u)`` with ``V`` its
+    eigenvectors and ``s = (|λ| + μ)^{-1/2}`` (``μ^{-1/2}`` on the dropped directions), so that ``V·diag(s²)·Vᵀ =
+    (B″ + μI)⁻¹``. Low-rank (the Lanczos operator, ``rest`` given): ``θ = θ̂ + S·u`` with ``S = V·diag(s)·Vᵀ +
+    r·(I − V·Vᵀ)`` the symmetric square root of its ``P``, ``V`` the ``k`` Ritz vectors and ``r = (λ_c + μ)^{-1/2}``.
     An optimiser run in ``u`` takes Newton-sized steps from the first; it reaches the same minimum as in ``θ``, since
     the change of variables is invertible (:mod:`bind_core.debiasing.proximal_truth`)."""
 
     basis: Tensor
-    """``[p, p]``: ``V``."""
+    """``[p, p]`` (dense) or ``[p, k]`` (low-rank): ``V``."""
     scale: Tensor
-    """``[p]``: ``s``."""
+    """``[p]`` or ``[k]``: ``s``."""
+    rest: float | None = None
+    """``r``, the scale of the directions outside ``V`` (low-rank only)."""
 
     def weights(self, anchor: Tensor, u: Tensor) -> Tensor:
-        """``θ̂ + V·(s ⊙ u)``, ``anchor`` being ``θ̂``."""
-        return anchor + self.basis @ (self.scale * u)
+        """``θ̂ + V·(s ⊙ u)`` (dense) or ``θ̂ + S·u`` (low-rank), ``anchor`` being ``θ̂``."""
+        if self.rest is None:
+            return anchor + self.basis @ (self.scale * u)
+        return anchor + self._root(u)
 
     def gradient(self, grad: Tensor) -> Tensor:
-        """The gradient in ``u`` of a function whose gradient in ``θ`` is ``grad``: ``s ⊙ (Vᵀ·grad)``."""
-        return self.scale * (self.basis.T @ grad)
+        """The gradient in ``u`` of a function whose gradient in ``θ`` is ``grad``: ``s ⊙ (Vᵀ·grad)`` (dense) or
+        ``S·grad`` (low-rank: ``S`` is symmetric)."""
+        if self.rest is None:
+            return self.scale * (self.basis.T @ grad)
+        return self._root(grad)
+
+    def _root(self, vec: Tensor) -> Tensor:
+        assert self.rest is not None
+        inside = self.basis.T @ vec
+        return self.basis @ (self.scale * inside) + self.rest * (vec - self.basis @ inside)
 
 
 @dataclass
@@ -167,10 +181,13 @@ class DampedCurvature:
         }
         return cls(mu, SolveInfo("exact", seconds=time.perf_counter() - t0, details=details), evecs=evecs, inv=inv)
 
-    def coordinates(self) -> Coordinates | None:
-        """The :class:`Coordinates` of the dense curvature (``None`` for the Lanczos operator)."""
-        if self.evecs is None or self.inv is None:
-            return None
+    def coordinates(self) -> Coordinates:
+        """The :class:`Coordinates` of this curvature: from the eigendecomposition, or the Lanczos operator's pairs."""
+        if self.lowrank is not None:
+            low = self.lowrank
+            scale = (low.evals.abs() + low.mu).rsqrt()
+            return Coordinates(basis=low.evecs, scale=scale, rest=(low.complement + low.mu) ** -0.5)
+        assert self.evecs is not None and self.inv is not None
         inv = torch.where(self.inv > 0, self.inv, torch.full_like(self.inv, 1.0 / self.mu))
         return Coordinates(basis=self.evecs, scale=inv.sqrt())
 

@@ -480,7 +480,7 @@ class _AfterInfluence:
 
     def _coordinates(self) -> Coordinates | None:
         """The coordinates of the influence estimate's damped curvature, for the proximal ground truths (``None``
-        without a step estimate, or for its Lanczos operator)."""
+        without a step estimate)."""
         stepper = self.found.stepper
         return None if stepper is None else stepper.curvature.coordinates()
 
