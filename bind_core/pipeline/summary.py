@@ -7,7 +7,8 @@
   approximation over the two groups' test nodes, so that a gap within chance is said to be so). With more than two
   groups the metric is the mean gap over the pairs of groups: the sentence names the pair with the widest gap and
   its own gap beside the mean, and that pair's interval is widened for the pairs compared (Bonferroni), since it was
-  picked as the widest;
+  picked as the widest. With more than two classes the metric is the mean gap over the classes: the sentence quotes
+  the class (and pair) with the widest gap in the groups' per-class rates, widened for classes times pairs;
 * the share of the harm the most harmful training nodes carry, their ids, and the profile's strongest rule that held
   on the held-out half;
 * what the best debiasing budget did, which budgets backfired, and whether the selection beat deleting random nodes,
