@@ -30,7 +30,8 @@ from app.core.settings import Settings
 from app.datasets.lookup import present_dataset
 from app.graphs.versions import resolve_name
 from app.tenants.limits import check_queue_room
-from bind_core import AuditConfig, BindError
+from bind_core import AuditConfig, BindError, ConfigError
+from bind_core.pipeline import check_measurable_groups
 
 
 def request_hash(body: AuditCreate) -> str:
@@ -170,6 +171,13 @@ def _check_budget(session: Session, body: AuditCreate, config: AuditConfig, sett
     except (BindError, KeyError, TypeError) as exc:  # a summary or model config of an older format
         raise ValidationProblem(f"cannot estimate the audit's cost: {exc}", slug="invalid-config") from exc
     check_budget(cost, settings)
+    try:  # the groups the metrics can measure, from the summary: refused now rather than when the audit starts
+        check_measurable_groups(summary, config.min_group_size)
+    except ConfigError as exc:
+        field = {"field": "min_group_size", "message": str(exc)}
+        raise ValidationProblem(
+            str(exc), slug="invalid-config", title="Invalid audit configuration", errors=[field]
+        ) from exc
 
 
 def get_audit(session: Session, tenant: Tenant, audit_id: uuid.UUID) -> Audit:

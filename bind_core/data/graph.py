@@ -133,6 +133,10 @@ class Graph:
             train=int(self.train_idx.numel()),
             val=int(self.val_idx.numel()),
             test=int(self.test_idx.numel()),
+            test_group_sizes=torch.bincount(self.sens[self.test_idx], minlength=self.num_groups).tolist(),
+            test_group_positives=torch.bincount(
+                self.sens[self.test_idx][self.y[self.test_idx] == 1], minlength=self.num_groups
+            ).tolist(),
         )
 
     # ------------------------------------------------------------------ construction

@@ -35,18 +35,50 @@ def test_group_positives(graph: Graph) -> list[int]:
 
 def exclusion_reasons(graph: Graph, min_size: int = 0) -> dict[int, str]:
     """``{group: why it is kept out of the metrics}`` for every excluded group (see the module docstring)."""
-    sizes = test_group_sizes(graph)
-    positives = test_group_positives(graph)
-    members = torch.bincount(graph.sens, minlength=graph.num_groups).tolist()
-    out: dict[int, str] = {}
-    for g, size in enumerate(sizes):
-        if size == 0:
-            out[g] = f"absent from the test split ({members[g]} node(s) in the graph, none of them test nodes)"
-        elif size < min_size:
-            out[g] = f"{size} test node(s), fewer than min_group_size {min_size}"
-        elif graph.num_classes == 2 and positives[g] == 0:
-            out[g] = f"no positive (y=1) test node among its {size}, so its true-positive rate (ΔEO, Γ_EO) is undefined"
-    return out
+    return GroupCounts.of_graph(graph).exclusions(min_size)
+
+
+class GroupCounts:
+    """What the rule reads of a graph: each group's test nodes (``sizes``), positive test nodes (``positives``) and
+    nodes (``members``), and whether the label is ``binary``; from a graph or from its stored summary."""
+
+    def __init__(self, sizes: list[int], positives: list[int], members: list[int], binary: bool) -> None:
+        self.sizes, self.positives, self.members, self.binary = sizes, positives, members, binary
+
+    @classmethod
+    def of_graph(cls, graph: Graph) -> GroupCounts:
+        """The counts of ``graph``."""
+        members = torch.bincount(graph.sens, minlength=graph.num_groups).tolist()
+        return cls(test_group_sizes(graph), test_group_positives(graph), members, graph.num_classes == 2)
+
+    def exclusions(self, min_size: int) -> dict[int, str]:
+        """``{group: why it is kept out of the metrics}`` (the module docstring's rule)."""
+        out: dict[int, str] = {}
+        for g, size in enumerate(self.sizes):
+            if size == 0:
+                out[g] = f"absent from the test split ({self.members[g]} node(s) in the graph, none of them test nodes)"
+            elif size < min_size:
+                out[g] = f"{size} test node(s), fewer than min_group_size {min_size}"
+            elif self.binary and self.positives[g] == 0:
+                out[g] = (
+                    f"no positive (y=1) test node among its {size}, so its true-positive rate (ΔEO, Γ_EO) is undefined"
+                )
+        return out
+
+    def included(self, min_size: int) -> list[int]:
+        """The groups kept (:func:`included_groups`).
+
+        Raises:
+            ConfigError: fewer than two groups remain.
+        """
+        excluded = self.exclusions(min_size)
+        kept = [g for g in range(len(self.sizes)) if g not in excluded]
+        if len(kept) < 2:
+            raise ConfigError(
+                f"min_group_size: {min_size} leaves {len(kept)} group(s) that can be measured on the test nodes "
+                f"(test group sizes {self.sizes}, positives {self.positives}); at least two are needed"
+            )
+        return kept
 
 
 def included_groups(graph: Graph, min_size: int = 0) -> list[int]:
@@ -56,15 +88,7 @@ def included_groups(graph: Graph, min_size: int = 0) -> list[int]:
     Raises:
         ConfigError: fewer than two groups remain.
     """
-    excluded = exclusion_reasons(graph, min_size)
-    kept = [g for g in range(graph.num_groups) if g not in excluded]
-    if len(kept) < 2:
-        raise ConfigError(
-            f"min_group_size: {min_size} leaves {len(kept)} group(s) that can be measured on the test nodes "
-            f"(test group sizes {test_group_sizes(graph)}, positives {test_group_positives(graph)}); "
-            "at least two are needed"
-        )
-    return kept
+    return GroupCounts.of_graph(graph).included(min_size)
 
 
 def groups_arg(graph: Graph, groups: list[int] | None) -> list[int] | None:

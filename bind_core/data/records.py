@@ -43,6 +43,14 @@ class GraphSummary:
     train: int = key("integer: training nodes")
     val: int = key("integer: validation nodes")
     test: int = key("integer: test nodes")
+    test_group_sizes: list[int] | None = key(
+        "integers: test nodes per group (what min_group_size is checked against before an audit is queued; absent "
+        "in graphs stored before 2026-11-29)",
+        optional=True,
+    )
+    test_group_positives: list[int] | None = key(
+        "integers: positive (y=1) test nodes per group (binary labels: a group without one has no ΔEO)", optional=True
+    )
 
 
 @dataclass(kw_only=True)

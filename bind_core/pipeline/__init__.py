@@ -10,6 +10,7 @@ away. The typed results are :mod:`bind_core.pipeline.results`.
 
 from bind_core.debiasing.verify import Verification, VerifiedSet, verify_set
 from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
+from bind_core.pipeline.admission import check_measurable_groups
 from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS
 from bind_core.pipeline.reference import prepare_for_audit
@@ -26,6 +27,7 @@ __all__ = [
     "Verification",
     "VerifiedSet",
     "audit_cost",
+    "check_measurable_groups",
     "choose",
     "estimate_set",
     "export_model",

@@ -11,7 +11,7 @@ import pytest
 import redis
 from apihelp import assert_problem, fields
 from fastapi.testclient import TestClient
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.db.tables import Audit
@@ -118,6 +118,27 @@ def test_debias_retrain_adam_is_accepted(client: TestClient, auth: dict[str, str
     response = client.post("/v1/audits", headers=auth, json=body)
     assert response.status_code == 202, response.text
     assert response.json()["config"]["debias_retrain"] == "adam"
+
+
+def test_a_min_group_size_that_leaves_one_group_is_refused_before_it_is_queued(
+    client: TestClient, auth: dict[str, str], graph_id: str, sessions: sessionmaker[Session]
+) -> None:
+    """The graph's summary holds its test nodes per group: the audit would fail at once, so it is not queued."""
+    summary = client.get(f"/v1/graphs/{graph_id}", headers=auth).json()["summary"]
+    sizes = summary["test_group_sizes"]
+    assert len(sizes) == summary["groups"] and sum(sizes) == summary["test"]
+    too_big = max(sizes) + 1
+    with sessions() as session:
+        before = session.scalar(select(func.count()).select_from(Audit))
+    response = client.post("/v1/audits", headers=auth, json={"graph_id": graph_id, "min_group_size": too_big})
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["type"].endswith("/invalid-config") and problem["errors"][0]["field"] == "min_group_size"
+    assert f"min_group_size: {too_big} leaves 0 group(s)" in problem["detail"]
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Audit)) == before  # nothing was queued
+    fits = client.post("/v1/audits", headers=auth, json={"graph_id": graph_id, "min_group_size": min(sizes)})
+    assert fits.status_code == 202, fits.text
 
 
 def test_integers_are_numbers(client: TestClient, auth: dict[str, str], graph_id: str) -> None:

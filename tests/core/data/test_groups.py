@@ -20,6 +20,7 @@ from bind_core.data.groups import test_group_sizes as sizes_in_test
 from bind_core.errors import ConfigError, GraphValidationError
 from bind_core.fairness.metrics import evaluate, worst_pairs
 from bind_core.fairness.records import WorstPair
+from bind_core.pipeline import check_measurable_groups
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.reporting.report import render_report
 from bind_core.training.fit import TrainConfig
@@ -236,3 +237,20 @@ def test_a_text_sensitive_column_with_more_than_two_values_is_one_hot_not_ordere
     two = from_files(tmp_path / "t.csv", label="y", sensitive="gender", features=["f", "gender"], scale=False)
     assert two.feature_names == ("f", "gender")  # two values: one column of codes, as in the paper
     assert torch.equal(two.x[:, 1], two.sens.to(two.x.dtype))
+
+
+def test_the_stored_summary_answers_min_group_size_as_the_audit_would() -> None:
+    """``check_measurable_groups`` reads a stored summary (which may hold more keys, as a table upload's ``ingest``)
+    with the audit's own rule; a summary from before it held the test nodes per group is left to the audit."""
+    g, tiny = _with_small_group()
+    doc = {**encode(g.summary()), "ingest": {"encoded": {}}, "size_bytes": 1}
+    assert doc["test_group_sizes"][2] == tiny
+    check_measurable_groups(doc, tiny + 1)  # two groups left: accepted
+    too_big = max(doc["test_group_sizes"]) + 1
+    with pytest.raises(ConfigError, match=rf"min_group_size: {too_big} leaves 0 group\(s\)") as raised:
+        check_measurable_groups(doc, too_big)
+    with pytest.raises(ConfigError) as direct:
+        included_groups(g, too_big)
+    assert str(raised.value) == str(direct.value)  # the same rule, the same words
+    old = {k: v for k, v in doc.items() if not k.startswith("test_group")}
+    check_measurable_groups(old, too_big)  # nothing to check it against: the audit will
