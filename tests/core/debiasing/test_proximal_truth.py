@@ -4,6 +4,8 @@ hands it the estimate's curvature, gives the values a truth formed on its own gi
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -35,22 +37,27 @@ def test_the_curvatures_coordinates_reach_the_same_minimum_in_a_few_evaluations(
     graph, model, stepper = audited
     coordinates = stepper.curvature.coordinates()
     assert coordinates is not None
-    m = int(graph.train_idx.numel())  # type: ignore[attr-defined]
     for position in (0, 7, 31):
-        reduced, _ = graph.without_nodes(graph.train_idx[position : position + 1])  # type: ignore[attr-defined]
-        kwargs = {"num_train": m, "damping": stepper.mu, "anchor": graph}
-        plain = proximal_reoptimize(model, reduced, **kwargs)  # type: ignore[arg-type]
-        scaled = proximal_reoptimize(model, reduced, coordinates=coordinates, **kwargs)  # type: ignore[arg-type]
-        done, before = scaled.stationarity, plain.stationarity
-        assert done.max_abs_grad is not None and before.max_abs_grad is not None
         # measured here: 14–42 evaluations against 77–127, and as close to stationary or closer (7·10⁻¹¹ to
         # 1.9·10⁻¹⁰ against 2·10⁻¹⁰ to 6·10⁻¹⁰: 10⁻¹⁰ is near the float64 gradient's own rounding on this model)
-        assert done.extra["evaluations"] < before.extra["evaluations"]
-        assert done.max_abs_grad <= max(before.max_abs_grad, 1e-10)
-        a, b = flat_parameters(plain.module)[2], flat_parameters(scaled.module)[2]
-        # both near the one minimum: |θ − θ*| ≤ ‖∇‖/μ, μ bounding the objective's curvature from below near it
-        bound = (done.max_abs_grad + before.max_abs_grad) * a.numel() ** 0.5 / stepper.mu
-        assert float(torch.linalg.vector_norm(a - b)) <= bound
+        _shorter_to_the_same_minimum(model, graph, position, stepper.mu, coordinates)
+
+
+def _shorter_to_the_same_minimum(model: Any, graph: Any, position: int, mu: float, coordinates: Coordinates) -> None:
+    """The truth without the training node at ``position``, in the weights' coordinates and in ``coordinates``: the
+    latter in fewer evaluations, at least as close to stationary, and the two within the bound their residuals
+    give (``|θ − θ*| ≤ ‖∇‖/μ``, μ bounding the objective's curvature from below near the minimum)."""
+    reduced, _ = graph.without_nodes(graph.train_idx[position : position + 1])
+    kwargs = {"num_train": int(graph.train_idx.numel()), "damping": mu, "anchor": graph}
+    plain = proximal_reoptimize(model, reduced, **kwargs)
+    scaled = proximal_reoptimize(model, reduced, coordinates=coordinates, **kwargs)
+    done, before = scaled.stationarity, plain.stationarity
+    assert done.max_abs_grad is not None and before.max_abs_grad is not None
+    assert done.extra["evaluations"] < before.extra["evaluations"]
+    assert done.max_abs_grad <= max(before.max_abs_grad, 1e-10)
+    a, b = flat_parameters(plain.module)[2], flat_parameters(scaled.module)[2]
+    bound = (done.max_abs_grad + before.max_abs_grad) * a.numel() ** 0.5 / mu
+    assert float(torch.linalg.vector_norm(a - b)) <= bound
 
 
 def test_the_coordinates_take_the_given_weights_to_the_given_weights_and_back() -> None:
@@ -104,15 +111,4 @@ def test_the_lanczos_operators_coordinates_are_its_square_root_and_shorten_the_t
     g = torch.randn(stepper.fm.num_parameters, dtype=torch.float64)
     root = coordinates.gradient
     assert torch.allclose(root(root(g)), low.apply(g), rtol=1e-10, atol=1e-14)  # S·S = P
-    m = int(graph.train_idx.numel())
-    reduced, _ = graph.without_nodes(graph.train_idx[3:4])
-    kwargs = {"num_train": m, "damping": stepper.mu, "anchor": graph}
-    plain = proximal_reoptimize(model, reduced, **kwargs)  # type: ignore[arg-type]
-    scaled = proximal_reoptimize(model, reduced, coordinates=coordinates, **kwargs)  # type: ignore[arg-type]
-    done, before = scaled.stationarity, plain.stationarity
-    assert done.max_abs_grad is not None and before.max_abs_grad is not None
-    assert done.extra["evaluations"] < before.extra["evaluations"]
-    assert done.max_abs_grad <= max(before.max_abs_grad, 1e-10)
-    a, b = flat_parameters(plain.module)[2], flat_parameters(scaled.module)[2]
-    bound = (done.max_abs_grad + before.max_abs_grad) * a.numel() ** 0.5 / stepper.mu
-    assert float(torch.linalg.vector_norm(a - b)) <= bound
+    _shorter_to_the_same_minimum(model, graph, 3, stepper.mu, coordinates)
