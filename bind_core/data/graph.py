@@ -133,11 +133,18 @@ class Graph:
             train=int(self.train_idx.numel()),
             val=int(self.val_idx.numel()),
             test=int(self.test_idx.numel()),
-            test_group_sizes=torch.bincount(self.sens[self.test_idx], minlength=self.num_groups).tolist(),
-            test_group_positives=torch.bincount(
-                self.sens[self.test_idx][self.y[self.test_idx] == 1], minlength=self.num_groups
-            ).tolist(),
+            test_group_sizes=self.test_group_sizes(),
+            test_group_positives=self.test_group_positives(),
         )
+
+    def test_group_sizes(self) -> list[int]:
+        """Number of test nodes in each group ``0..G-1``."""
+        return torch.bincount(self.sens[self.test_idx], minlength=self.num_groups).tolist()
+
+    def test_group_positives(self) -> list[int]:
+        """Number of positive (y = 1) test nodes in each group ``0..G-1``."""
+        test = self.test_idx
+        return torch.bincount(self.sens[test][self.y[test] == 1], minlength=self.num_groups).tolist()
 
     # ------------------------------------------------------------------ construction
     @classmethod

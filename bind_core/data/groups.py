@@ -22,15 +22,13 @@ from bind_core.errors import ConfigError
 
 
 def test_group_sizes(graph: Graph) -> list[int]:
-    """Number of test nodes in each group ``0..G-1``."""
-    return torch.bincount(graph.sens[graph.test_idx], minlength=graph.num_groups).tolist()
+    """Number of test nodes in each group ``0..G-1`` (:meth:`Graph.test_group_sizes`)."""
+    return graph.test_group_sizes()
 
 
 def test_group_positives(graph: Graph) -> list[int]:
-    """Number of positive (y = 1) test nodes in each group ``0..G-1``."""
-    test = graph.test_idx
-    positives = graph.sens[test][graph.y[test] == 1]
-    return torch.bincount(positives, minlength=graph.num_groups).tolist()
+    """Number of positive (y = 1) test nodes in each group ``0..G-1`` (:meth:`Graph.test_group_positives`)."""
+    return graph.test_group_positives()
 
 
 def exclusion_reasons(graph: Graph, min_size: int = 0) -> dict[int, str]:
