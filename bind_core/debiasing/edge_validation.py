@@ -120,9 +120,9 @@ def validate_edges(
     mode = ground_truth_mode(model, graph, result.solve.details)
     proximal = mode == "proximal"
     damping = float(result.solve.details.get("damping", 0.0)) if proximal else 0.0
-    if proximal and coordinates is None:
-        coordinates = proximal_coordinates(model, graph, result.solve, groups)
     on_anchor = FunctionalModel.from_trained(model, graph) if proximal else None  # the tilt's model, made once
+    if on_anchor is not None and coordinates is None:
+        coordinates = proximal_coordinates(on_anchor, result.solve)
     est, act = [], []
     total = max(int(picks.numel()), 1)
     for i, k in enumerate(picks.tolist()):

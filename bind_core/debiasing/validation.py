@@ -236,13 +236,13 @@ def validate(
     mode = ground_truth_mode(model, graph, influence.solve.details) if mode is None else mode
     damping = float(influence.solve.details.get("damping", 0.0)) if damping is None else damping
     stepper = _set_stepper(model, graph, influence, groups, progress) if protocol == "sets" else None
-    if mode == "proximal" and coordinates is None:
+    on_anchor = FunctionalModel.from_trained(model, graph) if mode == "proximal" else None  # its tilt, made once
+    if on_anchor is not None and coordinates is None:
         found = None if stepper is None else stepper.curvature.coordinates()
-        coordinates = found or proximal_coordinates(model, graph, influence.solve, groups)
+        coordinates = found or proximal_coordinates(on_anchor, influence.solve)
     before = gammas(model, graph, groups)
     check = _Check(model, graph, influence.lam, mode, damping, groups, before, stepper, coordinates)
     est_all = torch.stack([influence.delta, influence.delta_sp, influence.delta_eo], dim=1).double()
-    on_anchor = FunctionalModel.from_trained(model, graph) if mode == "proximal" else None  # its tilt, made once
     act = _actuals(check, deletions, progress, threads if mode in ("reoptimize", "proximal") else 1, on_anchor)
     est = [check.estimated(pos, est_all) for pos in deletions]
     actual = np.asarray(act, dtype=np.float64).reshape(-1, 3)
@@ -318,17 +318,14 @@ def _set_stepper(
     )
 
 
-def proximal_coordinates(
-    model: TrainedModel, graph: Graph, solve: SolveInfo, groups: list[int] | None = None
-) -> Coordinates | None:
+def proximal_coordinates(fm: FunctionalModel, solve: SolveInfo) -> Coordinates | None:
     """The coordinates a proximal ground truth runs in by default
     (:func:`~bind_core.debiasing.proximal_truth.proximal_reoptimize`): those of the step estimate's damped
-    curvature, formed again at ``model``'s weights with the estimate's damping rule and operator (``solve``: the
-    estimate's); ``None`` (the weights' own) for a linear estimate."""
+    curvature, formed again for ``fm`` (the model on its graph, whose tilt the truth reads) with the estimate's
+    damping rule and operator (``solve``: the estimate's); ``None`` (the weights' own) for a linear estimate."""
     details = solve.details
     if details.get("method") != "step" or "damping_rule" not in details:
         return None
-    fm = FunctionalModel.from_trained(model, graph, groups)
     operator = "lanczos" if solve.solver == "lanczos" else "auto"
     return DampedCurvature.build(fm, rule=float(details["damping_rule"]), operator=operator).coordinates()
 
