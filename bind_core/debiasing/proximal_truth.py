@@ -120,9 +120,9 @@ class _Reached(Exception):
 class _Best:
     """The best point an L-BFGS search has evaluated (by the largest gradient entry in ``θ``) and its counts."""
 
-    def __init__(self, start: Tensor) -> None:
-        self.u = start
-        self.weights = start
+    def __init__(self, u: Tensor, weights: Tensor) -> None:
+        self.u = u
+        self.weights = weights
         self.largest = float("inf")
         self.evaluations = 0
         self.iterations = 0
@@ -142,8 +142,7 @@ def _minimise(
     the largest entry of its gradient in ``θ`` is at most ``tol``; restarted from the best point while that still
     lowers it (module docstring). Every evaluation checks :func:`~bind_core.influence.proximal.beyond_reach`."""
     budget = int(max_iter * 1.5)
-    best = _Best(torch.zeros_like(anchor) if coordinates is not None else anchor.clone())
-    best.weights = anchor.clone()
+    best = _Best(torch.zeros_like(anchor) if coordinates is not None else anchor.clone(), anchor.clone())
     while best.runs < RESTARTS and best.evaluations < budget:
         before = best.largest
         _run(objective, anchor, coordinates, best, tol=tol, max_iter=max_iter, budget=budget, progress=progress)
