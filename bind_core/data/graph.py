@@ -138,11 +138,19 @@ class Graph:
         )
 
     def test_group_sizes(self) -> list[int]:
-        """Number of test nodes in each group ``0..G-1``."""
+        """Number of test nodes in each group.
+
+        Returns:
+            One count per group ``0..G-1``.
+        """
         return torch.bincount(self.sens[self.test_idx], minlength=self.num_groups).tolist()
 
     def test_group_positives(self) -> list[int]:
-        """Number of positive (y = 1) test nodes in each group ``0..G-1``."""
+        """Number of positive (y = 1) test nodes in each group.
+
+        Returns:
+            One count per group ``0..G-1``.
+        """
         test = self.test_idx
         return torch.bincount(self.sens[test][self.y[test] == 1], minlength=self.num_groups).tolist()
 
