@@ -215,6 +215,13 @@ def _add_file_options(p: argparse.ArgumentParser) -> None:
         help="most values of a text feature column that is one-hot encoded",
     )
     t.add_argument("--sensitive-bins", help="groups from a numeric sensitive column: 'age>=25' or 'age:25,60'")
+    t.add_argument(
+        "--scale",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="min-max scale the feature columns to [-1, 1], as BIND's code does: auto (default) scales them unless "
+        "--model-weights audits a model trained on them, which sees the table's own values",
+    )
     t.add_argument("--name", help="the graph's name (default: the table's file name)")
     t.add_argument("--split-seed", type=int, default=PAPER_SPLIT_SEED, help="seed of the paper split")
 
@@ -389,6 +396,7 @@ _TABLE_ONLY = ("edges", "label", "sensitive", "node_id", "features", "split", "u
 def _load(args: argparse.Namespace) -> tuple[Any, IngestReport | None]:
     """The graph to audit, and for ``--table`` the report of what reading it did."""
     given = [f"--{k.replace('_', '-')}" for k in _TABLE_ONLY if getattr(args, k) is not None]
+    given += ["--scale"] if args.scale != "auto" else []
     if args.table is None and given:
         raise ConfigError(f"{', '.join(given)} apply only to --table")
     if args.synthetic:
@@ -415,6 +423,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, IngestReport | None]:
             sensitive_bins=args.sensitive_bins,
             name=args.name,
             split_seed=args.split_seed,
+            scale=args.scale == "on" or (args.scale == "auto" and args.model_weights is None),
         )
         return ingested.graph, ingested.report
     return datasets.load(args.dataset, args.data_root), None

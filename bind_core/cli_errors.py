@@ -23,12 +23,14 @@ FLAGS = {
     "sensitive_bins": "--sensitive-bins",
     "name": "--name",
     "split_seed": "--split-seed",
+    "scale": "--scale",
 }
 """The flag of each parameter of :func:`~bind_core.data.datasets.ingest_files` the command takes."""
 
 
 def flag(option: Option) -> str:
-    """``option`` as the command line takes it: ``--on-unknown-nodes drop``, ``--impute-missing``, ``--features``
+    """``option`` as the command line takes it: ``--on-unknown-nodes drop``, ``--impute-missing``, ``--scale off``,
+    ``--features``
     (a value that starts with ``-`` after ``=``, quoted for the shell where it needs it); a parameter the
     command has no flag for keeps bind_core's name."""
     name = FLAGS.get(option.name)
@@ -36,6 +38,8 @@ def flag(option: Option) -> str:
         return option.python()
     if option.value is None or option.value is True:
         return name
+    if option.value is False:
+        return f"{name} off"
     value = shlex.quote(str(option.value))
     return f"{name}={value}" if value.startswith("-") else f"{name} {value}"
 

@@ -120,10 +120,15 @@ class ServiceUnavailable(ProblemError):
 def request_field(option: Option) -> str:
     """An option bind_core's advice names, said as the request field that takes it: the API's fields are
     spelled as bind_core's parameters, with form values (``on_unknown_nodes=drop``, ``impute_missing=true``,
-    ``features``)."""
+    ``scale=false``, ``features``)."""
     if option.value is None:
         return option.name
-    return f"{option.name}={'true' if option.value is True else option.value}"
+    value = (
+        {True: "true", False: "false"}.get(option.value, option.value)
+        if isinstance(option.value, bool)
+        else option.value
+    )
+    return f"{option.name}={value}"
 
 
 def bind_error_problem(exc: BindError, name: Callable[[Option], str] = request_field) -> ProblemError:

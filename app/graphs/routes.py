@@ -84,6 +84,13 @@ _UPLOAD_BODY: dict[str, Any] = {
                         "description": "Groups from a numeric sensitive column: 'age>=25' or bin edges 'age:25,60' "
                         "(several separated by ';').",
                     },
+                    "scale": {
+                        "type": "boolean",
+                        "default": True,
+                        "description": "Min-max scale every feature column to [-1, 1], as BIND's code does "
+                        "(summary.ingest.scaled keeps each column's range). false keeps the table's own values: "
+                        "needed when a model trained on them is audited on this graph.",
+                    },
                     "name": {"type": "string", "description": "A name for the graph."},
                 },
             }

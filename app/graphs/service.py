@@ -129,8 +129,8 @@ def table_options(fields: dict[str, str]) -> dict[str, Any]:
     options: dict[str, Any] = {"label": given.get("label"), "sensitive": given.get("sensitive")}
     options |= {k: given.get(k) for k in ("split", "node_id", "unlabeled", "sensitive_bins")}
     options["features"] = _columns(given.get("features"))
-    for flag in ("allow_no_edges", "impute_missing"):
-        value = _FLAGS.get(given.get(flag, "false").lower())
+    for flag, default in (("allow_no_edges", "false"), ("impute_missing", "false"), ("scale", "true")):
+        value = _FLAGS.get(given.get(flag, default).lower())
         if value is None:
             errors.append(
                 {"field": flag, "value": given[flag], "message": f"must be true or false, got {given[flag]!r}"}

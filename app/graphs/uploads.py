@@ -33,6 +33,7 @@ TABLE_OPTIONS = (
     "impute_missing",
     "max_categories",
     "sensitive_bins",
+    "scale",
 )
 """Form fields that describe a node table and edge list (``bind_core.data.datasets.ingest_files`` options)."""
 TABLE_DEFAULTS = {
@@ -40,6 +41,7 @@ TABLE_DEFAULTS = {
     "allow_no_edges": "false",
     "impute_missing": "false",
     "max_categories": "20",
+    "scale": "true",
 }
 """The table options' declared defaults (the OpenAPI request body): a client generated from the document sends
 them, so a field left at its default is not a table option given to an npz upload."""

@@ -54,6 +54,10 @@ class Graph:
             one per class.
         node_keys: the user's node ids when they are text (then ``node_ids`` are the rows' positions), empty or
             one per node. :func:`bind_core.data.labels.user_ids` gives the user's id of any node.
+        feature_ranges: where the features were min-max scaled to ``[-1, 1]`` when the graph was read
+            (:func:`~bind_core.data.datasets.ingest_files` with ``scale=True``), each column's ``(min, max)`` before
+            scaling, one per column; empty: ``x`` holds the values as given. A model trained on the given values
+            sees other inputs here, which a supplied model's audit warns about.
     """
 
     x: Tensor
@@ -73,6 +77,7 @@ class Graph:
     node_keys: tuple[str, ...] = ()
     label_name: str = "y"
     class_names: tuple[str, ...] = ()
+    feature_ranges: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.node_ids.numel() == 0 and self.x.ndim == 2 and self.x.shape[0] > 0:
@@ -135,6 +140,7 @@ class Graph:
             test=int(self.test_idx.numel()),
             test_group_sizes=self.test_group_sizes(),
             test_group_positives=self.test_group_positives(),
+            features_scaled=bool(self.feature_ranges),
         )
 
     def test_group_sizes(self) -> list[int]:
@@ -169,6 +175,7 @@ class Graph:
         self_loops: Literal["drop", "error"] = "drop",
         duplicates: Literal["merge", "error"] = "merge",
         node_ids: ArrayLike | None = None,
+        feature_ranges: Sequence[tuple[float, float]] = (),
         **naming: Unpack[Naming],
     ) -> Graph:
         """Build a graph from arrays, cleaning the edge list.
@@ -184,6 +191,8 @@ class Graph:
             self_loops: ``"drop"`` removes ``(v, v)`` pairs; ``"error"`` rejects them.
             duplicates: ``"merge"`` keeps one copy of a repeated (undirected) edge; ``"error"`` rejects it.
             node_ids: the original id of each node, ``[n]`` (default ``arange(n)``).
+            feature_ranges: each feature column's ``(min, max)`` before it was scaled to ``[-1, 1]``; empty when
+                ``x`` is as given.
             **naming: the graph in the user's terms, as keywords (:class:`Naming`: ``feature_names``, ``name``,
                 ``group_names``, ``sensitive``, ``group_meanings``, ``node_id_column``, ``node_keys``,
                 ``label_name``, ``class_names``; the class's attributes say what each holds).
@@ -206,6 +215,7 @@ class Graph:
             val_idx=_as_tensor(val_idx, torch.long, "val_idx"),
             test_idx=_as_tensor(test_idx, torch.long, "test_idx"),
             node_ids=ids,
+            feature_ranges=tuple((float(lo), float(hi)) for lo, hi in feature_ranges),
             **named(naming),
         )
 
@@ -402,6 +412,13 @@ def _validate_names(g: Graph, n: int) -> None:
         raise GraphValidationError("class_names", f"{len(g.class_names)} names for {int(g.y.max()) + 1} classes")
     if g.node_keys and len(g.node_keys) != n:
         raise GraphValidationError("node_keys", f"expected one text id per node ({n}), got {len(g.node_keys)}")
+    d = int(g.x.shape[1])
+    if g.feature_ranges and len(g.feature_ranges) != d:
+        raise GraphValidationError(
+            "feature_ranges", f"expected one (min, max) per feature column ({d}), got {len(g.feature_ranges)}"
+        )
+    if any(not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi) for lo, hi in g.feature_ranges):
+        raise GraphValidationError("feature_ranges", "each (min, max) must be finite, with min <= max")
 
 
 def _validate_values(t: Tensor, name: str, what: str) -> None:

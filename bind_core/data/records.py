@@ -51,6 +51,11 @@ class GraphSummary:
     test_group_positives: list[int] | None = key(
         "integers: positive (y=1) test nodes per group (binary labels: a group without one has no ΔEO)", optional=True
     )
+    features_scaled: bool | None = key(
+        "boolean: the feature columns were min-max scaled to [-1, 1] when the graph was read (scale); a model "
+        "trained on the table's own values sees other inputs here",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)
@@ -79,6 +84,11 @@ class IngestSummary:
     unknown_ids: list[str] = key("strings: the first few such node ids, as written in the edge list")
     self_loops: int = key("integer: edge rows from a node to itself (dropped)")
     ignored_edge_columns: list[str] = key("strings: edge-list columns after the first two, not used")
+    scaled: dict[str, list[float]] | None = key(
+        "object, feature column → [min, max] of its values before they were min-max scaled to [-1, 1] (scale); "
+        "empty when the features are the table's own values",
+        optional=True,
+    )
     hints: list[str] = key("strings: things that look wrong but were accepted, options named as the caller says them")
     notes: list[str] = key("strings: one sentence per change, for people")
 

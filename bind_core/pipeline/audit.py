@@ -24,7 +24,14 @@ from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.influence.records import InfluenceRow, Refinement, Stability
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
 from bind_core.pipeline.budget import parameter_count
-from bind_core.pipeline.caveats import AuditContext, estimate_warnings, metric_warnings, model_warnings, warnings_for
+from bind_core.pipeline.caveats import (
+    AuditContext,
+    estimate_warnings,
+    metric_warnings,
+    model_warnings,
+    scaled_inputs,
+    warnings_for,
+)
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_section import edges_not_computed
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
@@ -110,6 +117,8 @@ class AuditResult:
     (:func:`bind_core.training.stationarity.describe_stationarity`; information, never a refusal)."""
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
+    supplied: bool = False
+    """Whether the model was supplied (``run_audit(model=...)``) rather than trained by the audit."""
 
     def to_dict(self) -> dict[str, Any]:
         """Everything the audit produced, JSON-ready (what the CLI's ``--json`` writes and the service stores).
@@ -130,6 +139,7 @@ class AuditResult:
         """
         return (
             warnings_for(self.graph, self.config.min_group_size)
+            + (scaled_inputs(self.graph) if self.supplied else [])
             + metric_warnings(self.metrics)
             + self._estimate_warnings()
         )
@@ -346,7 +356,9 @@ def run_audit(
     )
     groups = metric_groups(graph, config.min_group_size)
     metrics = stages.run("metrics", lambda: metrics_stage(trained, graph, config, groups), report_end=True)
-    result = AuditResult(graph, config, trained, metrics, timings=stages.timings, device=str(device))
+    result = AuditResult(
+        graph, config, trained, metrics, timings=stages.timings, device=str(device), supplied=model is not None
+    )
     if "influence" not in plan:
         return result
     found = stages.run(

@@ -55,6 +55,19 @@ def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
     return out
 
 
+def scaled_inputs(graph: Graph) -> list[str]:
+    """For a supplied model: the caveat that the graph's features were min-max scaled when it was read
+    (``Graph.feature_ranges``), so a model trained on the table's own values is audited on inputs it never saw."""
+    if not graph.feature_ranges:
+        return []
+    return [
+        f"the graph's {graph.num_features} feature column(s) were min-max scaled to [-1, 1] when it was read (scale "
+        "on): this supplied model is audited on the scaled values. If it was trained on the table's own values, "
+        "every figure here describes its predictions on inputs it never saw; read the table again with scale off "
+        "(bind-audit run --scale off; the upload's scale=false; ingest_files(scale=False)) to audit it on its own"
+    ]
+
+
 def kinks(model: ModelConfig) -> list[str]:
     """Where the model's function has kinks: a non-smooth activation between layers or in GIN's MLPs, and GAT's
     leaky-ReLU attention scores (empty for a smooth model)."""

@@ -61,7 +61,7 @@ def summarize(results: AuditResults) -> Summary:
     attribution = _attribution(results)
     debiasing = _debiasing(results.debiasing)
     trust = _trust(results.validation)
-    verdict = _verdict(bias[0], bias[0].label_class or positive)
+    verdict = _one_class(results, positive) or _verdict(bias[0], bias[0].label_class or positive)
     lines = [verdict, *(b.text for b in bias[1:])]
     lines += [f.text for f in (attribution, debiasing) if f is not None]
     lines.append(trust.text)
@@ -244,11 +244,30 @@ def _gap_text(f: GapFinding, positive: str, na: int, nb: int, classes: int = 1) 
     nodes = "test nodes" if f.metric == "delta_sp" else f"test nodes truly {positive}"
     chance = "clearly more than chance" if f.excludes_zero else "within what chance alone could give"
     chance += f" ({na} and {nb} {nodes})"
+    often = "equally often" if f.higher_rate == f.lower_rate else "more often"
+    pair = f"{f.higher} and {f.lower} are" if f.higher_rate == f.lower_rate else f"{f.higher} is"
+    than = "" if f.higher_rate == f.lower_rate else f" than {f.lower}"
     if f.metric == "delta_sp":
-        what = f"{f.higher} is predicted {positive} more often than {f.lower}"
+        what = f"{pair} predicted {positive} {often}{than}"
     else:
-        what = f"Among the test nodes truly {positive}, {f.higher} is recognised more often than {f.lower}"
+        what = f"Among the test nodes truly {positive}, {pair} recognised {often}{than}"
     return f"{what}: {_pct(f.higher_rate)} vs {_pct(f.lower_rate)}, {gap}; {chance}."
+
+
+def _one_class(results: AuditResults, positive: str) -> str | None:
+    """With two classes, where the model predicts the positive class for no test node or for every one of the
+    included groups' test nodes: the verdict that says so (the predicted rates cannot differ, whatever the groups'
+    predicted probabilities do); ``None`` otherwise."""
+    rates = {g.positive_rate for g in results.metrics.groups if g.included}
+    if results.graph.classes != 2 or rates not in ({0.0}, {1.0}):
+        return None
+    which = "none" if rates == {0.0} else "every one"
+    gamma = results.metrics.test.gamma_sp
+    pdd = "" if not gamma else f"; the groups' predicted probabilities still differ by Γ_SP {_points(gamma)} points"
+    return (
+        f"No verdict on predicted rates: the model predicts {positive} for {which} of the test nodes, so no group is "
+        f"predicted it more often than another (ΔSP and ΔEO are 0 by construction){pdd}."
+    )
 
 
 def _verdict(sp: GapFinding, positive: str) -> str:

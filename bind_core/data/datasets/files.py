@@ -10,15 +10,17 @@ compressed): one row per node, a header row. Rules (docs/DATASETS.md, "Bringing 
   that occur become the groups). Values are kept exactly. A numeric column with more than
   ``max_sensitive_values`` values needs a binning rule in ``sensitive_bins`` (``"age>=25"``,
   ``"age:25,60"``, several separated by ``;``).
-* ``features``: the feature columns; ``None`` takes every column except ``label``, ``split`` and
-  ``node_id`` (the sensitive column stays a feature, as in the BIND paper). Numbers as they are,
-  booleans as 0/1, text one-hot encoded up to ``max_categories`` values; missing values are refused
-  unless ``impute_missing`` (see :mod:`bind_core.data.datasets.features`).
+* ``features``: the feature columns (a list, or one comma-separated string); ``None`` takes every column except
+  ``label``, ``split`` and ``node_id`` (the sensitive column stays a feature, as in the BIND paper).
+  Numbers as they are, booleans as 0/1, text one-hot encoded up to ``max_categories`` values; missing values are
+  refused unless ``impute_missing`` (see :mod:`bind_core.data.datasets.features`).
 * ``split``: a column whose values ``train``/``val``/``test`` (any case) place the node; anything else
   leaves it out. Without it, :func:`paper_split` with ``split_seed`` over the labeled nodes.
 * ``node_id``: unique node ids the edge list refers to; integer ids (exact to 64 bits) become
   ``Graph.node_ids``. Without it the edge list holds 0-based row positions.
-* ``scale``: min-max scale every feature column to ``[-1, 1]`` (constant columns become 0).
+* ``scale``: min-max scale every feature column to ``[-1, 1]`` (constant columns become 0), as BIND's code does;
+  the graph keeps each column's range (``Graph.feature_ranges``) and the report says so. Off for a graph a model
+  trained on the table's own values is audited on.
 
 A misspelled column is refused with the columns of close name ("did you mean").
 
@@ -50,7 +52,7 @@ from bind_core.data.datasets.intersect import encode_groups, sensitive_columns
 from bind_core.data.datasets.labels import encode_labels
 from bind_core.data.datasets.limits import Limits
 from bind_core.data.datasets.npz import load_npz
-from bind_core.data.datasets.scaling import minmax_scale
+from bind_core.data.datasets.scaling import column_ranges, minmax_scale
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED, paper_split
 from bind_core.data.datasets.tables import read_node_table, require_columns
 from bind_core.data.graph import Graph
@@ -84,7 +86,7 @@ def ingest_files(
     *,
     label: str | None = None,
     sensitive: str | Sequence[str] | None = None,
-    features: Sequence[str] | None = None,
+    features: str | Sequence[str] | None = None,
     split: str | None = None,
     node_id: str | None = None,
     unlabeled: str | float | None = None,
@@ -151,7 +153,7 @@ class _Named:
 
     label: str
     sensitive: str | Sequence[str]
-    features: Sequence[str] | None
+    features: str | Sequence[str] | None
     split: str | None
     node_id: str | None
 
@@ -178,6 +180,7 @@ class _Parts:
     sens: np.ndarray
     group_names: list[str]
     sens_columns: list[str]
+    feature_ranges: list[tuple[float, float]]
 
 
 def _ingest_npz(
@@ -211,7 +214,10 @@ def _named_features(table: pd.DataFrame, named: _Named, shown: str) -> list[str]
     """The feature columns the caller named (checked), or ``None``."""
     if named.features is None:
         return None
-    features = [str(c) for c in named.features]
+    given = named.features
+    if isinstance(given, str):  # "a,b,c", as the command line and the upload's form field take it
+        given = [given] if given in table.columns else [c.strip() for c in given.split(",") if c.strip()]
+    features = [str(c) for c in given]
     require_columns(table, features, "features", file=shown)
     if named.label in features:
         message = "the label column cannot also be a feature"
@@ -248,9 +254,13 @@ def _graph_parts(table: pd.DataFrame, named: _Named, rules: _Rules, shown: str, 
         impute_missing=rules.impute_missing,
         report=report,
     )
+    ranges: list[tuple[float, float]] = []
     if rules.scale:
+        lo, hi = column_ranges(x)
+        ranges = list(zip(lo.tolist(), hi.tolist(), strict=True))
+        report.scaled = dict(zip(feature_names, ranges, strict=True))
         x = minmax_scale(x)
-    return _Parts(x, feature_names, y, classes, sens, group_names, sens_columns)
+    return _Parts(x, feature_names, y, classes, sens, group_names, sens_columns, ranges)
 
 
 def _groups(
@@ -312,6 +322,7 @@ def _built(
             val,
             test,
             feature_names=parts.feature_names,
+            feature_ranges=parts.feature_ranges,
             node_ids=user_ids.ids,
             name=name,
             group_names=parts.group_names,

@@ -24,6 +24,8 @@ class IngestReport:
         unknown_ids: the first few such node ids (as written in the edge list).
         self_loops: edge rows from a node to itself (dropped: the graph stores none).
         ignored_edge_columns: edge-list columns after the first two (weights, timestamps), not used.
+        scaled: each feature column min-max scaled to ``[-1, 1]`` (``scale=True``), with its ``(min, max)`` before;
+            empty when the features are the table's own values.
         hints: things that look wrong but were accepted (a label with a sentinel value, more than two classes...);
             a hint that advises an option holds it as an :class:`~bind_core.errors.Option` (:meth:`notes`).
     """
@@ -37,6 +39,7 @@ class IngestReport:
     unknown_ids: list[str] = field(default_factory=list)
     self_loops: int = 0
     ignored_edge_columns: list[str] = field(default_factory=list)
+    scaled: dict[str, tuple[float, float]] = field(default_factory=dict)
     hints: list[str | Message] = field(default_factory=list)
 
     def summary(self, name: Namer = Option.python) -> IngestSummary:
@@ -58,6 +61,7 @@ class IngestReport:
             unknown_ids=self.unknown_ids,
             self_loops=self.self_loops,
             ignored_edge_columns=self.ignored_edge_columns,
+            scaled={c: list(r) for c, r in self.scaled.items()},
             hints=[str(h) if isinstance(h, str) else h.text(name) for h in self.hints],
             notes=self.notes(name),
         )
@@ -90,6 +94,14 @@ class IngestReport:
             out.append(f"{self.self_loops} self-loop row(s) dropped (the graph stores none)")
         if self.ignored_edge_columns:
             out.append(f"edge-list column(s) {self.ignored_edge_columns} ignored (edges are unweighted)")
+        if self.scaled:
+            scaled = Message.of(
+                f"the {len(self.scaled)} feature column(s) min-max scaled to [-1, 1], as BIND's code does (each "
+                "column's minimum and maximum before are kept): a model trained here sees the scaled values; to audit "
+                "a model trained on the table's own values, read it with ",
+                Option("scale", False),
+            )
+            out.append(scaled.text(name))
         return out + [h if isinstance(h, str) else h.text(name) for h in self.hints]
 
 

@@ -21,7 +21,7 @@ REQUIRED_KEYS = ("x", "edge_index", "y", "sens")
 SPLIT_KEYS = ("train_idx", "val_idx", "test_idx")
 NAME_KEYS = ("sensitive", "group_meanings", "node_id_column", "node_keys", "label_name", "class_names")
 """The graph in the user's terms (:class:`~bind_core.data.graph.Graph`): text, optional."""
-OPTIONAL_KEYS = (*SPLIT_KEYS, "node_ids", "feature_names", "name", "group_names", *NAME_KEYS)
+OPTIONAL_KEYS = (*SPLIT_KEYS, "node_ids", "feature_names", "feature_ranges", "name", "group_names", *NAME_KEYS)
 TEXT_KEYS = ("feature_names", "name", "group_names", *NAME_KEYS)
 MAX_TEXT_CHARS = 4096
 """The longest feature name, group name or graph name an archive may hold (its strings' declared width)."""
@@ -32,8 +32,8 @@ def save_npz(graph: Graph, file: str | Path | BinaryIO) -> None:
     """Write ``graph`` as a compressed ``.npz`` that :func:`load_npz` reads back exactly.
 
     Keys: ``x`` (float32), ``edge_index`` (int64 ``[2, E]``), ``y``, ``sens``, ``train_idx``, ``val_idx``,
-    ``test_idx``, ``node_ids`` (int64), ``feature_names`` and ``group_names`` (unicode), ``name`` (0-d unicode).
-    No pickled
+    ``test_idx``, ``node_ids`` (int64), ``feature_names`` and ``group_names`` (unicode), ``name`` (0-d unicode),
+    ``feature_ranges`` (float64 ``[d, 2]``, empty when the features are as given) and the naming keys. No pickled
     objects, so it loads with ``allow_pickle=False``.
 
     Args:
@@ -51,6 +51,7 @@ def save_npz(graph: Graph, file: str | Path | BinaryIO) -> None:
         test_idx=graph.test_idx.numpy(),
         node_ids=graph.node_ids.numpy(),
         feature_names=np.array(graph.feature_names, dtype=np.str_),
+        feature_ranges=np.array(graph.feature_ranges, dtype=np.float64).reshape(-1, 2),
         name=np.array(graph.name, dtype=np.str_),
         group_names=np.array(graph.group_names, dtype="U"),
         sensitive=np.array(graph.sensitive, dtype="U"),
@@ -133,6 +134,9 @@ def check_headers(
             raise GraphValidationError(key, f"expected a 1-D index of at most {n} nodes, got shape {list(shape)}")
     limits = {"feature_names": d, "group_names": n, "name": 1, "sensitive": d + 1, "group_meanings": n}
     singles = (("node_id_column", 1), ("label_name", 1), ("class_names", n), ("node_keys", n))
+    if "feature_ranges" in shapes and shapes["feature_ranges"][0] not in ((0, 2), (d, 2)):
+        got = list(shapes["feature_ranges"][0])
+        raise GraphValidationError("feature_ranges", f"expected shape [{d}, 2] (one (min, max) per column), got {got}")
     for key, most in (*limits.items(), *singles):
         size = _size(shapes[key][0]) if key in shapes else 0
         if size > most:
@@ -174,7 +178,8 @@ def load_npz(
     """Read a graph from an ``.npz`` archive (``allow_pickle=False``).
 
     Required keys: ``x`` ``[n, d]``, ``edge_index`` (``[2, E]`` or ``[E, 2]``, either or both directions),
-    ``y``, ``sens``. Optional: ``train_idx``, ``val_idx``, ``test_idx`` (all three or none; without them
+    ``y``, ``sens``. Optional: ``feature_ranges`` (``[d, 2]``: the features were min-max scaled from these),
+    ``train_idx``, ``val_idx``, ``test_idx`` (all three or none; without them
     :func:`paper_split` with ``split_seed`` is used), ``node_ids``, ``feature_names``, ``name``,
     ``group_names``. Edges are cleaned by :meth:`Graph.build` (self-loops dropped, duplicates merged), so a
     file written by :func:`save_npz` round-trips exactly.
@@ -210,6 +215,8 @@ def load_npz(
     naming = _names(arrays)
     naming["feature_names"], naming["group_names"] = feature_names, group_names
     naming["name"] = name if name is not None else stored_name
+    ranges = arrays.get("feature_ranges")
+    feature_ranges = [] if ranges is None else [(float(lo), float(hi)) for lo, hi in ranges.reshape(-1, 2).tolist()]
     return Graph.build(
         arrays["x"],
         arrays["edge_index"],
@@ -219,6 +226,7 @@ def load_npz(
         val,
         test,
         node_ids=arrays.get("node_ids"),
+        feature_ranges=feature_ranges,
         **naming,
     )
 

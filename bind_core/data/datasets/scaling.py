@@ -19,10 +19,23 @@ def minmax_scale(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
         return x.copy()
-    lo = x.min(axis=0)
-    span = x.max(axis=0) - lo
+    lo, hi = column_ranges(x)
+    span = hi - lo
     safe = np.where(span > 0, span, 1.0)
     return np.where(span > 0, 2.0 * (x - lo) / safe - 1.0, 0.0)
+
+
+def column_ranges(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's minimum and maximum, what :func:`minmax_scale` maps to ``-1`` and ``1``.
+
+    Args:
+        x: a non-empty ``[n, d]`` numeric matrix.
+
+    Returns:
+        Two float64 ``[d]`` vectors: the minima and the maxima.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    return x.min(axis=0), x.max(axis=0)
 
 
 def nonconstant_columns(x: np.ndarray) -> np.ndarray:

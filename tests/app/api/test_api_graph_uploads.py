@@ -89,6 +89,25 @@ def test_parquet_upload_with_chosen_features(client: TestClient, auth: dict[str,
     assert response.json()["summary"]["features"] == 2
 
 
+def test_scale_off_keeps_the_tables_values(client: TestClient, auth: dict[str, str]) -> None:
+    """By default the features are min-max scaled and the summary says so (each column's range, a note advising
+    ``scale=false``); ``scale=false`` keeps the table's own values, what a model trained on them must see."""
+    table = node_table()
+    files, data = csv_upload(table, edge_list(), features="age,score")
+    scaled = client.post("/v1/graphs", headers=auth, files=files, data=data).json()["summary"]
+    assert scaled["features_scaled"] is True
+    assert scaled["ingest"]["scaled"]["age"] == [table.age.min(), table.age.max()]
+    assert any(n.endswith("read it with scale=false") for n in scaled["ingest"]["notes"]), scaled["ingest"]["notes"]
+    files, data = csv_upload(table, edge_list(), features="age,score", scale="false")
+    response = client.post("/v1/graphs", headers=auth, files=files, data=data)
+    assert response.status_code == 201, response.text
+    summary = response.json()["summary"]
+    assert summary["features_scaled"] is False and summary["ingest"]["scaled"] == {}
+    files, data = csv_upload(table, edge_list(), scale="maybe")
+    problem = assert_problem(client.post("/v1/graphs", headers=auth, files=files, data=data), 422)
+    assert problem["errors"][0]["field"] == "scale"
+
+
 def _nan_feature() -> pd.DataFrame:
     table = node_table()
     table.loc[3, "age"] = np.nan

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -149,3 +150,54 @@ def test_command_line_audits_a_pyg_model_file(tmp_path: Path, capsys: pytest.Cap
     assert doc["config"]["training"]["weight_decay"] == 1e-3  # the supplied model's objective
     assert main([*base, *files[:2]]) == 2
     assert "--model-config" in capsys.readouterr().err
+
+
+def test_command_line_audits_a_supplied_model_on_the_tables_own_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model trained on a node table's own feature values is audited on them (``--scale auto`` leaves them as
+    given with ``--model-weights``): its accuracy is its own; ``--scale on`` audits it on scaled inputs and warns."""
+    graph = synthetic(200, seed=1)
+    raw = graph.x.double() * 10 + 5  # a table whose values are far from [-1, 1]
+    split = ["train" if i in set(graph.train_idx.tolist()) else "" for i in range(graph.num_nodes)]
+    for name, idx in (("val", graph.val_idx), ("test", graph.test_idx)):
+        for i in idx.tolist():
+            split[i] = name
+    table = pd.DataFrame(raw.numpy(), columns=[f"f{j}" for j in range(graph.num_features)])
+    table["group"], table["label"], table["part"] = graph.sens.numpy(), graph.y.numpy(), split
+    table.to_csv(tmp_path / "nodes.csv", index=False)
+    edges = graph.edge_index.T.tolist()
+    (tmp_path / "edges.txt").write_text("".join(f"{a} {b}\n" for a, b in edges))
+    args = {"in_channels": graph.num_features, "hidden_channels": 4, "num_layers": 1, "out_channels": 2}
+    torch.manual_seed(0)
+    pyg = models.GCN(**args)
+    optimizer = torch.optim.Adam(pyg.parameters(), lr=0.01, weight_decay=1e-3)
+    for _ in range(40):
+        optimizer.zero_grad()
+        F.cross_entropy(pyg(raw.float(), graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
+        optimizer.step()
+    with torch.no_grad():
+        own = pyg.double()(raw, graph.edge_index).argmax(1)[graph.test_idx]
+    own_accuracy = float((own == graph.y[graph.test_idx]).double().mean())
+    save_file(pyg.float().state_dict(), tmp_path / "gcn.safetensors")
+    training = {"loss": "cross_entropy", "weight_decay": 1e-3, "epochs": 40, "lr": 0.01}
+    (tmp_path / "gcn.json").write_text(
+        json.dumps({"format": "torch_geometric", "class": "GCN", "args": args, "training": training})
+    )
+    features = ",".join(f"f{j}" for j in range(graph.num_features))
+    base = [
+        "--table", str(tmp_path / "nodes.csv"), "--edges", str(tmp_path / "edges.txt"), "--label", "label",
+        "--sensitive", "group", "--features", features, "--split", "part", "--skip", "influence", "--bootstrap", "0",
+        "--model-weights", str(tmp_path / "gcn.safetensors"), "--model-config", str(tmp_path / "gcn.json"), "--quiet",
+    ]  # fmt: skip
+    out = tmp_path / "audit.json"
+    assert main([*base, "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["metrics"]["test"]["accuracy"] == pytest.approx(own_accuracy, abs=1e-12)
+    assert doc["graph"]["features_scaled"] is False and not any("min-max" in w for w in doc["warnings"])
+    assert main([*base, "--scale", "on", "--json", str(out)]) == 0
+    assert "read: the 8 feature column(s) min-max scaled" in capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert doc["graph"]["features_scaled"] is True and any("min-max scaled" in w for w in doc["warnings"])
+    assert main(["--synthetic", "--nodes", "200", "--scale", "off"]) == 2
+    assert "--scale apply only to --table" in capsys.readouterr().err

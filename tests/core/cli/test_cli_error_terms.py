@@ -49,7 +49,8 @@ def test_every_advised_option_has_a_flag_the_command_accepts() -> None:
         (Option("features"), "--features"),
         (Option("unlabeled", "-1"), "--unlabeled=-1"),
         (Option("sensitive_bins", "age>=39.5"), "--sensitive-bins 'age>=39.5'"),
-        (Option("scale", False), "scale=False"),  # no flag: bind_core's own name
+        (Option("scale", False), "--scale off"),
+        (Option("max_sensitive_values", "20"), "max_sensitive_values=20"),  # no flag: bind_core's own name
     ],
 )
 def test_an_option_said_as_a_flag(option: Option, said: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bind_core.data.datasets import from_files, load_npz, save_npz, synthetic
+from bind_core.cli_errors import flag
+from bind_core.data.datasets import from_files, ingest_files, load_npz, save_npz, synthetic
 from bind_core.data.graph import Graph
 from bind_core.errors import BindError, GraphValidationError
 
@@ -80,6 +82,41 @@ def test_default_features_keep_the_sensitive_column(nodes_csv: Path) -> None:
 def test_unscaled(nodes_csv: Path) -> None:
     g = _build(nodes_csv, features=["age"], scale=False)
     assert g.x[:, 0].tolist() == [20.0 + i for i in range(N)]
+    assert g.feature_ranges == () and g.summary().features_scaled is False
+
+
+def test_scaling_keeps_each_columns_range_and_says_so(nodes_csv: Path) -> None:
+    """The default min-max scaling is recorded (the graph's ranges, the report's ``scaled`` and a note advising the
+    option that turns it off, in the caller's terms), and the ranges map the scaled values back to the table's."""
+    ingested = ingest_files(nodes_csv, label="outcome", sensitive="gender", features="age, score", allow_no_edges=True)
+    g, report = ingested.graph, ingested.report
+    assert g.feature_names == ("age", "score")  # a comma-separated string, as the command line gives it
+    assert g.feature_ranges == ((20.0, 20.0 + N - 1), (0.0, 10.0))
+    assert report.scaled == {"age": (20.0, 20.0 + N - 1), "score": (0.0, 10.0)}
+    assert g.summary().features_scaled is True
+    lo, hi = torch.tensor(g.feature_ranges, dtype=torch.float64).T
+    back = (g.x.double() + 1) / 2 * (hi - lo) + lo
+    table = _table()
+    assert torch.allclose(back, torch.tensor(table[["age", "score"]].to_numpy(float)), atol=1e-5)
+    note = next(n for n in report.notes() if "min-max" in n)
+    assert "2 feature column(s)" in note and note.endswith("scale=False")
+    assert report.summary(flag).notes[-1].endswith("--scale off")
+    assert report.summary().scaled == {"age": [20.0, 20.0 + N - 1], "score": [0.0, 10.0]}
+
+
+def test_feature_ranges_round_trip_and_are_checked(nodes_csv: Path, tmp_path: Path) -> None:
+    g = _build(nodes_csv, features=["age", "score"])
+    buffer = io.BytesIO()
+    save_npz(g, buffer)
+    assert load_npz(buffer.getvalue()).feature_ranges == g.feature_ranges
+    unscaled = _build(nodes_csv, features=["age", "score"], scale=False)
+    buffer = io.BytesIO()
+    save_npz(unscaled, buffer)
+    assert load_npz(buffer.getvalue()).feature_ranges == ()
+    with pytest.raises(GraphValidationError, match="one \\(min, max\\) per feature column"):
+        dataclasses.replace(g, feature_ranges=((0.0, 1.0),))
+    with pytest.raises(GraphValidationError, match="finite, with min <= max"):
+        dataclasses.replace(g, feature_ranges=((0.0, 1.0), (2.0, 1.0)))
 
 
 @pytest.mark.parametrize(
@@ -307,6 +344,8 @@ def test_bad_npz_archives(tmp_path: Path) -> None:
     assert _error(load_npz, saved(x=g.x.numpy()[:, 0])).field == "x"
     assert _error(load_npz, saved(y=g.y.numpy()[:50])).field == "y"
     assert _error(load_npz, saved(feature_names=np.array(["a", "b"]))).field == "feature_names"
+    assert _error(load_npz, saved(feature_ranges=np.zeros((3, 2)))).field == "feature_ranges"
+    assert _error(load_npz, saved(feature_ranges=np.full((g.num_features, 2), np.nan))).field == "feature_ranges"
     assert _error(load_npz, saved()[:100]).field == "npz"  # truncated
     assert _error(load_npz, b"").field == "npz"
     with pytest.raises(GraphValidationError):

@@ -5,6 +5,7 @@ Bregman response that the self-check measures."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -156,3 +157,23 @@ PER_NODE_AGREEMENT = 0.95
 """The issue's goal for per-node Pearson against the defined ground truth; settled steps reach 0.999+ (the estimate
 and its truth minimise the same objective), so falling below 0.95 on a small graph means the two have drifted
 apart."""
+
+
+def test_a_supplied_model_on_features_scaled_when_read_is_warned_about(graph: Graph) -> None:
+    """The graph's features were min-max scaled when it was read (``feature_ranges``): a supplied model trained on
+    the table's own values would be audited on inputs it never saw, and the audit says so; the same graph with its
+    features as given, or a model the audit trains itself, carries no such warning."""
+    args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 1, "out_channels": 2}
+    module = _early_stopped("GCN", args, graph, epochs=5)
+    weights = save({k: v.contiguous() for k, v in module.state_dict().items()})
+    config = AuditConfig(stages=("training", "metrics"), bootstrap=0)
+    scaled = dataclasses.replace(graph, feature_ranges=tuple((0.0, 1.0) for _ in range(graph.num_features)))
+
+    def scaling_warnings(audited: Graph, supplied: bool) -> list[str]:
+        model = prepare_for_audit(weights, _config("GCN", args), audited, config)[0] if supplied else None
+        return [w for w in run_audit(audited, config, model=model).warnings() if "min-max scaled" in w]
+
+    (warning,) = scaling_warnings(scaled, supplied=True)
+    assert "scale off" in warning and f"{graph.num_features} feature column(s)" in warning
+    assert scaling_warnings(graph, supplied=True) == []
+    assert scaling_warnings(scaled, supplied=False) == []

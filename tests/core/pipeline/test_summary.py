@@ -14,7 +14,7 @@ from bind_core import AuditConfig, TrainConfig, from_files, run_audit, synthetic
 from bind_core.pipeline.audit import AuditResult
 from bind_core.pipeline.chance_rule import chance_decision
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, chance_retrains
-from bind_core.pipeline.summary import _difference_interval, pearson_interval
+from bind_core.pipeline.summary import _difference_interval, pearson_interval, summarize
 from bind_core.reporting.report import render_report
 from bind_core.reporting.text import render as text_report
 
@@ -39,6 +39,29 @@ def test_the_verdict_names_the_groups_and_the_gap_with_the_results_numbers(audit
     assert summary.verdict.startswith("Biased:" if sp.excludes_zero else "No clear bias")
     assert f"{sp.higher} is predicted y=1 more often than {sp.lower}" in summary.verdict
     assert summary.text.splitlines()[0] == summary.verdict
+
+
+def test_a_model_that_predicts_one_class_gets_no_verdict_on_rates_and_equal_rates_are_said_so(
+    audited: AuditResult,
+) -> None:
+    """Where the model predicts the positive class for no test node, no group can be predicted it more often: the
+    verdict says that, not "no clear bias", and quotes Γ_SP, which still compares the probabilities; two groups with
+    the same rate are "equally often", never "more often"."""
+    typed = audited.typed()
+    metrics = typed.metrics
+    groups = [replace(g, positive_rate=0.0, tpr=0.0) for g in metrics.groups]
+    test = replace(metrics.test, delta_sp=0.0, delta_eo=0.0)
+    none = replace(typed, metrics=replace(metrics, groups=groups, test=test))
+    summary = summarize(none)
+    assert summary.verdict.startswith(
+        "No verdict on predicted rates: the model predicts y=1 for none of the test nodes"
+    )
+    assert f"Γ_SP {100 * metrics.test.gamma_sp:.1f} points" in summary.verdict
+    assert "recognised equally often: 0.0% vs 0.0%" in summary.bias[1].text
+    assert "more often" not in summary.bias[1].text
+    every = replace(typed, metrics=replace(metrics, groups=[replace(g, positive_rate=1.0) for g in groups]))
+    assert "predicts y=1 for every one of the test nodes" in summarize(every).verdict
+    assert summarize(typed).verdict == typed.summary.verdict  # a model that predicts both classes: as before
 
 
 def test_attribution_debiasing_and_trust_come_from_their_sections(audited: AuditResult) -> None:
