@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from bind_core.influence.batch_inputs import BatchInputs, Structures
-from bind_core.influence.step import HALVINGS, Deletion, Stepper
+from bind_core.influence.step import HALVINGS, STALL_HALVINGS, STALL_SHARE, Deletion, Stepper
 from bind_core.models.gnn import node_losses, probabilities
 
 BATCH_BYTES = {"cpu": 0, "cuda": 4 * 2**30}
@@ -238,8 +238,8 @@ def _chord_steps(stepper: Stepper, objective: BatchedObjective, state: _Round) -
     """:meth:`Stepper._chord_steps` for every member at once: each round, the members that took a step get a new
     chord direction, and every unsettled member's candidate is evaluated in one pass; a candidate is taken when the
     objective decreases enough (Armijo), else halved, and a member stops after :data:`~bind_core.influence.step.STEPS`
-    steps, at ``tol``, or after :data:`~bind_core.influence.step.HALVINGS` halvings of one step. Returns the state
-    where the members stopped."""
+    steps, at ``tol``, after :data:`~bind_core.influence.step.HALVINGS` halvings of one step, or once its steps have
+    stalled (:data:`~bind_core.influence.step.STALL_HALVINGS`). Returns the state where the members stopped."""
 
     size = state.value.numel()
     fresh = state.active.clone()
@@ -264,6 +264,8 @@ def _chord_steps(stepper: Stepper, objective: BatchedObjective, state: _Round) -
         state.tries[halved] += 1
         state.active[halved[state.tries[halved] >= HALVINGS]] = False
         going = (state.taken[took] < stepper.steps) & (state.grad[took].abs().amax(dim=1) > stepper.tol)
+        short = state.direction[took].norm(dim=1) <= STALL_SHARE * (state.at[took] - stepper.fm.theta).norm(dim=1)
+        going &= ~((state.tries[took] >= STALL_HALVINGS) & short)  # stalled (step.STALL_HALVINGS)
         state.active[took] = going
         state.close[took] |= _close_to_tol(state.grad[took], stepper.tol)
         fresh = torch.zeros_like(state.active)

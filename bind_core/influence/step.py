@@ -64,6 +64,13 @@ HALVINGS = 30
 direction descends, so a small enough step always does."""
 
 
+STALL_HALVINGS = 4
+"""With :data:`STALL_SHARE`: a step that needed at least this many halvings (Armijo) and moved the weights by at most
+that share of their distance from ``θ̂`` ends the chord steps: they have stalled (on a ReLU model's kinks the
+minimum lies where no gradient vanishes, and the steps zigzag across it in ever smaller steps)."""
+STALL_SHARE = 1e-2
+
+
 def inputs_without(fm: FunctionalModel, nodes: int | Tensor) -> GraphInputs:
     """The model inputs of ``G − nodes`` in the full graph's numbering: their edges removed (each keeps only a GCN
     self-loop, which touches no other node), the aggregation renormalised with the reduced degrees and the
@@ -330,14 +337,14 @@ class Stepper:
     ) -> tuple[Tensor, Tensor, Tensor | None, int]:
         """Chord steps from ``θ̂`` (where ``objective`` is ``value`` with gradient ``grad_f``): the frozen damped inverse
         on the exact gradient, each step halved until ``F`` decreases enough, until the gradient's largest entry is
-        at most ``tol`` or after ``steps``. Returns the weights reached, the gradient there, the test probabilities
-        there (``moved`` until a step is taken; ``None`` where the objective did not give them) and the steps
-        taken."""
-        at, taken = self.fm.theta, 0
-        while taken < self.steps and float(grad_f.abs().max()) > self.tol:
+        at most ``tol``, after ``steps``, or once they stall (:data:`STALL_HALVINGS`). Returns the weights reached, the
+        gradient there, the test probabilities there (``moved`` until a step is taken; ``None`` where the objective
+        did not give them) and the steps taken."""
+        at, taken, stalled = self.fm.theta, 0, False
+        while not stalled and taken < self.steps and float(grad_f.abs().max()) > self.tol:
             direction = self.solve_damped(grad_f)
             slope = float(grad_f @ direction)  # > 0: −direction descends F ((H + μI)⁻¹ is positive definite)
-            for _ in range(HALVINGS):  # a frozen Hessian may overshoot: halve until F decreases enough (Armijo)
+            for halvings in range(HALVINGS):  # noqa: B007 (read below) a frozen Hessian may overshoot: halve (Armijo)
                 candidate = at - direction
                 value_new, grad_new, proba_new = objective(candidate)
                 if value_new <= value - 1e-4 * slope:
@@ -347,6 +354,7 @@ class Stepper:
                 break  # no progress along the chord direction: keep the best point reached
             at, value, grad_f, moved = candidate, value_new, grad_new, proba_new
             taken += 1
+            stalled = halvings >= STALL_HALVINGS and _short(direction, at - self.fm.theta)
         return at, grad_f, moved, taken
 
     def _proba_at_hat(self, reduced: GraphInputs, changed: Tensor | None) -> Tensor:
@@ -372,6 +380,11 @@ class Stepper:
             if h is not None and self.first is not None:
                 return probabilities(self.first.split.logits(at, h, reduced, self.test))
             return probabilities(self.fm.logits(at, self.test, reduced))
+
+
+def _short(step: Tensor, move: Tensor) -> bool:
+    """Whether ``step`` moved the weights by at most :data:`STALL_SHARE` of their distance ``move`` from ``θ̂``."""
+    return float(step.norm()) <= STALL_SHARE * float(move.norm())
 
 
 def _first_layer_at_hat(

@@ -118,6 +118,11 @@ class Settling:
     steps_median: float = key("number: the median of the steps the nodes took")
     tol: float = key("number: a node settled when the proximal gradient's largest entry is at most this")
     unsettled: int = key("integer: nodes that did not settle")
+    stalled: int | None = key(
+        "integer: of the unsettled nodes, those whose steps stalled before steps_max (they stopped making progress, "
+        "as on the kinks of a ReLU model's objective, where no gradient vanishes); the rest ran out of steps",
+        optional=True,
+    )
     max_residual: float = key("number: the largest remaining gradient entry")
 
 
@@ -161,6 +166,7 @@ class _PerNode:
             steps_median=float(self.taken.double().median()),
             tol=tol,
             unsettled=int((self.residual > tol).sum()),
+            stalled=int(((self.residual > tol) & (self.taken < steps)).sum()),
             max_residual=float(self.residual.max()),
         )
 

@@ -264,9 +264,19 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
         "(debias_seeds) before acting on it"
     ]
     if d.get("unsettled"):
+        stalled = int(d.get("stalled") or 0)
+        ran_out = d["unsettled"] - stalled
+        how = [f"{ran_out} ran out of their {d['steps_max']} steps"] if ran_out else []
+        how += (
+            [
+                f"{stalled} stalled before (the steps stopped making progress, as where the objective's minimum lies "
+                "on the kinks of a ReLU model, where no gradient vanishes)"
+            ]
+            if stalled
+            else []
+        )
         out.append(
-            f"{d['unsettled']} of {influence.delta.numel()} nodes' steps did not settle within "
-            f"{d['steps_max']} steps (largest remaining gradient entry {d['max_residual']:.1e}): their values "
-            "are approximate"
+            f"{d['unsettled']} of {influence.delta.numel()} nodes' steps did not settle: {' and '.join(how)} "
+            f"(largest remaining gradient entry {d['max_residual']:.1e}); their values are approximate"
         )
     return out

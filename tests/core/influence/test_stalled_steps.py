@@ -1,0 +1,96 @@
+"""Chord steps that stall on a ReLU model's kinks stop early (:data:`bind_core.influence.step.STALL_HALVINGS`): on an
+early-stopped PyG ReLU GCN the minimum of a deletion's objective lies on kinks, where no gradient vanishes, and the
+steps zigzag across it in ever smaller, ever more halved steps. Stopping there changes the values little, the
+batched path stops where the sequential one does, and the audit says how many stalled."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save
+from torch_geometric.nn import models
+
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
+from bind_core.influence import step
+from bind_core.influence.batch_inputs import Structures
+from bind_core.influence.batched import batchable
+from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.step import Stepper
+from bind_core.influence.step_nodes import step_estimate
+from bind_core.pipeline.audit import AuditConfig
+from bind_core.pipeline.reference import prepare_for_audit
+
+POSITIONS = range(10)
+
+
+@pytest.fixture(scope="module")
+def relu_gcn() -> FunctionalModel:
+    return _relu_gcn(synthetic(160, seed=4, train_per_class=25))
+
+
+@pytest.fixture(scope="module")
+def sparse_relu_gcn() -> FunctionalModel:
+    """On a sparse graph, whose training nodes' computation graph is a small part of it (the batched path's case)."""
+    return _relu_gcn(synthetic(3000, avg_degree=3, seed=2, train_per_class=20))
+
+
+def _relu_gcn(graph: Graph) -> FunctionalModel:
+    """A two-layer PyG GCN (ReLU, PyG's default) trained as PyG users train: Adam, the best validation loss kept."""
+    args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2}
+    torch.manual_seed(0)
+    module = models.GCN(**args)
+    optimizer = torch.optim.Adam(module.parameters(), lr=0.01, weight_decay=5e-4)
+    best, kept = float("inf"), copy.deepcopy(module.state_dict())
+    for _ in range(60):
+        module.train()
+        optimizer.zero_grad()
+        F.cross_entropy(module(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
+        optimizer.step()
+        module.eval()
+        with torch.no_grad():
+            val = float(F.cross_entropy(module(graph.x, graph.edge_index)[graph.val_idx], graph.y[graph.val_idx]))
+        if val < best:
+            best, kept = val, copy.deepcopy(module.state_dict())
+    config = {"format": "torch_geometric", "class": "GCN", "args": args, "training": {"loss": "cross_entropy"}}
+    config["training"]["weight_decay"] = 5e-4
+    model, _ = prepare_for_audit(save({k: v.contiguous() for k, v in kept.items()}), config, graph, AuditConfig())
+    return FunctionalModel.from_trained(model, graph)
+
+
+@pytest.mark.heavy  # ~10 s here
+def test_stalled_steps_stop_early_with_nearly_the_same_values(
+    relu_gcn: FunctionalModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stepper = Stepper.build(relu_gcn)
+    stopping = [stepper.delete([p]) for p in POSITIONS]
+    monkeypatch.setattr(step, "STALL_HALVINGS", 10**9)  # never stalls: every step until tol or STEPS
+    going_on = [stepper.delete([p]) for p in POSITIONS]
+    stalled = [a for a, b in zip(stopping, going_on, strict=True) if a.taken < b.taken]
+    assert len(stalled) >= 3  # the rule fired, on deletions that did not settle
+    assert all(a.residual > stepper.tol and a.taken < step.STEPS for a in stalled)
+    scale = max(float(b.delta.abs().max()) for b in going_on)
+    for a, b in zip(stopping, going_on, strict=True):
+        assert a.taken <= b.taken
+        if a.taken == b.taken:  # the same path to the end: the same values
+            assert torch.equal(a.delta, b.delta)
+        assert float((a.delta - b.delta).abs().max()) <= 0.02 * scale  # measured: 0.6% of the largest
+
+
+@pytest.mark.heavy  # ~20 s here
+def test_the_batched_path_stalls_where_the_sequential_one_does(sparse_relu_gcn: FunctionalModel) -> None:
+    stepper = Stepper.build(sparse_relu_gcn)
+    assert batchable(stepper)
+    sequential = step_estimate(sparse_relu_gcn, batch_bytes=0)
+    per_deletion = Structures.of(stepper).bytes_per_deletion()
+    batched = step_estimate(sparse_relu_gcn, batch_bytes=5 * per_deletion)
+    assert batched.solve.details["batch_size"] == 5
+    assert torch.equal(batched.taken, sequential.taken)
+    scale = float(sequential.delta.abs().max())
+    assert float((batched.delta - sequential.delta).abs().max()) <= 1e-10 * scale
+    details = sequential.solve.details
+    stalled = int(((sequential.residual > details["tol"]) & (sequential.taken < details["steps_max"])).sum())
+    assert details["stalled"] == stalled >= 10 and details["unsettled"] >= stalled
