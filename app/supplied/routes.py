@@ -100,7 +100,7 @@ async def register_model(
         )
     )
     response.headers["Location"] = f"/v1/models/{row.id}"
-    return row
+    return ModelRead.model_validate(row).model_copy(update={"warnings": service.registration_warnings(summary)})
 
 
 @router.get("", response_model=ModelPage)

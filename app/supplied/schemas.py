@@ -32,6 +32,9 @@ class ModelRead(BaseModel):
     size_bytes: int
     """Size of the safetensors weights."""
     created_at: datetime
+    warnings: list[str] = []
+    """Said when the model is registered (empty when read back): what to check before auditing it, e.g. that the
+    graph's features were min-max scaled at upload (``summary.features_scaled``)."""
 
 
 class ModelPage(BaseModel):

@@ -99,6 +99,18 @@ def graph_summary(session: Session, tenant: Tenant, graph_id: uuid.UUID) -> dict
     return found
 
 
+def registration_warnings(summary: dict[str, Any]) -> list[str]:
+    """What to check before auditing a model registered for a graph with this summary: features min-max scaled at
+    upload, which a model trained on the table's own values never saw."""
+    if not summary.get("features_scaled"):
+        return []
+    return [
+        "the graph's feature columns were min-max scaled to [-1, 1] at upload (summary.features_scaled): if this "
+        "model was trained on the table's own values, an audit describes it on inputs it never saw; upload the "
+        "table again with scale=false and register the model for that graph"
+    ]
+
+
 def create_model(
     session: Session, tenant: Tenant, *, graph_id: uuid.UUID, name: str, weights: bytes, config: dict[str, Any]
 ) -> SuppliedModel:

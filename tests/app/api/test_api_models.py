@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -18,7 +19,7 @@ from torch_geometric.nn import GraphSAGE
 from app.audits import run as runner
 from app.core.db.tables import Audit, SuppliedModel
 from app.core.settings import Settings
-from bind_core.data.datasets import load_npz
+from bind_core.data.datasets import ingest_files, load_npz
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
 
@@ -41,6 +42,7 @@ def test_register_read_list_delete(client: TestClient, auth: dict[str, str], gra
     assert response.headers["Location"] == f"/v1/models/{model['id']}"
     assert (model["graph_id"], model["name"], model["size_bytes"]) == (graph_id, "mine", len(weights))
     assert model["config"]["in_dim"] == config["in_dim"]
+    assert model["warnings"] == []  # an npz's features are as given
     assert client.get(f"/v1/models/{model['id']}", headers=auth).json()["id"] == model["id"]
     listed = client.get("/v1/models", headers=auth, params={"graph_id": graph_id}).json()["items"]
     assert [m["id"] for m in listed] == [model["id"]]
@@ -54,6 +56,39 @@ def test_register_read_list_delete(client: TestClient, auth: dict[str, str], gra
     assert again.status_code == 201, again.text
     assert client.delete(f"/v1/models/{model['id']}", headers=auth).status_code == 204
     assert_problem(client.get(f"/v1/models/{model['id']}", headers=auth), 404, "model-not-found")
+
+
+def test_a_model_registered_for_a_graph_with_scaled_features_is_warned(
+    client: TestClient, auth: dict[str, str], tmp_path: Path
+) -> None:
+    """A node table's features are min-max scaled at upload by default: registering a model for such a graph says
+    that a model trained on the table's own values would be audited on inputs it never saw; ``scale=false`` not."""
+    n = 40
+    table = "id,age,score,gender,label\n" + "".join(
+        f"{i},{20 + i},{(i * 7) % 11},{'fm'[i % 2]},{int(i % 4 < 2)}\n" for i in range(n)
+    )
+    edges = "".join(f"{i},{(i + 1) % n}\n" for i in range(n))
+    (tmp_path / "t.csv").write_text(table)
+    (tmp_path / "e.csv").write_text(edges)
+    graph = ingest_files(tmp_path / "t.csv", tmp_path / "e.csv", label="label", sensitive="gender", scale=False).graph
+    model = train(graph, TrainConfig(epochs=2, polish=False))
+    for scale, warned in (("true", True), ("false", False)):
+        uploaded = client.post(
+            "/v1/graphs",
+            headers=auth,
+            files={"nodes": ("t.csv", table.encode()), "edges": ("e.csv", edges.encode())},
+            data={"label": "label", "sensitive": "gender", "scale": scale},
+        )
+        assert uploaded.status_code == 201, uploaded.text
+        registered = client.post(
+            "/v1/models",
+            headers=auth,
+            files={"weights": ("m.safetensors", model.to_bytes())},
+            data={"config": json.dumps(model.config_dict()), "graph_id": uploaded.json()["id"]},
+        )
+        assert registered.status_code == 201, registered.text
+        said = registered.json()["warnings"]
+        assert bool(said) == warned and all("scale=false" in w for w in said), said
 
 
 def test_wrong_shapes_and_non_safetensors_are_422(
