@@ -5,13 +5,10 @@ batched path stops where the sequential one does, and the audit says how many st
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
-import torch.nn.functional as F
+from pyg_models import early_stopped
 from safetensors.torch import save
-from torch_geometric.nn import models
 
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
@@ -41,20 +38,7 @@ def sparse_relu_gcn() -> FunctionalModel:
 def _relu_gcn(graph: Graph) -> FunctionalModel:
     """A two-layer PyG GCN (ReLU, PyG's default) trained as PyG users train: Adam, the best validation loss kept."""
     args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2}
-    torch.manual_seed(0)
-    module = models.GCN(**args)
-    optimizer = torch.optim.Adam(module.parameters(), lr=0.01, weight_decay=5e-4)
-    best, kept = float("inf"), copy.deepcopy(module.state_dict())
-    for _ in range(60):
-        module.train()
-        optimizer.zero_grad()
-        F.cross_entropy(module(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
-        optimizer.step()
-        module.eval()
-        with torch.no_grad():
-            val = float(F.cross_entropy(module(graph.x, graph.edge_index)[graph.val_idx], graph.y[graph.val_idx]))
-        if val < best:
-            best, kept = val, copy.deepcopy(module.state_dict())
+    kept = early_stopped("GCN", args, graph).state_dict()
     config = {"format": "torch_geometric", "class": "GCN", "args": args, "training": {"loss": "cross_entropy"}}
     config["training"]["weight_decay"] = 5e-4
     model, _ = prepare_for_audit(save({k: v.contiguous() for k, v in kept.items()}), config, graph, AuditConfig())

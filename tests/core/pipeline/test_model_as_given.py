@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 import torch
-import torch.nn.functional as F
+from pyg_models import early_stopped
 from safetensors.torch import save
-from torch_geometric.nn import models
 
 from bind_core.codec import decode, encode
 from bind_core.data.datasets import synthetic
@@ -35,26 +34,6 @@ from bind_core.training.stationarity import describe_stationarity
 @pytest.fixture(scope="module")
 def graph() -> Graph:
     return synthetic(160, seed=4, train_per_class=25)
-
-
-def _early_stopped(cls: str, args: dict[str, Any], graph: Graph, epochs: int = 60) -> torch.nn.Module:
-    """A PyG model trained as PyG users train: Adam (lr 0.01, weight decay 5e-4), the best validation loss kept."""
-    torch.manual_seed(0)
-    module: torch.nn.Module = getattr(models, cls)(**args)
-    optimizer = torch.optim.Adam(module.parameters(), lr=0.01, weight_decay=5e-4)
-    best, kept = float("inf"), copy.deepcopy(module.state_dict())
-    for _ in range(epochs):
-        module.train()
-        optimizer.zero_grad()
-        F.cross_entropy(module(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
-        optimizer.step()
-        module.eval()
-        with torch.no_grad():
-            val = float(F.cross_entropy(module(graph.x, graph.edge_index)[graph.val_idx], graph.y[graph.val_idx]))
-        if val < best:
-            best, kept = val, copy.deepcopy(module.state_dict())
-    module.load_state_dict(kept)
-    return module.eval()
 
 
 def _config(cls: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +66,7 @@ def test_a_supplied_pyg_model_is_audited_with_its_own_predictions(
 ) -> None:
     args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": layers, "out_channels": 2}
     args["act"] = act
-    module = _early_stopped(cls, args, graph)
+    module = early_stopped(cls, args, graph)
     weights = save({k: v.contiguous() for k, v in module.state_dict().items()})
     config = AuditConfig(stages=("training", "metrics"), bootstrap=0)
     model, record = prepare_for_audit(weights, _config(cls, args), graph, config)
@@ -104,7 +83,7 @@ def test_a_supplied_pyg_model_is_audited_with_its_own_predictions(
 
 def test_polishing_first_is_possible_and_reports_both_models_side_by_side(graph: Graph) -> None:
     args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2}
-    module = _early_stopped("GCN", {**args, "act": "gelu"}, graph, epochs=30)
+    module = early_stopped("GCN", {**args, "act": "gelu"}, graph, epochs=30)
     weights = save({k: v.contiguous() for k, v in module.state_dict().items()})
     config = AuditConfig(stages=("training", "metrics"), bootstrap=0, reference="polished")
     model, record = prepare_for_audit(weights, _config("GCN", {**args, "act": "gelu"}), graph, config)
@@ -164,7 +143,7 @@ def test_a_supplied_model_on_features_scaled_when_read_is_warned_about(graph: Gr
     the table's own values would be audited on inputs it never saw, and the audit says so; the same graph with its
     features as given, or a model the audit trains itself, carries no such warning."""
     args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 1, "out_channels": 2}
-    module = _early_stopped("GCN", args, graph, epochs=5)
+    module = early_stopped("GCN", args, graph, epochs=5)
     weights = save({k: v.contiguous() for k, v in module.state_dict().items()})
     config = AuditConfig(stages=("training", "metrics"), bootstrap=0)
     scaled = dataclasses.replace(graph, feature_ranges=tuple((0.0, 1.0) for _ in range(graph.num_features)))
