@@ -64,6 +64,26 @@ def test_a_model_that_predicts_one_class_gets_no_verdict_on_rates_and_equal_rate
     assert summarize(typed).verdict == typed.summary.verdict  # a model that predicts both classes: as before
 
 
+def test_a_retrained_before_row_is_compared_with_the_audited_model_not_in_its_place(audited: AuditResult) -> None:
+    """A model trained here is its own "before" row; where "before" is a retraining that gives another model (a
+    supplied model retrained by its recipe), the sentence says both, so that the audited model's ΔSP is never
+    followed by another model's as if it were the same."""
+    typed = audited.typed()
+    assert typed.debiasing is not None and typed.summary is not None and typed.summary.debiasing is not None
+    row = typed.debiasing[0]
+    test = typed.metrics.test
+    assert row.before.delta_sp == test.delta_sp and typed.summary.debiasing.text.startswith("Deleting")
+    other = replace(row.before, delta_sp=(test.delta_sp or 0) / 2, accuracy=(test.accuracy or 0) - 0.05)
+    retrained = replace(typed, debiasing=[replace(row, before=other)])
+    finding = summarize(retrained).debiasing
+    assert finding is not None
+    assert finding.text.startswith(
+        f"Retrained from scratch on the whole graph, the model has ΔSP {100 * other.delta_sp:.1f}"
+    )
+    assert f"(the audited model: {100 * (test.delta_sp or 0):.1f}," in finding.text
+    assert f"retrained without the {row.deleted} most harmful training nodes" in finding.text
+
+
 def test_attribution_debiasing_and_trust_come_from_their_sections(audited: AuditResult) -> None:
     typed = audited.typed()
     summary = typed.summary
