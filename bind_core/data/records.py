@@ -83,6 +83,9 @@ class IngestSummary:
     dropped_edges: int = key("integer: edge rows dropped because they name a node absent from the node table")
     unknown_ids: list[str] = key("strings: the first few such node ids, as written in the edge list")
     self_loops: int = key("integer: edge rows from a node to itself (dropped)")
+    duplicate_edges: int | None = key(
+        "integer: edge rows that repeat an earlier row, node for node (merged: each edge is stored once)", optional=True
+    )
     ignored_edge_columns: list[str] = key("strings: edge-list columns after the first two, not used")
     scaled: dict[str, list[float]] | None = key(
         "object, feature column → [min, max] of its values before they were min-max scaled to [-1, 1] (scale); "

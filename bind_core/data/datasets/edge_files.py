@@ -96,3 +96,5 @@ def _report_edges(edge_list: EdgeList, report: IngestReport) -> None:
     report.dropped_edges, report.unknown_ids = edge_list.dropped, edge_list.unknown_ids
     report.ignored_edge_columns = edge_list.extra_columns
     report.self_loops = int((edge_list.edges[:, 0] == edge_list.edges[:, 1]).sum())
+    pairs = edge_list.edges[edge_list.edges[:, 0] != edge_list.edges[:, 1]]
+    report.duplicate_edges = int(pairs.shape[0] - np.unique(pairs, axis=0).shape[0]) if pairs.shape[0] else 0

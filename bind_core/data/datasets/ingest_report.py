@@ -23,6 +23,8 @@ class IngestReport:
         dropped_edges: edge rows dropped because they name a node absent from the node table.
         unknown_ids: the first few such node ids (as written in the edge list).
         self_loops: edge rows from a node to itself (dropped: the graph stores none).
+        duplicate_edges: edge rows that repeat an earlier row, node for node (merged: the graph stores each edge
+            once, so a model that counted the repeats as several edges computes otherwise here).
         ignored_edge_columns: edge-list columns after the first two (weights, timestamps), not used.
         scaled: each feature column min-max scaled to ``[-1, 1]`` (``scale=True``), with its ``(min, max)`` before;
             empty when the features are the table's own values.
@@ -38,6 +40,7 @@ class IngestReport:
     dropped_edges: int = 0
     unknown_ids: list[str] = field(default_factory=list)
     self_loops: int = 0
+    duplicate_edges: int = 0
     ignored_edge_columns: list[str] = field(default_factory=list)
     scaled: dict[str, tuple[float, float]] = field(default_factory=dict)
     hints: list[str | Message] = field(default_factory=list)
@@ -60,6 +63,7 @@ class IngestReport:
             dropped_edges=self.dropped_edges,
             unknown_ids=self.unknown_ids,
             self_loops=self.self_loops,
+            duplicate_edges=self.duplicate_edges,
             ignored_edge_columns=self.ignored_edge_columns,
             scaled={c: list(r) for c, r in self.scaled.items()},
             hints=[str(h) if isinstance(h, str) else h.text(name) for h in self.hints],
@@ -92,6 +96,11 @@ class IngestReport:
             )
         if self.self_loops:
             out.append(f"{self.self_loops} self-loop row(s) dropped (the graph stores none)")
+        if self.duplicate_edges:
+            out.append(
+                f"{self.duplicate_edges} edge row(s) repeat an earlier row, node for node: merged (the graph stores "
+                "each edge once; a model trained with the repeats as parallel edges computes otherwise here)"
+            )
         if self.ignored_edge_columns:
             out.append(f"edge-list column(s) {self.ignored_edge_columns} ignored (edges are unweighted)")
         if self.scaled:

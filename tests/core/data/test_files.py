@@ -143,6 +143,13 @@ def test_float_formatted_positions_and_duplicates(nodes_csv: Path, tmp_path: Pat
     path = _write(tmp_path / "edges.txt", rows + "3 3\n")
     g = _build(nodes_csv, path)
     assert g.num_edges == N  # both directions merged, the self-loop dropped
+    ingested = ingest_files(nodes_csv, path, label="outcome", sensitive="gender")
+    assert ingested.report.duplicate_edges == 0  # both directions of an edge are not a repeat
+    assert not any("repeat" in n for n in ingested.report.notes())
+    repeated = _write(tmp_path / "repeats.txt", rows + "0 1\n0 1\n3 3\n")
+    report = ingest_files(nodes_csv, repeated, label="outcome", sensitive="gender").report
+    assert report.duplicate_edges == 2 and report.self_loops == 1
+    assert any(n.startswith("2 edge row(s) repeat an earlier row, node for node: merged") for n in report.notes())
 
 
 def test_string_node_ids(tmp_path: Path) -> None:
