@@ -95,6 +95,7 @@ class AuditResult:
         stationarity: how stationary the weights are, read before the influence stage.
         timings: stage → seconds, in the order the stages ran.
         device: where it ran.
+        supplied: whether the model was supplied (``run_audit(model=...)``) rather than trained by the audit.
     """
 
     graph: Graph
@@ -118,7 +119,6 @@ class AuditResult:
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
     supplied: bool = False
-    """Whether the model was supplied (``run_audit(model=...)``) rather than trained by the audit."""
 
     def to_dict(self) -> dict[str, Any]:
         """Everything the audit produced, JSON-ready (what the CLI's ``--json`` writes and the service stores).

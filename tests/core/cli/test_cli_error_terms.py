@@ -50,7 +50,7 @@ def test_every_advised_option_has_a_flag_the_command_accepts() -> None:
         (Option("unlabeled", "-1"), "--unlabeled=-1"),
         (Option("sensitive_bins", "age>=39.5"), "--sensitive-bins 'age>=39.5'"),
         (Option("scale", False), "--scale off"),
-        (Option("max_sensitive_values", "20"), "max_sensitive_values=20"),  # no flag: bind_core's own name
+        (Option("max_sensitive_values", "20"), "max_sensitive_values='20'"),  # no flag: bind_core's own name
     ],
 )
 def test_an_option_said_as_a_flag(option: Option, said: str) -> None:
