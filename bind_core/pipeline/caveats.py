@@ -266,17 +266,17 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
     if d.get("unsettled"):
         stalled = int(d.get("stalled") or 0)
         ran_out = d["unsettled"] - stalled
-        how = [f"{ran_out} ran out of their {d['steps_max']} steps"] if ran_out else []
-        how += (
+        how = (
             [
-                f"{stalled} stalled before (the steps stopped making progress, as where the objective's minimum lies "
-                "on the kinks of a ReLU model, where no gradient vanishes)"
+                f"{stalled} stalled before their {d['steps_max']} steps (they stopped making progress, as where the "
+                "objective's minimum lies on a ReLU model's kinks, where no gradient vanishes)"
             ]
             if stalled
             else []
         )
+        how += [f"{ran_out} ran out of their {d['steps_max']} steps"] if ran_out else []
         out.append(
-            f"{d['unsettled']} of {influence.delta.numel()} nodes' steps did not settle: {' and '.join(how)} "
-            f"(largest remaining gradient entry {d['max_residual']:.1e}); their values are approximate"
+            f"{d['unsettled']} of {influence.delta.numel()} nodes' steps did not settle (largest remaining gradient "
+            f"entry {d['max_residual']:.1e}): {' and '.join(how)}; their values are approximate"
         )
     return out

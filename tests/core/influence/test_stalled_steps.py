@@ -5,6 +5,8 @@ batched path stops where the sequential one does, and the audit says how many st
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from pyg_models import early_stopped
@@ -19,6 +21,7 @@ from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
 from bind_core.influence.step_nodes import step_estimate
 from bind_core.pipeline.audit import AuditConfig
+from bind_core.pipeline.caveats import _question_warnings
 from bind_core.pipeline.reference import prepare_for_audit
 
 POSITIONS = range(10)
@@ -78,3 +81,14 @@ def test_the_batched_path_stalls_where_the_sequential_one_does(sparse_relu_gcn: 
     details = sequential.solve.details
     stalled = int(((sequential.residual > details["tol"]) & (sequential.taken < details["steps_max"])).sum())
     assert details["stalled"] == stalled >= 10 and details["unsettled"] >= stalled
+
+
+def test_the_warning_tells_stalled_deletions_from_those_out_of_steps() -> None:
+    details = {"method": "step", "damping": 1e-3, "unsettled": 5, "stalled": 3, "steps_max": 20, "max_residual": 2e-3}
+    influence = SimpleNamespace(solve=SimpleNamespace(details=details), delta=torch.zeros(40))
+    (said,) = [w for w in _question_warnings(influence) if "did not settle" in w]  # type: ignore[arg-type]
+    assert said.startswith("5 of 40 nodes' steps did not settle (largest remaining gradient entry 2.0e-03): 3 stalled")
+    assert "and 2 ran out of their 20 steps; their values are approximate" in said
+    details |= {"stalled": 0}
+    (said,) = [w for w in _question_warnings(influence) if "did not settle" in w]  # type: ignore[arg-type]
+    assert "stalled" not in said and ": 5 ran out of their 20 steps;" in said
