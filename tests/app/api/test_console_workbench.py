@@ -68,6 +68,20 @@ def test_upload_read_estimate_and_queue(tenant: Callable[..., Tenant], sessions:
     assert forged.status_code == 403
 
 
+def test_the_upload_form_can_keep_the_tables_own_feature_values(tenant: Callable[..., Tenant]) -> None:
+    """Unticked, the features are min-max scaled and the graph's page says so; ticked, the table's values are kept
+    (a model trained on them is audited on them)."""
+    user = tenant()
+    user.sign_in()
+    assert 'name="scale" value="false"' in user.browser.get("/console/graphs/new").text
+    scaled = _upload(user, label="approved", sensitive="gender", name="scaled")
+    assert scaled.status_code == 303, scaled.text
+    assert "min-max scaled to [-1, 1]" in user.browser.get(scaled.headers["location"]).text
+    kept = _upload(user, label="approved", sensitive="gender", name="kept", scale="false")
+    assert kept.status_code == 303, kept.text
+    assert "min-max scaled" not in user.browser.get(kept.headers["location"]).text
+
+
 def test_another_tenants_graph_is_not_found_and_a_viewer_cannot_upload(
     tenant: Callable[..., Tenant], client: TestClient
 ) -> None:
