@@ -41,6 +41,18 @@ class MetricValues:
         "object, metric name → reason: present only when some metric is undefined (null)", optional=True
     )
 
+    def same_figures(self, other: MetricValues) -> bool:
+        """Whether ``other`` gives the same accuracy, ΔSP and ΔEO (to 10⁻⁹): the same model measured again.
+
+        Args:
+            other: metrics to compare with.
+
+        Returns:
+            True where each of the three is equal (both null, or within 10⁻⁹).
+        """
+        pairs = [(self.accuracy, other.accuracy), (self.delta_sp, other.delta_sp), (self.delta_eo, other.delta_eo)]
+        return all(a == b or (a is not None and b is not None and abs(a - b) <= 1e-9) for a, b in pairs)
+
 
 @dataclass(kw_only=True)
 class WorstPair:

@@ -312,17 +312,6 @@ def _random(count: int) -> str:
     return "1 random training node" if count == 1 else f"{count} random training nodes"
 
 
-def _same_model(before: MetricValues, audited: MetricValues) -> bool:
-    """Whether the debiasing's "before" row is the audited model's metrics (a model trained here, retrained by its own
-    recipe), not those of a retraining that gives another model (a supplied model, or ``debias_retrain: adam``)."""
-    pairs = [
-        (before.accuracy, audited.accuracy),
-        (before.delta_sp, audited.delta_sp),
-        (before.delta_eo, audited.delta_eo),
-    ]
-    return all(x == y or (x is not None and y is not None and abs(x - y) <= 1e-9) for x, y in pairs)
-
-
 def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> DebiasingFinding | None:
     if not rows:
         return None
@@ -333,7 +322,7 @@ def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> Debias
     backfired = [f"budget {r.budget:g}: {', '.join(r.backfired)}" for r in rows if r.backfired]
     check = best.against_random
     b, a = best.before, best.after
-    if _same_model(b, audited):
+    if b.same_figures(audited):
         text = (
             f"Deleting {_most_harmful(best.deleted)} (budget {best.budget:g}) and retraining moved "
             f"ΔSP {_points(b.delta_sp)} → {_points(a.delta_sp)} points, ΔEO {_points(b.delta_eo)} → "

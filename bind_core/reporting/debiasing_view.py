@@ -49,11 +49,12 @@ def backfire(row: DebiasingRow) -> str:
     return "the deletion backfired: it raised " + ", ".join(rose)
 
 
-def debiasing_view(runs: list[DebiasingRow] | None) -> DebiasingView | None:
+def debiasing_view(runs: list[DebiasingRow] | None, audited: MetricValues | None = None) -> DebiasingView | None:
     """The section: each budget's deletion, before and after, the bars, and the comparison with random deletion.
 
     Args:
         runs: the audit's debiasing rows, one per budget (``None`` when debiasing did not run).
+        audited: the audited model's test metrics, to say whether the "before" row is that model or a retraining.
 
     Returns:
         The section's view, or ``None`` without debiasing.
@@ -70,11 +71,15 @@ def debiasing_view(runs: list[DebiasingRow] | None) -> DebiasingView | None:
     kind = runs[0].retrain
     how = retraining(kind)
     if how is not None:
-        how += (
-            "; before is the unchanged graph retrained the same way with the model's seed"
-            if kind == "adam"
-            else "; before is the audited model"
-        )
+        if kind == "adam":
+            how += "; before is the unchanged graph retrained the same way with the model's seed"
+        elif audited is not None and not runs[0].before.same_figures(audited):
+            how += (
+                "; before is the whole graph retrained the same way, another model than the audited one (its "
+                "figures are in the metrics above), so that before and after differ only by the deletion"
+            )
+        else:
+            how += "; before is the audited model"
     caveats = [f"{budget_text(r.budget)}: {r.caveat}" for r in runs if r.caveat]
     caveats += [f"{budget_text(r.budget)}: {backfire(r)}" for r in runs if r.backfired]
     return DebiasingView(head=head, rows=rows, svg=svg, chance=_chance(runs), retraining=how, caveats=caveats)

@@ -84,7 +84,7 @@ def render_report(
         edge_check=edge_check_view(typed.edges),
         stability=stability_view(typed.stability),
         trust=trust_view(typed.validation),
-        debiasing=debiasing_view(typed.debiasing),
+        debiasing=debiasing_view(typed.debiasing, typed.metrics.test),
         run=run_view(typed),
         supplied=supplied_view(typed.supplied_model),
     )

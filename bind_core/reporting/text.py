@@ -52,7 +52,7 @@ def render(result: AuditResult, *, top: int = 10) -> str:
                 f"{ref.converged} converged), {_seconds(ref.seconds)} s"
             )
     if r.debiasing:
-        lines += _debiasing_lines(r.debiasing)
+        lines += _debiasing_lines(r.debiasing, r.metrics.test)
     lines += _check_lines(r)
     if r.warnings:
         lines += ["", *(f"warning: {w}" for w in r.warnings)]
@@ -153,13 +153,15 @@ def _influence_lines(r: AuditResults, inf: InfluenceSummary, top: int) -> list[s
     ]
 
 
-def _debiasing_lines(rows: list[DebiasingRow]) -> list[str]:
+def _debiasing_lines(rows: list[DebiasingRow], audited: MetricValues) -> list[str]:
     lines = ["", "debiasing (%)        deleted   acc    ΔSP    ΔEO   Γ_SP   Γ_EO"]
     first = rows[0]
     if first.retrain == "adam":
         lines.append("  retrained with Adam alone (no polish); before: the unchanged graph retrained so")
     if first.recipe:
         lines.append("  " + _recipe_line(first.recipe))
+    if first.retrain != "adam" and not first.before.same_figures(audited):
+        lines.append("  before: the whole graph retrained the same way, another model than the audited one (above)")
     lines.append("  before                   " + " ".join(_pct(_value(first.before, k)) for k in _AFTER_KEYS))
     for row in rows:
         flag = "  BACKFIRED" if row.backfired else ""

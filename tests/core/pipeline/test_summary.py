@@ -11,11 +11,13 @@ import pandas as pd
 import pytest
 
 from bind_core import AuditConfig, TrainConfig, from_files, run_audit, synthetic
+from bind_core.codec import encode
 from bind_core.pipeline.audit import AuditResult
 from bind_core.pipeline.chance_rule import chance_decision
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS, chance_retrains
 from bind_core.pipeline.summary import _difference_interval, pearson_interval, summarize
 from bind_core.reporting.report import render_report
+from bind_core.reporting.text import _debiasing_lines
 from bind_core.reporting.text import render as text_report
 
 
@@ -82,6 +84,13 @@ def test_a_retrained_before_row_is_compared_with_the_audited_model_not_in_its_pl
     )
     assert f"(the audited model: {100 * (test.delta_sp or 0):.1f}," in finding.text
     assert f"retrained without the {row.deleted} most harmful training nodes" in finding.text
+    own = "before is the audited model"
+    other_model = "before is the whole graph retrained the same way, another model than the audited one"
+    assert own in render_report(encode(typed)) and other_model not in render_report(encode(typed))
+    assert other_model in render_report(encode(retrained))
+    said = "before: the whole graph retrained the same way, another model than the audited one"
+    assert any(said in line for line in _debiasing_lines(retrained.debiasing or [], test))
+    assert not any(said in line for line in _debiasing_lines(typed.debiasing, test))
 
 
 def test_attribution_debiasing_and_trust_come_from_their_sections(audited: AuditResult) -> None:
