@@ -398,7 +398,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, IngestReport | None]:
     given = [f"--{k.replace('_', '-')}" for k in _TABLE_ONLY if getattr(args, k) is not None]
     given += ["--scale"] if args.scale != "auto" else []
     if args.table is None and given:
-        raise ConfigError(f"{', '.join(given)} apply only to --table")
+        raise ConfigError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to --table")
     if args.synthetic:
         return datasets.synthetic(args.synthetic_nodes, seed=args.seed), None
     if args.npz is not None:

@@ -200,4 +200,4 @@ def test_command_line_audits_a_supplied_model_on_the_tables_own_values(
     doc = json.loads(out.read_text())
     assert doc["graph"]["features_scaled"] is True and any("min-max scaled" in w for w in doc["warnings"])
     assert main(["--synthetic", "--nodes", "200", "--scale", "off"]) == 2
-    assert "--scale apply only to --table" in capsys.readouterr().err
+    assert "--scale applies only to --table" in capsys.readouterr().err

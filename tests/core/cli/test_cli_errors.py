@@ -153,7 +153,12 @@ BAD_INPUT: dict[str, tuple[type[BindError], Callable[[Path], list[str]], str]] =
         "no such file",
     ),
     "not an npz": (GraphValidationError, lambda p: ["--npz", str(p / "g.npz")], "not a valid .npz"),
-    "table option without --table": (ConfigError, lambda p: [*GRAPH, "--label", "y"], "apply only to --table"),
+    "table option without --table": (ConfigError, lambda p: [*GRAPH, "--label", "y"], "applies only to --table"),
+    "table options without --table": (
+        ConfigError,
+        lambda p: [*GRAPH, "--label", "y", "--sensitive", "s"],
+        "--label, --sensitive apply only to --table",
+    ),
     "bad config value": (ConfigError, lambda p: [*GRAPH, "--layers", "0"], "layers: 0"),
     "bad budgets": (ConfigError, lambda p: [*GRAPH, "--budgets", "0.1,x"], "--budgets: '0.1,x'"),
     "bad seeds": (ConfigError, lambda p: [*GRAPH, "--debias-seeds", "1.5"], "--debias-seeds"),

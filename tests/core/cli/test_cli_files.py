@@ -93,7 +93,7 @@ def test_npz_and_option_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str
     code, doc, err = _run(capsys, tmp_path, "--npz", str(tmp_path / "g.npz"))
     assert code == 0 and doc["graph"]["nodes"] == 200
     code, _, err = _run(capsys, tmp_path, "--synthetic", "--label", "y")
-    assert code == 2 and "--label apply only to --table" in err
+    assert code == 2 and "--label applies only to --table" in err
     code, _, err = _run(capsys, tmp_path, "--table", str(tmp_path / "people.csv"), "--label", "good")
     assert code == 2 and "--table needs --edges, --sensitive" in err
 
