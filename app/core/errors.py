@@ -123,11 +123,7 @@ def request_field(option: Option) -> str:
     ``scale=false``, ``features``)."""
     if option.value is None:
         return option.name
-    value = (
-        {True: "true", False: "false"}.get(option.value, option.value)
-        if isinstance(option.value, bool)
-        else option.value
-    )
+    value = str(option.value).lower() if isinstance(option.value, bool) else option.value
     return f"{option.name}={value}"
 
 

@@ -395,6 +395,7 @@ def _validate(g: Graph) -> None:
     _validate_values(g.y[g.y >= 0], "y", "classes")
     _validate_values(g.sens, "sens", "sensitive groups")
     _validate_names(g, n)
+    _validate_ranges(g, d)
     _validate_edges(g.edge_index, n)
     _validate_splits(g, n)
 
@@ -412,7 +413,10 @@ def _validate_names(g: Graph, n: int) -> None:
         raise GraphValidationError("class_names", f"{len(g.class_names)} names for {int(g.y.max()) + 1} classes")
     if g.node_keys and len(g.node_keys) != n:
         raise GraphValidationError("node_keys", f"expected one text id per node ({n}), got {len(g.node_keys)}")
-    d = int(g.x.shape[1])
+
+
+def _validate_ranges(g: Graph, d: int) -> None:
+    """``feature_ranges``: none, or one finite ``(min, max)`` per feature column."""
     if g.feature_ranges and len(g.feature_ranges) != d:
         raise GraphValidationError(
             "feature_ranges", f"expected one (min, max) per feature column ({d}), got {len(g.feature_ranges)}"

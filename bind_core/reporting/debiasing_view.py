@@ -49,7 +49,7 @@ def backfire(row: DebiasingRow) -> str:
     return "the deletion backfired: it raised " + ", ".join(rose)
 
 
-def debiasing_view(runs: list[DebiasingRow] | None, audited: MetricValues | None = None) -> DebiasingView | None:
+def debiasing_view(runs: list[DebiasingRow] | None, audited: MetricValues) -> DebiasingView | None:
     """The section: each budget's deletion, before and after, the bars, and the comparison with random deletion.
 
     Args:
@@ -73,7 +73,7 @@ def debiasing_view(runs: list[DebiasingRow] | None, audited: MetricValues | None
     if how is not None:
         if kind == "adam":
             how += "; before is the unchanged graph retrained the same way with the model's seed"
-        elif audited is not None and not runs[0].before.same_figures(audited):
+        elif not runs[0].before.same_figures(audited):
             how += (
                 "; before is the whole graph retrained the same way, another model than the audited one (its "
                 "figures are in the metrics above), so that before and after differ only by the deletion"

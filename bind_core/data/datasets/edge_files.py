@@ -96,5 +96,6 @@ def _report_edges(edge_list: EdgeList, report: IngestReport) -> None:
     report.dropped_edges, report.unknown_ids = edge_list.dropped, edge_list.unknown_ids
     report.ignored_edge_columns = edge_list.extra_columns
     report.self_loops = int((edge_list.edges[:, 0] == edge_list.edges[:, 1]).sum())
-    pairs = edge_list.edges[edge_list.edges[:, 0] != edge_list.edges[:, 1]]
-    report.duplicate_edges = int(pairs.shape[0] - np.unique(pairs, axis=0).shape[0]) if pairs.shape[0] else 0
+    pairs = edge_list.edges[edge_list.edges[:, 0] != edge_list.edges[:, 1]].astype(np.int64)
+    keys = pairs[:, 0] * (int(pairs.max(initial=0)) + 1) + pairs[:, 1]  # one int64 per ordered pair: a 1-D unique
+    report.duplicate_edges = int(keys.size - np.unique(keys).size)
