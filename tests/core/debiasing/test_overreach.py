@@ -29,11 +29,11 @@ def test_a_node_set_whose_summed_estimate_exceeds_gamma_carries_the_caveat_into_
     row = absurd[0]
     assert row.before.gamma is not None and row.estimated_delta < -row.before.gamma
     assert row.caveat is not None and "more than Γ" in row.caveat
-    view = debiasing_view(absurd)
+    view = debiasing_view(absurd, row.before)
     assert view is not None
     caveats = view.caveats
     assert caveats[0] == f"10% of training nodes: {row.caveat}"
     assert caveats[1:] == (["10% of training nodes: " + backfire(row)] if row.backfired else [])
     # the modest set deletes the same nodes (equal estimates: the first by position), so only the overreach differs
-    modest_view = debiasing_view(modest)
+    modest_view = debiasing_view(modest, modest[0].before)
     assert modest_view is not None and modest_view.caveats == caveats[1:]
