@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from bind_core.influence.anderson import Mixing
 from bind_core.influence.batch_inputs import BatchInputs, Structures
 from bind_core.influence.step import HALVINGS, STALL_HALVINGS, STALL_SHARE, Deletion, Stepper
 from bind_core.models.gnn import node_losses, probabilities
@@ -243,11 +244,15 @@ def _chord_steps(stepper: Stepper, objective: BatchedObjective, state: _Round) -
 
     size = state.value.numel()
     fresh = state.active.clone()
+    mixing = Mixing.of(size, state.at.shape[1], state.at) if stepper.mixes else None
     while bool(state.active.any()):
         new = fresh.nonzero().flatten()
         if new.numel():
             direction = stepper.solve_damped(state.grad[new].T.contiguous()).T
-            state.direction[new], state.slope[new] = direction, (state.grad[new] * direction).sum(dim=1)
+            if mixing is None:
+                state.direction[new], state.slope[new] = direction, (state.grad[new] * direction).sum(dim=1)
+            else:
+                state.direction[new], state.slope[new] = mixing.step(new, state.at[new], direction, state.grad[new])
             state.tries[new] = 0
         members = state.active.nonzero().flatten()
         candidate = state.at[members] - state.direction[members]

@@ -43,6 +43,7 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
+from bind_core.influence.anderson import Mixing
 from bind_core.influence.curvature import DAMPING_RULE, DampedCurvature, choose_operator
 from bind_core.influence.firstlayer import FirstLayerCache, SplitModel
 from bind_core.influence.functional import FunctionalModel, GammaEvaluator, gammas_from_proba
@@ -212,6 +213,13 @@ class Stepper:
         return self.wanted[: self.m]
 
     @property
+    def mixes(self) -> bool:
+        """Whether the chord steps are Anderson-mixed (:mod:`bind_core.influence.anderson`): for a smooth model. On a
+        model with kinks (:meth:`~bind_core.models.gnn.ModelConfig.kinks`) the gradient jumps across them, the past
+        steps say nothing about the next one, and the steps stop where they stall instead (:data:`STALL_HALVINGS`)."""
+        return not self.fm.module.config.kinks()
+
+    @property
     def mu(self) -> float:
         """The damping ``μ``."""
         return self.curvature.mu
@@ -341,9 +349,15 @@ class Stepper:
         gradient there, the test probabilities there (``moved`` until a step is taken; ``None`` where the objective
         did not give them) and the steps taken."""
         at, taken, stalled = self.fm.theta, 0, False
+        mixing = Mixing.of(1, at.numel(), at) if self.mixes else None
+        only = torch.zeros(1, dtype=torch.long, device=at.device)
         while not stalled and taken < self.steps and float(grad_f.abs().max()) > self.tol:
-            direction = self.solve_damped(grad_f)
-            slope = float(grad_f @ direction)  # > 0: −direction descends F ((H + μI)⁻¹ is positive definite)
+            direction = self.solve_damped(grad_f)  # the frozen damped inverse on the exact gradient
+            if mixing is None:
+                slope = float(grad_f @ direction)  # > 0: −direction descends F ((H + μI)⁻¹ is positive definite)
+            else:
+                mixed, slopes = mixing.step(only, at.unsqueeze(0), direction.unsqueeze(0), grad_f.unsqueeze(0))
+                direction, slope = mixed[0], float(slopes[0])  # > 0 too (Mixing.step)
             for halvings in range(HALVINGS):  # noqa: B007 (read below) a frozen Hessian may overshoot: halve (Armijo)
                 candidate = at - direction
                 value_new, grad_new, proba_new = objective(candidate)

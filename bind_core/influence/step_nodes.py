@@ -104,7 +104,7 @@ def step_estimate(
     timings["per_node_terms"] = time.perf_counter() - t0
     stepper.solve.details["batch_size"] = size
     solve = stepper.solve
-    solve.details |= encode(nodes.settling(steps, tol))
+    solve.details |= encode(nodes.settling(steps, tol, stepper.mixes))
     first, direct, exact = nodes.first, nodes.direct, nodes.exact
     parts = {"iid": iid, "non_iid": first - iid, "direct": direct, "step": exact - first - direct}
     return StepEstimate(exact, parts, solve, timings, nodes.residual, nodes.taken, nodes.weights, nodes.first_steps)
@@ -124,6 +124,10 @@ class Settling:
         optional=True,
     )
     max_residual: float = key("number: the largest remaining gradient entry")
+    mixed: bool | None = key(
+        "boolean: whether the chord steps were Anderson-mixed (a smooth model; a model with kinks is not)",
+        optional=True,
+    )
 
 
 @dataclass
@@ -159,8 +163,8 @@ class _PerNode:
         if self.weights is not None and self.first_steps is not None:
             self.weights[pos], self.first_steps[pos] = out.weights, out.first_step
 
-    def settling(self, steps: int, tol: float) -> Settling:
-        """How the nodes settled, for the solve's details."""
+    def settling(self, steps: int, tol: float, mixed: bool) -> Settling:
+        """How the nodes settled, for the solve's details (``mixed``: :attr:`Stepper.mixes`)."""
         return Settling(
             steps_max=steps,
             steps_median=float(self.taken.double().median()),
@@ -168,6 +172,7 @@ class _PerNode:
             unsettled=int((self.residual > tol).sum()),
             stalled=int(((self.residual > tol) & (self.taken < steps)).sum()),
             max_residual=float(self.residual.max()),
+            mixed=mixed,
         )
 
 

@@ -90,6 +90,21 @@ class ModelConfig(DictConfig):
     attention: str = "smooth"
     negative_slope: float = 0.2
 
+    def kinks(self) -> list[str]:
+        """Where the model's function has kinks: a non-smooth activation between layers or in GIN's MLPs, and GAT's
+        leaky-ReLU attention scores.
+
+        Returns:
+            One phrase per place (empty for a smooth model).
+        """
+        out = []
+        if self.activation in NON_SMOOTH_ACTIVATIONS and (self.layers > 1 or self.arch == "gin"):
+            where = "in GIN's MLPs" if self.arch == "gin" and self.layers == 1 else "between layers"
+            out.append(f"{self.activation.upper() if self.activation == 'elu' else 'ReLU'} {where}")
+        if self.arch == "gat" and (self.attention == "leaky_relu" or self.activation == "relu"):
+            out.append("GAT's leaky-ReLU attention scores")
+        return out
+
     @property
     def row_separable(self) -> bool:
         """True for one-layer GCN, GIN and SAGE: output rows depend only on rows of the aggregated features."""

@@ -13,7 +13,8 @@ from bind_core.debiasing.records import Validation
 from bind_core.fairness.records import Metrics
 from bind_core.influence import InfluenceResult
 from bind_core.influence.records import Refinement
-from bind_core.models.gnn import NON_SMOOTH_ACTIVATIONS, ModelConfig
+from bind_core.influence.step import STALL_HALVINGS, STALL_SHARE
+from bind_core.models.gnn import ModelConfig
 from bind_core.training.records import StationarityCheck
 
 LOW_SELF_CHECK = 0.9
@@ -68,18 +69,6 @@ def scaled_inputs(graph: Graph) -> list[str]:
     ]
 
 
-def kinks(model: ModelConfig) -> list[str]:
-    """Where the model's function has kinks: a non-smooth activation between layers or in GIN's MLPs, and GAT's
-    leaky-ReLU attention scores (empty for a smooth model)."""
-    out = []
-    if model.activation in NON_SMOOTH_ACTIVATIONS and (model.layers > 1 or model.arch == "gin"):
-        where = "in GIN's MLPs" if model.arch == "gin" and model.layers == 1 else "between layers"
-        out.append(f"{model.activation.upper() if model.activation == 'elu' else 'ReLU'} {where}")
-    if model.arch == "gat" and (model.attention == "leaky_relu" or model.activation == "relu"):
-        out.append("GAT's leaky-ReLU attention scores")
-    return out
-
-
 def model_warnings(model: ModelConfig, stationarity: StationarityCheck | None = None) -> list[str]:
     """What the audit does about a non-smooth model (see docs/METHOD.md, "Non-smooth activations"), weights that are
     a minimum on the kinks (``stationarity.stationary == "kinks"``) and weights that are not a stationary point
@@ -93,7 +82,7 @@ def model_warnings(model: ModelConfig, stationarity: StationarityCheck | None = 
         One sentence per caveat.
     """
     out = [] if stationarity is None else _not_stationary(stationarity)
-    where = kinks(model)
+    where = model.kinks()
     if not where:
         return out
     out += [
@@ -266,14 +255,14 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
     if d.get("unsettled"):
         stalled = int(d.get("stalled") or 0)
         ran_out = d["unsettled"] - stalled
-        how = (
-            [
-                f"{stalled} stalled before their {d['steps_max']} steps (they stopped making progress, as where the "
-                "objective's minimum lies on a ReLU model's kinks, where no gradient vanishes)"
-            ]
-            if stalled
-            else []
+        why = (
+            f"each step had to be halved at least {STALL_HALVINGS} times and moved the weights by at most "
+            f"{STALL_SHARE:.0%} of their way from the given weights"
+            if d.get("mixed")
+            else "as where the objective's minimum lies on a ReLU model's kinks, where no gradient vanishes"
         )
+        how = [f"{stalled} stalled before their {d['steps_max']} steps (they stopped making progress, {why})"]
+        how = how if stalled else []
         how += [f"{ran_out} ran out of their {d['steps_max']} steps"] if ran_out else []
         out.append(
             f"{d['unsettled']} of {influence.delta.numel()} nodes' steps did not settle (largest remaining gradient "

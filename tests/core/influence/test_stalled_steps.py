@@ -89,6 +89,12 @@ def test_the_warning_tells_stalled_deletions_from_those_out_of_steps() -> None:
     (said,) = [w for w in _question_warnings(influence) if "did not settle" in w]  # type: ignore[arg-type]
     assert said.startswith("5 of 40 nodes' steps did not settle (largest remaining gradient entry 2.0e-03): 3 stalled")
     assert "and 2 ran out of their 20 steps; their values are approximate" in said
+    assert "ReLU model's kinks" in said  # not mixed: a model with kinks
+    details |= {"mixed": True}  # a smooth model: the rule itself, not kinks
+    (said,) = [w for w in _question_warnings(influence) if "did not settle" in w]  # type: ignore[arg-type]
+    assert "kinks" not in said
+    assert "3 stalled before their 20 steps (they stopped making progress, each step had to be halved at least" in said
+    assert "least 4 times and moved the weights by at most 1% of their way from the given weights)" in said
     details |= {"stalled": 0}
     (said,) = [w for w in _question_warnings(influence) if "did not settle" in w]  # type: ignore[arg-type]
     assert "stalled" not in said and ": 5 ran out of their 20 steps;" in said
