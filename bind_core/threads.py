@@ -15,7 +15,8 @@ the work by raising) runs where it would without threads.
 Where forking is safe (:func:`bind_core.forks.fork_is_safe`: one Python thread, one torch thread, no CUDA, as
 ``bind-audit run`` runs) :func:`each_in_order` runs the pieces in forked processes instead, which share no GIL (the
 deletions 1.7 times as fast as one worker against 1.5 on threads; docs/SCALE.md, "Deletions in forked processes").
-:func:`intra_op_times` gives the same cores to work that does not split into pieces (Adam's epochs).
+:func:`intra_op_times` gives the same cores to work that does not split into pieces and is not iterated on (the
+curvature's Jacobian blocks), never to Adam's epochs or L-BFGS, whose weights would then depend on the threads.
 """
 
 from __future__ import annotations
@@ -112,14 +113,16 @@ def each_in_order(
 @contextmanager
 def intra_op_times(device: torch.device, threads: int) -> Iterator[None]:
     """torch's intra-op threads multiplied by ``threads`` while the block runs, on a CPU (elsewhere, and for one,
-    nothing changes), then as they were: for work that does not split into independent pieces (Adam's epochs), on
-    the cores the pieces would otherwise share. torch's thread count is the process's, so a host running torch on
-    other threads meanwhile sees it too.
+    nothing changes), then as they were: for work that does not split into independent pieces (the curvature's
+    Jacobian blocks, :mod:`bind_core.influence.gaussnewton`), on the cores the pieces would otherwise share. torch's
+    thread count is the process's, so a host running torch on other threads meanwhile sees it too.
 
-    A 20,000-node two-layer GCN's Adam epochs: 2.4–2.8 → 1.9–2.2 ms on two threads (docs/SCALE.md); the trained
-    weights were the same, bit for bit, for GCN, SAGE and GIN (tests/core/influence/test_threads.py): torch's sparse
-    products split the rows, its dense products and element-wise kernels the outputs, and these models' reductions are
-    below the size torch splits."""
+    Not for iterations (Adam's epochs, L-BFGS): where the BLAS splits a product's sum over its threads (MKL on an
+    Intel Xeon splits a weight gradient's ``Aᵀ·B`` over the rows) its rounding depends on them, and Adam, which
+    divides each step by the gradient's own scale, turns that rounding in a near-zero gradient into weights apart by
+    10⁻⁵ after 40 epochs (tests/core/influence/test_threads.py). Adam's epochs ran here once (2.4–2.8 → 1.9–2.2 ms an
+    epoch on two threads for a 20,000-node two-layer GCN, docs/SCALE.md), with the same weights on an AMD EPYC,
+    whose MKL does not split those sums; the weights an audit attributes must not depend on a speed setting."""
     if threads == 1 or device.type != "cpu":
         yield
         return

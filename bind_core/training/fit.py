@@ -32,7 +32,6 @@ from bind_core.errors import ConfigError
 from bind_core.models.gnn import GNN, ModelConfig, node_losses, probabilities, require_finite
 from bind_core.models.propagation import GraphInputs
 from bind_core.models.pyg import bind_state_dict
-from bind_core.threads import intra_op_times
 from bind_core.training.compgraph import objective_inputs
 from bind_core.training.document import ModelDocument, read_document
 from bind_core.training.minibatch import MiniBatchEpochs
@@ -289,8 +288,9 @@ def train(
         progress: ``progress("training", f)``, called about a hundred times with ``f`` in [0, 1].
         device: where to train.
         threads: CPU threads forming the polish's Hessian rows for a message-passing model
-            (:func:`~bind_core.training.polish.polish`; the same model, bit for bit); and torch's intra-op threads
-            during the epochs are multiplied by it (:func:`~bind_core.threads.intra_op_times`).
+            (:func:`~bind_core.training.polish.polish`; the same model, bit for bit). The epochs run on the caller's
+            torch threads whatever it is, so that the weights do not depend on it
+            (:func:`~bind_core.threads.intra_op_times`).
 
     Returns:
         The trained model, with its training history (float64 after the polish; float32 without it).
@@ -351,23 +351,22 @@ def _adam(
     toggle = not module.row_separable  # a one-layer GCN has no dropout: skip the mode switches
     module.train()
     ran = config.epochs
-    with intra_op_times(inputs.x.device, threads):  # the cores the deletions share, for the epochs
-        for epoch in range(config.epochs):
-            if config.patience and best_epoch >= 0 and epoch - best_epoch > config.patience:
-                ran = epoch  # early stopping: no improvement for `patience` epochs
-                break
-            if toggle:
-                module.train()
-            step()
-            if toggle:
-                module.eval()
-            with torch.no_grad():
-                val_loss = float(validation_loss())
-            if keep_best and val_loss < best_val:
-                best_val, best_epoch = val_loss, epoch
-                best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
-            if progress is not None and (epoch % every == 0 or epoch == config.epochs - 1):
-                progress(stage, share * (epoch + 1) / config.epochs)
+    for epoch in range(config.epochs):
+        if config.patience and best_epoch >= 0 and epoch - best_epoch > config.patience:
+            ran = epoch  # early stopping: no improvement for `patience` epochs
+            break
+        if toggle:
+            module.train()
+        step()
+        if toggle:
+            module.eval()
+        with torch.no_grad():
+            val_loss = float(validation_loss())
+        if keep_best and val_loss < best_val:
+            best_val, best_epoch = val_loss, epoch
+            best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+        if progress is not None and (epoch % every == 0 or epoch == config.epochs - 1):
+            progress(stage, share * (epoch + 1) / config.epochs)
     if keep_best and best_epoch >= 0:
         module.load_state_dict(best_state)
     module.eval()

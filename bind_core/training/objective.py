@@ -16,7 +16,6 @@ from torch.func import functional_call
 
 from bind_core.models.gnn import GNN, flat_parameters, node_losses, unflatten_parameters
 from bind_core.models.propagation import GraphInputs
-from bind_core.threads import intra_op_times
 from bind_core.training.hessian import HessianForm, dense_hessian_by_rows
 from bind_core.training.newton import newton_finish
 from bind_core.training.records import NewtonRecord
@@ -87,8 +86,7 @@ def message_passing_finish(
 
     for done in range(FINISH_ROUNDS):
         if record is not None:  # the frozen steps stalled: L-BFGS rebuilds its curvature pairs from here
-            with intra_op_times(inputs.x.device, threads):
-                lbfgs(module, inputs, graph, wd, tol=tol, max_iter=lbfgs_iter, progress=hold)
+            lbfgs(module, inputs, graph, wd, tol=tol, max_iter=lbfgs_iter, progress=hold)
             worst = largest_gradient_entry(module, inputs, graph, wd)
             if worst <= tol:
                 record = replace(record, converged=True, reason="converged", max_abs_grad=worst)

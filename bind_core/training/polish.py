@@ -15,7 +15,6 @@ from torch import Tensor
 from bind_core.data.graph import Graph
 from bind_core.models.gnn import GNN
 from bind_core.models.propagation import GraphInputs
-from bind_core.threads import intra_op_times
 from bind_core.training.compgraph import objective_inputs
 from bind_core.training.newton import NEWTON_MAX_PARAMETERS, newton_finish
 from bind_core.training.objective import (
@@ -104,8 +103,8 @@ def polish(
     Used after training and, warm-started, as the ground truth of a deletion. ``progress(fraction)`` is called
     at every objective evaluation, after each Newton step and while a Hessian is formed; it may raise.
     ``threads``: CPU threads forming a message-passing model's Hessian rows (:mod:`bind_core.threads`; the same
-    Hessians, bit for bit); L-BFGS runs on torch's intra-op threads times it
-    (:func:`~bind_core.threads.intra_op_times`).
+    Hessians, bit for bit); L-BFGS runs on the caller's torch threads, whatever ``threads`` is, so that the polished
+    weights do not depend on it (:func:`~bind_core.threads.intra_op_times`).
     """
     module = trained.module.double()
     module.eval()
@@ -115,8 +114,7 @@ def polish(
     lbfgs_share = 0.9 if run_newton else 1.0  # of the progress; a Newton finish reports the rest
     start = time.perf_counter()
     lbfgs_progress = None if progress is None else (lambda f: progress(lbfgs_share * f))
-    with intra_op_times(inputs.x.device, threads):  # full-graph passes, not independent pieces
-        iterations = lbfgs(module, inputs, rows, wd, tol=tol, max_iter=max_iter, progress=lbfgs_progress)
+    iterations = lbfgs(module, inputs, rows, wd, tol=tol, max_iter=max_iter, progress=lbfgs_progress)
     record: NewtonRecord | None = None
     if run_newton and largest_gradient_entry(module, inputs, rows, wd) > tol:
         report = None if progress is None else (lambda f: progress(lbfgs_share + (1 - lbfgs_share) * f))

@@ -215,10 +215,11 @@ def test_training_with_threads_equals_one_thread() -> None:
 
 
 @pytest.mark.parametrize("arch", ["gcn", "sage", "gin"])
-def test_adam_epochs_on_more_intra_op_threads_equal_one_thread(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Adam's epochs and the polish's L-BFGS run on torch threads × ``threads`` (bind_core.threads.intra_op_times): the
-    same weights, bit for bit, on a graph large enough that torch splits its products; torch's thread count is
-    restored afterwards."""
+def test_adam_epochs_and_lbfgs_stay_on_the_callers_threads(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adam's epochs and the polish's L-BFGS run on the caller's torch threads whatever ``threads`` is: where the BLAS
+    splits a weight gradient's sum over its threads (MKL on an Intel Xeon), more threads gave weights apart by 10⁻⁵
+    (bind_core.threads.intra_op_times). On a graph large enough that torch would split its products, the same weights,
+    bit for bit."""
     graph = synthetic(5000, avg_degree=10, seed=1, train_per_class=300)
     config = TrainConfig(epochs=40, polish=arch == "gcn", polish_max_iter=30)  # the polish's L-BFGS too
     seen: list[int] = []
@@ -230,10 +231,7 @@ def test_adam_epochs_on_more_intra_op_threads_equal_one_thread(arch: str, monkey
     )
     before = torch.get_num_threads()
     one = train(graph, config, ModelConfig(arch=arch, layers=2))
-    assert set(seen) == {before}
-    seen.clear()
     two = train(graph, config, ModelConfig(arch=arch, layers=2), threads=2)
-    assert seen[: 2 * config.epochs] == [2 * before] * (2 * config.epochs)  # a step and a validation loss an epoch
-    assert seen[-1] == before == torch.get_num_threads()  # after the epochs, as before
+    assert len(seen) >= 4 * config.epochs and set(seen) == {before} == {torch.get_num_threads()}
     for (name, a), (_, b) in zip(one.module.state_dict().items(), two.module.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
