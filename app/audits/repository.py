@@ -236,6 +236,7 @@ def _influence_row(audit_id: uuid.UUID, row: InfluenceRow) -> dict[str, Any]:
         "delta": row.delta,
         "delta_sp": row.delta_sp,
         "delta_eo": row.delta_eo,
+        "settled": row.settled,
     }
 
 

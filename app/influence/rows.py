@@ -30,7 +30,8 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
     """
     row = InfluenceRecord
     columns = (row.position, row.node_index, row.node_id, row.node_key, row.grp, row.label, row.delta, row.delta_sp)
-    result = session.execute(select(*columns, row.delta_eo).where(row.audit_id == audit.id).order_by(row.position))
+    query = select(*columns, row.delta_eo, row.settled).where(row.audit_id == audit.id).order_by(row.position)
+    result = session.execute(query)
     rows = [
         InfluenceRow(
             position=r.position,
@@ -41,6 +42,7 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
             delta=r.delta,
             delta_sp=r.delta_sp,
             delta_eo=r.delta_eo,
+            settled=r.settled,
         )
         for r in result
     ]

@@ -38,6 +38,10 @@ class InfluenceRowRead(BaseModel):
     delta: float
     delta_sp: float
     delta_eo: float
+    settled: bool | None = None
+    """The step estimate's (multi-layer and attention models) only: whether the node's steps settled at the proximal
+    optimum; false: its value is where they stopped, approximate. Null for the linear estimate, a closed form with
+    nothing to settle."""
 
 
 class InfluencePage(BaseModel):

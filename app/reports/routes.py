@@ -62,8 +62,9 @@ def read_report(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) 
 )
 def read_influence_csv(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Response:
     """Every training node's influence as CSV (``position, node_index, node_id, group, label, delta, delta_sp,
-    delta_eo``). String cells starting with ``=``, ``+``, ``-`` or ``@`` are prefixed with ``'``; numbers,
-    negative ones included, are written as numbers."""
+    delta_eo, settled``; ``settled`` as ``true``/``false`` for the step estimate, empty for the linear one). String
+    cells starting with ``=``, ``+``, ``-`` or ``@`` are prefixed with ``'``; numbers, negative ones included, are
+    written as numbers."""
     audit = succeeded_audit(session, tenant, audit_id)
     body = influence_csv(all_influence_rows(session, audit, required=True))
     return _attachment(body, "text/csv; charset=utf-8", f"influence-{audit.id}.csv")

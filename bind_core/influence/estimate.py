@@ -128,8 +128,9 @@ def _stepped(
     stepped = step_estimate(fm, progress=report, on_stepper=on_stepper, threads=threads)
     grad_norm = float(torch.func.grad(fm.objective)(fm.theta).norm())
     gamma = gammas_from_proba(test_probabilities(fm, fm.theta), fm.graph, fm.groups)
+    settled = stepped.residual <= stepped.solve.details["tol"]
     return InfluenceResult.of_columns(
-        graph.train_idx, stepped.delta, stepped.parts, lam, gamma, stepped.solve, grad_norm, stepped.timings
+        graph.train_idx, stepped.delta, stepped.parts, lam, gamma, stepped.solve, grad_norm, stepped.timings, settled
     )
 
 

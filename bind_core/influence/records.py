@@ -95,6 +95,12 @@ class InfluenceRow:
     delta: float = key("number: ΔΓ of deleting it (negative: harmful)")
     delta_sp: float = key("number: the same for Γ_SP")
     delta_eo: float = key("number: the same for Γ_EO")
+    settled: bool | None = key(
+        "boolean: the step estimate's (multi-layer and attention models) only: whether the node's steps settled at "
+        "the proximal optimum; false: its value is where they stopped, approximate (solver_details.unsettled counts "
+        "them); absent for the linear estimate, a closed form with nothing to settle",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

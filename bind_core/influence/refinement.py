@@ -256,5 +256,6 @@ def refine(
         delta_eo=delta_eo,
         parts={**influence.parts, "refinement": change.to(influence.delta.dtype)},
         timings={**influence.timings, "refine": record.seconds},
+        settled=None if influence.settled is None else influence.settled.clone().index_put_((pos,), record.converged),
     )
     return result, record

@@ -38,6 +38,9 @@ class InfluenceResult:
         grad_norm: the training objective's gradient norm at the weights.
         timings: part of the estimate → seconds.
         sign_convention: what the sign of ΔΓ means, in words.
+        settled: ``[m]`` bool, the step estimate's only: whether each node's steps settled at the proximal optimum
+            (its gradient at most ``solve.details["tol"]``); ``False``: its value is where the steps stopped,
+            approximate. ``None`` for the linear estimate (a closed form: nothing to settle).
     """
 
     train_idx: Tensor
@@ -51,6 +54,7 @@ class InfluenceResult:
     grad_norm: float
     timings: dict[str, float] = field(default_factory=dict)
     sign_convention: str = SIGN_CONVENTION
+    settled: Tensor | None = None
 
     @classmethod
     def of_columns(
@@ -63,6 +67,7 @@ class InfluenceResult:
         solve: SolveInfo,
         grad_norm: float,
         timings: dict[str, float],
+        settled: Tensor | None = None,
     ) -> InfluenceResult:
         """An estimate from its columns.
 
@@ -75,6 +80,7 @@ class InfluenceResult:
             solve: what the solver did.
             grad_norm: the training objective's gradient norm at the weights.
             timings: part of the estimate → seconds.
+            settled: the step estimate's per-node settling (:attr:`settled`), else ``None``.
 
         Returns:
             The :class:`InfluenceResult`, with ``delta = lam·total[:, 0] + (1 − lam)·total[:, 1]``.
@@ -90,6 +96,7 @@ class InfluenceResult:
             solve=solve,
             grad_norm=grad_norm,
             timings=timings,
+            settled=settled,
         )
 
     def summary(self) -> InfluenceSummary:

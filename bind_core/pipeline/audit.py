@@ -221,8 +221,9 @@ class AuditResult:
                 delta=float(d),
                 delta_sp=float(dsp),
                 delta_eo=float(deo),
+                settled=ok,
             )
-            for i, (node, nid, grp, lab, d, dsp, deo) in enumerate(
+            for i, (node, nid, grp, lab, d, dsp, deo, ok) in enumerate(
                 zip(
                     idx.tolist(),
                     user_ids(g, idx.tolist()),
@@ -231,6 +232,7 @@ class AuditResult:
                     inf.delta.tolist(),
                     inf.delta_sp.tolist(),
                     inf.delta_eo.tolist(),
+                    [None] * len(idx) if inf.settled is None else inf.settled.tolist(),
                     strict=True,
                 )
             )
@@ -285,6 +287,7 @@ class AuditResult:
                     delta=float(inf.delta[i]),
                     delta_sp=float(inf.delta_sp[i]),
                     delta_eo=float(inf.delta_eo[i]),
+                    settled=None if inf.settled is None else bool(inf.settled[i]),
                 )
             )
         return rows

@@ -44,6 +44,7 @@ _INFLUENCE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("delta", pa.float64()),
     ("delta_sp", pa.float64()),
     ("delta_eo", pa.float64()),
+    ("settled", pa.bool_()),
 ]
 INFLUENCE_SCHEMA = pa.schema(_INFLUENCE_FIELDS)
 EDGE_COLUMNS = EDGE_ROW_KEYS
@@ -96,9 +97,12 @@ def influence_csv(rows: Iterable[InfluenceRow]) -> bytes:
     Returns:
         UTF-8 CSV (RFC 4180: header row :data:`INFLUENCE_COLUMNS`, CRLF line ends), string cells escaped by
         :func:`csv_cell`; floats written with Python's shortest round-trip representation, so the file reproduces
-        them exactly.
+        them exactly; ``settled`` as ``true``/``false``, empty for the linear estimate.
     """
-    return _csv(([getattr(row, c) for c in INFLUENCE_COLUMNS] for row in rows), INFLUENCE_COLUMNS)
+    return _csv(
+        ([_flag(row.settled) if c == "settled" else getattr(row, c) for c in INFLUENCE_COLUMNS] for row in rows),
+        INFLUENCE_COLUMNS,
+    )
 
 
 def influence_parquet(rows: Iterable[InfluenceRow]) -> bytes:
@@ -145,7 +149,8 @@ def edges_parquet(rows: Iterable[EdgeRow]) -> bytes:
 
 
 def _flag(value: bool | None) -> str:
-    return "true" if value else "false"
+    """A flag as CSV writes it: ``true``/``false``, empty where it is not defined (``None``)."""
+    return "" if value is None else "true" if value else "false"
 
 
 def _parquet(rows: Sequence[InfluenceRow] | Sequence[EdgeRow], schema: pa.Schema, ids: Sequence[str]) -> bytes:

@@ -241,6 +241,7 @@ def _top_harmful(results: AuditResults, rows: Sequence[InfluenceRow] | None) -> 
             delta=fmt(r.delta, 4),
             delta_sp=fmt(r.delta_sp, 4),
             delta_eo=fmt(r.delta_eo, 4),
+            unsettled=r.settled is False,
         )
         for i, r in enumerate(top[:TOP_ROWS])
     ]

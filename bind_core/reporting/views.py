@@ -129,6 +129,8 @@ class TopRow:
     delta: str
     delta_sp: str
     delta_eo: str
+    unsettled: bool = False
+    """The step estimate's steps did not settle for the node: its value is approximate."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -145,6 +145,9 @@ class InfluenceRow(Base):
     delta: Mapped[float] = mapped_column(Double)
     delta_sp: Mapped[float] = mapped_column(Double)
     delta_eo: Mapped[float] = mapped_column(Double)
+    settled: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    """Whether the step estimate's steps settled for the node; null for the linear estimate (and rows stored before
+    it was kept)."""
 
     @property
     def user_id(self) -> int | str:

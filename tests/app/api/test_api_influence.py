@@ -35,6 +35,7 @@ def audit_with_rows(
             "delta": round(rng.uniform(-1, 1), 1),  # one decimal: many ties, to test the tie-break
             "delta_sp": rng.uniform(-1, 1),
             "delta_eo": rng.uniform(-1, 1),
+            "settled": (True, False, None)[p % 3],  # the step estimate's flag; None: the linear estimate
         }
         for p in range(N)
     ]

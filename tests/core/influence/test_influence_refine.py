@@ -65,6 +65,11 @@ def test_refined_result_keeps_the_other_nodes_and_its_parts_add_up(
     assert torch.allclose(out.delta, 0.5 * out.delta_sp + 0.5 * out.delta_eo)
     assert rec.deletions == [[3], [7]] and "refine" in out.timings
     assert json.dumps(encode(rec.record()))  # JSON-ready
+    assert influence.settled is None and out.settled is None  # the linear estimate: nothing to settle
+    flags = torch.ones(influence.delta.numel(), dtype=torch.bool)  # as a step estimate's, every node settled
+    stepped, rec = refine(small_model, small_graph, replace(influence, settled=flags), positions=[3, 7], max_iter=1)
+    assert stepped.settled is not None and torch.equal(stepped.settled[[3, 7]], rec.converged)
+    assert not bool(rec.converged.all()) and bool(stepped.settled[others].all())  # one step: not converged
 
 
 def test_a_node_set_is_refined_as_one_deletion(small_model: TrainedModel, small_graph: Graph) -> None:

@@ -227,15 +227,17 @@ def test_influence_parquet_round_trip(audit: Audited) -> None:
     rows = audit[1]
     frame = pd.read_parquet(io.BytesIO(influence_parquet(rows)))
     assert list(frame.columns) == list(INFLUENCE_COLUMNS)
-    assert frame.to_dict("records") == [encode(r) for r in rows]
+    assert frame.to_dict("records") == [dataclasses.asdict(r) for r in rows]  # settled: None, the linear estimate
     assert str(frame["node_id"].dtype) == "int64" and str(frame["delta"].dtype) == "float64"
 
 
 def test_a_rows_json_keys_are_the_export_columns(audit: Audited) -> None:
     """``encode`` of a row (the CLI's JSON, the API's items) has exactly the CSV and Parquet columns, in order: the
-    node rows' and the edge rows' (which carry ``affects`` and never ``settled``)."""
+    node rows' and the edge rows' (which carry ``affects`` and never ``settled``). A node row's ``settled`` is the
+    step estimate's: absent from a linear estimate's row (the CSV's cell empty)."""
     node = audit[1][0]
-    assert tuple(encode(node)) == INFLUENCE_COLUMNS
+    assert node.settled is None and tuple(encode(node)) == tuple(c for c in INFLUENCE_COLUMNS if c != "settled")
+    assert tuple(encode(dataclasses.replace(node, settled=False))) == INFLUENCE_COLUMNS
     assert influence_csv([node]).decode().splitlines()[0] == ",".join(INFLUENCE_COLUMNS)
     edge = EdgeRow(
         position=0,
