@@ -86,6 +86,12 @@ def estimate_set(rows: Sequence[InfluenceRow], positions: Sequence[int], *, meth
         else "the sum of the members' damped steps approximates the set's own step (which deleting the set and "
         "retraining checks)"
     )
+    unsettled = sum(r.settled is False for r in chosen)
+    if unsettled:
+        note += (
+            f"; {unsettled} of the {len(chosen)} members' steps did not settle, so their estimates, and this sum, are "
+            "approximate"
+        )
     return SetEstimate(
         nodes=[r.node_id for r in chosen],
         size=len(chosen),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from bind_core.codec import decode, encode
@@ -43,6 +45,16 @@ def test_the_set_estimate_is_the_sum_and_says_what_it_is() -> None:
     assert "overlap" in linear.note and "influence function" in linear.method
     step = estimate_set(ROWS, [1], method="step")
     assert step.size == 1 and encode(step)["size"] == 1 and "approximates" in step.note and "step" in step.method
+    assert "settle" not in step.note
+
+
+def test_the_set_estimate_says_how_many_members_did_not_settle() -> None:
+    rows = [dataclasses.replace(r, settled=k != 2) for k, r in enumerate(ROWS)]
+    step = estimate_set(rows, [0, 2], method="step")
+    assert step.note.endswith(
+        "; 1 of the 2 members' steps did not settle, so their estimates, and this sum, are approximate"
+    )
+    assert "settle" not in estimate_set(rows, [0, 1], method="step").note
 
 
 def test_the_set_estimate_json_keeps_its_keys_and_round_trips() -> None:
