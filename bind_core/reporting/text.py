@@ -142,15 +142,20 @@ def _influence_lines(r: AuditResults, inf: InfluenceSummary, top: int) -> list[s
 
     def node(row: InfluenceRow) -> str:
         group = labels[row.group] if row.group < len(labels) else row.group
-        return f"{row.node_id} ({group}, ΔΓ {row.delta:+.2e})"
+        mark = "†" if row.settled is False else ""
+        return f"{row.node_id} ({group}, ΔΓ {row.delta:+.2e}{mark})"
 
-    return [
+    listed = (r.top_harmful or [])[:top] + (r.top_helpful or [])[:top]
+    lines = [
         "",
         f"influence (ΔΓ if the training node were deleted; negative = harmful): {inf.harmful} harmful, "
         f"{inf.helpful} helpful of {inf.count}; solver {inf.solver}",
         "  most harmful, by node id: " + ", ".join(node(row) for row in (r.top_harmful or [])[:top]),
         "  most helpful, by node id: " + ", ".join(node(row) for row in (r.top_helpful or [])[:top]),
     ]
+    if any(row.settled is False for row in listed):
+        lines.append("  † its steps did not settle: the value is where they stopped, approximate")
+    return lines
 
 
 def _debiasing_lines(rows: list[DebiasingRow], audited: MetricValues) -> list[str]:

@@ -18,6 +18,7 @@ from bind_core.models.gnn import ModelConfig
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
 from bind_core.reporting.exports import influence_csv, influence_parquet
 from bind_core.reporting.report import render_report
+from bind_core.reporting.text import render
 from bind_core.training.fit import TrainConfig
 
 STAGES = ("training", "metrics", "influence")
@@ -74,3 +75,12 @@ def test_the_linear_estimates_rows_leave_the_flag_out() -> None:
     assert all(r.settled is None for r in rows)
     assert "settled" not in encode(rows[0]) and "settled" in [f.name for f in dataclasses.fields(InfluenceRow)]
     assert all(line.endswith(",") for line in influence_csv(rows).decode().split("\r\n")[1:] if line)
+
+
+def test_the_text_report_marks_a_listed_node_that_did_not_settle(stepped: AuditResult) -> None:
+    text = render(stepped)
+    listed = (stepped.to_dict()["top_harmful"] or [])[:10] + (stepped.to_dict()["top_helpful"] or [])[:10]
+    unsettled = [row for row in listed if row["settled"] is False]
+    assert ("† its steps did not settle" in text) == bool(unsettled)
+    for row in unsettled:
+        assert f"ΔΓ {row['delta']:+.2e}†)" in text
