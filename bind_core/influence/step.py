@@ -17,8 +17,9 @@ decay; the damping follows a rule, not a per-dataset constant: ``μ = DAMPING_RU
 (:mod:`bind_core.influence.curvature`).
 
 From ``θ̂`` the estimate takes the damped Newton step ``Δθ_v = (1/m)·(H + μI)⁻¹·∇c_v(θ̂)``, then further steps
-with the same frozen ``(H + μI)⁻¹`` on the exact gradient of ``F_v`` on ``G − v`` (a chord method; each halved
-until ``F_v`` decreases enough), at most :data:`STEPS` in all, and evaluates Γ **exactly** on ``G − v`` at the
+with the same frozen ``(H + μI)⁻¹`` on the exact gradient of ``F_v`` on ``G − v`` (a chord method, Anderson-mixed
+for a smooth model: :mod:`bind_core.influence.anderson`; each halved until ``F_v`` decreases enough), at most
+:data:`STEPS` in all, and evaluates Γ **exactly** on ``G − v`` at the
 weights reached, rather than linearising Γ: first-order estimates rank the proximal response well but come out
 several times too large, because Γ stops being linear beyond moves of ~0.1, and one step alone reached Pearson
 0.925 where the settled steps reach 0.99999 (docs/RESULTS.md). The first-order value ``∇Γᵀ·Δθ_v`` plus the exact
@@ -344,10 +345,10 @@ class Stepper:
         self, objective: Callable[[Tensor], Evaluation], value: float, grad_f: Tensor, moved: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor | None, int]:
         """Chord steps from ``θ̂`` (where ``objective`` is ``value`` with gradient ``grad_f``): the frozen damped inverse
-        on the exact gradient, each step halved until ``F`` decreases enough, until the gradient's largest entry is
-        at most ``tol``, after ``steps``, or once they stall (:data:`STALL_HALVINGS`). Returns the weights reached, the
-        gradient there, the test probabilities there (``moved`` until a step is taken; ``None`` where the objective
-        did not give them) and the steps taken."""
+        on the exact gradient (Anderson-mixed with the last steps where :attr:`mixes`), each step halved until ``F``
+        decreases enough, until the gradient's largest entry is at most ``tol``, after ``steps``, or once they stall
+        (:data:`STALL_HALVINGS`). Returns the weights reached, the gradient there, the test probabilities there
+        (``moved`` until a step is taken; ``None`` where the objective did not give them) and the steps taken."""
         at, taken, stalled = self.fm.theta, 0, False
         mixing = Mixing.of(1, at.numel(), at) if self.mixes else None
         only = torch.zeros(1, dtype=torch.long, device=at.device)
