@@ -266,6 +266,7 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
         how += [f"{ran_out} ran out of their {d['steps_max']} steps"] if ran_out else []
         out.append(
             f"{d['unsettled']} of {influence.delta.numel()} nodes' steps did not settle (largest remaining gradient "
-            f"entry {d['max_residual']:.1e}): {' and '.join(how)}; their values are approximate"
+            f"entry {d['max_residual']:.1e}): {' and '.join(how)}; their values are approximate (their rows say "
+            "settled: false; the reports mark them †)"
         )
     return out

@@ -88,7 +88,7 @@ def test_the_warning_tells_stalled_deletions_from_those_out_of_steps() -> None:
     influence = SimpleNamespace(solve=SimpleNamespace(details=details), delta=torch.zeros(40))
     (said,) = [w for w in _question_warnings(influence) if "did not settle" in w]  # type: ignore[arg-type]
     assert said.startswith("5 of 40 nodes' steps did not settle (largest remaining gradient entry 2.0e-03): 3 stalled")
-    assert "and 2 ran out of their 20 steps; their values are approximate" in said
+    assert "and 2 ran out of their 20 steps; their values are approximate (their rows say settled: false" in said
     assert "ReLU model's kinks" in said  # not mixed: a model with kinks
     details |= {"mixed": True}  # a smooth model: the rule itself, not kinks
     (said,) = [w for w in _question_warnings(influence) if "did not settle" in w]  # type: ignore[arg-type]
