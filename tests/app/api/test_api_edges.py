@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import pandas as pd
@@ -177,7 +177,7 @@ def test_text_ids_are_stored_served_and_exported_as_given(
     parquet = client.get(f"/v1/audits/{audit_id}/edges.parquet", headers=auth)
     assert pd.read_parquet(io.BytesIO(parquet.content)).to_dict("records") == [encode(e) for e in edges]
     influence = client.get(f"/v1/audits/{audit_id}/influence.parquet", headers=auth)
-    assert pd.read_parquet(io.BytesIO(influence.content)).to_dict("records") == [encode(n) for n in nodes]
+    assert pd.read_parquet(io.BytesIO(influence.content)).to_dict("records") == [asdict(n) for n in nodes]
 
 
 def test_openapi_declares_the_routes(client: TestClient) -> None:

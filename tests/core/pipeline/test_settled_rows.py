@@ -61,11 +61,13 @@ def test_the_report_marks_a_top_node_that_did_not_settle(stepped: AuditResult) -
     results = json.loads(json.dumps(stepped.to_dict()))
     rows = [dataclasses.replace(r, settled=True) for r in stepped.influence_rows()]
     worst = min(rows, key=lambda r: r.delta)
-    assert "†" not in render_report(results, rows)
+    mark = '<abbr title="its steps did not settle: approximate">†</abbr>'
+    footnote = "† The node's steps did not settle at the proximal optimum"
+    page = render_report(results, rows)
+    assert mark not in page and footnote not in page
     rows[worst.position] = dataclasses.replace(worst, settled=False)
     page = render_report(results, rows)
-    assert page.count('<abbr title="its steps did not settle: approximate">†</abbr>') == 1
-    assert "† The node's steps did not settle at the proximal optimum" in page
+    assert page.count(mark) == 1 and footnote in page
 
 
 def test_the_linear_estimates_rows_leave_the_flag_out() -> None:
