@@ -4,7 +4,8 @@ The chord steps (:meth:`bind_core.influence.step.Stepper._chord_steps`) iterate 
 with the curvature ``H`` frozen at ``θ̂``. Where the objective's curvature at a deletion's optimum differs from the
 frozen one, they converge linearly: on a smooth two-layer model as Adam leaves it, the curvature along one direction
 is ~1.8× the frozen one, every step overshoots there by 0.8 of the distance, and the iterates oscillate about the
-optimum, the gradient falling by ~0.8 a step, so 20 steps do not settle (docs/METHOD.md, "Steps that stall stop").
+optimum, the gradient falling by ~0.8 a step, so 20 steps do not settle (docs/METHOD.md, "Anderson-mixed chord
+steps").
 
 Anderson mixing (type II, Walker & Ni, SIAM J. Numer. Anal. 2011) learns the misjudged directions from the last
 :data:`WINDOW` steps: with ``ΔX`` the last steps' moves and ``ΔD`` the changes of ``d`` over them, it takes
@@ -48,7 +49,7 @@ class Mixing:
     last_at: Tensor
     """``[B, p]``: the weights where each member's last chord direction was taken."""
     last_direction: Tensor
-    """``[B, p]``: that direction (``None``-like: ``count`` 0 and :attr:`started` false before the first)."""
+    """``[B, p]``: that direction (meaningless while :attr:`started` is false)."""
     started: Tensor
     """``[B]``: whether a member has a last direction."""
 
