@@ -21,7 +21,6 @@ restarting still lowers the gradient and within the evaluations allowed.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from collections.abc import Callable
 
@@ -33,14 +32,11 @@ from bind_core.data.graph import Graph
 from bind_core.errors import NonFiniteError
 from bind_core.influence.curvature import Coordinates
 from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.proximal import beyond_reach
+from bind_core.influence.lbfgs import minimise
 from bind_core.models.gnn import flat_parameters, node_losses, unflatten_parameters
 from bind_core.training.compgraph import objective_inputs
 from bind_core.training.fit import TrainedModel
 from bind_core.training.records import Stationarity
-
-RESTARTS = 6
-"""L-BFGS runs at most per re-optimisation: the first and its restarts."""
 
 
 def proximal_reoptimize(
@@ -100,7 +96,24 @@ def proximal_reoptimize(
         value = value + 0.5 * damping * (prox * prox).sum()
         return value if tilt is None else value + tilt(f)
 
-    found = _minimise(objective, theta_hat, coordinates, tol=tol, max_iter=max_iter, progress=progress)
+    def evaluate(f: Tensor) -> tuple[Tensor, Tensor]:
+        flat = f.detach().requires_grad_(True)
+        value = objective(flat)
+        (grad,) = torch.autograd.grad(value, flat)
+        return value, grad
+
+    found = minimise(
+        evaluate,
+        theta_hat,
+        coordinates,
+        anchor=theta_hat,
+        tol=tol,
+        max_iter=max_iter,
+        budget=int(max_iter * 1.5),
+        progress=progress,
+    )
+    if found.far is not None:
+        raise NonFiniteError(f"{found.far}: the objective has no minimum near them")
     with torch.no_grad():
         for name, value in unflatten_parameters(found.weights, names, shapes).items():
             dict(clone.module.named_parameters())[name].copy_(value)
@@ -111,90 +124,3 @@ def proximal_reoptimize(
         extra={"damping": damping, "evaluations": found.evaluations, "runs": found.runs},
     )
     return clone
-
-
-class _Reached(Exception):
-    """Raised inside the closure once the gradient is within the tolerance: the search stops there."""
-
-
-class _Best:
-    """The best point an L-BFGS search has evaluated (by the largest gradient entry in ``θ``) and its counts."""
-
-    def __init__(self, u: Tensor, weights: Tensor) -> None:
-        self.u = u
-        self.weights = weights
-        self.largest = float("inf")
-        self.evaluations = 0
-        self.iterations = 0
-        self.runs = 0
-
-
-def _minimise(
-    objective: Callable[[Tensor], Tensor],
-    anchor: Tensor,
-    coordinates: Coordinates | None,
-    *,
-    tol: float,
-    max_iter: int,
-    progress: Callable[[float], None] | None,
-) -> _Best:
-    """Float64 L-BFGS on ``objective`` from ``anchor`` (``θ̂``), in ``coordinates`` (``None``: the weights'), until
-    the largest entry of its gradient in ``θ`` is at most ``tol``; restarted from the best point while that still
-    lowers it (module docstring). Every evaluation checks :func:`~bind_core.influence.proximal.beyond_reach`."""
-    budget = int(max_iter * 1.5)
-    best = _Best(torch.zeros_like(anchor) if coordinates is not None else anchor.clone(), anchor.clone())
-    while best.runs < RESTARTS and best.evaluations < budget:
-        before = best.largest
-        _run(objective, anchor, coordinates, best, tol=tol, max_iter=max_iter, budget=budget, progress=progress)
-        if best.largest <= tol or not best.largest < before:
-            break
-    return best
-
-
-def _run(
-    objective: Callable[[Tensor], Tensor],
-    anchor: Tensor,
-    coordinates: Coordinates | None,
-    best: _Best,
-    *,
-    tol: float,
-    max_iter: int,
-    budget: int,
-    progress: Callable[[float], None] | None,
-) -> None:
-    """One L-BFGS run from ``best``'s point with a fresh history, recording into ``best``; it stops at ``tol`` (in
-    ``θ``), at its own end (no further progress its line search can see) or at the ``budget`` of evaluations."""
-    best.runs += 1
-    u = best.u.clone().requires_grad_(True)
-    optimizer = torch.optim.LBFGS(
-        [u],
-        lr=1.0,
-        max_iter=max_iter,
-        max_eval=budget - best.evaluations,
-        tolerance_grad=0.0,  # the stop is the gradient in θ, tested in the closure
-        tolerance_change=0.0,
-        history_size=50,
-        line_search_fn="strong_wolfe",
-    )
-
-    def closure() -> Tensor:
-        best.evaluations += 1
-        if progress is not None:
-            progress(min(1.0, best.evaluations / budget))
-        optimizer.zero_grad(set_to_none=True)
-        flat = (u.detach() if coordinates is None else coordinates.weights(anchor, u.detach())).requires_grad_(True)
-        if (far := beyond_reach(flat, anchor)) is not None:
-            raise NonFiniteError(f"{far}: the objective has no minimum near them")
-        value = objective(flat)
-        (grad,) = torch.autograd.grad(value, flat)
-        largest = float(grad.abs().max())
-        if largest < best.largest:
-            best.u, best.weights, best.largest = u.detach().clone(), flat.detach(), largest
-        if largest <= tol:
-            raise _Reached
-        u.grad = grad if coordinates is None else coordinates.gradient(grad)
-        return value.detach()
-
-    with contextlib.suppress(_Reached):
-        optimizer.step(closure)  # type: ignore[no-untyped-call]
-    best.iterations += int(optimizer.state[u].get("n_iter", 0))

@@ -37,6 +37,8 @@ class StepEstimate:
     """``[m]``: the largest entry of the proximal objective's gradient where each node stopped."""
     taken: Tensor
     """``[m]``: damped Newton steps taken per node."""
+    far: Tensor
+    """``[m]`` bool: the nodes whose deletion has no minimum near ``θ̂`` (:attr:`Deletion.far`)."""
     weights: Tensor | None = None
     """``[m, p]``: the weights reached per node (``keep_weights=True`` only)."""
     first_steps: Tensor | None = None
@@ -107,7 +109,9 @@ def step_estimate(
     solve.details |= encode(nodes.settling(steps, tol, stepper.mixes))
     first, direct, exact = nodes.first, nodes.direct, nodes.exact
     parts = {"iid": iid, "non_iid": first - iid, "direct": direct, "step": exact - first - direct}
-    return StepEstimate(exact, parts, solve, timings, nodes.residual, nodes.taken, nodes.weights, nodes.first_steps)
+    return StepEstimate(
+        exact, parts, solve, timings, nodes.residual, nodes.taken, nodes.far, nodes.weights, nodes.first_steps
+    )
 
 
 @dataclass(kw_only=True)
@@ -124,6 +128,16 @@ class Settling:
         optional=True,
     )
     max_residual: float = key("number: the largest remaining gradient entry")
+    finished: int | None = key(
+        "integer: nodes whose chord steps stopped short and that L-BFGS on the same objective finished from there, "
+        "in the damped curvature's coordinates",
+        optional=True,
+    )
+    no_minimum: int | None = key(
+        "integer: of the unsettled nodes, those whose deletion has no minimum near the given weights (the finish "
+        "carried the weights more than 10·max(1, ‖θ̂‖) away): no value answers the question for them",
+        optional=True,
+    )
     mixed: bool | None = key(
         "boolean: whether the chord steps were Anderson-mixed (a smooth model; a model with kinks is not)",
         optional=True,
@@ -140,6 +154,8 @@ class _PerNode:
     first: Tensor
     taken: Tensor
     residual: Tensor
+    finished: Tensor
+    far: Tensor
     weights: Tensor | None
     first_steps: Tensor | None
 
@@ -152,6 +168,8 @@ class _PerNode:
             first=torch.zeros(m, 2, dtype=torch.float64),
             taken=torch.zeros(m, dtype=torch.long),
             residual=torch.zeros(m, dtype=torch.float64),
+            finished=torch.zeros(m, dtype=torch.bool),
+            far=torch.zeros(m, dtype=torch.bool),
             weights=torch.zeros(m, p, dtype=torch.float64) if keep_weights else None,
             first_steps=torch.zeros(m, p, dtype=torch.float64) if keep_weights else None,
         )
@@ -160,6 +178,7 @@ class _PerNode:
         """The deletion of the node at training position ``pos``."""
         self.exact[pos], self.direct[pos], self.first[pos] = out.delta, out.direct, out.first_order
         self.taken[pos], self.residual[pos] = out.taken, out.residual
+        self.finished[pos], self.far[pos] = out.finished > 0, out.far is not None
         if self.weights is not None and self.first_steps is not None:
             self.weights[pos], self.first_steps[pos] = out.weights, out.first_step
 
@@ -170,8 +189,10 @@ class _PerNode:
             steps_median=float(self.taken.double().median()),
             tol=tol,
             unsettled=int((self.residual > tol).sum()),
-            stalled=int(((self.residual > tol) & (self.taken < steps)).sum()),
+            stalled=int(((self.residual > tol) & (self.taken < steps) & ~self.far).sum()),
             max_residual=float(self.residual.max()),
+            finished=int(self.finished.sum()),
+            no_minimum=int(self.far.sum()),
             mixed=mixed,
         )
 

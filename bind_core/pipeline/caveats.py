@@ -253,8 +253,8 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
         "(debias_seeds) before acting on it"
     ]
     if d.get("unsettled"):
-        stalled = int(d.get("stalled") or 0)
-        ran_out = d["unsettled"] - stalled
+        stalled, far = int(d.get("stalled") or 0), int(d.get("no_minimum") or 0)
+        ran_out = d["unsettled"] - stalled - far
         why = (
             f"each step had to be halved at least {STALL_HALVINGS} times and moved the weights by at most "
             f"{STALL_SHARE:.0%} of their way from the given weights"
@@ -264,6 +264,14 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
         how = [f"{stalled} stalled before their {d['steps_max']} steps (they stopped making progress, {why})"]
         how = how if stalled else []
         how += [f"{ran_out} ran out of their {d['steps_max']} steps"] if ran_out else []
+        how += (
+            [
+                f"{far} have no minimum near the given weights (retraining without such a node, even kept near them, "
+                "carries the weights away: no value answers the question for it)"
+            ]
+            if far
+            else []
+        )
         out.append(
             f"{d['unsettled']} of {influence.delta.numel()} nodes' steps did not settle (largest remaining gradient "
             f"entry {d['max_residual']:.1e}): {' and '.join(how)}; their values are approximate (their rows say "
