@@ -1,16 +1,18 @@
-"""The step estimate's chord steps with and without Anderson mixing, against the proximal truth, on smooth two-layer
-models as Adam leaves them.
+"""The step estimate's chord steps with and without Anderson mixing and the L-BFGS finish, against the proximal
+truth, on smooth two-layer models as Adam leaves them.
 
     python bench/bench_mixing.py --nodes 600 --epochs 300 --models gcn,sage,gin --sample 60
 
 Trains each two-layer GELU model on ``synthetic(--nodes, seed=3)`` (``--epochs`` of Adam, no polish: the weights an
 audit of a model trained here attributes), forms its damped curvature once, and settles the deletion of each of the
-first ``--sample`` training nodes twice: with the chord steps mixed (:mod:`bind_core.influence.anderson`) and
-without. Each deletion's proximal optimum is then re-optimised by L-BFGS (the self-check's ground truth,
-:func:`~bind_core.debiasing.proximal_truth.proximal_reoptimize`); where the weights go beyond reach there is no
-minimum near ``θ̂`` and no truth. Prints per model and way: the seconds, the steps, how many deletions settled, how
-many of the rest have no minimum, the largest distance from the truth (settled and not, in units of the largest
-|ΔΓ|) and Pearson with the truth over the deletions that have one; ``--out`` writes them as JSON.
+first ``--sample`` training nodes three ways: the plain chord steps, the steps Anderson-mixed
+(:mod:`bind_core.influence.anderson`), and mixed then finished by L-BFGS where they stop short (the audit's way,
+:meth:`~bind_core.influence.step.Stepper.delete`). Each deletion's proximal optimum is then re-optimised by L-BFGS
+(the self-check's ground truth, :func:`~bind_core.debiasing.proximal_truth.proximal_reoptimize`); where the weights
+go beyond reach there is no minimum near ``θ̂`` and no truth. Prints per model and way: the seconds, the steps, how
+many deletions settled, how many of the rest have no minimum (and how many deletions the estimate tells so, against
+the truth), the largest distance from the truth (settled and not, in units of the largest |ΔΓ|) and Pearson with
+the truth over the deletions that have one; ``--out`` writes them as JSON.
 """
 
 from __future__ import annotations
@@ -27,22 +29,28 @@ from bind_core.data.datasets import synthetic
 from bind_core.debiasing.proximal_truth import proximal_reoptimize
 from bind_core.debiasing.validation import gammas
 from bind_core.errors import NonFiniteError
+from bind_core.influence import step
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Deletion, Stepper
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 
+WAYS = {"plain": (False, False), "mixed": (True, False), "finished": (True, True)}
+"""Each way's chord steps mixed or not, and finished by L-BFGS or not."""
 
-def _settle(stepper: Stepper, count: int, *, mixed: bool) -> tuple[list[Deletion], float]:
-    """The first ``count`` deletions with the chord steps mixed or not, and the seconds they took."""
-    kept = Stepper.mixes
+
+def _settle(stepper: Stepper, count: int, way: str) -> tuple[list[Deletion], float]:
+    """The first ``count`` deletions settled ``way`` (:data:`WAYS`), and the seconds they took."""
+    mixed, finished = WAYS[way]
+    kept, budget = Stepper.mixes, step.FINISH_EVALUATIONS
     Stepper.mixes = property(lambda _: mixed)
+    step.FINISH_EVALUATIONS = budget if finished else 0
     try:
         start = time.perf_counter()
         out = [stepper.delete([p]) for p in range(count)]
         return out, time.perf_counter() - start
     finally:
-        Stepper.mixes = kept
+        Stepper.mixes, step.FINISH_EVALUATIONS = kept, budget
 
 
 def _truth(model: TrainedModel, fm: FunctionalModel, stepper: Stepper, position: int) -> torch.Tensor | None:
@@ -82,6 +90,8 @@ def _row(deletions: list[Deletion], truths: list[torch.Tensor | None], tol: floa
         "settled": sum(settled),
         "unsettled": len(deletions) - sum(settled),
         "unsettled_without_minimum": sum(t is None for t, s in zip(truths, settled, strict=True) if not s),
+        "told_without_minimum": sum(d.far is not None for d in deletions),
+        "told_and_truth_agree": sum((d.far is not None) == (t is None) for d, t in zip(deletions, truths, strict=True)),
         "error_settled": error(True),
         "error_unsettled": error(False),
         "pearson": float(np.corrcoef(est, tru)[0, 1]),
@@ -104,21 +114,18 @@ def main() -> None:
         fm = FunctionalModel.from_trained(model, graph)
         stepper = Stepper.build(fm)
         count = min(args.sample, stepper.m)
-        mixed, mixed_seconds = _settle(stepper, count, mixed=True)
-        plain, plain_seconds = _settle(stepper, count, mixed=False)
+        settled = {way: _settle(stepper, count, way) for way in WAYS}
         truths = [_truth(model, fm, stepper, p) for p in range(count)]
-        results[arch] = {
-            "mixed": _row(mixed, truths, stepper.tol, mixed_seconds),
-            "plain": _row(plain, truths, stepper.tol, plain_seconds),
-            "without_minimum": sum(t is None for t in truths),
-            "deletions": count,
-        }
-        for way in ("plain", "mixed"):
+        results[arch] = {way: _row(out, truths, stepper.tol, seconds) for way, (out, seconds) in settled.items()}
+        results[arch] |= {"without_minimum": sum(t is None for t in truths), "deletions": count}
+        for way in WAYS:
             r = results[arch][way]
             print(
-                f"two-layer {arch}, {count} deletions, {way:5s}: {r['seconds']:5.1f} s, {r['steps']:4d} steps, "
+                f"two-layer {arch}, {count} deletions, {way:8s}: {r['seconds']:5.1f} s, {r['steps']:4d} steps, "
                 f"settled {r['settled']:3d}, unsettled {r['unsettled']:3d} ({r['unsettled_without_minimum']} without "
-                f"a minimum near θ̂); from the truth: settled ≤ {r['error_settled']:.1e}, unsettled ≤ "
+                f"a minimum near θ̂; {r['told_without_minimum']} told so, the truth agreeing on "
+                f"{r['told_and_truth_agree']} of {count}); from the truth: settled ≤ {r['error_settled']:.1e}, "
+                "unsettled ≤ "
                 f"{r['error_unsettled']:.1e} of the largest |ΔΓ|; Pearson {r['pearson']:.8f}",
                 flush=True,
             )

@@ -7,8 +7,9 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection
 
+from app.core.db import tables  # noqa: F401  (its import puts every table on Base.metadata)
+from app.core.db.base import Base
 from app.core.db.session import make_engine
-from app.core.db.tables import Base
 from app.core.settings import Settings
 
 config = context.config

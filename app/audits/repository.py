@@ -10,6 +10,7 @@ is never overwritten.
 from __future__ import annotations
 
 import itertools
+import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -237,7 +238,29 @@ def _influence_row(audit_id: uuid.UUID, row: InfluenceRow) -> dict[str, Any]:
         "delta_sp": row.delta_sp,
         "delta_eo": row.delta_eo,
         "settled": row.settled,
+        "no_minimum": True if row.no_minimum else None,  # true or null, never false
     }
+
+
+def check_influence_rows(rows: Iterable[InfluenceRow]) -> None:
+    """Check that ``rows`` can be stored as they are: three finite deltas, or three nulls with ``no_minimum`` true
+    (and nulls only then), so that nothing is stored as missing that has a value, and no NaN reaches
+    the table (it would sort after every number and could not be served as JSON).
+
+    Raises:
+        ValueError: the first row that is neither (the worker then fails the audit instead of storing it).
+    """
+    for row in rows:
+        deltas = (row.delta, row.delta_sp, row.delta_eo)
+        if row.no_minimum is True:
+            ok = all(d is None for d in deltas)
+        else:
+            ok = all(d is not None and math.isfinite(d) for d in deltas)
+        if not ok:
+            raise ValueError(
+                f"influence row {row.position}: deltas {deltas} with no_minimum={row.no_minimum!r}; a row has three "
+                "finite deltas, or three nulls and no_minimum true"
+            )
 
 
 def fail(session: Session, claim: Claim, problem: dict[str, Any]) -> Lease:

@@ -118,7 +118,9 @@ def read_influence(
     page_token: TokenQuery = None,
 ) -> InfluencePage:
     """Each training node's estimated effect on bias: ``harmful`` (most negative delta first), ``helpful``
-    (most positive first) or by ``node`` index. 409 until the audit has influence estimates."""
+    (most positive first) or by ``node`` index. A node without a value (null deltas, ``no_minimum`` true: its
+    deletion has no minimum near the weights) comes last in ``harmful`` and ``helpful``, by position. 409 until the
+    audit has influence estimates."""
     audit = service.get_audit(session, tenant, audit_id)
     rows, token = influence_page(session, audit, order=order, limit=limit, page_token=page_token)
     return InfluencePage(

@@ -346,9 +346,11 @@ def _payload(result: AuditOutput) -> Payload:
     """What `jobs.succeed` stores, prepared before its transaction (an error here fails the audit); the edge rows
     are made a batch at a time while they are inserted (they can be millions)."""
     model = result.model
+    influence = result.influence_rows()
+    jobs.check_influence_rows(influence)
     return {
         "results": result.to_dict(),
-        "influence": result.influence_rows(),
+        "influence": influence,
         "edges": result.iter_edge_rows(),
         "weights": None if model is None else model.to_bytes(),
         "model_config": None if model is None else model.config_dict(),

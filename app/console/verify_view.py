@@ -39,10 +39,13 @@ def _summary(job: WhatIf, result: Mapping[str, Any]) -> str:
     """The outcome in one sentence: what the estimate said, what retraining did."""
     estimated, measured = job.estimate.get("delta"), (result.get("delta") or {}).get("mean")
     seeds = len(result.get("seeds") or job.seeds)
-    return (
-        f"The estimate said deleting these {job.size} training nodes would change the bias Γ by {_signed(estimated)}; "
-        f"deleting them and retraining with {seeds} seeds changed it by {_signed(measured)} on average."
+    said = (
+        f"The estimate said deleting these {job.size} training nodes would change the bias Γ by {_signed(estimated)}"
+        if isinstance(estimated, int | float)
+        else f"The estimate has no value for deleting these {job.size} training nodes (a member's deletion has no "
+        "minimum near the audited weights)"
     )
+    return f"{said}; deleting them and retraining with {seeds} seeds changed it by {_signed(measured)} on average."
 
 
 def job_view(job: WhatIf) -> dict[str, Any]:

@@ -1,9 +1,16 @@
 """Pages of per-training-node influence, by keyset on the indexes ``(audit_id, delta, position)`` and
-``(audit_id, node_index)``: each page costs O(limit) whatever its depth, and stays stable."""
+``(audit_id, node_index)``: each page costs O(limit) whatever its depth, and stays stable.
+
+In the ``harmful`` and ``helpful`` orders the rows without a value (null ``delta``: the node's deletion has no
+minimum near the weights) come last in both, by position. A page's token then carries a null delta: the page after
+it reads only such rows. A page that ends on the last row with a value is followed by the first rows without one.
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import select, tuple_
+from typing import Any
+
+from sqlalchemy import Select, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.core.db.tables import Audit, InfluenceRow
@@ -21,21 +28,13 @@ def influence_page(
 
     Raises:
         Conflict: the audit has no influence rows (yet, or it ran without the influence stage).
+        BadRequest: ``page_token`` is not one this listing issued (``invalid-page-token``).
     """
-    row = InfluenceRow
-    key = (row.node_index, row.position) if order is InfluenceOrder.node else (row.delta, row.position)
-    stmt = select(row).where(row.audit_id == audit.id)
-    if page_token is not None:
-        first, position = decode_token(page_token, _KIND + order.value, 2)
-        after = (int64_part(first) if order is InfluenceOrder.node else float_part(first), int64_part(position))
-        stmt = stmt.where(
-            tuple_(*key) < tuple_(*after) if order is InfluenceOrder.helpful else tuple_(*key) > tuple_(*after)
-        )
-    if order is InfluenceOrder.helpful:
-        stmt = stmt.order_by(key[0].desc(), key[1].desc())
+    after = None if page_token is None else decode_token(page_token, _KIND + order.value, 2)
+    if order is InfluenceOrder.node:
+        rows = _node_rows(session, audit, after, limit + 1)
     else:
-        stmt = stmt.order_by(key[0].asc(), key[1].asc())
-    rows = list(session.scalars(stmt.limit(limit + 1)))
+        rows = _delta_rows(session, audit, order, after, limit + 1)
     if not rows and page_token is None:
         raise Conflict(
             f"Audit {audit.id} has no influence estimates (state: {audit.state}, stage: {audit.stage}).",
@@ -47,3 +46,47 @@ def influence_page(
     last = rows[limit - 1]
     last_key = [last.node_index, last.position] if order is InfluenceOrder.node else [last.delta, last.position]
     return rows[:limit], encode_token(_KIND + order.value, last_key)
+
+
+def _node_rows(session: Session, audit: Audit, after: list[Any] | None, count: int) -> list[InfluenceRow]:
+    """Up to ``count`` rows by ``(node_index, position)``, after the key ``after``."""
+    row = InfluenceRow
+    stmt = select(row).where(row.audit_id == audit.id)
+    if after is not None:
+        stmt = stmt.where(tuple_(row.node_index, row.position) > tuple_(int64_part(after[0]), int64_part(after[1])))
+    return list(session.scalars(stmt.order_by(row.node_index.asc(), row.position.asc()).limit(count)))
+
+
+def _delta_rows(
+    session: Session, audit: Audit, order: InfluenceOrder, after: list[Any] | None, count: int
+) -> list[InfluenceRow]:
+    """Up to ``count`` rows in the ``harmful`` or ``helpful`` order after the key ``after`` (``[delta, position]``,
+    ``delta`` null for a row without a value): first the rows with a value, by ``(delta, position)`` (descending for
+    ``helpful``), then those without one, by position."""
+    row = InfluenceRow
+    rows: list[InfluenceRow] = []
+    position = None if after is None else int64_part(after[1])
+    if after is None or after[0] is not None:  # not yet past the rows with a value
+        valued = select(row).where(row.audit_id == audit.id, row.delta.is_not(None))
+        if after is not None:
+            key, start = tuple_(row.delta, row.position), tuple_(float_part(after[0]), position)
+            valued = valued.where(key < start if order is InfluenceOrder.helpful else key > start)
+        if order is InfluenceOrder.helpful:
+            valued = valued.order_by(row.delta.desc(), row.position.desc())
+        else:
+            valued = valued.order_by(row.delta.asc(), row.position.asc())
+        rows = list(session.scalars(valued.limit(count)))
+        if len(rows) == count:
+            return rows
+        position = None  # the rows without a value, from their first
+    return rows + list(session.scalars(_undefined(audit, position).limit(count - len(rows))))
+
+
+def _undefined(audit: Audit, after: int | None) -> Select[InfluenceRow]:
+    """The audit's rows without a value (null delta), by position, after ``after``. Ordered by ``(delta,
+    position)``, which is position among them, so that the index ``(audit_id, delta, position)`` serves it."""
+    row = InfluenceRow
+    stmt = select(row).where(row.audit_id == audit.id, row.delta.is_(None))
+    if after is not None:
+        stmt = stmt.where(row.position > after)
+    return stmt.order_by(row.delta.asc(), row.position.asc())

@@ -23,14 +23,16 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
         required: raise when it has none.
 
     Returns:
-        The stored rows as ``bind_core``'s typed rows, the user's text ids restored from ``node_key``.
+        The stored rows as ``bind_core``'s typed rows, the user's text ids restored from ``node_key``; a row without
+        a value keeps its null deltas and ``no_minimum`` true (``None`` on the others, as ``bind_core`` makes them).
 
     Raises:
         Conflict: ``required`` and the audit has no rows (``influence-not-ready``).
     """
     row = InfluenceRecord
     columns = (row.position, row.node_index, row.node_id, row.node_key, row.grp, row.label, row.delta, row.delta_sp)
-    query = select(*columns, row.delta_eo, row.settled).where(row.audit_id == audit.id).order_by(row.position)
+    query = select(*columns, row.delta_eo, row.settled, row.no_minimum)
+    query = query.where(row.audit_id == audit.id).order_by(row.position)
     result = session.execute(query)
     rows = [
         InfluenceRow(
@@ -43,6 +45,7 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
             delta_sp=r.delta_sp,
             delta_eo=r.delta_eo,
             settled=r.settled,
+            no_minimum=True if r.no_minimum else None,
         )
         for r in result
     ]

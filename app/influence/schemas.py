@@ -16,9 +16,11 @@ SIGN_CONVENTION = (
 
 class InfluenceOrder(StrEnum):
     harmful = "harmful"
-    """Most negative delta first (ties: lower position first)."""
+    """Most negative delta first (ties: lower position first); the rows without a value (null delta) last, by
+    position."""
     helpful = "helpful"
-    """Most positive delta first: exactly the reverse of ``harmful``."""
+    """Most positive delta first: the reverse of ``harmful`` for the rows with a value; the rows without one last,
+    by position, as in ``harmful``."""
     node = "node"
     """By node index in the graph."""
 
@@ -35,13 +37,20 @@ class InfluenceRowRead(BaseModel):
     the row's position in the node table, counted from 0 (the results' ``graph.node_id_meaning`` says which)."""
     group: int = Field(validation_alias="grp")
     label: int
-    delta: float
-    delta_sp: float
-    delta_eo: float
+    delta: float | None
+    """ΔΓ of deleting the node (negative: harmful); null where no value answers the question (``no_minimum``)."""
+    delta_sp: float | None
+    """The same for Γ_SP (null with ``delta``)."""
+    delta_eo: float | None
+    """The same for Γ_EO (null with ``delta``)."""
     settled: bool | None = None
     """The step estimate's (multi-layer and attention models) only: whether the node's steps settled at the proximal
     optimum; false: its value is where they stopped, approximate. Null for the linear estimate, a closed form with
     nothing to settle."""
+    no_minimum: bool | None = None
+    """True where the node's deletion has no minimum near the given weights (the step estimate's): retraining
+    without it carries the weights away, so no value answers the question, and its deltas are null (``settled`` is
+    false). Null on every other row (and on rows stored before the flag was kept); never false."""
 
 
 class InfluencePage(BaseModel):
@@ -105,10 +114,11 @@ class WhatIfRead(BaseModel):
     nodes: list[int | str]
     """The user's ids of the set's members, in the order chosen."""
     size: int
-    delta: float
-    """Estimated ΔΓ (negative: deleting the set reduces bias)."""
-    delta_sp: float
-    delta_eo: float
+    delta: float | None
+    """Estimated ΔΓ (negative: deleting the set reduces bias); null where a member has no value (its deletion has no
+    minimum near the given weights: the note says so)."""
+    delta_sp: float | None
+    delta_eo: float | None
     method: str
     """How it was estimated (the sum of the members' estimates)."""
     note: str

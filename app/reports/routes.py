@@ -62,9 +62,10 @@ def read_report(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) 
 )
 def read_influence_csv(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Response:
     """Every training node's influence as CSV (``position, node_index, node_id, group, label, delta, delta_sp,
-    delta_eo, settled``; ``settled`` as ``true``/``false`` for the step estimate, empty for the linear one). String
-    cells starting with ``=``, ``+``, ``-`` or ``@`` are prefixed with ``'``; numbers, negative ones included, are
-    written as numbers."""
+    delta_eo, settled, no_minimum``; ``settled`` as ``true``/``false`` for the step estimate, empty for the linear
+    one; ``no_minimum`` ``true`` where the node's deletion has no minimum near the weights, its delta cells then
+    empty, and empty otherwise). String cells starting with ``=``, ``+``, ``-`` or ``@`` are prefixed with ``'``;
+    numbers, negative ones included, are written as numbers."""
     audit = succeeded_audit(session, tenant, audit_id)
     body = influence_csv(all_influence_rows(session, audit, required=True))
     return _attachment(body, "text/csv; charset=utf-8", f"influence-{audit.id}.csv")
@@ -77,7 +78,8 @@ def read_influence_csv(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerT
     responses=_file("binary", PARQUET_TYPE, "Every training node's ΔΓ as a typed Parquet table"),
 )
 def read_influence_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Response:
-    """Every training node's influence as Parquet (the CSV's columns, int32/int64/float64 types)."""
+    """Every training node's influence as Parquet (the CSV's columns, int32/int64/float64 types; the deltas null
+    where the node has no value, ``settled`` and ``no_minimum`` nullable booleans)."""
     audit = succeeded_audit(session, tenant, audit_id)
     body = influence_parquet(all_influence_rows(session, audit, required=True))
     return _attachment(body, PARQUET_TYPE, f"influence-{audit.id}.parquet")

@@ -26,9 +26,10 @@ class EstimateRead(BaseModel):
     """The what-if's estimate (the sum of the members' estimated effects)."""
 
     size: int
-    delta: float
-    delta_sp: float
-    delta_eo: float
+    delta: float | None
+    """Null where a member has no value (its deletion has no minimum near the given weights: the note says so)."""
+    delta_sp: float | None
+    delta_eo: float | None
     method: str
     note: str
 

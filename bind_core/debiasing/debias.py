@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -125,6 +126,13 @@ def debias(
     ]
 
 
+NO_SET_MINIMUM = (
+    "deleting the set together has no minimum near the given weights (retraining without it, even kept near them, "
+    "carries the weights away): no value estimates it, so estimated_delta is null; the retrained figures stand"
+)
+"""A row's ``caveat`` where the set's own step estimate has no minimum near the weights."""
+
+
 def _estimates(influence: InfluenceResult | torch.Tensor, lam: float | None) -> tuple[torch.Tensor, float]:
     """The per-node estimates (aligned with ``train_idx``) and Γ's weighting: ``lam``, else the estimate's, else
     0.5."""
@@ -167,12 +175,12 @@ class _Choice:
     ) -> _Choice:
         """The choice for ``delta``: nodes whose deletion raises the validation loss (``utility > 0``) are never
         chosen; with ``set_estimate``, overlapping computation graphs are allowed (``layers``: the rule's reach
-        otherwise)."""
-        candidates = delta
+        otherwise). A node whose ΔΓ is NaN (no minimum near the weights: no value answers it) is never chosen."""
+        candidates = torch.where(torch.isnan(delta), torch.full_like(delta, torch.inf), delta)
         if utility is not None:
             if utility.shape != delta.shape:
                 raise ValueError("utility must be aligned with influence (one value per training node)")
-            candidates = torch.where(utility.to(delta.device) > 0, torch.full_like(delta, torch.inf), delta)
+            candidates = torch.where(utility.to(delta.device) > 0, torch.full_like(delta, torch.inf), candidates)
         hops = 0 if set_estimate is not None else layers
         return cls(delta, candidates, utility, set_estimate, positions(graph.train_idx, graph.num_nodes), hops)
 
@@ -312,7 +320,10 @@ class _Run:
                 processes=self.processes,
             )
             self.done += 1
-        est = choice.estimate(nodes)
+        est: float | None = choice.estimate(nodes)
+        caveat = None if est is None or math.isnan(est) else overreach(est, gamma, "nodes")
+        if est is not None and math.isnan(est):  # the set's own settle: it has no minimum near the weights
+            est, caveat = None, NO_SET_MINIMUM
         after = self.report(retrained.model, reduced)
         return DebiasingRow(
             budget=budget,
@@ -320,7 +331,7 @@ class _Run:
             deleted=int(nodes.numel()),
             nodes=user_ids(self.graph, nodes.tolist()),
             estimated_delta=est,
-            caveat=overreach(est, gamma, "nodes"),
+            caveat=caveat,
             selection=choice.selection(),
             utility_aware=choice.utility is not None,
             estimated_utility=choice.estimated_utility(nodes),

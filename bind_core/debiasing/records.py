@@ -99,9 +99,13 @@ class DebiasingRow:
     nodes: list[int | str] = key(
         "integers or strings: the deleted nodes' ids, each the user's id (graph.node_id_meaning says what it is)"
     )
-    estimated_delta: float = key("number: the estimated ΔΓ of deleting them")
+    estimated_delta: float | None = key(
+        "number: the estimated ΔΓ of deleting them; null where the set's own estimate has no minimum near the given "
+        "weights (the caveat says so)"
+    )
     caveat: str | None = key(
-        "string: why the estimate cannot be taken at its word (it lowers Γ by more than Γ itself); present only then",
+        "string: why the estimate cannot be taken at its word (it lowers Γ by more than Γ itself, or there is none); "
+        "present only then",
         optional=True,
     )
     selection: str = key("string: top_ranked (a step estimate's sets) or non_overlapping (the paper's rule)")
@@ -155,7 +159,10 @@ class ValidationPoint:
     """One checked set of nodes."""
 
     nodes: list[int] = key("integers: the nodes deleted")
-    estimated: list[float] = key("numbers: estimated change of [Γ, Γ_SP, Γ_EO]")
+    estimated: list[float] | None = key(
+        "numbers: estimated change of [Γ, Γ_SP, Γ_EO]; null where there is none (a set whose deletion has no "
+        "minimum near the given weights), left out of the correlations"
+    )
     actual: list[float] | None = key(
         "numbers: the change after re-optimising without them, same order; null where the re-optimisation found no "
         "finite optimum (see undefined_truth)"

@@ -138,9 +138,9 @@ class ValidationResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def correlations(self) -> dict[str, dict[str, float | None]]:
-        """Pearson and Spearman per column over the deletions whose actual ΔΓ is defined (finite)."""
+        """Pearson and Spearman per column over the deletions whose actual and estimated ΔΓ are defined (finite)."""
         names = ("gamma", "gamma_sp", "gamma_eo")
-        ok = np.isfinite(self.actual).all(axis=1) if self.actual.size else np.zeros(0, dtype=bool)
+        ok = _finite(self.actual) & _finite(self.estimated)
         return {nm: _corr(self.estimated[ok, i], self.actual[ok, i]) for i, nm in enumerate(names)}
 
     def record(self) -> Validation:
@@ -161,7 +161,11 @@ class ValidationResult:
             spearman=corr["gamma"].spearman,
             correlations=corr,
             points=[
-                ValidationPoint(nodes=s, estimated=e.tolist(), actual=a.tolist() if np.isfinite(a).all() else None)
+                ValidationPoint(
+                    nodes=s,
+                    estimated=e.tolist() if np.isfinite(e).all() else None,
+                    actual=a.tolist() if np.isfinite(a).all() else None,
+                )
                 for s, e, a in zip(self.sets, self.estimated, self.actual, strict=True)
             ],
             seconds=self.seconds,
@@ -171,6 +175,11 @@ class ValidationResult:
             undefined_truth=self.undefined_truth,
             extra=dict(self.extra),
         )
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    """``[k]`` bool: the rows of ``values`` (``[k, 3]``) that are finite throughout."""
+    return np.isfinite(values).all(axis=1) if values.size else np.zeros(0, dtype=bool)
 
 
 def ground_truth_mode(model: TrainedModel, graph: Graph, details: dict[str, Any]) -> str:
@@ -232,7 +241,7 @@ def validate(
     check_threads(threads)
     start = time.perf_counter()
     train_idx = graph.train_idx
-    deletions = _deletions(influence.delta, int(train_idx.numel()), protocol, sample, seed, num_sets, max_set_fraction)
+    deletions = _deletions(influence.delta, protocol, sample, seed, num_sets, max_set_fraction)
     mode = ground_truth_mode(model, graph, influence.solve.details) if mode is None else mode
     damping = float(influence.solve.details.get("damping", 0.0)) if damping is None else damping
     stepper = _set_stepper(model, graph, influence, groups, progress) if protocol == "sets" else None
@@ -290,14 +299,21 @@ def _actuals(
 
 
 def _deletions(
-    delta: Tensor, m: int, protocol: str, sample: int, seed: int, num_sets: int, max_set_fraction: float
+    delta: Tensor, protocol: str, sample: int, seed: int, num_sets: int, max_set_fraction: float
 ) -> list[list[int]]:
-    """The training positions :func:`validate` deletes together, one list per deletion (see its ``protocol``)."""
+    """The training positions :func:`validate` deletes together, one list per deletion (see its ``protocol``), among
+    the nodes whose estimate is a number (a node whose deletion has no minimum near the weights has none to check)."""
     if protocol not in ("sample", "sets"):
         raise ConfigError(f"protocol: {protocol!r} is not one of sample, sets")
+    m = int(delta.numel())
+    known = torch.isfinite(delta)
     if protocol == "sample":
-        return [[p] for p in sample_positions(m, sample, seed)]
+        if bool(known.all()):
+            return [[p] for p in sample_positions(m, sample, seed)]
+        among = torch.nonzero(known).flatten()
+        return [[int(among[p])] for p in sample_positions(int(among.numel()), sample, seed)]
     order = torch.argsort(delta)
+    order = order[known[order]]
     top = max(1, int(max_set_fraction * m))
     sizes = sorted({max(1, round(top * (i + 1) / num_sets)) for i in range(num_sets)})
     return [order[:k].tolist() for k in sizes] + [order.flip(0)[:k].tolist() for k in sizes]

@@ -27,16 +27,19 @@ class SetEstimate:
 
     nodes: list[int | str] = key("integers or strings: the user's ids of the set's members, in the order chosen")
     size: int = key("integer: the set's members")
-    delta: float = key("number: estimated ΔΓ (negative: deleting the set reduces bias)")
-    delta_sp: float = key("number: the same for Γ_SP")
-    delta_eo: float = key("number: the same for Γ_EO")
+    delta: float | None = key(
+        "number: estimated ΔΓ (negative: deleting the set reduces bias); null where a member has none (its deletion "
+        "has no minimum near the given weights: the note says so)"
+    )
+    delta_sp: float | None = key("number: the same for Γ_SP (null with delta)")
+    delta_eo: float | None = key("number: the same for Γ_EO (null with delta)")
     method: str = key("string: how it was estimated")
     note: str = key("string: how far it can be trusted")
 
 
 def choose(rows: Sequence[InfluenceRow], *, nodes: Sequence[int | str] | None, top: int | None) -> list[int]:
     """The positions (in ``rows``) of the chosen training nodes: the user's ids in ``nodes``, or the ``top`` most
-    harmful (most negative ΔΓ).
+    harmful (most negative ΔΓ; a node without one, ``delta`` null, is never among them).
 
     Args:
         rows: one row per training node (its ``node_id``, the user's id, and ``delta`` are read).
@@ -47,15 +50,19 @@ def choose(rows: Sequence[InfluenceRow], *, nodes: Sequence[int | str] | None, t
         Positions into ``rows``, in the order chosen, without repeats.
 
     Raises:
-        ConfigError: neither or both given, an empty set, ``top`` < 1, or ids that are not training nodes (named).
+        ConfigError: neither or both given, an empty set, ``top`` < 1, no node with a ΔΓ to rank (``top``), or ids
+            that are not training nodes (named).
     """
     if (nodes is None) == (top is None):
         raise ConfigError("nodes or top: give exactly one of them")
     if top is not None:
         if top < 1:
             raise ConfigError(f"top: {top!r} must be at least 1")
-        order = sorted(range(len(rows)), key=lambda i: rows[i].delta)
-        return [i for i in order[:top] if rows[i].delta < 0] or order[:1]
+        values = {i: r.delta for i, r in enumerate(rows) if r.delta is not None}
+        if not values:
+            raise ConfigError("top: no training node has a ΔΓ to rank (no deletion has a minimum near the weights)")
+        order = sorted(values, key=lambda i: values[i])
+        return [i for i in order[:top] if values[i] < 0] or order[:1]
     index = {str(r.node_id): i for i, r in enumerate(rows)}
     wanted = list(dict.fromkeys(str(n) for n in nodes or []))
     if not wanted:
@@ -92,12 +99,18 @@ def estimate_set(rows: Sequence[InfluenceRow], positions: Sequence[int], *, meth
             f"; {unsettled} of the {len(chosen)} members' steps did not settle, so their estimates, and this sum, are "
             "approximate"
         )
+    missing = sum(r.delta is None for r in chosen)
+    if missing:
+        note += (
+            f"; {missing} of the {len(chosen)} members have no ΔΓ (their deletion has no minimum near the given "
+            "weights), so the sum is undefined"
+        )
     return SetEstimate(
         nodes=[r.node_id for r in chosen],
         size=len(chosen),
-        delta=sum(r.delta for r in chosen),
-        delta_sp=sum(r.delta_sp for r in chosen),
-        delta_eo=sum(r.delta_eo for r in chosen),
+        delta=None if missing else sum(r.delta or 0.0 for r in chosen),
+        delta_sp=None if missing else sum(r.delta_sp or 0.0 for r in chosen),
+        delta_eo=None if missing else sum(r.delta_eo or 0.0 for r in chosen),
         method=f"{SUM_OF_MEMBERS} ({'step' if method == 'step' else 'influence function'})",
         note=note,
     )

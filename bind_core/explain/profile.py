@@ -38,6 +38,7 @@ __all__ = ["FRACTION", "Profile", "candidate_splits", "cross_group_share", "prof
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
 FRACTION = 0.1
 """The share of training nodes in the harmful (and in the helpful) set."""
 QUANTILES = (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))
@@ -78,9 +79,9 @@ def _shares(codes: npt.NDArray[np.int64], levels: int) -> list[tuple[int, int, f
     return [(level, count, count / total if total else None) for level, count in enumerate(counts.tolist())]
 
 
-def _set_profile(graph: Graph, delta: FloatArray, members: BoolArray, cross: FloatArray) -> ProfileSet:
-    """The distributions over one set of training positions (``members``, in ``train_idx`` order)."""
-    idx = graph.train_idx.numpy()[members]
+def _set_profile(graph: Graph, train: IntArray, delta: FloatArray, members: BoolArray, cross: FloatArray) -> ProfileSet:
+    """The distributions over one set of the training nodes ``train`` (``members``, a mask in their order)."""
+    idx = train[members]
     harm = np.clip(-delta, 0.0, None)
     total_harm = float(harm.sum())
     count = int(members.sum())
@@ -120,9 +121,10 @@ def _feature_stats(column: FloatArray, binary: bool, high: float) -> FeatureStat
     return FeatureStats(mean=float(column.mean()), **{k: float(np.quantile(column, p)) for k, p in QUANTILES})
 
 
-def _features(graph: Graph, sets: dict[str, BoolArray]) -> list[FeatureProfile]:
-    """Per feature column: its kind, its statistics in each set, and the harmful set's standardised difference."""
-    x = graph.x.numpy()[graph.train_idx.numpy()].astype(np.float64)
+def _features(graph: Graph, train: IntArray, sets: dict[str, BoolArray]) -> list[FeatureProfile]:
+    """Per feature column: its kind, its statistics in each set (masks over the training nodes ``train``), and the
+    harmful set's standardised difference."""
+    x = graph.x.numpy()[train].astype(np.float64)
     return [_feature(graph, j, x[:, j], sets) for j in range(x.shape[1])]
 
 
@@ -199,9 +201,12 @@ def _level_splits(variable: str, codes: npt.NDArray[np.int64], names: list[str])
     ]
 
 
-def candidate_splits(graph: Graph, cross: FloatArray, fit: npt.NDArray[np.int64]) -> list[Candidate]:
-    """Every split the rule search may use, as masks over the training nodes (thresholds from the fit half only)."""
-    train = graph.train_idx.numpy()
+def candidate_splits(
+    graph: Graph, cross: FloatArray, fit: npt.NDArray[np.int64], train: IntArray | None = None
+) -> list[Candidate]:
+    """Every split the rule search may use, as masks over the training nodes ``train`` (default: the graph's
+    training split), thresholds from the fit half only."""
+    train = graph.train_idx.numpy() if train is None else train
     group_names = group_labels(graph)
     out = _level_splits("group", graph.sens.numpy()[train], group_names)
     out += _level_splits("label", graph.y.numpy()[train], [str(c) for c in range(graph.num_classes)])
@@ -242,6 +247,16 @@ def profile_nodes(
     delta = np.asarray(delta, dtype=np.float64)
     if delta.shape != (graph.train_idx.numel(),):
         raise ValueError(f"delta has shape {delta.shape}, expected one value per training node")
+    known = np.isfinite(delta)
+    if not known.all():  # nodes without a ΔΓ (no minimum near the weights) are left out
+        return _among_known(graph, delta, known, seed=seed, fraction=fraction, max_depth=max_depth)
+    return _profile(graph, graph.train_idx.numpy(), delta, seed=seed, fraction=fraction, max_depth=max_depth)
+
+
+def _profile(
+    graph: Graph, train: IntArray, delta: FloatArray, *, seed: int, fraction: float, max_depth: int
+) -> Profile:
+    """:func:`profile_nodes` over the training nodes ``train`` (``delta`` in their order)."""
     cross = cross_group_share(graph)
     sets = {
         "harmful": _extreme(delta, fraction, True),
@@ -249,7 +264,7 @@ def profile_nodes(
         "all": np.ones(delta.size, dtype=bool),
     }
     fit, _ = halves(delta.size, seed)
-    found = find_rules(delta, candidate_splits(graph, cross, fit), seed=seed, max_depth=max_depth)
+    found = find_rules(delta, candidate_splits(graph, cross, fit, train), seed=seed, max_depth=max_depth)
     for rule, positions in zip(found.rules, found.members, strict=True):
         rule.members = positions  # the what-if deletes a rule's members (``app/what_ifs/rules.py``)
     document = NodeProfile(
@@ -258,9 +273,30 @@ def profile_nodes(
             f"harmful: the {fraction:.0%} of training nodes with the most negative ΔΓ (ΔΓ < 0 only); helpful: the "
             f"{fraction:.0%} with the largest ΔΓ (ΔΓ > 0 only); all: every training node"
         ),
-        sets=ProfileSets(**{name: _set_profile(graph, delta, m, cross) for name, m in sets.items()}),
-        features=_features(graph, sets),
+        sets=ProfileSets(**{name: _set_profile(graph, train, delta, m, cross) for name, m in sets.items()}),
+        features=_features(graph, train, sets),
         rules=found.rules,
         search=found.search,
     )
     return Profile(document, found.members)
+
+
+def _among_known(
+    graph: Graph, delta: FloatArray, known: BoolArray, *, seed: int, fraction: float, max_depth: int
+) -> Profile:
+    """:func:`profile_nodes` over the training nodes whose ΔΓ is a number (``known``), the rules' members given back
+    as positions in the whole training split."""
+    keep = np.flatnonzero(known)
+    if keep.size == 0:
+        raise ValueError("no training node has a ΔΓ to profile (no deletion has a minimum near the weights)")
+    train = graph.train_idx.numpy()[keep]
+    found = _profile(graph, train, delta[keep], seed=seed, fraction=fraction, max_depth=max_depth)
+    members = [[int(keep[p]) for p in positions] for positions in found.members]
+    for rule, positions in zip(found.document.rules, members, strict=True):
+        rule.members = positions
+    left = int(delta.size - keep.size)
+    found.document.definition += (
+        f"; over the {keep.size} training nodes with a ΔΓ: {left} without one (their deletion has no minimum near the "
+        "given weights) are left out"
+    )
+    return Profile(found.document, members)

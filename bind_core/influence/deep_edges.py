@@ -235,9 +235,12 @@ class _Settled:
     exact: Tensor
     """``[E, 2]``: the settled value where there is one, the first-order value elsewhere."""
     settled: Tensor
-    """``[E]`` bool."""
+    """``[E]`` bool: the edges given their damped steps' value."""
     residual: Tensor
     """``[E]``: the proximal gradient's largest entry where a settled edge stopped (0 elsewhere)."""
+    far: Tensor
+    """``[E]`` bool: the edges whose deletion has no minimum near ``θ̂`` (:attr:`Deletion.far`): they keep their
+    first-order value and are not settled."""
 
 
 def _settle_ends(
@@ -258,12 +261,13 @@ def _settle_ends(
     first, affects = terms.first, terms.affects
     exact = first.clone()
     settled = torch.zeros(edges.shape[0], dtype=torch.bool)
+    far = torch.zeros(edges.shape[0], dtype=torch.bool)
     residual = torch.zeros(edges.shape[0], dtype=torch.float64)
     total = lam * first[:, 0] + (1 - lam) * first[:, 1]
     size = batch_size(stepper, batch_bytes)
     done = 0
     while done < SETTLE_ROUNDS * 2 * settle:  # until the top `settle` at each end, by the values so far, are settled
-        picks = [pos for pos in _ends(total, affects, settle) if not settled[pos]]
+        picks = [pos for pos in _ends(total, affects, settle) if not (settled[pos] or far[pos])]
         if not picks:
             break
         chunks = [picks[start : start + size] for start in range(0, len(picks), size)]
@@ -271,6 +275,9 @@ def _settle_ends(
         def put(i: int, outs: list[Deletion], chunks: list[list[int]] = chunks) -> None:
             nonlocal done
             for pos, out in zip(chunks[i], outs, strict=True):
+                if out.far is not None:  # no value answers it: its first-order value stays, not settled
+                    far[pos], residual[pos] = True, out.residual
+                    continue
                 exact[pos], settled[pos], residual[pos] = out.delta.double(), True, out.residual
                 total[pos] = lam * exact[pos, 0] + (1 - lam) * exact[pos, 1]
             done += len(chunks[i])
@@ -284,7 +291,7 @@ def _settle_ends(
             put,
             threads=threads,
         )
-    return _Settled(exact, settled, residual)
+    return _Settled(exact, settled, residual, far)
 
 
 def _result(
@@ -294,6 +301,7 @@ def _result(
     gam = stepper.base_gamma.cpu()
     unsettled = int((done.residual > stepper.tol).sum())
     details = {**stepper.solve.details, "settled": int(done.settled.sum()), "unsettled": unsettled}
+    details["no_minimum"] = int(done.far.sum())
     exact, first = done.exact, terms.first
     return EdgeInfluenceResult(
         edges=edges,

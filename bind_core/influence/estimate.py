@@ -130,7 +130,16 @@ def _stepped(
     gamma = gammas_from_proba(test_probabilities(fm, fm.theta), fm.graph, fm.groups)
     settled = stepped.residual <= stepped.solve.details["tol"]
     return InfluenceResult.of_columns(
-        graph.train_idx, stepped.delta, stepped.parts, lam, gamma, stepped.solve, grad_norm, stepped.timings, settled
+        graph.train_idx,
+        stepped.delta,
+        stepped.parts,
+        lam,
+        gamma,
+        stepped.solve,
+        grad_norm,
+        stepped.timings,
+        settled,
+        no_minimum=stepped.far,
     )
 
 

@@ -38,14 +38,19 @@ class InfluenceSummary:
     """The distribution of the per-node estimates ΔΓ (:meth:`bind_core.influence.result.InfluenceResult.summary`)."""
 
     count: int = key("integer: training nodes estimated")
+    undefined: int | None = key(
+        "integer: of them, the nodes whose ΔΓ is null (their deletion has no minimum near the given weights: the "
+        "rows' no_minimum), left out of the figures below; absent when there are none",
+        optional=True,
+    )
     harmful: int = key("integer: nodes with ΔΓ < 0 (deleting them reduces bias)")
     helpful: int = key("integer: nodes with ΔΓ > 0")
-    sum: float = key("number: sum of the estimates")
-    mean: float = key("number: their mean")
-    std: float = key("number: their standard deviation")
-    min: float = key("number: the smallest (most harmful)")
-    max: float = key("number: the largest (most helpful)")
-    quantiles: Quantiles = key("quantiles of the estimates")
+    sum: float | None = key("number: sum of the estimates (null when no node has one, as each figure below)")
+    mean: float | None = key("number: their mean")
+    std: float | None = key("number: their standard deviation")
+    min: float | None = key("number: the smallest (most harmful)")
+    max: float | None = key("number: the largest (most helpful)")
+    quantiles: Quantiles | None = key("quantiles of the estimates (null when no node has one)")
     gamma: dict[str, float] = key("object: the model's Γ on the objective's nodes, keys sp, eo and total")
     lam: float = key("number in [0, 1]: λ of Γ = λ·Γ_SP + (1−λ)·Γ_EO")
     solver: str = key("string: the inverse-Hessian solver used")
@@ -92,13 +97,21 @@ class InfluenceRow:
     node_id: int | str = key("integer or string: the user's id (graph.node_id_meaning says what it is)")
     group: int = key("integer: its sensitive group")
     label: int = key("integer: its label")
-    delta: float = key("number: ΔΓ of deleting it (negative: harmful)")
-    delta_sp: float = key("number: the same for Γ_SP")
-    delta_eo: float = key("number: the same for Γ_EO")
+    delta: float | None = key(
+        "number: ΔΓ of deleting it (negative: harmful); null where no value answers the question (no_minimum)"
+    )
+    delta_sp: float | None = key("number: the same for Γ_SP (null with delta)")
+    delta_eo: float | None = key("number: the same for Γ_EO (null with delta)")
     settled: bool | None = key(
         "boolean: the step estimate's (multi-layer and attention models) only: whether the node's steps settled at "
         "the proximal optimum; false: its value is where they stopped, approximate (solver_details.unsettled counts "
         "them); absent for the linear estimate, a closed form with nothing to settle",
+        optional=True,
+    )
+    no_minimum: bool | None = key(
+        "boolean: present (true) only where the node's deletion has no minimum near the given weights (the step "
+        "estimate's): retraining without it, even kept near them, carries the weights away, so no value answers "
+        "the question and its deltas are null (solver_details.no_minimum counts them)",
         optional=True,
     )
 

@@ -247,6 +247,9 @@ def refine(
     delta_sp, delta_eo = influence.delta_sp.clone(), influence.delta_eo.clone()
     delta_sp[pos] = record.refined[:, 0].to(delta_sp.dtype)
     delta_eo[pos] = record.refined[:, 1].to(delta_eo.dtype)
+    if influence.no_minimum is not None:  # no value answers these; a refinement of another objective does not either
+        delta_sp[influence.no_minimum] = float("nan")
+        delta_eo[influence.no_minimum] = float("nan")
     change = torch.zeros(m, 2, dtype=torch.float64)
     change[pos] = record.refined - first
     result = dataclasses.replace(

@@ -41,6 +41,10 @@ class InfluenceResult:
         settled: ``[m]`` bool, the step estimate's only: whether each node's steps settled at the proximal optimum
             (its gradient at most ``solve.details["tol"]``); ``False``: its value is where the steps stopped,
             approximate. ``None`` for the linear estimate (a closed form: nothing to settle).
+        no_minimum: ``[m]`` bool, the step estimate's only: the nodes whose deletion has no minimum near the given
+            weights (retraining without them, even kept near them, carries the weights away): no value answers the
+            question, and their ``delta``, ``delta_sp``, ``delta_eo`` and ``parts["step"]`` are NaN. ``None`` for the
+            linear estimate. :attr:`defined` masks the rest.
     """
 
     train_idx: Tensor
@@ -55,6 +59,16 @@ class InfluenceResult:
     timings: dict[str, float] = field(default_factory=dict)
     sign_convention: str = SIGN_CONVENTION
     settled: Tensor | None = None
+    no_minimum: Tensor | None = None
+
+    @property
+    def defined(self) -> Tensor:
+        """``[m]`` bool: the nodes whose ΔΓ is a number (every node but those with :attr:`no_minimum`).
+
+        Returns:
+            The mask, ``torch.isfinite(delta)``.
+        """
+        return torch.isfinite(self.delta)
 
     @classmethod
     def of_columns(
@@ -68,6 +82,8 @@ class InfluenceResult:
         grad_norm: float,
         timings: dict[str, float],
         settled: Tensor | None = None,
+        *,
+        no_minimum: Tensor | None = None,
     ) -> InfluenceResult:
         """An estimate from its columns.
 
@@ -81,6 +97,8 @@ class InfluenceResult:
             grad_norm: the training objective's gradient norm at the weights.
             timings: part of the estimate → seconds.
             settled: the step estimate's per-node settling (:attr:`settled`), else ``None``.
+            no_minimum: the step estimate's nodes without a minimum near the weights (:attr:`no_minimum`; their
+                ``total`` rows NaN), else ``None``.
 
         Returns:
             The :class:`InfluenceResult`, with ``delta = lam·total[:, 0] + (1 − lam)·total[:, 1]``.
@@ -97,6 +115,7 @@ class InfluenceResult:
             grad_norm=grad_norm,
             timings=timings,
             settled=settled,
+            no_minimum=no_minimum,
         )
 
     def summary(self) -> InfluenceSummary:
@@ -105,20 +124,25 @@ class InfluenceResult:
         Returns:
             The :class:`~bind_core.influence.records.InfluenceSummary`: ``count``, ``harmful`` (ΔΓ < 0), ``helpful``
             (ΔΓ > 0), ``sum``, ``mean``, ``std``, ``min``, ``max``, ``quantiles`` (``p01`` … ``p99``), ``gamma``,
-            ``lam``, ``solver``, ``solver_details``, ``grad_norm``, ``timings`` and ``sign_convention``.
+            ``lam``, ``solver``, ``solver_details``, ``grad_norm``, ``timings`` and ``sign_convention``; the figures
+            over the nodes whose ΔΓ is :attr:`defined`, ``undefined`` counting the rest (``null`` figures where no node
+            has one).
         """
-        d = self.delta.double()
-        q = torch.quantile(d, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99], dtype=torch.float64)).tolist()
+        d = self.delta.double()[self.defined]
+        some = d.numel() > 0
+        q = torch.quantile(d, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99], dtype=torch.float64)).tolist() if some else []
+        undefined = int(self.delta.numel() - d.numel())
         return InfluenceSummary(
-            count=int(d.numel()),
+            count=int(self.delta.numel()),
+            undefined=undefined or None,
             harmful=int((d < 0).sum()),
             helpful=int((d > 0).sum()),
-            sum=float(d.sum()),
-            mean=float(d.mean()),
-            std=float(d.std()) if d.numel() > 1 else 0.0,
-            min=float(d.min()),
-            max=float(d.max()),
-            quantiles=Quantiles(**dict(zip(["p01", "p10", "p50", "p90", "p99"], q, strict=True))),
+            sum=float(d.sum()) if some else None,
+            mean=float(d.mean()) if some else None,
+            std=(float(d.std()) if d.numel() > 1 else 0.0) if some else None,
+            min=float(d.min()) if some else None,
+            max=float(d.max()) if some else None,
+            quantiles=Quantiles(**dict(zip(["p01", "p10", "p50", "p90", "p99"], q, strict=True))) if some else None,
             gamma=dict(self.gamma),
             lam=self.lam,
             solver=self.solve.solver,

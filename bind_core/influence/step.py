@@ -99,7 +99,8 @@ class Deletion:
     """One deletion's outcome (:meth:`Stepper.delete`)."""
 
     delta: Tensor
-    """``[2]``: ΔΓ_SP, ΔΓ_EO at the weights reached on ``G − S``."""
+    """``[2]``: ΔΓ_SP, ΔΓ_EO at the weights reached on ``G − S``; NaN where the deletion has no minimum near ``θ̂``
+    (:attr:`far`)."""
     direct: Tensor
     """``[2]``: ``Γ(θ̂; G − S) − Γ(θ̂; G)``."""
     first_order: Tensor
@@ -114,8 +115,8 @@ class Deletion:
     """The L-BFGS finish's evaluations (0: the chord steps settled, stalled, or the deletion was not finished)."""
     far: str | None = None
     """Why the deletion has no minimum near ``θ̂`` (its finish carried the weights beyond reach of them), else
-    ``None``. Such a deletion has no proximal response: its ``delta`` is Γ where the chord steps stopped, not an
-    answer (docs/METHOD.md, "Deletions without a minimum near the given weights")."""
+    ``None``. Such a deletion has no proximal response: its ``delta`` is NaN (no value answers the question), its
+    ``weights`` where the chord steps stopped (docs/METHOD.md, "Deletions without a minimum near the given weights")."""
 
 
 @dataclass(eq=False)
@@ -324,8 +325,9 @@ class Stepper:
             moved = self._test_proba(at, reduced)  # Γ at the weights reached
         with torch.no_grad():
             direct = self.gammas(unchanged) - self.base_gamma
+            delta = self.gammas(moved) - self.base_gamma
             return Deletion(
-                delta=(self.gammas(moved) - self.base_gamma).cpu(),
+                delta=delta.cpu() if far is None else torch.full_like(delta, float("nan")).cpu(),
                 direct=direct.detach().cpu(),
                 first_order=(self.grad_gamma @ first_step).cpu(),
                 first_step=first_step.detach().cpu(),

@@ -4,6 +4,7 @@ check the estimates against retraining. What the service's worker and the comman
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,12 +219,13 @@ class AuditResult:
                 node_id=nid,
                 group=int(grp),
                 label=int(lab),
-                delta=float(d),
-                delta_sp=float(dsp),
-                delta_eo=float(deo),
+                delta=_number(d),
+                delta_sp=_number(dsp),
+                delta_eo=_number(deo),
                 settled=ok,
+                no_minimum=True if far else None,
             )
-            for i, (node, nid, grp, lab, d, dsp, deo, ok) in enumerate(
+            for i, (node, nid, grp, lab, d, dsp, deo, ok, far) in enumerate(
                 zip(
                     idx.tolist(),
                     user_ids(g, idx.tolist()),
@@ -233,6 +235,7 @@ class AuditResult:
                     inf.delta_sp.tolist(),
                     inf.delta_eo.tolist(),
                     [None] * len(idx) if inf.settled is None else inf.settled.tolist(),
+                    [False] * len(idx) if inf.no_minimum is None else inf.no_minimum.tolist(),
                     strict=True,
                 )
             )
@@ -274,7 +277,8 @@ class AuditResult:
         order = torch.argsort(delta if harmful else -delta, stable=True)[:k].tolist()
         rows = []
         for i in order:
-            if (float(delta[i]) < 0) != harmful:
+            value = float(delta[i])
+            if not (value < 0 if harmful else value > 0):  # NaN (no value answers it) is neither
                 continue
             node = int(g.train_idx[i])
             rows.append(
@@ -291,6 +295,11 @@ class AuditResult:
                 )
             )
         return rows
+
+
+def _number(value: float) -> float | None:
+    """``value``, or ``None`` where it is NaN (a node without a minimum near the weights: no value answers it)."""
+    return None if math.isnan(value) else float(value)
 
 
 def _model_summary(model: TrainedModel) -> ModelSummary:

@@ -13,7 +13,7 @@ from bind_core.debiasing.records import Validation
 from bind_core.fairness.records import Metrics
 from bind_core.influence import InfluenceResult
 from bind_core.influence.records import Refinement
-from bind_core.influence.step import STALL_HALVINGS, STALL_SHARE
+from bind_core.influence.step import FINISH_EVALUATIONS, STALL_HALVINGS, STALL_SHARE
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.records import StationarityCheck
 
@@ -240,6 +240,13 @@ def _needs_steps(model: ModelConfig) -> bool:
     return not (model.layers == 1 and model.arch in ("gcn", "sage"))
 
 
+def _far_hint(far: int, influence: InfluenceResult) -> str:
+    """The no-minimum warning's last words: what many such nodes say about the model."""
+    if 2 * far < influence.delta.numel():
+        return ""
+    return "; that is most of them, as for a model far from trained (an untrained or early-stopped one)"
+
+
 def _question_warnings(influence: InfluenceResult | None) -> list[str]:
     if influence is None or influence.solve.details.get("method") != "step":
         return []
@@ -252,8 +259,16 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
         "values as the node's pull on the trained model, and check debiasing against random deletion "
         "(debias_seeds) before acting on it"
     ]
-    if d.get("unsettled"):
-        stalled, far = int(d.get("stalled") or 0), int(d.get("no_minimum") or 0)
+    far = int(d.get("no_minimum") or 0)
+    if far:
+        out.append(
+            f"{far} of {influence.delta.numel()} nodes' deletions have no minimum near the given weights: retraining "
+            "without such a node, even kept near them, carries the weights away (its own loss outgrows the damping), "
+            "so no value answers the question and its ΔΓ is null (its row says no_minimum); they are left out of the "
+            "summary, the profile and the self-check, and debiasing never picks them" + _far_hint(far, influence)
+        )
+    if d.get("unsettled", 0) > far:
+        stalled = int(d.get("stalled") or 0)
         ran_out = d["unsettled"] - stalled - far
         why = (
             f"each step had to be halved at least {STALL_HALVINGS} times and moved the weights by at most "
@@ -261,20 +276,13 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
             if d.get("mixed")
             else "as where the objective's minimum lies on a ReLU model's kinks, where no gradient vanishes"
         )
+        finish = f" and the L-BFGS finish's {FINISH_EVALUATIONS} evaluations" if d.get("mixed") else ""
         how = [f"{stalled} stalled before their {d['steps_max']} steps (they stopped making progress, {why})"]
         how = how if stalled else []
-        how += [f"{ran_out} ran out of their {d['steps_max']} steps"] if ran_out else []
-        how += (
-            [
-                f"{far} have no minimum near the given weights (retraining without such a node, even kept near them, "
-                "carries the weights away: no value answers the question for it)"
-            ]
-            if far
-            else []
-        )
+        how += [f"{ran_out} ran out of their {d['steps_max']} steps{finish}"] if ran_out else []
         out.append(
-            f"{d['unsettled']} of {influence.delta.numel()} nodes' steps did not settle (largest remaining gradient "
-            f"entry {d['max_residual']:.1e}): {' and '.join(how)}; their values are approximate (their rows say "
-            "settled: false; the reports mark them †)"
+            f"{d['unsettled'] - far} of {influence.delta.numel()} nodes' steps did not settle (largest remaining "
+            f"gradient entry {d['max_residual']:.1e}): {' and '.join(how)}; their values are approximate (their rows "
+            "say settled: false; the reports mark them †)"
         )
     return out

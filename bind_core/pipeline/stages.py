@@ -216,8 +216,9 @@ class InfluenceStage(NamedTuple):
     stationarity: StationarityCheck
     influence: InfluenceResult
     refinement: Refinement | None
-    profile: NodeProfile
-    """What the harmful nodes have in common (:func:`bind_core.explain.profile.profile_nodes`)."""
+    profile: NodeProfile | None
+    """What the harmful nodes have in common (:func:`bind_core.explain.profile.profile_nodes`); ``None`` where no
+    training node has a ΔΓ (no deletion has a minimum near the weights)."""
     plan: InfluencePlan | None
     """The linear estimate's shared half (its solve), kept for the edge attribution; ``None`` for a step estimate."""
     stepper: Stepper | None = None
@@ -265,12 +266,13 @@ def influence_stage(
             progress=lambda _stage, frac: progress("influence", share + (1 - share) * frac),
         )
         refinement = refined.record()
-    profile = profile_nodes(graph, influence.delta.detach().cpu().double().numpy(), seed=config.training.seed)
+    delta = influence.delta.detach().cpu().double().numpy()
+    profile = profile_nodes(graph, delta, seed=config.training.seed) if bool(influence.defined.any()) else None
     return InfluenceStage(
         stationarity,
         influence,
         refinement,
-        profile.document,
+        None if profile is None else profile.document,
         plans[0] if plans else None,
         steppers[0] if steppers else None,
     )

@@ -377,7 +377,7 @@ def _trust(validation: Validation | None) -> TrustFinding:
     if validation is None:
         text = "How far to trust the attribution: not checked (the self-check did not run)."
         return TrustFinding(verdict="not checked", pearson=None, interval=None, points=0, text=text)
-    pairs = [(p.estimated[0], p.actual[0]) for p in validation.points if p.actual is not None]
+    pairs = [(p.estimated[0], p.actual[0]) for p in validation.points if p.actual is not None and p.estimated]
     r = validation.pearson
     if r is None or len(pairs) < 3:
         text = f"How far to trust the attribution: the self-check could not tell ({len(pairs)} usable node(s))."

@@ -95,14 +95,19 @@ class CardInfluence:
     """The influence summary (without timings and solver details) and the top lists."""
 
     count: int = key("integer: training nodes estimated")
+    undefined: int | None = key(
+        "integer: of them, the nodes whose ΔΓ is null (no minimum near the given weights), left out of the figures "
+        "below; absent when there are none",
+        optional=True,
+    )
     harmful: int = key("integer: nodes with ΔΓ < 0")
     helpful: int = key("integer: nodes with ΔΓ > 0")
-    sum: float = key("number: sum of the estimates")
-    mean: float = key("number: their mean")
-    std: float = key("number: their standard deviation")
-    min: float = key("number: the smallest")
-    max: float = key("number: the largest")
-    quantiles: Quantiles = key("quantiles of the estimates")
+    sum: float | None = key("number: sum of the estimates (null when no node has one, as each figure below)")
+    mean: float | None = key("number: their mean")
+    std: float | None = key("number: their standard deviation")
+    min: float | None = key("number: the smallest")
+    max: float | None = key("number: the largest")
+    quantiles: Quantiles | None = key("quantiles of the estimates (null when no node has one)")
     gamma: dict[str, float] = key("object: the model's Γ, keys sp, eo and total")
     lam: float = key("number: λ of Γ")
     solver: str = key("string: the inverse-Hessian solver used")
@@ -121,7 +126,7 @@ class CardDebiasing:
     requested: int = key("integer: nodes the budget asks for")
     deleted: int = key("integer: nodes deleted")
     nodes: list[int | str] = key("the deleted nodes' ids, in the user's terms")
-    estimated_delta: float = key("number: the estimated ΔΓ of deleting them")
+    estimated_delta: float | None = key("number: the estimated ΔΓ of deleting them (null where there is none)")
     caveat: str | None = key("string: why the estimate cannot be taken at its word", optional=True)
     selection: str = key("string: top_ranked or non_overlapping")
     utility_aware: bool = key("boolean: whether nodes estimated to raise the validation loss were kept")
@@ -275,6 +280,7 @@ def _influence(results: AuditResults) -> CardInfluence | None:
         return None
     return CardInfluence(
         count=s.count,
+        undefined=s.undefined,
         harmful=s.harmful,
         helpful=s.helpful,
         sum=s.sum,

@@ -45,6 +45,7 @@ _INFLUENCE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("delta_sp", pa.float64()),
     ("delta_eo", pa.float64()),
     ("settled", pa.bool_()),
+    ("no_minimum", pa.bool_()),
 ]
 INFLUENCE_SCHEMA = pa.schema(_INFLUENCE_FIELDS)
 EDGE_COLUMNS = EDGE_ROW_KEYS
@@ -97,10 +98,12 @@ def influence_csv(rows: Iterable[InfluenceRow]) -> bytes:
     Returns:
         UTF-8 CSV (RFC 4180: header row :data:`INFLUENCE_COLUMNS`, CRLF line ends), string cells escaped by
         :func:`csv_cell`; floats written with Python's shortest round-trip representation, so the file reproduces
-        them exactly; ``settled`` as ``true``/``false``, empty for the linear estimate.
+        them exactly; ``settled`` as ``true``/``false``, empty for the linear estimate; ``no_minimum`` ``true`` where
+        the node's deletion has no minimum near the given weights (its deltas' cells empty), empty otherwise.
     """
+    flags = ("settled", "no_minimum")
     return _csv(
-        ([_flag(row.settled) if c == "settled" else getattr(row, c) for c in INFLUENCE_COLUMNS] for row in rows),
+        ([_flag(getattr(row, c)) if c in flags else getattr(row, c) for c in INFLUENCE_COLUMNS] for row in rows),
         INFLUENCE_COLUMNS,
     )
 

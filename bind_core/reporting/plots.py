@@ -140,8 +140,8 @@ def validation_scatter(
     points: Sequence[Mapping[str, Any]], pearson: float | None, spearman: float | None, *, ident: str
 ) -> str:
     """Estimated against actual (retrained) ΔΓ for the checked nodes, with the line y = x (nodes without a
-    ground truth, ``actual`` null, are left out)."""
-    defined = [p for p in points if p.get("actual") is not None]
+    ground truth or an estimate, ``actual`` or ``estimated`` null, are left out)."""
+    defined = [p for p in points if p.get("actual") is not None and p.get("estimated") is not None]
     est = [float(p["estimated"][0]) for p in defined]
     act = [float(p["actual"][0]) for p in defined]
     fig, (ax,) = _figure(4.6, 4.0)

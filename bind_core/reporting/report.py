@@ -199,25 +199,27 @@ def _influence(results: AuditResults, rows: Sequence[InfluenceRow] | None) -> In
     if summary is None:
         return None
     q = summary.quantiles
+    quantiles = (None,) * 5 if q is None else (q.p01, q.p10, q.p50, q.p90, q.p99)
     facts = [
         [
             fmt(summary.count),
             fmt(summary.harmful),
             fmt(summary.helpful),
             fmt(summary.min, 4),
-            *(fmt(v, 4) for v in (q.p01, q.p10, q.p50, q.p90, q.p99)),
+            *(fmt(v, 4) for v in quantiles),
             fmt(summary.max, 4),
             summary.solver,
         ]
     ]
-    svg = trusted_svg(plots.influence_histogram([r.delta for r in rows], ident="influence")) if rows else None
+    values = [r.delta for r in rows or [] if r.delta is not None]
+    svg = trusted_svg(plots.influence_histogram(values, ident="influence")) if values else None
     refined = results.refinement
     refinement = (
         Refined(deletions=fmt(refined.deletions), max_iter=fmt(refined.max_iter), converged=fmt(refined.converged))
         if refined is not None
         else None
     )
-    return InfluenceView(facts=facts, svg=svg, refined=refinement)
+    return InfluenceView(facts=facts, svg=svg, refined=refinement, undefined=summary.undefined)
 
 
 def _named(names: Sequence[str], code: Any) -> str:
@@ -225,7 +227,8 @@ def _named(names: Sequence[str], code: Any) -> str:
 
 
 def _most_harmful(rows: Sequence[InfluenceRow]) -> list[InfluenceRow]:
-    return sorted((r for r in rows if r.delta < 0), key=lambda r: (r.delta, r.position))
+    harmful = [(r.delta, r) for r in rows if r.delta is not None and r.delta < 0]
+    return [r for _, r in sorted(harmful, key=lambda pair: (pair[0], pair[1].position))]
 
 
 def _top_harmful(results: AuditResults, rows: Sequence[InfluenceRow] | None) -> list[TopRow]:

@@ -153,6 +153,11 @@ def _influence_lines(r: AuditResults, inf: InfluenceSummary, top: int) -> list[s
         "  most harmful, by node id: " + ", ".join(node(row) for row in (r.top_harmful or [])[:top]),
         "  most helpful, by node id: " + ", ".join(node(row) for row in (r.top_helpful or [])[:top]),
     ]
+    if inf.undefined:
+        lines.append(
+            f"  {inf.undefined} of {inf.count} have no ΔΓ: their deletion has no minimum near the given weights "
+            "(retraining without them carries the weights away); their rows say no_minimum"
+        )
     if any(row.settled is False for row in listed):
         lines.append("  † its steps did not settle: the value is where they stopped, approximate")
     return lines

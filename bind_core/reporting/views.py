@@ -116,6 +116,8 @@ class InfluenceView:
     facts: Table
     svg: Markup | None
     refined: Refined | None
+    undefined: int | None = None
+    """Nodes whose ΔΓ is null (no minimum near the given weights), left out of the figures."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
+from collections.abc import Sequence
 from pathlib import Path
 
 from alembic import command
@@ -24,6 +26,10 @@ def upgrade(database_url: str, revision: str = "head") -> None:
     command.upgrade(alembic_config(database_url), revision)
 
 
-def downgrade(database_url: str, revision: str = "base") -> None:
-    """Migrate ``database_url`` down to ``revision`` (``base`` drops every table)."""
-    command.downgrade(alembic_config(database_url), revision)
+def downgrade(database_url: str, revision: str = "base", *, x: Sequence[str] = ()) -> None:
+    """Migrate ``database_url`` down to ``revision`` (``base`` drops every table); ``x``: the command line's ``-x``
+    arguments (``KEY=VALUE``), e.g. ``undefined_rows=delete`` for migration 0013's downgrade."""
+    cfg = alembic_config(database_url)
+    if x:
+        cfg.cmd_opts = Namespace(x=list(x))
+    command.downgrade(cfg, revision)

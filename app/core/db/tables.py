@@ -125,7 +125,8 @@ class InfluenceRow(Base):
     """The estimated effect on the bias Γ of deleting one training node (BIND's ΔΓ).
 
     Sign: ``delta = Γ(after deleting the node and retraining) − Γ(before)``; negative means the node is
-    harmful (deleting it reduces bias). ``delta_sp`` and ``delta_eo`` are its ΔSP and ΔEO parts.
+    harmful (deleting it reduces bias). ``delta_sp`` and ``delta_eo`` are its ΔSP and ΔEO parts; all three are null
+    where the node's deletion has no minimum near the given weights (``no_minimum``).
     """
 
     __tablename__ = "influence_rows"
@@ -142,12 +143,16 @@ class InfluenceRow(Base):
     """The user's id where it is text (``node_id`` then holds the node's index)."""
     grp: Mapped[int] = mapped_column(Integer)
     label: Mapped[int] = mapped_column(Integer)
-    delta: Mapped[float] = mapped_column(Double)
-    delta_sp: Mapped[float] = mapped_column(Double)
-    delta_eo: Mapped[float] = mapped_column(Double)
+    delta: Mapped[float | None] = mapped_column(Double, nullable=True)
+    """Null (with ``delta_sp`` and ``delta_eo``) where no value answers the question: ``no_minimum``."""
+    delta_sp: Mapped[float | None] = mapped_column(Double, nullable=True)
+    delta_eo: Mapped[float | None] = mapped_column(Double, nullable=True)
     settled: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     """Whether the step estimate's steps settled for the node; null for the linear estimate (and rows stored before
     it was kept)."""
+    no_minimum: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    """True where the node's deletion has no minimum near the given weights (the step estimate's): its deltas are
+    null. Null on every other row (and rows stored before it was kept); never false."""
 
     @property
     def user_id(self) -> int | str:

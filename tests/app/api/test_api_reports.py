@@ -88,12 +88,40 @@ def test_influence_files(
     assert csv.headers["content-disposition"] == f'attachment; filename="influence-{audit_id}.csv"'
     frame = pd.read_csv(io.StringIO(csv.text))
     assert list(frame.columns) == list(INFLUENCE_COLUMNS)
+    flags = ["settled", "no_minimum"]
     assert frame["settled"].isna().all()  # the linear estimate: nothing settled, the cell empty (not false)
-    assert frame.drop(columns="settled").to_dict("records") == rows
+    assert frame["no_minimum"].isna().all()  # every node has a value: the cell empty (not false)
+    assert frame.drop(columns=flags).to_dict("records") == rows
     parquet = client.get(f"/v1/audits/{audit_id}/influence.parquet", headers=auth)
     assert parquet.status_code == 200 and parquet.headers["content-type"] == "application/vnd.apache.parquet"
     table = pd.read_parquet(io.BytesIO(parquet.content))
-    assert table["settled"].isna().all() and table.drop(columns="settled").to_dict("records") == rows
+    assert list(table.columns) == list(INFLUENCE_COLUMNS) and table[flags].isna().all().all()
+    assert table.drop(columns=flags).to_dict("records") == rows
+
+
+def test_report_and_files_with_rows_without_a_value(
+    client: TestClient,
+    auth: dict[str, str],
+    graph_id: str,
+    sessions: sessionmaker[Session],
+    outcome: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    """Rows without a value (null deltas, no_minimum true) reach the report and the files as nulls: no 500."""
+    results, rows = outcome
+    undefined = {"delta": None, "delta_sp": None, "delta_eo": None, "settled": False, "no_minimum": True}
+    mixed = [r | undefined if r["position"] % 5 == 2 else r for r in rows]
+    audit_id = str(client.post("/v1/audits", headers=auth, json={"graph_id": graph_id}).json()["id"])
+    finish(sessions, audit_id, results, mixed)
+    report = client.get(f"/v1/audits/{audit_id}/report", headers=auth)
+    assert report.status_code == 200, report.text
+    frame = pd.read_csv(io.StringIO(client.get(f"/v1/audits/{audit_id}/influence.csv", headers=auth).text))
+    gone = frame["position"] % 5 == 2
+    assert gone.any() and frame.loc[gone, ["delta", "delta_sp", "delta_eo"]].isna().all().all()
+    assert (frame.loc[gone, "no_minimum"] == True).all() and frame.loc[~gone, "no_minimum"].isna().all()  # noqa: E712
+    assert frame.loc[~gone, ["delta", "delta_sp", "delta_eo"]].notna().all().all()
+    table = pd.read_parquet(io.BytesIO(client.get(f"/v1/audits/{audit_id}/influence.parquet", headers=auth).content))
+    assert table.loc[table["position"] % 5 == 2, "delta"].isna().all()
+    assert table["no_minimum"].sum() == gone.sum()
 
 
 def test_export(

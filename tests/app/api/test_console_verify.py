@@ -90,6 +90,36 @@ def test_estimate_verify_and_read_the_outcome(tenant: Callable[..., Tenant], ses
     assert 'id="verifications"' in listed and location in listed and "succeeded" in listed
 
 
+def test_a_verified_set_with_a_member_without_a_value(
+    tenant: Callable[..., Tenant], sessions: sessionmaker[Session], client: TestClient
+) -> None:
+    """A set whose estimate has no value (a member's deletion has no minimum near the weights) can still be verified
+    by retraining; its pages say the estimate has none, never a 500, and the API serves it as null."""
+    user = tenant()
+    user.sign_in()
+    done = _audit(user, sessions)
+    with sessions.begin() as session:
+        session.add(InfluenceRow(audit_id=uuid.UUID(done), position=4, node_index=4, node_id=4, node_key="u4", grp=0,
+                                 label=1, delta=None, delta_sp=None, delta_eo=None, settled=False,
+                                 no_minimum=True))  # fmt: skip
+    token = _token(user.browser.get(f"/console/audits/{done}").text)
+    verify = user.browser.post(f"/console/audits/{done}/what-if/verify", data={"csrf": token, "nodes": "u0 u4"})
+    assert verify.status_code == 303, verify.text
+    location = verify.headers["location"]
+    job = uuid.UUID(location.rsplit("/", 1)[1])
+    with sessions.begin() as session:
+        session.execute(update(WhatIf).where(WhatIf.id == job).values(state="succeeded", progress=1.0, result=RESULT))
+    outcome = user.browser.get(location)
+    assert outcome.status_code == 200, outcome.text
+    assert "The estimate has no value for deleting these 2 training nodes" in outcome.text
+    assert "changed it by -0.0500 on average" in outcome.text
+    assert "<td>—</td><td>-0.0500 ± 0.0100</td>" in outcome.text  # the estimated column: none
+    served = client.get(f"/v1/audits/{done}/what-ifs/{job}", headers={"Authorization": f"Bearer {user.key}"})
+    assert served.status_code == 200, served.text
+    estimate = served.json()["estimate"]
+    assert estimate["delta"] is None and estimate["delta_sp"] is None and estimate["delta_eo"] is None
+
+
 def test_verify_errors_csrf_cancel_and_tenants(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
     user, other = tenant(), tenant()
     user.sign_in()

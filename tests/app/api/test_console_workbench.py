@@ -135,6 +135,77 @@ def test_two_audits_side_by_side(tenant: Callable[..., Tenant], sessions: sessio
     assert other.browser.get(f"/console/compare?a={first}&b={second}").status_code == 404
 
 
+def test_two_audits_side_by_side_with_nodes_without_a_value(
+    tenant: Callable[..., Tenant], sessions: sessionmaker[Session]
+) -> None:
+    """A node whose ΔΓ is null in either audit (its deletion has no minimum near that model's weights) is not a
+    number to compare: the page says so and lists it, and it is neither among the moved nor the most harmful."""
+    from app.core.db.tables import InfluenceRow
+
+    user = tenant()
+    user.sign_in()
+    first = user.audit("succeeded", results={"metrics": {"test": {"accuracy": 0.8}}})
+    second = user.audit("succeeded", results={"metrics": {"test": {"accuracy": 0.7}}})
+    with sessions.begin() as session:
+        for audit_id, deltas in (
+            (first, {"u0": -0.3, "u1": None, "u2": 0.2, "u3": None}),
+            (second, {"u0": -0.2, "u1": -0.9, "u2": None, "u3": None}),
+        ):
+            for i, (key, delta) in enumerate(deltas.items()):
+                session.add(
+                    InfluenceRow(
+                        audit_id=uuid.UUID(audit_id),
+                        position=i,
+                        node_index=i,
+                        node_id=i,
+                        node_key=key,
+                        grp=0,
+                        label=1,
+                        delta=delta,
+                        delta_sp=delta,
+                        delta_eo=delta,
+                        settled=None if delta is not None else False,
+                        no_minimum=None if delta is not None else True,
+                    )
+                )
+    page = user.browser.get(f"/console/compare?a={first}&b={second}")
+    assert page.status_code == 200, page.text
+    assert "<b>1</b> are in both" in page.text and "Jaccard 0.50" in page.text  # {u0} ∩ {u0,u1}: u1 null in A
+    nodes = page.text[page.text.index('id="nodes"') :]
+    moved = nodes[nodes.index("moved most") : nodes.index('id="undefined-nodes"')]
+    assert "<td class=l>u0</td>" in moved and "u1" not in moved and "u2" not in moved and "u3" not in moved
+    undefined = nodes[nodes.index('id="undefined-nodes"') :]
+    assert "3 of the training nodes in both audits have no ΔΓ" in undefined
+    assert "<td class=l>u1</td><td>no value</td><td>-0.9000</td>" in undefined
+    assert "<td class=l>u2</td><td>+0.2000</td><td>no value</td>" in undefined
+    assert "<td class=l>u3</td><td>no value</td><td>no value</td>" in undefined
+    plain = user.browser.get(f"/console/compare?a={first}&b={first}").text
+    assert "3 of the training nodes" not in plain and "2 of the training nodes in both audits have no ΔΓ" in plain
+
+
+def test_what_if_with_a_node_without_a_value(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
+    """The console's what-if of a set with a member without a value: the estimate shows no value, never a 500."""
+    from app.core.db.tables import InfluenceRow
+
+    user = tenant()
+    user.sign_in()
+    done = user.audit("succeeded", results={"metrics": {}})
+    with sessions.begin() as session:
+        for i, (key, delta) in enumerate({"u0": -0.3, "u1": None}.items()):
+            session.add(InfluenceRow(audit_id=uuid.UUID(done), position=i, node_index=i, node_id=i, node_key=key,
+                                     grp=0, label=1, delta=delta, delta_sp=delta, delta_eo=delta,
+                                     no_minimum=None if delta is not None else True))  # fmt: skip
+    page = user.browser.get(f"/console/audits/{done}").text
+    token = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert token is not None
+    answer = user.browser.post(f"/console/audits/{done}/what-if", data={"csrf": token.group(1), "nodes": "u0 u1"})
+    assert answer.status_code == 200, answer.text
+    estimate = answer.text[answer.text.index('id="what-if-estimate"') :]
+    assert estimate.count("no value (see below)") == 3 and "no ΔΓ" in estimate
+    alone = user.browser.post(f"/console/audits/{done}/what-if", data={"csrf": token.group(1), "nodes": "u0"})
+    assert alone.status_code == 200 and "-0.3000" in alone.text and "no value (see below)" not in alone.text
+
+
 def test_the_audits_list_filters_by_graph(tenant: Callable[..., Tenant]) -> None:
     user = tenant()
     user.sign_in()

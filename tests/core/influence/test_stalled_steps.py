@@ -97,4 +97,8 @@ def test_the_warning_tells_stalled_deletions_from_those_out_of_steps() -> None:
     assert "least 4 times and moved the weights by at most 1% of their way from the given weights)" in said
     details |= {"stalled": 0}
     (said,) = [w for w in _question_warnings(influence) if "did not settle" in w]  # type: ignore[arg-type]
-    assert "stalled" not in said and ": 5 ran out of their 20 steps;" in said
+    assert "stalled" not in said and ": 5 ran out of their 20 steps and the L-BFGS finish's 300 evaluations;" in said
+    details |= {"no_minimum": 2}  # told apart: their own warning, and not among the approximate ones
+    said = " ".join(_question_warnings(influence))  # type: ignore[arg-type]
+    assert "2 of 40 nodes' deletions have no minimum near the given weights" in said and "its ΔΓ is null" in said
+    assert "3 of 40 nodes' steps did not settle" in said and ": 3 ran out of their 20 steps" in said

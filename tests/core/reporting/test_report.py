@@ -234,10 +234,14 @@ def test_influence_parquet_round_trip(audit: Audited) -> None:
 def test_a_rows_json_keys_are_the_export_columns(audit: Audited) -> None:
     """``encode`` of a row (the CLI's JSON, the API's items) has exactly the CSV and Parquet columns, in order: the
     node rows' and the edge rows' (which carry ``affects`` and never ``settled``). A node row's ``settled`` is the
-    step estimate's: absent from a linear estimate's row (the CSV's cell empty)."""
+    step estimate's: absent from a linear estimate's row (the CSV's cell empty); ``no_minimum`` is present only where
+    true."""
     node = audit[1][0]
-    assert node.settled is None and tuple(encode(node)) == tuple(c for c in INFLUENCE_COLUMNS if c != "settled")
-    assert tuple(encode(dataclasses.replace(node, settled=False))) == INFLUENCE_COLUMNS
+    optional = ("settled", "no_minimum")
+    assert node.settled is None and tuple(encode(node)) == tuple(c for c in INFLUENCE_COLUMNS if c not in optional)
+    assert tuple(encode(dataclasses.replace(node, settled=False))) == INFLUENCE_COLUMNS[:-1]
+    undefined = dataclasses.replace(node, settled=False, no_minimum=True, delta=None, delta_sp=None, delta_eo=None)
+    assert tuple(encode(undefined)) == INFLUENCE_COLUMNS
     assert influence_csv([node]).decode().splitlines()[0] == ",".join(INFLUENCE_COLUMNS)
     edge = EdgeRow(
         position=0,
