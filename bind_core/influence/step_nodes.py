@@ -127,7 +127,9 @@ class Settling:
         "as on the kinks of a ReLU model's objective, where no gradient vanishes); the rest ran out of steps",
         optional=True,
     )
-    max_residual: float = key("number: the largest remaining gradient entry")
+    max_residual: float = key(
+        "number: the largest remaining gradient entry (over the nodes with a value, where any node has one)"
+    )
     finished: int | None = key(
         "integer: nodes whose chord steps stopped short and that L-BFGS on the same objective finished from there, "
         "in the damped curvature's coordinates",
@@ -184,13 +186,14 @@ class _PerNode:
 
     def settling(self, steps: int, tol: float, mixed: bool) -> Settling:
         """How the nodes settled, for the solve's details (``mixed``: :attr:`Stepper.mixes`)."""
+        valued = self.residual[~self.far]  # a deletion without a minimum has no residual to speak of
         return Settling(
             steps_max=steps,
             steps_median=float(self.taken.double().median()),
             tol=tol,
             unsettled=int((self.residual > tol).sum()),
             stalled=int(((self.residual > tol) & (self.taken < steps) & ~self.far).sum()),
-            max_residual=float(self.residual.max()),
+            max_residual=float(valued.max() if valued.numel() else self.residual.max()),
             finished=int(self.finished.sum()),
             no_minimum=int(self.far.sum()),
             mixed=mixed,

@@ -26,6 +26,7 @@ from statistics import NormalDist
 import numpy as np
 
 from bind_core.fairness.records import GroupMetrics
+from bind_core.influence.records import InfluenceSummary
 from bind_core.pipeline.results import AuditResults, DebiasingRow, MetricValues, Validation
 from bind_core.pipeline.results_summary import (
     AttributionFinding,
@@ -60,7 +61,7 @@ def summarize(results: AuditResults) -> Summary:
     bias = [_gap(results, metric, labels, positive) for metric in ("delta_sp", "delta_eo")]
     attribution = _attribution(results)
     debiasing = _debiasing(results.debiasing, results.metrics.test)
-    trust = _trust(results.validation)
+    trust = _trust(results.validation, results.influence_summary)
     verdict = _one_class(results, positive) or _verdict(bias[0], bias[0].label_class or positive)
     lines = [verdict, *(b.text for b in bias[1:])]
     lines += [f.text for f in (attribution, debiasing) if f is not None]
@@ -373,7 +374,19 @@ def pearson_interval(x: np.ndarray, y: np.ndarray, *, resamples: int = TRUST_BOO
     return [float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))]
 
 
-def _trust(validation: Validation | None) -> TrustFinding:
+def _trust(validation: Validation | None, influence: InfluenceSummary | None = None) -> TrustFinding:
+    found = _checked(validation)
+    if influence is not None and influence.undefined:
+        most = ": most of them, as for a model far from trained." if 2 * influence.undefined >= influence.count else "."
+        found.text += (
+            f" {influence.undefined} of the {influence.count} training nodes have no estimate at all: deleting one "
+            "has no minimum near the given weights (retraining without it carries the weights away), so the "
+            f"attribution says nothing about them{most}"
+        )
+    return found
+
+
+def _checked(validation: Validation | None) -> TrustFinding:
     if validation is None:
         text = "How far to trust the attribution: not checked (the self-check did not run)."
         return TrustFinding(verdict="not checked", pearson=None, interval=None, points=0, text=text)

@@ -67,6 +67,8 @@ def test_an_audit_of_a_model_far_from_trained_gives_reasons_not_numbers(far_from
     assert all(node not in gone for run in result.debiasing for node in run.nodes)  # never picked
     assert result.validation is not None
     assert all(point.estimated is not None for point in result.validation.points)  # sampled among the defined
+    trust = document["summary"]["trust"]["text"]  # the verdict says so too
+    assert f"{far} of the {len(rows)} training nodes have no estimate at all" in trust and "far from trained" in trust
     assert "have no ΔΓ" in render_report(json.loads(json.dumps(document)), rows)
     assert "have no ΔΓ" in render(result)
 
