@@ -96,7 +96,6 @@ def test_another_tenants_graph_is_not_found_and_a_viewer_cannot_upload(
 
 
 def test_two_audits_side_by_side(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
-    from app.core.db.tables import InfluenceRow
 
     user = tenant()
     user.sign_in()
@@ -104,26 +103,9 @@ def test_two_audits_side_by_side(tenant: Callable[..., Tenant], sessions: sessio
     later = {"test": {"accuracy": 0.78, "delta_sp": 0.1}}
     first = user.audit("succeeded", results={"metrics": metrics})
     second = user.audit("succeeded", results={"metrics": later})
-    with sessions.begin() as session:  # three nodes in both; "u3" only in the second (text ids compare as written)
-        for audit_id, deltas in (
-            (first, {"u0": -0.3, "u1": -0.1, "u2": 0.2}),
-            (second, {"u0": -0.2, "u1": 0.4, "u2": 0.2, "u3": -0.5}),
-        ):
-            for i, (key, delta) in enumerate(deltas.items()):
-                session.add(
-                    InfluenceRow(
-                        audit_id=uuid.UUID(audit_id),
-                        position=i,
-                        node_index=i,
-                        node_id=i,
-                        node_key=key,
-                        grp=0,
-                        label=1,
-                        delta=delta,
-                        delta_sp=delta,
-                        delta_eo=delta,
-                    )
-                )
+    # three nodes in both; "u3" only in the second (text ids compare as written)
+    _store_rows(sessions, first, {"u0": -0.3, "u1": -0.1, "u2": 0.2})
+    _store_rows(sessions, second, {"u0": -0.2, "u1": 0.4, "u2": 0.2, "u3": -0.5})
     page = user.browser.get(f"/console/compare?a={first}&b={second}")
     assert page.status_code == 200
     assert "30.00 [25.00, 35.00]" in page.text and "<td>-20.00</td>" in page.text  # ΔSP and B − A in points
@@ -140,34 +122,13 @@ def test_two_audits_side_by_side_with_nodes_without_a_value(
 ) -> None:
     """A node whose ΔΓ is null in either audit (its deletion has no minimum near that model's weights) is not a
     number to compare: the page says so and lists it, and it is neither among the moved nor the most harmful."""
-    from app.core.db.tables import InfluenceRow
 
     user = tenant()
     user.sign_in()
     first = user.audit("succeeded", results={"metrics": {"test": {"accuracy": 0.8}}})
     second = user.audit("succeeded", results={"metrics": {"test": {"accuracy": 0.7}}})
-    with sessions.begin() as session:
-        for audit_id, deltas in (
-            (first, {"u0": -0.3, "u1": None, "u2": 0.2, "u3": None}),
-            (second, {"u0": -0.2, "u1": -0.9, "u2": None, "u3": None}),
-        ):
-            for i, (key, delta) in enumerate(deltas.items()):
-                session.add(
-                    InfluenceRow(
-                        audit_id=uuid.UUID(audit_id),
-                        position=i,
-                        node_index=i,
-                        node_id=i,
-                        node_key=key,
-                        grp=0,
-                        label=1,
-                        delta=delta,
-                        delta_sp=delta,
-                        delta_eo=delta,
-                        settled=None if delta is not None else False,
-                        no_minimum=None if delta is not None else True,
-                    )
-                )
+    _store_rows(sessions, first, {"u0": -0.3, "u1": None, "u2": 0.2, "u3": None})
+    _store_rows(sessions, second, {"u0": -0.2, "u1": -0.9, "u2": None, "u3": None})
     page = user.browser.get(f"/console/compare?a={first}&b={second}")
     assert page.status_code == 200, page.text
     assert "<b>1</b> are in both" in page.text and "Jaccard 0.50" in page.text  # {u0} ∩ {u0,u1}: u1 null in A
@@ -239,3 +200,27 @@ def test_what_if_on_an_audits_page(tenant: Callable[..., Tenant], sessions: sess
     bad = user.browser.post(url, data={"csrf": token.group(1), "nodes": "u0 nobody"})
     assert bad.status_code == 422 and "&#39;nobody&#39;" in bad.text
     assert user.browser.post(url, data={"csrf": "forged", "top": "1"}).status_code == 403
+
+
+def _store_rows(sessions: sessionmaker[Session], audit_id: str, deltas: dict[str, float | None]) -> None:
+    """Influence rows of ``audit_id`` by text id; a ``None`` delta is a node without a value (``no_minimum``)."""
+    from app.core.db.tables import InfluenceRow
+
+    with sessions.begin() as session:
+        for i, (key, delta) in enumerate(deltas.items()):
+            session.add(
+                InfluenceRow(
+                    audit_id=uuid.UUID(audit_id),
+                    position=i,
+                    node_index=i,
+                    node_id=i,
+                    node_key=key,
+                    grp=0,
+                    label=1,
+                    delta=delta,
+                    delta_sp=delta,
+                    delta_eo=delta,
+                    settled=None if delta is not None else False,
+                    no_minimum=None if delta is not None else True,
+                )
+            )
