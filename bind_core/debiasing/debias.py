@@ -320,17 +320,16 @@ class _Run:
                 processes=self.processes,
             )
             self.done += 1
-        est: float | None = choice.estimate(nodes)
-        caveat = None if est is None or math.isnan(est) else overreach(est, gamma, "nodes")
-        if est is not None and math.isnan(est):  # the set's own settle: it has no minimum near the weights
-            est, caveat = None, NO_SET_MINIMUM
+        est = choice.estimate(nodes)
+        defined = not math.isnan(est)  # NaN: the set's own settle has no minimum near the weights
+        caveat = overreach(est, gamma, "nodes") if defined else NO_SET_MINIMUM
         after = self.report(retrained.model, reduced)
         return DebiasingRow(
             budget=budget,
             requested=resolve_budget(budget, self.graph.train_idx.numel()),
             deleted=int(nodes.numel()),
             nodes=user_ids(self.graph, nodes.tolist()),
-            estimated_delta=est,
+            estimated_delta=est if defined else None,
             caveat=caveat,
             selection=choice.selection(),
             utility_aware=choice.utility is not None,

@@ -108,9 +108,15 @@ def estimate_set(rows: Sequence[InfluenceRow], positions: Sequence[int], *, meth
     return SetEstimate(
         nodes=[r.node_id for r in chosen],
         size=len(chosen),
-        delta=None if missing else sum(r.delta or 0.0 for r in chosen),
-        delta_sp=None if missing else sum(r.delta_sp or 0.0 for r in chosen),
-        delta_eo=None if missing else sum(r.delta_eo or 0.0 for r in chosen),
+        delta=_total([r.delta for r in chosen]),
+        delta_sp=_total([r.delta_sp for r in chosen]),
+        delta_eo=_total([r.delta_eo for r in chosen]),
         method=f"{SUM_OF_MEMBERS} ({'step' if method == 'step' else 'influence function'})",
         note=note,
     )
+
+
+def _total(values: list[float | None]) -> float | None:
+    """The sum of ``values``, or ``None`` where one of them is (a member without a value)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if len(known) == len(values) else None

@@ -247,10 +247,22 @@ def profile_nodes(
     delta = np.asarray(delta, dtype=np.float64)
     if delta.shape != (graph.train_idx.numel(),):
         raise ValueError(f"delta has shape {delta.shape}, expected one value per training node")
-    known = np.isfinite(delta)
-    if not known.all():  # nodes without a ΔΓ (no minimum near the weights) are left out
-        return _among_known(graph, delta, known, seed=seed, fraction=fraction, max_depth=max_depth)
-    return _profile(graph, graph.train_idx.numpy(), delta, seed=seed, fraction=fraction, max_depth=max_depth)
+    keep = np.flatnonzero(np.isfinite(delta))  # a node without a ΔΓ (no minimum near the weights) is left out
+    if keep.size == 0:
+        raise ValueError("no training node has a ΔΓ to profile (no deletion has a minimum near the weights)")
+    found = _profile(
+        graph, graph.train_idx.numpy()[keep], delta[keep], seed=seed, fraction=fraction, max_depth=max_depth
+    )
+    if keep.size == delta.size:
+        return found
+    members = [[int(keep[p]) for p in positions] for positions in found.members]  # back to the whole split's
+    for rule, positions in zip(found.document.rules, members, strict=True):
+        rule.members = positions
+    found.document.definition += (
+        f"; over the {keep.size} training nodes with a ΔΓ: {delta.size - keep.size} without one (their deletion has "
+        "no minimum near the given weights) are left out"
+    )
+    return Profile(found.document, members)
 
 
 def _profile(
@@ -279,24 +291,3 @@ def _profile(
         search=found.search,
     )
     return Profile(document, found.members)
-
-
-def _among_known(
-    graph: Graph, delta: FloatArray, known: BoolArray, *, seed: int, fraction: float, max_depth: int
-) -> Profile:
-    """:func:`profile_nodes` over the training nodes whose ΔΓ is a number (``known``), the rules' members given back
-    as positions in the whole training split."""
-    keep = np.flatnonzero(known)
-    if keep.size == 0:
-        raise ValueError("no training node has a ΔΓ to profile (no deletion has a minimum near the weights)")
-    train = graph.train_idx.numpy()[keep]
-    found = _profile(graph, train, delta[keep], seed=seed, fraction=fraction, max_depth=max_depth)
-    members = [[int(keep[p]) for p in positions] for positions in found.members]
-    for rule, positions in zip(found.document.rules, members, strict=True):
-        rule.members = positions
-    left = int(delta.size - keep.size)
-    found.document.definition += (
-        f"; over the {keep.size} training nodes with a ΔΓ: {left} without one (their deletion has no minimum near the "
-        "given weights) are left out"
-    )
-    return Profile(found.document, members)

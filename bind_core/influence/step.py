@@ -321,13 +321,15 @@ class Stepper:
             finished, far = found.evaluations, found.far
             if far is None and found.largest < residual:  # where it left θ̂'s reach, the chord's end point stays
                 at, residual, moved = found.weights, found.largest, None
-        if moved is None:
-            moved = self._test_proba(at, reduced)  # Γ at the weights reached
         with torch.no_grad():
             direct = self.gammas(unchanged) - self.base_gamma
-            delta = self.gammas(moved) - self.base_gamma
+            if far is not None:  # no value answers it: Γ at the weights reached is not read
+                delta = torch.full_like(direct, float("nan"))
+            else:
+                moved = self._test_proba(at, reduced) if moved is None else moved  # Γ at the weights reached
+                delta = self.gammas(moved) - self.base_gamma
             return Deletion(
-                delta=delta.cpu() if far is None else torch.full_like(delta, float("nan")).cpu(),
+                delta=delta.cpu(),
                 direct=direct.detach().cpu(),
                 first_order=(self.grad_gamma @ first_step).cpu(),
                 first_step=first_step.detach().cpu(),

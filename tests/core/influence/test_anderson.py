@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from proximal_truths import proximal_truth
 
 from bind_core.data.datasets import synthetic
-from bind_core.debiasing.proximal_truth import proximal_reoptimize
-from bind_core.debiasing.validation import gammas
 from bind_core.influence import step
 from bind_core.influence.anderson import WINDOW, Mixing
 from bind_core.influence.batch_inputs import Structures
@@ -108,19 +107,7 @@ def test_mixing_settles_more_deletions_at_the_proximal_optimum(
             assert float((a.delta - b.delta).abs().max()) <= 1e-4 * scale
     # a deletion only mixing settled: its value is the proximal optimum's, where the chord's was off
     only = next(p for p, (sa, sb) in enumerate(zip(settled_mixed, settled_plain, strict=True)) if sa and not sb)
-    graph = fm.graph
-    reduced, _ = graph.without_nodes(graph.train_idx[only : only + 1])
-    truth_model = proximal_reoptimize(
-        model,
-        reduced,
-        num_train=stepper.m,
-        damping=stepper.mu,
-        anchor=graph,
-        coordinates=stepper.curvature.coordinates(),
-        on_anchor=fm,
-    )
-    before, after = gammas(model, graph), gammas(truth_model, reduced)
-    truth = torch.tensor([after[0] - before[0], after[1] - before[1]], dtype=torch.float64)
+    truth = proximal_truth(model, fm, stepper, only)
     assert float((mixed[only].delta - truth).abs().max()) <= 1e-4 * scale
     assert float((plain[only].delta - truth).abs().max()) > float((mixed[only].delta - truth).abs().max())
 

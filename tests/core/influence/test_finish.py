@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from proximal_truths import proximal_truth
 
 from bind_core.data.datasets import synthetic
-from bind_core.debiasing.proximal_truth import proximal_reoptimize
-from bind_core.debiasing.validation import gammas
 from bind_core.errors import NonFiniteError
 from bind_core.influence import step
 from bind_core.influence.functional import FunctionalModel
@@ -17,25 +16,7 @@ from bind_core.influence.proximal import FAR
 from bind_core.influence.step import Deletion, Stepper
 from bind_core.influence.step_nodes import step_estimate
 from bind_core.models.gnn import ModelConfig
-from bind_core.training.fit import TrainConfig, TrainedModel, train
-
-
-def _truth(model: TrainedModel, fm: FunctionalModel, stepper: Stepper, position: int) -> torch.Tensor:
-    """``[ΔΓ_SP, ΔΓ_EO]`` of the proximal re-optimisation without the training node at ``position`` (the
-    self-check's ground truth, on the rebuilt graph)."""
-    graph = fm.graph
-    reduced, _ = graph.without_nodes(graph.train_idx[position : position + 1])
-    again = proximal_reoptimize(
-        model,
-        reduced,
-        num_train=stepper.m,
-        damping=stepper.mu,
-        anchor=graph,
-        coordinates=stepper.curvature.coordinates(),
-        on_anchor=fm,
-    )
-    before, after = gammas(model, graph), gammas(again, reduced)
-    return torch.tensor([after[0] - before[0], after[1] - before[1]], dtype=torch.float64)
+from bind_core.training.fit import TrainConfig, train
 
 
 @pytest.mark.heavy  # ~10 s here
@@ -57,7 +38,7 @@ def test_the_finish_takes_what_the_chord_steps_leave_to_the_proximal_optimum(mon
     assert sum(finished[p].residual <= stepper.tol for p in short) >= len(short) - 1  # measured: 8 of 9
     scale = max(float(d.delta.abs().max()) for d in finished)
     for p in short[:2]:
-        truth = _truth(model, fm, stepper, p)
+        truth = proximal_truth(model, fm, stepper, p)
         assert float((finished[p].delta - truth).abs().max()) <= 1e-4 * scale
         assert float((chord[p].delta - truth).abs().max()) > float((finished[p].delta - truth).abs().max())
 
@@ -78,7 +59,7 @@ def test_a_deletion_without_a_minimum_near_the_weights_says_so() -> None:
         # the weights stay where the chord steps stopped, within reach, not where the finish left for
         assert float((d.weights.double() - fm.theta.cpu()).norm()) <= reach
         with pytest.raises(NonFiniteError, match="no minimum near them"):  # the self-check's truth agrees
-            _truth(model, fm, stepper, p)
+            proximal_truth(model, fm, stepper, p)
     details = step_estimate(fm).solve.details
     assert details["no_minimum"] >= 25 and details["unsettled"] >= details["no_minimum"]  # measured: 30 of 30
     assert details["stalled"] + details["no_minimum"] <= details["unsettled"]
