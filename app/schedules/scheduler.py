@@ -9,6 +9,9 @@ audit per schedule for the slot ``next_run_at`` (``audits (schedule_id, slot_tim
 that somehow ran already is skipped) and move ``next_run_at`` to the next slot after now. The tasks are sent
 after the commit; a send lost in a crash is re-sent by the sweeper (the audit stays ``queued``).
 
+A schedule whose cron expression has no next time (``0 3 31 2 *``, refused at creation since 2026-12-01) is
+paused with an error logged, never crashing the tick for the others.
+
 State lives in Postgres only, so a scheduler that restarts carries on from ``next_run_at``; slots missed
 while none ran are coalesced into one run. Each run audits the latest version of the schedule's graph; if
 the graph no longer exists, the slot's audit is recorded as failed with a 422 problem.
@@ -32,7 +35,7 @@ from app.core.errors import ProblemError
 from app.core.publisher import Publisher
 from app.core.settings import get_settings
 from app.graphs.versions import latest_version
-from app.schedules.slots import next_slot
+from app.schedules.slots import CronNeverFires, next_slot
 from app.tenants.limits import queued_count
 from app.webhooks import events
 from app.webhooks.tasks import resend_stale, send_deliveries
@@ -71,9 +74,14 @@ def tick(
         ).all()
         for schedule in due:
             slot = schedule.next_run_at
-            schedule.next_run_at = next_slot(
-                slot, interval_seconds=schedule.interval_seconds, cron=schedule.cron, now=t
-            )
+            try:
+                schedule.next_run_at = next_slot(
+                    slot, interval_seconds=schedule.interval_seconds, cron=schedule.cron, now=t
+                )
+            except CronNeverFires as exc:  # stored before creation refused it: pause it, never crash the tick
+                log.error("schedule %s: paused, its slot %s skipped: %s", schedule.id, slot.isoformat(), exc.detail)
+                schedule.state = "paused"
+                continue
             if limit and _queue_full(session, schedule.tenant_id, limit, waiting):
                 log.warning(
                     "schedule %s: slot %s skipped, its tenant has %d queued audits (BIND_TENANT_MAX_QUEUED)",

@@ -9,19 +9,51 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from app.core.errors import ValidationProblem
 from app.core.settings import Settings
 
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_FROM = datetime(2026, 1, 1, tzinfo=UTC)  # a fixed moment, so that the checks do not depend on when they run
+
+
+class CronNeverFires(ValidationProblem):
+    """A valid cron expression without any time (``0 3 31 2 *``: Feb 31): 422 naming ``cron``."""
+
+    def __init__(self, expression: str) -> None:
+        why = never_fires_reason(expression)
+        super().__init__(f"cron: {why}.", errors=[{"field": "cron", "message": why}])
+
 
 def check_cron(expression: str) -> str | None:
-    """``None`` if ``expression`` is a valid five-field cron expression, else why not."""
+    """``None`` if ``expression`` is a valid five-field cron expression that fires, else why not."""
     if len(expression.split()) != 5:
         return "a cron expression has five fields: minute hour day-of-month month day-of-week"
     if not croniter.is_valid(expression):
         return "not a valid cron expression"
+    try:
+        croniter(expression, _FROM).get_next(datetime)
+    except CroniterBadDateError:
+        return never_fires_reason(expression)
     return None
+
+
+def never_fires_reason(expression: str) -> str:
+    """Why a cron expression has no time, e.g. "never fires: Feb 30 and Feb 31 do not exist"."""
+    (_, _, days, months, _), _ = croniter.expand(expression)
+    numbers = [d for d in days if isinstance(d, int)]
+    if len(numbers) == len(days):
+        chosen = range(1, 13) if months == ["*"] else [m for m in months if isinstance(m, int)]
+        missing = [f"{_MONTHS[m - 1]} {d}" for m in chosen for d in numbers if d > _MONTH_DAYS[m - 1]]
+        if missing:
+            if len(missing) == 1:
+                return f"never fires: {missing[0]} does not exist"
+            head, last = missing[: min(len(missing) - 1, 4)], missing[-1] if len(missing) <= 5 else "..."
+            shown = ", ".join(head) + (" and " if len(missing) <= 5 else ", ") + last
+            return f"never fires: {shown} do not exist"
+    return "never fires: no date matches its day-of-month, month and day-of-week together"
 
 
 def first_slot(*, interval_seconds: int | None, cron: str | None, now: datetime) -> datetime:
@@ -43,18 +75,28 @@ def next_slot(slot: datetime, *, interval_seconds: int | None, cron: str | None,
 def shortest_cron_gap(cron: str, *, sample: int = 200) -> float:
     """The shortest time in seconds between two of a cron expression's next ``sample`` times, from a fixed
     moment (so that the answer does not depend on when it is asked)."""
-    times = croniter(cron, datetime(2026, 1, 1, tzinfo=UTC))
-    previous = times.get_next(datetime)
+    times = croniter(cron, _FROM)
+    try:
+        previous = times.get_next(datetime)
+    except CroniterBadDateError as exc:
+        raise CronNeverFires(cron) from exc
     shortest = timedelta.max
     for _ in range(sample):
-        current = times.get_next(datetime)
+        try:
+            current = times.get_next(datetime)
+        except CroniterBadDateError:  # no time after the ones sampled (as far as croniter looks ahead)
+            break
         shortest = min(shortest, current - previous)
         previous = current
     return shortest.total_seconds()
 
 
 def _cron_next(cron: str, after: datetime) -> datetime:
-    value = croniter(cron, after.astimezone(UTC)).get_next(datetime)
+    """The cron expression's next time after ``after``; :class:`CronNeverFires` (a 422) if there is none."""
+    try:
+        value = croniter(cron, after.astimezone(UTC)).get_next(datetime)
+    except CroniterBadDateError as exc:
+        raise CronNeverFires(cron) from exc
     assert isinstance(value, datetime)
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 

@@ -57,6 +57,28 @@ def test_cron_and_bad_schedules(client: TestClient, auth: dict[str, str]) -> Non
 
 
 @pytest.mark.parametrize(
+    ("cron", "why"),
+    [
+        ("0 3 31 2 *", "never fires: Feb 31 does not exist"),
+        ("0 0 30 2 *", "never fires: Feb 30 does not exist"),
+        ("0 0 31 4,6 *", "never fires: Apr 31 and Jun 31 do not exist"),
+    ],
+)
+def test_a_cron_that_never_fires_is_422(
+    client: TestClient, auth: dict[str, str], sessions: sessionmaker[Session], cron: str, why: str
+) -> None:
+    """Was a 500 (``CroniterBadDateError`` from ``shortest_cron_gap``); resuming a stored one was too."""
+    problem = assert_problem(client.post("/v1/schedules", headers=auth, json={"graph_name": "g", "cron": cron}), 422)
+    assert problem["errors"] == [{"field": "cron", "message": why}]
+    made = client.post("/v1/schedules", headers=auth, json={"graph_name": "g", "cron": "0 3 28 2 *"}).json()
+    client.post(f"/v1/schedules/{made['id']}/pause", headers=auth)
+    with sessions.begin() as session:
+        session.get_one(Schedule, uuid.UUID(made["id"])).cron = cron  # stored before creation refused it
+    resumed = client.post(f"/v1/schedules/{made['id']}/resume", headers=auth)
+    assert fields(assert_problem(resumed, 422)) == {"cron"}
+
+
+@pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"interval_seconds": True}, "interval_seconds"),  # was accepted as 1 second
