@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
@@ -23,6 +23,8 @@ from app.audits.result_schemas import AuditResultsRead, StoredModel, lenient
 
 AuditState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 AuditStage = Literal["training", "metrics", "influence", "debiasing", "validation"]
+STAGE_ORDER: tuple[AuditStage, ...] = get_args(AuditStage)
+"""bind_core's :data:`~bind_core.pipeline.config.STAGES`, in their order (``tests/app/api/test_api_stages.py``)."""
 
 
 class ModelSettings(BaseModel):
@@ -131,6 +133,13 @@ class AuditCreate(BaseModel):
         ge=0,
         le=10_000,
         description="Training nodes whose estimate is checked by re-optimising the model without them; 0 disables.",
+    )
+    stages: list[AuditStage] = Field(
+        default=list(STAGE_ORDER),
+        max_length=len(STAGE_ORDER),
+        description="The stages to run, as the command line's --skip leaves them: training and metrics always run "
+        "(listed or not); influence, debiasing and validation when listed (debiasing and validation need influence). "
+        "Stored in this order, with training and metrics.",
     )
     min_group_size: StrictInt = Field(
         default=0,
@@ -250,6 +259,16 @@ class AuditCreate(BaseModel):
         if self.graph_name is None and self.model_id is None and (self.graph_id is None) == (self.dataset is None):
             raise ValueError("give exactly one of graph_id, graph_name and dataset")
         return self
+
+    @field_validator("stages")
+    @classmethod
+    def _known_order(cls, stages: list[AuditStage]) -> list[AuditStage]:
+        if len(set(stages)) != len(stages):
+            raise ValueError("name each stage once")
+        for later in ("debiasing", "validation"):
+            if later in stages and "influence" not in stages:
+                raise ValueError(f"{later} needs influence: add influence, or leave {later} out")
+        return [s for s in STAGE_ORDER if s in {"training", "metrics", *stages}]
 
     @field_validator("edge_budgets")
     @classmethod
