@@ -82,8 +82,11 @@ def _line_numbers(path: Path, rows: np.ndarray) -> np.ndarray:
     return np.array([found.get(int(r), int(r) + 1) for r in rows.tolist()], dtype=np.int64)
 
 
-def _read_tokens(path: Path, sep: str, *, max_edges: int | None, field: str, shown: str) -> pd.DataFrame:
-    """Every data row as text, one column per field (the header line, if any, is the first row)."""
+def _read_tokens(
+    path: Path, sep: str, *, max_edges: int | None, field: str, shown: str, exact: bool = False
+) -> pd.DataFrame:
+    """Every data row as text, one column per field (the header line, if any, is the first row); ``exact``: the
+    cells as written (text ids), else spaces after a separator skipped."""
     try:
         frame = pd.read_csv(
             path,
@@ -92,7 +95,7 @@ def _read_tokens(path: Path, sep: str, *, max_edges: int | None, field: str, sho
             dtype=str,
             comment="#",
             skip_blank_lines=True,
-            skipinitialspace=sep != r"\s+",
+            skipinitialspace=sep != r"\s+" and not exact,
             nrows=None if max_edges is None else max_edges + 2,
             encoding="utf-8",
             keep_default_na=False,
@@ -254,7 +257,7 @@ def _token_rows(
     shown: str,
 ) -> _Rows:
     """Every row read as text and resolved to positions; a first row that names no node is the header."""
-    frame = _read_tokens(path, _separator(first), max_edges=max_edges, field=field, shown=shown)
+    frame = _read_tokens(path, _separator(first), max_edges=max_edges, field=field, shown=shown, exact=not numeric)
     tokens = frame.iloc[:, :2].to_numpy(dtype=object)
     if numeric:
         values, integral = parse_integers(tokens)
@@ -262,7 +265,7 @@ def _token_rows(
     else:
         assert ids is not None
         integral = np.ones(tokens.shape, dtype=bool)
-        text = pd.Index([str(t).strip() for t in tokens.reshape(-1)], dtype=object)
+        text = pd.Index([str(t) for t in tokens.reshape(-1)], dtype=object)  # text ids match exactly as written
         positions = ids.get_indexer(text).reshape(-1, 2)
     header = len(frame) > 0 and (not integral[0].any() if numeric else bool((positions[0] < 0).all()))
     names = [str(t) for t in frame.iloc[0].tolist()] if header else [f"column {i + 1}" for i in range(frame.shape[1])]
@@ -319,18 +322,21 @@ def _resolved(
             else f"outside 0..{(num_nodes or 0) - 1}"
         )
         what = f"node ids {where}" if ids is not None else f"node positions {where} (the table has {num_nodes} rows)"
+        exact = ids is not None and not pd.api.types.is_integer_dtype(ids.dtype)
+        spaced = _differ_in_spaces(tokens[unknown][positions[unknown] < 0], ids) if exact else ""
         raise cell_error(
             field,
             what,
             file=shown,
             column=rows.column,
             rows=_line_numbers(path, unknown + rows.skip),
-            values=[_unknown_text(tokens[r], positions[r] < 0) for r in unknown[:SHOWN]],
-            hint=Message.of("to drop such edges, pass ", Option("on_unknown_nodes", "drop")),
+            values=[_unknown_text(tokens[r], positions[r] < 0, exact=exact) for r in unknown[:SHOWN]],
+            hint=Message.of(spaced, "to drop such edges, pass ", Option("on_unknown_nodes", "drop")),
         )
     if unknown.size:
         bad = tokens[unknown][positions[unknown] < 0]
-        result.unknown_ids = list(dict.fromkeys(str(t).strip() for t in bad.tolist()))[:SHOWN]
+        exact = ids is not None and not pd.api.types.is_integer_dtype(ids.dtype)
+        result.unknown_ids = list(dict.fromkeys(str(t) if exact else str(t).strip() for t in bad.tolist()))[:SHOWN]
         result.dropped = int(unknown.size)
     result.edges = positions[(positions >= 0).all(axis=1)].astype(np.int64)
     return result
@@ -345,8 +351,28 @@ def _positions(values: np.ndarray, ids: pd.Index | None, num_nodes: int | None) 
     return np.where(bad, -1, out)
 
 
-def _unknown_text(row: np.ndarray, mask: np.ndarray) -> str:
-    return " ".join(str(t).strip() for t, m in zip(row.tolist(), mask.tolist(), strict=True) if m)
+def _unknown_text(row: np.ndarray, mask: np.ndarray, *, exact: bool = False) -> str:
+    """The unknown references of an edge row; text ids as written (``exact``), quoted when two."""
+    shown = [str(t) if exact else str(t).strip() for t, m in zip(row.tolist(), mask.tolist(), strict=True) if m]
+    return " ".join(shown) if not exact or len(shown) == 1 else " ".join(map(repr, shown))
+
+
+def _differ_in_spaces(unknown: np.ndarray, ids: pd.Index | None) -> str:
+    """A sentence for the first unknown text id that equals a node id but for surrounding spaces (ids match
+    exactly as written), or ``""``."""
+    if ids is None or unknown.size == 0:
+        return ""
+    bare: dict[str, str] = {}
+    for key in ids.tolist():
+        bare.setdefault(str(key).strip(), str(key))
+    for token in dict.fromkeys(str(t) for t in unknown.tolist()):
+        match = bare.get(token.strip())
+        if match is not None and match != token:
+            return (
+                f"edge endpoint {token!r} is not a node id; {match!r} is (they differ in spaces: ids match exactly "
+                "as written); "
+            )
+    return ""
 
 
 def read_edges(

@@ -14,7 +14,8 @@ def node_id_index(series: pd.Series, column: str, *, file: str) -> tuple[pd.Inde
     """The index edges are matched against, and the int64 ``node_ids`` of the graph when every id is an integer.
 
     Ids that are all integers (``725731259612196864``, ``7``, ``7.0``, ``1.0e+02``; parsed exactly, never
-    through float64) are int64 ids; otherwise every id is text, stripped of surrounding spaces.
+    through float64) are int64 ids; otherwise every id is text, exactly as written: spaces are kept, so
+    ``" user_3"`` and ``"user_3"`` are two ids (an edge list must write them the same way).
 
     Raises:
         GraphValidationError: a missing id, or an id that occurs twice (naming the rows).
@@ -29,7 +30,7 @@ def node_id_index(series: pd.Series, column: str, *, file: str) -> tuple[pd.Inde
     else:
         tokens = series.to_numpy(dtype=object)
     values, ok = parse_integers(tokens)
-    index = pd.Index(values, dtype=np.int64) if ok.all() else pd.Index([str(t).strip() for t in tokens], dtype=object)
+    index = pd.Index(values, dtype=np.int64) if ok.all() else pd.Index([str(t) for t in tokens], dtype=object)
     duplicated = np.flatnonzero(index.duplicated(keep=False))
     if duplicated.size:
         raise cell_error(

@@ -163,6 +163,28 @@ def test_string_node_ids(tmp_path: Path) -> None:
     assert g.node_ids.tolist() == list(range(N))
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".parquet"])
+def test_text_node_ids_are_kept_as_written(tmp_path: Path, suffix: str) -> None:
+    table = _table()
+    table["id"] = [f"user_{i}" for i in range(N)]
+    table.loc[0, "id"], table.loc[1, "id"], table.loc[2, "id"] = "  padded ", "x\t", " user_3"
+    nodes = tmp_path / f"nodes{suffix}"
+    if suffix == ".parquet":
+        table.to_parquet(nodes)
+    else:
+        table.to_csv(nodes, index=False, sep="\t" if suffix == ".tsv" else ",")
+    ids = table["id"].tolist()
+    rows = "".join(f'"{ids[a]}","{ids[b]}"\n' for a, b in _ring())
+    g = _build(nodes, _write(tmp_path / "e.csv", "src,dst\n" + rows), node_id="id")
+    assert g.node_keys[:4] == ("  padded ", "x\t", " user_3", "user_3")  # " user_3" and "user_3": two nodes
+    assert g.num_edges == N
+    # an edge list whose ids differ from the table's only in spaces is refused, saying so
+    stripped = "".join(f"{ids[a].strip()},{ids[b].strip()}\n" for a, b in _ring())
+    err = _error(_build, nodes, _write(tmp_path / "s.csv", "src,dst\n" + stripped), node_id="id")
+    assert err.field == "edges" and "'padded'" in str(err)
+    assert "edge endpoint 'padded' is not a node id; '  padded ' is (they differ in spaces" in str(err)
+
+
 def test_parquet_and_split_column(tmp_path: Path, edges_txt: Path) -> None:
     table = _table()
     table["part"] = (["train", "VAL", "test", "", "other"] * N)[:N]
