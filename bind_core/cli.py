@@ -29,6 +29,7 @@ from bind_core.pipeline.results import SuppliedModel
 from bind_core.reporting.mlflow_log import log_audit
 from bind_core.reporting.text import render, render_supplied
 from bind_core.training.fit import TrainConfig, TrainedModel
+from bind_core.training.settings import MAX_EPOCHS
 from bind_core.training.supplied import REFERENCES
 
 N = TypeVar("N", int, float)
@@ -98,7 +99,13 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
         help="with a supplied model: as_given (default) audits its weights as they are; polished audits a copy "
         "polished to a stationary point first and prints both models' metrics side by side",
     )
-    p.add_argument("--epochs", type=int, default=1000)
+    p.add_argument(
+        "--epochs",
+        type=int,
+        default=1000,
+        help=f"Adam epochs, 0 to {MAX_EPOCHS} (0: none, the polish alone trains the model from its initial weights; "
+        "refused where the polish does not run)",
+    )
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=10)

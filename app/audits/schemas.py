@@ -13,13 +13,16 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    ValidationError,
     WrapValidator,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.audits.config_schema import AuditConfigRead
 from app.audits.result_schemas import AuditResultsRead, StoredModel, lenient
+from bind_core.training.settings import MAX_EPOCHS, UNTRAINED
 
 AuditState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 AuditStage = Literal["training", "metrics", "influence", "debiasing", "validation"]
@@ -40,7 +43,14 @@ class ModelSettings(BaseModel):
 class TrainingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    epochs: StrictInt = Field(default=1000, ge=1, le=100_000)
+    epochs: StrictInt = Field(
+        default=1000,
+        ge=0,
+        le=MAX_EPOCHS,
+        description="Adam epochs (full batch; the best validation epoch's weights are kept). 0: no Adam epoch, the "
+        "polish alone trains the model from its seeded initial weights; refused where the polish does not run "
+        "(polish false here, or left unset for a deeper model or GAT), which would audit an untrained model.",
+    )
     lr: StrictFloat = Field(default=1e-3, gt=0.0, le=10.0)
     weight_decay: StrictFloat = Field(default=1e-4, ge=0.0, le=10.0)
     seed: StrictInt = Field(default=10, ge=0, le=2**31 - 1)
@@ -91,6 +101,15 @@ class TrainingSettings(BaseModel):
         if any(n == 0 or n < -1 for n in value):
             raise ValueError("each entry is a positive number of neighbours, or -1 for every neighbour")
         return value
+
+    @model_validator(mode="after")
+    def _trained(self) -> Self:
+        if self.epochs == 0 and self.polish is False:  # named as the field at fault, not the section
+            error = InitErrorDetails(
+                type=PydanticCustomError("untrained", UNTRAINED.split(": ", 1)[1]), loc=("epochs",), input=0
+            )
+            raise ValidationError.from_exception_data(type(self).__name__, [error])
+        return self
 
 
 PRINTABLE = r"^[^\x00-\x1f\x7f]+$"

@@ -149,6 +149,8 @@ class AuditConfig(Encoded):
             raise ConfigError(f"debias_random_sets: {self.debias_random_sets!r} must be between 1 and 20")
         if self.debias_retrain not in DEBIAS_RETRAIN:
             raise ConfigError(f"debias_retrain: {self.debias_retrain!r} is not one of {', '.join(DEBIAS_RETRAIN)}")
+        if self.debias_retrain == "adam" and self.training.epochs == 0:
+            raise ConfigError("debias_retrain: adam retrains with Adam alone, and training.epochs 0 runs no Adam epoch")
         if any(not 0 < b <= 1 for b in self.edge_budgets):
             raise ConfigError(
                 f"edge_budgets: {list(self.edge_budgets)!r} must be fractions in (0, 1] (empty: no edge debiasing)"

@@ -40,7 +40,7 @@ from bind_core.training.objective import (
 )
 from bind_core.training.polish import gradient_norm, polish
 from bind_core.training.records import Stationarity, TrainingHistory
-from bind_core.training.settings import TrainConfig
+from bind_core.training.settings import UNTRAINED, TrainConfig
 
 __all__ = ["ProgressCallback", "TrainConfig", "TrainedModel", "fine_tune", "train", "training_objective"]
 
@@ -301,6 +301,8 @@ def train(
     module = GNN(model, graph.num_features, graph.num_classes).to(device)
     parameters = sum(p.numel() for p in module.parameters())
     config = replace(config, polish=config.polishes(row_separable=model.row_separable, num_parameters=parameters))
+    if config.epochs == 0 and not config.polish:
+        raise ConfigError(UNTRAINED)
     trained = TrainedModel(module, model, config)
     return _adam(trained, graph, config, progress=progress, stage="training", threads=threads)
 

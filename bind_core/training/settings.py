@@ -9,8 +9,17 @@ from bind_core.config import DictConfig
 from bind_core.errors import ConfigError
 from bind_core.models.estimator import polishes_by_default
 
-__all__ = ["OPTIMIZERS", "TrainConfig"]
+__all__ = ["MAX_EPOCHS", "OPTIMIZERS", "UNTRAINED", "TrainConfig"]
 
+UNTRAINED = (
+    "training.epochs: 0 runs no Adam epoch, so only the polish would train the model, and it does not run for this "
+    "model (polish off): the audit would describe untrained weights; give epochs >= 1, or polish on"
+)
+"""Why ``epochs=0`` without the polish is refused: when the polish is off in the recipe (:class:`TrainConfig`) or,
+left open, for the model (:func:`bind_core.training.fit.train`)."""
+
+MAX_EPOCHS = 100_000
+"""The most Adam epochs a recipe takes (the service's and the command line's limit alike)."""
 OPTIMIZERS = ("adam", "sgd")
 """The optimisers :attr:`TrainConfig.optimizer` names; both add ``weight_decay`` as the coupled L2 term of the
 objective (AdamW's decoupled decay is another objective)."""
@@ -21,7 +30,10 @@ class TrainConfig(DictConfig):
     """Optimisation settings (defaults: the paper's: 1000 epochs of Adam, lr 1e-3, weight decay 1e-4).
 
     Args:
-        epochs: Adam epochs (full batch); the weights with the best validation loss are kept.
+        epochs: Adam epochs (full batch); the weights with the best validation loss are kept. ``0``: no Adam epoch,
+            the polish alone trains the model from its seeded initial weights (for a one-layer GCN, whose objective
+            is convex, to the same optimum as the paper's epochs); refused where the polish does not run
+            (:data:`UNTRAINED`), which would leave the model untrained.
         lr: Adam learning rate.
         weight_decay: L2 coefficient λ; the objective is ``mean(ℓ_train) + (λ/2)·‖θ‖²``.
         seed: seeds weight initialisation and dropout (deterministic on the CPU).
@@ -79,8 +91,10 @@ class TrainConfig(DictConfig):
             raise ConfigError(f"momentum: {self.momentum!r} must be in [0, 1), and is for optimizer sgd only")
         if isinstance(self.patience, bool) or not 0 <= self.patience <= 1_000_000:
             raise ConfigError(f"patience: {self.patience!r} must be 0 (no early stopping) or a number of epochs")
-        if not 0 <= self.epochs <= 1_000_000:
-            raise ConfigError(f"epochs: {self.epochs!r} must be between 0 and 1000000")
+        if not 0 <= self.epochs <= MAX_EPOCHS:
+            raise ConfigError(f"epochs: {self.epochs!r} must be between 0 (the polish alone) and {MAX_EPOCHS}")
+        if self.epochs == 0 and self.polish is False:
+            raise ConfigError(UNTRAINED)
         if not 0 < self.lr <= 10:
             raise ConfigError(f"lr: {self.lr!r} must be in (0, 10]")
         if not 0 <= self.weight_decay <= 10:
