@@ -11,6 +11,12 @@ smallest set that still gives stable distributions on the paper's datasets (hund
 profile also reports which share of the total harm (the sum of −ΔΓ over the nodes with ΔΓ < 0) the set holds, so
 that a reader sees whether the harm is concentrated there. An undefined number (an empty set, a feature with no
 spread) is null with its reason under ``undefined``, never 0.
+
+The features speak the table's units: where the graph was min-max scaled when read (``Graph.feature_ranges``) the
+scaling is undone before anything is computed, so a mean, a quantile, a binary column's ``high`` and a rule's
+threshold are the node table's own numbers (``feature_units`` says which); a graph without recorded ranges is
+profiled on its values as given. A binary column that stands for a text value is named by it (``level``): a
+one-hot column ``job=a``, and a text sensitive column held as its group codes by the group (``region=south``).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from bind_core.explain.records import (
 )
 from bind_core.explain.rules import Candidate, Condition, find_rules, halves
 
-__all__ = ["FRACTION", "Profile", "candidate_splits", "cross_group_share", "profile_nodes"]
+__all__ = ["FRACTION", "Profile", "candidate_splits", "cross_group_share", "profile_nodes", "user_features"]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -43,6 +49,76 @@ FRACTION = 0.1
 """The share of training nodes in the harmful (and in the helpful) set."""
 QUANTILES = (("p10", 0.1), ("p50", 0.5), ("p90", 0.9))
 MAX_THRESHOLDS = 8
+TABLE_UNITS = "table"
+"""``feature_units`` where the scaling the graph records was undone: the node table's own values."""
+AS_GIVEN = "as given"
+"""``feature_units`` where the graph records no scaling: the feature values as the graph was given them."""
+
+
+@dataclass(frozen=True)
+class UserFeatures:
+    """The feature matrix in the user's units (:func:`user_features`).
+
+    Attributes:
+        x: float64 ``[n, d]``: the table's own values where the graph records a scaling, else ``graph.x``.
+        units: :data:`TABLE_UNITS` or :data:`AS_GIVEN`.
+        levels: per column, ``(low, high)``: what its two values stand for in the user's terms, or ``None`` (a
+            number of the table, or not a binary column).
+    """
+
+    x: FloatArray
+    units: str
+    levels: list[tuple[str, str] | None]
+
+
+def user_features(graph: Graph) -> UserFeatures:
+    """``graph.x`` with the min-max scaling of ``graph.feature_ranges`` undone (``lo + (x + 1)·(hi − lo)/2``; a
+    constant column is its ``lo``), and the names of the binary columns' values."""
+    x = graph.x.numpy().astype(np.float64)
+    units = AS_GIVEN
+    if graph.feature_ranges:
+        lo, hi = (np.array(v, dtype=np.float64) for v in zip(*graph.feature_ranges, strict=True))
+        x = np.where(hi > lo, lo + (x + 1.0) * (hi - lo) / 2.0, lo)
+        units = TABLE_UNITS
+    return UserFeatures(x, units, [_levels(graph, j, x[:, j]) for j in range(x.shape[1])])
+
+
+def _levels(graph: Graph, j: int, col: FloatArray) -> tuple[str, str] | None:
+    """What the values 0 and 1 of column ``j`` stand for: a one-hot column ``c=v`` (``c=v`` and ``c≠v``), or a
+    sensitive column held as its group codes, checked node by node (``region=south`` and ``region=north``)."""
+    values = np.unique(col)
+    if values.size > 2 or not np.isin(values, (0.0, 1.0)).all():
+        return None
+    name = _feature_name(graph, j)
+    if name in graph.sensitive:
+        coded = _coded_levels(graph, name, col)
+        if coded is not None:
+            return coded
+    column, sep, value = name.partition("=")  # a one-hot column of a text column (``column=value``)
+    return (f"{column}≠{value}", name) if sep and column and value else None
+
+
+def _coded_levels(graph: Graph, column: str, col: FloatArray) -> tuple[str, str] | None:
+    """The groups a sensitive column's codes 0 and 1 stand for, when every node's value names its group: with one
+    sensitive column the value is the group, with several the group's ``column=value`` part; else ``None``."""
+    sens, names = graph.sens.numpy(), group_labels(graph)
+    codes = np.rint(col).astype(np.int64)
+    out: list[str] = []
+    for code in (0, 1):
+        groups = np.unique(sens[codes == code]).tolist()
+        if not groups:
+            return None
+        if len(graph.sensitive) == 1:
+            if groups != [code] or code >= len(names):
+                return None
+            out.append(names[code])
+            continue
+        prefix = f"{column}="
+        parts = {p for g in groups for p in names[g].split(" & ") if p.startswith(prefix)}
+        if len(parts) != 1:
+            return None
+        out.append(parts.pop())
+    return (out[0], out[1]) if out[0] != out[1] else None
 
 
 @dataclass(frozen=True)
@@ -121,14 +197,18 @@ def _feature_stats(column: FloatArray, binary: bool, high: float) -> FeatureStat
     return FeatureStats(mean=float(column.mean()), **{k: float(np.quantile(column, p)) for k, p in QUANTILES})
 
 
-def _features(graph: Graph, train: IntArray, sets: dict[str, BoolArray]) -> list[FeatureProfile]:
-    """Per feature column: its kind, its statistics in each set (masks over the training nodes ``train``), and the
-    harmful set's standardised difference."""
-    x = graph.x.numpy()[train].astype(np.float64)
-    return [_feature(graph, j, x[:, j], sets) for j in range(x.shape[1])]
+def _features(
+    graph: Graph, features: UserFeatures, train: IntArray, sets: dict[str, BoolArray]
+) -> list[FeatureProfile]:
+    """Per feature column (in the user's units): its kind, its statistics in each set (masks over the training nodes
+    ``train``), and the harmful set's standardised difference."""
+    x = features.x[train]
+    return [_feature(graph, j, x[:, j], sets, features.levels[j]) for j in range(x.shape[1])]
 
 
-def _feature(graph: Graph, j: int, col: FloatArray, sets: dict[str, BoolArray]) -> FeatureProfile:
+def _feature(
+    graph: Graph, j: int, col: FloatArray, sets: dict[str, BoolArray], levels: tuple[str, str] | None
+) -> FeatureProfile:
     """Column ``j`` (``col``: its values on the training nodes) in the harmful, helpful and all training nodes."""
     values = np.unique(col)
     binary = values.size <= 2
@@ -149,6 +229,7 @@ def _feature(graph: Graph, j: int, col: FloatArray, sets: dict[str, BoolArray]) 
         name=_feature_name(graph, j),
         kind="binary" if binary else "numeric",
         high=high if binary else None,
+        level=None if not binary or levels is None else levels[1 if high == 1.0 else 0],
         harmful=harmful,
         helpful=stats["helpful"],
         all=everyone,
@@ -202,26 +283,33 @@ def _level_splits(variable: str, codes: npt.NDArray[np.int64], names: list[str])
 
 
 def candidate_splits(
-    graph: Graph, cross: FloatArray, fit: npt.NDArray[np.int64], train: IntArray | None = None
+    graph: Graph,
+    cross: FloatArray,
+    fit: npt.NDArray[np.int64],
+    train: IntArray | None = None,
+    features: UserFeatures | None = None,
 ) -> list[Candidate]:
     """Every split the rule search may use, as masks over the training nodes ``train`` (default: the graph's
-    training split), thresholds from the fit half only."""
+    training split), thresholds from the fit half only, features in the user's units (:func:`user_features`)."""
     train = graph.train_idx.numpy() if train is None else train
+    features = user_features(graph) if features is None else features
     group_names = group_labels(graph)
     out = _level_splits("group", graph.sens.numpy()[train], group_names)
     out += _level_splits("label", graph.y.numpy()[train], [str(c) for c in range(graph.num_classes)])
     out += _threshold_splits("degree", "degree", graph.degree.numpy()[train].astype(np.float64), fit)
     out += _threshold_splits("cross_group_share", "cross-group share", cross[train], fit)
-    x = graph.x.numpy()[train].astype(np.float64)
+    x = features.x[train]
     for j in range(x.shape[1]):
         name = _feature_name(graph, j)
         values = np.unique(x[:, j])
         if values.size == 2:
             lo, hi = float(values[0]), float(values[1])
+            levels = features.levels[j]
+            texts = (f"{name} = {_fmt(hi)}", f"{name} = {_fmt(lo)}") if levels is None else (levels[1], levels[0])
             out.append(
                 Candidate(
-                    Condition(f"feature:{name}", "==", hi, f"{name} = {_fmt(hi)}"),
-                    Condition(f"feature:{name}", "==", lo, f"{name} = {_fmt(lo)}"),
+                    Condition(f"feature:{name}", "==", hi, texts[0]),
+                    Condition(f"feature:{name}", "==", lo, texts[1]),
                     x[:, j] == hi,
                 )
             )
@@ -276,7 +364,8 @@ def _profile(
         "all": np.ones(delta.size, dtype=bool),
     }
     fit, _ = halves(delta.size, seed)
-    found = find_rules(delta, candidate_splits(graph, cross, fit, train), seed=seed, max_depth=max_depth)
+    features = user_features(graph)
+    found = find_rules(delta, candidate_splits(graph, cross, fit, train, features), seed=seed, max_depth=max_depth)
     for rule, positions in zip(found.rules, found.members, strict=True):
         rule.members = positions  # the what-if deletes a rule's members (``app/what_ifs/rules.py``)
     document = NodeProfile(
@@ -286,8 +375,9 @@ def _profile(
             f"{fraction:.0%} with the largest ΔΓ (ΔΓ > 0 only); all: every training node"
         ),
         sets=ProfileSets(**{name: _set_profile(graph, train, delta, m, cross) for name, m in sets.items()}),
-        features=_features(graph, train, sets),
+        features=_features(graph, features, train, sets),
         rules=found.rules,
         search=found.search,
+        feature_units=features.units,
     )
     return Profile(document, found.members)

@@ -88,7 +88,15 @@ class FeatureProfile:
     index: int = key("integer: the column (0-based)")
     name: str = key("string: its name (x<index> when the graph names none)")
     kind: str = key("string: binary (two values; one-hot columns) or numeric")
-    high: float | None = key("number: a binary column's higher value, whose share is given", optional=True)
+    high: float | None = key(
+        "number: a binary column's higher value, whose share is given (in the units of the profile's feature_units)",
+        optional=True,
+    )
+    level: str | None = key(
+        "string: what a binary column's higher value stands for in the user's terms: a one-hot column's "
+        "column=value (job=a), a text sensitive column's group (region=south); absent where it is the table's number",
+        optional=True,
+    )
     harmful: FeatureStats | None = key("the column over the harmful nodes; null when the set is empty")
     helpful: FeatureStats | None = key("over the helpful nodes; null when the set is empty")
     all: FeatureStats | None = key("over all training nodes")
@@ -104,7 +112,9 @@ class RuleCondition:
 
     variable: str = key("string: group, label, degree, cross_group_share or feature:<name>")
     op: str = key("string: ==, !=, <= or >")
-    value: float = key("number: the level or threshold compared with")
+    value: float = key(
+        "number: the level or threshold compared with (a feature's in the units of the profile's feature_units)"
+    )
     text: str = key("string: the condition for people")
 
 
@@ -163,3 +173,9 @@ class NodeProfile:
     features: list[FeatureProfile] = key("per feature column, in column order")
     rules: list[ProfileRule] = key("the rules that held on the held-out half, most held-out harm first")
     search: RuleSearch = key("how the rules were searched and checked")
+    feature_units: str | None = key(
+        "string: the units of the features' statistics and of the rules' feature thresholds: table (the node table's "
+        "own values: the min-max scaling applied when it was read is undone) or as given (the graph records no "
+        "scaling: its feature values as they were given); absent in audits stored before it was said (scaled values)",
+        optional=True,
+    )

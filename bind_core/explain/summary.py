@@ -32,6 +32,7 @@ def profile_lines(profile: Mapping[str, Any], *, top: int = 3) -> list[str]:
         f"  harmful set: {harmful['nodes']} nodes holding {_pct(harmful['harm_share'])} of the harm",
         f"  its groups: {mix}",
     ]
+    lines += _feature_lines(profile)
     search = profile["search"]
     rules = profile["rules"]
     if not rules:
@@ -46,6 +47,40 @@ def profile_lines(profile: Mapping[str, Any], *, top: int = 3) -> list[str]:
             f"p = {rule['p_value']:.2g})"
         )
     return lines
+
+
+UNITS = {
+    "table": "in the node table's own units",
+    "as given": "as the graph was given them (no scaling recorded to undo)",
+}
+
+
+def _feature_lines(profile: Mapping[str, Any], top: int = 3) -> list[str]:
+    """The ``top`` features whose harmful mean differs most from all training nodes', in the user's units: a binary
+    column by the value it stands for (``region=south share 100.0%``), a number by its mean."""
+    ranked = sorted(
+        (f for f in profile.get("features", []) if f.get("difference") is not None),
+        key=lambda f: -abs(float(f["difference"])),
+    )[:top]
+    if not ranked:
+        return []
+
+    def value(f: Mapping[str, Any], stats: Mapping[str, Any] | None) -> str:
+        if stats is None:
+            return "–"
+        return _pct(stats.get("share")) if f["kind"] == "binary" else f"{stats['mean']:.4g}"
+
+    def said(f: Mapping[str, Any]) -> str:
+        if f["kind"] != "binary":
+            what = f"{f['name']} mean"
+        elif f.get("level"):
+            what = f"{f['level']} share"
+        else:
+            what = f"{f['name']} share at {f['high']:.6g}"
+        return f"{what} {value(f, f['harmful'])} (all training nodes {value(f, f['all'])})"
+
+    units = UNITS.get(str(profile.get("feature_units")), "as the model saw them")
+    return [f"  its most distinctive features ({units}): " + "; ".join(said(f) for f in ranked)]
 
 
 def _edge(row: EdgeRow, names: Sequence[str]) -> str:

@@ -9,7 +9,7 @@ from bind_core.explain.records import FeatureProfile, FeatureStats, NodeProfile,
 from bind_core.reporting.page import fmt
 from bind_core.reporting.views import Table
 
-__all__ = ["FEATURE_ROWS", "ProfileView", "profile_view"]
+__all__ = ["FEATURE_ROWS", "ProfileView", "profile_view", "units_text"]
 
 FEATURE_ROWS = 8
 """Feature columns shown: those whose harmful mean differs most from all training nodes'."""
@@ -21,6 +21,7 @@ class ProfileView:
     """The section's tables (sets, the most distinctive features, the rules that held) and how they were found."""
 
     definition: str
+    units: str
     sets: Table
     features: Table
     rules: Table
@@ -53,12 +54,36 @@ def _feature_value(stats: FeatureStats | None, kind: str) -> str:
     return _share(stats.share) if kind == "binary" else fmt(stats.mean, 3)
 
 
+def _statistic(f: FeatureProfile) -> tuple[str, str]:
+    """The row's feature and statistic: a binary column by the value it stands for (``region=south``, share), else
+    by its name (share at its higher value, or mean)."""
+    if f.kind != "binary":
+        return f.name, "mean"
+    if f.level is not None:
+        return f.level, "share"
+    return f.name, "share at " + ("—" if f.high is None else f"{f.high:.6g}")
+
+
+def units_text(units: str | None) -> str:
+    """What the features' numbers are in, for people (``NodeProfile.feature_units``)."""
+    if units == "table":
+        return (
+            "Feature values and thresholds are in the node table's own units (the scaling applied when it was read is "
+            "undone)."
+        )
+    if units == "as given":
+        return "Feature values and thresholds are the graph's values as given (it records no scaling to undo)."
+    return (
+        "Feature values and thresholds are as the model saw them (this audit was stored before they were given in the "
+        "table's units)."
+    )
+
+
 def _feature_rows(features: list[FeatureProfile]) -> Table:
     ranked = sorted(((f, f.difference) for f in features if f.difference is not None), key=lambda pair: -abs(pair[1]))
     return [
         [
-            f.name,
-            "share at " + fmt(f.high, 3) if f.kind == "binary" else "mean",
+            *_statistic(f),
             *(_feature_value(stats, f.kind) for stats in (f.harmful, f.helpful, f.all)),
             fmt(difference, 2),
         ]
@@ -94,6 +119,7 @@ def profile_view(profile: NodeProfile | None) -> ProfileView | None:
     sets, search = profile.sets, profile.search
     return ProfileView(
         definition=profile.definition,
+        units=units_text(profile.feature_units),
         sets=[_set_row(label, getattr(sets, key)) for key, label in SETS],
         features=_feature_rows(profile.features),
         rules=_rule_rows(profile.rules),

@@ -7,11 +7,12 @@ import dataclasses
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from bind_core.codec import decode, encode
-from bind_core.data.datasets import synthetic
+from bind_core.data.datasets import ingest_files, synthetic
 from bind_core.data.graph import Graph
 from bind_core.explain.profile import cross_group_share, profile_nodes
 from bind_core.explain.rules import halves
@@ -19,6 +20,7 @@ from bind_core.explain.summary import profile_lines
 from bind_core.influence import estimate
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.results import NodeProfile
+from bind_core.reporting.profile_view import profile_view
 from bind_core.reporting.report import render_report
 from bind_core.training.fit import TrainConfig, train
 
@@ -185,3 +187,66 @@ def test_the_report_has_a_section_on_the_profile(planted: tuple[Graph, np.ndarra
     assert "<td class=l>region</td>" in page  # the most distinctive feature
     del results["profile"]
     assert 'id="profile"' not in render_report(results)
+
+
+def _table_graph(tmp_path) -> tuple[Graph, np.ndarray, pd.DataFrame]:
+    """A node table read with its features scaled (``region`` text with two values, the sensitive column; ``job``
+    text, one-hot; ``income`` from 21.49 to 81.91), and a ΔΓ that plants harm on the training nodes with the
+    highest incomes."""
+    rng = np.random.default_rng(3)
+    n = 400
+    table = pd.DataFrame(
+        {
+            "region": rng.choice(["north", "south"], n),
+            "income": np.round(rng.uniform(21.49, 81.91, n), 2),
+            "job": rng.choice(["a", "b", "c"], n),
+            "approved": rng.integers(0, 2, n),
+        }
+    )
+    table.loc[0, "income"], table.loc[1, "income"] = 21.49, 81.91
+    (tmp_path / "people.csv").write_text(table.to_csv(index=False), encoding="utf-8")
+    (tmp_path / "edges.csv").write_text("".join(f"{i} {(i + 1) % n}\n" for i in range(n)), encoding="utf-8")
+    graph = ingest_files(tmp_path / "people.csv", tmp_path / "edges.csv", label="approved", sensitive="region").graph
+    income = table["income"].to_numpy()[graph.train_idx.numpy()]
+    delta = np.where(income > 60.0, -1.0, 0.2) + np.random.default_rng(4).normal(0, 0.05, income.size)
+    return graph, delta, table
+
+
+def test_the_profile_speaks_the_tables_units(tmp_path) -> None:
+    graph, delta, table = _table_graph(tmp_path)
+    assert graph.feature_ranges  # read scaled: the model saw [-1, 1]
+    doc = encode(profile_nodes(graph, delta, seed=0).document)
+    assert doc["feature_units"] == "table"
+    train = table.iloc[graph.train_idx.numpy()]
+    features = {f["name"]: f for f in doc["features"]}
+    income = features["income"]
+    assert income["all"]["mean"] == pytest.approx(train["income"].mean(), rel=1e-6)
+    assert income["harmful"]["p10"] > 55  # the harmful nodes' incomes, in the table's units
+    region = features["region"]  # held as group codes: named by the group
+    assert region["kind"] == "binary" and region["high"] == 1.0 and region["level"] == "region=south"
+    assert region["all"]["share"] == pytest.approx((train["region"] == "south").mean())
+    assert features["job=a"]["level"] == "job=a" and features["job=a"]["high"] == 1.0
+    rule = doc["rules"][0]
+    (cond,) = [c for c in rule["conditions"] if c["variable"] == "feature:income"]
+    assert cond["op"] == ">" and 21.49 < cond["value"] < 81.91 and f"income > {cond['value']:.4g}" in rule["text"]
+    decode(NodeProfile, doc)
+    text = "\n".join(profile_lines(doc))
+    assert "in the node table's own units" in text and "income mean" in text
+    view = profile_view(decode(NodeProfile, doc))
+    assert view is not None and "node table's own units" in view.units
+    # a graph given as arrays (no scaling recorded): its values as given, and said so
+    given = dataclasses.replace(graph, feature_ranges=())
+    arrays = encode(profile_nodes(given, delta, seed=0).document)
+    assert arrays["feature_units"] == "as given"
+    assert next(f for f in arrays["features"] if f["name"] == "income")["all"]["mean"] < 1.0
+    assert "as the graph was given them" in "\n".join(profile_lines(arrays))
+
+
+def test_a_text_sensitive_column_among_several_is_named_by_its_value(tmp_path) -> None:
+    _, delta, table = _table_graph(tmp_path)
+    table["gender"] = np.where(np.arange(len(table)) % 3 == 0, "F", "M")
+    table.to_csv(tmp_path / "both.csv", index=False)
+    both = ingest_files(tmp_path / "both.csv", tmp_path / "edges.csv", label="approved", sensitive="region,gender")
+    doc = encode(profile_nodes(both.graph, delta, seed=0).document)
+    features = {f["name"]: f for f in doc["features"]}
+    assert features["region"]["level"] == "region=south" and features["gender"]["level"] == "gender=M"
