@@ -143,7 +143,12 @@ def _add_estimate_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_debias_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--budgets", default="0.01,0.1", help="debiasing budgets (fractions <1 or counts), comma-separated")
+    p.add_argument(
+        "--budgets",
+        default="0.01,0.1",
+        help="debiasing budgets, comma-separated: fractions of the training set (0 < b < 1) or whole counts from 1 to "
+        "the number of training nodes",
+    )
     p.add_argument(
         "--debias-utility", action="store_true", help="debias only with nodes whose deletion keeps validation loss"
     )

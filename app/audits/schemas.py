@@ -22,7 +22,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.audits.config_schema import AuditConfigRead
 from app.audits.result_schemas import AuditResultsRead, StoredModel, lenient
-from bind_core.training.settings import MAX_EPOCHS, UNTRAINED
+from bind_core.pipeline import MAX_EPOCHS, UNTRAINED
 
 AuditState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 AuditStage = Literal["training", "metrics", "influence", "debiasing", "validation"]
@@ -141,7 +141,8 @@ class AuditCreate(BaseModel):
     budgets: list[StrictFloat] = Field(
         default=[0.01, 0.1],
         max_length=32,
-        description="Debiasing budgets: fractions (<1) or counts (>=1) of the training set to delete.",
+        description="Debiasing budgets: fractions (<1) or whole counts (>=1, at most the training nodes: more is "
+        "refused, for an uploaded graph before queueing, else when the audit starts) of the training set to delete.",
     )
     bootstrap: StrictInt = Field(
         1000, ge=0, le=100_000, description="Bootstrap resamples for the metrics' confidence intervals; 0 disables."

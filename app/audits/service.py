@@ -31,7 +31,7 @@ from app.datasets.lookup import present_dataset
 from app.graphs.versions import resolve_name
 from app.tenants.limits import check_queue_room
 from bind_core import AuditConfig, BindError, ConfigError
-from bind_core.pipeline import check_measurable_groups
+from bind_core.pipeline import check_budgets, check_measurable_groups, planned_stages
 
 
 def request_hash(body: AuditCreate) -> str:
@@ -171,10 +171,26 @@ def _check_budget(session: Session, body: AuditCreate, config: AuditConfig, sett
     except (BindError, KeyError, TypeError) as exc:  # a summary or model config of an older format
         raise ValidationProblem(f"cannot estimate the audit's cost: {exc}", slug="invalid-config") from exc
     check_budget(cost, settings)
+    _check_budget_counts(config, summary)
     try:  # the groups the metrics can measure, from the summary: refused now rather than when the audit starts
         check_measurable_groups(summary, config.min_group_size)
     except ConfigError as exc:
         field = {"field": "min_group_size", "message": str(exc)}
+        raise ValidationProblem(
+            str(exc), slug="invalid-config", title="Invalid audit configuration", errors=[field]
+        ) from exc
+
+
+def _check_budget_counts(config: AuditConfig, summary: dict[str, Any]) -> None:
+    """422 naming ``budgets`` when a count is more than the graph's training nodes (it was cut to them); a graph
+    summary without ``train`` (an older one) is left to the worker, which refuses it before training."""
+    train = summary.get("train")
+    if not isinstance(train, int) or "debiasing" not in planned_stages(config):
+        return
+    try:
+        check_budgets(config.budgets, train)
+    except ConfigError as exc:
+        field = {"field": "budgets", "message": str(exc).removeprefix("budgets: ")}
         raise ValidationProblem(
             str(exc), slug="invalid-config", title="Invalid audit configuration", errors=[field]
         ) from exc

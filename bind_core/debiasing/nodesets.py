@@ -8,6 +8,7 @@ the computation graph of a node is its ``L``-hop neighbourhood (``L`` = the mode
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 import torch
@@ -28,11 +29,23 @@ def _ball(graph: Graph, node: int, hops: int, rowptr: Tensor) -> Tensor:
 
 
 def resolve_budget(budget: float, num_train: int) -> int:
-    """A budget as a count (``>= 1``) or a fraction of the training set (``0 < b < 1``) → a node count."""
+    """A budget as a count (``>= 1``) or a fraction of the training set (``0 < b < 1``) → a node count (at least 1).
+    A count above the training set is refused (:func:`check_budgets`), not cut to it."""
     if budget <= 0:
         raise ConfigError(f"budget: {budget!r} must be positive (a count, or a fraction below 1)")
+    check_budgets((budget,), num_train)
     count = round(budget * num_train) if budget < 1 else int(budget)
-    return max(1, min(count, num_train))
+    return max(1, count)
+
+
+def check_budgets(budgets: Sequence[float], num_train: int) -> None:
+    """:class:`ConfigError` naming ``budgets`` when a count (``>= 1``) is more than the ``num_train`` training nodes."""
+    over = [b for b in budgets if b >= 1 and b > num_train]
+    if over:
+        raise ConfigError(
+            f"budgets: {', '.join(f'{b:g}' for b in over)} {'is' if len(over) == 1 else 'are'} more than the "
+            f"{num_train} training nodes (a budget is a fraction below 1, or a count from 1 to {num_train})"
+        )
 
 
 def select(

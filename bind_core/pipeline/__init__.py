@@ -2,12 +2,14 @@
 caveats a reader must see.
 
 The service's hooks into it (what a web service or a queue needs beyond :func:`bind_core.run_audit`): which stages
-a configuration runs, what an audit will cost before it is queued, a supplied model prepared for its audit, and the
-seeds of the check against chance when it runs by default, and the estimate of deleting a chosen set of training
-nodes (the what-if) and its verification by retraining, and a retrained model as weights and a config to take
-away. The typed results are :mod:`bind_core.pipeline.results`.
+a configuration runs, what an audit will cost before it is queued, a supplied model prepared for its audit, the
+seeds of the check against chance when it runs by default, the bounds a request is checked against before it is
+queued (the training's epochs, the debiasing budgets against a graph's training set), and the estimate of deleting
+a chosen set of training nodes (the what-if) and its verification by retraining, and a retrained model as weights
+and a config to take away. The typed results are :mod:`bind_core.pipeline.results`.
 """
 
+from bind_core.debiasing.nodesets import check_budgets
 from bind_core.debiasing.verify import Verification, VerifiedSet, verify_set
 from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
 from bind_core.pipeline.admission import check_measurable_groups
@@ -17,9 +19,12 @@ from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.pipeline.stages import planned_stages
 from bind_core.pipeline.what_if_verify import verify_seeds, verify_what_if
 from bind_core.training.export import ExportedModel, export_model, weight_names
+from bind_core.training.settings import MAX_EPOCHS, UNTRAINED
 
 __all__ = [
     "AUTO_CHANCE_SEEDS",
+    "MAX_EPOCHS",
+    "UNTRAINED",
     "AuditCost",
     "ExportedModel",
     "GraphSize",
@@ -27,6 +32,7 @@ __all__ = [
     "Verification",
     "VerifiedSet",
     "audit_cost",
+    "check_budgets",
     "check_measurable_groups",
     "choose",
     "estimate_set",

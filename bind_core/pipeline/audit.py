@@ -14,6 +14,7 @@ import torch
 from bind_core.codec import decode, encode
 from bind_core.data.graph import Graph
 from bind_core.data.labels import user_ids
+from bind_core.debiasing.nodesets import check_budgets
 from bind_core.debiasing.records import DebiasingRow, Validation
 from bind_core.explain.records import NodeProfile
 from bind_core.fairness.records import Metrics
@@ -360,6 +361,8 @@ def run_audit(
         config = config.with_polish_decided(parameter_count(config.model, graph.num_features, graph.num_classes))
     plan = planned_stages(config)
     stages = StageRunner(progress)
+    if "debiasing" in plan:  # a count over the training set, refused before the training's minutes
+        check_budgets(config.budgets, int(graph.train_idx.numel()))
     if config.refine_steps and "influence" in plan:
         check_refinable(model, graph, config)
     trained = stages.run(

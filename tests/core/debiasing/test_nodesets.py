@@ -13,7 +13,7 @@ from bind_core.errors import ConfigError
 from bind_core.training.fit import TrainedModel
 
 
-@pytest.mark.parametrize(("budget", "m", "expected"), [(0.1, 200, 20), (0.01, 200, 2), (5, 200, 5), (500, 200, 200)])
+@pytest.mark.parametrize(("budget", "m", "expected"), [(0.1, 200, 20), (0.01, 200, 2), (5, 200, 5), (200, 200, 200)])
 def test_budget_as_fraction_or_count(budget: float, m: int, expected: int) -> None:
     assert resolve_budget(budget, m) == expected
 
