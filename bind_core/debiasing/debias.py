@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from bind_core.data.graph import Graph, positions
-from bind_core.data.labels import user_ids
+from bind_core.data.labels import group_labels, user_ids
 from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.nodesets import resolve_budget, select
 from bind_core.debiasing.overreach import overreach
@@ -38,7 +38,18 @@ def report(model: TrainedModel, graph: Graph, lam: float = 0.5, groups: list[int
     test = graph.test_idx
     proba = model.predict_proba(graph, test).double()
     y, sens = graph.y[test], graph.sens[test]
-    return evaluate(proba, y, sens, lam=lam, num_groups=graph.num_groups, groups=groups).values()
+    classes = [f"{graph.label_name}={c}" for c in graph.class_names or range(graph.num_classes)]
+    found = evaluate(
+        proba,
+        y,
+        sens,
+        lam=lam,
+        num_groups=graph.num_groups,
+        groups=groups,
+        group_names=group_labels(graph),
+        class_names=classes,
+    )
+    return found.values()
 
 
 BIAS_METRICS = ("delta_sp", "delta_eo", "gamma")

@@ -132,34 +132,51 @@ def undefined_reasons(
     num_classes: int = 2,
     groups: Sequence[int] | None = None,
     lam: float = 0.5,
+    group_names: Sequence[str] = (),
+    class_names: Sequence[str] = (),
 ) -> dict[str, str]:
     """``{metric: why it is undefined}`` for the metrics of :class:`FairnessReport` these nodes cannot define.
 
     ΔSP and Γ_SP need two of the ``groups`` among the nodes; ΔEO and Γ_EO two with a positive node (for more
     than two classes, two with nodes of each class c); Γ both parts it weighs (only Γ_SP when ``lam`` is 1);
     ROC-AUC a positive and a negative node.
+
+    Args:
+        group_names, class_names: the groups and the classes in the user's terms (``region=south``,
+            ``approved=1``), by code; where absent the reasons say ``group 1`` and ``class 1`` (``y=1``).
     """
+
+    def group(g: int) -> str:
+        return group_names[g] if g < len(group_names) else f"group {g}"
+
+    def groups_text(codes: Sequence[int]) -> str:
+        return ", ".join(group(g) for g in codes) or "none"
+
     out: dict[str, str] = {}
     present = _groups(sens, num_groups, groups)
     if len(present) < 2:
-        out["delta_sp"] = out["gamma_sp"] = f"fewer than two groups among the nodes (present: {present})"
+        out["delta_sp"] = out["gamma_sp"] = f"fewer than two groups among the nodes (present: {groups_text(present)})"
     classes = [1] if num_classes == 2 else list(range(num_classes))
     for c in classes:
         with_c = _groups(sens[y == c], num_groups, groups)
         if len(with_c) < 2:
-            kind = "a positive (y=1) node" if num_classes == 2 else f"a node of class {c}"
+            named = class_names[c] if c < len(class_names) else f"y={c}"
+            kind = f"a positive ({named}) node" if num_classes == 2 else f"a node of class {named}"
             missing = [g for g in present if g not in with_c]
             out["delta_eo"] = out["gamma_eo"] = (
-                f"fewer than two groups have {kind} (group(s) {missing} have none), so true-positive rates "
-                "cannot be compared"
+                f"fewer than two groups have {kind} ({groups_text(missing)} "
+                f"{'has' if len(missing) == 1 else 'have'} none), so true-positive rates cannot be compared"
             )
             break
     weighed = [k for k, w in (("gamma_sp", lam), ("gamma_eo", 1 - lam)) if w > 0 and k in out]
     if weighed:
-        out["gamma"] = f"{weighed[0]} is undefined: {out[weighed[0]]}"
+        out["gamma"] = f"{_SHOWN[weighed[0]]} is undefined: {out[weighed[0]]}"
     if torch.unique(y).numel() < 2:
         out["auc"] = "the nodes hold only one class, so ROC-AUC is undefined"
     return out
+
+
+_SHOWN = {"gamma_sp": "Γ_SP", "gamma_eo": "Γ_EO"}
 
 
 def _groups(sens: Tensor, num_groups: int | None, groups: Sequence[int] | None = None) -> list[int]:
@@ -350,11 +367,14 @@ def evaluate(
     lam: float = 0.5,
     num_groups: int | None = None,
     groups: GroupsArg = None,
+    group_names: Sequence[str] = (),
+    class_names: Sequence[str] = (),
 ) -> FairnessReport:
     """All metrics for predicted probabilities ``proba: [k, C]`` of nodes with labels ``y`` and groups ``sens``.
 
     ``groups``: the fairness metrics are means over pairs of these groups only; accuracy, AUC and F1 are
-    over all the given nodes. Metrics the nodes cannot define are NaN, with the reasons in ``undefined``.
+    over all the given nodes. Metrics the nodes cannot define are NaN, with the reasons in ``undefined``, said with
+    ``group_names`` and ``class_names`` (the user's terms, by code) where given.
 
     Raises:
         NonFiniteError: ``proba`` holds NaN or inf.
@@ -363,7 +383,16 @@ def evaluate(
     require_finite(proba)
     num_classes = proba.shape[1]
     pred = proba.argmax(dim=1)
-    undefined = undefined_reasons(y, sens, num_groups=num_groups, num_classes=num_classes, groups=groups, lam=lam)
+    undefined = undefined_reasons(
+        y,
+        sens,
+        num_groups=num_groups,
+        num_classes=num_classes,
+        groups=groups,
+        lam=lam,
+        group_names=group_names,
+        class_names=class_names,
+    )
     nan = float("nan")
     g_sp = nan if "gamma_sp" in undefined else float(gamma_sp(proba, sens, num_groups=num_groups, groups=groups))
     g_eo = nan if "gamma_eo" in undefined else float(gamma_eo(proba, y, sens, num_groups=num_groups, groups=groups))

@@ -12,6 +12,7 @@ from bind_core.explain.summary import edge_lines, profile_lines
 from bind_core.fairness.records import Intervals, Metrics, MetricValues
 from bind_core.influence.records import InfluenceRow, InfluenceSummary
 from bind_core.pipeline.audit import AuditResult
+from bind_core.pipeline.caveats import METRIC_NAMES
 from bind_core.pipeline.results import AuditResults, SuppliedModel
 from bind_core.training.records import Stationarity
 
@@ -111,7 +112,7 @@ def _metric_lines(m: Metrics) -> list[str]:
     if m.intervals:
         lines += _interval_lines(m.intervals)
     for key, reason in (t.undefined or {}).items():
-        lines.append(f"  {key} undefined (–): {reason}")
+        lines.append(f"  {METRIC_NAMES.get(key, key)} undefined (–): {reason}")
     return lines
 
 

@@ -4,6 +4,7 @@ that are not finite are refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -16,6 +17,7 @@ from app.audits.failures import problem_for
 from bind_core.cli import main
 from bind_core.codec import encode, json_safe
 from bind_core.data.datasets import synthetic
+from bind_core.debiasing.debias import report
 from bind_core.errors import NonFiniteError
 from bind_core.fairness.bootstrap import bootstrap_metrics, resample_weights
 from bind_core.fairness.metrics import delta_eo, delta_sp, evaluate, worst_pairs
@@ -40,8 +42,8 @@ def test_eo_without_positives_in_a_group_is_null_with_a_reason() -> None:
     assert math.isnan(report.delta_eo) and math.isnan(report.gamma_eo) and math.isnan(report.gamma)
     doc = encode(report.values())
     assert doc["delta_eo"] is None and doc["gamma_eo"] is None and doc["gamma"] is None
-    assert "group(s) [1] have none" in doc["undefined"]["delta_eo"]
-    assert doc["undefined"]["gamma"].startswith("gamma_eo is undefined")
+    assert "(group 1 has none)" in doc["undefined"]["delta_eo"]
+    assert doc["undefined"]["gamma"].startswith("Γ_EO is undefined")
     # ΔSP and Γ_SP are defined: predicted positive rates 2/3 and 1/3; W1 of {0.9,0.2,0.6} and {0.7,0.1,0.4}.
     assert doc["delta_sp"] == pytest.approx(1 / 3) and doc["gamma_sp"] == pytest.approx(0.5 / 3)
     assert math.isnan(delta_eo(y, proba.argmax(1), sens))  # was 0.0: "perfectly fair"
@@ -49,6 +51,26 @@ def test_eo_without_positives_in_a_group_is_null_with_a_reason() -> None:
     assert math.isnan(delta_sp(proba.argmax(1), torch.zeros(6, dtype=torch.long)))  # one group: no gap
     one_group = encode(evaluate(proba, y, torch.zeros(6, dtype=torch.long), lam=0.0).values())
     assert one_group["delta_sp"] is None and one_group["gamma"] is None and "gamma_sp" in one_group["undefined"]
+
+
+def test_the_reasons_speak_the_users_terms() -> None:
+    """A label of numbers (three classes) and text groups: the audit's reasons name ``region=south`` and ``score=30``,
+    never ``group(s) [1]`` or ``class 2``."""
+    base = synthetic(120, seed=1)
+    y = base.y.clone()
+    test = base.test_idx
+    order = torch.arange(test.numel())
+    y[test] = torch.where(base.sens[test] == 0, order % 3, order % 2)  # class 2 ("30") only in group 0 among them
+    y[base.train_idx[:10]] = 2
+    graph = dataclasses.replace(
+        base, y=y, label_name="score", class_names=("10", "20", "30"), sensitive=("region",),
+        group_names=("north", "south"),
+    )  # fmt: skip
+    values = encode(report(train(graph, TrainConfig(epochs=2, polish=False)), graph))
+    reason = values["undefined"]["delta_eo"]
+    assert "a node of class score=30 (region=south has none)" in reason, reason
+    assert "[1]" not in reason and "class 1" not in reason
+    assert values["undefined"]["gamma"].startswith("Γ_EO is undefined: ")
 
 
 def test_defined_metrics_carry_no_reason() -> None:
@@ -171,5 +193,5 @@ def test_export_and_report_show_undefined_metrics() -> None:
     results = _results_around(test)
     card: Any = json_safe(model_card(results, audit_id="x").to_dict())
     entries = {e["type"]: e for e in card["quantitative_analysis"]["performance_metrics"]}
-    assert entries["delta_eo"]["value"] is None and "have none" in entries["delta_eo"]["undefined"]
+    assert entries["delta_eo"]["value"] is None and "has none" in entries["delta_eo"]["undefined"]
     assert "undefined" in render_report(results)
