@@ -31,7 +31,7 @@ STAGE_ORDER: tuple[AuditStage, ...] = get_args(AuditStage)
 
 
 class ModelSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN: "a finite number", not a bound
 
     arch: Literal["gcn", "gin", "sage", "gat"] = "gcn"
     layers: StrictInt = Field(default=1, ge=1, le=8)
@@ -41,7 +41,7 @@ class ModelSettings(BaseModel):
 
 
 class TrainingSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN: "a finite number", not a bound
 
     epochs: StrictInt = Field(
         default=1000,
@@ -119,7 +119,7 @@ PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
 class AuditCreate(BaseModel):
     """What to audit (an uploaded graph or a built-in dataset, exactly one) and how."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN: "a finite number", not a bound
 
     graph_id: uuid.UUID | None = None
     dataset: str | None = Field(default=None, min_length=1, max_length=100, pattern=PRINTABLE)

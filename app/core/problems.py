@@ -60,6 +60,13 @@ async def _on_problem(request: Request, exc: Exception) -> ProblemResponse:
 
 async def _on_validation(request: Request, exc: Exception) -> ProblemResponse:
     assert isinstance(exc, RequestValidationError)
+    for e in exc.errors():  # FastAPI locates a JSON syntax error as ("body", <character offset>): no field
+        if e.get("type") == "json_invalid":
+            at = e.get("loc", ())[-1:] or ("?",)
+            why = (e.get("ctx") or {}).get("error", "")
+            return problem_response(
+                request, ValidationProblem(f"The body is not valid JSON (at character {at[0]}: {why}).")
+            )
     errors = [{"field": _field(e.get("loc", ())), "message": str(e.get("msg", ""))} for e in exc.errors()]
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5]) or None
     return problem_response(request, ValidationProblem(detail, errors=errors))

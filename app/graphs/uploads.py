@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
+from python_multipart.multipart import parse_options_header
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
@@ -64,13 +65,28 @@ def _too_large(max_bytes: int) -> PayloadTooLarge:
     return PayloadTooLarge(f"The upload is larger than the limit of {max_bytes} bytes.")
 
 
-async def _limited(request: Request, max_bytes: int) -> AsyncGenerator[bytes, None]:
+async def _limited(request: Request, max_bytes: int, tail: bytearray) -> AsyncGenerator[bytes, None]:
+    """The body, refused past ``max_bytes``; its last :data:`TAIL` bytes kept in ``tail``."""
     received = 0
     async for chunk in request.stream():
         received += len(chunk)
         if received > max_bytes:
             raise _too_large(max_bytes)
+        tail.extend(chunk)
+        del tail[:-TAIL]
         yield chunk
+
+
+TAIL = 2048
+"""Bytes kept from the end of a multipart body to find its closing delimiter in (a boundary is at most 70 bytes; the
+rest leaves room for an epilogue)."""
+
+
+def _unclosed(content_type: str, tail: bytes | bytearray) -> bool:
+    """Whether a multipart body ends without its closing delimiter (``--boundary--``): cut off in transit, which
+    the parser would take as a complete body with its last part dropped."""
+    boundary = parse_options_header(content_type)[1].get(b"boundary", b"")
+    return bool(boundary) and b"--" + boundary + b"--" not in tail
 
 
 async def receive_upload(
@@ -98,11 +114,16 @@ async def receive_upload(
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > max_bytes:
         raise _too_large(max_bytes)
-    parser = MultiPartParser(request.headers, _limited(request, max_bytes), max_files=4, max_fields=24)
+    tail = bytearray()
+    parser = MultiPartParser(request.headers, _limited(request, max_bytes, tail), max_files=4, max_fields=24)
     try:
         form = await parser.parse()
     except MultiPartException as exc:
         raise BadRequest(f"Malformed multipart body: {exc.message}", slug="malformed-multipart") from exc
+    if _unclosed(request.headers["content-type"], tail):
+        await form.close()
+        detail = "Malformed multipart body: it ends before its closing boundary (cut off?)."
+        raise BadRequest(detail, slug="malformed-multipart")
     upload = ReceivedUpload(folder)
     try:
         errors = []

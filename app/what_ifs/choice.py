@@ -34,10 +34,11 @@ def choose(
         ProblemError: as :func:`app.influence.what_if.choose_set` and :func:`app.what_ifs.rules.rule_choice`; more
             or fewer than one of the three is a 422.
     """
+    given = [name for name, value in (("nodes", nodes), ("top", top), ("rule", rule)) if value is not None]
+    if len(given) != 1:  # said here, with all three: bind_core's choose knows only nodes and top
+        message = "nodes, top or rule: give exactly one of them"
+        raise ValidationProblem(message, errors=[{"field": f, "message": message} for f in given or ["body"]])
     chosen_by: dict[str, Any] = {"nodes": len(nodes)} if nodes is not None else {"top": top}
     if rule is not None:
-        if nodes is not None or top is not None:
-            message = "nodes, top or rule: give exactly one of them"
-            raise ValidationProblem(message, errors=[{"field": "rule", "message": message}])
         nodes, chosen_by = rule_choice(session, audit, rule)
     return choose_set(session, audit, nodes=nodes, top=top), chosen_by

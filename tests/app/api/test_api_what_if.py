@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from apihelp import assert_problem
+from apihelp import assert_problem, fields
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
@@ -48,8 +48,10 @@ def test_bad_choices_name_the_field_and_the_values(client: TestClient, auth: dic
     unknown = assert_problem(client.post(url, headers=auth, json={"nodes": ["ann", "zed"]}), 422, "validation-error")
     assert unknown["errors"][0]["field"] == "nodes" and "'zed'" in unknown["detail"]
     both = assert_problem(client.post(url, headers=auth, json={"nodes": ["ann"], "top": 1}), 422, "validation-error")
-    assert "exactly one" in both["detail"]
-    assert client.post(url, headers=auth, json={}).status_code == 422
+    assert both["detail"] == "nodes, top or rule: give exactly one of them"  # was "nodes or top: ...", no rule
+    assert fields(both) == {"nodes", "top"}
+    none = assert_problem(client.post(url, headers=auth, json={}), 422)
+    assert none["detail"] == "nodes, top or rule: give exactly one of them"
     assert client.post(url, headers=auth, json={"top": 0}).status_code == 422
     assert client.post(url, headers=auth, json={"nodes": []}).status_code == 422
 
