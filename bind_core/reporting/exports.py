@@ -11,8 +11,8 @@ model card and touch no file, network or database. A row's columns are its JSON 
 programs, a tab or a carriage return) as a formula. :func:`csv_cell` prefixes such *string* cells with a single
 quote, as OWASP recommends. Numbers are written as numbers and never escaped: a negative ΔΓ such as
 ``-0.0149`` starts with ``-`` but is a number, it stays numeric for every program that reads the file, and a
-number cannot carry a formula. Every column of an influence row is numeric today; the escaping guards string
-cells (original node ids or group names) that uploads may bring.
+number cannot carry a formula. The string cells are the user's node ids where they are text (``node_id``,
+``u_id``, ``v_id``; the Parquet columns are then ``string``, else ``int64``); every other cell is a number or a flag.
 """
 
 from __future__ import annotations
