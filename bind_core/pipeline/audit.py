@@ -37,6 +37,7 @@ from bind_core.pipeline.caveats import (
 from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_section import edges_not_computed
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
+from bind_core.pipeline.label_check import many_classes
 from bind_core.pipeline.results import AuditResults
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.pipeline.stages import (
@@ -143,8 +144,15 @@ class AuditResult:
             warnings_for(self.graph, self.config.min_group_size)
             + (scaled_inputs(self.graph) if self.supplied else [])
             + metric_warnings(self.metrics)
+            + self._label_warnings()
             + self._estimate_warnings()
         )
+
+    def _label_warnings(self) -> list[str]:
+        """A label of many classes with few nodes each (a continuous column): what its figures then describe."""
+        graph = self.graph.summary()
+        found = many_classes(graph.label, graph.class_names or [], graph.class_sizes)
+        return [] if found is None else [found]
 
     def typed(self) -> AuditResults:
         """The results, typed.

@@ -27,6 +27,7 @@ import numpy as np
 
 from bind_core.fairness.records import GroupMetrics
 from bind_core.influence.records import InfluenceSummary
+from bind_core.pipeline.label_check import many_classes
 from bind_core.pipeline.results import AuditResults, DebiasingRow, MetricValues, Validation
 from bind_core.pipeline.results_summary import (
     AttributionFinding,
@@ -62,7 +63,11 @@ def summarize(results: AuditResults) -> Summary:
     attribution = _attribution(results)
     debiasing = _debiasing(results.debiasing, results.metrics.test)
     trust = _trust(results.validation, results.influence_summary)
-    verdict = _one_class(results, positive) or _verdict(bias[0], bias[0].label_class or positive)
+    verdict = (
+        _many_classes(results, bias[0])
+        or _one_class(results, positive)
+        or _verdict(bias[0], bias[0].label_class or positive)
+    )
     lines = [verdict, *(b.text for b in bias[1:])]
     lines += [f.text for f in (attribution, debiasing) if f is not None]
     lines.append(trust.text)
@@ -269,6 +274,16 @@ def _one_class(results: AuditResults, positive: str) -> str | None:
         f"No verdict on predicted rates: the model predicts {positive} for {which} of the test nodes, so no group is "
         f"predicted it more often than another (ΔSP and ΔEO are 0 by construction){pdd}."
     )
+
+
+def _many_classes(results: AuditResults, sp: GapFinding) -> str | None:
+    """For a label of many classes with few nodes each (:func:`~bind_core.pipeline.label_check.many_classes`): no
+    verdict, saying why, then the figure as measured; ``None`` otherwise."""
+    graph = results.graph
+    found = many_classes(graph.label, graph.class_names or [], graph.class_sizes)
+    if found is None:
+        return None
+    return f"No verdict: {found}. As measured: {sp.text}"
 
 
 def _verdict(sp: GapFinding, positive: str) -> str:
