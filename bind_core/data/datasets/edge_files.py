@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from bind_core.data.datasets.compression import inner_suffix, unpacked
-from bind_core.data.datasets.edgelist import EdgeList, OnUnknown, read_edge_list
+from bind_core.data.datasets.edgelist import EdgeList, OnUnknown, read_edge_list, sample_tokens
 from bind_core.data.datasets.ingest_report import IngestReport
 from bind_core.data.datasets.limits import Limits
 from bind_core.data.datasets.node_ids import node_id_index
@@ -54,13 +54,51 @@ def ids_and_edges(
     user_ids = NodeIds(node_ids, tuple(str(k) for k in ids) if ids is not None and node_ids is None else ())
     if source is None:
         return user_ids, EdgeList(np.empty((0, 2), np.int64))
-    edge_list = _edges(source, ids=ids, num_nodes=len(table), id_column=node_id, limits=limits)
+    edge_list = _edges(source, ids=ids, num_nodes=len(table), id_column=node_id, limits=limits, table=table)
     _report_edges(edge_list, report)
     return user_ids, edge_list
 
 
+def _with_id_column(exc: GraphValidationError, table: pd.DataFrame, tokens: list[str]) -> GraphValidationError:
+    """``exc`` (an edge list read as row positions) with the advice to name the node-id column, where one column of
+    the table holds most of the edge list's values, each once; else ``exc`` itself."""
+    sample = set(tokens)
+    if not sample:
+        return exc
+    for column in table.columns:
+        values = table[column]
+        if values.isna().any() or not values.is_unique:
+            continue
+        text = set(values.astype(str).tolist())
+        if len(sample & text) >= max(2, 0.9 * (len(sample) - 2)):  # a header line's two names need not match
+            hint = Message.of(
+                f"; the edge list's values are the values of column {column!r} of the node table, whose every row has "
+                "its own: to match the edges by them, name it as the node-id column (",
+                Option("node_id", str(column)),
+                ")",
+            )
+            return GraphValidationError(
+                exc.field,
+                Message.of(exc.message, hint),
+                value=exc.value,
+                column=exc.column,
+                file=exc.file,
+                rows=exc.rows,
+                values=exc.values,
+                count=exc.count,
+                suggestions=exc.suggestions,
+            )
+    return exc
+
+
 def _edges(
-    source: EdgeSource, *, ids: pd.Index | None, num_nodes: int, id_column: str | None, limits: Limits
+    source: EdgeSource,
+    *,
+    ids: pd.Index | None,
+    num_nodes: int,
+    id_column: str | None,
+    limits: Limits,
+    table: pd.DataFrame | None = None,
 ) -> EdgeList:
     shown = source.shown
     if inner_suffix(source.path) in (".npz", ".parquet", ".pq"):
@@ -68,15 +106,20 @@ def _edges(
             "edges", f"{shown}: an edge list is a text file (CSV, TSV or whitespace)", file=shown
         )
     with unpacked(source.path, field="edges", shown=shown, max_bytes=limits.unpacked_bytes) as plain:
-        edge_list = read_edge_list(
-            plain,
-            ids=ids,
-            num_nodes=num_nodes,
-            id_column=id_column,
-            on_unknown=source.on_unknown,
-            max_edges=limits.edges,
-            shown=shown,
-        )
+        try:
+            edge_list = read_edge_list(
+                plain,
+                ids=ids,
+                num_nodes=num_nodes,
+                id_column=id_column,
+                on_unknown=source.on_unknown,
+                max_edges=limits.edges,
+                shown=shown,
+            )
+        except GraphValidationError as exc:
+            if ids is not None or table is None:
+                raise
+            raise _with_id_column(exc, table, sample_tokens(plain)) from exc
     if edge_list.edges.shape[0] == 0 and not source.allow_no_edges:
         why = (
             f"every one of its {edge_list.rows} edge row(s) names an unknown node"

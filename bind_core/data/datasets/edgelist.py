@@ -375,6 +375,20 @@ def _differ_in_spaces(unknown: np.ndarray, ids: pd.Index | None) -> str:
     return ""
 
 
+def sample_tokens(path: str | Path, rows: int = 1000) -> list[str]:
+    """The node columns' values of an edge list's first ``rows`` rows, as written (a header line included), for
+    guessing which column of a node table they name; empty when the file cannot be read."""
+    path = Path(path)
+    try:
+        first = _first_line(path, "edges", path.name)
+        if first is None:
+            return []
+        frame = _read_tokens(path, _separator(first[1]), max_edges=rows, field="edges", shown=path.name, exact=True)
+    except BindError:
+        return []
+    return [str(t) for t in frame.iloc[:rows, :2].to_numpy(dtype=object).reshape(-1).tolist()]
+
+
 def read_edges(
     path: str | Path, *, ids: pd.Index | None = None, max_edges: int | None = None, field: str = "edges"
 ) -> np.ndarray:

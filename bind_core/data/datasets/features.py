@@ -175,14 +175,21 @@ def _one_hot(
     present = series[~missing].astype(str)
     categories = sorted(set(present.tolist()))
     if len(categories) > cap:
+        ids = len(categories) == len(present)  # every row its own value: node ids, not a category
         message = Message.of(
             f"{file}, column {column!r} holds text with {len(categories)} distinct values (e.g. "
-            f"{', '.join(map(repr, categories[:5]))}), more than the {cap} that are one-hot encoded; leave it out "
-            "by listing the feature columns (",
+            f"{', '.join(map(repr, categories[:5]))}), more than the {cap} that are one-hot encoded; ",
+            *(
+                ("every row has its own value, as node ids do: if the edge list names the nodes by them, name it as "
+                 "the node-id column (", Option("node_id", column), "), which is not a feature; otherwise ")
+                if ids
+                else ()
+            ),
+            "leave it out by listing the feature columns (",
             _FEATURES,
             "), or raise ",
             Option("max_categories"),
-        )
+        )  # fmt: skip
         raise GraphValidationError("features", message, column=column, file=file)
     rows = np.flatnonzero(missing)
     if rows.size and not impute:

@@ -185,6 +185,22 @@ def test_text_node_ids_are_kept_as_written(tmp_path: Path, suffix: str) -> None:
     assert "edge endpoint 'padded' is not a node id; '  padded ' is (they differ in spaces" in str(err)
 
 
+def test_a_forgotten_node_id_column_is_suggested(tmp_path: Path) -> None:
+    """Text ids in a column ``uid`` and edges by them, without ``node_id``: both errors advise ``node_id='uid'``."""
+    table = _table()
+    table["uid"] = [f"user_{i}" for i in range(N)]
+    nodes = tmp_path / "nodes.csv"
+    table.to_csv(nodes, index=False)
+    edges = _write(tmp_path / "e.csv", "src,dst\n" + "".join(f"user_{a},user_{b}\n" for a, b in _ring()))
+    err = _error(_build, nodes, edges)  # uid taken as a feature: too many categories, and it looks like ids
+    assert err.field == "features" and "every row has its own value, as node ids do" in str(err)
+    assert "(--node-id uid)" in err.text(flag) and "node_id='uid'" in str(err)
+    err = _error(_build, nodes, edges, features="age,score")  # the edges read as row positions
+    assert err.field == "edges" and "values that are not integer node positions" in str(err)
+    assert "the values of column 'uid' of the node table" in str(err) and "(--node-id uid)" in err.text(flag)
+    assert _build(nodes, edges, node_id="uid").num_edges == N  # following the advice works
+
+
 def test_parquet_and_split_column(tmp_path: Path, edges_txt: Path) -> None:
     table = _table()
     table["part"] = (["train", "VAL", "test", "", "other"] * N)[:N]
