@@ -52,6 +52,7 @@ def cmd_run(argv: list[str]) -> int:
     """``bind-audit run``: bind_core's command line, plus the CI gates of ``submit`` (``--fail-on``, ``--junit``:
     :mod:`app.gates`) judged on the audit's ``--json`` document (a temporary one when none is asked for)."""
     from bind_core.cli import main as core_main
+    from bind_core.cli_errors import unwritable
 
     gates = argparse.ArgumentParser(prog="bind-audit run", add_help=False, allow_abbrev=False)  # --j is not --junit
     gates.add_argument("--fail-on", action="append", type=parse_rule, default=[])
@@ -68,6 +69,8 @@ def cmd_run(argv: list[str]) -> int:
         if known.junit:
             gates.error("--junit needs --fail-on")
         return int(core_main(rest) or 0)
+    if known.junit and (why := unwritable(known.junit)) is not None:  # before the audit, not after it
+        gates.error(f"--junit: cannot write {known.junit}: {why}")
     with tempfile.TemporaryDirectory(prefix="bind-run-") as scratch:
         asked = _json_flag(rest)
         json_path = asked or str(Path(scratch) / "audit.json")

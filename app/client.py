@@ -246,6 +246,13 @@ def main(args: argparse.Namespace) -> int:
     if not args.key:
         print("bind-audit: an API key is needed (--key or BIND_API_KEY)", file=sys.stderr)
         return AUDIT_FAILED
+    from bind_core.cli_errors import unwritable  # here: the client's other commands need no bind_core
+
+    for option, path in (("--junit", args.junit), ("--output", getattr(args, "output", None))):
+        why = None if path is None else unwritable(path)
+        if why is not None:  # before the audit is waited for or the report fetched
+            print(f"bind-audit: {option}: cannot write {path}: {why}", file=sys.stderr)
+            return AUDIT_FAILED
     headers = {"Authorization": f"Bearer {args.key}"}
     with httpx.Client(base_url=args.url, headers=headers, timeout=60.0) as http:
         return run(args, http)

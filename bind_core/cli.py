@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from bind_core.cli_errors import cli_text, flag
+from bind_core.cli_errors import cli_text, flag, unwritable
 from bind_core.cli_threads import add_thread_options, set_threads
 from bind_core.codec import encode, json_safe
 from bind_core.data import datasets
@@ -264,6 +264,8 @@ def one_line(exc: BaseException) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     """The audit of ``args``, printed (and written); every error on bad input is a :class:`BindError`."""
+    if args.json is not None and (why := unwritable(args.json)) is not None:  # before the audit, not after it
+        raise ConfigError(f"--json: cannot write {args.json}: {why}")
     graph, report = _load(args)
     deletion_threads = set_threads(args, graph.num_nodes)
     for note in report.notes(flag) if report is not None else []:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+from pathlib import Path
 
 from bind_core.errors import GraphValidationError, Option
 
@@ -50,3 +52,21 @@ def cli_text(exc: BaseException) -> str:
     if isinstance(exc, GraphValidationError) and hasattr(exc, "message"):
         return f"{FLAGS.get(exc.field, exc.field)}: {exc.text(flag)}"
     return str(exc)  # a subclass with a constructor of its own may set neither
+
+
+def unwritable(path: str | os.PathLike[str]) -> str | None:
+    """Why no file can be written at ``path``, checked before the work whose output it is (a missing folder, a
+    folder where the file should be, no permission), or ``None`` where it can."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        return f"{target} is a folder"
+    if not folder.exists():
+        return f"the folder {folder} does not exist"
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    if target.exists() and not os.access(target, os.W_OK):
+        return f"{target} is not writable"
+    if not target.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None

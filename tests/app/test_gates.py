@@ -113,3 +113,26 @@ def test_bind_audit_run_takes_the_same_gates(tmp_path: Path, capsys: pytest.Capt
     with pytest.raises(SystemExit):
         cmd_run([*FAST_RUN, "--junit", str(junit)])
     assert "--junit needs --fail-on" in capsys.readouterr().err
+
+
+def test_unwritable_output_files_are_refused_before_the_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run --junit`` and ``report --output`` into a missing folder exit 2 before the audit runs or the server is
+    asked."""
+    import bind_core.cli
+    from app import client
+
+    def never(*_: Any, **__: Any) -> int:
+        raise AssertionError("the work ran before the output path was checked")
+
+    monkeypatch.setattr(bind_core.cli, "main", never)
+    missing = tmp_path / "missing"
+    with pytest.raises(SystemExit) as stopped:
+        cmd_run([*FAST_RUN, "--fail-on", "delta_sp>0.1", "--junit", str(missing / "gates.xml")])
+    assert stopped.value.code == 2 and f"--junit: cannot write {missing / 'gates.xml'}" in capsys.readouterr().err
+    monkeypatch.setattr(client, "run", never)
+    args = build_parser().parse_args(["report", "a1", "--key", "k", "-o", str(missing / "r.html")])
+    assert client.main(args) == client.AUDIT_FAILED
+    err = capsys.readouterr().err
+    assert f"--output: cannot write {missing / 'r.html'}: the folder {missing} does not exist" in err

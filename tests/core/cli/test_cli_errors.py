@@ -330,3 +330,21 @@ def test_other_exceptions_are_bugs_and_keep_their_traceback(tmp_path: Path, monk
     argv = _patch_where("run_audit", tmp_path, monkeypatch, RuntimeError("a bug"))
     with pytest.raises(RuntimeError, match="a bug"):
         main(argv)
+
+
+def test_an_unwritable_json_path_is_refused_before_the_audit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json`` into a missing folder (or onto a folder) exits 2 before the graph is read or the audit runs."""
+
+    def never(*_: Any, **__: Any) -> NoReturn:
+        raise AssertionError("the audit ran before the output path was checked")
+
+    monkeypatch.setattr(cli, "_load", never)
+    monkeypatch.setattr(cli, "run_audit", never)
+    assert main([*GRAPH, *FAST, "--json", str(tmp_path / "missing" / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(PREFIX + "--json: cannot write ")
+    assert f"the folder {tmp_path / 'missing'} does not exist" in err
+    assert main([*GRAPH, *FAST, "--json", str(tmp_path)]) == 2
+    assert f"{tmp_path} is a folder" in capsys.readouterr().err
