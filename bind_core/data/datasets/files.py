@@ -54,7 +54,13 @@ from bind_core.data.datasets.limits import Limits
 from bind_core.data.datasets.npz import load_npz
 from bind_core.data.datasets.scaling import column_ranges, minmax_scale
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED, paper_split
-from bind_core.data.datasets.tables import read_node_table, require_columns
+from bind_core.data.datasets.tables import (
+    SEPARATORS,
+    TABLE_SUFFIXES,
+    read_node_table,
+    require_columns,
+    table_separator,
+)
 from bind_core.data.graph import Graph
 from bind_core.errors import GraphValidationError, Message, Option
 
@@ -134,7 +140,7 @@ def ingest_files(
     rules = _Rules(unlabeled, impute_missing, max_categories, sensitive_bins, max_sensitive_values, split_seed, scale)
     source = None if edges is None else EdgeSource(Path(edges), edges_name, on_unknown_nodes, allow_no_edges)
     shown, report = nodes_name or nodes.name, IngestReport()
-    table = _node_table(nodes, shown, node_id, limits)
+    table = _node_table(nodes, shown, node_id, limits, report)
     graph_parts = _graph_parts(table, named, rules, shown, report)
     user_ids, edges_read = ids_and_edges(table, node_id, source, shown, limits, report)
     split_idx = _splits(table, named, graph_parts.y, rules.split_seed, shown, report)
@@ -201,10 +207,17 @@ def _ingest_npz(
     return Ingested(graph, IngestReport())
 
 
-def _node_table(nodes: Path, shown: str, node_id: str | None, limits: Limits) -> pd.DataFrame:
-    """The node table, read (unpacked first when compressed) within the limits; the id column as text."""
+def _node_table(nodes: Path, shown: str, node_id: str | None, limits: Limits, report: IngestReport) -> pd.DataFrame:
+    """The node table, read (unpacked first when compressed) within the limits; the id column as text. A CSV/TSV
+    whose header is separated otherwise than its suffix says is read so, and the report says it."""
     with unpacked(nodes, field="nodes", shown=shown, max_bytes=limits.unpacked_bytes) as plain:
         text = [node_id] if node_id is not None else []
+        sep, usual = table_separator(plain), TABLE_SUFFIXES.get(plain.suffix.lower())
+        if sep != usual and sep is not None and usual is not None:
+            report.hints.append(
+                f"{shown} read as separated by {SEPARATORS[sep]}: its header line holds no {SEPARATORS[usual]} "
+                f"(the {plain.suffix.lower()} suffix's separator) but {SEPARATORS[sep]}"
+            )
         return read_node_table(
             plain, max_nodes=limits.nodes, max_columns=limits.columns, shown=shown, text_columns=text
         )

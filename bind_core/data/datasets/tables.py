@@ -87,6 +87,31 @@ def header_columns(path: str | Path, sep: str, *, stop_after: int | None = None)
             pos += 1
 
 
+SEPARATORS = {",": "','", ";": "';'", "\t": "tabs"}
+"""The separators a CSV/TSV node table may use, as messages name them."""
+
+
+def table_separator(path: str | Path) -> str | None:
+    """The separator a node table is read with: its suffix's (``.csv`` a comma, ``.tsv`` a tab), unless its header
+    line holds none of it but holds another of :data:`SEPARATORS` (a semicolon-separated CSV as spreadsheets in many
+    locales save it, a TSV saved as ``.csv``): then the one the header holds most. A header without its suffix's
+    separator would be one column, which no node table is. ``None`` for Parquet."""
+    path = Path(path)
+    sep = TABLE_SUFFIXES.get(path.suffix.lower())
+    if sep is None:
+        return None
+    try:
+        with path.open("r", encoding="utf-8", errors="replace", newline="") as handle:
+            header = next((line for line in handle if line.strip()), "")[:65536]
+    except OSError:
+        return sep
+    if sep in header:
+        return sep
+    counts = {c: header.count(c) for c in SEPARATORS if c != sep}
+    best = max(counts, key=lambda c: counts[c])
+    return best if counts[best] else sep
+
+
 def _match(pattern: re.Pattern[bytes], data: mmap.mmap, pos: int) -> re.Match[bytes]:
     match = pattern.match(data, pos)  # both patterns match the empty string
     assert match is not None
@@ -157,7 +182,7 @@ def _read_frame(
         check_limit(field, "columns", int(meta.num_columns), max_columns)
         check_limit(field, "rows", int(meta.num_rows), max_nodes)
         return pd.read_parquet(path)
-    sep = TABLE_SUFFIXES[suffix]
+    sep = table_separator(path)
     assert sep is not None
     check_limit(field, "columns", header_columns(path, sep, stop_after=max_columns), max_columns)
     header = pd.read_csv(path, sep=sep, nrows=0, encoding="utf-8")

@@ -201,6 +201,20 @@ def test_a_forgotten_node_id_column_is_suggested(tmp_path: Path) -> None:
     assert _build(nodes, edges, node_id="uid").num_edges == N  # following the advice works
 
 
+@pytest.mark.parametrize(("sep", "said"), [(";", "';'"), ("\t", "tabs")])
+def test_a_csv_separated_by_semicolons_or_tabs_is_read_and_said(
+    nodes_csv: Path, edges_txt: Path, tmp_path: Path, sep: str, said: str
+) -> None:
+    other = tmp_path / "other.csv"
+    _table().to_csv(other, index=False, sep=sep)
+    ingested = ingest_files(other, edges_txt, label="outcome", sensitive="gender")
+    usual = from_files(nodes_csv, edges_txt, label="outcome", sensitive="gender")
+    assert ingested.graph.feature_names == usual.feature_names and torch.equal(ingested.graph.x, usual.x)
+    assert f"other.csv read as separated by {said}: its header line holds no ','" in ingested.report.notes()[-1]
+    plain = ingest_files(nodes_csv, edges_txt, label="outcome", sensitive="gender")
+    assert not any("separated" in n for n in plain.report.notes())  # a comma CSV: nothing to say
+
+
 def test_parquet_and_split_column(tmp_path: Path, edges_txt: Path) -> None:
     table = _table()
     table["part"] = (["train", "VAL", "test", "", "other"] * N)[:N]
