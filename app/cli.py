@@ -52,7 +52,7 @@ def cmd_run(argv: list[str]) -> int:
     """``bind-audit run``: bind_core's command line, plus the CI gates of ``submit`` (``--fail-on``, ``--junit``:
     :mod:`app.gates`) judged on the audit's ``--json`` document (a temporary one when none is asked for)."""
     from bind_core.cli import main as core_main
-    from bind_core.cli_errors import unwritable
+    from bind_core.cli import unwritable
 
     gates = argparse.ArgumentParser(prog="bind-audit run", add_help=False, allow_abbrev=False)  # --j is not --junit
     gates.add_argument("--fail-on", action="append", type=parse_rule, default=[])

@@ -242,12 +242,28 @@ def add_commands(sub: Any) -> None:
         command.set_defaults(func=main)
 
 
+def unwritable(path: str | os.PathLike[str]) -> str | None:
+    """Why no file can be written at ``path`` (a missing folder, a folder where the file should be, no permission),
+    or ``None``: ``bind_core.cli.unwritable``'s rule, here so that the client loads no bind_core (and no torch)."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        return f"{target} is a folder"
+    if not folder.exists():
+        return f"the folder {folder} does not exist"
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    if target.exists() and not os.access(target, os.W_OK):
+        return f"{target} is not writable"
+    if not target.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     if not args.key:
         print("bind-audit: an API key is needed (--key or BIND_API_KEY)", file=sys.stderr)
         return AUDIT_FAILED
-    from bind_core.cli_errors import unwritable  # here: the client's other commands need no bind_core
-
     for option, path in (("--junit", args.junit), ("--output", getattr(args, "output", None))):
         why = None if path is None else unwritable(path)
         if why is not None:  # before the audit is waited for or the report fetched

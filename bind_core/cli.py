@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from bind_core.cli_errors import cli_text, flag, unwritable
+from bind_core.cli_errors import cli_text, flag
+from bind_core.cli_errors import unwritable as unwritable  # re-exported: app.cli checks --junit with it
 from bind_core.cli_threads import add_thread_options, set_threads
 from bind_core.codec import encode, json_safe
 from bind_core.data import datasets
