@@ -68,9 +68,9 @@ direction descends, so a small enough step always does."""
 
 
 FINISH_EVALUATIONS = 300
-"""Evaluations at most of the L-BFGS finish (:meth:`Stepper._finish`) of a deletion whose chord steps ran out, or of an
-edge's whose stalled: a deletion the damped curvature's coordinates bring to its minimum took 3–160 evaluations on
-``synthetic(600, seed=3)``'s two-layer SAGE and GIN, one without a minimum near ``θ̂`` 34–134 to leave its reach."""
+"""Evaluations at most of the L-BFGS finish (:meth:`Stepper._finish`) of a deletion whose chord steps stopped short:
+a deletion the damped curvature's coordinates bring to its minimum took 3–160 evaluations on ``synthetic(600,
+seed=3)``'s two-layer SAGE and GIN, one without a minimum near ``θ̂`` 34–134 to leave its reach."""
 
 
 STALL_HALVINGS = 4
@@ -112,7 +112,7 @@ class Deletion:
     residual: float
     """The proximal gradient's largest entry at the weights reached: settled when at most the stepper's ``tol``."""
     finished: int = 0
-    """The L-BFGS finish's evaluations (0: the chord steps settled, stalled, or the deletion was not finished)."""
+    """The L-BFGS finish's evaluations (0: the chord steps settled)."""
     far: str | None = None
     """Why the deletion has no minimum near ``θ̂`` (its finish carried the weights beyond reach of them), else
     ``None``. Such a deletion has no proximal response: its ``delta`` is NaN (no value answers the question), its
@@ -281,11 +281,11 @@ class Stepper:
         removed; the training nodes within ``hops − 1`` of an endpoint (one hop less than for a deleted node: the
         endpoints stay) have their losses changed. The edges the audit settles are the most extreme by their
         first-order value, whose first step can overshoot far (a move in Γ of ~1 where the answer is ~0.04); where
-        the chord steps stall there, L-BFGS on the same proximal objective finishes (``finish``)."""
+        the chord steps stall there, the L-BFGS finish takes over, as for a node."""
         fm, g = self.fm, self.fm.graph
         pairs = torch.as_tensor(edges, dtype=torch.long).reshape(-1, 2)
         reduced = fm.module.prepare(g.without_edges(pairs), fm.theta.dtype, fm.device)
-        return self._settle(reduced, torch.zeros(self.m, dtype=torch.bool), finish=True)
+        return self._settle(reduced, torch.zeros(self.m, dtype=torch.bool))
 
     def _settle(
         self,
@@ -293,19 +293,17 @@ class Stepper:
         gone: Tensor,
         part: GraphInputs | None = None,
         *,
-        finish: bool = False,
         changed: Tensor | None = None,
     ) -> Deletion:
         """Damped steps towards the proximal optimum on the reduced graph (``reduced``: its inputs in the full
         graph's numbering; ``part``: those of its training nodes' computation graph, where the objective is
         evaluated when given), the training positions ``gone`` (a mask) deleted with their losses, every other one
         kept with its loss on the reduced graph; Γ exactly at the weights reached. A deletion whose chord steps stop
-        above ``tol`` is finished by L-BFGS on the same objective (:meth:`_finish`) where the model is smooth
-        (:attr:`mixes`), or with ``finish`` (an edge, whatever the model); on a model with kinks the minimum lies
-        where no gradient vanishes, and L-BFGS wanders there (on a PyG ReLU GCN a node's finish spent its 300
-        evaluations and moved its value by 8% of the largest); where the finish leaves ``θ̂``'s reach the deletion
-        has no minimum near it (:attr:`Deletion.far`). ``changed``: the rows whose aggregated features the deletion
-        changed (:meth:`GraphReducer.reduce`), when known."""
+        above ``tol`` is finished by L-BFGS on the same objective (:meth:`_finish`): for a smooth model to its
+        minimum, for a model with kinks (not :attr:`mixes`), whose minimum lies where no gradient vanishes, to the
+        lowest objective it finds; where the finish leaves ``θ̂``'s reach the deletion has no minimum near it
+        (:attr:`Deletion.far`). ``changed``: the rows whose aggregated features the deletion changed
+        (:meth:`GraphReducer.reduce`), when known."""
         fm, m = self.fm, self.m
         objective = self._objective(reduced, ~gone.to(fm.device), part, changed)
         # F at θ̂ on G − S: F(θ) = B(θ) − c_S(θ)/m + (μ/2)·‖θ − θ̂‖² + const, so its gradient at θ̂ gives ∇c_S(θ̂)
@@ -316,10 +314,12 @@ class Stepper:
         first_step = self.solve_damped(grad_c) / m
         at, grad_f, moved, taken = self._chord_steps(objective, value, grad_f, unchanged)
         residual, finished, far = float(grad_f.abs().max()), 0, None
-        if residual > self.tol and (finish or self.mixes):  # L-BFGS finishes (a smooth model's, or an edge's)
+        if residual > self.tol:  # L-BFGS finishes what the chord steps left
             found = self._finish(objective, at)
             finished, far = found.evaluations, found.far
-            if far is None and found.largest < residual:  # where it left θ̂'s reach, the chord's end point stays
+            # its best point: by the gradient where the model is smooth, by the objective where it has kinks (its
+            # first evaluation is the chord's end point, so never worse); where it left θ̂'s reach the end point stays
+            if far is None and (found.largest < residual if self.mixes else found.evaluations > 0):
                 at, residual, moved = found.weights, found.largest, None
         with torch.no_grad():
             direct = self.gammas(unchanged) - self.base_gamma
@@ -342,8 +342,9 @@ class Stepper:
 
     def _finish(self, objective: Callable[[Tensor], Evaluation], at: Tensor) -> Found:
         """L-BFGS on the proximal ``objective`` from ``at``, where the chord steps stopped short, in the damped
-        curvature's coordinates (:func:`~bind_core.influence.lbfgs.minimise`, :data:`FINISH_EVALUATIONS` at most);
-        its ``far`` says the objective has no minimum near ``θ̂``."""
+        curvature's coordinates (:func:`~bind_core.influence.lbfgs.minimise`, :data:`FINISH_EVALUATIONS` at most),
+        its best point by the gradient for a smooth model and by the objective for one with kinks; its ``far`` says
+        the objective has no minimum near ``θ̂``."""
 
         def evaluate(weights: Tensor) -> tuple[Tensor, Tensor]:
             value, grad, _ = objective(weights)
@@ -358,6 +359,7 @@ class Stepper:
             tol=self.tol,
             max_iter=FINISH_EVALUATIONS,
             budget=FINISH_EVALUATIONS,
+            by_value=not self.mixes,
         )
 
     def _objective(

@@ -5,6 +5,7 @@ self-check inside its noise or too low)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from bind_core.data.graph import Graph
 from bind_core.data.groups import exclusion_warnings, included_groups, test_group_positives
@@ -12,6 +13,7 @@ from bind_core.data.labels import group_label
 from bind_core.debiasing.records import Validation
 from bind_core.fairness.records import Metrics
 from bind_core.influence import InfluenceResult
+from bind_core.influence.lbfgs import CHANGE, PATIENCE
 from bind_core.influence.records import Refinement
 from bind_core.influence.step import FINISH_EVALUATIONS, STALL_HALVINGS, STALL_SHARE
 from bind_core.models.gnn import ModelConfig
@@ -268,21 +270,30 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
             "summary, the profile and the self-check, and debiasing never picks them" + _far_hint(far, influence)
         )
     if d.get("unsettled", 0) > far:
-        stalled = int(d.get("stalled") or 0)
-        ran_out = d["unsettled"] - stalled - far
-        why = (
-            f"each step had to be halved at least {STALL_HALVINGS} times and moved the weights by at most "
-            f"{STALL_SHARE:.0%} of their way from the given weights"
-            if d.get("mixed")
-            else "as where the objective's minimum lies on a ReLU model's kinks, where no gradient vanishes"
-        )
-        finish = f" and the L-BFGS finish's {FINISH_EVALUATIONS} evaluations" if d.get("mixed") else ""
-        how = [f"{stalled} stalled before their {d['steps_max']} steps (they stopped making progress, {why})"]
-        how = how if stalled else []
-        how += [f"{ran_out} ran out of their {d['steps_max']} steps{finish}"] if ran_out else []
-        out.append(
-            f"{d['unsettled'] - far} of {influence.delta.numel()} nodes' steps did not settle (largest remaining "
-            f"gradient entry {d['max_residual']:.1e}): {' and '.join(how)}; their values are approximate (their rows "
-            "say settled: false; the reports mark them †)"
-        )
+        out.append(_unsettled_warning(d, far, influence.delta.numel()))
     return out
+
+
+def _unsettled_warning(d: dict[str, Any], far: int, m: int) -> str:
+    """The deletions with a value that did not settle: why (a smooth model's steps stalled or ran out, and the finish
+    with them; a model with kinks has no vanishing gradient at its minimum) and what their values are."""
+    unsettled, steps = int(d["unsettled"]) - far, d["steps_max"]
+    head = f"{unsettled} of {m} nodes' steps did not settle (largest remaining gradient entry {d['max_residual']:.1e})"
+    tail = "their values are approximate (their rows say settled: false; the reports mark them †)"
+    if not d.get("mixed"):  # a model with kinks: no gradient vanishes at the minimum, the finish goes by the objective
+        return (
+            f"{head}: on a model with kinks the objective's minimum lies on its kinks, where no gradient vanishes, "
+            "so their chord steps and then L-BFGS stopped at the lowest objective they found (once "
+            f"{PATIENCE} evaluations in a row lowered it by less than {CHANGE:g} of its value, or after "
+            f"{FINISH_EVALUATIONS}); {tail}"
+        )
+    stalled = int(d.get("stalled") or 0)
+    ran_out = unsettled - stalled
+    why = (
+        f"each step had to be halved at least {STALL_HALVINGS} times and moved the weights by at most "
+        f"{STALL_SHARE:.0%} of their way from the given weights"
+    )
+    how = [f"{stalled} stalled before their {steps} steps (they stopped making progress, {why})"] if stalled else []
+    how += [f"{ran_out} ran out of their {steps} steps and the L-BFGS finish's {FINISH_EVALUATIONS} evaluations"]
+    how = how if ran_out else how[:-1]
+    return f"{head}: {' and '.join(how)}; {tail}"
