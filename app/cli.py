@@ -304,6 +304,8 @@ def configure_cli_logging() -> None:
     """Plain lines for the commands; ``serve``'s API swaps this handler for its own (BIND_LOG_FORMAT)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    for chatty in ("httpx", "httpcore"):  # a line per request beside the client commands' own progress line
+        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
