@@ -29,7 +29,8 @@ def create_schedule(
     body: ScheduleCreate, response: Response, session: SessionDep, tenant: AuditorTenant, settings: SettingsDep
 ) -> Any:
     """Schedule an audit of a graph's latest version (``graph_name``) or a dataset, every
-    ``interval_seconds`` (the first run at once) or on a ``cron`` expression (UTC)."""
+    ``interval_seconds`` (the first run at once) or on a ``cron`` expression (UTC). A ``graph_name`` with no graph
+    of that name is a 422 naming it, as for ``POST /v1/audits``."""
     row = service.create_schedule(session, tenant, body, settings=settings)
     response.headers["Location"] = f"/v1/schedules/{row.id}"
     return row

@@ -20,6 +20,7 @@ from app.core.errors import Conflict, NotFound, ValidationProblem
 from app.core.pagination import newest_first
 from app.core.settings import Settings
 from app.datasets.lookup import present_dataset
+from app.graphs.versions import resolve_name
 from app.schedules.schemas import Breach, RunRead, ScheduleCreate
 from app.schedules.slots import check_cron, check_interval_floor, first_slot
 from app.webhooks.thresholds import breaches, test_metrics
@@ -29,12 +30,19 @@ _SOURCE_KEYS = {"graph_id", "graph_name", "dataset", "model_id"}
 
 
 def create_schedule(session: Session, tenant: Tenant, body: ScheduleCreate, *, settings: Settings) -> Schedule:
-    """Insert an active schedule after checking its audit settings, source and timing (422 otherwise)."""
+    """Insert an active schedule after checking its audit settings, source and timing (422 otherwise).
+
+    The source must exist now: a ``graph_name`` with no graph of that name for the tenant is the ``422`` naming
+    ``graph_name`` that ``POST /v1/audits`` gives (:func:`~app.graphs.versions.resolve_name`). A graph deleted
+    later does not stop the schedule: that slot's audit fails with ``graph-not-found`` (``scheduler.py``).
+    """
     config = _config(body.audit)
     if body.cron is not None and (why := check_cron(body.cron)) is not None:
         raise ValidationProblem(f"cron: {why}.", errors=[{"field": "cron", "message": why}])
     check_interval_floor(interval_seconds=body.interval_seconds, cron=body.cron, settings=settings)
     dataset = present_dataset(body.dataset, settings) if body.dataset is not None else None
+    if body.graph_name is not None:
+        resolve_name(session, tenant, body.graph_name)
     now = utcnow()
     row = Schedule(
         tenant_id=tenant.id,

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from bind_it import ROOT, WorkerPool
+from bind_it import ROOT, WorkerPool, synthetic_npz
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -50,17 +50,22 @@ def claims(log: Path) -> list[tuple[str, str, str]]:
 def test_standalone_schedulers_and_a_worker_thread_start_each_slot_once(
     client: TestClient, workers: WorkerPool, database_url: str
 ) -> None:
+    # Graphs deleted once their schedules were made (a name that never existed is refused at creation): each
+    # slot's audit is recorded failed at once, so no audit runs and the test measures only how slots are claimed.
+    # All of it before any scheduler starts, so that none takes a slot while its graph still exists.
+    ids = []
+    for _ in range(3):
+        name = f"absent-{uuid.uuid4().hex[:8]}"
+        graph = client.post("/v1/graphs", files={"npz": ("a.npz", synthetic_npz(60, seed=1))}, data={"name": name})
+        assert graph.status_code == 201, graph.text
+        body = {"graph_name": name, "interval_seconds": 1, "audit": {"budgets": [1]}}
+        response = client.post("/v1/schedules", json=body)
+        assert response.status_code == 201, response.text
+        assert client.delete(f"/v1/graphs/{graph.json()['id']}").status_code == 204
+        ids.append(response.json()["id"])
     env = {**workers.env, "BIND_SCHEDULER_INTERVAL": TICK, "BIND_LOG_FORMAT": "text"}
     standalone = [start_scheduler(env, workers.folder, f"scheduler{i}-{uuid.uuid4().hex[:6]}") for i in range(2)]
     worker = workers.start(BIND_SCHEDULER_INTERVAL=TICK)
-    # Graph names that do not exist: each slot's audit is recorded failed at once, so no audit runs and the
-    # test measures only how slots are claimed.
-    ids = []
-    for _ in range(3):
-        body = {"graph_name": f"absent-{uuid.uuid4().hex[:8]}", "interval_seconds": 1, "audit": {"budgets": [1]}}
-        response = client.post("/v1/schedules", json=body)
-        assert response.status_code == 201, response.text
-        ids.append(response.json()["id"])
     time.sleep(6)
     for schedule_id in ids:
         assert client.post(f"/v1/schedules/{schedule_id}/pause").json()["state"] == "paused"

@@ -45,9 +45,15 @@ def wait_runs(client: TestClient, schedule_id: str, ok: Any, pool: WorkerPool, t
 
 
 def test_two_schedulers_never_run_a_slot_twice(client: TestClient, database_url: str) -> None:
-    # A graph name that does not exist: each slot's audit is recorded failed at once, nothing is sent.
-    body = {"graph_name": "no-such-graph", "interval_seconds": 60, "audit": TINY}
-    schedule_id = client.post("/v1/schedules", json=body).json()["id"]
+    # A graph deleted after the schedule was made (a name that never existed is refused at creation): each slot's
+    # audit is recorded failed at once, nothing is sent, and the schedule itself carries on.
+    upload = client.post("/v1/graphs", files={"npz": ("s.npz", synthetic_npz(200, seed=7))}, data={"name": "gone"})
+    assert upload.status_code == 201, upload.text
+    body = {"graph_name": "gone", "interval_seconds": 60, "audit": TINY}
+    created = client.post("/v1/schedules", json=body)
+    assert created.status_code == 201, created.text
+    schedule_id = created.json()["id"]
+    assert client.delete(f"/v1/graphs/{upload.json()['id']}").status_code == 204
     sessions = session_factory(engine_for(database_url))
     at = datetime.fromisoformat(client.get(f"/v1/schedules/{schedule_id}").json()["next_run_at"])
     barrier = threading.Barrier(2)
@@ -70,7 +76,8 @@ def test_two_schedulers_never_run_a_slot_twice(client: TestClient, database_url:
     assert len(items) == 1, items
     assert items[0]["state"] == "failed" and datetime.fromisoformat(items[0]["slot_time"]) == at
     error = client.get(f"/v1/audits/{items[0]['audit_id']}").json()["error"]
-    assert error["type"].endswith("/graph-not-found")
+    assert error["type"].endswith("/graph-not-found") and "'gone'" in error["detail"]
+    assert client.get(f"/v1/schedules/{schedule_id}").json()["state"] == "active"  # still scheduled
     client.delete(f"/v1/schedules/{schedule_id}")
 
 

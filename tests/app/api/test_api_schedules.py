@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.db.tables import Audit, Schedule
 
 
+@pytest.mark.usefixtures("graph_id")  # the graph "g"
 def test_schedule_lifecycle(client: TestClient, auth: dict[str, str], other_auth: dict[str, str]) -> None:
     body = {"graph_name": "g", "audit": {"training": {"epochs": 5}}, "interval_seconds": 3600,
             "thresholds": {"delta_sp": 0.1}}  # fmt: skip
@@ -33,6 +34,7 @@ def test_schedule_lifecycle(client: TestClient, auth: dict[str, str], other_auth
     assert_problem(client.get(url, headers=auth), 404)
 
 
+@pytest.mark.usefixtures("graph_id")
 def test_cron_and_bad_schedules(client: TestClient, auth: dict[str, str]) -> None:
     cron = client.post("/v1/schedules", headers=auth, json={"graph_name": "g", "cron": "*/5 * * * *"})
     assert cron.status_code == 201, cron.text
@@ -56,6 +58,34 @@ def test_cron_and_bad_schedules(client: TestClient, auth: dict[str, str]) -> Non
     client.post(f"/v1/schedules/{cron.json()['id']}/pause", headers=auth)
 
 
+def test_a_graph_name_with_no_graph_is_422_as_for_an_audit(
+    client: TestClient, auth: dict[str, str], other_auth: dict[str, str], graph_npz: bytes
+) -> None:
+    """Was 201, and every slot's audit then failed at once with ``graph-not-found``: the name is checked when the
+    schedule is made, with the answer ``POST /v1/audits`` gives for the same name."""
+    body = {"graph_name": "nosuch", "interval_seconds": 86400}
+    refused = assert_problem(client.post("/v1/schedules", headers=auth, json=body), 422, "validation-error")
+    audit = assert_problem(client.post("/v1/audits", headers=auth, json={"graph_name": "nosuch"}), 422)
+    assert refused["errors"] == audit["errors"] == [{"field": "graph_name", "message": "no graph of that name"}]
+    assert refused["detail"] == "No graph named 'nosuch'."
+    theirs = client.post("/v1/graphs", headers=other_auth, files={"npz": ("nosuch.npz", graph_npz)})
+    assert theirs.status_code == 201 and theirs.json()["name"] == "nosuch"  # another tenant's graph of that name
+    assert fields(assert_problem(client.post("/v1/schedules", headers=auth, json=body), 422)) == {"graph_name"}
+    assert client.get("/v1/schedules", headers=auth).json()["items"] == []
+
+    # A graph deleted after its schedule was made leaves the schedule as it was (its slots' audits then fail with
+    # graph-not-found: tests/integration/test_schedules.py).
+    mine = client.post("/v1/graphs", headers=auth, files={"npz": ("kept.npz", graph_npz)}).json()
+    made = client.post("/v1/schedules", headers=auth, json=body | {"graph_name": "kept"})
+    assert made.status_code == 201, made.text
+    url = f"/v1/schedules/{made.json()['id']}"
+    assert client.post(url + "/pause", headers=auth).json()["state"] == "paused"  # nothing active for a shared database
+    assert client.delete(f"/v1/graphs/{mine['id']}", headers=auth).status_code == 204
+    assert client.get(url, headers=auth).json()["graph_name"] == "kept"
+    assert client.post(url + "/resume", headers=auth).json()["state"] == "active"
+    assert client.post(url + "/pause", headers=auth).json()["state"] == "paused"
+
+
 @pytest.mark.parametrize(
     ("cron", "why"),
     [
@@ -64,6 +94,7 @@ def test_cron_and_bad_schedules(client: TestClient, auth: dict[str, str]) -> Non
         ("0 0 31 4,6 *", "never fires: Apr 31 and Jun 31 do not exist"),
     ],
 )
+@pytest.mark.usefixtures("graph_id")
 def test_a_cron_that_never_fires_is_422(
     client: TestClient, auth: dict[str, str], sessions: sessionmaker[Session], cron: str, why: str
 ) -> None:
@@ -96,6 +127,7 @@ def test_strict_json_types(client: TestClient, auth: dict[str, str], body: dict[
     assert fields(assert_problem(response, 422)) == {field}
 
 
+@pytest.mark.usefixtures("graph_id")
 def test_schedule_report_page(
     client: TestClient, auth: dict[str, str], other_auth: dict[str, str], sessions: sessionmaker[Session]
 ) -> None:

@@ -108,6 +108,7 @@ def test_two_requests_cannot_both_take_the_last_place(
         session.execute(update(Audit).where(Audit.tenant_id == tenant.id).values(state="cancelled"))
 
 
+@pytest.mark.usefixtures("graph_id")  # the graph "g"
 def test_schedules_below_the_floor_are_422(limited: TestClient, client: TestClient, auth: dict[str, str]) -> None:
     too_often = limited.post("/v1/schedules", headers=auth, json={"graph_name": "g", "interval_seconds": 60})
     problem = assert_problem(too_often, 422, "schedule-too-frequent")
