@@ -33,6 +33,11 @@ class ConsoleUser:
     session: ConsoleSession
     role: str
 
+    def shell(self) -> dict[str, str | None]:
+        """What the layout of every page shows of the user: the tenant's name, the role, the CSRF token of the
+        sign-out form."""
+        return {"tenant": self.tenant.name, "role": self.role, "csrf": self.session.csrf}
+
 
 def get_console_user(request: Request, session: SessionDep, settings: SettingsDep) -> ConsoleUser:
     """The tenant behind the request's session cookie; :class:`SignInRequired` when there is none, it is forged or
@@ -52,7 +57,10 @@ def get_console_user(request: Request, session: SessionDep, settings: SettingsDe
                 headers={"Retry-After": str(decision.retry_after)},
             )
     request.state.actor = Actor(tenant_id=tenant.id, key_id=key.id)  # for the trail
-    return ConsoleUser(tenant=tenant, session=signed, role=key.role)
+    user = ConsoleUser(tenant=tenant, session=signed, role=key.role)
+    # For an error page (app/console/problems.py): rendered after the request's database session has closed.
+    request.state.console_shell = user.shell()
+    return user
 
 
 def check_csrf(user: ConsoleUser, token: str | None) -> None:

@@ -3,6 +3,7 @@ autoescaped, served with the console's Content Security Policy."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -26,17 +27,19 @@ def templates() -> Environment:
     return environment(PackageLoader("app.console", "templates"))
 
 
+SIGNED_OUT: dict[str, str | None] = {"tenant": None, "role": None, "csrf": None}
+"""The layout's user on a page for no one signed in: no navigation bar."""
+
+
 def page(template: str, user: ConsoleUser | None, *, status_code: int = 200, **context: Any) -> HTMLResponse:
     """``template`` rendered for ``user`` (``None`` on the sign-in page) as an HTML response that is never cached."""
-    body = (
-        templates()
-        .get_template(template)
-        .render(
-            tenant=user.tenant.name if user else None,
-            csrf=user.session.csrf if user else None,
-            role=user.role if user else None,
-            **context,
-        )
-    )
+    return render_page(template, user.shell() if user else SIGNED_OUT, status_code=status_code, **context)
+
+
+def render_page(
+    template: str, shell: Mapping[str, str | None], *, status_code: int = 200, **context: Any
+) -> HTMLResponse:
+    """``template`` rendered with the layout's user (:meth:`ConsoleUser.shell`, or :data:`SIGNED_OUT`)."""
+    body = templates().get_template(template).render(**shell, **context)
     headers = {"Content-Security-Policy": CONSOLE_CSP, "Cache-Control": "no-store"}
     return HTMLResponse(body, status_code=status_code, headers=headers)

@@ -41,12 +41,14 @@ from app.console.deps import (
 from app.console.detail import audit_sections
 from app.console.headlines import headlines
 from app.console.pages import page
+from app.console.problems import problem_page
 from app.console.verify_view import verification_rows
 from app.console.views import audit_row, audit_verdict, graph_row, schedule_row, webhook_row
 from app.console.what_if_form import rule_options
 from app.core.db.tables import AUDIT_STATES
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import Forbidden
+from app.core.problems import serve_problem_pages
 from app.core.ratelimit import AuthFailureGuard
 from app.graphs import service as graphs
 from app.reports import routes as reports
@@ -77,6 +79,7 @@ def install(app: FastAPI) -> None:
         return RedirectResponse(SIGN_IN_PATH, status_code=303)
 
     app.add_exception_handler(SignInRequired, to_sign_in)
+    serve_problem_pages(app, "/console", problem_page)  # an unknown id, a bad form...: a page, not problem+json
 
 
 def _secure(request: Request) -> bool:

@@ -1,12 +1,17 @@
-"""One renderer for every error: RFC 9457 ``application/problem+json``, never a stack trace."""
+"""One renderer for every error: RFC 9457 ``application/problem+json``, never a stack trace.
+
+A part of the app that people read in a browser (the console, ``/console``) registers its own page for the same
+problem with :func:`serve_problem_pages`: the status, headers and wording stay the API's, only the rendering differs.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
@@ -41,9 +46,24 @@ class ProblemResponse(JSONResponse):
     media_type = PROBLEM_CONTENT_TYPE
 
 
-def problem_response(request: Request, error: ProblemError) -> ProblemResponse:
-    """Render ``error`` for ``request`` (its path becomes the problem's ``instance``)."""
-    return ProblemResponse(error.to_problem(instance=request.url.path), status_code=error.status, headers=error.headers)
+ProblemPage = Callable[[Request, ProblemError], Response]
+"""Renders a problem as a page for a person (an HTML response with the problem's status and headers)."""
+
+
+def serve_problem_pages(app: FastAPI, prefix: str, render: ProblemPage) -> None:
+    """Answer every error on ``prefix`` and the paths under it with ``render`` instead of ``problem+json``."""
+    app.state.problem_pages = {**getattr(app.state, "problem_pages", {}), prefix.rstrip("/"): render}
+
+
+def problem_response(request: Request, error: ProblemError) -> Response:
+    """Render ``error`` for ``request`` (its path becomes the problem's ``instance``): a problem document, or the
+    page registered for the path's prefix (:func:`serve_problem_pages`)."""
+    path = request.url.path
+    pages: dict[str, ProblemPage] = getattr(request.app.state, "problem_pages", {})
+    for prefix, render in pages.items():
+        if path == prefix or path.startswith(prefix + "/"):
+            return render(request, error)
+    return ProblemResponse(error.to_problem(instance=path), status_code=error.status, headers=error.headers)
 
 
 def _field(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -53,12 +73,12 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(parts)
 
 
-async def _on_problem(request: Request, exc: Exception) -> ProblemResponse:
+async def _on_problem(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ProblemError)
     return problem_response(request, exc)
 
 
-async def _on_validation(request: Request, exc: Exception) -> ProblemResponse:
+async def _on_validation(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     for e in exc.errors():  # FastAPI locates a JSON syntax error as ("body", <character offset>): no field
         if e.get("type") == "json_invalid":
@@ -72,7 +92,7 @@ async def _on_validation(request: Request, exc: Exception) -> ProblemResponse:
     return problem_response(request, ValidationProblem(detail, errors=errors))
 
 
-async def _on_bind_error(request: Request, exc: Exception) -> ProblemResponse:
+async def _on_bind_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BindError)
     return problem_response(request, bind_error_problem(exc))
 
@@ -93,7 +113,7 @@ def allowed_methods(request: Request) -> list[str]:
     ]
 
 
-async def _on_http(request: Request, exc: Exception) -> ProblemResponse:
+async def _on_http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     try:
         title = HTTPStatus(exc.status_code).phrase
@@ -117,7 +137,7 @@ DATABASE_RETRY_AFTER = 5
 """Seconds a client is told to wait (``Retry-After``) when the database cannot be reached."""
 
 
-async def _on_database_unavailable(request: Request, exc: Exception) -> ProblemResponse:
+async def _on_database_unavailable(request: Request, exc: Exception) -> Response:
     logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
     error = ServiceUnavailable(
         "The database cannot be reached; try again shortly.",
@@ -127,7 +147,7 @@ async def _on_database_unavailable(request: Request, exc: Exception) -> ProblemR
     return problem_response(request, error)
 
 
-async def _on_unexpected(request: Request, exc: Exception) -> ProblemResponse:
+async def _on_unexpected(request: Request, exc: Exception) -> Response:
     logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(request, ProblemError("The server failed to handle this request."))
 

@@ -186,8 +186,9 @@ def test_tenant_isolation(tenant: Callable[..., Tenant], sessions: sessionmaker[
     assert secret not in listing and running not in listing
     for path in ("", "/report", "/influence.csv", "/export"):
         response = b.browser.get(f"/console/audits/{secret}{path}")
-        assert response.status_code == 404 and response.json()["type"].endswith("/audit-not-found"), path
-        assert "0.8" not in response.text and "alert" not in response.text  # nothing of the results
+        assert response.status_code == 404 and response.headers["content-type"].startswith("text/html"), path
+        assert f"No audit with id {secret}." in response.text and "<code>audit-not-found</code>" in response.text
+        assert "Biased" not in response.text and "alert(1)" not in response.text  # nothing of the results
     token = b.form_token("/console/audits")
     assert b.browser.post(f"/console/audits/{running}/cancel", data={"csrf": token}).status_code == 404
     with sessions() as session:
@@ -306,3 +307,54 @@ def test_a_finished_audits_page_shows_groups_nodes_debiasing_and_the_self_check(
     assert "not checked (set debias_seeds)" in page and f"Pearson {results['validation']['pearson']:.4f}" in page
     edge = results["edges"]["top_harmful"][0]
     assert f"<td class=l>{edge['u_id']} – {edge['v_id']}</td>" in page  # edges by their endpoints' ids
+
+
+def _problem_page(response: Any, status: int, says: str, back: str, *, signed_in: bool = True) -> None:
+    """A console error page: the API's status, HTML in the console's layout saying ``says``, a link back to ``back``
+    (and the navigation bar where a page's route knew who is signed in)."""
+    assert response.status_code == status, (response.request.url, response.text)
+    assert response.headers["content-type"].startswith("text/html"), response.text
+    assert response.headers["content-security-policy"].startswith("default-src 'none'")
+    assert response.headers["cache-control"] == "no-store"
+    assert says in response.text, response.text
+    assert f'<a href="{back}" id="back">' in response.text
+    assert ('id="sign-out"' in response.text) is signed_in  # the navigation bar
+    assert "<script" not in response.text
+
+
+def test_unknown_or_malformed_ids_are_pages_not_problem_documents(tenant: Callable[..., Tenant]) -> None:
+    """Was raw problem+json in the browser: every console page answers an unknown resource, a malformed id or an
+    unknown path with a page in its own layout, with the status the API gives; the API keeps problem+json."""
+    user = tenant()
+    user.sign_in()
+    done, nobody = user.audit("succeeded"), uuid.uuid4()
+    get = user.browser.get
+    for path in ("", "/report", "/influence.csv", "/influence.parquet", "/export"):
+        _problem_page(get(f"/console/audits/{nobody}{path}"), 404, f"No audit with id {nobody}.", "/console/audits")
+    _problem_page(get(f"/console/graphs/{nobody}"), 404, f"No graph with id {nobody}.", "/console/graphs")
+    _problem_page(get(f"/console/compare?a={done}&b={nobody}"), 404, f"No audit with id {nobody}.", "/console/audits")
+    report = get(f"/console/schedules/{nobody}/report")
+    _problem_page(report, 404, f"No schedule with id {nobody}.", "/console/schedules")
+    job = get(f"/console/audits/{done}/what-ifs/{nobody}")
+    _problem_page(job, 404, f"No what-if with id {nobody}.", "/console/audits")
+    weights = get(f"/console/audits/{done}/models/{nobody}/weights")
+    _problem_page(weights, 404, f"has no retrained model with id {nobody}.", "/console/audits")
+    token = user.form_token("/console/audits")
+    what_if = user.browser.post(f"/console/audits/{nobody}/what-if", data={"csrf": token, "top": "1"})
+    _problem_page(what_if, 404, f"No audit with id {nobody}.", "/console/audits")
+    # A malformed id: the API's 422, naming the parameter.
+    _problem_page(get("/console/audits/not-a-uuid"), 422, "<code>audit_id</code>: ", "/console/audits")
+    _problem_page(get("/console/graphs/123"), 422, "<code>graph_id</code>: ", "/console/graphs")
+    _problem_page(get(f"/console/compare?a={done}&b=x"), 422, "<code>b</code>: ", "/console/audits")
+    _problem_page(get("/console/audits?graph=not-a-uuid"), 422, "<code>graph</code>: ", "/console/audits")
+    # No such page at all, its path shown escaped (no route ran to say who is signed in: no navigation bar).
+    unknown = get("/console/schedules/%3Cscript%3Ealert(1)%3C%2Fscript%3E")
+    says = "There is no page at /console/schedules/&lt;script&gt;"
+    _problem_page(unknown, 404, says, "/console/schedules", signed_in=False)
+    # Signed out: still to the sign-in page, nothing said about the id.
+    user.browser.cookies.clear()
+    assert get(f"/console/audits/{nobody}").headers["location"] == "/console/sign-in"
+    # The API's answer to the same is unchanged.
+    api = user.browser.get(f"/v1/audits/{nobody}", headers={"Authorization": f"Bearer {user.key}"})
+    assert api.status_code == 404 and api.headers["content-type"] == "application/problem+json"
+    assert api.json()["type"].endswith("/audit-not-found")
