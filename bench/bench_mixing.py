@@ -78,11 +78,15 @@ def _row(deletions: list[Deletion], truths: list[torch.Tensor | None], tol: floa
         gaps = [
             float((d.delta - t).abs().max())
             for d, t, s in zip(deletions, truths, settled, strict=True)
-            if t is not None and s == want
+            if t is not None and s == want and d.far is None
         ]
         return max(gaps, default=0.0) / scale
 
-    pairs = [(float(d.delta.mean()), float(t.mean())) for d, t in zip(deletions, truths, strict=True) if t is not None]
+    pairs = [  # the deletions with a value and a truth (on a model with kinks the two may disagree on "no minimum")
+        (float(d.delta.mean()), float(t.mean()))
+        for d, t in zip(deletions, truths, strict=True)
+        if t is not None and d.far is None
+    ]
     est, tru = np.array(pairs).T
     return {
         "seconds": seconds,

@@ -13,7 +13,7 @@ while restarting still lowers the gradient and evaluations are left.
 On a model with kinks (a ReLU between layers, GAT's attention scores) the minimum lies where no gradient vanishes:
 the gradient's largest entry says nothing of how near a point is, and L-BFGS zigzags across the kinks, lowering the
 objective by ever less. There the best point is the lowest objective evaluated (``by_value``), and the search ends
-once :data:`PATIENCE` evaluations in a row have not lowered it by :data:`CHANGE` (docs/METHOD.md, "Models with
+once its ``patience`` of evaluations in a row have not lowered it by :data:`CHANGE` (docs/METHOD.md, "Models with
 kinks").
 
 Where the weights go :func:`~bind_core.influence.proximal.beyond_reach` of ``θ̂`` the objective has no minimum near
@@ -37,13 +37,14 @@ RESTARTS = 6
 """L-BFGS runs at most per minimisation: the first and its restarts."""
 
 CHANGE = 1e-10
-"""Where the best point is the lowest objective (``by_value``), the search ends once :data:`PATIENCE` evaluations in
+"""Where the best point is the lowest objective (``by_value``), the search ends once its ``patience`` of evaluations in
 a row lower it by less than this, relative to ``max(1, |F|)``."""
 
 PATIENCE = 50
-"""Evaluations without a decrease beyond :data:`CHANGE` after which a search ``by_value`` ends: L-BFGS on a model with
-kinks zigzags across them, lowering the objective by ever less (on a two-layer ReLU GCN a deletion's ground truth
-lowered it by 1.4·10⁻⁹ of 0.48 over its last 7300 of 7500 evaluations; it now stops after 130)."""
+"""The default ``patience``: evaluations without a decrease beyond :data:`CHANGE` after which a search ``by_value``
+ends. L-BFGS on a model with kinks zigzags across them, lowering the objective by ever less (on a two-layer ReLU GCN
+a deletion's ground truth lowered it by 1.4·10⁻⁹ of 0.48 over its last 7300 of 7500 evaluations; it now stops after
+130). The step estimate's finish uses less (:data:`~bind_core.influence.step.FINISH_PATIENCE`)."""
 
 Evaluate = Callable[[Tensor], tuple[Tensor, Tensor]]
 """``θ ↦ (F(θ), ∇F(θ))``, the value a 0-d tensor."""
@@ -82,8 +83,8 @@ class _Far(Exception):
 
 
 class _Still(Exception):
-    """Raised inside the closure of a search ``by_value`` once :data:`PATIENCE` evaluations have not lowered the
-    objective by :data:`CHANGE`."""
+    """Raised inside the closure of a search ``by_value`` once its ``patience`` (:data:`PATIENCE` by default) of
+    evaluations have not lowered the objective by :data:`CHANGE`."""
 
 
 @dataclass
@@ -109,6 +110,7 @@ def minimise(
     budget: int,
     progress: Callable[[float], None] | None = None,
     by_value: bool = False,
+    patience: int = PATIENCE,
 ) -> Found:
     """Float64 L-BFGS on ``evaluate`` from ``start`` until the largest entry of its gradient in ``θ`` is at most
     ``tol``.
@@ -125,6 +127,8 @@ def minimise(
         progress: ``progress(fraction of the budget spent)`` at every evaluation; may raise to abort.
         by_value: the best point is the lowest objective evaluated, not the smallest gradient: for a model with kinks,
             whose minimum lies where no gradient vanishes, so that the gradient there says nothing of how near it is.
+        patience: with ``by_value``, the evaluations in a row without a decrease beyond :data:`CHANGE` that end the
+            search.
 
     Returns:
         The :class:`Found` best point; its ``far`` says why the search stopped where the weights left ``θ̂``'s reach.
@@ -146,11 +150,12 @@ def minimise(
             budget=budget,
             progress=progress,
             by_value=by_value,
+            patience=patience,
         )
         if (
             found.largest <= tol
             or not (found.value if by_value else found.largest) < before
-            or search.since >= PATIENCE
+            or search.since >= patience
         ):
             break
     return found
@@ -168,6 +173,7 @@ def _run(
     budget: int,
     progress: Callable[[float], None] | None,
     by_value: bool,
+    patience: int,
 ) -> None:
     """One L-BFGS run from ``search``'s best point with a fresh history, recording into it; it stops at ``tol`` (in
     ``θ``), at its own end (no further progress its line search can see), at the ``budget`` of evaluations or where
@@ -205,7 +211,7 @@ def _run(
         if by_value:
             lower = search.mark == float("inf") or found.value < search.mark - CHANGE * max(1.0, abs(search.mark))
             search.mark, search.since = (found.value, 0) if lower else (search.mark, search.since + 1)
-            if search.since >= PATIENCE:
+            if search.since >= patience:
                 raise _Still
         u.grad = grad if coordinates is None else coordinates.gradient(grad)
         return value.detach()

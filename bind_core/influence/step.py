@@ -73,6 +73,14 @@ a deletion the damped curvature's coordinates bring to its minimum took 3–160 
 seed=3)``'s two-layer SAGE and GIN, one without a minimum near ``θ̂`` 34–134 to leave its reach."""
 
 
+FINISH_PATIENCE = 20
+"""The finish's ``patience`` on a model with kinks (:func:`~bind_core.influence.lbfgs.minimise`, ``by_value``): it
+stops once this many evaluations in a row have not lowered the objective by
+:data:`~bind_core.influence.lbfgs.CHANGE`. Less than the self-check's truth's
+(:data:`~bind_core.influence.lbfgs.PATIENCE`): nearly every deletion of such a model is finished, so each evaluation
+counts."""
+
+
 STALL_HALVINGS = 4
 """With :data:`STALL_SHARE`: a step that needed at least this many halvings (Armijo) and moved the weights by at most
 that share of their distance from ``θ̂`` ends the chord steps: they have stalled (on a ReLU model's kinks the
@@ -360,6 +368,7 @@ class Stepper:
             max_iter=FINISH_EVALUATIONS,
             budget=FINISH_EVALUATIONS,
             by_value=not self.mixes,
+            patience=FINISH_PATIENCE,
         )
 
     def _objective(

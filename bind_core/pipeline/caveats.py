@@ -13,9 +13,9 @@ from bind_core.data.labels import group_label
 from bind_core.debiasing.records import Validation
 from bind_core.fairness.records import Metrics
 from bind_core.influence import InfluenceResult
-from bind_core.influence.lbfgs import CHANGE, PATIENCE
+from bind_core.influence.lbfgs import CHANGE
 from bind_core.influence.records import Refinement
-from bind_core.influence.step import FINISH_EVALUATIONS, STALL_HALVINGS, STALL_SHARE
+from bind_core.influence.step import FINISH_EVALUATIONS, FINISH_PATIENCE, STALL_HALVINGS, STALL_SHARE
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.records import StationarityCheck
 
@@ -284,7 +284,7 @@ def _unsettled_warning(d: dict[str, Any], far: int, m: int) -> str:
         return (
             f"{head}: on a model with kinks the objective's minimum lies on its kinks, where no gradient vanishes, "
             "so their chord steps and then L-BFGS stopped at the lowest objective they found (once "
-            f"{PATIENCE} evaluations in a row lowered it by less than {CHANGE:g} of its value, or after "
+            f"{FINISH_PATIENCE} evaluations in a row lowered it by less than {CHANGE:g} of its value, or after "
             f"{FINISH_EVALUATIONS}); {tail}"
         )
     stalled = int(d.get("stalled") or 0)
