@@ -17,6 +17,7 @@ from app.erasure.service import delete_audit as erase_audit
 from app.influence.edge_pages import edge_page
 from app.influence.edge_schemas import EDGE_SIGN_CONVENTION, EdgeOrder, EdgePage, EdgeRowRead
 from app.influence.pages import influence_page
+from app.influence.rows import code_names
 from app.influence.schemas import SIGN_CONVENTION, InfluenceOrder, InfluencePage, InfluenceRowRead
 from app.tenants.deps import AdminTenant, AuditorTenant, ViewerTenant
 from app.trail.record import trailed
@@ -123,11 +124,12 @@ def read_influence(
     audit has influence estimates."""
     audit = service.get_audit(session, tenant, audit_id)
     rows, token = influence_page(session, audit, order=order, limit=limit, page_token=page_token)
+    groups, classes = code_names(audit)
     return InfluencePage(
         audit_id=audit.id,
         order=order,
         sign_convention=SIGN_CONVENTION,
-        items=[InfluenceRowRead.model_validate(r) for r in rows],
+        items=[InfluenceRowRead.model_validate(r).named(groups, classes) for r in rows],
         next_page_token=token,
     )
 

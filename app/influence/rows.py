@@ -9,9 +9,10 @@ from sqlalchemy.orm import Session
 from app.core.db.tables import Audit
 from app.core.db.tables import InfluenceRow as InfluenceRecord
 from app.core.errors import Conflict
+from app.influence.schemas import name_of
 from bind_core.pipeline.results import InfluenceRow
 
-__all__ = ["all_influence_rows", "user_id"]
+__all__ = ["all_influence_rows", "code_names", "user_id"]
 
 
 def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> list[InfluenceRow]:
@@ -23,8 +24,9 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
         required: raise when it has none.
 
     Returns:
-        The stored rows as ``bind_core``'s typed rows, the user's text ids restored from ``node_key``; a row without
-        a value keeps its null deltas and ``no_minimum`` true (``None`` on the others, as ``bind_core`` makes them).
+        The stored rows as ``bind_core``'s typed rows, the user's text ids restored from ``node_key`` and the names of
+        their group and label from the results' graph (:func:`code_names`); a row without a value keeps its null
+        deltas and ``no_minimum`` true (``None`` on the others, as ``bind_core`` makes them).
 
     Raises:
         Conflict: ``required`` and the audit has no rows (``influence-not-ready``).
@@ -34,6 +36,7 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
     query = select(*columns, row.delta_eo, row.settled, row.no_minimum)
     query = query.where(row.audit_id == audit.id).order_by(row.position)
     result = session.execute(query)
+    groups, classes = code_names(audit)
     rows = [
         InfluenceRow(
             position=r.position,
@@ -41,6 +44,8 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
             node_id=user_id(r.node_id, r.node_key),
             group=r.grp,
             label=r.label,
+            group_name=name_of(groups, r.grp),
+            label_name=name_of(classes, r.label),
             delta=r.delta,
             delta_sp=r.delta_sp,
             delta_eo=r.delta_eo,
@@ -61,3 +66,10 @@ def all_influence_rows(session: Session, audit: Audit, *, required: bool) -> lis
 def user_id(stored: int, text: str | None) -> int | str:
     """The user's id of a stored row: its text id where the user's ids are text, else the stored integer."""
     return text if text is not None else stored
+
+
+def code_names(audit: Audit) -> tuple[list[str], list[str]]:
+    """The user's names of the graph's group and class codes: the results' ``graph.group_names`` and
+    ``graph.class_names`` (the stored rows keep the codes); empty while the audit has no results."""
+    graph = (audit.results or {}).get("graph") or {}
+    return [str(v) for v in graph.get("group_names") or []], [str(v) for v in graph.get("class_names") or []]

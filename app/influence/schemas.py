@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from enum import StrEnum
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -36,7 +37,9 @@ class InfluenceRowRead(BaseModel):
     """The node's id in the user's terms: the value of the upload's ``node_id`` column (text ids as written), else
     the row's position in the node table, counted from 0 (the results' ``graph.node_id_meaning`` says which)."""
     group: int = Field(validation_alias="grp")
+    """The node's sensitive group, as the graph's code (``group_name`` is the user's value)."""
     label: int
+    """The node's label, as the graph's code (``label_name`` is the user's value)."""
     delta: float | None
     """ΔΓ of deleting the node (negative: harmful); null where no value answers the question (``no_minimum``)."""
     delta_sp: float | None
@@ -51,6 +54,23 @@ class InfluenceRowRead(BaseModel):
     """True where the node's deletion has no minimum near the given weights (the step estimate's): retraining
     without it carries the weights away, so no value answers the question, and its deltas are null (``settled`` is
     false). Null on every other row (and on rows stored before the flag was kept); never false."""
+    group_name: str | None = None
+    """The node's sensitive group as the user's data writes it (the results' ``graph.group_names[group]``: the value,
+    a bin, or an intersectional group's combination); null only while the audit has no results."""
+    label_name: str | None = None
+    """The node's label as the user's data writes it (the results' ``graph.class_names[label]``); null only while the
+    audit has no results."""
+
+    def named(self, groups: Sequence[str], classes: Sequence[str]) -> InfluenceRowRead:
+        """This row with ``group_name`` and ``label_name`` from the graph's ``groups`` and ``classes`` names."""
+        return self.model_copy(
+            update={"group_name": name_of(groups, self.group), "label_name": name_of(classes, self.label)}
+        )
+
+
+def name_of(names: Sequence[str], code: int) -> str | None:
+    """``names[code]``, ``None`` where there is no such name."""
+    return names[code] if 0 <= code < len(names) else None
 
 
 class InfluencePage(BaseModel):

@@ -31,6 +31,8 @@ class Graph(Protocol):
     def node_id_column(self) -> str | None: ...
     @property
     def num_groups(self) -> int: ...
+    @property
+    def class_names(self) -> tuple[str, ...]: ...
 
 
 def group_label(graph: Graph, group: int) -> str:
@@ -44,12 +46,40 @@ def group_label(graph: Graph, group: int) -> str:
     Returns:
         The label.
     """
-    value = graph.group_names[group] if group < len(graph.group_names) else str(group)
+    value = group_value(graph, group)
     label = value
     if len(graph.sensitive) == 1 and not any(c in value for c in _COMPARISONS):
         label = f"{graph.sensitive[0]}={value}"
     meaning = graph.group_meanings[group] if group < len(graph.group_meanings) else ""
     return f"{label} ({meaning})" if meaning else label
+
+
+def group_value(graph: Graph, group: int) -> str:
+    """The group as the user's data writes it (``graph.group_names``: ``F``, ``age>=25``, ``gender=F & race=B``),
+    the code as text where the graph names none (as the graph's ``summary().group_names``).
+
+    Args:
+        graph: the graph.
+        group: the group's code.
+
+    Returns:
+        The name.
+    """
+    return graph.group_names[group] if group < len(graph.group_names) else str(group)
+
+
+def class_value(graph: Graph, label: int) -> str:
+    """The class as the user's data writes it (``graph.class_names``: ``approved``), the code as text where the graph
+    names none (as the graph's ``summary().class_names``).
+
+    Args:
+        graph: the graph.
+        label: the class's code.
+
+    Returns:
+        The name.
+    """
+    return graph.class_names[label] if 0 <= label < len(graph.class_names) else str(label)
 
 
 def group_labels(graph: Graph) -> list[str]:

@@ -158,7 +158,7 @@ class RetrainRecipe:
 class ValidationPoint:
     """One checked set of nodes."""
 
-    nodes: list[int] = key("integers: the nodes deleted")
+    nodes: list[int] = key("integers: the nodes deleted, as indices into the graph (0-based; node_ids: the user's)")
     estimated: list[float] | None = key(
         "numbers: estimated change of [Γ, Γ_SP, Γ_EO]; null where there is none (a set whose deletion has no "
         "minimum near the given weights), left out of the correlations"
@@ -167,6 +167,11 @@ class ValidationPoint:
         "numbers: the change after re-optimising without them, same order; null where the re-optimisation found no "
         "finite optimum (see undefined_truth)"
     )
+    node_ids: list[int | str] | None = key(
+        "integers or strings: the same nodes by the user's ids (graph.node_id_meaning says what they are); absent in "
+        "audits stored before they were written",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)
@@ -174,8 +179,13 @@ class UndefinedTruth:
     """The checked deletions without a ground truth: their re-optimisation found no minimum near the given weights."""
 
     count: int = key("integer: deletions without a ground truth")
-    nodes: list[list[int]] = key("lists of integers: the nodes of each")
+    nodes: list[list[int]] = key("lists of integers: the nodes of each, as indices into the graph (0-based)")
     reason: str = key("string: why (they are left out of the correlations)")
+    node_ids: list[list[int | str]] | None = key(
+        "lists of integers or strings: the same nodes by the user's ids; absent in audits stored before they were "
+        "written",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

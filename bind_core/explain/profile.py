@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bind_core.data.graph import Graph
-from bind_core.data.labels import group_labels
+from bind_core.data.labels import class_value, group_labels
 from bind_core.explain.records import (
     FeatureProfile,
     FeatureStats,
@@ -179,7 +179,7 @@ def _set_profile(graph: Graph, train: IntArray, delta: FloatArray, members: Bool
         delta_mean=float(delta[members].mean()) if count else None,
         harm_share=float(harm[members].sum()) / total_harm if total_harm > 0 else None,
         groups=[GroupShare(group=g, name=names[g], count=c, share=sh) for g, c, sh in groups],
-        labels=[LabelShare(label=lab, count=c, share=sh) for lab, c, sh in labels],
+        labels=[LabelShare(label=lab, count=c, share=sh, name=class_value(graph, lab)) for lab, c, sh in labels],
         degree=_numeric(graph.degree.numpy()[idx].astype(np.float64)),
         cross_group_share=_numeric(cross_here),
         no_neighbours=isolated,

@@ -35,9 +35,14 @@ class GroupShare:
 class LabelShare:
     """One label's nodes in a set."""
 
-    label: int = key("integer: the label")
+    label: int = key("integer: the label's code")
     count: int = key("integer: the set's nodes with the label")
     share: float | None = key("number in [0, 1] or null (an empty set): count / the set's nodes")
+    name: str | None = key(
+        "string: the label as the user's data writes it (graph.class_names[label]); absent in audits stored before "
+        "it was written",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

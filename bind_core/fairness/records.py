@@ -60,6 +60,11 @@ class WorstPair:
 
     value: float = key("number: the metric over that pair")
     groups: list[int] = key("[integer, integer]: the two group codes")
+    names: list[str] | None = key(
+        "[string, string]: the two groups' names, as metrics.groups' name (gender=F); absent in audits stored before "
+        "they were written",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

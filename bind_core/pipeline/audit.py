@@ -13,7 +13,7 @@ import torch
 
 from bind_core.codec import decode, encode
 from bind_core.data.graph import Graph
-from bind_core.data.labels import user_ids
+from bind_core.data.labels import class_value, group_value, user_ids
 from bind_core.debiasing.nodesets import check_budgets
 from bind_core.debiasing.records import DebiasingRow, Validation
 from bind_core.explain.records import NodeProfile
@@ -23,7 +23,7 @@ from bind_core.influence.distributed import ChunkRunner
 from bind_core.influence.edge_records import EdgeRow
 from bind_core.influence.edge_rows import edge_rows, iter_edge_rows
 from bind_core.influence.edges import EdgeInfluenceResult
-from bind_core.influence.records import InfluenceRow, Refinement, Stability
+from bind_core.influence.records import Refinement, Stability
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
 from bind_core.pipeline.budget import parameter_count
 from bind_core.pipeline.caveats import (
@@ -38,7 +38,7 @@ from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_section import edges_not_computed
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
 from bind_core.pipeline.label_check import many_classes
-from bind_core.pipeline.results import AuditResults
+from bind_core.pipeline.results import AuditResults, InfluenceRow
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.pipeline.stages import (
     EDGE_DEBIASING,
@@ -213,9 +213,10 @@ class AuditResult:
         """Every training node's estimate, as rows.
 
         Returns:
-            One :class:`~bind_core.influence.records.InfluenceRow` per training node, in ``train_idx`` order
+            One :class:`~bind_core.pipeline.results.InfluenceRow` per training node, in ``train_idx`` order
             (``position``), with ``node_id`` the user's id (the id column's value, text as written, else the row's
-            position counted from 0); empty when influence was not computed.
+            position counted from 0), ``group`` and ``label`` the graph's codes and ``group_name`` and
+            ``label_name`` what the user's data writes for them; empty when influence was not computed.
         """
         if self.influence is None:
             return []
@@ -228,6 +229,8 @@ class AuditResult:
                 node_id=nid,
                 group=int(grp),
                 label=int(lab),
+                group_name=group_value(g, int(grp)),
+                label_name=class_value(g, int(lab)),
                 delta=_number(d),
                 delta_sp=_number(dsp),
                 delta_eo=_number(deo),
@@ -297,6 +300,8 @@ class AuditResult:
                     node_id=user_ids(g, [node])[0],
                     group=int(g.sens[node]),
                     label=int(g.y[node]),
+                    group_name=group_value(g, int(g.sens[node])),
+                    label_name=class_value(g, int(g.y[node])),
                     delta=float(inf.delta[i]),
                     delta_sp=float(inf.delta_sp[i]),
                     delta_eo=float(inf.delta_eo[i]),

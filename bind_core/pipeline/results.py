@@ -55,7 +55,6 @@ from bind_core.fairness.records import (
 from bind_core.influence.edge_records import CrossGroupEdges, EdgeRow
 from bind_core.influence.records import (
     Distributed,
-    InfluenceRow,
     InfluenceSummary,
     Overlap,
     PairOverlap,
@@ -65,6 +64,7 @@ from bind_core.influence.records import (
     Stability,
     WorkerShare,
 )
+from bind_core.influence.records import InfluenceRow as EstimateRow
 from bind_core.models.records import PygCheck
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.pipeline.results_summary import AttributionFinding, DebiasingFinding, GapFinding, Summary, TrustFinding
@@ -139,6 +139,28 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------- influence
+@dataclass(frozen=True, kw_only=True)
+class InfluenceRow(EstimateRow):
+    """One training node's estimate in the user's terms: a row of
+    :meth:`bind_core.pipeline.audit.AuditResult.influence_rows` (every training node), and of the results'
+    ``top_harmful`` and ``top_helpful`` lists. :func:`bind_core.codec.encode` makes it the JSON object of
+    ``GET /v1/audits/{id}/influence``, the CLI's ``influence`` list and the exports' columns
+    (:data:`bind_core.reporting.exports.INFLUENCE_COLUMNS`), keys in this order: the estimate's
+    (:class:`bind_core.influence.records.InfluenceRow`), then the names of its group and label.
+
+    ``group`` and ``label`` are the graph's codes (stable integers); ``group_name`` and ``label_name`` are what the
+    user's data writes for them (the results' ``graph.group_names`` and ``graph.class_names``)."""
+
+    group_name: str | None = key(
+        "string: its sensitive group as the user's data writes it (graph.group_names[group]: the value, a bin, or an "
+        "intersectional group's combination); absent in audits stored before it was written",
+        optional=True,
+    )
+    label_name: str | None = key(
+        "string: its label as the user's data writes it (graph.class_names[label]); absent in audits stored before "
+        "it was written",
+        optional=True,
+    )
 
 
 # ---------------------------------------------------------------------- edges

@@ -19,6 +19,7 @@ import torch
 from bind_core.codec import decode
 from bind_core.data.graph import Graph
 from bind_core.data.groups import groups_arg, included_groups
+from bind_core.data.labels import group_label, user_ids
 from bind_core.debiasing.debias import debias, report
 from bind_core.debiasing.edge_debias import debias_edges
 from bind_core.debiasing.edge_records import EdgeDebiasing
@@ -185,7 +186,10 @@ def metrics_stage(model: TrainedModel, graph: Graph, config: AuditConfig, groups
     test = graph.test_idx
     proba = model.predict_proba(graph, test).double()
     values = report(model, graph, config.lam, groups)
-    pairs = worst_pairs(proba, graph.y[test], graph.sens[test], groups=groups)
+    pairs = {
+        name: None if pair is None else dataclasses.replace(pair, names=[group_label(graph, g) for g in pair.groups])
+        for name, pair in worst_pairs(proba, graph.y[test], graph.sens[test], groups=groups).items()
+    }
     return Metrics(
         test=TestMetrics(**vars(values), worst_pairs=pairs),
         groups=group_breakdown(model, graph, config.min_group_size),
@@ -487,7 +491,16 @@ def validation_stage(
         threads=threads,
         coordinates=coordinates,
     )
-    return checked.record()
+    return with_user_ids(checked.record(), graph)
+
+
+def with_user_ids(found: Validation, graph: Graph) -> Validation:
+    """``found`` with each checked set's nodes also by the user's ids (``node_ids`` beside the indices ``nodes``)."""
+    points = [dataclasses.replace(p, node_ids=user_ids(graph, p.nodes)) for p in found.points]
+    gone = found.undefined_truth
+    if gone is not None:
+        gone = dataclasses.replace(gone, node_ids=[user_ids(graph, nodes) for nodes in gone.nodes])
+    return dataclasses.replace(found, points=points, undefined_truth=gone)
 
 
 def stability_stage(

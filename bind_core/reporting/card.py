@@ -13,8 +13,8 @@ from bind_core.codec import Encoded, key
 from bind_core.data.records import GraphSummary
 from bind_core.debiasing.records import AgainstRandom, Correlation, DebiasingRow, RetrainRecipe
 from bind_core.fairness.records import GroupMetrics, Interval, Intervals, Metrics, MetricValues, TestMetrics
-from bind_core.influence.records import Distributed, InfluenceRow, Quantiles
-from bind_core.pipeline.results import AuditResults
+from bind_core.influence.records import Distributed, Quantiles
+from bind_core.pipeline.results import AuditResults, InfluenceRow
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.pipeline.results_summary import Summary
 from bind_core.reporting.page import finite

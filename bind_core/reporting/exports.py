@@ -1,7 +1,7 @@
 """Exports of an audit: per-node (and, when attributed, per-edge) influence as CSV or Parquet, and the audit as a
 model card's quantitative analysis.
 
-Pure functions over the audit's typed rows (:class:`~bind_core.influence.records.InfluenceRow` of
+Pure functions over the audit's typed rows (:class:`~bind_core.pipeline.results.InfluenceRow` of
 ``AuditResult.influence_rows()``, :class:`~bind_core.influence.edge_records.EdgeRow` of ``AuditResult.edge_rows()``)
 and its results (:class:`AuditResults`, or the JSON of ``AuditResult.to_dict()``); they return bytes or a typed
 model card and touch no file, network or database. A row's columns are its JSON keys
@@ -12,7 +12,9 @@ programs, a tab or a carriage return) as a formula. :func:`csv_cell` prefixes su
 quote, as OWASP recommends. Numbers are written as numbers and never escaped: a negative ΔΓ such as
 ``-0.0149`` starts with ``-`` but is a number, it stays numeric for every program that reads the file, and a
 number cannot carry a formula. The string cells are the user's node ids where they are text (``node_id``,
-``u_id``, ``v_id``; the Parquet columns are then ``string``, else ``int64``); every other cell is a number or a flag.
+``u_id``, ``v_id``; the Parquet columns are then ``string``, else ``int64``) and the user's names of a node's group and
+label (``group_name``, ``label_name``, beside the codes ``group`` and ``label``); every other cell is a number or a
+flag.
 """
 
 from __future__ import annotations
@@ -28,8 +30,7 @@ import pyarrow.parquet as pq
 
 from bind_core.influence.edge_records import EdgeRow
 from bind_core.influence.edge_rows import EDGE_ROW_KEYS
-from bind_core.influence.records import InfluenceRow
-from bind_core.pipeline.results import AuditResults
+from bind_core.pipeline.results import AuditResults, InfluenceRow
 from bind_core.reporting.card import ModelCard, build_model_card
 from bind_core.reporting.views import typed_results
 
@@ -46,6 +47,8 @@ _INFLUENCE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("delta_eo", pa.float64()),
     ("settled", pa.bool_()),
     ("no_minimum", pa.bool_()),
+    ("group_name", pa.string()),
+    ("label_name", pa.string()),
 ]
 INFLUENCE_SCHEMA = pa.schema(_INFLUENCE_FIELDS)
 EDGE_COLUMNS = EDGE_ROW_KEYS
@@ -99,7 +102,9 @@ def influence_csv(rows: Iterable[InfluenceRow]) -> bytes:
         UTF-8 CSV (RFC 4180: header row :data:`INFLUENCE_COLUMNS`, CRLF line ends), string cells escaped by
         :func:`csv_cell`; floats written with Python's shortest round-trip representation, so the file reproduces
         them exactly; ``settled`` as ``true``/``false``, empty for the linear estimate; ``no_minimum`` ``true`` where
-        the node's deletion has no minimum near the given weights (its deltas' cells empty), empty otherwise.
+        the node's deletion has no minimum near the given weights (its deltas' cells empty), empty otherwise;
+        ``group_name`` and ``label_name`` the user's names of the codes ``group`` and ``label`` (empty for rows
+        stored before they were written).
     """
     flags = ("settled", "no_minimum")
     return _csv(

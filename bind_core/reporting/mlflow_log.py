@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bind_core.fairness.records import Interval, Intervals
-from bind_core.influence.records import InfluenceRow
-from bind_core.pipeline.results import AuditResults
+from bind_core.pipeline.results import AuditResults, InfluenceRow
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.reporting.exports import influence_csv
 from bind_core.reporting.report import render_report

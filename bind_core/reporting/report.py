@@ -16,8 +16,7 @@ from typing import Any
 from bind_core.codec import encode
 from bind_core.fairness.records import Interval as MetricInterval
 from bind_core.fairness.records import Intervals, Metrics, TestMetrics
-from bind_core.influence.records import InfluenceRow
-from bind_core.pipeline.results import AuditResults
+from bind_core.pipeline.results import AuditResults, InfluenceRow
 from bind_core.pipeline.summary import positive_class
 from bind_core.reporting import plots
 from bind_core.reporting.debiasing_view import DEBIAS_METRICS, debiasing_view

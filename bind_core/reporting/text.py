@@ -10,10 +10,10 @@ from bind_core.codec import decode, encode
 from bind_core.debiasing.records import DebiasingRow, RetrainRecipe
 from bind_core.explain.summary import edge_lines, profile_lines
 from bind_core.fairness.records import Intervals, Metrics, MetricValues
-from bind_core.influence.records import InfluenceRow, InfluenceSummary
+from bind_core.influence.records import InfluenceSummary
 from bind_core.pipeline.audit import AuditResult
 from bind_core.pipeline.caveats import METRIC_NAMES
-from bind_core.pipeline.results import AuditResults, SuppliedModel
+from bind_core.pipeline.results import AuditResults, InfluenceRow, SuppliedModel
 from bind_core.training.records import Stationarity
 
 __all__ = ["render", "render_supplied"]

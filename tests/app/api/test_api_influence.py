@@ -27,6 +27,9 @@ from bind_core.pipeline.results import InfluenceRow as NodeRow
 from bind_core.reporting.exports import INFLUENCE_COLUMNS
 
 N = 37
+GROUPS = ("north", "south")
+CLASSES = ("approved", "denied")
+NAMED = ("group", "group_name", "label_name")  # the stored row has grp, and no names (the results' graph has them)
 
 
 @pytest.fixture
@@ -49,15 +52,20 @@ def audit_with_rows(
             "delta_eo": rng.uniform(-1, 1),
             "settled": (True, False, None)[p % 3],  # the step estimate's flag; None: the linear estimate
             "no_minimum": None,  # every row has a value: the flag is null (present, as settled)
+            "group_name": GROUPS[p % 2],  # the user's values of the codes, from the results' graph
+            "label_name": CLASSES[(p // 2) % 2],
         }
         for p in range(N)
     ]
+    names = {"graph": {"group_names": list(GROUPS), "class_names": list(CLASSES)}}
     with sessions.begin() as session:
         session.execute(
-            update(Audit).where(Audit.id == uuid.UUID(audit_id)).values(state="succeeded", stage="validation")
+            update(Audit)
+            .where(Audit.id == uuid.UUID(audit_id))
+            .values(state="succeeded", stage="validation", results=names)
         )
         session.add_all(
-            InfluenceRow(audit_id=uuid.UUID(audit_id), grp=r["group"], **{k: v for k, v in r.items() if k != "group"})
+            InfluenceRow(audit_id=uuid.UUID(audit_id), grp=r["group"], **{k: v for k, v in r.items() if k not in NAMED})
             for r in rows
         )
     return audit_id, rows
@@ -316,7 +324,8 @@ def test_exports_of_rows_without_a_value(client: TestClient, auth: dict[str, str
     csv_response = client.get(f"/v1/audits/{undefined_audit}/influence.csv", headers=auth)
     assert csv_response.status_code == 200, csv_response.text
     lines = list(csv.reader(io.StringIO(csv_response.text)))
-    assert tuple(lines[0]) == INFLUENCE_COLUMNS and INFLUENCE_COLUMNS[-2:] == ("settled", "no_minimum")
+    assert tuple(lines[0]) == INFLUENCE_COLUMNS
+    assert INFLUENCE_COLUMNS[-4:] == ("settled", "no_minimum", "group_name", "label_name")
     cells = {int(line[0]): dict(zip(INFLUENCE_COLUMNS, line, strict=True)) for line in lines[1:]}
     assert sorted(cells) == list(range(M))
     for p, cell in cells.items():

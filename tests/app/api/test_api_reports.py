@@ -39,7 +39,11 @@ def finish(sessions: sessionmaker[Session], audit_id: str, results: dict[str, An
     with sessions.begin() as session:
         session.execute(update(Audit).where(Audit.id == uuid.UUID(audit_id)).values(state="succeeded", results=results))
         session.add_all(
-            InfluenceRow(audit_id=uuid.UUID(audit_id), grp=r["group"], **{k: v for k, v in r.items() if k != "group"})
+            InfluenceRow(
+                audit_id=uuid.UUID(audit_id),
+                grp=r["group"],
+                **{k: v for k, v in r.items() if k not in ("group", "group_name", "label_name")},
+            )
             for r in rows
         )
 
@@ -86,12 +90,13 @@ def test_influence_files(
     csv = client.get(f"/v1/audits/{audit_id}/influence.csv", headers=auth)
     assert csv.status_code == 200 and csv.headers["content-type"] == "text/csv; charset=utf-8"
     assert csv.headers["content-disposition"] == f'attachment; filename="influence-{audit_id}.csv"'
-    frame = pd.read_csv(io.StringIO(csv.text))
+    frame = pd.read_csv(io.StringIO(csv.text), dtype={"group_name": str, "label_name": str})
     assert list(frame.columns) == list(INFLUENCE_COLUMNS)
     flags = ["settled", "no_minimum"]
     assert frame["settled"].isna().all()  # the linear estimate: nothing settled, the cell empty (not false)
     assert frame["no_minimum"].isna().all()  # every node has a value: the cell empty (not false)
     assert frame.drop(columns=flags).to_dict("records") == rows
+    assert {r["group_name"] for r in rows} == {"0", "1"}  # the graph names no group: the codes as text, as its summary
     parquet = client.get(f"/v1/audits/{audit_id}/influence.parquet", headers=auth)
     assert parquet.status_code == 200 and parquet.headers["content-type"] == "application/vnd.apache.parquet"
     table = pd.read_parquet(io.BytesIO(parquet.content))

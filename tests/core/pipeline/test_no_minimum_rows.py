@@ -130,10 +130,10 @@ def test_marked_rows_reach_the_files_as_empty_cells(marked: tuple[AuditResult, t
     result, _, gone = _result(marked)
     rows = result.influence_rows()
     lines = influence_csv(rows).decode().split("\r\n")
-    assert lines[0].endswith(",delta,delta_sp,delta_eo,settled,no_minimum")
+    assert lines[0].endswith(",delta,delta_sp,delta_eo,settled,no_minimum,group_name,label_name")
     for line, g in zip(lines[1:], gone.tolist(), strict=False):
         cells = line.split(",")
-        assert (cells[-5:-2] == ["", "", ""]) == g and (cells[-1] == "true") == g
+        assert (cells[-7:-4] == ["", "", ""]) == g and (cells[-3] == "true") == g
     table = pq.read_table(io.BytesIO(influence_parquet(rows)))
     assert [d is None for d in table.column("delta").to_pylist()] == gone.tolist()
     assert [n is True for n in table.column("no_minimum").to_pylist()] == gone.tolist()

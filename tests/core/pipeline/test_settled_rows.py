@@ -50,8 +50,8 @@ def test_the_step_estimates_rows_say_which_nodes_settled(stepped: AuditResult) -
 def test_the_flag_reaches_the_csv_and_the_parquet_file(stepped: AuditResult) -> None:
     rows = stepped.influence_rows()
     lines = influence_csv(rows).decode().split("\r\n")
-    assert lines[0].endswith(",delta_eo,settled,no_minimum")
-    cells = [line.split(",")[-2] for line in lines[1:] if line]
+    assert lines[0].endswith(",delta_eo,settled,no_minimum,group_name,label_name")
+    cells = [line.split(",")[-4] for line in lines[1:] if line]
     assert cells == ["true" if r.settled else "false" for r in rows]
     table = pq.read_table(io.BytesIO(influence_parquet(rows)))
     assert table.column("settled").to_pylist() == [r.settled for r in rows]
@@ -76,7 +76,8 @@ def test_the_linear_estimates_rows_leave_the_flag_out() -> None:
     assert result.influence is not None and result.influence.settled is None
     assert all(r.settled is None for r in rows)
     assert "settled" not in encode(rows[0]) and "settled" in [f.name for f in dataclasses.fields(InfluenceRow)]
-    assert all(line.endswith(",,") for line in influence_csv(rows).decode().split("\r\n")[1:] if line)
+    lines = influence_csv(rows).decode().split("\r\n")[1:]
+    assert all(line.split(",")[-4:-2] == ["", ""] for line in lines if line)  # settled, no_minimum: empty
 
 
 def test_the_text_report_marks_a_listed_node_that_did_not_settle(stepped: AuditResult) -> None:
