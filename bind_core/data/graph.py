@@ -185,9 +185,11 @@ class Graph:
             edges: ``[2, E]`` or ``[E, 2]`` integer node pairs, in one or both directions.
             y: labels, ``[n]``, in ``[0, C)``; ``-1`` marks an unlabeled node.
             sens: sensitive group codes, ``[n]``, in ``[0, G)``.
-            train_idx: training node indices.
-            val_idx: validation node indices.
-            test_idx: test node indices.
+            train_idx: training node indices, or a boolean mask with one entry per node (``True``: in the split;
+                PyG's ``train_mask``), taken as its indices (``mask.nonzero().flatten()``). A mask of 0/1 integers is
+                refused (it reads as indices listing nodes 0 and 1 again and again): pass it as booleans or indices.
+            val_idx: validation node indices, or a boolean mask, as ``train_idx``.
+            test_idx: test node indices, or a boolean mask, as ``train_idx``.
             self_loops: ``"drop"`` removes ``(v, v)`` pairs; ``"error"`` rejects them.
             duplicates: ``"merge"`` keeps one copy of a repeated (undirected) edge; ``"error"`` rejects it.
             node_ids: the original id of each node, ``[n]`` (default ``arange(n)``).
@@ -201,19 +203,23 @@ class Graph:
             The validated :class:`Graph`, each undirected edge stored in both directions.
 
         Raises:
-            GraphValidationError: a field is malformed (the message names it).
+            GraphValidationError: a field is malformed (the message names it); ``x``, ``y``, ``sens`` (and
+                ``node_ids``) disagree in their number of nodes (the message names the one that differs, before the
+                edges are read against them).
         """
         xt = _as_tensor(x, torch.float32, "x")
         n = int(xt.shape[0]) if xt.ndim >= 1 else 0
         ids = torch.empty(0, dtype=torch.long) if node_ids is None else _as_tensor(node_ids, torch.long, "node_ids")
+        yt, st = _as_tensor(y, torch.long, "y"), _as_tensor(sens, torch.long, "sens")
+        _same_length({"x": xt, "y": yt, "sens": st, **({"node_ids": ids} if node_ids is not None else {})})
         return cls(
             x=xt,
             edge_index=_clean_edges(edges, n, self_loops, duplicates),
-            y=_as_tensor(y, torch.long, "y"),
-            sens=_as_tensor(sens, torch.long, "sens"),
-            train_idx=_as_tensor(train_idx, torch.long, "train_idx"),
-            val_idx=_as_tensor(val_idx, torch.long, "val_idx"),
-            test_idx=_as_tensor(test_idx, torch.long, "test_idx"),
+            y=yt,
+            sens=st,
+            train_idx=_split_index(train_idx, "train_idx", n),
+            val_idx=_split_index(val_idx, "val_idx", n),
+            test_idx=_split_index(test_idx, "test_idx", n),
             node_ids=ids,
             feature_ranges=tuple((float(lo), float(hi)) for lo, hi in feature_ranges),
             **named(naming),
@@ -292,11 +298,12 @@ class Graph:
         Returns:
             A new, validated :class:`Graph`.
         """
+        n = self.num_nodes
         return dataclasses.replace(
             self,
-            train_idx=_as_tensor(train_idx, torch.long, "train_idx"),
-            val_idx=_as_tensor(val_idx, torch.long, "val_idx"),
-            test_idx=_as_tensor(test_idx, torch.long, "test_idx"),
+            train_idx=_split_index(train_idx, "train_idx", n),
+            val_idx=_split_index(val_idx, "val_idx", n),
+            test_idx=_split_index(test_idx, "test_idx", n),
         )
 
 
@@ -306,6 +313,52 @@ def positions(index: Tensor, num_nodes: int) -> Tensor:
     out = torch.full((num_nodes,), -1, dtype=torch.long, device=index.device)
     out[index] = torch.arange(index.numel(), device=index.device)
     return out
+
+
+def _same_length(fields: dict[str, Tensor]) -> None:
+    """``x``, ``y``, ``sens`` (and ``node_ids``) have one entry per node: the same length, else an error naming the
+    one that differs from the others."""
+    sizes = {name: int(t.shape[0]) if t.ndim >= 1 else 0 for name, t in fields.items()}
+    if len(set(sizes.values())) <= 1:
+        return
+    counts = {size: sum(1 for v in sizes.values() if v == size) for size in sizes.values()}
+    common = max(counts, key=lambda size: (counts[size], sizes["x"] == size))
+    odd = next(name for name, size in sizes.items() if size != common)
+    listed = ", ".join(f"{name} {size}" for name, size in sizes.items())
+    raise GraphValidationError(
+        odd,
+        f"has {sizes[odd]} entries where the others have {common} ({listed}): x, y and sens need one row per node",
+    )
+
+
+def _split_index(value: ArrayLike, name: str, n: int) -> Tensor:
+    """A split's node indices from ``value``: indices, or a boolean mask over the ``n`` nodes (its ``True``
+    entries). A 0/1 integer mask is refused with what to pass instead."""
+    if _is_bool(value):
+        mask = _as_tensor(value, torch.long, name).reshape(-1)
+        if mask.numel() != n:
+            raise GraphValidationError(
+                name, f"a boolean mask needs one entry per node ({n}), got {mask.numel()}; or pass node indices"
+            )
+        return mask.nonzero().flatten()
+    out = _as_tensor(value, torch.long, name)
+    if n > 2 and out.ndim == 1 and out.numel() == n and bool(((out == 0) | (out == 1)).all()):
+        raise GraphValidationError(
+            name,
+            f"looks like a 0/1 mask over the {n} nodes, not node indices: pass the indices (mask.nonzero().flatten()) "
+            "or a boolean mask (mask.bool())",
+        )
+    return out
+
+
+def _is_bool(value: ArrayLike) -> bool:
+    """Whether ``value`` is a boolean array (a mask)."""
+    if isinstance(value, Tensor):
+        return value.dtype == torch.bool
+    try:
+        return bool(np.asarray(value).dtype == np.bool_)
+    except (TypeError, ValueError):
+        return False
 
 
 def _as_tensor(value: ArrayLike, dtype: torch.dtype, name: str) -> Tensor:

@@ -1,0 +1,85 @@
+"""What :meth:`Graph.build` says to a new user who passes what PyG or pandas hands them: split masks, arrays of
+different lengths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from bind_core.data.graph import Graph
+from bind_core.errors import GraphValidationError
+
+N = 60
+
+
+def arrays() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(N)
+    return {
+        "x": rng.normal(size=(N, 3)),
+        "edges": rng.integers(0, N, (2, 150)),
+        "y": np.arange(N) % 2,
+        "sens": (np.arange(N) // 2) % 2,
+        "train_idx": np.sort(perm[:30]),
+        "val_idx": np.sort(perm[30:40]),
+        "test_idx": np.sort(perm[40:]),
+    }
+
+
+def build(**changes: object) -> Graph:
+    return Graph.build(**{**arrays(), **changes})  # type: ignore[arg-type]
+
+
+def masks() -> dict[str, np.ndarray]:
+    return {k: np.isin(np.arange(N), v) for k, v in arrays().items() if k.endswith("_idx")}
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch", "list"])
+def test_boolean_masks_are_taken_as_their_nodes(kind: str) -> None:
+    given = masks()
+    options: dict[str, dict[str, Any]] = {
+        "numpy": dict(given),
+        "torch": {k: torch.from_numpy(v) for k, v in given.items()},
+        "list": {k: v.tolist() for k, v in given.items()},
+    }
+    converted = options[kind]
+    g = build(**converted)
+    for name, idx in arrays().items():
+        if name.endswith("_idx"):
+            assert torch.equal(getattr(g, name), torch.from_numpy(idx).long())
+    again = g.with_split(**{k: torch.from_numpy(v) for k, v in given.items()})
+    assert torch.equal(again.train_idx, g.train_idx)
+
+
+def test_a_zero_one_integer_mask_says_to_pass_indices() -> None:
+    with pytest.raises(GraphValidationError, match=r"mask\.nonzero\(\)\.flatten\(\)") as caught:
+        build(train_idx=masks()["train_idx"].astype(int))
+    assert caught.value.field == "train_idx" and "more than once" not in str(caught.value)
+
+
+def test_a_mask_of_another_length_is_named() -> None:
+    with pytest.raises(GraphValidationError, match=r"one entry per node \(60\), got 50") as caught:
+        build(val_idx=masks()["val_idx"][:50])
+    assert caught.value.field == "val_idx"
+
+
+@pytest.mark.parametrize(
+    ("field", "cut"),
+    [("x", "x"), ("y", "y"), ("sens", "sens")],
+)
+def test_arrays_of_another_length_name_the_one_that_differs(field: str, cut: str) -> None:
+    given = arrays()
+    with pytest.raises(GraphValidationError) as caught:
+        build(**{cut: given[cut][:50]})
+    assert caught.value.field == field
+    assert "has 50 entries where the others have 60" in str(caught.value)
+    assert "edge_index" not in str(caught.value)
+
+
+def test_node_ids_of_another_length_are_named() -> None:
+    with pytest.raises(GraphValidationError) as caught:
+        build(node_ids=np.arange(59))
+    assert caught.value.field == "node_ids"
