@@ -6,7 +6,10 @@ Each result class is a keyword-only dataclass whose fields are the JSON object's
 optional key is absent from the JSON when the field is ``None`` (a required key is always written, ``null``
 included). A class with an ``extra`` field (:func:`open_keys`) keeps the keys it does not name there, in order,
 so that an open-ended record (a solver's details, the polish's record) survives the round trip; a class
-without one refuses unknown keys. Values are never converted: the JSON's numbers come back as they went in.
+without one refuses unknown keys. Values are never converted, with one exception: :func:`encode` writes a number
+that is not finite (NaN, infinity: an undefined figure) as ``null``, since strict JSON has neither (``json.dumps``
+would write ``NaN``, which no JSON parser accepts); :func:`decode` reads ``null`` where a number is required (a field
+typed ``float``, not ``float | None``) back as NaN. Every other number comes back as it went in.
 """
 
 from __future__ import annotations
@@ -85,6 +88,8 @@ def _decode_value(tp: Any, value: Any, where: str) -> Any:
     if value is None:
         if nullable or inner is Any:
             return None
+        if inner is float:  # a required number that was not finite: encode wrote it null
+            return math.nan
         raise ResultFormatError(f"{where}: null where {inner} is required")
     if inner is Any:
         return value
@@ -134,6 +139,8 @@ def decode(cls: type[T], data: Any, where: str = "results") -> T:
 
 
 def _encode_value(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return encode(value)
     if isinstance(value, list | tuple):
@@ -144,7 +151,8 @@ def _encode_value(value: Any) -> Any:
 
 
 def encode(obj: Any) -> dict[str, Any]:
-    """The JSON object of a result dataclass (the inverse of :func:`decode`)."""
+    """The JSON object of a result dataclass (the inverse of :func:`decode`): a number that is not finite (NaN,
+    infinity) written as ``None`` (``null``), so that ``json.dumps`` of it is strict JSON."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)

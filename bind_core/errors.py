@@ -202,6 +202,21 @@ class ConfigError(BindError):
     """A configuration value is not one of the accepted values; the message quotes it."""
 
 
+class MetricInputError(BindError):
+    """The inputs of a metric do not fit together (:func:`bind_core.fairness.metrics.evaluate`): probabilities that
+    are not a ``[nodes, classes]`` matrix of rows summing to 1, labels or groups of another length, or codes that are
+    not integers.
+
+    Args:
+        field: the argument at fault (``proba``, ``y``, ``sens``).
+        message: what is wrong with it (the exception's text is ``"{field}: {message}"``).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
 class NonFiniteError(BindError):
     """A model's outputs (predicted probabilities) hold NaN or inf, so no prediction or metric can be made."""
 

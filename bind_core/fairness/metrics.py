@@ -28,6 +28,7 @@ import torch
 from scipy.stats import rankdata
 from torch import Tensor
 
+from bind_core.errors import MetricInputError
 from bind_core.fairness.records import MetricValues, WorstPair
 from bind_core.models.gnn import require_finite
 
@@ -154,8 +155,9 @@ def undefined_reasons(
 
     out: dict[str, str] = {}
     present = _groups(sens, num_groups, groups)
+    too_few = f"fewer than two groups among the nodes (present: {groups_text(present)})"
     if len(present) < 2:
-        out["delta_sp"] = out["gamma_sp"] = f"fewer than two groups among the nodes (present: {groups_text(present)})"
+        out["delta_sp"] = out["gamma_sp"] = too_few
     classes = [1] if num_classes == 2 else list(range(num_classes))
     for c in classes:
         with_c = _groups(sens[y == c], num_groups, groups)
@@ -163,10 +165,12 @@ def undefined_reasons(
             named = class_names[c] if c < len(class_names) else f"y={c}"
             kind = f"a positive ({named}) node" if num_classes == 2 else f"a node of class {named}"
             missing = [g for g in present if g not in with_c]
-            out["delta_eo"] = out["gamma_eo"] = (
-                f"fewer than two groups have {kind} ({groups_text(missing)} "
-                f"{'has' if len(missing) == 1 else 'have'} none), so true-positive rates cannot be compared"
-            )
+            if len(present) < 2:  # no pair of groups at all: the same reason as ΔSP's
+                why = too_few
+            else:
+                verb = "has" if len(missing) == 1 else "have"
+                why = f"fewer than two groups have {kind} ({groups_text(missing)} {verb} none)"
+            out["delta_eo"] = out["gamma_eo"] = f"{why}, so true-positive rates cannot be compared"
             break
     weighed = [k for k, w in (("gamma_sp", lam), ("gamma_eo", 1 - lam)) if w > 0 and k in out]
     if weighed:
@@ -331,8 +335,8 @@ def gamma(
 class FairnessReport:
     """Utility and fairness of predictions on one set of nodes. Rates are fractions in [0, 1].
 
-    A metric these nodes cannot define is NaN here, ``None`` in :meth:`to_dict`, with its reason in
-    ``undefined`` (:func:`undefined_reasons`).
+    A metric these nodes cannot define is NaN here, ``None`` in :meth:`values` and ``null`` in its JSON
+    (:func:`bind_core.codec.encode`), with its reason in ``undefined`` (:func:`undefined_reasons`).
     """
 
     nodes: int
@@ -377,10 +381,12 @@ def evaluate(
     ``group_names`` and ``class_names`` (the user's terms, by code) where given.
 
     Raises:
+        MetricInputError: ``proba`` is not a ``[k, C]`` matrix (``C >= 2``) of probabilities whose rows sum to 1
+            (logits, or a 1-D vector of one class's probability), ``y`` or ``sens`` is not one integer code per row
+            of ``proba``, or ``y`` holds a class ``proba`` has no column for (the message names the argument).
         NonFiniteError: ``proba`` holds NaN or inf.
     """
-    proba = proba.detach()
-    require_finite(proba)
+    proba, y, sens = _checked(proba, y, sens)
     num_classes = proba.shape[1]
     pred = proba.argmax(dim=1)
     undefined = undefined_reasons(
@@ -409,6 +415,47 @@ def evaluate(
         gamma=g,
         undefined=undefined,
     )
+
+
+def _checked(proba: Tensor, y: Tensor, sens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`evaluate`'s inputs checked: ``proba`` a finite ``[k, C]`` matrix of probabilities (rows summing to 1),
+    ``y`` and ``sens`` ``k`` integer codes each (integral floats taken as integers), ``y`` in ``[0, C)``."""
+    proba = torch.as_tensor(proba).detach()
+    if proba.ndim != 2 or proba.shape[1] < 2:
+        hint = "; for one class's probability p, pass torch.stack([1 - p, p], dim=1)" if proba.ndim == 1 else ""
+        raise MetricInputError(
+            "proba", f"expected a [nodes, classes] matrix with at least 2 classes, got shape {list(proba.shape)}{hint}"
+        )
+    require_finite(proba)
+    k = int(proba.shape[0])
+    if k:
+        sums = proba.double().sum(dim=1)
+        off = ((sums - 1).abs() > 1e-4) | (proba < 0).any(dim=1)
+        if bool(off.any()):
+            row = int(off.nonzero()[0])
+            raise MetricInputError(
+                "proba",
+                f"rows must be probabilities (non-negative, summing to 1): {int(off.sum())} of {k} are not (row {row} "
+                f"sums to {float(sums[row]):.4g}); pass softmax(logits, dim=1), not logits or scores",
+            )
+    codes = []
+    for name, values in (("y", y), ("sens", sens)):
+        t = torch.as_tensor(values).detach()
+        if t.ndim != 1 or t.shape[0] != k:
+            raise MetricInputError(name, f"expected one code per row of proba ({k}), got shape {list(t.shape)}")
+        if t.is_floating_point() or t.dtype == torch.bool:
+            if t.is_floating_point() and not bool((t == t.round()).all()):
+                raise MetricInputError(name, "expected integer codes, got non-integral values")
+            t = t.long()
+        if k and int(t.min()) < 0:
+            raise MetricInputError(name, f"codes must be non-negative, got {int(t.min())}")
+        codes.append(t)
+    if k and int(codes[0].max()) >= proba.shape[1]:
+        raise MetricInputError(
+            "y",
+            f"class {int(codes[0].max())} has no column in proba ({proba.shape[1]} classes: 0..{proba.shape[1] - 1})",
+        )
+    return proba, codes[0], codes[1]
 
 
 WORST_PAIR_METRICS = ("delta_sp", "delta_eo", "gamma_sp", "gamma_eo")

@@ -26,7 +26,7 @@ class NewtonRecord:
     max_abs_grad: float = key("number: the largest gradient entry at the end")
     grad_norm: float = key("number: the gradient norm at the end")
     negative_eigenvalues: int = key("integer: negative eigenvalues of the last Hessian")
-    min_eigenvalue: float = key("number: the last Hessian's smallest eigenvalue (NaN when none was read)")
+    min_eigenvalue: float = key("number: the last Hessian's smallest eigenvalue (null when none was read)")
     seconds: float = key("number: seconds it took")
     rounds: int | None = key("integer: frozen-Hessian rounds (message-passing models)", optional=True)
     extra: dict[str, Any] = open_keys("other figures (a model stored by another version)")
