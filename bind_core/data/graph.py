@@ -230,16 +230,19 @@ class Graph:
         """Remove ``nodes`` and their edges.
 
         Args:
-            nodes: indices (0-based positions in this graph) of the nodes to remove.
+            nodes: row numbers (0-based indices into this graph) of the nodes to remove; :meth:`rows_of` turns the
+                user's ids into them.
 
         Returns:
             ``(graph, mapping)``: the reduced graph, re-indexed ``0..n-k-1`` in the old order with the
             splits and ``node_ids`` carried over, and ``mapping`` (int64 ``[n]``), the new index of each
             old node or ``-1`` for a removed one.
+
+        Raises:
+            GraphValidationError: ``nodes`` holds text (the user's ids: the message points at :meth:`rows_of`), or a
+                row number out of range.
         """
-        drop = _as_tensor(nodes, torch.long, "nodes").reshape(-1)
-        if drop.numel() and (int(drop.min()) < 0 or int(drop.max()) >= self.num_nodes):
-            raise GraphValidationError("nodes", f"index out of range for {self.num_nodes} nodes")
+        drop = row_numbers(self, nodes, "nodes")
         keep = torch.ones(self.num_nodes, dtype=torch.bool)
         keep[drop] = False
         mapping = torch.full((self.num_nodes,), -1, dtype=torch.long)
@@ -306,6 +309,55 @@ class Graph:
             test_idx=_split_index(test_idx, "test_idx", n),
         )
 
+    # ------------------------------------------------------------------ the user's ids
+    def rows_of(self, ids: int | str | ArrayLike) -> Tensor:
+        """The row numbers (0-based indices into this graph, what :meth:`without_nodes`, the splits and
+        ``predict_proba(graph, rows)`` take) of nodes given by the user's ids.
+
+        The user's ids are what the audit's outputs call ``node_id``: the values of the node table's id column
+        (text as written, or integers), else the rows' positions in the node table or arrays, counted from 0
+        (``summary().node_id_meaning`` says which).
+
+        Args:
+            ids: one id, or a sequence (list, array, tensor) of them.
+
+        Returns:
+            int64 ``[k]``: the row number of each id, in the order given.
+
+        Raises:
+            GraphValidationError: some id is not one of this graph's (``ids``; the message names up to five).
+        """
+        given = ids.tolist() if isinstance(ids, Tensor | np.ndarray) else ids
+        wanted: list[object] = [given] if isinstance(given, str | int | np.integer) else list(given)
+        index = self._id_index
+        rows: list[int] = []
+        unknown: list[object] = []
+        for v in wanted:
+            key = int(v) if isinstance(v, int | np.integer) and not isinstance(v, bool) else v
+            row = index.get(key) if isinstance(key, str | int) else None
+            if row is None:
+                unknown.append(v)
+            else:
+                rows.append(row)
+        if unknown:
+            kind = "text ids" if self.node_keys else "integer ids"
+            shown = ", ".join(repr(v) for v in unknown[:5]) + (
+                f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            )
+            raise GraphValidationError(
+                "ids", f"{len(unknown)} id(s) not in this graph: {shown} (its node ids are {kind}: {id_legend(self)})"
+            )
+        return torch.tensor(rows, dtype=torch.long)
+
+    @cached_property
+    def _id_index(self) -> dict[int | str, int]:
+        """The user's id → row number (the first row where an id repeats)."""
+        keys: Sequence[int | str] = self.node_keys or self.node_ids.tolist()
+        index: dict[int | str, int] = {}
+        for row, key in enumerate(keys):
+            index.setdefault(key, row)
+        return index
+
 
 # ---------------------------------------------------------------------- helpers
 def positions(index: Tensor, num_nodes: int) -> Tensor:
@@ -313,6 +365,42 @@ def positions(index: Tensor, num_nodes: int) -> Tensor:
     out = torch.full((num_nodes,), -1, dtype=torch.long, device=index.device)
     out[index] = torch.arange(index.numel(), device=index.device)
     return out
+
+
+def row_numbers(graph: Graph, rows: ArrayLike, name: str = "rows") -> Tensor:
+    """``rows`` (row numbers: 0-based indices into ``graph``; a list, an array or a tensor) as int64 ``[k]``, checked.
+
+    Raises:
+        GraphValidationError: ``rows`` holds text (the user's ids: the message points at :meth:`Graph.rows_of`),
+            something other than integers, or a row number out of range.
+    """
+    if not isinstance(rows, Tensor):
+        try:
+            kind = np.asarray(rows).dtype.kind
+        except (TypeError, ValueError):
+            kind = "O"
+        if kind in "USO":
+            raise GraphValidationError(
+                name,
+                "takes row numbers (0-based indices into the graph), not the user's ids: turn ids into row numbers "
+                f"with graph.rows_of(ids), e.g. graph.rows_of({_first(rows)!r})",
+            )
+    out = _as_tensor(rows, torch.long, name).reshape(-1)
+    n = graph.num_nodes
+    if out.numel() and (int(out.min()) < 0 or int(out.max()) >= n):
+        bad = int(out.min()) if int(out.min()) < 0 else int(out.max())
+        raise GraphValidationError(name, f"row number {bad} out of range for {n} nodes (0..{n - 1})")
+    return out
+
+
+def _first(values: object) -> object:
+    """The first item of ``values`` (a sequence) in a list, for an example call; ``values`` itself otherwise."""
+    if isinstance(values, str):
+        return [values]
+    try:
+        return [next(iter(values))]  # type: ignore[call-overload]
+    except (TypeError, StopIteration):
+        return values
 
 
 def _same_length(fields: dict[str, Tensor]) -> None:

@@ -27,7 +27,7 @@ from safetensors.torch import save as st_save
 from torch import Tensor
 
 from bind_core.codec import encode
-from bind_core.data.graph import Graph
+from bind_core.data.graph import ArrayLike, Graph, row_numbers
 from bind_core.errors import ConfigError
 from bind_core.models.gnn import GNN, ModelConfig, node_losses, probabilities, require_finite
 from bind_core.models.propagation import GraphInputs
@@ -90,25 +90,34 @@ class TrainedModel:
         return self.module.prepare(graph, self.dtype, self.device)
 
     @torch.no_grad()
-    def logits(self, graph: Graph, rows: Tensor | None = None) -> Tensor:
+    def logits(self, graph: Graph, rows: ArrayLike | None = None) -> Tensor:
         """The model's raw outputs in evaluation mode, without gradients.
 
         Args:
             graph: the graph to run the model on.
-            rows: node indices to return (default: every node).
+            rows: row numbers (0-based node indices into ``graph``) to return, as a tensor, an array or a list
+                (default: every node); :meth:`Graph.rows_of <bind_core.data.graph.Graph.rows_of>` turns the user's
+                ids into them.
 
         Returns:
             ``[n, K]`` (or ``[len(rows), K]``) logits, ``K`` = 1 for two classes, else the number of classes.
+
+        Raises:
+            GraphValidationError: ``rows`` is not a tensor and holds text (the user's ids) or an out-of-range row.
         """
         self.module.eval()
+        if rows is not None and not isinstance(rows, Tensor):
+            rows = row_numbers(graph, rows)
         return cast(Tensor, self.module(self.prepare(graph), None if rows is None else rows.to(self.device)))
 
-    def predict_proba(self, graph: Graph, rows: Tensor | None = None) -> Tensor:
+    def predict_proba(self, graph: Graph, rows: ArrayLike | None = None) -> Tensor:
         """Class probabilities in evaluation mode, on the CPU.
 
         Args:
             graph: the graph to run the model on.
-            rows: node indices to return (default: every node).
+            rows: row numbers (0-based node indices into ``graph``) to return, as a tensor, an array or a list
+                (default: every node); :meth:`Graph.rows_of <bind_core.data.graph.Graph.rows_of>` turns the user's
+                ids into them.
 
         Returns:
             ``[n, C]`` (or ``[len(rows), C]``) probabilities, each row summing to 1.
@@ -116,6 +125,7 @@ class TrainedModel:
         Raises:
             NonFiniteError: some probability is NaN or inf (weights or activations that overflow), which
                 would otherwise become a class-0 prediction.
+            GraphValidationError: ``rows`` is not a tensor and holds text (the user's ids) or an out-of-range row.
         """
         proba = probabilities(self.logits(graph, rows)).cpu()
         require_finite(proba, "the model's predicted probabilities")

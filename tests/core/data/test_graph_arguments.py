@@ -1,5 +1,5 @@
-"""What :meth:`Graph.build` says to a new user who passes what PyG or pandas hands them: split masks, arrays of
-different lengths."""
+"""What :meth:`Graph.build` and the node-level helpers say to a new user who passes what PyG or pandas hands them:
+split masks, arrays of different lengths, the user's own node ids, lists of rows."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 
 from bind_core.data.graph import Graph
 from bind_core.errors import GraphValidationError
+from bind_core.training.fit import TrainConfig, train
 
 N = 60
 
@@ -83,3 +84,44 @@ def test_node_ids_of_another_length_are_named() -> None:
     with pytest.raises(GraphValidationError) as caught:
         build(node_ids=np.arange(59))
     assert caught.value.field == "node_ids"
+
+
+def keyed() -> Graph:
+    return build(node_keys=tuple(f"cust-{i:04d}-x" for i in range(N)), node_id_column="customer")
+
+
+def test_rows_of_turns_the_users_ids_into_row_numbers() -> None:
+    g = keyed()
+    assert g.rows_of(["cust-0007-x", "cust-0003-x"]).tolist() == [7, 3]
+    assert g.rows_of("cust-0005-x").tolist() == [5]
+    numbered = build(node_ids=np.arange(N) + 1000)
+    assert numbered.rows_of([1000, np.int64(1059)]).tolist() == [0, 59]
+    assert numbered.rows_of(torch.tensor([1002])).tolist() == [2]
+
+
+def test_rows_of_names_unknown_ids() -> None:
+    with pytest.raises(GraphValidationError, match=r"1 id\(s\) not in this graph: 'cust-9999-x'") as caught:
+        keyed().rows_of(["cust-0001-x", "cust-9999-x"])
+    assert caught.value.field == "ids" and "customer" in str(caught.value)
+    with pytest.raises(GraphValidationError, match="not in this graph: '7'"):
+        build().rows_of(["7"])  # integer ids: the text "7" is not one (no silent conversion)
+
+
+def test_without_nodes_refuses_the_users_ids_and_points_at_rows_of() -> None:
+    g = keyed()
+    with pytest.raises(GraphValidationError, match=r"rows_of\(\['cust-0006-x'\]\)") as caught:
+        g.without_nodes(["cust-0006-x"])
+    assert caught.value.field == "nodes" and "row numbers" in str(caught.value)
+    reduced, mapping = g.without_nodes(g.rows_of(["cust-0006-x"]))
+    assert reduced.num_nodes == N - 1 and "cust-0006-x" not in reduced.node_keys and int(mapping[6]) == -1
+    with pytest.raises(GraphValidationError, match="row number 60 out of range for 60 nodes"):
+        g.without_nodes([60])
+
+
+def test_predict_proba_takes_a_list_of_rows_and_refuses_ids() -> None:
+    g = keyed()
+    model = train(g, TrainConfig(epochs=2, polish=False))
+    assert torch.equal(model.predict_proba(g, [3, 5]), model.predict_proba(g, torch.tensor([3, 5])))
+    assert torch.equal(model.predict_proba(g, np.array([3])), model.predict_proba(g)[[3]])
+    with pytest.raises(GraphValidationError, match=r"rows_of"):
+        model.predict_proba(g, ["cust-0003-x"])
