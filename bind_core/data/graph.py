@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bind_core.data.labels import group_labels, id_legend
+from bind_core.data.labels import class_value, group_label, group_labels, id_legend
 from bind_core.data.naming import Naming, named
 from bind_core.data.records import GraphSummary
 from bind_core.errors import GraphValidationError
@@ -357,6 +357,25 @@ class Graph:
         for row, key in enumerate(keys):
             index.setdefault(key, row)
         return index
+
+    def __repr__(self) -> str:
+        """A short description: sizes, groups, label and split counts (not the tensors; :meth:`summary` has more).
+
+        Returns:
+            One line, e.g. ``Graph('nodes': 400 nodes, 1200 edges, 3 features; groups {region=north: 225,
+            region=south: 175}; label 'decision' {approved: 203, denied: 197}; split train 203 / val 89 / test 108)``.
+        """
+        groups = torch.bincount(self.sens, minlength=self.num_groups).tolist()
+        classes = torch.bincount(self.y[self.y >= 0], minlength=self.num_classes).tolist()
+        unlabeled = int((self.y < 0).sum())
+        group_list = ", ".join(f"{group_label(self, g)}: {k}" for g, k in enumerate(groups))
+        class_list = ", ".join(f"{class_value(self, c)}: {k}" for c, k in enumerate(classes))
+        return (
+            f"Graph({self.name!r}: {self.num_nodes} nodes, {self.num_edges} edges, {self.num_features} features; "
+            f"groups {{{group_list}}}; label {self.label_name!r} {{{class_list}}}"
+            f"{f', {unlabeled} unlabeled' if unlabeled else ''}; split train {self.train_idx.numel()} / "
+            f"val {self.val_idx.numel()} / test {self.test_idx.numel()})"
+        )
 
 
 # ---------------------------------------------------------------------- helpers

@@ -30,7 +30,9 @@ class AuditConfig(Encoded):
         model: architecture (paper: one-layer GCN, 16 hidden).
         training: optimisation (paper: 1000 Adam epochs, lr 1e-3, weight decay 1e-4, seed 10), then polish.
         lam: Γ = lam·Γ_SP + (1 − lam)·Γ_EO.
-        solver: inverse-Hessian solver: ``auto``, ``exact``, ``cg`` or ``lissa``.
+        solver: inverse-Hessian solver: ``auto`` (by size), ``exact``, ``cg``, ``lissa`` or ``lanczos``
+            (:data:`~bind_core.influence.arguments.SOLVERS`; :class:`~bind_core.influence.arguments.InfluenceArguments`
+            says what each does).
         non_iid: include BIND's non-i.i.d. term.
         budgets: debiasing budgets, fractions (< 1) or counts (>= 1) of the training set.
         validation_sample: training nodes whose estimate is checked against re-optimisation; 0 skips.

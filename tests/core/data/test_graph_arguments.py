@@ -1,8 +1,9 @@
 """What :meth:`Graph.build` and the node-level helpers say to a new user who passes what PyG or pandas hands them:
-split masks, arrays of different lengths, the user's own node ids, lists of rows."""
+split masks, arrays of different lengths, the user's own node ids, lists of rows; and the graph's short repr."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -125,3 +126,19 @@ def test_predict_proba_takes_a_list_of_rows_and_refuses_ids() -> None:
     assert torch.equal(model.predict_proba(g, np.array([3])), model.predict_proba(g)[[3]])
     with pytest.raises(GraphValidationError, match=r"rows_of"):
         model.predict_proba(g, ["cust-0003-x"])
+
+
+def test_the_repr_is_short_and_in_the_users_terms() -> None:
+    g = build(
+        group_names=("north", "south"),
+        sensitive=("region",),
+        class_names=("approved", "denied"),
+        label_name="decision",
+        name="loans",
+    )
+    text = repr(g)
+    assert "\n" not in text and len(text) < 300 and "tensor" not in text
+    assert text.startswith("Graph('loans': 60 nodes, ") and "3 features" in text
+    assert "region=north: 30, region=south: 30" in text and "'decision' {approved: 30, denied: 30}" in text
+    assert "train 30 / val 10 / test 20" in text
+    json.dumps(text)  # a plain string
