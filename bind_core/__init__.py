@@ -28,6 +28,7 @@ from bind_core.errors import (
     ConfigError,
     DatasetNotFoundError,
     GraphValidationError,
+    ModelDoesNotFitError,
     NonFiniteError,
     Option,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "MetricValues",
     "ModelConfig",
     "ModelDocument",
+    "ModelDoesNotFitError",
     "NonFiniteError",
     "Option",
     "TrainConfig",

@@ -290,7 +290,7 @@ def _run(args: argparse.Namespace) -> int:
         print(render_supplied(record))
     print(render(result, top=args.top))
     if args.json:
-        _write_json(args.json, result, record, report)
+        _write_json(args.json, result, report)
     return _log_mlflow(args.mlflow, result) if args.mlflow else 0
 
 
@@ -345,14 +345,13 @@ def _bar_progress(bar: Any, config: AuditConfig) -> Callable[[str, float], None]
     return progress
 
 
-def _write_json(path: Path, result: AuditResult, record: SuppliedModel | None, report: IngestReport | None) -> None:
-    # the config the audit ran with: the recipe's polish decided (training.polish true or false)
+def _write_json(path: Path, result: AuditResult, report: IngestReport | None) -> None:
+    # the config the audit ran with: the recipe's polish decided (training.polish true or false); a supplied model's
+    # record is the results' supplied_model
     doc = result.to_dict() | {
         "config": result.config.to_dict(),
         "influence": [encode(r) for r in result.influence_rows()],
     }
-    if record is not None:
-        doc["supplied_model"] = encode(record)
     if report is not None:
         doc["ingest"] = encode(report.summary(flag))
     text = json.dumps(json_safe(doc), indent=2, default=float)

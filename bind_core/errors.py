@@ -202,6 +202,22 @@ class ConfigError(BindError):
     """A configuration value is not one of the accepted values; the message quotes it."""
 
 
+class ModelDoesNotFitError(ConfigError):
+    """A model does not fit the graph it is given: its input features or its outputs are not the graph's
+    (:func:`bind_core.models.fits.fit_problems`).
+
+    Args:
+        problems: every ``(field, message)`` at fault (``in_dim``, ``num_classes``, ``classes``); the exception's text
+            joins them.
+    """
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            "the model does not fit the graph: " + "; ".join(f"{field}: {message}" for field, message in problems)
+        )
+
+
 class MetricInputError(BindError):
     """The inputs of a metric do not fit together (:func:`bind_core.fairness.metrics.evaluate`): probabilities that
     are not a ``[nodes, classes]`` matrix of rows summing to 1, labels or groups of another length, or codes that are

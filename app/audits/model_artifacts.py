@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from app.core.db.tables import Audit, ModelArtifact, SuppliedModel
+from app.core.db.tables import Audit, Graph, ModelArtifact, SuppliedModel
 from bind_core import TrainedModel
-from bind_core.pipeline import ExportedModel, export_model, weight_names
+from bind_core.pipeline import ExportedModel, export_model, retrained_form, weight_names
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,10 @@ class KeptModel:
 
 
 def export_form(session: Session, audit_id: uuid.UUID) -> tuple[dict[str, Any] | None, list[str] | None]:
-    """The form a model the audit retrains is handed back in: the audited supplied model's config and its weights'
-    parameter names, or ``(None, None)`` for a model the audit trained itself (or a supplied model since deleted).
+    """The form a model the audit retrains is handed back in: the audited supplied model's config (its ``classes``,
+    where it names them, the audited graph's: a retrained model's outputs are in the graph's class order) and its
+    weights' parameter names, or ``(None, None)`` for a model the audit trained itself (or a supplied model since
+    deleted).
 
     Args:
         session: an open session.
@@ -63,13 +65,15 @@ def export_form(session: Session, audit_id: uuid.UUID) -> tuple[dict[str, Any] |
         ``(form, names)`` for :func:`bind_core.pipeline.export_model`.
     """
     row = session.execute(
-        select(SuppliedModel.config, SuppliedModel.weights)
+        select(SuppliedModel.config, SuppliedModel.weights, Graph.summary)
         .join(Audit, Audit.model_id == SuppliedModel.id)
+        .outerjoin(Graph, Graph.id == Audit.graph_id)
         .where(Audit.id == audit_id)
     ).one_or_none()
     if row is None:
         return None, None
-    return row.config, weight_names(row.weights)
+    classes = (row.summary or {}).get("class_names") or []
+    return retrained_form(row.config, classes), weight_names(row.weights)
 
 
 def store_model_artifact(

@@ -43,7 +43,7 @@ from bind_core import (
     DatasetNotFoundError,
     Graph,
 )
-from bind_core.pipeline import planned_stages, weight_names
+from bind_core.pipeline import planned_stages, retrained_form, weight_names
 from bind_core.pipeline.results import EdgeRow, InfluenceRow
 
 log = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ class Attempt:
             model, supplied = prepare_model(
                 parts, claim.model_id, graph, config, self.device, progress=lambda f: progress("training", f)
             )
-        kept = _sink(parts, self.settings)
+        kept = _sink(parts, self.settings, graph)
         distributed: dict[str, Any] | None = None
         n_chunks = chunks.wanted(self.settings, graph)
         coordinator = None
@@ -263,10 +263,12 @@ class Attempt:
         return Computed(payload, result, kept)
 
 
-def _sink(parts: tuple[bytes, dict[str, Any]] | None, settings: Settings) -> KeptModels:
+def _sink(parts: tuple[bytes, dict[str, Any]] | None, settings: Settings, graph: Graph) -> KeptModels:
     """Where the debiasing stage's retrained models go: exported in the audited model's form (a supplied model's:
-    its config and parameter names; else bind-audit's) and capped at ``BIND_MODEL_ARTIFACT_MAX_BYTES``."""
-    form, names = (None, None) if parts is None else (parts[1], weight_names(parts[0]))
+    its config, with the graph's classes where it names them, and parameter names; else bind-audit's) and capped at
+    ``BIND_MODEL_ARTIFACT_MAX_BYTES``."""
+    classes = graph.summary().class_names or []
+    form, names = (None, None) if parts is None else (retrained_form(parts[1], classes), weight_names(parts[0]))
     return KeptModels(form, names, settings.model_artifact_max_bytes)
 
 

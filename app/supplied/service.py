@@ -19,8 +19,9 @@ from sqlalchemy.orm import Session, defer
 from app.core.db.tables import Graph, SuppliedModel, Tenant
 from app.core.errors import NotFound, ValidationProblem
 from app.core.pagination import newest_first
-from bind_core import BindError, TrainedModel, UnsupportedModelError, read_document
+from bind_core import BindError, ModelDoesNotFitError, TrainedModel, UnsupportedModelError, read_document
 from bind_core.codec import encode
+from bind_core.pipeline import class_order, fit_problems
 
 
 def parse_config(raw: bytes | str) -> dict[str, Any]:
@@ -43,7 +44,8 @@ def check_model(weights: bytes, config: dict[str, Any], summary: dict[str, Any])
 
     Raises:
         ValidationProblem: not safetensors, weights that do not fit the config, or dimensions that do not
-            fit the graph (``in_dim`` vs the graph's features, ``num_classes`` vs its classes); a PyG model
+            fit the graph (``in_dim`` vs the graph's features, ``num_classes`` vs its classes, the one check of
+            ``bind_core.pipeline.fit_problems``; ``classes`` naming a value that is not the label's); a PyG model
             with options the audit cannot reproduce (``unsupported-model``, each option in ``errors``).
     """
     try:
@@ -59,25 +61,28 @@ def check_model(weights: bytes, config: dict[str, Any], summary: dict[str, Any])
     except BindError as exc:
         field = "weights" if "weights" in str(exc) else "config"
         raise _invalid(field, str(exc)) from exc
-    errors = []
-    if model.module.in_dim != int(summary["features"]):
-        errors.append(
-            {
-                "field": "config.in_dim",
-                "message": f"is {model.module.in_dim} but the graph has {summary['features']} features",
-            }
+    names = [str(n) for n in summary.get("class_names") or range(int(summary["classes"]))]
+    errors = [
+        {"field": f"config.{field}", "message": message}
+        for field, message in fit_problems(
+            model.module.in_dim,
+            model.model_config.num_outputs(model.module.num_classes),
+            model.module.num_classes,
+            int(summary["features"]),
+            int(summary["classes"]),
+            label=summary.get("label"),
+            names=names,
         )
-    if model.module.num_classes != int(summary["classes"]):
-        errors.append(
-            {
-                "field": "config.num_classes",
-                "message": f"is {model.module.num_classes} but the graph has {summary['classes']} classes",
-            }
-        )
+    ]
+    if document.classes is not None and not errors:
+        try:
+            class_order(document.classes, names, summary.get("label"))
+        except ModelDoesNotFitError as exc:
+            errors += [{"field": f"config.{field}", "message": message} for field, message in exc.problems]
     if errors:
         detail = "The model does not fit the graph: " + "; ".join(f"{e['field']} {e['message']}" for e in errors) + "."
         raise ValidationProblem(detail, slug="model-does-not-fit", title="Model does not fit the graph", errors=errors)
-    return encode(dataclasses.replace(model.document(), source=document.source))
+    return encode(dataclasses.replace(model.document(), source=document.source, classes=document.classes))
 
 
 def _invalid(field: str, message: str) -> ValidationProblem:

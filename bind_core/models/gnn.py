@@ -28,8 +28,9 @@ from torch_geometric.nn import GCNConv, GINConv, SAGEConv
 from bind_core.config import DictConfig
 from bind_core.data.graph import Graph
 from bind_core.data.sparse import Adjacency, spmm
-from bind_core.errors import ConfigError, NonFiniteError
+from bind_core.errors import ConfigError, ModelDoesNotFitError, NonFiniteError
 from bind_core.models.activations import activation_fn
+from bind_core.models.fits import classes_problem, features_problem, require_fit
 from bind_core.models.gat import SmoothGATConv
 from bind_core.models.propagation import (
     GraphInputs,
@@ -212,12 +213,45 @@ class GNN(nn.Module):
         The result depends only on the graph and the architecture (not on the weights), and a graph is
         immutable, so it is cached per graph, architecture, dtype and device (a few entries per graph, freed
         with it): an audit prepares each large graph once rather than at every evaluation.
+
+        Raises:
+            ModelDoesNotFitError: the graph's features are not the model's inputs, or its label has a class the
+                model has no output for (before the forward pass would fail inside torch).
         """
+        self._require_inputs(graph)
         dtype = dtype or next(self.parameters()).dtype
         device = torch.device(device or next(self.parameters()).device)
         eps = float(getattr(self.convs[0], "eps", 0.0)) if self.config.arch == "gin" else 0.0
         key = (self.config.arch, self.row_separable, eps, dtype, str(device))
         return prepared_inputs(graph, key, lambda: self._prepare(graph, dtype, device))
+
+    def _require_inputs(self, graph: Graph) -> None:
+        """Refuse a graph this model cannot be run on: other features, or a class it has no output for."""
+        problem = features_problem(self.in_dim, graph.num_features)
+        if problem is not None:
+            raise ModelDoesNotFitError([("in_dim", problem)])
+        if graph.num_classes > self.num_classes:
+            names = graph.class_names or tuple(str(c) for c in range(graph.num_classes))
+            outputs = self.config.num_outputs(self.num_classes)
+            found = classes_problem(outputs, self.num_classes, graph.num_classes, label=graph.label_name, names=names)
+            raise ModelDoesNotFitError([("num_classes", str(found))])
+
+    def require_fit(self, graph: Graph) -> None:
+        """Refuse a graph this model does not fit exactly: other features, or a label of another number of classes
+        (:func:`~bind_core.models.fits.require_fit`, the check a supplied model passes before its audit).
+
+        Raises:
+            ModelDoesNotFitError: naming the model's inputs or outputs and the graph's.
+        """
+        require_fit(
+            self.in_dim,
+            self.config.num_outputs(self.num_classes),
+            self.num_classes,
+            graph.num_features,
+            graph.num_classes,
+            label=graph.label_name,
+            names=graph.class_names or tuple(str(c) for c in range(graph.num_classes)),
+        )
 
     def _prepare(self, graph: Graph, dtype: torch.dtype, device: torch.device) -> GraphInputs:
         x = graph.x.to(device=device, dtype=dtype)

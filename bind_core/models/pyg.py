@@ -22,6 +22,15 @@ states the objective the model was trained with: the ``loss`` (``"cross_entropy"
 ``mean(ℓ_train) + (λ/2)·‖θ‖²``); any other :class:`~bind_core.training.fit.TrainConfig` setting (``epochs``, ``lr``,
 ``optimizer``, ``patience`` for early stopping, ``seed``) is the user's recipe, with which the audit retrains when it
 debiases; it has no polish unless it says ``"polish": true`` (a PyG user's training has none).
+
+``classes`` (optional, at the top level or in ``training``) says which label value each output column stands for,
+output 0 first: ``"classes": ["denied", "approved"]`` for a model trained with ``approved`` coded as 1. The audit
+numbers a label's values in sorted order (``approved`` class 0, ``denied`` class 1), so without ``classes`` output
+``k`` is read as the ``k``-th value in that order; with it, the model's output columns are put in the label's order
+before the audit, exactly (the last layer's output rows permuted, or for one logit negated), and the audit's
+``supplied_model`` record says so. A name that is not a value of the label is refused. A supplied model without
+``classes`` whose scores on its own training nodes rank the classes clearly below chance is audited with a warning
+that its outputs may be in another order (``supplied_model.output_order``).
 :func:`~bind_core.training.document.read_document` turns it into the project's config form (with the PyG description
 kept under ``source``), :func:`bind_state_dict` renames the weights, and :func:`reproduction` checks the result
 against the PyG module itself, built from the same arguments and weights.
@@ -40,6 +49,7 @@ from torch import Tensor, nn
 
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
+from bind_core.models.fits import read_classes
 from bind_core.models.gnn import ACTIVATIONS, GNN, ModelConfig
 from bind_core.models.records import PYG_FORMAT, PygCheck, PygModel
 
@@ -181,6 +191,8 @@ class PygConfig:
     """The ``training`` settings besides the ``loss``: the user's recipe, read by ``TrainConfig``."""
     dtype: object | None
     """The ``dtype`` as given, if any."""
+    classes: tuple[str, ...] | None = None
+    """The label value each output stands for, output 0 first (the config's ``classes``); ``None``: not given."""
 
 
 def is_pyg_config(config: object) -> bool:
@@ -192,7 +204,8 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
     """The checked model description, the ``training`` settings without the ``loss``, and the ``dtype``.
 
     Args:
-        config: ``{"format": "torch_geometric", "class", "args", "training", "dtype"?}``.
+        config: ``{"format": "torch_geometric", "class", "args", "training", "dtype"?, "classes"?}`` (``classes``
+            may also be given in ``training``).
 
     Returns:
         The :class:`PygConfig`.
@@ -201,7 +214,8 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
         UnsupportedModelError: naming every option that is missing, malformed or not reproducible.
     """
     problems = [
-        (f"config.{k}", "unknown key") for k in sorted(set(config) - {"format", "class", "args", "training", "dtype"})
+        (f"config.{k}", "unknown key")
+        for k in sorted(set(config) - {"format", "class", "args", "training", "dtype", "classes"})
     ]
     training = config.get("training")
     if not isinstance(training, dict):
@@ -210,10 +224,30 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
     if "weight_decay" not in training:
         problems.append(("config.training.weight_decay", "required: the L2 coefficient the model was trained with"))
     problems += _description_problems(config.get("class"), config.get("args"), training.get("loss"), "config.training")
+    classes = _classes(config, training, problems)
     if problems:
         raise UnsupportedModelError(problems)
     pyg = _described(str(config["class"]), cast("dict[str, Any]", config["args"]), str(training["loss"]))
-    return PygConfig(pyg, {k: v for k, v in training.items() if k != "loss"}, config.get("dtype"))
+    recipe = {k: v for k, v in training.items() if k not in ("loss", "classes")}
+    return PygConfig(pyg, recipe, config.get("dtype"), classes)
+
+
+def _classes(
+    config: Mapping[str, object], training: dict[str, Any], problems: list[tuple[str, str]]
+) -> tuple[str, ...] | None:
+    """The config's ``classes`` (top level, or in ``training``), checked for its form; a problem is added."""
+    if "classes" in config and "classes" in training:
+        problems.append(("config.classes", "given twice (at the top level and in training): give it once"))
+        return None
+    at = "config.training.classes" if "classes" in training else "config.classes"
+    args = config.get("args")
+    out = args.get("out_channels") if isinstance(args, dict) else None
+    if not isinstance(out, int) or isinstance(out, bool):
+        return None  # out_channels' own problem is named
+    classes, problem = read_classes(config.get("classes", training.get("classes")), 2 if out == 1 else out)
+    if problem is not None:
+        problems.append((at, problem))
+    return classes
 
 
 def read_source(source: object) -> PygModel:

@@ -38,7 +38,9 @@ from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_section import edges_not_computed
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
 from bind_core.pipeline.label_check import many_classes
-from bind_core.pipeline.results import AuditResults, InfluenceRow
+from bind_core.pipeline.output_order import output_order_warnings
+from bind_core.pipeline.reference import prepare_model_for_audit
+from bind_core.pipeline.results import AuditResults, InfluenceRow, SuppliedModel
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.pipeline.stages import (
     EDGE_DEBIASING,
@@ -47,6 +49,7 @@ from bind_core.pipeline.stages import (
     AuditProgress,
     InfluenceStage,
     StageRunner,
+    Tick,
     check_refinable,
     debiasing_stage,
     edge_debiasing_reason,
@@ -99,6 +102,8 @@ class AuditResult:
         timings: stage → seconds, in the order the stages ran.
         device: where it ran.
         supplied: whether the model was supplied (``run_audit(model=...)``) rather than trained by the audit.
+        supplied_model: for a model read from a supplied config (:meth:`TrainedModel.from_bytes`), what was done to
+            it before the audit (the results' ``supplied_model``); ``None`` otherwise.
     """
 
     graph: Graph
@@ -122,6 +127,7 @@ class AuditResult:
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
     supplied: bool = False
+    supplied_model: SuppliedModel | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Everything the audit produced, JSON-ready (what the CLI's ``--json`` writes and the service stores).
@@ -144,6 +150,7 @@ class AuditResult:
             warnings_for(self.graph, self.config.min_group_size)
             + (scaled_inputs(self.graph) if self.supplied else [])
             + metric_warnings(self.metrics)
+            + output_order_warnings(self.supplied_model)
             + self._label_warnings()
             + self._estimate_warnings()
         )
@@ -179,6 +186,7 @@ class AuditResult:
             sign_convention=SIGN_CONVENTION,
             profile=self.profile,
             edges=self._edges(),
+            supplied_model=self.supplied_model,
         )
         results.summary = summarize(results)
         return results
@@ -376,16 +384,25 @@ def run_audit(
     stages = StageRunner(progress)
     if "debiasing" in plan:  # a count over the training set, refused before the training's minutes
         check_budgets(config.budgets, int(graph.train_idx.numel()))
+    if model is not None:  # before anything runs it: torch's own error names neither the model nor the graph
+        model.module.require_fit(graph)
     if config.refine_steps and "influence" in plan:
         check_refinable(model, graph, config)
-    trained = stages.run(
+    trained, record = stages.run(
         "training",
-        lambda: training_stage(graph, config, model, progress=stages.tick, device=device, threads=deletion_threads),
+        lambda: _audited_model(graph, config, model, stages.tick, device=device, threads=deletion_threads),
     )
     groups = metric_groups(graph, config.min_group_size)
     metrics = stages.run("metrics", lambda: metrics_stage(trained, graph, config, groups), report_end=True)
     result = AuditResult(
-        graph, config, trained, metrics, timings=stages.timings, device=str(device), supplied=model is not None
+        graph,
+        config,
+        trained,
+        metrics,
+        timings=stages.timings,
+        device=str(device),
+        supplied=model is not None,
+        supplied_model=record,
     )
     if "influence" not in plan:
         return result
@@ -408,6 +425,26 @@ def run_audit(
     after.validation()
     after.stability()
     return result
+
+
+def _audited_model(
+    graph: Graph,
+    config: AuditConfig,
+    model: TrainedModel | None,
+    tick: Tick,
+    *,
+    device: str | torch.device,
+    threads: int,
+) -> tuple[TrainedModel, SuppliedModel | None]:
+    """The model to audit and, for one read from a supplied config, the record of what was done to it: trained
+    here; a supplied one prepared as the command line and the service prepare it
+    (:func:`~bind_core.pipeline.reference.prepare_model_for_audit`: fit, reproduction, class order, float64), or
+    already prepared by them (its record kept with it); or a model trained here earlier, as it is."""
+    if model is None or model.supplied is None:
+        return training_stage(graph, config, model, progress=tick, device=device, threads=threads), None
+    if model.supplied.record is None:
+        return prepare_model_for_audit(model, graph, config, device, progress=lambda f: tick("training", f))
+    return model, decode(SuppliedModel, dict(model.supplied.record), "supplied_model")
 
 
 @dataclass

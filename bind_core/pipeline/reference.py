@@ -8,19 +8,21 @@ given"). Neither is reported in place of the other.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from bind_core.codec import decode
+from bind_core.codec import decode, encode
 from bind_core.data.graph import Graph
 from bind_core.debiasing.debias import report
 from bind_core.pipeline.config import AuditConfig
 from bind_core.pipeline.results import ReferenceComparison, SuppliedModel
 from bind_core.pipeline.stages import metric_groups
 from bind_core.training.fit import TrainedModel
-from bind_core.training.supplied import prepare_supplied
+from bind_core.training.supplied import Supplied, prepare_model, prepare_supplied
 
 
 def compare_reference(
@@ -78,8 +80,35 @@ def prepare_for_audit(
         take. The service sets its ``id``.
     """
     supplied = prepare_supplied(weights, model_config, graph, device, reference=config.reference, progress=progress)
+    return _recorded(supplied, graph, config)
+
+
+def prepare_model_for_audit(
+    model: TrainedModel,
+    graph: Graph,
+    config: AuditConfig,
+    device: str | torch.device = "cpu",
+    *,
+    progress: Callable[[float], None] | None = None,
+) -> tuple[TrainedModel, SuppliedModel]:
+    """:func:`prepare_for_audit` of a model already read (:meth:`TrainedModel.from_bytes`, whose
+    :attr:`~TrainedModel.supplied` form says how it was described), as ``run_audit(model=...)`` takes it: a copy is
+    prepared, ``model`` is left as it is.
+
+    Returns:
+        As :func:`prepare_for_audit`.
+    """
+    supplied = prepare_model(copy.deepcopy(model), graph, device, reference=config.reference, progress=progress)
+    return _recorded(supplied, graph, config)
+
+
+def _recorded(supplied: Supplied, graph: Graph, config: AuditConfig) -> tuple[TrainedModel, SuppliedModel]:
+    """The prepared model and its record, kept with it (``model.supplied.record``) for the audit to report."""
     record = decode(SuppliedModel, supplied.record, "supplied_model")
     if supplied.given is not None:
         groups = metric_groups(graph, config.min_group_size)
         record.comparison = compare_reference(supplied.given, supplied.model, graph, lam=config.lam, groups=groups)
+    form = supplied.model.supplied
+    if form is not None:
+        supplied.model.supplied = dataclasses.replace(form, record=encode(record))
     return supplied.model, record

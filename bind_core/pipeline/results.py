@@ -68,6 +68,7 @@ from bind_core.influence.records import InfluenceRow as EstimateRow
 from bind_core.models.records import PygCheck
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.pipeline.results_summary import AttributionFinding, DebiasingFinding, GapFinding, Summary, TrustFinding
+from bind_core.training.output_order import OutputOrder
 from bind_core.training.records import ModelSummary, Spectrum, Stationarity, TrainingHistory
 
 __all__ = [
@@ -104,6 +105,7 @@ __all__ = [
     "ModelSummary",
     "NodeProfile",
     "NumericSummary",
+    "OutputOrder",
     "Overlap",
     "PairOverlap",
     "ProfileRule",
@@ -193,7 +195,8 @@ class ReferenceComparison:
 
 @dataclass(kw_only=True)
 class SuppliedModel:
-    """What was done to a supplied model before its audit (added by the service; ``POST /v1/models``)."""
+    """What was done to a supplied model before its audit (``run_audit(model=TrainedModel.from_bytes(...))``, the
+    command line's ``--model-weights``, the service's ``POST /v1/models``)."""
 
     id: str | None = key("string: the supplied model's id", optional=True)
     reference: str | None = key(
@@ -208,6 +211,17 @@ class SuppliedModel:
         "with reference polished: the supplied and the polished model's metrics side by side", optional=True
     )
     pyg: PygCheck | None = key("a PyG model's reproduction check", optional=True)
+    classes: list[str] | None = key(
+        "strings: the label value each of the model's outputs stands for, output 0 first, as its config gave them "
+        "(classes); the outputs were put in the graph's class order before the audit. Absent: output k read as the "
+        "label's k-th value in sorted order",
+        optional=True,
+    )
+    output_order: OutputOrder | None = key(
+        "the model's scores on its labelled training nodes against chance: below_chance says its outputs may be in "
+        "another order than the label's classes",
+        optional=True,
+    )
     extra: dict[str, Any] = open_keys("other figures of the record")
 
 
@@ -239,7 +253,7 @@ class AuditResults(Encoded):
         sign_convention: what the sign of the influence estimates means.
         profile: what the harmful training nodes have in common; absent without influence.
         edges: the bias attributed to each undirected edge; absent unless the audit asked for edges.
-        supplied_model: for an audit of a supplied model, what was done to it (added by the service).
+        supplied_model: for an audit of a supplied model, what was done to it.
     """
 
     metrics: Metrics = key("the metrics stage")
@@ -264,9 +278,7 @@ class AuditResults(Encoded):
     edges: EdgeAttribution | None = key(
         "the bias attributed to each undirected edge; absent unless the audit asked for edges", optional=True
     )
-    supplied_model: SuppliedModel | None = key(
-        "for an audit of a supplied model: what was done to it (added by the service)", optional=True
-    )
+    supplied_model: SuppliedModel | None = key("for an audit of a supplied model: what was done to it", optional=True)
     summary: Summary | None = key(
         "the verdict first: the findings in a few plain sentences, with their fields; absent in audits from before "
         "it was written",

@@ -28,6 +28,7 @@ import numpy as np
 from bind_core.fairness.records import GroupMetrics
 from bind_core.influence.records import InfluenceSummary
 from bind_core.pipeline.label_check import many_classes
+from bind_core.pipeline.output_order import output_order_verdict
 from bind_core.pipeline.results import AuditResults, DebiasingRow, MetricValues, Validation
 from bind_core.pipeline.results_summary import (
     AttributionFinding,
@@ -63,10 +64,11 @@ def summarize(results: AuditResults) -> Summary:
     attribution = _attribution(results)
     debiasing = _debiasing(results.debiasing, results.metrics.test)
     trust = _trust(results.validation, results.influence_summary)
-    verdict = (
+    verdict = output_order_verdict(
+        results.supplied_model,
         _many_classes(results, bias[0])
         or _one_class(results, positive)
-        or _verdict(bias[0], bias[0].label_class or positive)
+        or _verdict(bias[0], bias[0].label_class or positive),
     )
     lines = [verdict, *(b.text for b in bias[1:])]
     lines += [f.text for f in (attribution, debiasing) if f is not None]

@@ -277,6 +277,8 @@ def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
             f"  read from a PyG {pyg.cls}: largest relative logit difference "
             f"{_exp(pyg.max_logit_difference, 1)} on {pyg.nodes} nodes"
         )
+    if typed.classes is not None:
+        lines.append(f"  outputs read as the config's classes {', '.join(typed.classes)} (output 0 first)")
     if not typed.polished_by_service:
         lines.append(f"  audited as given (gradient norm of its training objective {_exp(typed.grad_norm, 2)})")
         return "\n".join(lines)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from bind_core.codec import decode, key
 from bind_core.errors import ConfigError
+from bind_core.models.fits import read_classes
 from bind_core.models.gnn import ModelConfig
 from bind_core.models.pyg import (
     PygConfig,
@@ -49,6 +50,8 @@ class ModelDocument:
         dtype: the weights' floating-point type; ``None``: the stored weights' own.
         source: a ``torch_geometric.nn.models`` model's checked description, by which the weights' parameter names
             are read; ``None`` for this project's models.
+        classes: the label value each output stands for, output 0 first; ``None``: the label's values in sorted
+            order (the audit's class numbers).
         history: the training run (empty for a model trained elsewhere).
         stationarity: the polish's record (empty for a model trained elsewhere).
     """
@@ -63,6 +66,10 @@ class ModelDocument:
     )
     source: PygModel | None = key(
         "a torch_geometric model's description, by which the weights' parameter names are read", optional=True
+    )
+    classes: list[str] | None = key(
+        "strings: the label value each output stands for, output 0 first; absent: the label's values in sorted order",
+        optional=True,
     )
     history: TrainingHistory = field(
         default_factory=TrainingHistory, metadata={"doc": "the training run", "optional": False}
@@ -93,13 +100,18 @@ def read_document(config: object) -> ModelDocument:
         return _from_pyg(read_pyg_config(config))
     try:
         source = config.get("source")
+        num_classes = int(config["num_classes"])
+        classes, problem = read_classes(config.get("classes"), num_classes)
+        if problem is not None:
+            raise ConfigError(f"classes: {problem}")
         return ModelDocument(
             model=ModelConfig.from_dict(config["model"]),
             training=TrainConfig.from_dict(config["training"]),
             in_dim=int(config["in_dim"]),
-            num_classes=int(config["num_classes"]),
+            num_classes=num_classes,
             dtype=_dtype(config.get("dtype")),
             source=read_source(source) if is_pyg_config(source) else None,
+            classes=None if classes is None else list(classes),
             history=decode(TrainingHistory, config.get("history") or {}, "history"),
             stationarity=decode(Stationarity, config.get("stationarity") or {}, "stationarity"),
         )
@@ -123,6 +135,7 @@ def _from_pyg(pyg: PygConfig) -> ModelDocument:
         num_classes=2 if out == 1 else out,
         dtype=_dtype(pyg.dtype),
         source=pyg.model,
+        classes=None if pyg.classes is None else list(pyg.classes),
     )
 
 

@@ -9,7 +9,7 @@ through :meth:`TrainedModel.from_bytes` (how a supplied model is read) to the sa
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,20 @@ def weight_names(weights: bytes) -> list[str]:
         raise ConfigError(f"weights are not a valid safetensors file: {exc}") from exc
 
 
+def retrained_form(form: dict[str, Any] | None, classes: Sequence[str]) -> dict[str, Any] | None:
+    """The audited model's form (:func:`export_model`'s ``form``) for a model the audit retrained on the graph: a
+    ``classes`` in it (the supplied model's outputs, in its own order) becomes the graph's ``classes``, the order of
+    every model the audit trains.
+
+    Args:
+        form: the audited model's config as the service stores it, or ``None``.
+        classes: the audited graph's class names, class 0 first.
+    """
+    if form is None or form.get("classes") is None:
+        return form
+    return {**form, "classes": list(classes)}
+
+
 def export_model(
     model: TrainedModel, form: dict[str, Any] | None = None, names: Collection[str] | None = None
 ) -> ExportedModel:
@@ -67,16 +81,20 @@ def export_model(
     Args:
         model: the model to hand out (e.g. a debiasing budget's retrained model).
         form: the audited model's config as the service stores it (:meth:`TrainedModel.config_dict`, with
-            ``source`` for a supplied PyG model); ``None``: a model the audit trained itself.
+            ``source`` for a supplied PyG model); ``None``: a model the audit trained itself. Its ``classes``, if
+            any, must say the label value of each of ``model``'s outputs: for a retrained model, the graph's
+            (:func:`retrained_form`).
         names: the parameter names of the weights the user supplied (:func:`weight_names`), when known.
 
     Returns:
         For a PyG ``source``: the state dict under PyG's parameter names and the PyG config
-        (``{"format": "torch_geometric", "class", "args", "training": {"loss", ...the recipe}, "dtype"}``); else
+        (``{"format": "torch_geometric", "class", "args", "training": {"loss", ...the recipe}, "dtype"}``, and the
+        form's ``classes`` where it has them); else
         :meth:`TrainedModel.to_bytes` and :meth:`TrainedModel.config_dict`.
     """
-    source = None if form is None else read_document(form).source
-    if source is None:
+    document = None if form is None else read_document(form)
+    source = None if document is None else document.source
+    if document is None or source is None:
         return ExportedModel(model.to_bytes(), model.config_dict())
     state = {k: v.detach().cpu().contiguous() for k, v in model.module.state_dict().items()}
     config = {
@@ -86,4 +104,6 @@ def export_model(
         "training": {"loss": source.loss, **model.train_config.to_dict()},
         "dtype": str(model.dtype).removeprefix("torch."),
     }
+    if document.classes is not None:
+        config["classes"] = document.classes
     return ExportedModel(st_save(pyg_state_dict(state, source, names)), config)

@@ -32,6 +32,7 @@ from bind_core.errors import ConfigError
 from bind_core.models.gnn import GNN, ModelConfig, node_losses, probabilities, require_finite
 from bind_core.models.propagation import GraphInputs
 from bind_core.models.pyg import bind_state_dict
+from bind_core.models.records import PygModel
 from bind_core.training.compgraph import objective_inputs
 from bind_core.training.document import ModelDocument, read_document
 from bind_core.training.minibatch import MiniBatchEpochs
@@ -48,6 +49,21 @@ ProgressCallback = Callable[[str, float], None]
 """``progress(stage, fraction_done)``; it may raise to abort the work."""
 
 
+@dataclass(frozen=True)
+class SuppliedForm:
+    """How a model read from a supplied config (:meth:`TrainedModel.from_bytes`) was described: what an audit of it
+    checks and records (:func:`~bind_core.training.supplied.prepare_model`)."""
+
+    source: PygModel | None = None
+    """A ``torch_geometric.nn.models`` model's description (its reproduction is checked), else ``None``."""
+    classes: tuple[str, ...] | None = None
+    """The label value each output stands for, output 0 first, as the config gave them; ``None``: not given."""
+    names: tuple[str, ...] = ()
+    """The weights' parameter names as supplied."""
+    record: dict[str, Any] | None = None
+    """Once prepared for an audit: what was done to it (the audit's ``supplied_model``); ``None`` before."""
+
+
 @dataclass
 class TrainedModel:
     """A trained GNN with its settings, training history and stationarity report.
@@ -58,6 +74,8 @@ class TrainedModel:
         train_config: the recipe it was trained with (a supplied model's: its config's training section).
         history: the training run (epochs, best epoch and validation loss, seconds).
         stationarity: the polish's record (gradient norms, whether it converged).
+        supplied: for a model read from a supplied config (:meth:`from_bytes`), how it was described; ``None`` for
+            one trained here.
     """
 
     module: GNN
@@ -65,6 +83,7 @@ class TrainedModel:
     train_config: TrainConfig
     history: TrainingHistory = field(default_factory=TrainingHistory)
     stationarity: Stationarity = field(default_factory=Stationarity)
+    supplied: SuppliedForm | None = field(default=None, repr=False, compare=False)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -187,6 +206,9 @@ class TrainedModel:
         (:mod:`bind_core.models.pyg`: ``{"format": "torch_geometric", "class", "args", "training"}``), whose
         weights are that module's ``state_dict``; so is a config whose ``source`` is one (read by
         :func:`~bind_core.training.document.read_document`). Without a ``dtype`` the weights' own is kept.
+        The model's outputs stay in the order it was trained with; a config's ``classes`` (which label value each
+        output stands for) is kept in :attr:`supplied` and applied by :func:`~bind_core.pipeline.audit.run_audit`,
+        which puts the outputs in the graph's class order before the audit.
 
         Args:
             weights: a safetensors file's bytes.
@@ -221,6 +243,7 @@ class TrainedModel:
             state = st_load(weights)
         except Exception as exc:  # safetensors raises its own error types for corrupt input
             raise ConfigError(f"weights are not a valid safetensors file: {exc}") from exc
+        names = tuple(state)
         dtype = getattr(torch, document.dtype or _weights_dtype(state), None)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise ConfigError(f"dtype: {document.dtype!r} is not a floating-point type")
@@ -237,7 +260,8 @@ class TrainedModel:
         except RuntimeError as exc:
             raise ConfigError(f"weights do not fit the model config: {exc}") from exc
         module.eval()
-        return cls(module, document.model, document.training, document.history, document.stationarity)
+        form = SuppliedForm(document.source, None if document.classes is None else tuple(document.classes), names)
+        return cls(module, document.model, document.training, document.history, document.stationarity, form)
 
     def save(self, directory: str | Path) -> None:
         """Write the model to a folder (created if missing).

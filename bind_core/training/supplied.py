@@ -14,18 +14,22 @@ from its config and weights, and refused unless the two give the same logits on 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 from safetensors.torch import load as st_load
+from torch import Tensor
 
 from bind_core.codec import encode
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
-from bind_core.models.pyg import REPRODUCTION_TOLERANCE, reproduction
+from bind_core.models.fits import class_order
+from bind_core.models.pyg import REPRODUCTION_TOLERANCE, pyg_state_dict, reproduction
 from bind_core.training.document import read_document
-from bind_core.training.fit import TrainedModel
+from bind_core.training.fit import SuppliedForm, TrainedModel
+from bind_core.training.output_order import check_output_order, reorder_outputs
 from bind_core.training.polish import gradient_norm, polish
 
 REFERENCES = ("as_given", "polished")
@@ -39,8 +43,10 @@ class Supplied(NamedTuple):
     model: TrainedModel
     """The model the audit describes: the supplied weights, or the polished copy with ``reference="polished"``."""
     record: dict[str, Any]
-    """What was done to it: ``reference``, ``polished_by_service``, ``grad_norm_supplied``, ``grad_norm`` and, for a
-    PyG model, ``pyg`` (:func:`~bind_core.models.pyg.reproduction`)."""
+    """What was done to it: ``reference``, ``polished_by_service``, ``grad_norm_supplied``, ``grad_norm``,
+    ``output_order`` (:func:`~bind_core.training.output_order.check_output_order`), ``classes`` where the config
+    gave them (the outputs were put in the graph's class order) and, for a PyG model, ``pyg``
+    (:func:`~bind_core.models.pyg.reproduction`)."""
     given: TrainedModel | None
     """The supplied weights as they are, when ``model`` is a polished copy; ``None`` otherwise."""
 
@@ -54,35 +60,80 @@ def prepare_supplied(
     reference: str = "as_given",
     progress: Callable[[float], None] | None = None,
 ) -> Supplied:
-    """The supplied model ready to audit on ``device``, in float64 (its own forward pass; nothing is changed).
-
-    Args:
-        reference: ``"as_given"`` (default): the audit describes the supplied weights. ``"polished"``: a copy is
-            polished to a stationary point and audited; the supplied model comes back as ``given`` so that the
-            audit can report both (``progress``: the polish's, which may raise to stop it).
+    """The supplied model ready to audit on ``device``, in float64 (its own forward pass; nothing is changed but the
+    order of its outputs where its config's ``classes`` says it differs from the graph's): :func:`prepare_model` of
+    the model the weights and config describe, a PyG model checked against the PyG module with the weights as
+    supplied.
 
     Raises:
-        ConfigError: the weights do not fit the config, ``reference`` is unknown, or the converted PyG model does
-            not reproduce the PyG module's logits within :data:`~bind_core.models.pyg.REPRODUCTION_TOLERANCE`.
+        ConfigError: the weights do not fit the config, and as :func:`prepare_model`.
         NonFiniteError: the model predicts NaN or inf on the graph.
     """
     if reference not in REFERENCES:
         raise ConfigError(f"reference: {reference!r} is not one of {', '.join(REFERENCES)}")
-    document = read_document(config)
-    model = TrainedModel.from_document(weights, document)
+    model = TrainedModel.from_document(weights, read_document(config))
+    return prepare_model(model, graph, device, reference=reference, progress=progress, weights=st_load(weights))
+
+
+def prepare_model(
+    model: TrainedModel,
+    graph: Graph,
+    device: str | torch.device = "cpu",
+    *,
+    reference: str = "as_given",
+    progress: Callable[[float], None] | None = None,
+    weights: dict[str, Tensor] | None = None,
+) -> Supplied:
+    """A model read from a supplied config (:meth:`TrainedModel.from_bytes`) ready to audit on ``device``, in float64.
+    ``model`` itself is changed (its dtype and device, the order of its outputs): pass a copy to keep it.
+
+    In order: the model must fit the graph (its inputs the graph's features, its outputs the label's classes); a PyG
+    model must reproduce the PyG module's logits; the outputs are put in the graph's class order where the config's
+    ``classes`` says they are in another (:func:`~bind_core.training.output_order.reorder_outputs`), and checked
+    against the training labels (:func:`~bind_core.training.output_order.check_output_order`).
+
+    Args:
+        model: the model (its :attr:`~TrainedModel.supplied` form says how it was described).
+        graph: the graph it will be audited on.
+        device: where to compute.
+        reference: ``"as_given"`` (default): the audit describes the supplied weights. ``"polished"``: a copy is
+            polished to a stationary point and audited; the supplied model comes back as ``given`` so that the
+            audit can report both (``progress``: the polish's, which may raise to stop it).
+        weights: a PyG model's weights as supplied (under PyG's names); default: the model's own, renamed.
+
+    Raises:
+        ModelDoesNotFitError: the model's inputs are not the graph's features, its outputs not the label's classes,
+            or its config's ``classes`` names a value that is not the label's.
+        ConfigError: ``reference`` is unknown, or the converted PyG model does not reproduce the PyG module's logits
+            within :data:`~bind_core.models.pyg.REPRODUCTION_TOLERANCE`.
+        NonFiniteError: the model predicts NaN or inf on the graph.
+    """
+    if reference not in REFERENCES:
+        raise ConfigError(f"reference: {reference!r} is not one of {', '.join(REFERENCES)}")
+    form = model.supplied or SuppliedForm()
+    model.module.require_fit(graph)  # before any forward pass: torch's own error names neither
     record: dict[str, Any] = {"reference": reference, "polished_by_service": False}
-    if document.source is not None:
-        check = reproduction(model.module, st_load(weights), document.source, graph)
+    if form.source is not None:
+        if weights is None:
+            weights = pyg_state_dict(model.module.state_dict(), form.source, form.names)
+        check = reproduction(model.module, weights, form.source, graph)
         difference = check.max_logit_difference
         if difference is None or not difference <= REPRODUCTION_TOLERANCE:
             raise ConfigError(
-                f"the model read from the {document.source.cls} weights does not reproduce the PyG module's logits "
+                f"the model read from the {form.source.cls} weights does not reproduce the PyG module's logits "
                 f"(largest relative difference {difference:.2e} > {REPRODUCTION_TOLERANCE:g})"
             )
         record["pyg"] = encode(check)
     model.module.to(device).double()
-    model.predict_proba(graph)  # refuses probabilities that are not finite (NonFiniteError)
+    if form.classes is not None:
+        names = graph.class_names or tuple(str(c) for c in range(graph.num_classes))
+        reorder_outputs(model.module, class_order(form.classes, names, graph.label_name), graph)
+        record["classes"] = list(form.classes)
+    proba = model.predict_proba(graph)  # refuses probabilities that are not finite (NonFiniteError)
+    outputs = model.model_config.num_outputs(model.module.num_classes)
+    record["output_order"] = encode(check_output_order(proba, graph, outputs=outputs, classes=form.classes))
     record["grad_norm_supplied"] = gradient_norm(model, graph)
+    model.supplied = dataclasses.replace(form, record=record)
     if reference == "as_given":
         record["grad_norm"] = record["grad_norm_supplied"]
         return Supplied(model, record, None)
@@ -93,4 +144,5 @@ def prepare_supplied(
     record["polished_by_service"] = True
     polished_norm = polished.stationarity.grad_norm
     record["grad_norm"] = float(gradient_norm(polished, graph) if polished_norm is None else polished_norm)
+    polished.supplied = model.supplied
     return Supplied(polished, record, model)

@@ -224,3 +224,39 @@ def test_unsupported_pyg_options_are_422_naming_them(
     problem = assert_problem(response, 422, "unsupported-model")
     assert fields(problem) == {"config.args.norm", "config.args.jk"}
     assert "batch_norm" in problem["detail"] and "max" in problem["detail"]
+
+
+def test_a_pyg_model_that_does_not_fit_its_graph_is_422_naming_why(
+    client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes
+) -> None:
+    """The service's check is the library's (``bind_core.pipeline.fit_problems``): a model built for one feature
+    fewer than the graph (its sensitive column kept as a feature) and a ``classes`` that names no value of the label
+    are ``model-does-not-fit``, each naming its field; ``classes`` of the label's values is stored with the model."""
+    pyg, config = _pyg_graphsage(graph_npz)
+    graph = load_npz(io.BytesIO(graph_npz))
+    narrow = GraphSAGE(**{**config["args"], "in_channels": graph.num_features - 1})  # type: ignore[dict-item]
+    narrow_config = {**config, "args": {**config["args"], "in_channels": graph.num_features - 1}}  # type: ignore[dict-item]
+
+    def post(weights: bytes, model_config: dict[str, object]) -> dict[str, object]:
+        response = client.post(
+            "/v1/models",
+            headers=auth,
+            files={"weights": ("m.safetensors", weights)},
+            data={"config": json.dumps(model_config), "graph_id": graph_id},
+        )
+        return assert_problem(response, 422, "model-does-not-fit")
+
+    problem = post(save(narrow.state_dict()), narrow_config)
+    assert fields(problem) == {"config.in_dim"}
+    assert f"takes {graph.num_features - 1} input features but the graph has {graph.num_features}" in str(problem)
+    names = [str(c) for c in range(graph.num_classes)]
+    problem = post(save(pyg.state_dict()), {**config, "classes": ["approved", names[0]]})
+    assert fields(problem) == {"config.classes"} and "'approved' is not a value of the label" in str(problem)
+    ok = client.post(
+        "/v1/models",
+        headers=auth,
+        files={"weights": ("m.safetensors", save(pyg.state_dict()))},
+        data={"config": json.dumps({**config, "classes": names[::-1]}), "graph_id": graph_id},
+    )
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["config"]["classes"] == names[::-1]

@@ -22,7 +22,14 @@ from bind_core import cli
 from bind_core.cli import main
 from bind_core.data import datasets
 from bind_core.data.datasets import synthetic
-from bind_core.errors import BindError, ConfigError, DatasetNotFoundError, GraphValidationError, NonFiniteError
+from bind_core.errors import (
+    BindError,
+    ConfigError,
+    DatasetNotFoundError,
+    GraphValidationError,
+    ModelDoesNotFitError,
+    NonFiniteError,
+)
 from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.models.pyg import UnsupportedModelError
 from bind_core.training.fit import TrainConfig
@@ -96,21 +103,25 @@ def _fails(
 # ---------------------------------------------------------------------------------------------- real bad input
 
 
-def _bind_model_files(tmp_path: Path, *, weights: Callable[[torch.Tensor], torch.Tensor] | None) -> list[str]:
+def _bind_model_files(
+    tmp_path: Path, *, weights: Callable[[torch.Tensor], torch.Tensor] | None, in_dim: int | None = None
+) -> list[str]:
     """``--model-weights``/``--model-config`` of an untrained model of the synthetic graph (bind's own config
-    form), its weights mapped through ``weights`` (``None``: a file that is not safetensors)."""
+    form), its weights mapped through ``weights`` (``None``: a file that is not safetensors); ``in_dim``: a model
+    built for that many features instead of the graph's."""
     graph = synthetic(60, seed=10)
     model_config = ModelConfig()
+    in_dim = graph.num_features if in_dim is None else in_dim
     config = {
         "format": "bind-audit/model@1", "model": model_config.to_dict(), "training": TrainConfig().to_dict(),
-        "in_dim": graph.num_features, "num_classes": 2, "dtype": "float64", "history": {}, "stationarity": {},
+        "in_dim": in_dim, "num_classes": 2, "dtype": "float64", "history": {}, "stationarity": {},
     }  # fmt: skip
     (tmp_path / "model.json").write_text(json.dumps(config))
     if weights is None:
         (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
     else:
         torch.manual_seed(0)
-        module = GNN(model_config, graph.num_features, 2).double()
+        module = GNN(model_config, in_dim, 2).double()
         state = {k: weights(v.detach()).contiguous() for k, v in module.state_dict().items()}
         save_file(state, tmp_path / "model.safetensors")
     return ["--model-weights", str(tmp_path / "model.safetensors"), "--model-config", str(tmp_path / "model.json")]
@@ -183,6 +194,11 @@ BAD_INPUT: dict[str, tuple[type[BindError], Callable[[Path], list[str]], str]] =
         NonFiniteError,
         lambda p: [*GRAPH, *_bind_model_files(p, weights=lambda v: torch.full_like(v, math.nan))],
         "not finite",
+    ),
+    "model built for other features": (
+        ModelDoesNotFitError,
+        lambda p: [*GRAPH, *_bind_model_files(p, weights=lambda v: v, in_dim=3)],
+        "the model takes 3 input features but the graph has",
     ),
     "json not writable": (
         ConfigError,

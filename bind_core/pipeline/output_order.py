@@ -1,0 +1,27 @@
+"""What an audit says of a supplied model whose outputs may be in another order than the label's classes
+(:func:`~bind_core.training.output_order.check_output_order`): a warning, and a verdict that says so first."""
+
+from __future__ import annotations
+
+from bind_core.pipeline.results import SuppliedModel
+
+
+def output_order_warnings(record: SuppliedModel | None) -> list[str]:
+    """The warning of a supplied model whose scores rank its training labels below chance; empty otherwise."""
+    found = None if record is None else record.output_order
+    if found is None or not found.below_chance or not found.text:
+        return []
+    return [found.text]
+
+
+def output_order_verdict(record: SuppliedModel | None, verdict: str) -> str:
+    """``verdict``, led by the doubt on the model's output order where there is one (no verdict then: every figure
+    may be inverted)."""
+    found = None if record is None else record.output_order
+    if found is None or not found.below_chance:
+        return verdict
+    what = "AUC" if found.statistic == "auc" else "accuracy"
+    return (
+        f"No verdict: the model's outputs may be in another order than the label's classes ({found.advice}); on its "
+        f"training nodes its {what} is {found.value:.2f}, below chance. As measured: {verdict}"
+    )
