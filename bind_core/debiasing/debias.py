@@ -113,7 +113,10 @@ def debias(
         retrain: the settings of every retraining here (the after-deletion one and the chance check's), e.g. the
             model's without the polish (``AuditConfig.debias_retrain="adam"``); ``None``: the model's own. When
             given, ``before`` is the unchanged graph retrained with them too (the model's seed), not the audited
-            model, so that before and after went through the same training.
+            model, so that before and after went through the same training; so it is with ``None`` where the
+            model's own recipe does not end with the polish (a supplied model's, a model Adam leaves): only the
+            polish brings every retraining back to the audited weights (as
+            :meth:`~bind_core.pipeline.config.AuditConfig.debias_training` decides for the audit).
         keep: ``keep(i, model)`` is handed the ``i``-th budget's retrained model as soon as it is trained (to store
             or export it: :func:`~bind_core.training.export.export_model`); otherwise it is discarded.
         processes: forked processes running the retrainings (each budget's and the chance check's) at once where it
@@ -124,6 +127,8 @@ def debias(
         estimate, the metrics before and after over pairs of ``groups``, the backfires and the check against chance).
     """
     delta, lam = _estimates(influence, lam)
+    if retrain is None and not model.train_config.polish:  # before and after through the same training
+        retrain = model.train_config
     choice = _Choice.of(delta, utility, set_estimate, graph, model.model_config.layers)
     parts = _parts(len(budgets), bool(chance_seeds), retrain)
     run = _Run(model, graph, lam, groups, retrain, progress, parts, keep=keep, processes=processes)
