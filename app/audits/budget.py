@@ -50,9 +50,8 @@ def cost_of(
     model's architecture (its stored config) replaces the requested one, and no training is counted for it."""
     if supplied_model is not None:
         model = ModelConfig.from_dict(dict(supplied_model["model"]))
-        training = dataclasses.replace(config.training, epochs=0, polish=False)
-        config = dataclasses.replace(config, model=model, training=training)
-    return audit_cost(config, GraphSize.of_summary(summary))
+        config = dataclasses.replace(config, model=model)
+    return audit_cost(config, GraphSize.of_summary(summary), trained=supplied_model is not None)
 
 
 def check_budget(cost: AuditCost, settings: Settings) -> None:

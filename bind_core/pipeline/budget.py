@@ -174,10 +174,11 @@ def training_flops(model: ModelConfig, training: TrainConfig, size: GraphSize) -
     return training.epochs * (batches * 3 * forward_flops(model, batch) + forward_flops(model, validation))
 
 
-def uses_dense_hessian(config: AuditConfig, parameters: int) -> bool:
-    """Whether the audit forms a dense ``[p, p]`` Hessian (module docstring)."""
+def uses_dense_hessian(config: AuditConfig, parameters: int, trained: bool = False) -> bool:
+    """Whether the audit forms a dense ``[p, p]`` Hessian (module docstring; ``trained``: the model is given, so
+    no polish's Newton finish forms one)."""
     row_separable = config.model.row_separable
-    newton = config.polishes(parameters) and parameters <= NEWTON_MAX_PARAMETERS
+    newton = not trained and config.polishes(parameters) and parameters <= NEWTON_MAX_PARAMETERS
     if "influence" not in config.stages:
         return newton
     if config.refine_steps:
@@ -187,10 +188,10 @@ def uses_dense_hessian(config: AuditConfig, parameters: int) -> bool:
     return newton or choose(config.solver, parameters) == "exact"
 
 
-def uses_lanczos(config: AuditConfig, parameters: int) -> bool:
+def uses_lanczos(config: AuditConfig, parameters: int, trained: bool = False) -> bool:
     """Whether the estimate keeps a Lanczos basis (``[p, LANCZOS_MAX + 1]``): the matrix-free damped solve of a
     multi-layer or attention model beyond the dense Hessian (:mod:`bind_core.influence.lowrank`)."""
-    if "influence" not in config.stages or uses_dense_hessian(config, parameters):
+    if "influence" not in config.stages or uses_dense_hessian(config, parameters, trained):
         return False
     row_separable = config.model.row_separable
     auto = config.solver == "auto" and not row_separable and parameters > EXACT_MAX_PARAMETERS
@@ -247,13 +248,17 @@ def _debiasing_work(config: AuditConfig, training: float, polish: float) -> dict
     return work
 
 
-def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None = None) -> AuditCost:
+def audit_cost(
+    config: AuditConfig, size: GraphSize, *, parameters: int | None = None, trained: bool = False
+) -> AuditCost:
     """Estimate the peak memory and the work of running ``config`` on a graph of ``size``.
 
     Args:
         config: the audit's settings.
         size: the graph's sizes.
         parameters: the supplied model's parameter count, when there is one (else counted from ``config.model``).
+        trained: the model is given (a supplied model): no training and no polish is counted, here or in the
+            retrainings (``config.training`` is not read for them).
 
     Returns:
         An :class:`AuditCost`; ``peak_memory_bytes`` and ``work_flops`` are what limits compare against.
@@ -261,20 +266,20 @@ def audit_cost(config: AuditConfig, size: GraphSize, *, parameters: int | None =
     m = config.model
     p = parameters if parameters is not None else parameter_count(m, size.features, size.classes)
     n, e, heads = size.nodes, size.edges, m.heads
-    dense = uses_dense_hessian(config, p)
+    dense = uses_dense_hessian(config, p, trained)
     messages = e * m.hidden * heads * 8 if m.arch == "gat" else 0  # GCN, GIN, SAGE: CSR products, no [E, d]
     attention = 3 * (e + n) * heads * 8 if m.arch == "gat" else 0
     memory = {
         "graph": n * size.features * 20 + (e + n) * 48,
         "parameters": p * (4 * 4 + 2 * 8),
-        "polish": (2 * LBFGS_HISTORY + 4) * 8 * p if config.polishes(p) else 0,
+        "polish": (2 * LBFGS_HISTORY + 4) * 8 * p if config.polishes(p) and not trained else 0,
         "activations": m.layers * (4 * n * m.hidden * heads * 8 + messages + attention),
         "hessian": HESSIAN_COPIES * 8 * p * p if dense else 0,
-        "lanczos": (LANCZOS_MAX + 1) * 8 * p if uses_lanczos(config, p) else 0,
+        "lanczos": (LANCZOS_MAX + 1) * 8 * p if uses_lanczos(config, p, trained) else 0,
     }
     f = forward_flops(m, size)
-    training = training_flops(m, config.training, size)
-    polish = 1.5 * config.training.polish_max_iter * 3 * f if config.polishes(p) else 0.0
+    training = 0.0 if trained else training_flops(m, config.training, size)
+    polish = 1.5 * config.training.polish_max_iter * 3 * f if config.polishes(p) and not trained else 0.0
     work = {"training": training + polish}
     influence = 0.0
     if "influence" in config.stages:
