@@ -6,18 +6,20 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Unpack
+from typing import Literal, Unpack
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from bind_core.data.graph_checks import validate
+from bind_core.data.graph_inputs import ArrayLike, as_tensor, clean_edges, example, same_length, split_index
 from bind_core.data.labels import class_value, group_label, group_labels, id_legend
 from bind_core.data.naming import Naming, named
 from bind_core.data.records import GraphSummary
 from bind_core.errors import GraphValidationError
 
-ArrayLike = Tensor | np.ndarray | Sequence[Any]
+__all__ = ["ArrayLike", "Graph", "positions", "row_numbers"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,7 +84,7 @@ class Graph:
     def __post_init__(self) -> None:
         if self.node_ids.numel() == 0 and self.x.ndim == 2 and self.x.shape[0] > 0:
             object.__setattr__(self, "node_ids", torch.arange(self.x.shape[0], dtype=torch.long))
-        _validate(self)
+        validate(self)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -207,19 +209,19 @@ class Graph:
                 ``node_ids``) disagree in their number of nodes (the message names the one that differs, before the
                 edges are read against them).
         """
-        xt = _as_tensor(x, torch.float32, "x")
+        xt = as_tensor(x, torch.float32, "x")
         n = int(xt.shape[0]) if xt.ndim >= 1 else 0
-        ids = torch.empty(0, dtype=torch.long) if node_ids is None else _as_tensor(node_ids, torch.long, "node_ids")
-        yt, st = _as_tensor(y, torch.long, "y"), _as_tensor(sens, torch.long, "sens")
-        _same_length({"x": xt, "y": yt, "sens": st, **({"node_ids": ids} if node_ids is not None else {})})
+        ids = torch.empty(0, dtype=torch.long) if node_ids is None else as_tensor(node_ids, torch.long, "node_ids")
+        yt, st = as_tensor(y, torch.long, "y"), as_tensor(sens, torch.long, "sens")
+        same_length({"x": xt, "y": yt, "sens": st, **({"node_ids": ids} if node_ids is not None else {})})
         return cls(
             x=xt,
-            edge_index=_clean_edges(edges, n, self_loops, duplicates),
+            edge_index=clean_edges(edges, n, self_loops, duplicates),
             y=yt,
             sens=st,
-            train_idx=_split_index(train_idx, "train_idx", n),
-            val_idx=_split_index(val_idx, "val_idx", n),
-            test_idx=_split_index(test_idx, "test_idx", n),
+            train_idx=split_index(train_idx, "train_idx", n),
+            val_idx=split_index(val_idx, "val_idx", n),
+            test_idx=split_index(test_idx, "test_idx", n),
             node_ids=ids,
             feature_ranges=tuple((float(lo), float(hi)) for lo, hi in feature_ranges),
             **named(naming),
@@ -280,7 +282,7 @@ class Graph:
         Raises:
             GraphValidationError: a pair is not an edge of the graph.
         """
-        pairs = _as_tensor(edges, torch.long, "edges").reshape(-1, 2)
+        pairs = as_tensor(edges, torch.long, "edges").reshape(-1, 2)
         n = self.num_nodes
         ei = self.edge_index
         keys = ei[0] * n + ei[1]
@@ -304,9 +306,9 @@ class Graph:
         n = self.num_nodes
         return dataclasses.replace(
             self,
-            train_idx=_split_index(train_idx, "train_idx", n),
-            val_idx=_split_index(val_idx, "val_idx", n),
-            test_idx=_split_index(test_idx, "test_idx", n),
+            train_idx=split_index(train_idx, "train_idx", n),
+            val_idx=split_index(val_idx, "val_idx", n),
+            test_idx=split_index(test_idx, "test_idx", n),
         )
 
     # ------------------------------------------------------------------ the user's ids
@@ -402,262 +404,11 @@ def row_numbers(graph: Graph, rows: ArrayLike, name: str = "rows") -> Tensor:
             raise GraphValidationError(
                 name,
                 "takes row numbers (0-based indices into the graph), not the user's ids: turn ids into row numbers "
-                f"with graph.rows_of(ids), e.g. graph.rows_of({_first(rows)!r})",
+                f"with graph.rows_of(ids), e.g. graph.rows_of({example(rows)!r})",
             )
-    out = _as_tensor(rows, torch.long, name).reshape(-1)
+    out = as_tensor(rows, torch.long, name).reshape(-1)
     n = graph.num_nodes
     if out.numel() and (int(out.min()) < 0 or int(out.max()) >= n):
         bad = int(out.min()) if int(out.min()) < 0 else int(out.max())
         raise GraphValidationError(name, f"row number {bad} out of range for {n} nodes (0..{n - 1})")
     return out
-
-
-def _first(values: object) -> object:
-    """The first item of ``values`` (a sequence) in a list, for an example call; ``values`` itself otherwise."""
-    if isinstance(values, str):
-        return [values]
-    try:
-        return [next(iter(values))]  # type: ignore[call-overload]
-    except (TypeError, StopIteration):
-        return values
-
-
-def _same_length(fields: dict[str, Tensor]) -> None:
-    """``x``, ``y``, ``sens`` (and ``node_ids``) have one entry per node: the same length, else an error naming the
-    one that differs from the others."""
-    sizes = {name: int(t.shape[0]) if t.ndim >= 1 else 0 for name, t in fields.items()}
-    if len(set(sizes.values())) <= 1:
-        return
-    counts = {size: sum(1 for v in sizes.values() if v == size) for size in sizes.values()}
-    common = max(counts, key=lambda size: (counts[size], sizes["x"] == size))
-    odd = next(name for name, size in sizes.items() if size != common)
-    listed = ", ".join(f"{name} {size}" for name, size in sizes.items())
-    raise GraphValidationError(
-        odd,
-        f"has {sizes[odd]} entries where the others have {common} ({listed}): x, y and sens need one row per node",
-    )
-
-
-def _split_index(value: ArrayLike, name: str, n: int) -> Tensor:
-    """A split's node indices from ``value``: indices, or a boolean mask over the ``n`` nodes (its ``True``
-    entries). A 0/1 integer mask is refused with what to pass instead."""
-    if _is_bool(value):
-        mask = _as_tensor(value, torch.long, name).reshape(-1)
-        if mask.numel() != n:
-            raise GraphValidationError(
-                name, f"a boolean mask needs one entry per node ({n}), got {mask.numel()}; or pass node indices"
-            )
-        return mask.nonzero().flatten()
-    out = _as_tensor(value, torch.long, name)
-    if n > 2 and out.ndim == 1 and out.numel() == n and bool(((out == 0) | (out == 1)).all()):
-        raise GraphValidationError(
-            name,
-            f"looks like a 0/1 mask over the {n} nodes, not node indices: pass the indices (mask.nonzero().flatten()) "
-            "or a boolean mask (mask.bool())",
-        )
-    return out
-
-
-def _is_bool(value: ArrayLike) -> bool:
-    """Whether ``value`` is a boolean array (a mask)."""
-    if isinstance(value, Tensor):
-        return value.dtype == torch.bool
-    try:
-        return bool(np.asarray(value).dtype == np.bool_)
-    except (TypeError, ValueError):
-        return False
-
-
-def _as_tensor(value: ArrayLike, dtype: torch.dtype, name: str) -> Tensor:
-    try:
-        if isinstance(value, Tensor):
-            t = value.detach().cpu()
-        else:
-            arr = np.asarray(value)
-            if arr.dtype == object:
-                raise GraphValidationError(name, "object arrays are not accepted")
-            arr = np.ascontiguousarray(arr)
-            t = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, GraphValidationError):
-            raise
-        raise GraphValidationError(name, f"cannot be read as an array ({exc})") from exc
-    if (
-        dtype == torch.long
-        and t.is_floating_point()
-        and (not bool(torch.isfinite(t).all()) or not bool((t == t.round()).all()))
-    ):
-        raise GraphValidationError(name, "expected integers, got non-integral values")
-    if t.dtype == torch.bool and dtype == torch.long:
-        t = t.long()
-    return t.to(dtype).contiguous()
-
-
-def _clean_edges(
-    edges: ArrayLike, n: int, self_loops: Literal["drop", "error"], duplicates: Literal["merge", "error"]
-) -> Tensor:
-    """The undirected ``edge_index`` of ``edges`` (``[2, E]`` or ``[E, 2]`` pairs among ``n`` nodes): checked,
-    self-loops dropped or refused, repeated edges merged or refused (see :meth:`Graph.build`)."""
-    et = _as_tensor(edges, torch.long, "edge_index")
-    if et.ndim == 2 and et.shape[0] != 2 and et.shape[1] == 2:
-        et = et.t()
-    if et.ndim == 1 and et.numel() == 0:
-        et = et.reshape(2, 0)
-    if et.ndim != 2 or et.shape[0] != 2:
-        raise GraphValidationError("edge_index", f"expected shape [2, E] or [E, 2], got {list(et.shape)}")
-    if et.numel() and (int(et.min()) < 0 or int(et.max()) >= n):
-        bad = int(et.max()) if int(et.max()) >= n else int(et.min())
-        raise GraphValidationError("edge_index", f"node index {bad} out of range for {n} nodes")
-    loops = et[0] == et[1]
-    if bool(loops.any()):
-        if self_loops == "error":
-            v = int(et[0, loops][0])
-            raise GraphValidationError("edge_index", f"self-loop on node {v} ({int(loops.sum())} in all)")
-        et = et[:, ~loops]
-    und = torch.stack([torch.minimum(et[0], et[1]), torch.maximum(et[0], et[1])])
-    keys = und[0] * max(n, 1) + und[1]
-    uniq = torch.unique(keys)
-    if uniq.numel() != keys.numel() and duplicates == "error":
-        raise GraphValidationError(
-            "edge_index", f"{keys.numel() - uniq.numel()} duplicate edges (an edge listed twice)"
-        )
-    return _undirected_from_keys(uniq, n)
-
-
-def _undirected_from_keys(keys: Tensor, n: int) -> Tensor:
-    """Both directions of each undirected edge ``u*n+v`` (u<v), sorted by (source, target)."""
-    u, v = keys // max(n, 1), keys % max(n, 1)
-    src = torch.cat([u, v])
-    dst = torch.cat([v, u])
-    order = torch.argsort(src * max(n, 1) + dst)
-    return torch.stack([src[order], dst[order]])
-
-
-def _validate(g: Graph) -> None:
-    if g.x.ndim != 2:
-        raise GraphValidationError("x", f"expected a 2-D [nodes, features] matrix, got shape {list(g.x.shape)}")
-    n, d = g.x.shape
-    if n < 2 or d < 1:
-        raise GraphValidationError("x", f"need at least 2 nodes and 1 feature, got shape {[n, d]}")
-    if g.x.dtype != torch.float32:
-        raise GraphValidationError("x", f"expected float32, got {g.x.dtype}")
-    if not bool(torch.isfinite(g.x).all()):
-        bad = (~torch.isfinite(g.x)).nonzero()[0].tolist()
-        raise GraphValidationError("x", f"features must be finite; NaN or inf at node {bad[0]}, column {bad[1]}")
-    for name in ("y", "sens", "node_ids"):
-        t: Tensor = getattr(g, name)
-        if t.dtype != torch.long:
-            raise GraphValidationError(name, f"expected int64, got {t.dtype}")
-        if t.shape != (n,):
-            raise GraphValidationError(name, f"expected shape [{n}] (one per node), got {list(t.shape)}")
-    if int(g.y.min()) < -1:
-        raise GraphValidationError("y", f"values must be class codes (or -1: unlabeled), got {int(g.y.min())}")
-    _validate_values(g.y[g.y >= 0], "y", "classes")
-    _validate_values(g.sens, "sens", "sensitive groups")
-    _validate_names(g, n)
-    _validate_ranges(g, d)
-    _validate_edges(g.edge_index, n)
-    _validate_splits(g, n)
-
-
-def _validate_names(g: Graph, n: int) -> None:
-    """The names of the groups, the sensitive attributes and the nodes' text ids. A graph reduced by
-    :meth:`Graph.without_nodes` keeps every group's name even where the last group lost all its nodes."""
-    groups = int(g.sens.max()) + 1
-    for name, values in (("group_names", g.group_names), ("group_meanings", g.group_meanings)):
-        if values and len(values) < groups:
-            raise GraphValidationError(name, f"{len(values)} names for {groups} sensitive groups")
-    if not g.sensitive or not all(s.strip() for s in g.sensitive):
-        raise GraphValidationError("sensitive", f"needs the sensitive attribute's name(s), got {list(g.sensitive)}")
-    if g.class_names and len(g.class_names) < int(g.y.max()) + 1:
-        raise GraphValidationError("class_names", f"{len(g.class_names)} names for {int(g.y.max()) + 1} classes")
-    if g.node_keys and len(g.node_keys) != n:
-        raise GraphValidationError("node_keys", f"expected one text id per node ({n}), got {len(g.node_keys)}")
-
-
-def _validate_ranges(g: Graph, d: int) -> None:
-    """``feature_ranges``: none, or one finite ``(min, max)`` per feature column."""
-    if g.feature_ranges and len(g.feature_ranges) != d:
-        raise GraphValidationError(
-            "feature_ranges", f"expected one (min, max) per feature column ({d}), got {len(g.feature_ranges)}"
-        )
-    if any(not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi) for lo, hi in g.feature_ranges):
-        raise GraphValidationError("feature_ranges", "each (min, max) must be finite, with min <= max")
-
-
-def _validate_values(t: Tensor, name: str, what: str) -> None:
-    if int(t.min()) < 0:
-        raise GraphValidationError(name, f"values must be non-negative codes, got {int(t.min())}")
-    counts = torch.bincount(t)
-    present = int((counts > 0).sum())
-    if present < 2:
-        raise GraphValidationError(name, f"need at least two {what}, got {present}")
-    if present != counts.numel():
-        missing = (counts == 0).nonzero().flatten().tolist()
-        raise GraphValidationError(name, f"codes must be 0..{counts.numel() - 1} with none unused; unused: {missing}")
-
-
-def _validate_edges(ei: Tensor, n: int) -> None:
-    if ei.dtype != torch.long or ei.ndim != 2 or ei.shape[0] != 2:
-        raise GraphValidationError("edge_index", f"expected int64 [2, E], got {ei.dtype} {list(ei.shape)}")
-    if ei.numel() == 0:
-        return
-    lo, hi = int(ei.min()), int(ei.max())
-    if lo < 0 or hi >= n:
-        raise GraphValidationError("edge_index", f"node index {hi if hi >= n else lo} out of range for {n} nodes")
-    if bool((ei[0] == ei[1]).any()):
-        raise GraphValidationError("edge_index", "self-loops are not allowed (Graph.build drops them)")
-    keys = ei[0] * n + ei[1]
-    if bool((keys[1:] <= keys[:-1]).any()):
-        raise GraphValidationError(
-            "edge_index", "must be sorted by (source, target) without duplicates (Graph.build does this)"
-        )
-    rev = torch.sort(ei[1] * n + ei[0]).values
-    if not torch.equal(rev, keys):
-        raise GraphValidationError("edge_index", "must be undirected: every edge stored in both directions")
-
-
-def _validate_splits(g: Graph, n: int) -> None:
-    seen = torch.zeros(n, dtype=torch.long)
-    for name in ("train_idx", "val_idx", "test_idx"):
-        idx: Tensor = getattr(g, name)
-        if idx.dtype != torch.long or idx.ndim != 1:
-            raise GraphValidationError(name, f"expected a 1-D int64 index, got {idx.dtype} {list(idx.shape)}")
-        if idx.numel() == 0:
-            raise GraphValidationError(name, "split is empty")
-        if int(idx.min()) < 0 or int(idx.max()) >= n:
-            raise GraphValidationError(name, f"node index out of range for {n} nodes")
-        if torch.unique(idx).numel() != idx.numel():
-            raise GraphValidationError(name, "lists a node more than once")
-        seen[idx] += 1
-    if bool((seen > 1).any()):
-        v = int((seen > 1).nonzero()[0])
-        raise GraphValidationError("split", f"train, val and test overlap (node {v} is in two of them)")
-    if bool(((seen > 0) & (g.y < 0)).any()):
-        v = int(((seen > 0) & (g.y < 0)).nonzero()[0])
-        raise GraphValidationError("split", f"node {v} is unlabeled (y = -1) but in a split")
-    test_y, test_s = g.y[g.test_idx], g.sens[g.test_idx]
-    num_classes, num_groups = int(g.y.max()) + 1, int(g.sens.max()) + 1
-    missing_c = sorted(set(range(num_classes)) - set(torch.unique(test_y).tolist()))
-    if missing_c:
-        raise GraphValidationError("test_idx", f"class(es) {missing_c} missing from the test split")
-    # A group absent from the test split (or, binary labels, from its positives) is allowed: the audit
-    # reports it and keeps it out of the metrics (bind_core.data.groups.included_groups). Two groups are needed.
-    test_groups = set(torch.unique(test_s).tolist())
-    missing_g = sorted(set(range(num_groups)) - test_groups)
-    if len(test_groups) < 2:
-        raise GraphValidationError(
-            "test_idx", f"sensitive group(s) {missing_g} missing from the test split; at least two groups must occur"
-        )
-    if num_classes == 2:
-        pos_groups = set(torch.unique(test_s[test_y == 1]).tolist())
-        missing_p = sorted(set(range(num_groups)) - pos_groups)
-        if len(pos_groups) < 2:
-            raise GraphValidationError(
-                "test_idx",
-                f"group(s) {missing_p} have no positive (y=1) test node, so ΔEO is undefined; at least two "
-                "groups must have one",
-            )
-    train_classes = set(torch.unique(g.y[g.train_idx]).tolist())
-    if len(train_classes) < 2:
-        raise GraphValidationError("train_idx", "the training split holds a single class")
