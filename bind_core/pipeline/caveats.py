@@ -211,10 +211,17 @@ def _self_check_causes(
     if clear is not None and clear < 0.5:
         causes.append("Most checked deletions move Γ less than the re-optimisation's own noise (see above).")
     details = {} if influence is None else influence.solve.details
-    if details.get("unsettled"):
+    unsettled = int(details.get("unsettled") or 0) - int(details.get("no_minimum") or 0)  # those with a value
+    if unsettled > 0 and details.get("method") == "step":  # refine_steps answers another question (no damping)
+        where = (
+            "where the steps and the L-BFGS finish stopped"
+            if details.get("mixed")
+            else "the lowest objective found on this model's kinks"
+        )
+        causes.append(f"{unsettled} nodes' steps did not settle (their values are {where}): read them as rough.")
+    elif unsettled > 0:
         causes.append(
-            f"{details['unsettled']} nodes' steps did not settle; refine_steps (e.g. 300) re-optimises each "
-            "deletion further."
+            f"{unsettled} nodes' steps did not settle; refine_steps (e.g. 300) re-optimises each deletion further."
         )
     if refinement:
         causes.append("The estimates were already refined: treat single-node values as rough.")

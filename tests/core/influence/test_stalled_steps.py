@@ -21,7 +21,7 @@ from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.step import Stepper
 from bind_core.influence.step_nodes import step_estimate
 from bind_core.pipeline.audit import AuditConfig
-from bind_core.pipeline.caveats import _question_warnings
+from bind_core.pipeline.caveats import _question_warnings, _self_check_causes
 from bind_core.pipeline.reference import prepare_for_audit
 
 POSITIONS = range(10)
@@ -107,3 +107,15 @@ def test_the_warning_tells_stalled_deletions_from_those_out_of_steps() -> None:
     said = " ".join(_question_warnings(influence))  # type: ignore[arg-type]
     assert "2 of 40 nodes' deletions have no minimum near the given weights" in said and "its ΔΓ is null" in said
     assert "3 of 40 nodes' steps did not settle" in said and ": 3 ran out of their 20 steps" in said
+
+
+def test_a_low_self_checks_causes_count_the_unsettled_nodes_with_a_value_and_fit_the_estimate() -> None:
+    details = {"method": "step", "unsettled": 100, "no_minimum": 19, "stalled": 70, "steps_max": 20}
+    influence = SimpleNamespace(solve=SimpleNamespace(details=details), delta=torch.zeros(100))
+    validation = SimpleNamespace(clear_of_noise=None)
+    said = " ".join(_self_check_causes(influence, validation, None, None))  # type: ignore[arg-type]
+    assert "81 nodes' steps did not settle (their values are the lowest objective found on this model's kinks)" in said
+    assert "refine_steps" not in said  # it re-optimises without the damping: another question than the step estimate's
+    details |= {"mixed": True}
+    said = " ".join(_self_check_causes(influence, validation, None, None))  # type: ignore[arg-type]
+    assert "(their values are where the steps and the L-BFGS finish stopped)" in said
