@@ -3,7 +3,7 @@ groups' codes, names, the undirected edge list, the splits (each class and at le
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -11,11 +11,42 @@ from torch import Tensor
 
 from bind_core.errors import GraphValidationError
 
-if TYPE_CHECKING:
-    from bind_core.data.graph import Graph
+
+class GraphFields(Protocol):
+    """The fields of a :class:`~bind_core.data.graph.Graph` the checks read (a protocol, so that this module does not
+    import the one that calls it)."""
+
+    @property
+    def x(self) -> Tensor: ...
+    @property
+    def edge_index(self) -> Tensor: ...
+    @property
+    def y(self) -> Tensor: ...
+    @property
+    def sens(self) -> Tensor: ...
+    @property
+    def train_idx(self) -> Tensor: ...
+    @property
+    def val_idx(self) -> Tensor: ...
+    @property
+    def test_idx(self) -> Tensor: ...
+    @property
+    def node_ids(self) -> Tensor: ...
+    @property
+    def group_names(self) -> tuple[str, ...]: ...
+    @property
+    def sensitive(self) -> tuple[str, ...]: ...
+    @property
+    def group_meanings(self) -> tuple[str, ...]: ...
+    @property
+    def node_keys(self) -> tuple[str, ...]: ...
+    @property
+    def class_names(self) -> tuple[str, ...]: ...
+    @property
+    def feature_ranges(self) -> tuple[tuple[float, float], ...]: ...
 
 
-def validate(g: Graph) -> None:
+def validate(g: GraphFields) -> None:
     """Check a constructed graph's fields (shapes, dtypes, codes, names, edges, splits), raising
     :class:`~bind_core.errors.GraphValidationError` naming the field."""
     if g.x.ndim != 2:
@@ -44,7 +75,7 @@ def validate(g: Graph) -> None:
     _validate_splits(g, n)
 
 
-def _validate_names(g: Graph, n: int) -> None:
+def _validate_names(g: GraphFields, n: int) -> None:
     """The names of the groups, the sensitive attributes and the nodes' text ids. A graph reduced by
     :meth:`Graph.without_nodes` keeps every group's name even where the last group lost all its nodes."""
     groups = int(g.sens.max()) + 1
@@ -59,7 +90,7 @@ def _validate_names(g: Graph, n: int) -> None:
         raise GraphValidationError("node_keys", f"expected one text id per node ({n}), got {len(g.node_keys)}")
 
 
-def _validate_ranges(g: Graph, d: int) -> None:
+def _validate_ranges(g: GraphFields, d: int) -> None:
     """``feature_ranges``: none, or one finite ``(min, max)`` per feature column."""
     if g.feature_ranges and len(g.feature_ranges) != d:
         raise GraphValidationError(
@@ -101,7 +132,7 @@ def _validate_edges(ei: Tensor, n: int) -> None:
         raise GraphValidationError("edge_index", "must be undirected: every edge stored in both directions")
 
 
-def _validate_splits(g: Graph, n: int) -> None:
+def _validate_splits(g: GraphFields, n: int) -> None:
     seen = torch.zeros(n, dtype=torch.long)
     for name in ("train_idx", "val_idx", "test_idx"):
         idx: Tensor = getattr(g, name)

@@ -35,6 +35,9 @@ from bind_core.pipeline.audit import AuditConfig, run_audit
 
 MAX_EXAMPLES = 15
 
+NOT_STORED = ("group", "group_name", "label_name")
+"""A row's keys the table does not store: the group is its ``grp``; the names come from the stored results."""
+
 
 @pytest.fixture(scope="module")
 def fuzz_auth(new_key_module: Callable[[], dict[str, str]]) -> dict[str, str]:
@@ -108,7 +111,7 @@ def stored_audit(
         key = uuid.UUID(audit_id)
         session.execute(update(Audit).where(Audit.id == key).values(state="succeeded", results=results))
         session.add_all(
-            InfluenceRow(audit_id=key, grp=r.group, **{k: v for k, v in encode(r).items() if k != "group"})
+            InfluenceRow(audit_id=key, grp=r.group, **{k: v for k, v in encode(r).items() if k not in NOT_STORED})
             for r in result.influence_rows()
         )
     return audit_id
