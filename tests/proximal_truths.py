@@ -11,12 +11,12 @@ from bind_core.influence.step import Stepper
 from bind_core.training.fit import TrainedModel
 
 
-def proximal_truth(model: TrainedModel, fm: FunctionalModel, stepper: Stepper, position: int) -> torch.Tensor:
-    """``[ΔΓ_SP, ΔΓ_EO]`` of the proximal re-optimisation without the training node at ``position``, on the rebuilt
+def proximal_model(model: TrainedModel, fm: FunctionalModel, stepper: Stepper, position: int) -> TrainedModel:
+    """The model re-optimised by the proximal objective without the training node at ``position``, on the rebuilt
     graph, in the stepper's curvature's coordinates (raises ``NonFiniteError`` where it has no minimum near θ̂)."""
     graph = fm.graph
     reduced, _ = graph.without_nodes(graph.train_idx[position : position + 1])
-    again = proximal_reoptimize(
+    return proximal_reoptimize(
         model,
         reduced,
         num_train=stepper.m,
@@ -25,5 +25,13 @@ def proximal_truth(model: TrainedModel, fm: FunctionalModel, stepper: Stepper, p
         coordinates=stepper.curvature.coordinates(),
         on_anchor=fm,
     )
+
+
+def proximal_truth(model: TrainedModel, fm: FunctionalModel, stepper: Stepper, position: int) -> torch.Tensor:
+    """``[ΔΓ_SP, ΔΓ_EO]`` of the proximal re-optimisation without the training node at ``position``
+    (:func:`proximal_model`)."""
+    graph = fm.graph
+    reduced, _ = graph.without_nodes(graph.train_idx[position : position + 1])
+    again = proximal_model(model, fm, stepper, position)
     before, after = gammas(model, graph), gammas(again, reduced)
     return torch.tensor([after[0] - before[0], after[1] - before[1]], dtype=torch.float64)

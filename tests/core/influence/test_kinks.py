@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 import torch
-from proximal_truths import proximal_truth
+from proximal_truths import proximal_model, proximal_truth
 from torch import Tensor
 
 from bind_core.data.datasets import synthetic
 from bind_core.debiasing import proximal_truth as proximal_truth_module
-from bind_core.debiasing.proximal_truth import proximal_reoptimize
 from bind_core.errors import NonFiniteError
 from bind_core.influence import step
 from bind_core.influence.functional import FunctionalModel
@@ -87,7 +86,6 @@ def test_the_truth_of_a_kinked_model_is_its_lowest_objective(
     relu_gcn: tuple[TrainedModel, Stepper], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model, stepper = relu_gcn
-    graph = stepper.fm.graph
     found: list[Found] = []
 
     def truth(position: int, by_value: bool) -> float:
@@ -98,16 +96,7 @@ def test_the_truth_of_a_kinked_model_is_its_lowest_objective(
             return found[-1]
 
         monkeypatch.setattr(proximal_truth_module, "minimise", recording)
-        reduced, _ = graph.without_nodes(graph.train_idx[position : position + 1])
-        again = proximal_reoptimize(
-            model,
-            reduced,
-            num_train=stepper.m,
-            damping=stepper.mu,
-            anchor=graph,
-            coordinates=stepper.curvature.coordinates(),
-            on_anchor=stepper.fm,
-        )
+        again = proximal_model(model, stepper.fm, stepper, position)
         assert not again.stationarity.converged  # no gradient vanishes on the kinks
         return _objective_at(stepper, position, flat_parameters(again.module)[2])
 
