@@ -119,6 +119,15 @@ class Adjacency:
     def __matmul__(self, x: Tensor) -> Tensor:
         return spmm(self, x)
 
+    def times(self, x: Tensor) -> Tensor:
+        """``A @ x`` outside autograd (``x`` is read as it is, no graph recorded), for callers that form their own
+        gradients (:mod:`bind_core.influence.fused`)."""
+        return _product(self.parts, self.shape, x)
+
+    def transpose_times(self, x: Tensor) -> Tensor:
+        """``Aᵀ @ x`` outside autograd (``x``: ``[r, d]``), from the transpose's CSR parts."""
+        return _product(self.transposed, (self.shape[1], self.shape[0]), x)
+
 
 def row_entries(crow: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
     """The entries of ``rows`` in a CSR matrix with row pointer ``crow``, row after row: for each, the index of its

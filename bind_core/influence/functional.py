@@ -85,6 +85,12 @@ class FunctionalModel:
         return twin
 
     @property
+    def slopes(self) -> Tensor:
+        """``[m, out]``: ``ĝ_i/m``, the training losses' derivatives in their logits at ``θ̂`` over ``m`` (the tilt's
+        coefficients, :meth:`tilt`)."""
+        return self._slopes
+
+    @property
     def num_parameters(self) -> int:
         return int(self.theta.numel())
 

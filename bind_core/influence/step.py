@@ -48,6 +48,7 @@ from bind_core.influence.anderson import Mixing
 from bind_core.influence.curvature import DAMPING_RULE, DampedCurvature, choose_operator
 from bind_core.influence.firstlayer import FirstLayerCache, SplitModel
 from bind_core.influence.functional import FunctionalModel, GammaEvaluator, gammas_from_proba
+from bind_core.influence.fused import FusedObjective
 from bind_core.influence.lbfgs import Found, minimise
 from bind_core.influence.lowrank import DampedInverse
 from bind_core.influence.proximal import Evaluation, proximal_objective
@@ -169,6 +170,9 @@ class Stepper:
     """``(r(θ̂), ∇r(θ̂))``: the Bregman tilt (:meth:`FunctionalModel.tilt`) and its gradient at ``θ̂``, the same for
     every deletion (the tilt reads ``G``), so that each deletion's first evaluation, at ``θ̂``, adds them rather than
     running the tilt's pass."""
+    fused: FusedObjective | None = None
+    """The objective with its gradient formed by hand (:mod:`bind_core.influence.fused`), for a two-layer GCN or SAGE
+    on its computation graph; ``None``: autograd's (:func:`~bind_core.influence.proximal.proximal_objective`)."""
 
     @classmethod
     def build(
@@ -206,6 +210,7 @@ class Stepper:
         reducer = GraphReducer(fm, rows=test if rows.nodes is not None else wanted)
         view = None if rows.nodes is None else reducer.restrict(rows.nodes, rows.train)
         base_first, first = _first_layer_at_hat(fm, full, rows.nodes)
+        fused = None if view is None else FusedObjective.of(fm, first, rows.inputs, rows.train)
         return cls(
             fm,
             curvature,
@@ -226,6 +231,7 @@ class Stepper:
             base_first,
             first,
             _tilt_at(fm, theta),
+            fused,
         )
 
     @property
@@ -383,6 +389,8 @@ class Stepper:
         first, at_changed = None, None
         if part is not None and changed is not None and self.first is not None:
             first, at_changed = self.first, self.first.changed_positions(changed)
+        if first is not None and at_changed is not None and part is not None and self.fused is not None:
+            return self.fused.objective(first, part, rows, rest, y[self.train], self.mu, at_changed)
         graph = None if first is None else fm.objective_rows().inputs  # the tilt shares the first layer there
         kept = y[self.train[rest]]
         return proximal_objective(

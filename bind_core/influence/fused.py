@@ -1,0 +1,252 @@
+"""The proximal objective of a two-layer GCN or SAGE, its gradient formed by hand: one pass forward, one back.
+
+A deletion's settle (:class:`bind_core.influence.step.Stepper`) evaluates the proximal objective
+
+    F(θ) = (1/m)·Σ_{kept} ℓ_j(θ; G − S) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖² + r(θ),
+    r(θ) = −Σ_i s_iᵀ·f_i(θ; G) − λ·θ̂ᵀθ      (s_i = ĝ_i/m, the Bregman tilt, :meth:`FunctionalModel.tilt`),
+
+and its gradient two to five times, on the training nodes' computation graph. Through autograd each evaluation ran
+the second layer twice (on ``G − S`` for the losses, on ``G`` for the tilt: a sparse product forward and its
+transpose back, each), the activation forward and then its derivative apart, and copies of every row for the rows
+the deletion changed. For a two-layer GCN or SAGE with a linear head the model is, after the activation, linear in
+the first layer's output ``H``: the tilt's logits on ``G`` enter only through
+
+    Σ_i s_iᵀ·f_i(θ; G) = ⟨V, H_G⟩ + (Σ_i s_i)ᵀ·(W_h·b₂ + b_h),    V = U·W_h·W_a + U_r·W_h·W_r,
+
+with ``U = A_G[train]ᵀ·s`` and ``U_r`` the slopes on the training rows (SAGE's root term), both made once per model.
+So the tilt costs dense products over the rows and no sparse product, its gradient with respect to ``H`` is ``−V``,
+and ``H_G`` is ``H`` except at the rows whose aggregated features ``S`` changed. The activation and its derivative
+are formed in one pass, and every gradient is a product of arrays already at hand. An evaluation of the 20,000-node
+two-layer GCN's settle took about a third of the time (docs/SCALE.md, "The objective by hand").
+
+Equal to the autograd evaluation (:func:`bind_core.influence.proximal.proximal_objective`) to rounding, for GCN and
+SAGE, every activation, one logit or several, with or without a head, at ``θ̂`` and elsewhere
+(``tests/core/influence/test_fused.py``). Other models (GIN's MLP, deeper models, GAT) keep autograd.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from bind_core.influence.firstlayer import FirstLayerCache
+from bind_core.influence.functional import FunctionalModel, dloss_dlogits
+from bind_core.influence.proximal import Evaluation
+from bind_core.models.gnn import node_losses
+from bind_core.models.propagation import GraphInputs
+
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def activated(name: str, pre: Tensor) -> tuple[Tensor, Tensor]:
+    """The activation ``name`` at ``pre`` and its derivative there, in one pass.
+
+    Args:
+        name: ``gelu``, ``relu``, ``tanh`` or ``elu`` (:data:`~bind_core.models.activations.ACTIVATION_FNS`).
+        pre: the pre-activations.
+
+    Returns:
+        ``(σ(pre), σ'(pre))``: equal to torch's activation and the derivative its backward pass uses, to rounding
+        (ReLU's derivative is 0 at 0, as torch's).
+    """
+    if name == "gelu":  # in place where it can be: each pass over the rows is a pass over memory
+        cdf = torch.mul(pre, _INV_SQRT_2).erf_().add_(1.0).mul_(0.5)
+        density = torch.mul(pre, pre).mul_(-0.5).exp_().mul_(pre).mul_(_INV_SQRT_2PI)
+        return pre * cdf, density.add_(cdf)
+    if name == "relu":
+        on = pre > 0
+        return pre * on, on.to(pre.dtype)
+    if name == "tanh":
+        out = torch.tanh(pre)
+        return out, 1.0 - out * out
+    if name == "elu":
+        negative = pre <= 0
+        below = torch.expm1(pre.clamp(max=0.0))
+        return torch.where(negative, below, pre), torch.where(negative, below + 1.0, torch.ones_like(pre))
+    raise ValueError(f"no derivative for the activation {name!r}")
+
+
+@dataclass(frozen=True)
+class _Names:
+    """Where a two-layer model's weights lie among its parameters."""
+
+    first: tuple[str, ...]
+    """The first layer's weight matrices, their columns in the aggregated features' order."""
+    first_bias: str
+    second: str
+    """The second layer's weight on the aggregated rows ``A·H``."""
+    second_bias: str
+    root: str | None
+    """SAGE's second-layer weight on a row's own ``H`` (``None``: GCN)."""
+
+
+_LAYOUT = {
+    "gcn": _Names(("convs.0.lin.weight",), "convs.0.bias", "convs.1.lin.weight", "convs.1.bias", None),
+    "sage": _Names(
+        ("convs.0.lin_l.weight", "convs.0.lin_r.weight"),
+        "convs.0.lin_l.bias",
+        "convs.1.lin_l.weight",
+        "convs.1.lin_l.bias",
+        "convs.1.lin_r.weight",
+    ),
+}
+_HEAD = ("head.weight", "head.bias")
+
+
+@dataclass(eq=False)
+class FusedObjective:
+    """What every deletion's objective shares for one model (:meth:`of` makes it): the tilt's ``U`` and ``U_r``, the
+    slopes' sum, and the computation graph's aggregated features on ``G``."""
+
+    fm: FunctionalModel
+    names: _Names
+    head: bool
+    activation: str
+    u: Tensor
+    """``[rows, out]``: ``A_G[train]ᵀ·s``."""
+    u_root: Tensor | None
+    """``[rows, out]``: ``s`` on the training rows, 0 elsewhere (SAGE), else ``None``."""
+    slope_sum: Tensor
+    """``[out]``: ``Σ_i s_i``."""
+    z_graph: Tensor
+    """The computation graph's aggregated features on ``G``."""
+
+    @classmethod
+    def of(
+        cls, fm: FunctionalModel, first: FirstLayerCache | None, graph: GraphInputs, rows: Tensor
+    ) -> FusedObjective | None:
+        """The fused objective of ``fm``, or ``None`` where it does not apply (anything but a two-layer GCN or SAGE
+        whose first layer is cached on its computation graph, or while the activations are expanded).
+
+        Args:
+            fm: the model at ``θ̂``.
+            first: its first layer on the computation graph (:class:`FirstLayerCache`).
+            graph: the computation graph's inputs on ``G``.
+            rows: the training rows there.
+
+        Returns:
+            The shared part of every deletion's objective, or ``None``.
+        """
+        config, module = fm.module.config, fm.module
+        names = _LAYOUT.get(config.arch)
+        if names is None or config.layers != 2 or first is None or module.expand_activations:
+            return None
+        if graph.adjacency is None or graph.x_prop is None or config.activation not in ("gelu", "relu", "tanh", "elu"):
+            return None
+        known = {*names.first, names.first_bias, names.second, names.second_bias}
+        known |= {names.root} if names.root is not None else set()
+        known |= set(_HEAD) if config.head else set()
+        if known != set(fm.names):
+            return None
+        slopes = fm.slopes
+        u = graph.adjacency.rows(rows).transpose_times(slopes)
+        u_root = None
+        if names.root is not None:
+            u_root = torch.zeros_like(u)
+            u_root[rows] = slopes
+        return cls(fm, names, config.head, config.activation, u, u_root, slopes.sum(dim=0), graph.x_prop)
+
+    def objective(
+        self,
+        first: FirstLayerCache,
+        part: GraphInputs,
+        rows: Tensor,
+        rest: Tensor,
+        y: Tensor,
+        mu: float,
+        changed: Tensor,
+    ) -> Callable[[Tensor], Evaluation]:
+        """``θ ↦ (F(θ), ∇F(θ), None)`` for one deletion, as :func:`~bind_core.influence.proximal.proximal_objective`
+        gives it on the computation graph with ``first``, ``changed``, the tilt and ``tilt_hat``.
+
+        Args:
+            first: the stepper's first-layer cache (its last evaluation is remembered there, for Γ's read).
+            part: ``G − S``'s inputs on the computation graph.
+            rows: the training rows there (the block of ``part``'s adjacency is cut for this tensor).
+            rest: ``[m]`` bool, the training positions kept.
+            y: ``[m]``, every training row's label.
+            mu: the damping.
+            changed: positions in the computation graph of the rows whose aggregated features ``S`` changed.
+
+        Returns:
+            The objective.
+        """
+        fm, names = self.fm, self.names
+        theta_hat, lam = fm.theta, fm.weight_decay
+        m = int(rest.numel())
+        assert part.x_prop is not None and part.adjacency is not None
+        z, z_changed = part.x_prop, self.z_graph[changed]
+        block = part.adjacency.rows(rows)
+        gone = ~rest
+
+        def evaluate(at: Tensor) -> Evaluation:
+            p = fm.unflatten(at)
+            w1 = torch.cat([p[name] for name in names.first], dim=1) if len(names.first) > 1 else p[names.first[0]]
+            b1, wa, b2 = p[names.first_bias], p[names.second], p[names.second_bias]
+            wr = None if names.root is None else p[names.root]
+            if at is theta_hat:  # the kept rows' first layer is the full graph's: only the changed rows are formed
+                h, slope = first.act0.clone(), first.slope0.clone()
+                h[changed], slope[changed] = activated(self.activation, torch.addmm(b1, z[changed], w1.T))
+            else:
+                h, slope = activated(self.activation, torch.addmm(b1, z, w1.T))
+            first.last = (at, h)
+            h_graph, slope_graph = activated(self.activation, torch.addmm(b1, z_changed, w1.T))  # G's changed rows
+            aggregated = block.times(h)
+            s = torch.addmm(b2, aggregated, wa.T)
+            if wr is not None:
+                s = s + h[rows] @ wr.T
+            wh, bh = (p[_HEAD[0]], p[_HEAD[1]]) if self.head else (None, None)
+            logits = s if wh is None or bh is None else torch.addmm(bh, s, wh.T)
+            # The kept losses (G − S) and their derivatives in the logits.
+            value = node_losses(logits[rest], y[rest]).sum() / m
+            dlogits = dloss_dlogits(logits, y) / m
+            dlogits[gone] = 0.0
+            # The tilt on G, through V (the module docstring): −⟨V, H_G⟩ − (Σs)ᵀ·(W_h·b₂ + b_h) − λ·θ̂ᵀθ.
+            v = self.u @ (wa if wh is None else wh @ wa)
+            if wr is not None and self.u_root is not None:
+                v = v + self.u_root @ (wr if wh is None else wh @ wr)
+            delta = h_graph - h[changed]
+            sums = self.slope_sum if wh is None else self.slope_sum @ wh
+            tilt = torch.dot(v.reshape(-1), h.reshape(-1)) + (v[changed] * delta).sum() + sums @ b2
+            if bh is not None:
+                tilt = tilt + self.slope_sum @ bh
+            value = value - tilt - lam * (theta_hat @ at)
+            move = at - theta_hat
+            value = value + 0.5 * lam * (at @ at) + 0.5 * mu * (move @ move)
+            # Gradients: the head, the second layer, then the first through the activation's derivative.
+            grads: dict[str, Tensor] = {}
+            ds = dlogits if wh is None else dlogits @ wh
+            # U·H_G (and U_r·H_G): what the tilt's second-layer and head gradients read.
+            u_h = self.u.T @ h + self.u[changed].T @ delta
+            ur_h = None if self.u_root is None else self.u_root.T @ h + self.u_root[changed].T @ delta
+            if wh is not None and bh is not None:
+                g_head = dlogits.T @ s - u_h @ wa.T - torch.outer(self.slope_sum, b2)
+                if wr is not None and ur_h is not None:
+                    g_head = g_head - ur_h @ wr.T
+                grads[_HEAD[0]], grads[_HEAD[1]] = g_head, dlogits.sum(dim=0) - self.slope_sum
+            grads[names.second] = ds.T @ aggregated - (u_h if wh is None else wh.T @ u_h)
+            grads[names.second_bias] = ds.sum(dim=0) - sums
+            dh = block.transpose_times(ds @ wa).sub_(v)
+            dh[changed] += v[changed]  # H's changed rows are not G's: the tilt reads H_G there
+            if wr is not None and names.root is not None and ur_h is not None:
+                grads[names.root] = ds.T @ h[rows] - (ur_h if wh is None else wh.T @ ur_h)
+                dh.index_add_(0, rows, ds @ wr)
+            dpre = dh.mul_(slope)
+            dpre_graph = -v[changed] * slope_graph
+            g1 = dpre.T @ z + dpre_graph.T @ z_changed
+            grads[names.first_bias] = dpre.sum(dim=0) + dpre_graph.sum(dim=0)
+            if len(names.first) > 1:
+                split = p[names.first[0]].shape[1]
+                grads[names.first[0]], grads[names.first[1]] = g1[:, :split], g1[:, split:]
+            else:
+                grads[names.first[0]] = g1
+            flat = torch.cat([grads[name].reshape(-1) for name in fm.names])
+            flat = flat - lam * theta_hat + lam * at + mu * move
+            return float(value), flat, None
+
+        return evaluate
