@@ -115,10 +115,18 @@ class FusedObjective:
     """``[out]``: ``Σ_i s_i``."""
     z_graph: Tensor
     """The computation graph's aggregated features on ``G``."""
+    base_projected: Tensor | None = None
+    """``[n, k]``: the full graph's activated first layer at ``θ̂`` times :meth:`projection`'s matrix there, for
+    :meth:`test_logits_at_hat` (``None`` without it)."""
 
     @classmethod
     def of(
-        cls, fm: FunctionalModel, first: FirstLayerCache | None, graph: GraphInputs, rows: Tensor
+        cls,
+        fm: FunctionalModel,
+        first: FirstLayerCache | None,
+        graph: GraphInputs,
+        rows: Tensor,
+        base_first: Tensor | None = None,
     ) -> FusedObjective | None:
         """The fused objective of ``fm``, or ``None`` where it does not apply (anything but a two-layer GCN or SAGE
         whose first layer is cached on its computation graph, or while the activations are expanded).
@@ -128,6 +136,7 @@ class FusedObjective:
             first: its first layer on the computation graph (:class:`FirstLayerCache`).
             graph: the computation graph's inputs on ``G``.
             rows: the training rows there.
+            base_first: the full graph's activated first layer at ``θ̂`` (for Γ's direct term), when known.
 
         Returns:
             The shared part of every deletion's objective, or ``None``.
@@ -149,7 +158,82 @@ class FusedObjective:
         if names.root is not None:
             u_root = torch.zeros_like(u)
             u_root[rows] = slopes
-        return cls(fm, names, config.head, config.activation, u, u_root, slopes.sum(dim=0), graph.x_prop)
+        fused = cls(fm, names, config.head, config.activation, u, u_root, slopes.sum(dim=0), graph.x_prop)
+        if base_first is not None:
+            fused.base_projected = base_first @ fused.projection(fm.theta)[0]
+        return fused
+
+    def projection(self, at: Tensor) -> tuple[Tensor, Tensor]:
+        """What the layers after the first do to a row of ``H`` at ``at``, for logits read without a gradient:
+        ``M = [(W_h·W_a)ᵀ | (W_h·W_r)ᵀ]`` (``[hidden, out]``, or ``[hidden, 2·out]`` with SAGE's root term) and the
+        constant ``c = W_h·b₂ + b_h``, so that the logits of rows ``R`` are ``A[R]·(H·M)[:, :out] + c`` (plus
+        ``(H·M)[R, out:]`` for SAGE): the sparse product over ``out`` columns rather than ``hidden``.
+
+        Args:
+            at: the weights.
+
+        Returns:
+            ``(M, c)``.
+        """
+        p, names = self.fm.unflatten(at), self.names
+        wa, b2 = p[names.second], p[names.second_bias]
+        wh, bh = (p[_HEAD[0]], p[_HEAD[1]]) if self.head else (None, None)
+        mats = [wa if wh is None else wh @ wa]
+        if names.root is not None:
+            wr = p[names.root]
+            mats.append(wr if wh is None else wh @ wr)
+        constant = b2 if wh is None or bh is None else wh @ b2 + bh
+        return torch.cat(mats, dim=0).T, constant
+
+    def first_rows(self, at: Tensor, z: Tensor) -> Tensor:
+        """The activated first layer at ``at`` of the aggregated features ``z`` (no gradient)."""
+        p = self.fm.unflatten(at)
+        names = self.names
+        w1 = torch.cat([p[name] for name in names.first], dim=1) if len(names.first) > 1 else p[names.first[0]]
+        return activated(self.activation, torch.addmm(p[names.first_bias], z, w1.T))[0]
+
+    def test_logits(self, at: Tensor, first: FirstLayerCache, reduced: GraphInputs, test: Tensor) -> Tensor | None:
+        """The logits of the ``test`` rows on the reduced graph at ``at``, with the computation graph's first-layer
+        rows from ``first``'s last evaluation when it was at ``at`` (``None`` otherwise): the other rows' first
+        layer formed and every row projected (:meth:`projection`) before the sparse product.
+
+        Args:
+            at: the weights.
+            first: the first-layer cache (its last evaluation's rows, by their weights).
+            reduced: ``G − S``'s inputs in the full graph's numbering.
+            test: the test rows (the reduced adjacency's block is cut for this tensor).
+
+        Returns:
+            ``[len(test), out]`` logits, or ``None``.
+        """
+        if first.last is None or first.last[0] is not at or reduced.x_prop is None:
+            return None
+        matrix, constant = self.projection(at)
+        projected = torch.empty(reduced.x_prop.shape[0], matrix.shape[1], dtype=matrix.dtype, device=matrix.device)
+        projected[first.nodes] = first.last[1] @ matrix
+        projected[first.others] = self.first_rows(at, reduced.x_prop[first.others]) @ matrix
+        return self._logits(projected, reduced, test, constant)
+
+    def test_logits_at_hat(self, reduced: GraphInputs, changed: Tensor, test: Tensor) -> Tensor | None:
+        """The logits of the ``test`` rows on the reduced graph at ``θ̂``: the full graph's projected first layer with
+        the ``changed`` rows (the full graph's numbering) formed again. ``None`` without the full graph's first
+        layer."""
+        if self.base_projected is None or reduced.x_prop is None:
+            return None
+        theta = self.fm.theta
+        matrix, constant = self.projection(theta)
+        projected = self.base_projected.clone()
+        projected[changed] = self.first_rows(theta, reduced.x_prop[changed]) @ matrix
+        return self._logits(projected, reduced, test, constant)
+
+    def _logits(self, projected: Tensor, reduced: GraphInputs, test: Tensor, constant: Tensor) -> Tensor:
+        """``A[test]·P[:, :out] + c`` (plus ``P[test, out:]``, SAGE's root term) from the projected rows ``P``."""
+        assert reduced.adjacency is not None
+        out = int(constant.numel())
+        logits = reduced.adjacency.rows(test).times(projected[:, :out]) + constant
+        if self.names.root is not None:
+            logits = logits + projected[test, out:]
+        return logits
 
     def objective(
         self,

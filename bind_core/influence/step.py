@@ -210,7 +210,7 @@ class Stepper:
         reducer = GraphReducer(fm, rows=test if rows.nodes is not None else wanted)
         view = None if rows.nodes is None else reducer.restrict(rows.nodes, rows.train)
         base_first, first = _first_layer_at_hat(fm, full, rows.nodes)
-        fused = None if view is None else FusedObjective.of(fm, first, rows.inputs, rows.train)
+        fused = None if view is None else FusedObjective.of(fm, first, rows.inputs, rows.train, base_first)
         return cls(
             fm,
             curvature,
@@ -444,6 +444,9 @@ class Stepper:
         ``changed`` rows recomputed where that is known (the same values as :meth:`_test_proba`, to rounding)."""
         if self.base_first is None or changed is None or reduced.x_prop is None:
             return self._test_proba(self.fm.theta, reduced)
+        logits = None if self.fused is None else self.fused.test_logits_at_hat(reduced, changed, self.test)
+        if logits is not None:
+            return probabilities(logits)
         module = self.fm.module
         with torch.no_grad():
             h = self.base_first.clone()
@@ -458,6 +461,10 @@ class Stepper:
         """The test nodes' probabilities at ``at`` on the reduced graph (no gradient: Γ only reads them), with the
         computation graph's first-layer rows from the last evaluation where it was at ``at``."""
         with torch.no_grad():
+            if self.fused is not None and self.first is not None:
+                logits = self.fused.test_logits(at, self.first, reduced, self.test)
+                if logits is not None:
+                    return probabilities(logits)
             h = None if self.first is None or reduced.x_prop is None else self.first.full_rows(at, reduced.x_prop)
             if h is not None and self.first is not None:
                 return probabilities(self.first.split.logits(at, h, reduced, self.test))

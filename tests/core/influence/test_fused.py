@@ -42,7 +42,7 @@ def _objectives(stepper: Stepper, positions: list[int]):  # type: ignore[no-unty
         plain = stepper._objective(reduction.inputs, ~gone, part, reduction.changed)
     finally:
         stepper.fused = kept
-    return fused, plain
+    return fused, plain, reduction
 
 
 CASES = [
@@ -63,7 +63,13 @@ def test_the_fused_objective_is_autograds(arch: str, activation: str, classes: i
     theta = stepper.fm.theta
     noise = torch.randn(theta.shape, generator=torch.Generator().manual_seed(1), dtype=theta.dtype)
     for positions in ([0], [1, 4]):
-        fused, plain = _objectives(stepper, positions)
+        fused, plain, reduction = _objectives(stepper, positions)
+        # Γ's direct term: the test rows at θ̂ on G − S
+        direct = stepper._proba_at_hat(reduction.inputs, reduction.changed)
+        kept, stepper.fused = stepper.fused, None
+        direct_ref = stepper._proba_at_hat(reduction.inputs, reduction.changed)
+        stepper.fused = kept
+        assert torch.allclose(direct, direct_ref, rtol=1e-13, atol=1e-15)
         # θ̂ itself (the first layer reused there), a point near it, and one further away
         for at in (theta, theta + 1e-3 * noise, theta + 1e-1 * noise):
             value, grad, proba = fused(at)
@@ -71,9 +77,15 @@ def test_the_fused_objective_is_autograds(arch: str, activation: str, classes: i
             assert proba is None
             assert abs(value - value_ref) <= 1e-13 * max(1.0, abs(value_ref))
             assert float((grad - grad_ref).abs().max()) <= 1e-13 * max(1.0, float(grad_ref.abs().max()))
-            # the first layer it leaves for Γ's read is the one autograd's leaves
+            # Γ's read at the weights reached: from the first layer the evaluation left, projected before the product
             assert stepper.first is not None and stepper.first.last is not None
             assert stepper.first.last[0] is at
+            assert stepper.fused is not None
+            assert stepper.fused.test_logits(at, stepper.first, reduction.inputs, stepper.test) is not None
+            moved = stepper._test_proba(at, reduction.inputs)
+            stepper.first.last = None  # the whole forward pass on G − S, as Γ is read where no evaluation was
+            moved_ref = stepper._test_proba(at, reduction.inputs)
+            assert torch.allclose(moved, moved_ref, rtol=1e-13, atol=1e-15)
 
 
 @pytest.mark.parametrize("arch", ["gcn", "sage"])
