@@ -47,6 +47,38 @@ _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
+def _gelu(pre: Tensor) -> tuple[Tensor, Tensor]:
+    # in place where it can be: each pass over the rows is a pass over memory
+    cdf = torch.mul(pre, _INV_SQRT_2).erf_().add_(1.0).mul_(0.5)
+    density = torch.mul(pre, pre).mul_(-0.5).exp_().mul_(pre).mul_(_INV_SQRT_2PI)
+    return pre * cdf, density.add_(cdf)
+
+
+def _relu(pre: Tensor) -> tuple[Tensor, Tensor]:
+    on = pre > 0
+    return pre * on, on.to(pre.dtype)
+
+
+def _tanh(pre: Tensor) -> tuple[Tensor, Tensor]:
+    out = torch.tanh(pre)
+    return out, 1.0 - out * out
+
+
+def _elu(pre: Tensor) -> tuple[Tensor, Tensor]:
+    negative = pre <= 0
+    below = torch.expm1(pre.clamp(max=0.0))
+    return torch.where(negative, below, pre), torch.where(negative, below + 1.0, torch.ones_like(pre))
+
+
+_WITH_DERIVATIVE: dict[str, Callable[[Tensor], tuple[Tensor, Tensor]]] = {
+    "gelu": _gelu,
+    "relu": _relu,
+    "tanh": _tanh,
+    "elu": _elu,
+}
+"""Each activation of :data:`~bind_core.models.activations.ACTIVATION_FNS` with its derivative, in one pass."""
+
+
 def activated(name: str, pre: Tensor) -> tuple[Tensor, Tensor]:
     """The activation ``name`` at ``pre`` and its derivative there, in one pass.
 
@@ -57,31 +89,21 @@ def activated(name: str, pre: Tensor) -> tuple[Tensor, Tensor]:
     Returns:
         ``(σ(pre), σ'(pre))``: equal to torch's activation and the derivative its backward pass uses, to rounding
         (ReLU's derivative is 0 at 0, as torch's).
+
+    Raises:
+        ValueError: an activation without a derivative here.
     """
-    if name == "gelu":  # in place where it can be: each pass over the rows is a pass over memory
-        cdf = torch.mul(pre, _INV_SQRT_2).erf_().add_(1.0).mul_(0.5)
-        density = torch.mul(pre, pre).mul_(-0.5).exp_().mul_(pre).mul_(_INV_SQRT_2PI)
-        return pre * cdf, density.add_(cdf)
-    if name == "relu":
-        on = pre > 0
-        return pre * on, on.to(pre.dtype)
-    if name == "tanh":
-        out = torch.tanh(pre)
-        return out, 1.0 - out * out
-    if name == "elu":
-        negative = pre <= 0
-        below = torch.expm1(pre.clamp(max=0.0))
-        return torch.where(negative, below, pre), torch.where(negative, below + 1.0, torch.ones_like(pre))
-    raise ValueError(f"no derivative for the activation {name!r}")
+    derived = _WITH_DERIVATIVE.get(name)
+    if derived is None:
+        raise ValueError(f"no derivative for the activation {name!r}")
+    return derived(pre)
 
 
 @dataclass(frozen=True)
 class _Names:
-    """Where a two-layer model's weights lie among its parameters."""
+    """Where a two-layer model's second-layer weights lie among its parameters (the first layer's:
+    :attr:`FirstLayerCache.linear`)."""
 
-    first: tuple[str, ...]
-    """The first layer's weight matrices, their columns in the aggregated features' order."""
-    first_bias: str
     second: str
     """The second layer's weight on the aggregated rows ``A·H``."""
     second_bias: str
@@ -90,14 +112,8 @@ class _Names:
 
 
 _LAYOUT = {
-    "gcn": _Names(("convs.0.lin.weight",), "convs.0.bias", "convs.1.lin.weight", "convs.1.bias", None),
-    "sage": _Names(
-        ("convs.0.lin_l.weight", "convs.0.lin_r.weight"),
-        "convs.0.lin_l.bias",
-        "convs.1.lin_l.weight",
-        "convs.1.lin_l.bias",
-        "convs.1.lin_r.weight",
-    ),
+    "gcn": _Names("convs.1.lin.weight", "convs.1.bias", None),
+    "sage": _Names("convs.1.lin_l.weight", "convs.1.lin_l.bias", "convs.1.lin_r.weight"),
 }
 _HEAD = ("head.weight", "head.bias")
 
@@ -109,6 +125,9 @@ class FusedObjective:
 
     fm: FunctionalModel
     names: _Names
+    first: tuple[tuple[str, ...], str]
+    """The first layer's weight matrices (their columns in the aggregated features' order) and bias
+    (:attr:`FirstLayerCache.linear`)."""
     head: bool
     activation: str
     u: Tensor
@@ -147,11 +166,11 @@ class FusedObjective:
         """
         config, module = fm.module.config, fm.module
         names = _LAYOUT.get(config.arch)
-        if names is None or config.layers != 2 or first is None or module.expand_activations:
+        if names is None or config.layers != 2 or first is None or first.linear is None or module.expand_activations:
             return None
-        if graph.adjacency is None or graph.x_prop is None or config.activation not in ("gelu", "relu", "tanh", "elu"):
+        if graph.adjacency is None or graph.x_prop is None or config.activation not in _WITH_DERIVATIVE:
             return None
-        known = {*names.first, names.first_bias, names.second, names.second_bias}
+        known = {*first.linear[0], first.linear[1], names.second, names.second_bias}
         known |= {names.root} if names.root is not None else set()
         known |= set(_HEAD) if config.head else set()
         if known != set(fm.names):
@@ -162,7 +181,7 @@ class FusedObjective:
         if names.root is not None:
             u_root = torch.zeros_like(u)
             u_root[rows] = slopes
-        fused = cls(fm, names, config.head, config.activation, u, u_root, slopes.sum(dim=0), graph.x_prop)
+        fused = cls(fm, names, first.linear, config.head, config.activation, u, u_root, slopes.sum(dim=0), graph.x_prop)
         if base_first is not None:
             fused.base_projected = base_first @ fused.projection(fm.theta)[0]
         return fused
@@ -189,12 +208,17 @@ class FusedObjective:
         constant = b2 if wh is None or bh is None else wh @ b2 + bh
         return torch.cat(mats, dim=0).T, constant
 
+    def first_layer(self, p: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """The first layer's weight ``W₁`` (``[hidden, features]``, its columns in the aggregated features' order)
+        and bias among the parameters ``p``."""
+        names, bias = self.first
+        weight = torch.cat([p[name] for name in names], dim=1) if len(names) > 1 else p[names[0]]
+        return weight, p[bias]
+
     def first_rows(self, at: Tensor, z: Tensor) -> Tensor:
         """The activated first layer at ``at`` of the aggregated features ``z`` (no gradient)."""
-        p = self.fm.unflatten(at)
-        names = self.names
-        w1 = torch.cat([p[name] for name in names.first], dim=1) if len(names.first) > 1 else p[names.first[0]]
-        return activated(self.activation, torch.addmm(p[names.first_bias], z, w1.T))[0]
+        w1, b1 = self.first_layer(self.fm.unflatten(at))
+        return activated(self.activation, torch.addmm(b1, z, w1.T))[0]
 
     def test_logits(self, at: Tensor, first: FirstLayerCache, reduced: GraphInputs, test: Tensor) -> Tensor | None:
         """The logits of the ``test`` rows on the reduced graph at ``at``, with the computation graph's first-layer
@@ -274,8 +298,8 @@ class FusedObjective:
 
         def evaluate(at: Tensor) -> Evaluation:
             p = fm.unflatten(at)
-            w1 = torch.cat([p[name] for name in names.first], dim=1) if len(names.first) > 1 else p[names.first[0]]
-            b1, wa, b2 = p[names.first_bias], p[names.second], p[names.second_bias]
+            w1, b1 = self.first_layer(p)
+            wa, b2 = p[names.second], p[names.second_bias]
             wr = None if names.root is None else p[names.root]
             if at is theta_hat:  # the kept rows' first layer is the full graph's: only the changed rows are formed
                 h, slope = first.act0.clone(), first.slope0.clone()
@@ -327,12 +351,12 @@ class FusedObjective:
             dpre = dh.mul_(slope)
             dpre_graph = -v[changed] * slope_graph
             g1 = dpre.T @ z + dpre_graph.T @ z_changed
-            grads[names.first_bias] = dpre.sum(dim=0) + dpre_graph.sum(dim=0)
-            if len(names.first) > 1:
-                split = p[names.first[0]].shape[1]
-                grads[names.first[0]], grads[names.first[1]] = g1[:, :split], g1[:, split:]
-            else:
-                grads[names.first[0]] = g1
+            first_names, first_bias = self.first
+            grads[first_bias] = dpre.sum(dim=0) + dpre_graph.sum(dim=0)
+            start = 0
+            for name in first_names:  # W₁'s column blocks, back to their parameters
+                width = p[name].shape[1]
+                grads[name], start = g1[:, start : start + width], start + width
             flat = torch.cat([grads[name].reshape(-1) for name in fm.names])
             flat = flat - lam * theta_hat + lam * at + mu * move
             return float(value), flat, None
