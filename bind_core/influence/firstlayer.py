@@ -92,8 +92,7 @@ class FirstLayerCache:
         self.position[nodes] = torch.arange(nodes.numel(), device=nodes.device)
         self.others = torch.nonzero(self.position < 0).flatten()
         self.last: tuple[Tensor, Tensor] | None = None
-        linear = _LINEAR_FIRST.get(fm.module.config.arch)
-        self.linear = linear if linear is not None and {*linear[0], linear[1]} <= set(fm.names) else None
+        self.linear = linear_first(fm)
         """The first layer's weights (in ``z``'s column order) and bias, where it is linear (GCN, SAGE)."""
 
     def fork(self, split: SplitModel) -> FirstLayerCache:
@@ -180,6 +179,13 @@ class FirstLayerCache:
             h[self.nodes] = self.last[1]
             h[self.others] = self.split.act(self.split.pre(at, z[self.others]))
         return h
+
+
+def linear_first(fm: FunctionalModel) -> tuple[tuple[str, ...], str] | None:
+    """The names of the parameters whose columns make the first layer's ``W`` (in the aggregated features' column
+    order) and of its bias ``b``, where the first layer is ``z·Wᵀ + b`` (GCN, SAGE); ``None`` elsewhere."""
+    linear = _LINEAR_FIRST.get(fm.module.config.arch)
+    return linear if linear is not None and {*linear[0], linear[1]} <= set(fm.names) else None
 
 
 _LINEAR_FIRST = {

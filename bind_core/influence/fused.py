@@ -30,7 +30,6 @@ SAGE, every activation, one logit or several, with or without a head, at ``θ̂`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,82 +39,11 @@ from torch import Tensor
 from bind_core.influence.firstlayer import FirstLayerCache
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits
 from bind_core.influence.proximal import Evaluation
+from bind_core.influence.twolayer import HEAD, Layout, activated, activation_value, layout
 from bind_core.models.gnn import node_losses
 from bind_core.models.propagation import GraphInputs
 
-_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-def _gelu(pre: Tensor) -> tuple[Tensor, Tensor]:
-    # in place where it can be: each pass over the rows is a pass over memory
-    cdf = torch.mul(pre, _INV_SQRT_2).erf_().add_(1.0).mul_(0.5)
-    density = torch.mul(pre, pre).mul_(-0.5).exp_().mul_(pre).mul_(_INV_SQRT_2PI)
-    return pre * cdf, density.add_(cdf)
-
-
-def _relu(pre: Tensor) -> tuple[Tensor, Tensor]:
-    on = pre > 0
-    return pre * on, on.to(pre.dtype)
-
-
-def _tanh(pre: Tensor) -> tuple[Tensor, Tensor]:
-    out = torch.tanh(pre)
-    return out, 1.0 - out * out
-
-
-def _elu(pre: Tensor) -> tuple[Tensor, Tensor]:
-    negative = pre <= 0
-    below = torch.expm1(pre.clamp(max=0.0))
-    return torch.where(negative, below, pre), torch.where(negative, below + 1.0, torch.ones_like(pre))
-
-
-_WITH_DERIVATIVE: dict[str, Callable[[Tensor], tuple[Tensor, Tensor]]] = {
-    "gelu": _gelu,
-    "relu": _relu,
-    "tanh": _tanh,
-    "elu": _elu,
-}
-"""Each activation of :data:`~bind_core.models.activations.ACTIVATION_FNS` with its derivative, in one pass."""
-
-
-def activated(name: str, pre: Tensor) -> tuple[Tensor, Tensor]:
-    """The activation ``name`` at ``pre`` and its derivative there, in one pass.
-
-    Args:
-        name: ``gelu``, ``relu``, ``tanh`` or ``elu`` (:data:`~bind_core.models.activations.ACTIVATION_FNS`).
-        pre: the pre-activations.
-
-    Returns:
-        ``(σ(pre), σ'(pre))``: equal to torch's activation and the derivative its backward pass uses, to rounding
-        (ReLU's derivative is 0 at 0, as torch's).
-
-    Raises:
-        ValueError: an activation without a derivative here.
-    """
-    derived = _WITH_DERIVATIVE.get(name)
-    if derived is None:
-        raise ValueError(f"no derivative for the activation {name!r}")
-    return derived(pre)
-
-
-@dataclass(frozen=True)
-class _Names:
-    """Where a two-layer model's second-layer weights lie among its parameters (the first layer's:
-    :attr:`FirstLayerCache.linear`)."""
-
-    second: str
-    """The second layer's weight on the aggregated rows ``A·H``."""
-    second_bias: str
-    root: str | None
-    """SAGE's second-layer weight on a row's own ``H`` (``None``: GCN)."""
-
-
-_LAYOUT = {
-    "gcn": _Names("convs.1.lin.weight", "convs.1.bias", None),
-    "sage": _Names("convs.1.lin_l.weight", "convs.1.lin_l.bias", "convs.1.lin_r.weight"),
-}
-_HEAD = ("head.weight", "head.bias")
+__all__ = ["FusedObjective", "activated"]
 
 
 @dataclass(eq=False)
@@ -124,12 +52,7 @@ class FusedObjective:
     slopes' sum, and the computation graph's aggregated features on ``G``."""
 
     fm: FunctionalModel
-    names: _Names
-    first: tuple[tuple[str, ...], str]
-    """The first layer's weight matrices (their columns in the aggregated features' order) and bias
-    (:attr:`FirstLayerCache.linear`)."""
-    head: bool
-    activation: str
+    layout: Layout
     u: Tensor
     """``[rows, out]``: ``A_G[train]ᵀ·s``."""
     u_root: Tensor | None
@@ -164,24 +87,16 @@ class FusedObjective:
         Returns:
             The shared part of every deletion's objective, or ``None``.
         """
-        config, module = fm.module.config, fm.module
-        names = _LAYOUT.get(config.arch)
-        if names is None or config.layers != 2 or first is None or first.linear is None or module.expand_activations:
-            return None
-        if graph.adjacency is None or graph.x_prop is None or config.activation not in _WITH_DERIVATIVE:
-            return None
-        known = {*first.linear[0], first.linear[1], names.second, names.second_bias}
-        known |= {names.root} if names.root is not None else set()
-        known |= set(_HEAD) if config.head else set()
-        if known != set(fm.names):
+        found = layout(fm)
+        if found is None or first is None or graph.adjacency is None or graph.x_prop is None:
             return None
         slopes = fm.slopes
         u = graph.adjacency.rows(rows).transpose_times(slopes)
         u_root = None
-        if names.root is not None:
+        if found.root is not None:
             u_root = torch.zeros_like(u)
             u_root[rows] = slopes
-        fused = cls(fm, names, first.linear, config.head, config.activation, u, u_root, slopes.sum(dim=0), graph.x_prop)
+        fused = cls(fm, found, u, u_root, slopes.sum(dim=0), graph.x_prop)
         if base_first is not None:
             fused.base_projected = base_first @ fused.projection(fm.theta)[0]
         return fused
@@ -198,27 +113,18 @@ class FusedObjective:
         Returns:
             ``(M, c)``.
         """
-        p, names = self.fm.unflatten(at), self.names
-        wa, b2 = p[names.second], p[names.second_bias]
-        wh, bh = (p[_HEAD[0]], p[_HEAD[1]]) if self.head else (None, None)
+        w = self.layout.weights(self.fm.unflatten(at))
+        wa, b2, wr, wh, bh = w.wa, w.b2, w.wr, w.wh, w.bh
         mats = [wa if wh is None else wh @ wa]
-        if names.root is not None:
-            wr = p[names.root]
+        if wr is not None:
             mats.append(wr if wh is None else wh @ wr)
         constant = b2 if wh is None or bh is None else wh @ b2 + bh
         return torch.cat(mats, dim=0).T, constant
 
-    def first_layer(self, p: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """The first layer's weight ``W₁`` (``[hidden, features]``, its columns in the aggregated features' order)
-        and bias among the parameters ``p``."""
-        names, bias = self.first
-        weight = torch.cat([p[name] for name in names], dim=1) if len(names) > 1 else p[names[0]]
-        return weight, p[bias]
-
     def first_rows(self, at: Tensor, z: Tensor) -> Tensor:
         """The activated first layer at ``at`` of the aggregated features ``z`` (no gradient)."""
-        w1, b1 = self.first_layer(self.fm.unflatten(at))
-        return activated(self.activation, torch.addmm(b1, z, w1.T))[0]
+        w = self.layout.weights(self.fm.unflatten(at))
+        return activation_value(self.layout.activation, torch.addmm(w.b1, z, w.w1.T))
 
     def test_logits(self, at: Tensor, first: FirstLayerCache, reduced: GraphInputs, test: Tensor) -> Tensor | None:
         """The logits of the ``test`` rows on the reduced graph at ``at``, with the computation graph's first-layer
@@ -259,7 +165,7 @@ class FusedObjective:
         assert reduced.adjacency is not None
         out = int(constant.numel())
         logits = reduced.adjacency.rows(test).times(projected[:, :out]) + constant
-        if self.names.root is not None:
+        if self.layout.root is not None:
             logits = logits + projected[test, out:]
         return logits
 
@@ -288,7 +194,7 @@ class FusedObjective:
         Returns:
             The objective.
         """
-        fm, names = self.fm, self.names
+        fm, names, act = self.fm, self.layout, self.layout.activation
         theta_hat, lam = fm.theta, fm.weight_decay
         m = int(rest.numel())
         assert part.x_prop is not None and part.adjacency is not None
@@ -298,21 +204,18 @@ class FusedObjective:
 
         def evaluate(at: Tensor) -> Evaluation:
             p = fm.unflatten(at)
-            w1, b1 = self.first_layer(p)
-            wa, b2 = p[names.second], p[names.second_bias]
-            wr = None if names.root is None else p[names.root]
+            w1, b1, wa, b2, wr, wh, bh = names.weights(p)
             if at is theta_hat:  # the kept rows' first layer is the full graph's: only the changed rows are formed
                 h, slope = first.act0.clone(), first.slope0.clone()
-                h[changed], slope[changed] = activated(self.activation, torch.addmm(b1, z[changed], w1.T))
+                h[changed], slope[changed] = activated(act, torch.addmm(b1, z[changed], w1.T))
             else:
-                h, slope = activated(self.activation, torch.addmm(b1, z, w1.T))
+                h, slope = activated(act, torch.addmm(b1, z, w1.T))
             first.last = (at, h)
-            h_graph, slope_graph = activated(self.activation, torch.addmm(b1, z_changed, w1.T))  # G's changed rows
+            h_graph, slope_graph = activated(act, torch.addmm(b1, z_changed, w1.T))  # G's changed rows
             aggregated = block.times(h)
             s = torch.addmm(b2, aggregated, wa.T)
             if wr is not None:
                 s = s + h[rows] @ wr.T
-            wh, bh = (p[_HEAD[0]], p[_HEAD[1]]) if self.head else (None, None)
             logits = s if wh is None or bh is None else torch.addmm(bh, s, wh.T)
             # The kept losses (G − S) and their derivatives in the logits.
             value = node_losses(logits[rest], y[rest]).sum() / m
@@ -340,7 +243,7 @@ class FusedObjective:
                 g_head = dlogits.T @ s - u_h @ wa.T - torch.outer(self.slope_sum, b2)
                 if wr is not None and ur_h is not None:
                     g_head = g_head - ur_h @ wr.T
-                grads[_HEAD[0]], grads[_HEAD[1]] = g_head, dlogits.sum(dim=0) - self.slope_sum
+                grads[HEAD[0]], grads[HEAD[1]] = g_head, dlogits.sum(dim=0) - self.slope_sum
             grads[names.second] = ds.T @ aggregated - (u_h if wh is None else wh.T @ u_h)
             grads[names.second_bias] = ds.sum(dim=0) - sums
             dh = block.transpose_times(ds @ wa).sub_(v)
@@ -351,12 +254,8 @@ class FusedObjective:
             dpre = dh.mul_(slope)
             dpre_graph = -v[changed] * slope_graph
             g1 = dpre.T @ z + dpre_graph.T @ z_changed
-            first_names, first_bias = self.first
-            grads[first_bias] = dpre.sum(dim=0) + dpre_graph.sum(dim=0)
-            start = 0
-            for name in first_names:  # W₁'s column blocks, back to their parameters
-                width = p[name].shape[1]
-                grads[name], start = g1[:, start : start + width], start + width
+            grads[names.first[1]] = dpre.sum(dim=0) + dpre_graph.sum(dim=0)
+            grads |= names.first_grads(p, g1)  # W₁'s column blocks, back to their parameters
             flat = torch.cat([grads[name].reshape(-1) for name in fm.names])
             flat = flat - lam * theta_hat + lam * at + mu * move
             return float(value), flat, None

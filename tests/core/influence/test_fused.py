@@ -11,6 +11,7 @@ from bind_core.data.datasets import synthetic
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.fused import FusedObjective, activated
 from bind_core.influence.step import Stepper
+from bind_core.influence.twolayer import activation_value
 from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, train
@@ -124,11 +125,14 @@ def test_the_activation_and_its_derivative_in_one_pass(name: str) -> None:
     value, derivative = activated(name, pre)
     assert torch.allclose(value, out.detach(), rtol=1e-14, atol=1e-15)
     assert torch.allclose(derivative, slope, rtol=1e-14, atol=1e-15)
+    assert torch.equal(activation_value(name, pre), value)  # Γ's reads: the value alone, bit for bit
 
 
 def test_an_activation_without_a_derivative_is_refused() -> None:
     with pytest.raises(ValueError, match="softplus"):
         activated("softplus", torch.zeros(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="softplus"):
+        activation_value("softplus", torch.zeros(2, dtype=torch.float64))
 
 
 def test_the_fused_objective_is_none_without_a_first_layer_cache() -> None:

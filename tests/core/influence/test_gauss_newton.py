@@ -60,7 +60,7 @@ def test_several_classes_whiten_by_the_softmax_hessian() -> None:
 
 
 def test_blocks_threads_and_progress_give_the_same_matrix(binary: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
-    fm = _fm(binary, arch="gcn", layers=2)
+    fm = _fm(binary, arch="gin", layers=2)  # forward mode's blocks (a two-layer GCN's or SAGE's J is formed by hand)
     whole = gaussnewton.gauss_newton(fm)
     seen: list[float] = []
     monkeypatch.setattr(gaussnewton, "hessian_chunk", lambda _elements, _p: 7)  # many small blocks
