@@ -11,7 +11,8 @@ rewrites values:
   touches no other node), so every other node's output is exactly its output on ``G − S``;
 * the entries whose value depends on a changed degree are recomputed: GCN's ``d_i^{-1/2}·d_j^{-1/2}`` in the rows
   and columns of ``S ∪ N(S)``; SAGE's ``1/d_i`` in the rows of ``S ∪ N(S)``; GIN's ones need nothing more;
-* the aggregated features (the first layer's input) are recomputed for the rows whose adjacency row changed;
+* the aggregated features (the first layer's input) move by the rewritten entries' change, in the rows whose adjacency
+  row changed;
 * the block of the rows the estimate reads (training and test rows) and its transpose, and the training nodes'
   computation graph (:meth:`GraphReducer.restrict`), are copied from their values on ``G``, made once, and patched at
   the rewritten entries: a copy, not a gather through an index map (making a 20,000-node GCN's reduced inputs this
@@ -32,7 +33,7 @@ from torch import Tensor
 
 from bind_core.data.sparse import Adjacency, row_entries
 from bind_core.influence.functional import FunctionalModel
-from bind_core.models.propagation import GraphInputs, aggregate_features, combine_aggregated, message_adjacency
+from bind_core.models.propagation import GraphInputs, aggregate_features, message_adjacency
 
 
 @dataclass(frozen=True)
@@ -155,9 +156,13 @@ class GraphReducer:
         for rows, block in zip(self.rows, self.blocks, strict=True):
             adjacency.keep_block(rows, block(affected, new))
         changed = torch.unique(r)
-        z = self.x_prop.clone()
+        # The aggregated features move by the rewritten entries' change: z_i += Σ (new_ij − old_ij)·x_j over them (the
+        # aggregated half of SAGE's [A·X | X]; GIN's own term does not move). One scatter over the rewritten entries
+        # rather than the changed rows' products again (0.3–0.8 ms of a 20,000-node GCN's deletion).
         x = fm.inputs.x
-        z[changed] = combine_aggregated(self.arch, adjacency.product_rows(changed, x), x[changed], self.eps)
+        z = self.x_prop.clone()
+        moved = (new - self.values[affected]).to(x.dtype).unsqueeze(1) * x[c]
+        z[:, : x.shape[1]].index_add_(0, r, moved)
         weight = values if self.arch == "gcn" else None
         inputs = GraphInputs(x, self.structure, weight, x_prop=z, adjacency=adjacency)
         return Reduction(inputs, changed, affected, new)
