@@ -270,14 +270,18 @@ class GroupPDD:
             )
             left = ticks[:-1]
             self.pairs.append((g, h, left // m, left // n, ticks[1:] - left, n * m))
+        self._widths: dict[torch.dtype, list[Tensor]] = {}
 
     def __call__(self, scores: Tensor) -> Tensor:
         if not self.pairs:
             return scores.new_zeros(scores.shape[:-1])
         ordered = {g: torch.sort(scores[..., idx], dim=-1).values for g, idx in self.index.items()}
+        widths = self._widths.get(scores.dtype)
+        if widths is None:  # each pair's grid widths over n·m, in the scores' dtype: made once per dtype
+            widths = self._widths[scores.dtype] = [steps.to(scores.dtype) / nm for *_, steps, nm in self.pairs]
         dists = [
-            ((ordered[g][..., a] - ordered[h][..., b]).abs() * (steps.to(scores.dtype) / nm)).sum(dim=-1)
-            for g, h, a, b, steps, nm in self.pairs
+            ((ordered[g][..., a] - ordered[h][..., b]).abs() * width).sum(dim=-1)
+            for (g, h, a, b, _, _), width in zip(self.pairs, widths, strict=True)
         ]
         return torch.stack(dists).mean(dim=0)
 
