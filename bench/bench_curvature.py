@@ -2,10 +2,12 @@
 
     python bench/bench_curvature.py --nodes 20000 --archs gcn,sage,gin --out docs/bench/curvature36.json
 
-Trains each two-layer model (h16) on a synthetic graph, then forms ``B″(θ̂)`` both ways on one and on two threads:
+Trains each two-layer model (h16) on a synthetic graph, then forms ``B″(θ̂)`` three ways on one and on two threads:
 the Bregman objective's Hessian row by row (:func:`~bind_core.training.hessian.dense_hessian_by_rows`, rows on
-threads) and ``(1/m)·J̃ᵀJ̃ + λI`` (:func:`~bind_core.influence.gaussnewton.gauss_newton`, its blocks on intra-op
-threads). Prints the seconds of each and their largest relative difference.
+threads), ``(1/m)·J̃ᵀJ̃ + λI`` with ``J`` from forward-mode products (``jvp``, its blocks on intra-op threads) and
+the same with ``J`` formed by hand where the model allows (a two-layer GCN or SAGE,
+:mod:`bind_core.influence.jacobian_by_hand`; :func:`~bind_core.influence.gaussnewton.gauss_newton` as the audit runs
+it). Prints the seconds of each and their largest relative difference.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 from bind_core.data.datasets import synthetic
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.gaussnewton import gauss_newton
+from bind_core.influence.jacobian_by_hand import training_jacobian
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, train
 from bind_core.training.hessian import dense_hessian_by_rows
@@ -38,13 +41,17 @@ def measure(nodes: int, arch: str) -> dict[str, Any]:
     model = train(graph, TrainConfig(epochs=200), ModelConfig(arch=arch, layers=2, hidden=16))
     fm = FunctionalModel.from_trained(model, graph)
     row: dict[str, Any] = {"arch": arch, "parameters": fm.num_parameters, "nodes": nodes}
+    row["by_hand"] = training_jacobian(fm) is not None
     reference = None
     for threads in (1, 2):
         rows, row[f"rows_{threads}_s"] = timed(dense_hessian_by_rows, fm.bregman, fm.theta, threads=threads)
+        forward, row[f"jvp_{threads}_s"] = timed(gauss_newton, fm, threads=threads, by_hand=False)
         jacobian, row[f"jacobian_{threads}_s"] = timed(gauss_newton, fm, threads=threads)
-        assert jacobian is not None
+        assert jacobian is not None and forward is not None
         reference = rows if reference is None else reference
-        row[f"relative_difference_{threads}"] = float((jacobian - reference).abs().max() / reference.abs().max())
+        row[f"relative_difference_{threads}"] = max(
+            float((m - reference).abs().max() / reference.abs().max()) for m in (jacobian, forward)
+        )
     return row
 
 
@@ -58,7 +65,8 @@ def main() -> None:
     rows = [measure(args.nodes, arch) for arch in args.archs.split(",")]
     for r in rows:
         print(
-            f"{r['arch']} (p={r['parameters']}): rows {r['rows_1_s']} s / {r['rows_2_s']} s, Jacobian "
+            f"{r['arch']} (p={r['parameters']}): rows {r['rows_1_s']} s / {r['rows_2_s']} s, Jacobian by jvp "
+            f"{r['jvp_1_s']} s / {r['jvp_2_s']} s, as the audit forms it ({'by hand' if r['by_hand'] else 'jvp'}) "
             f"{r['jacobian_1_s']} s / {r['jacobian_2_s']} s (one / two threads); largest relative difference "
             f"{max(r['relative_difference_1'], r['relative_difference_2']):.1e}"
         )

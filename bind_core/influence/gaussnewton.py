@@ -44,7 +44,7 @@ def batches(fm: FunctionalModel) -> bool:
 
 
 def gauss_newton(
-    fm: FunctionalModel, *, progress: Callable[[float], None] | None = None, threads: int = 1
+    fm: FunctionalModel, *, progress: Callable[[float], None] | None = None, threads: int = 1, by_hand: bool = True
 ) -> Tensor | None:
     """``B″(θ̂) = (1/m)·J̃ᵀJ̃ + λI`` at ``fm``'s weights, symmetrised, ``[p, p]``; ``None`` where it does not apply:
     logits that do not batch (:func:`batches`), or a whitened Jacobian above :data:`JACOBIAN_ELEMENTS`.
@@ -54,6 +54,8 @@ def gauss_newton(
         progress: ``progress(fraction of the Jacobian's columns)`` after each block; it may raise to abort.
         threads: torch's intra-op threads are multiplied by this while the blocks run
             (:func:`~bind_core.threads.intra_op_times`): each block is one wide pass, not independent pieces.
+        by_hand: form ``J`` by hand where the model allows (:mod:`~bind_core.influence.jacobian_by_hand`); ``False``:
+            by ``jvp`` always (the same matrix to rounding; for comparisons).
     """
     if not batches(fm):
         return None
@@ -73,9 +75,9 @@ def gauss_newton(
     if at_hat.numel() * p > JACOBIAN_ELEMENTS:
         return None
     with intra_op_times(theta.device, threads):
-        by_hand = training_jacobian(fm)  # a two-layer GCN or SAGE: J formed by hand, no passes of the model
-        if by_hand is not None:
-            jt = whitened(by_hand, at_hat).reshape(p, -1)
+        formed = training_jacobian(fm) if by_hand else None  # a two-layer GCN or SAGE: no passes of the model
+        if formed is not None:
+            jt = whitened(formed, at_hat).reshape(p, -1)
             if progress is not None:
                 progress(1.0)
         else:

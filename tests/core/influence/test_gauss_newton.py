@@ -60,11 +60,11 @@ def test_several_classes_whiten_by_the_softmax_hessian() -> None:
 
 
 def test_blocks_threads_and_progress_give_the_same_matrix(binary: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
-    fm = _fm(binary, arch="gin", layers=2)  # forward mode's blocks (a two-layer GCN's or SAGE's J is formed by hand)
-    whole = gaussnewton.gauss_newton(fm)
+    fm = _fm(binary, arch="gcn", layers=2)
+    whole = gaussnewton.gauss_newton(fm, by_hand=False)  # forward mode's blocks (a two-layer GCN's J is formed by hand)
     seen: list[float] = []
     monkeypatch.setattr(gaussnewton, "hessian_chunk", lambda _elements, _p: 7)  # many small blocks
-    blocks = gaussnewton.gauss_newton(fm, progress=seen.append, threads=2)
+    blocks = gaussnewton.gauss_newton(fm, progress=seen.append, threads=2, by_hand=False)
     assert whole is not None and blocks is not None
     assert _relative(blocks, whole) < 1e-13
     assert len(seen) == -(-fm.num_parameters // 7) and seen[-1] == 1.0 and seen == sorted(seen)
