@@ -17,7 +17,9 @@ compressed): one row per node, a header row. Rules (docs/DATASETS.md, "Bringing 
 * ``split``: a column whose values ``train``/``val``/``test`` (any case) place the node; anything else
   leaves it out. Without it, :func:`paper_split` with ``split_seed`` over the labeled nodes.
 * ``node_id``: unique node ids the edge list refers to; integer ids (exact to 64 bits) become
-  ``Graph.node_ids``. Without it the edge list holds 0-based row positions.
+  ``Graph.node_ids``. Without it the edge list holds 0-based row positions, and a default feature column that
+  numbers the nodes otherwise (``0 … n−1`` out of row order, or ``1 … n``) is refused
+  (:mod:`~bind_core.data.datasets.positions`).
 * ``scale``: min-max scale every feature column to ``[-1, 1]`` (constant columns become 0), as BIND's code does;
   the graph keeps each column's range (``Graph.feature_ranges``) and the report says so. Off for a graph a model
   trained on the table's own values is audited on.
@@ -52,6 +54,7 @@ from bind_core.data.datasets.intersect import encode_groups, sensitive_columns
 from bind_core.data.datasets.labels import encode_labels
 from bind_core.data.datasets.limits import Limits
 from bind_core.data.datasets.npz import load_npz
+from bind_core.data.datasets.positions import check_numbering
 from bind_core.data.datasets.scaling import column_ranges, minmax_scale
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED, paper_split
 from bind_core.data.datasets.tables import (
@@ -256,7 +259,10 @@ def _graph_parts(table: pd.DataFrame, named: _Named, rules: _Rules, shown: str, 
             require_columns(table, [column], option, file=shown)
     features = _named_features(table, named, shown)
     y, classes = encode_labels(table[named.label], named.label, file=shown, unlabeled=rules.unlabeled, report=report)
-    features = features if features is not None else _default_features(table, named, sens_columns, shown)
+    if features is None:
+        features = _default_features(table, named, sens_columns, shown)
+        if named.node_id is None:  # a column numbering the nodes would be a feature, the edges read as positions
+            check_numbering(table, [c for c in features if c not in sens_columns], file=shown, report=report)
     sens, group_names, per_column = _groups(table, sens_columns, features, rules, shown, report)
     x, feature_names = feature_matrix(
         table,
