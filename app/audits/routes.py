@@ -153,10 +153,11 @@ def read_edges(
     until the audit succeeded, ``edges-not-computed`` when it did not attribute edges (the detail says why)."""
     audit = service.get_audit(session, tenant, audit_id)
     rows, token = edge_page(session, audit, order=order, limit=limit, page_token=page_token)
+    groups, _ = code_names(audit)
     return EdgePage(
         audit_id=audit.id,
         order=order,
         sign_convention=EDGE_SIGN_CONVENTION,
-        items=[EdgeRowRead.model_validate(r) for r in rows],
+        items=[EdgeRowRead.model_validate(r).named(groups) for r in rows],
         next_page_token=token,
     )

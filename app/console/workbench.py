@@ -23,6 +23,7 @@ from app.audits import service as audits
 from app.audits.budget import cost_of
 from app.audits.schemas import AuditCreate
 from app.console.deps import ConsoleAuditorDep, ConsoleUserDep, check_csrf
+from app.console.form_errors import form_errors
 from app.console.pages import page
 from app.console.views import audit_row, graph_row
 from app.console.what_if_form import form_choice, what_if_page
@@ -143,8 +144,7 @@ def start_audit(
             return _graph_page(session, user, graph_id, form=form, estimate=cost)
         audit, _ = audits.create_audit(session, user.tenant, body, settings=settings, publisher=broker)
     except ValidationError as exc:
-        errors = [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
-        problem = ValidationProblem("The audit's settings are not valid.", errors=errors)
+        problem = ValidationProblem("The audit's settings are not valid.", errors=form_errors(exc))
     except BindError as exc:
         problem = ValidationProblem(str(exc), slug="invalid-config")
     except ProblemError as exc:

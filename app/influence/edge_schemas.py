@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from enum import StrEnum
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from app.influence.schemas import name_of
 
 EDGE_SIGN_CONVENTION = (
     "delta = Γ(model retrained without the edge, both directions) − Γ(original model), with Γ = lam·Γ_SP + "
@@ -48,6 +51,17 @@ class EdgeRowRead(BaseModel):
     delta: float
     delta_sp: float
     delta_eo: float
+    u_group_name: str | None = None
+    """The first endpoint's sensitive group as the user's data writes it (the results' ``graph.group_names[u_group]``:
+    the value, a bin, or an intersectional group's combination)."""
+    v_group_name: str | None = None
+    """The second endpoint's, the same way."""
+
+    def named(self, groups: Sequence[str]) -> EdgeRowRead:
+        """This row with both endpoints' group names from the graph's ``groups`` names."""
+        return self.model_copy(
+            update={"u_group_name": name_of(groups, self.u_group), "v_group_name": name_of(groups, self.v_group)}
+        )
 
 
 class EdgePage(BaseModel):

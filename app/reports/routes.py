@@ -93,7 +93,8 @@ def read_influence_parquet(audit_id: uuid.UUID, session: SessionDep, tenant: Vie
 )
 def read_edges_csv(audit_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Response:
     """Every edge's influence as CSV (``position, u_index, v_index, u_id, v_id, u_group, v_group, within_group,
-    affects, delta, delta_sp, delta_eo``; the flags as ``true``/``false``). 409 unless the audit succeeded
+    affects, delta, delta_sp, delta_eo, u_group_name, v_group_name``; the flags as ``true``/``false``; the group
+    names as the user's data writes them). 409 unless the audit succeeded
     (``audit-not-succeeded``) with its edges attributed (``edges-not-computed``)."""
     audit = succeeded_audit(session, tenant, audit_id)
     return _attachment(edges_csv(all_edge_rows(session, audit)), "text/csv; charset=utf-8", f"edges-{audit.id}.csv")

@@ -13,7 +13,8 @@ from app.audits.service import get_audit
 from app.core.db.tables import Audit, EdgeInfluenceRow, Tenant
 from app.core.errors import Conflict
 from app.influence.edge_pages import require_edges
-from app.influence.rows import user_id
+from app.influence.rows import code_names, user_id
+from app.influence.schemas import name_of
 from bind_core.pipeline.results import EdgeRow
 
 
@@ -51,6 +52,7 @@ def all_edge_rows(session: Session, audit: Audit) -> list[EdgeRow]:
     row = EdgeInfluenceRow
     ends = (row.u_index, row.v_index, row.u_id, row.v_id, row.u_key, row.v_key, row.u_grp, row.v_grp)
     numbers = (row.within_group, row.affects, row.delta, row.delta_sp, row.delta_eo)
+    groups, _ = code_names(audit)  # the stored rows keep the codes; the names come from the results
     result = session.execute(
         select(row.position, *ends, *numbers).where(row.audit_id == audit.id).order_by(row.position)
     )
@@ -68,6 +70,8 @@ def all_edge_rows(session: Session, audit: Audit) -> list[EdgeRow]:
             delta=r.delta,
             delta_sp=r.delta_sp,
             delta_eo=r.delta_eo,
+            u_group_name=name_of(groups, r.u_grp),
+            v_group_name=name_of(groups, r.v_grp),
         )
         for r in result
     ]

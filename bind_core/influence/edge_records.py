@@ -37,6 +37,12 @@ class EdgeRow:
         "it is the damped first-order value)",
         optional=True,
     )
+    u_group_name: str | None = key(
+        "string: the first endpoint's group as the user's data writes it (graph.group_names[u_group]: the value, a "
+        "bin, or an intersectional group's combination); absent from rows stored before names were kept",
+        optional=True,
+    )
+    v_group_name: str | None = key("string: the second endpoint's group, the same way", optional=True)
 
 
 @dataclass(kw_only=True)

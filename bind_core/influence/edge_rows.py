@@ -12,7 +12,7 @@ from dataclasses import fields
 import torch
 
 from bind_core.data.graph import Graph
-from bind_core.data.labels import user_ids
+from bind_core.data.labels import group_value, user_ids
 from bind_core.influence.edge_records import EdgeRow
 from bind_core.influence.edges import EdgeInfluenceResult
 
@@ -67,8 +67,9 @@ def edge_rows(graph: Graph, result: EdgeInfluenceResult, start: int = 0, stop: i
     Returns:
         One :class:`EdgeRow` per edge: its ``position``, both endpoints' indexes, the user's ids (as
         :func:`bind_core.data.labels.user_ids` gives them: integers, or text where the id column holds text) and
-        sensitive groups, whether both are in the same group, whether deleting it changes anything (``affects``),
-        and ΔΓ with its parts; ``settled`` is left out.
+        sensitive groups (codes, and ``u_group_name``/``v_group_name`` as the user's data writes them), whether
+        both are in the same group, whether deleting it changes anything (``affects``), and ΔΓ with its parts;
+        ``settled`` is left out.
     """
     stop = int(result.edges.shape[0]) if stop is None else stop
     edges = result.edges[start:stop]
@@ -99,6 +100,8 @@ def edge_rows(graph: Graph, result: EdgeInfluenceResult, start: int = 0, stop: i
             delta=float(d),
             delta_sp=float(dsp),
             delta_eo=float(deo),
+            u_group_name=group_value(graph, int(ug)),
+            v_group_name=group_value(graph, int(vg)),
         )
         for k, (ui, vi, uid, vid, ug, vg, a, d, dsp, deo) in enumerate(zip(*columns, strict=True))
     ]

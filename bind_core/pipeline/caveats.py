@@ -134,9 +134,16 @@ METRIC_NAMES = {
 }
 
 
+FEW_RESAMPLES = 1000
+"""Percentile bootstrap intervals from fewer resamples than this are said to be unsteady (:func:`metric_warnings`): at
+95%, each end is read from fewer than 25 resamples (Efron and Tibshirani advise 1000 or more for percentile
+intervals)."""
+
+
 def metric_warnings(metrics: Metrics) -> list[str]:
-    """Test metrics that are undefined (``null``, never 0) and intervals that rest on fewer resamples than
-    drawn, because some resamples left the metric undefined (a group drew none of its few positives)."""
+    """Test metrics that are undefined (``null``, never 0), intervals from few resamples (:data:`FEW_RESAMPLES`), and
+    intervals that rest on fewer resamples than drawn, because some resamples left the metric undefined (a group drew
+    none of its few positives)."""
     out = [
         f"{METRIC_NAMES.get(k, k)} is undefined on the test nodes (reported as null, not 0): {reason}"
         for k, reason in (metrics.test.undefined or {}).items()
@@ -145,6 +152,14 @@ def metric_warnings(metrics: Metrics) -> list[str]:
     if intervals is None:
         return out
     resamples = intervals.resamples
+    if resamples < FEW_RESAMPLES:
+        tail = int(resamples * (1 - intervals.level) / 2)
+        beyond = "none of them" if tail == 0 else "one of them" if tail == 1 else f"{tail} of them"
+        out.append(
+            f"the metrics' {intervals.level:.0%} intervals rest on {resamples} bootstrap resamples, with {beyond} "
+            f"beyond each end: the ends move from one run to the next; {FEW_RESAMPLES} or more (the default) give "
+            "intervals to quote"
+        )
     for name in METRIC_NAMES:
         band = getattr(intervals, name)
         if band is not None and band.dropped and band.low is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from bind_core.data.graph import Graph
-from bind_core.data.labels import user_ids
+from bind_core.data.labels import group_value, user_ids
 from bind_core.influence.edge_records import CrossGroupEdges, EdgeRow
 from bind_core.influence.edges import EDGE_SIGN_CONVENTION, EdgeInfluenceResult
 from bind_core.pipeline.results_edges import EdgeAttribution
@@ -126,6 +126,8 @@ def _listed(graph: Graph, result: EdgeInfluenceResult, i: int) -> EdgeRow:
         delta_sp=float(result.delta_sp[i].double()),
         delta_eo=float(result.delta_eo[i].double()),
         settled=None if result.settled is None else bool(result.settled[i]),
+        u_group_name=group_value(graph, int(graph.sens[u])),
+        v_group_name=group_value(graph, int(graph.sens[v])),
     )
 
 

@@ -13,8 +13,8 @@ quote, as OWASP recommends. Numbers are written as numbers and never escaped: a 
 ``-0.0149`` starts with ``-`` but is a number, it stays numeric for every program that reads the file, and a
 number cannot carry a formula. The string cells are the user's node ids where they are text (``node_id``,
 ``u_id``, ``v_id``; the Parquet columns are then ``string``, else ``int64``) and the user's names of a node's group and
-label (``group_name``, ``label_name``, beside the codes ``group`` and ``label``); every other cell is a number or a
-flag.
+label (``group_name``, ``label_name``, beside the codes ``group`` and ``label``) and of an edge's endpoints' groups
+(``u_group_name``, ``v_group_name``); every other cell is a number or a flag.
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ _EDGE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("delta", pa.float64()),
     ("delta_sp", pa.float64()),
     ("delta_eo", pa.float64()),
+    ("u_group_name", pa.string()),
+    ("v_group_name", pa.string()),
 ]
 EDGE_SCHEMA = pa.schema(_EDGE_FIELDS)
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")

@@ -63,7 +63,10 @@ def test_upload_read_estimate_and_queue(tenant: Callable[..., Tenant], sessions:
         audit = session.query(Audit).filter(Audit.tenant_id == user.id).one()
         assert audit.state == "queued" and audit.config["budgets"] == [0.1] and audit.config["training"]["epochs"] == 20
     invalid = user.browser.post(f"{graph_path}/audit", data=form | {"action": "estimate", "layers": "nine"})
-    assert invalid.status_code == 422 and 'id="audit-error"' in invalid.text and "model.layers" in invalid.text
+    assert invalid.status_code == 422 and 'id="audit-error"' in invalid.text
+    assert "<code>Layers</code>: must be a whole number" in invalid.text and "model.layers" not in invalid.text
+    too_deep = user.browser.post(f"{graph_path}/audit", data=form | {"action": "estimate", "layers": "9"})
+    assert "<code>Layers</code>: must be at most 8" in too_deep.text
     forged = user.browser.post(f"{graph_path}/audit", data=form | {"action": "queue", "csrf": "x"})
     assert forged.status_code == 403
 

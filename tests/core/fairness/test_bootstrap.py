@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 import torch
@@ -200,3 +201,15 @@ def test_a_multi_class_audit_reports_intervals() -> None:
     performance = model_card(d).quantitative_analysis.performance_metrics
     by_type = {m.type: m for m in performance if m.slice == "test"}
     assert by_type["gamma_sp"].confidence_interval is None and by_type["gamma_eo"].confidence_interval is not None
+
+
+def test_intervals_from_few_resamples_say_so() -> None:
+    g = synthetic(240, seed=4)
+    config = AuditConfig(training=TrainConfig(epochs=20), stages=("training", "metrics"), bootstrap=40)
+    few = [w for w in run_audit(g, config).warnings() if "bootstrap resamples" in w]
+    assert few == [
+        "the metrics' 95% intervals rest on 40 bootstrap resamples, with one of them beyond each end: the ends move "
+        "from one run to the next; 1000 or more (the default) give intervals to quote"
+    ]
+    enough = replace(config, bootstrap=1000)
+    assert not [w for w in run_audit(g, enough).warnings() if "beyond each end" in w]

@@ -17,7 +17,7 @@ from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
 from bind_core.pipeline.results import AuditResults, InfluenceRow
-from bind_core.reporting.exports import INFLUENCE_COLUMNS, influence_csv, influence_parquet
+from bind_core.reporting.exports import INFLUENCE_COLUMNS, edges_csv, edges_parquet, influence_csv, influence_parquet
 from bind_core.training.fit import TrainConfig
 
 GROUPS = ("north", "south")
@@ -109,3 +109,20 @@ def test_the_self_checks_points_give_the_users_ids(audit: AuditResult) -> None:
     for point in audit.to_dict()["validation"]["points"]:
         assert point["node_ids"] == [audit.graph.node_keys[v] for v in point["nodes"]]
         assert all(isinstance(v, str) and v.startswith("cust-") for v in point["node_ids"])
+
+
+def test_edge_rows_name_both_endpoints_groups() -> None:
+    """Every edge's row, the section's lists and the exports give each endpoint's group as the user's data writes it,
+    beside the code."""
+    config = AuditConfig(training=TrainConfig(epochs=30), bootstrap=0, stages=("training", "metrics", "influence"))
+    result = run_audit(named_graph(), dataclasses.replace(config, edges=True))
+    rows = result.edge_rows()
+    assert rows and all((r.u_group_name, r.v_group_name) == (GROUPS[r.u_group], GROUPS[r.v_group]) for r in rows)
+    assert {r.u_group_name for r in rows} | {r.v_group_name for r in rows} == set(GROUPS)
+    section = json.loads(json.dumps(result.to_dict(), allow_nan=False))["edges"]
+    for listed in section["top_harmful"] + section["top_helpful"]:
+        assert listed["u_group_name"] == GROUPS[listed["u_group"]]
+        assert listed["v_group_name"] == GROUPS[listed["v_group"]]
+    table = list(csv.DictReader(io.StringIO(edges_csv(rows).decode("utf-8"))))
+    assert [(t["u_group_name"], t["v_group_name"]) for t in table] == [(r.u_group_name, r.v_group_name) for r in rows]
+    assert pq.read_table(io.BytesIO(edges_parquet(rows))).to_pylist() == [encode(r) for r in rows]

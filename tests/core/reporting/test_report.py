@@ -258,11 +258,13 @@ def test_a_rows_json_keys_are_the_export_columns(audit: Audited) -> None:
         delta=-0.5,
         delta_sp=-0.25,
         delta_eo=-0.75,
+        u_group_name="=north",  # a user's text: escaped in the CSV as any string cell
+        v_group_name="south",
     )
     assert tuple(encode(edge)) == EDGE_COLUMNS and "settled" not in EDGE_COLUMNS
     assert edges_csv([edge]).decode().splitlines() == [
         ",".join(EDGE_COLUMNS),
-        "0,1,2,a,7,0,1,false,true,-0.5,-0.25,-0.75",
+        "0,1,2,a,7,0,1,false,true,-0.5,-0.25,-0.75,'=north,south",
     ]
 
 
