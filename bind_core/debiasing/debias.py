@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
 from bind_core.data.graph import Graph, positions
 from bind_core.data.labels import group_labels, user_ids
@@ -15,11 +16,17 @@ from bind_core.debiasing.chance import against_random, seed_baselines
 from bind_core.debiasing.nodesets import resolve_budget, select
 from bind_core.debiasing.overreach import overreach
 from bind_core.debiasing.records import DebiasingRow
+from bind_core.fairness.bootstrap import paired_change
 from bind_core.fairness.metrics import evaluate
-from bind_core.fairness.records import MetricValues
+from bind_core.fairness.records import Intervals, MetricValues
 from bind_core.forks import each_self_seeded
 from bind_core.influence.result import InfluenceResult
 from bind_core.training.fit import ProgressCallback, TrainConfig, TrainedModel, train
+
+
+def test_proba(model: TrainedModel, graph: Graph) -> Tensor:
+    """``model``'s class probabilities on ``graph``'s test nodes, in float64 (what :func:`report` measures)."""
+    return model.predict_proba(graph, graph.test_idx).double()
 
 
 def report(model: TrainedModel, graph: Graph, lam: float = 0.5, groups: list[int] | None = None) -> MetricValues:
@@ -36,7 +43,7 @@ def report(model: TrainedModel, graph: Graph, lam: float = 0.5, groups: list[int
         The :class:`~bind_core.fairness.records.MetricValues` (an undefined metric ``None``, with its reason).
     """
     test = graph.test_idx
-    proba = model.predict_proba(graph, test).double()
+    proba = test_proba(model, graph)
     y, sens = graph.y[test], graph.sens[test]
     classes = [f"{graph.label_name}={c}" for c in graph.class_names or range(graph.num_classes)]
     found = evaluate(
@@ -83,6 +90,9 @@ def debias(
     retrain: TrainConfig | None = None,
     keep: Callable[[int, TrainedModel], None] | None = None,
     processes: int = 1,
+    resamples: int = 0,
+    level: float = 0.95,
+    seed: int = 0,
 ) -> list[DebiasingRow]:
     """For each budget: delete the harmful node set (:func:`~bind_core.debiasing.nodesets.select`), retrain from scratch
     with the model's original settings and seed, and report the metrics before and after.
@@ -121,6 +131,10 @@ def debias(
             or export it: :func:`~bind_core.training.export.export_model`); otherwise it is discarded.
         processes: forked processes running the retrainings (each budget's and the chance check's) at once where it
             is safe (:func:`~bind_core.forks.each_self_seeded`; the values do not depend on it).
+        resamples: bootstrap resamples of the test nodes for each row's ``change`` (after − before with its paired
+            interval, :func:`~bind_core.fairness.bootstrap.paired_change`); 0: no ``change``.
+        level: the ``change`` intervals' coverage.
+        seed: the resamples' seed.
 
     Returns:
         One :class:`~bind_core.debiasing.records.DebiasingRow` per budget (the deleted nodes by the user's ids, the
@@ -132,9 +146,11 @@ def debias(
     choice = _Choice.of(delta, utility, set_estimate, graph, model.model_config.layers)
     parts = _parts(len(budgets), bool(chance_seeds), retrain)
     run = _Run(model, graph, lam, groups, retrain, progress, parts, keep=keep, processes=processes)
+    run.resampling = (resamples, level, seed)
     audited = run.report(model, graph)
     unchanged, retrained = run.retrainings(choice, budgets)
     before = audited if unchanged is None else run.report(unchanged, graph)
+    run.before_proba = test_proba(model if unchanged is None else unchanged, graph)
     baselines = run.baselines(chance_seeds) if chance_seeds else None
     return [
         run.budget(i, b, choice, retrained[i], before, audited.gamma, baselines, random_sets)
@@ -248,6 +264,10 @@ class _Run:
     done: int = 0
     keep: Callable[[int, TrainedModel], None] | None = None
     processes: int = 1
+    resampling: tuple[int, float, int] = (0, 0.95, 0)
+    """Each row's ``change``: bootstrap resamples (0: none), the intervals' coverage and the resamples' seed."""
+    before_proba: Tensor | None = None
+    """The test nodes' probabilities of the model before (the row's ``change`` is against them)."""
 
     def report(self, model: TrainedModel, graph: Graph) -> MetricValues:
         """:func:`report` with this call's ``lam`` and ``groups``."""
@@ -340,6 +360,7 @@ class _Run:
         defined = not math.isnan(est)  # NaN: the set's own settle has no minimum near the weights
         caveat = overreach(est, gamma, "nodes") if defined else NO_SET_MINIMUM
         after = self.report(retrained.model, reduced)
+        change = self.change(test_proba(retrained.model, reduced), reduced)
         return DebiasingRow(
             budget=budget,
             requested=resolve_budget(budget, self.graph.train_idx.numel()),
@@ -355,7 +376,23 @@ class _Run:
             backfired=backfired(before, after),
             against_random=chance,
             seconds=retrained.seconds + time.perf_counter() - start,
+            change=change,
         )
+
+    def change(self, after: Tensor, reduced: Graph) -> Intervals | None:
+        """After − before with its paired bootstrap interval over the test nodes (``None`` without resamples, or
+        where the reduced graph's test nodes are not the graph's: a deletion removes training nodes only, and the
+        test nodes keep their order, so they are)."""
+        resamples, level, seed = self.resampling
+        before = self.before_proba
+        if resamples <= 0 or before is None or after.shape != before.shape:
+            return None
+        test = self.graph.test_idx
+        found = paired_change(
+            before, after, self.graph.y[test], self.graph.sens[test], resamples=resamples, level=level, seed=seed,
+            groups=self.groups,
+        )  # fmt: skip
+        return Intervals(level=level, resamples=resamples, **{name: i.record() for name, i in found.items()})
 
     def _training(self) -> ProgressCallback | None:
         """The progress of a retraining that starts ``done`` groups in (``train``'s ``(stage, fraction)``)."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bind_core.codec import key, open_keys
-from bind_core.fairness.records import MetricValues
+from bind_core.fairness.records import Intervals, MetricValues
 
 
 @dataclass(kw_only=True)
@@ -91,6 +91,8 @@ class DebiasingRow:
             absent where the seeds were given or the rule is off
         recipe: the training every retraining of the row used (a supplied model's: its config's training section);
             absent in audits from before it was recorded
+        change: after − before per metric with its paired bootstrap interval over the test nodes; absent without
+            the bootstrap
     """
 
     budget: float = key("number: the budget asked for, a fraction (< 1) or a count (>= 1) of training nodes")
@@ -136,6 +138,13 @@ class DebiasingRow:
     recipe: RetrainRecipe | None = key(
         "the training every retraining of the row used (a supplied model's: its config's training section); absent in "
         "audits from before it was recorded",
+        optional=True,
+    )
+    change: Intervals | None = key(
+        "after − before per metric (estimate) with its paired percentile bootstrap interval over the test nodes: each "
+        "resample draws the same nodes for both models, so an interval that excludes 0 says the change is not an "
+        "artefact of which nodes were tested (it says nothing of retraining's own noise: against_random does); absent "
+        "without the bootstrap (bootstrap: 0) and in audits from before it was recorded",
         optional=True,
     )
 

@@ -68,6 +68,11 @@ class DebiasingFinding:
     chance_checked: bool = key("boolean: whether the budget was checked against deleting random nodes")
     beats_random: bool | None = key("boolean or null (not checked): the selection beat random deletion")
     text: str = key("string: the finding in words")
+    change: dict[str, list[float] | None] | None = key(
+        "object: delta_sp, delta_eo → [low, high], the paired bootstrap interval of after − before over the test "
+        "nodes (null where undefined); absent without the bootstrap",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

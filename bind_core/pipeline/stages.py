@@ -415,6 +415,9 @@ def debiasing_stage(
         retrain=retrain,
         keep=keep,
         processes=processes,
+        resamples=config.bootstrap,
+        level=config.level,
+        seed=config.training.seed,
     )
     recipe = decode(RetrainRecipe, (retrain or model.train_config).to_dict())
     return [dataclasses.replace(row, retrain=config.debias_retrain, recipe=recipe, chance_rule=rule) for row in rows]

@@ -25,7 +25,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from bind_core.fairness.records import GroupMetrics
+from bind_core.fairness.records import GroupMetrics, Intervals
 from bind_core.influence.records import InfluenceSummary
 from bind_core.pipeline.label_check import many_classes
 from bind_core.pipeline.output_order import output_order_verdict
@@ -354,6 +354,7 @@ def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> Debias
             f"{_most_harmful(best.deleted)} (budget {best.budget:g}): ΔSP {_points(a.delta_sp)}, ΔEO "
             f"{_points(a.delta_eo)}, accuracy {_pct(a.accuracy)}."
         )
+    text += _change_text(best.change)
     if check is None:
         rule = best.chance_rule or f"whether that beats deleting random nodes was not checked; set {CHANCE_FLAG}"
         text += f" {rule[0].upper()}{rule[1:]}."
@@ -374,7 +375,42 @@ def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> Debias
         chance_checked=check is not None,
         beats_random=None if check is None else check.beats_random,
         text=text,
+        change=_change_bounds(best.change),
     )
+
+
+_CHANGED = (("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"))
+"""The gaps whose change the finding says, with the sampling noise of the test nodes."""
+
+
+def _change_bounds(change: Intervals | None) -> dict[str, list[float] | None] | None:
+    """Each gap's change interval ``[low, high]`` (``None`` where it has none), or ``None`` without the bootstrap."""
+    if change is None:
+        return None
+    out: dict[str, list[float] | None] = {}
+    for name, _ in _CHANGED:
+        band = getattr(change, name)
+        out[name] = None if band is None or band.low is None or band.high is None else [band.low, band.high]
+    return out
+
+
+def _change_text(change: Intervals | None) -> str:
+    """A sentence on whether each gap's change is clear of the test nodes' sampling noise (its paired interval
+    excludes 0); empty without the bootstrap."""
+    if change is None:
+        return ""
+    parts = []
+    for name, label in _CHANGED:
+        band = getattr(change, name)
+        if band is None or band.estimate is None or band.low is None or band.high is None:
+            continue
+        clear = band.low > 0 or band.high < 0
+        said = "clear of 0" if clear else "within the test nodes' sampling noise"
+        parts.append(f"{label} {_points(band.estimate)} [{_points(band.low)}, {_points(band.high)}], {said}")
+    if not parts:
+        return ""
+    level = f"{change.level:.0%}"
+    return f" The changes in points, with {level} intervals over resampled test nodes: {'; '.join(parts)}."
 
 
 def pearson_interval(x: np.ndarray, y: np.ndarray, *, resamples: int = TRUST_BOOTSTRAP, seed: int = 0) -> list[float]:

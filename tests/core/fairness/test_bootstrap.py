@@ -14,7 +14,13 @@ import torch
 from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.errors import ConfigError
-from bind_core.fairness.bootstrap import METRICS, bootstrap_metrics, resample_metrics, resample_weights
+from bind_core.fairness.bootstrap import (
+    METRICS,
+    bootstrap_metrics,
+    paired_change,
+    resample_metrics,
+    resample_weights,
+)
 from bind_core.fairness.metrics import evaluate
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.reporting.exports import model_card
@@ -213,3 +219,25 @@ def test_intervals_from_few_resamples_say_so() -> None:
     ]
     enough = replace(config, bootstrap=1000)
     assert not [w for w in run_audit(g, enough).warnings() if "beyond each end" in w]
+
+
+def test_a_paired_change_is_the_difference_on_the_same_resamples() -> None:
+    """after − before per metric: the estimate is the two full-sample metrics' difference, and the bounds are the
+    percentiles of the difference over resamples that draw the same nodes for both models."""
+    before, y, sens = _sample(300, 3)
+    shift = torch.linspace(-0.2, 0.2, 300, dtype=torch.float64)
+    p1 = (before[:, 1] + shift * (sens == 1)).clamp(0.01, 0.99)
+    after = torch.stack([1 - p1, p1], dim=1)
+    change = paired_change(before, after, y, sens, resamples=200, seed=5)
+    alone = [bootstrap_metrics(p, y, sens, resamples=2) for p in (before, after)]
+    w = resample_weights(300, 200, seed=5, dtype=torch.float32)  # the same draws, one chunk
+    moved = {k: v - resample_metrics(before, y, sens, w)[k] for k, v in resample_metrics(after, y, sens, w).items()}
+    for name in METRICS:
+        assert change[name].estimate == pytest.approx(alone[1][name].estimate - alone[0][name].estimate, abs=1e-12)
+        v = moved[name].double()
+        lo, hi = torch.quantile(v[~v.isnan()], torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+        assert (change[name].low, change[name].high) == pytest.approx((lo, hi), abs=1e-12), name
+    same = paired_change(before, before, y, sens, resamples=50)
+    assert all((i.estimate, i.low, i.high) == (0.0, 0.0, 0.0) for i in same.values())
+    with pytest.raises(ConfigError, match="same nodes"):
+        paired_change(before, after[:-1], y, sens)
