@@ -64,7 +64,7 @@ def debiasing_view(runs: list[DebiasingRow] | None, audited: MetricValues) -> De
     head = ["budget", "deleted", "estimated ΔΓ"] + [f"{n} before → after" for _, n in DEBIAS_METRICS]
     rows = [
         [budget_text(r.budget), fmt(r.deleted), fmt(r.estimated_delta, 4)]
-        + [f"{fmt(_metric(r.before, k))} → {fmt(_metric(r.after, k))}" for k, _ in DEBIAS_METRICS]
+        + [f"{fmt(_metric(r.before, k))} → {fmt(_metric(r.after, k))}{_change(r, k)}" for k, _ in DEBIAS_METRICS]
         for r in runs
     ]
     svg = trusted_svg(plots.debiasing_bars([encode(r) for r in runs], DEBIAS_METRICS, ident="debiasing"))
@@ -82,7 +82,25 @@ def debiasing_view(runs: list[DebiasingRow] | None, audited: MetricValues) -> De
             how += "; before is the audited model"
     caveats = [f"{budget_text(r.budget)}: {r.caveat}" for r in runs if r.caveat]
     caveats += [f"{budget_text(r.budget)}: {backfire(r)}" for r in runs if r.backfired]
-    return DebiasingView(head=head, rows=rows, svg=svg, chance=_chance(runs), retraining=how, caveats=caveats)
+    changed = next((r.change for r in runs if r.change is not None), None)
+    noise = None
+    if changed is not None:
+        noise = (
+            f"In brackets, the change's {changed.level:.0%} interval over {changed.resamples} resamples of the test "
+            "nodes, the same nodes drawn for before and after: one that excludes 0 is not an artefact of which nodes "
+            "were tested (retraining's own noise is the check against chance's below)."
+        )
+    return DebiasingView(
+        head=head, rows=rows, svg=svg, chance=_chance(runs), retraining=how, caveats=caveats, noise=noise
+    )
+
+
+def _change(row: DebiasingRow, key: str) -> str:
+    """`` [low, high]``: the interval of the change of ``key`` (after − before), where the row has one."""
+    band = None if row.change is None else getattr(row.change, key, None)
+    if band is None or band.low is None or band.high is None:
+        return ""
+    return f" [{fmt(band.low)}, {fmt(band.high)}]"
 
 
 def _spread(part: EffectSpread | RandomSpread | None) -> str:

@@ -189,6 +189,9 @@ class DebiasingView:
     chance: ChanceView | None
     retraining: str | None
     caveats: list[str]
+    noise: str | None = None
+    """What the brackets in the before → after cells are (the change's paired bootstrap interval), where there are
+    any."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,6 +10,8 @@ import pytest
 from bind_core.data.datasets import synthetic
 from bind_core.fairness.bootstrap import METRICS
 from bind_core.pipeline.audit import AuditConfig, run_audit
+from bind_core.reporting.page import fmt
+from bind_core.reporting.report import render_report
 from bind_core.training.fit import TrainConfig
 
 
@@ -61,3 +63,14 @@ def test_the_summary_says_whether_each_gaps_change_is_clear_of_sampling_noise() 
     assert ("clear of 0" in finding["text"]) or ("within the test nodes' sampling noise" in finding["text"])
     plain = run_audit(synthetic(200, seed=6), _config(0)).to_dict()["summary"]["debiasing"]
     assert "change" not in plain and "resampled test nodes" not in plain["text"]
+
+
+def test_the_report_shows_each_change_interval_beside_before_and_after() -> None:
+    result = run_audit(synthetic(200, seed=6), _config(300))
+    assert result.debiasing is not None and result.debiasing[0].change is not None
+    band = result.debiasing[0].change.delta_sp
+    assert band is not None and band.low is not None and band.high is not None
+    page = render_report(result.to_dict())
+    assert f"[{fmt(band.low)}, {fmt(band.high)}]" in page
+    assert "In brackets, the change&#39;s 95% interval over 300 resamples of the test nodes" in page
+    assert "In brackets" not in render_report(run_audit(synthetic(200, seed=6), _config(0)).to_dict())
