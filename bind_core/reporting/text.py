@@ -182,6 +182,7 @@ def _debiasing_lines(rows: list[DebiasingRow], audited: MetricValues) -> list[st
             + flag
         )
     lines += _backfires(rows)
+    lines += [line for row in rows if (line := _change_line(row))]
     for row in rows:
         if row.against_random:
             lines.append(f"  budget {row.budget} against chance: {row.against_random.verdict}")
@@ -193,6 +194,27 @@ def _debiasing_lines(rows: list[DebiasingRow], audited: MetricValues) -> list[st
             "(--debias-seeds 1,10,100 checks it)"
         )
     return lines
+
+
+def _change_line(row: DebiasingRow) -> str:
+    """A budget's change in points with its paired interval over resampled test nodes (``*``: clear of 0); empty
+    without one."""
+    change = row.change
+    if change is None:
+        return ""
+    parts = []
+    for key, name in (("accuracy", "acc"), ("delta_sp", "ΔSP"), ("delta_eo", "ΔEO")):
+        band = getattr(change, key)
+        if band is None or band.estimate is None or band.low is None or band.high is None:
+            continue
+        clear = "*" if band.low > 0 or band.high < 0 else ""
+        parts.append(f"{name} {100 * band.estimate:+.1f} [{100 * band.low:+.1f}, {100 * band.high:+.1f}]{clear}")
+    if not parts:
+        return ""
+    return (
+        f"  budget {row.budget} change (points, {change.level:.0%} over resampled test nodes; * clear of 0): "
+        + "  ".join(parts)
+    )
 
 
 def _check_lines(r: AuditResults) -> list[str]:

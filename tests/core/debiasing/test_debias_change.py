@@ -12,6 +12,7 @@ from bind_core.fairness.bootstrap import METRICS
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.reporting.page import fmt
 from bind_core.reporting.report import render_report
+from bind_core.reporting.text import render
 from bind_core.training.fit import TrainConfig
 
 
@@ -74,3 +75,13 @@ def test_the_report_shows_each_change_interval_beside_before_and_after() -> None
     assert f"[{fmt(band.low)}, {fmt(band.high)}]" in page
     assert "In brackets, the change&#39;s 95% interval over 300 resamples of the test nodes" in page
     assert "In brackets" not in render_report(run_audit(synthetic(200, seed=6), _config(0)).to_dict())
+
+
+def test_the_command_lines_text_gives_each_budgets_change() -> None:
+    result = run_audit(synthetic(200, seed=6), _config(300))
+    assert result.debiasing is not None and result.debiasing[0].change is not None
+    band = result.debiasing[0].change.delta_sp
+    assert band is not None and band.estimate is not None and band.low is not None and band.high is not None
+    said = f"ΔSP {100 * band.estimate:+.1f} [{100 * band.low:+.1f}, {100 * band.high:+.1f}]"
+    line = next(x for x in render(result).splitlines() if "change (points, 95% over resampled test nodes" in x)
+    assert said in line
