@@ -24,7 +24,7 @@ from bind_core.influence.result import InfluenceResult
 from bind_core.training.fit import ProgressCallback, TrainConfig, TrainedModel, train
 
 
-def test_proba(model: TrainedModel, graph: Graph) -> Tensor:
+def proba_on_test_nodes(model: TrainedModel, graph: Graph) -> Tensor:
     """``model``'s class probabilities on ``graph``'s test nodes, in float64 (what :func:`report` measures)."""
     return model.predict_proba(graph, graph.test_idx).double()
 
@@ -43,7 +43,7 @@ def report(model: TrainedModel, graph: Graph, lam: float = 0.5, groups: list[int
         The :class:`~bind_core.fairness.records.MetricValues` (an undefined metric ``None``, with its reason).
     """
     test = graph.test_idx
-    proba = test_proba(model, graph)
+    proba = proba_on_test_nodes(model, graph)
     y, sens = graph.y[test], graph.sens[test]
     classes = [f"{graph.label_name}={c}" for c in graph.class_names or range(graph.num_classes)]
     found = evaluate(
@@ -150,7 +150,7 @@ def debias(
     audited = run.report(model, graph)
     unchanged, retrained = run.retrainings(choice, budgets)
     before = audited if unchanged is None else run.report(unchanged, graph)
-    run.before_proba = test_proba(model if unchanged is None else unchanged, graph)
+    run.before_proba = proba_on_test_nodes(model if unchanged is None else unchanged, graph)
     baselines = run.baselines(chance_seeds) if chance_seeds else None
     return [
         run.budget(i, b, choice, retrained[i], before, audited.gamma, baselines, random_sets)
@@ -360,7 +360,7 @@ class _Run:
         defined = not math.isnan(est)  # NaN: the set's own settle has no minimum near the weights
         caveat = overreach(est, gamma, "nodes") if defined else NO_SET_MINIMUM
         after = self.report(retrained.model, reduced)
-        change = self.change(test_proba(retrained.model, reduced), reduced)
+        change = self.change(proba_on_test_nodes(retrained.model, reduced))
         return DebiasingRow(
             budget=budget,
             requested=resolve_budget(budget, self.graph.train_idx.numel()),
@@ -379,7 +379,7 @@ class _Run:
             change=change,
         )
 
-    def change(self, after: Tensor, reduced: Graph) -> Intervals | None:
+    def change(self, after: Tensor) -> Intervals | None:
         """After − before with its paired bootstrap interval over the test nodes (``None`` without resamples, or
         where the reduced graph's test nodes are not the graph's: a deletion removes training nodes only, and the
         test nodes keep their order, so they are)."""
