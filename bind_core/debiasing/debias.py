@@ -390,7 +390,7 @@ class _Run:
         test = self.graph.test_idx
         found = paired_change(
             before, after, self.graph.y[test], self.graph.sens[test], resamples=resamples, level=level, seed=seed,
-            groups=self.groups,
+            groups=self.groups, lam=self.lam,
         )  # fmt: skip
         return Intervals(level=level, resamples=resamples, **{name: i.record() for name, i in found.items()})
 

@@ -264,8 +264,9 @@ def bootstrap_metrics(
     seed: int = 0,
     groups: list[int] | None = None,
     chunk_bytes: int = 64 << 20,
+    lam: float | None = None,
 ) -> dict[str, Interval]:
-    """Percentile bootstrap intervals (resampling nodes) for :data:`METRICS`.
+    """Percentile bootstrap intervals (resampling nodes) for :data:`METRICS`, and for Γ with ``lam``.
 
     Args:
         proba: ``[k, C]`` class probabilities of the evaluated (test) nodes, ``C >= 2``.
@@ -274,6 +275,8 @@ def bootstrap_metrics(
         level: coverage of the interval, e.g. 0.95.
         groups: the fairness metrics are means over pairs of these groups (default: all present).
         chunk_bytes: about the most memory one chunk of resamples may take.
+        lam: Γ's weighting of Γ_SP: with it, ``gamma`` too, ``λ·Γ_SP + (1 − λ)·Γ_EO`` on each resample (for more
+            than two classes the exact value and NaN bounds, as Γ_SP's).
 
     Returns:
         ``{metric: Interval(estimate on the full sample, low, high, dropped)}``; metrics are fractions in
@@ -304,7 +307,20 @@ def bootstrap_metrics(
             out[name] = Interval(float(exact_gamma_sp(proba, sens, groups=chosen)), float("nan"), float("nan"))
             continue
         out[name] = _percentile(float(full[name][0]), torch.cat([p[name] for p in parts]), level)
+    if lam is not None:
+        out["gamma"] = _gamma(out, parts, lam, level)
     return out
+
+
+def _gamma(found: dict[str, Interval], parts: list[dict[str, Tensor]], lam: float, level: float) -> Interval:
+    """Γ = λ·Γ_SP + (1 − λ)·Γ_EO on the full sample (``found``) and on each resample (``parts``' values); NaN bounds
+    where Γ_SP is not resampled (more than two classes)."""
+    sp, eo = found["gamma_sp"], found["gamma_eo"]
+    estimate = lam * sp.estimate + (1 - lam) * eo.estimate
+    if any("gamma_sp" not in p for p in parts):  # Γ_SP not resampled: no interval for Γ either
+        return Interval(estimate, float("nan"), float("nan"))
+    resampled = [torch.cat([p[name] for p in parts]).double() for name in ("gamma_sp", "gamma_eo")]
+    return _percentile(estimate, lam * resampled[0] + (1 - lam) * resampled[1], level)
 
 
 def paired_change(
@@ -318,11 +334,12 @@ def paired_change(
     seed: int = 0,
     groups: list[int] | None = None,
     chunk_bytes: int = 64 << 20,
+    lam: float | None = None,
 ) -> dict[str, Interval]:
-    """The change of each metric of :data:`METRICS` from one model to another on the same test nodes, with its paired
-    percentile bootstrap interval: every resample draws the same nodes for both models, so the interval is that of
-    the difference, not of either side (a debiasing's after − before; the two models' metrics move together with the
-    nodes drawn, and unpaired intervals would overlap where the change is clear).
+    """The change of each metric of :data:`METRICS` (and of Γ with ``lam``) from one model to another on the same
+    test nodes, with its paired percentile bootstrap interval: every resample draws the same nodes for both models,
+    so the interval is that of the difference, not of either side (a debiasing's after − before; the two models'
+    metrics move together with the nodes drawn, and unpaired intervals would overlap where the change is clear).
 
     Args:
         before: ``[k, C]`` class probabilities of the first model on the test nodes.
@@ -333,6 +350,7 @@ def paired_change(
         seed: the resamples' seed.
         groups: the fairness metrics are means over pairs of these groups (default: all present).
         chunk_bytes: about the most memory one chunk of resamples may take.
+        lam: Γ's weighting of Γ_SP: with it, ``gamma``'s change too.
 
     Returns:
         ``{metric: Interval(after − before on the full sample, low, high, dropped)}``; ``dropped`` counts the
@@ -372,6 +390,8 @@ def paired_change(
             continue
         estimate = float(full[1][name][0] - full[0][name][0])
         out[name] = _percentile(estimate, torch.cat([p[name] for p in parts]), level)
+    if lam is not None:
+        out["gamma"] = _gamma(out, parts, lam, level)
     return out
 
 

@@ -141,7 +141,10 @@ class Intervals:
     delta_eo: Interval | None = key("ΔEO's interval", optional=True)
     gamma_sp: Interval | None = key("Γ_SP's interval (none for more than two classes)", optional=True)
     gamma_eo: Interval | None = key("Γ_EO's interval", optional=True)
-    gamma: Interval | None = key("Γ's interval", optional=True)
+    gamma: Interval | None = key(
+        "Γ's interval (λ·Γ_SP + (1 − λ)·Γ_EO on each resample; none for more than two classes, as Γ_SP's)",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

@@ -69,8 +69,8 @@ class DebiasingFinding:
     beats_random: bool | None = key("boolean or null (not checked): the selection beat random deletion")
     text: str = key("string: the finding in words")
     change: dict[str, list[float] | None] | None = key(
-        "object: delta_sp, delta_eo → [low, high], the paired bootstrap interval of after − before over the test "
-        "nodes (null where undefined); absent without the bootstrap",
+        "object: delta_sp, delta_eo, gamma → [low, high], the paired bootstrap interval of after − before over the "
+        "test nodes (null where undefined); absent without the bootstrap",
         optional=True,
     )
 

@@ -210,6 +210,7 @@ def _intervals(proba: torch.Tensor, graph: Graph, config: AuditConfig, groups: l
         level=config.level,
         seed=config.training.seed,
         groups=groups,
+        lam=config.lam,
     )
     return Intervals(level=config.level, resamples=config.bootstrap, **{name: i.record() for name, i in found.items()})
 

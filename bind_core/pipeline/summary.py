@@ -379,7 +379,7 @@ def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> Debias
     )
 
 
-_CHANGED = (("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"))
+_CHANGED = (("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma", "Γ"))
 """The gaps whose change the finding says, with the sampling noise of the test nodes."""
 
 

@@ -203,7 +203,7 @@ def _change_line(row: DebiasingRow) -> str:
     if change is None:
         return ""
     parts = []
-    for key, name in (("accuracy", "acc"), ("delta_sp", "ΔSP"), ("delta_eo", "ΔEO")):
+    for key, name in (("accuracy", "acc"), ("delta_sp", "ΔSP"), ("delta_eo", "ΔEO"), ("gamma", "Γ")):
         band = getattr(change, key)
         if band is None or band.estimate is None or band.low is None or band.high is None:
             continue

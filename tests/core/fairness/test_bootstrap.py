@@ -241,3 +241,37 @@ def test_a_paired_change_is_the_difference_on_the_same_resamples() -> None:
     assert all((i.estimate, i.low, i.high) == (0.0, 0.0, 0.0) for i in same.values())
     with pytest.raises(ConfigError, match="same nodes"):
         paired_change(before, after[:-1], y, sens)
+
+
+def test_gamma_is_resampled_as_its_two_parts_combined() -> None:
+    """With ``lam``, Γ = λ·Γ_SP + (1 − λ)·Γ_EO on the full sample and on each resample; the audit's intervals carry
+    it (the report's Γ card shows it), and the paired change too. Three classes: the exact value, no bounds."""
+    proba, y, sens = _sample(300, 4)
+    lam = 0.3
+    found = bootstrap_metrics(proba, y, sens, resamples=200, seed=2, lam=lam)
+    drawn = resample_weights(300, 200, seed=2, dtype=torch.float32)  # drawn for the nodes sorted by P(y=1)
+    w = torch.empty_like(drawn)
+    w[:, torch.argsort(proba[:, 1], stable=True)] = drawn
+    each = resample_metrics(proba, y, sens, w)
+    combined = lam * each["gamma_sp"].double() + (1 - lam) * each["gamma_eo"].double()
+    lo, hi = torch.quantile(combined[~combined.isnan()], torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    gamma = found["gamma"]
+    assert gamma.estimate == pytest.approx(lam * found["gamma_sp"].estimate + (1 - lam) * found["gamma_eo"].estimate)
+    assert (gamma.low, gamma.high) == pytest.approx((lo, hi), abs=1e-12)
+    assert "gamma" not in bootstrap_metrics(proba, y, sens, resamples=20)
+    change = paired_change(proba, proba, y, sens, resamples=20, lam=lam)["gamma"]
+    assert (change.estimate, change.low, change.high) == (0.0, 0.0, 0.0)
+    multi, y3, s3 = _multiclass(240, 3, 3, 5)
+    three = bootstrap_metrics(multi, y3, s3, resamples=20, lam=lam)["gamma"]
+    assert not math.isnan(three.estimate) and math.isnan(three.low) and math.isnan(three.high)
+
+
+def test_the_audits_gamma_card_has_its_interval() -> None:
+    g = synthetic(240, seed=4)
+    config = AuditConfig(training=TrainConfig(epochs=20), stages=("training", "metrics"), bootstrap=200)
+    d = run_audit(g, config).to_dict()
+    band = d["metrics"]["intervals"]["gamma"]
+    assert band["estimate"] == pytest.approx(d["metrics"]["test"]["gamma"], abs=1e-12)
+    assert band["low"] <= band["estimate"] <= band["high"] or band["low"] <= band["high"]
+    cards = dict(re.findall(r"<div class=card><div>([^<]+)</div>.*?<div class=ci>([^<]+)</div>", render_report(d)))
+    assert cards["Γ"].startswith("95% CI [")

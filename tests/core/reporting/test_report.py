@@ -280,7 +280,8 @@ def test_model_card(audit: tuple[dict[str, Any], Any]) -> None:
     assert accuracy["value"] == results["metrics"]["test"]["accuracy"]
     assert accuracy["confidence_interval"] == {"lower_bound": band["low"], "upper_bound": band["high"]}
     assert {m["slice"] for m in metrics} == {"test", "group=0", "group=1"}
-    assert "confidence_interval" not in next(m for m in metrics if m["type"] == "gamma")
+    gamma, gamma_band = next(m for m in metrics if m["type"] == "gamma"), results["metrics"]["intervals"]["gamma"]
+    assert gamma["confidence_interval"] == {"lower_bound": gamma_band["low"], "upper_bound": gamma_band["high"]}
     assert card["influence"]["count"] == len(audit[1]) and card["influence"]["top_harmful"]
     assert [d["budget"] for d in card["debiasing"]] == [0.01, 0.1] and card["validation"]["pearson"] is None
     assert card["summary"]["verdict"] == results["summary"]["verdict"]  # the verdict travels with the card
