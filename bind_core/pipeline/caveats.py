@@ -160,14 +160,19 @@ def metric_warnings(metrics: Metrics) -> list[str]:
             f"beyond each end: the ends move from one run to the next; {FEW_RESAMPLES} or more (the default) give "
             "intervals to quote"
         )
+    short: dict[int, list[str]] = {}  # resamples left out → the metrics whose intervals lost that many
     for name in METRIC_NAMES:
         band = getattr(intervals, name)
         if band is not None and band.dropped and band.low is not None:
-            out.append(
-                f"{METRIC_NAMES[name]}'s interval rests on {resamples - band.dropped} of {resamples} "
-                f"bootstrap resamples: in {band.dropped} it was undefined (a group lost every node it needs, "
-                "such as its positives) and they were left out rather than counted as 0"
-            )
+            short.setdefault(band.dropped, []).append(f"{METRIC_NAMES[name]}'s")
+    for dropped, names in short.items():
+        which = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        out.append(
+            f"{which} interval{'s' if len(names) > 1 else ''} rest{'' if len(names) > 1 else 's'} on "
+            f"{resamples - dropped} of {resamples} bootstrap resamples: in {dropped} "
+            f"{'they were' if len(names) > 1 else 'it was'} undefined (a group lost every node it needs, such as its "
+            "positives) and those resamples were left out rather than counted as 0"
+        )
     return out
 
 
