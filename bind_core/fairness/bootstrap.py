@@ -248,9 +248,7 @@ def resample_metrics(
     order): ``{metric: [B]}``, equal to :func:`bind_core.fairness.metrics.evaluate` on the resampled nodes (multi-class
     labels: no ``gamma_sp``, see the module docstring)."""
     _check(proba, y, sens)
-    proba = proba.detach().double()
-    order = torch.argsort(proba[:, 1], stable=True) if proba.shape[1] == 2 else torch.arange(y.numel())
-    nodes = _Resampler(proba[order], y[order], sens[order], _chosen_groups(sens, groups))
+    order, nodes = _in_base_order(proba.detach().double(), y, sens, _chosen_groups(sens, groups))
     return nodes.metrics(weights[:, order])
 
 
@@ -289,17 +287,14 @@ def bootstrap_metrics(
         NonFiniteError: ``proba`` holds NaN or inf.
     """
     _check(proba, y, sens)
-    if not 0 < level < 1 or resamples < 2:
-        raise ConfigError("level must be in (0, 1) and resamples >= 2")
-    k, num_classes = y.numel(), proba.shape[1]
+    _check_settings(level, resamples)
+    k = y.numel()
     proba = proba.detach().double()
     chosen = _chosen_groups(sens, groups)
-    order = torch.argsort(proba[:, 1], stable=True) if num_classes == 2 else torch.arange(k)
-    nodes = _Resampler(proba[order], y[order], sens[order], chosen)
+    _, nodes = _in_base_order(proba, y, sens, chosen)
     full = nodes.metrics(torch.ones(1, k, dtype=torch.float64))
     gen = torch.Generator().manual_seed(seed)
-    width = len(chosen) + 4 + (2 if num_classes > 2 else 0)
-    step = max(1, min(resamples, chunk_bytes // (4 * k * width)))
+    step = _chunk(resamples, k, len(chosen), proba.shape[1], chunk_bytes)
     parts = [nodes.metrics(_draw(k, min(step, resamples - s), gen, torch.float32)) for s in range(0, resamples, step)]
     out = {}
     for name in METRICS:
@@ -365,18 +360,13 @@ def paired_change(
         raise ConfigError(f"paired_change needs the same nodes: {list(before.shape)} against {list(after.shape)}")
     _check(before, y, sens)
     _check(after, y, sens)
-    if not 0 < level < 1 or resamples < 2:
-        raise ConfigError("level must be in (0, 1) and resamples >= 2")
-    k, num_classes = y.numel(), before.shape[1]
+    _check_settings(level, resamples)
+    k = y.numel()
     chosen = _chosen_groups(sens, groups)
-    sides = []
-    for proba in (before.detach().double(), after.detach().double()):
-        order = torch.argsort(proba[:, 1], stable=True) if num_classes == 2 else torch.arange(k)
-        sides.append((order, _Resampler(proba[order], y[order], sens[order], chosen)))
+    sides = [_in_base_order(p.detach().double(), y, sens, chosen) for p in (before, after)]
     full = [nodes.metrics(torch.ones(1, k, dtype=torch.float64)) for _, nodes in sides]
     gen = torch.Generator().manual_seed(seed)
-    width = len(chosen) + 4 + (2 if num_classes > 2 else 0)
-    step = max(1, min(resamples, chunk_bytes // (8 * k * width)))
+    step = _chunk(resamples, k, len(chosen), before.shape[1], chunk_bytes // 2)  # two models' resamples at once
     parts: list[dict[str, Tensor]] = []
     for start in range(0, resamples, step):
         w = _draw(k, min(step, resamples - start), gen, torch.float32)  # in the nodes' own order: the same for both
@@ -393,6 +383,24 @@ def paired_change(
     if lam is not None:
         out["gamma"] = _gamma(out, parts, lam, level)
     return out
+
+
+def _in_base_order(proba: Tensor, y: Tensor, sens: Tensor, chosen: list[int]) -> tuple[Tensor, _Resampler]:
+    """The nodes' base order (binary labels: sorted by P(y=1), the module docstring) and the resampler over them in
+    that order; a resample's weights in the nodes' own order are read in it as ``weights[:, order]``."""
+    order = torch.argsort(proba[:, 1], stable=True) if proba.shape[1] == 2 else torch.arange(y.numel())
+    return order, _Resampler(proba[order], y[order], sens[order], chosen)
+
+
+def _check_settings(level: float, resamples: int) -> None:
+    if not 0 < level < 1 or resamples < 2:
+        raise ConfigError("level must be in (0, 1) and resamples >= 2")
+
+
+def _chunk(resamples: int, k: int, groups: int, num_classes: int, chunk_bytes: int) -> int:
+    """Resamples per chunk: about ``chunk_bytes`` of float32 weights and per-group columns over ``k`` nodes."""
+    width = groups + 4 + (2 if num_classes > 2 else 0)
+    return max(1, min(resamples, chunk_bytes // (4 * k * width)))
 
 
 def _percentile(estimate: float, values: Tensor, level: float) -> Interval:
