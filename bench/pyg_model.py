@@ -3,10 +3,11 @@ the ``state_dict`` as safetensors beside a JSON config in the ``torch_geometric`
 models), for ``bind-audit run --model-weights --model-config`` or ``POST /v1/models``.
 
     python bench/pyg_model.py --nodes 300 --seed 1 --out /tmp/relu-sage
-    bind-audit run --synthetic --nodes 300 --seed 1 --model-weights /tmp/relu-sage/model.safetensors \\
+    bind-audit run --synthetic --synthetic-nodes 300 --seed 1 --model-weights /tmp/relu-sage/model.safetensors \\
         --model-config /tmp/relu-sage/config.json --budgets 1 --bootstrap 0 --threads 1
 
-The graph is ``synthetic(nodes, seed=seed)``, the same one ``bind-audit run --synthetic --nodes N --seed S`` audits.
+The graph is ``synthetic(nodes, seed=seed)``, the same one ``bind-audit run --synthetic --synthetic-nodes N --seed S``
+audits.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ Hessian are the whole graph's, exactly (no sampling: the polished weights are a 
 objective; tested to 1e-10 in float64), at a cost proportional to ``|S|`` rather than ``n``.
 
 It is used when ``|S|`` is at most :data:`MAX_FRACTION` of the graph (a few hundred training nodes of a large graph;
-Recidivism's two-layer models: 75%). On a small or dense graph ``S`` is nearly all of it, and the whole graph is used.
+Recidivism's two-layer models: 75%). On a small or dense graph ``S`` is nearly all of it, and the whole graph is used,
+except by the influence estimate of a two-layer GCN or SAGE, whose objective is formed by hand on ``S`` only
+(:meth:`~bind_core.influence.functional.FunctionalModel.objective_rows`: any share).
 """
 
 from __future__ import annotations

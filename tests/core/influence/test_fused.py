@@ -14,6 +14,7 @@ from bind_core.influence.step import Stepper
 from bind_core.influence.twolayer import activation_value
 from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import ModelConfig
+from bind_core.training.compgraph import MAX_FRACTION
 from bind_core.training.fit import TrainConfig, train
 
 
@@ -109,6 +110,41 @@ def test_deletions_settled_on_the_fused_objective_are_autograds(arch: str) -> No
         # rounding, carried through up to 20 chord steps and an L-BFGS finish (the finished ones: ~3e-10)
         assert float((a.delta - b.delta).abs().max()) <= 1e-9 * scale
     assert settled >= 4
+
+
+@pytest.mark.parametrize("arch", ["gcn", "sage"])
+def test_on_a_graph_its_training_nodes_reach_whole_the_fused_objective_runs_and_settles_as_autograds(
+    arch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the computation graph is (nearly) all of the graph, the objective runs on it all the same: the fused
+    objective lives only there. The deletions equal autograd's on the whole graph, the rule before."""
+    graph = synthetic(300, seed=1)
+    model = train(graph, TrainConfig(epochs=1000), ModelConfig(arch=arch, layers=2, hidden=8))
+    fm = FunctionalModel.from_trained(model, graph)
+    nodes = fm.objective_rows().nodes
+    assert nodes is not None and nodes.numel() > MAX_FRACTION * graph.num_nodes
+    stepper = Stepper.build(fm)
+    assert stepper.fused is not None and stepper.view is not None
+    monkeypatch.setattr(FunctionalModel, "_max_fraction", lambda self: MAX_FRACTION)
+    whole = Stepper.build(FunctionalModel.from_trained(model, graph))
+    assert whole.fm.objective_rows().nodes is None and whole.fused is None
+    settled = 0
+    for positions in ([0], [3], [1, 5], [7], [10]):
+        a, b = stepper.delete(positions), whole.delete(positions)
+        assert a.taken == b.taken and a.finished == b.finished and (a.far is None) == (b.far is None)
+        assert torch.allclose(a.direct, b.direct, rtol=1e-12, atol=1e-15)
+        if b.far is not None:  # no minimum near θ̂ either way: no value
+            assert bool(a.delta.isnan().all())
+            continue
+        settled += 1
+        assert float((a.delta - b.delta).abs().max()) <= 1e-9 * float(b.delta.abs().max())
+    assert settled >= 4
+
+
+def test_a_model_without_the_fused_objective_keeps_the_whole_graph_where_its_reach_is_most_of_it() -> None:
+    graph = synthetic(300, seed=1)
+    model = train(graph, TrainConfig(epochs=20), ModelConfig(arch="gin", layers=2, hidden=8))
+    assert FunctionalModel.from_trained(model, graph).objective_rows().nodes is None
 
 
 def test_the_fused_objective_applies_to_two_layer_gcn_and_sage_only() -> None:
