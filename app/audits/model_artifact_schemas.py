@@ -14,7 +14,11 @@ class ArtifactLinks(BaseModel):
 
     weights: str | None = Field(description="GET: the safetensors weights (null when they were not kept).")
     config: str = Field(description="GET: the JSON config, in the form of the audited model.")
-    register: str | None = Field(description="POST: register the model as a supplied model (null without weights).")
+    # named apart from pydantic's BaseModel.register (ABCMeta's), which a field named so shadows with a warning; the
+    # API's key is "register" all the same
+    register_: str | None = Field(
+        alias="register", description="POST: register the model as a supplied model (null without weights)."
+    )
 
 
 class ArtifactHeadline(BaseModel):
