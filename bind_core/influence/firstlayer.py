@@ -29,6 +29,7 @@ from torch.func import functional_call
 
 from bind_core.autograd import apply
 from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.twolayer import linear_first
 from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import GNN
 from bind_core.models.propagation import GraphInputs
@@ -179,21 +180,6 @@ class FirstLayerCache:
             h[self.nodes] = self.last[1]
             h[self.others] = self.split.act(self.split.pre(at, z[self.others]))
         return h
-
-
-def linear_first(fm: FunctionalModel) -> tuple[tuple[str, ...], str] | None:
-    """The names of the parameters whose columns make the first layer's ``W`` (in the aggregated features' column
-    order) and of its bias ``b``, where the first layer is ``z·Wᵀ + b`` (GCN, SAGE); ``None`` elsewhere."""
-    linear = _LINEAR_FIRST.get(fm.module.config.arch)
-    return linear if linear is not None and {*linear[0], linear[1]} <= set(fm.names) else None
-
-
-_LINEAR_FIRST = {
-    "gcn": (("convs.0.lin.weight",), "convs.0.bias"),
-    "sage": (("convs.0.lin_l.weight", "convs.0.lin_r.weight"), "convs.0.lin_l.bias"),
-}
-"""Per architecture whose first layer is ``z·Wᵀ + b``: the parameters whose columns make ``W`` (in ``z``'s column
-order) and ``b``."""
 
 
 class _KeptRows(torch.autograd.Function):

@@ -13,6 +13,7 @@ from torch.func import functional_call, jvp
 
 from bind_core.data.graph import Graph
 from bind_core.fairness.metrics import GroupPDD, gamma_eo, gamma_sp
+from bind_core.influence.twolayer import layout
 from bind_core.models.gnn import GNN, flat_parameters, node_losses, probabilities, unflatten_parameters
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.compgraph import MAX_FRACTION, ComputationGraph, objective_inputs
@@ -75,8 +76,6 @@ class FunctionalModel:
         less than autograd's pass over the whole graph even where the computation graph is all of it (the two-layer
         GCN on ``synthetic(2000)``: the estimate 24 → 13 s, the same values to 1e-12); else
         :data:`~bind_core.training.compgraph.MAX_FRACTION`."""
-        from bind_core.influence.twolayer import layout  # twolayer reads this module's FunctionalModel
-
         return 1.0 if layout(self) is not None else MAX_FRACTION
 
     @classmethod

@@ -17,13 +17,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
-from bind_core.influence.firstlayer import linear_first
-from bind_core.influence.functional import FunctionalModel
+from bind_core.models.gnn import GNN
+
+
+class Parameterised(Protocol):
+    """What :func:`layout` and :func:`linear_first` read of a model: its module and its parameters' names in the flat
+    vector's order (:class:`~bind_core.influence.functional.FunctionalModel`, which asks :func:`layout` where its
+    objective runs: the protocol keeps the import one way)."""
+
+    @property
+    def module(self) -> GNN: ...
+
+    @property
+    def names(self) -> list[str]: ...
+
 
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -130,7 +142,7 @@ class Layout:
 
     first: tuple[tuple[str, ...], str]
     """The first layer's weight matrices (their columns in the aggregated features' order) and bias
-    (:func:`~bind_core.influence.firstlayer.linear_first`)."""
+    (:func:`linear_first`)."""
     second: str
     """The second layer's weight on the aggregated rows ``A·H``."""
     second_bias: str
@@ -140,7 +152,7 @@ class Layout:
     activation: str
 
     def weights(self, p: dict[str, Tensor]) -> Weights:
-        """The weights among the parameters ``p`` (:meth:`FunctionalModel.unflatten`)."""
+        """The weights among the parameters ``p`` (``FunctionalModel.unflatten``'s)."""
         names, bias = self.first
         w1 = torch.cat([p[name] for name in names], dim=1) if len(names) > 1 else p[names[0]]
         wr = None if self.root is None else p[self.root]
@@ -165,7 +177,7 @@ _SECOND = {
 }
 
 
-def layout(fm: FunctionalModel) -> Layout | None:
+def layout(fm: Parameterised) -> Layout | None:
     """The layout of ``fm``'s weights, or ``None`` where the by-hand products do not apply: anything but a two-layer
     GCN or SAGE with one of :data:`_WITH_DERIVATIVE`'s activations and exactly the parameters named here, or a
     model whose activations are expanded (:attr:`~bind_core.models.gnn.GNN.expand_activations`)."""
@@ -180,3 +192,18 @@ def layout(fm: FunctionalModel) -> Layout | None:
     known |= {found.root} if found.root is not None else set()
     known |= set(HEAD) if config.head else set()
     return found if known == set(fm.names) else None
+
+
+def linear_first(fm: Parameterised) -> tuple[tuple[str, ...], str] | None:
+    """The names of the parameters whose columns make the first layer's ``W`` (in the aggregated features' column
+    order) and of its bias ``b``, where the first layer is ``z·Wᵀ + b`` (GCN, SAGE); ``None`` elsewhere."""
+    linear = _LINEAR_FIRST.get(fm.module.config.arch)
+    return linear if linear is not None and {*linear[0], linear[1]} <= set(fm.names) else None
+
+
+_LINEAR_FIRST = {
+    "gcn": (("convs.0.lin.weight",), "convs.0.bias"),
+    "sage": (("convs.0.lin_l.weight", "convs.0.lin_r.weight"), "convs.0.lin_l.bias"),
+}
+"""Per architecture whose first layer is ``z·Wᵀ + b``: the parameters whose columns make ``W`` (in ``z``'s column
+order) and ``b``."""
