@@ -64,9 +64,14 @@ def _budget(row: Mapping[str, Any]) -> dict[str, Any]:
         "deleted": fmt(row.get("deleted")),
         "delta_sp": f"{_pct(before.get('delta_sp'))} → {_pct(after.get('delta_sp'))}",
         "accuracy": f"{_pct(before.get('accuracy'))} → {_pct(after.get('accuracy'))}",
-        "backfired": ", ".join(row.get("backfired") or []),
+        "backfired": _backfired(row.get("backfired") or [], row.get("within_noise") or []),
         "chance": chance.get("verdict") or row.get("chance_rule") or "not checked (set debias_seeds)",
     }
+
+
+def _backfired(rose: Sequence[str], inside: Sequence[str]) -> str:
+    """The metrics a deletion raised, each rise within the test nodes' sampling noise marked so."""
+    return ", ".join(f"{name} (within noise)" if name in inside else name for name in rose)
 
 
 def _self_check(validation: Mapping[str, Any] | None) -> str:

@@ -74,6 +74,21 @@ def backfired(before: MetricValues, after: MetricValues) -> list[str]:
     return rose
 
 
+def within_noise(rose: Sequence[str], change: Intervals | None) -> list[str] | None:
+    """Of the bias metrics that ``rose`` (:func:`backfired`), those whose rise lies inside the test nodes' sampling
+    noise: the change's paired bootstrap interval reaches 0 or below, so the rise may be an artefact of which nodes
+    were tested. ``None`` without the interval (``change``); a metric without an interval of its own (none could be
+    formed) is not listed: it stays a plain backfire."""
+    if change is None:
+        return None
+    inside = []
+    for name in rose:
+        band = getattr(change, name, None)
+        if band is not None and band.low is not None and band.low <= 0:
+            inside.append(name)
+    return inside
+
+
 def debias(
     model: TrainedModel,
     graph: Graph,
@@ -361,6 +376,7 @@ class _Run:
         caveat = overreach(est, gamma, "nodes") if defined else NO_SET_MINIMUM
         after = self.report(retrained.model, reduced)
         change = self.change(proba_on_test_nodes(retrained.model, reduced))
+        rose = backfired(before, after)
         return DebiasingRow(
             budget=budget,
             requested=resolve_budget(budget, self.graph.train_idx.numel()),
@@ -373,7 +389,8 @@ class _Run:
             estimated_utility=choice.estimated_utility(nodes),
             before=before,
             after=after,
-            backfired=backfired(before, after),
+            backfired=rose,
+            within_noise=within_noise(rose, change),
             against_random=chance,
             seconds=retrained.seconds + time.perf_counter() - start,
             change=change,

@@ -93,6 +93,8 @@ class DebiasingRow:
             absent in audits from before it was recorded
         change: after − before per metric with its paired bootstrap interval over the test nodes; absent without
             the bootstrap
+        within_noise: of backfired, the metrics whose rise lies inside the test nodes' sampling noise (their change's
+            interval reaches 0): not a clear backfire; absent without the bootstrap
     """
 
     budget: float = key("number: the budget asked for, a fraction (< 1) or a count (>= 1) of training nodes")
@@ -147,6 +149,18 @@ class DebiasingRow:
         "without the bootstrap (bootstrap: 0) and in audits from before it was recorded",
         optional=True,
     )
+    within_noise: list[str] | None = key(
+        "strings: of backfired, the metrics whose rise lies inside the test nodes' sampling noise (the change's "
+        "paired interval reaches 0, so the rise may be an artefact of which nodes were tested): not a clear backfire; "
+        "empty when every rise is clear; absent without the bootstrap and in audits from before it was recorded",
+        optional=True,
+    )
+
+    def clear_rises(self) -> list[str]:
+        """The bias metrics the deletion raised clear of the test nodes' sampling noise: ``backfired`` less
+        ``within_noise`` (every one that rose, where there is no interval to tell)."""
+        inside = set(self.within_noise or ())
+        return [name for name in self.backfired or () if name not in inside]
 
 
 @dataclass(kw_only=True)

@@ -64,13 +64,22 @@ class DebiasingFinding:
     deleted: int = key("integer: training nodes it deleted")
     before: dict[str, float | None] = key("object: accuracy, delta_sp, delta_eo, gamma before")
     after: dict[str, float | None] = key("object: the same after retraining without the nodes")
-    backfired: list[str] = key("strings: budgets (as 'budget 0.1: delta_sp') whose deletion raised a bias metric")
+    backfired: list[str] = key(
+        "strings: budgets (as 'budget 0.1: delta_sp') whose deletion raised a bias metric clear of the test nodes' "
+        "sampling noise (every rise, without the bootstrap; before 2026-12-06: every rise)"
+    )
     chance_checked: bool = key("boolean: whether the budget was checked against deleting random nodes")
     beats_random: bool | None = key("boolean or null (not checked): the selection beat random deletion")
     text: str = key("string: the finding in words")
     change: dict[str, list[float] | None] | None = key(
         "object: delta_sp, delta_eo, gamma → [low, high], the paired bootstrap interval of after − before over the "
         "test nodes (null where undefined); absent without the bootstrap",
+        optional=True,
+    )
+    within_noise: list[str] | None = key(
+        "strings: budgets (as 'budget 0.1: delta_eo') whose deletion raised a bias metric only within the test nodes' "
+        "sampling noise (its change's interval reaches 0): not a clear backfire; absent without the bootstrap and in "
+        "audits from before it was recorded",
         optional=True,
     )
 

@@ -337,7 +337,8 @@ def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> Debias
     if not done:
         return None
     best = min(done, key=lambda r: float(r.after.gamma or 0.0))
-    backfired = [f"budget {r.budget:g}: {', '.join(r.backfired)}" for r in rows if r.backfired]
+    backfired = [f"budget {r.budget:g}: {', '.join(clear)}" for r in rows if (clear := r.clear_rises())]
+    inside = [f"budget {r.budget:g}: {', '.join(r.within_noise)}" for r in rows if r.within_noise]
     check = best.against_random
     b, a = best.before, best.after
     if b.same_figures(audited):
@@ -366,12 +367,15 @@ def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> Debias
         text += f"{check.verdict.rstrip('.')}."
     if backfired:
         text += f" Backfired (a bias metric rose): {'; '.join(backfired)}."
+    if inside:
+        text += f" Rose within the test nodes' sampling noise, not a clear backfire: {'; '.join(inside)}."
     return DebiasingFinding(
         budget=best.budget,
         deleted=best.deleted,
         before=_metric_values(b),
         after=_metric_values(a),
         backfired=backfired,
+        within_noise=inside if any(r.within_noise is not None for r in rows) else None,
         chance_checked=check is not None,
         beats_random=None if check is None else check.beats_random,
         text=text,

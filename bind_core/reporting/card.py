@@ -134,6 +134,9 @@ class CardDebiasing:
     before: MetricValues = key("the test metrics before")
     after: MetricValues = key("the test metrics after retraining without the nodes")
     backfired: list[str] | None = key("strings: the bias metrics that rose after the deletion", optional=True)
+    within_noise: list[str] | None = key(
+        "strings: of backfired, those that rose only within the test nodes' sampling noise", optional=True
+    )
     against_random: AgainstRandom | None = key("the check against chance; null unless debias_seeds were given")
     retrain: str | None = key("string: how every retraining of the row trained (audit or adam)", optional=True)
     chance_rule: str | None = key("string: whether the check against chance ran by default and why", optional=True)
@@ -226,6 +229,7 @@ def _without_seconds(run: DebiasingRow) -> CardDebiasing:
         before=run.before,
         after=run.after,
         backfired=run.backfired,
+        within_noise=run.within_noise,
         against_random=run.against_random,
         retrain=run.retrain,
         chance_rule=run.chance_rule,
