@@ -157,8 +157,11 @@ class DebiasingRow:
     )
 
     def clear_rises(self) -> list[str]:
-        """The bias metrics the deletion raised clear of the test nodes' sampling noise: ``backfired`` less
-        ``within_noise`` (every one that rose, where there is no interval to tell)."""
+        """The bias metrics the deletion raised clear of the test nodes' sampling noise.
+
+        Returns:
+            ``backfired`` less ``within_noise``: every one that rose, where there is no interval to tell.
+        """
         inside = set(self.within_noise or ())
         return [name for name in self.backfired or () if name not in inside]
 
