@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -74,12 +73,44 @@ def _add_graph_options(p: argparse.ArgumentParser) -> None:
     _add_file_options(p)
 
 
+_TRAINED_DEFAULTS: dict[str, object] = {
+    "arch": "gcn",
+    "layers": 1,
+    "hidden": 16,
+    "dropout": 0.5,
+    "activation": "gelu",
+    "epochs": 1000,
+    "lr": 1e-3,
+    "weight_decay": 1e-4,
+    "polish": "auto",
+}
+"""The options that describe a model the audit trains, with their defaults: a supplied model has its own."""
+
+
+def _refuse_trained_options(args: argparse.Namespace) -> None:
+    """With ``--model-weights``, refuse the options of a model the audit trains that were given other values: the
+    supplied model's architecture and recipe are its ``--model-config``'s, and taking them silently would describe a
+    model nobody audited (``--seed`` stays: it seeds the audit's samples)."""
+    if args.model_weights is None:
+        return
+    given = [f"--{k.replace('_', '-')}" for k, v in _TRAINED_DEFAULTS.items() if getattr(args, k) != v]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)} {'describes' if len(given) == 1 else 'describe'} a model the audit trains: a supplied "
+            "model is audited with its own architecture and training recipe, its --model-config's; leave "
+            f"{'it' if len(given) == 1 else 'them'} out"
+        )
+
+
 def _add_model_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--arch", choices=ARCHS, default="gcn")
-    p.add_argument("--layers", type=int, default=1)
-    p.add_argument("--hidden", type=int, default=16)
-    p.add_argument("--dropout", type=float, default=0.5)
-    p.add_argument("--activation", choices=ACTIVATIONS, default="gelu", help="between layers (relu: see METHOD.md)")
+    d = _TRAINED_DEFAULTS
+    p.add_argument("--arch", choices=ARCHS, default=d["arch"])
+    p.add_argument("--layers", type=int, default=d["layers"])
+    p.add_argument("--hidden", type=int, default=d["hidden"])
+    p.add_argument("--dropout", type=float, default=d["dropout"])
+    p.add_argument(
+        "--activation", choices=ACTIVATIONS, default=d["activation"], help="between layers (relu: see METHOD.md)"
+    )
     p.add_argument(
         "--model-weights",
         type=Path,
@@ -103,17 +134,17 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--epochs",
         type=int,
-        default=1000,
+        default=d["epochs"],
         help=f"Adam epochs, 0 to {MAX_EPOCHS} (0: none, the polish alone trains the model from its initial weights; "
         "refused where the polish does not run)",
     )
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--weight-decay", type=float, default=1e-4)
+    p.add_argument("--lr", type=float, default=d["lr"])
+    p.add_argument("--weight-decay", type=float, default=d["weight_decay"])
     p.add_argument("--seed", type=int, default=10)
     p.add_argument(
         "--polish",
         choices=("auto", "on", "off"),
-        default="auto",
+        default=d["polish"],
         help="finish training at a stationary point (float64 L-BFGS, then Newton): auto (default) where the estimate "
         "is the paper's influence function (one-layer GCN, GIN, SAGE), not for deeper models or GAT (their step "
         "estimate is defined at any weights: they are audited as Adam leaves them)",
@@ -267,14 +298,13 @@ def _run(args: argparse.Namespace) -> int:
     """The audit of ``args``, printed (and written); every error on bad input is a :class:`BindError`."""
     if args.json is not None and (why := unwritable(args.json)) is not None:  # before the audit, not after it
         raise ConfigError(f"--json: cannot write {args.json}: {why}")
+    _refuse_trained_options(args)
     graph, report = _load(args)
     deletion_threads = set_threads(args, graph.num_nodes)
     for note in report.notes(flag) if report is not None else []:
         print(f"read: {note}", file=sys.stderr)
     config = _audit_config(args)
-    supplied, record = _supplied(args, graph, config)
-    if supplied is not None:
-        config = replace(config, model=supplied.model_config, training=supplied.train_config)
+    supplied, record = _supplied(args, graph, config)  # run_audit describes it: its architecture and recipe
     bar = None
     if not args.quiet:
         tqdm.monitor_interval = 0  # no monitor thread: a second thread keeps the deletions off forked processes

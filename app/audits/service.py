@@ -30,7 +30,7 @@ from app.core.settings import Settings
 from app.datasets.lookup import present_dataset
 from app.graphs.versions import resolve_name
 from app.tenants.limits import check_queue_room
-from bind_core import AuditConfig, BindError, ConfigError
+from bind_core import AuditConfig, BindError, ConfigError, read_document
 from bind_core.pipeline import check_budgets, check_measurable_groups, planned_stages
 
 
@@ -71,7 +71,7 @@ def create_audit(
     if body.graph_name is not None:
         body = body.model_copy(update={"graph_id": resolve_name(session, tenant, body.graph_name).id})
     if body.model_id is not None:
-        body = _model_source(session, tenant, body)
+        body, parsed = _model_source(session, tenant, body, parsed)
     dataset, graph_version = _check_source(session, tenant, body, settings)
     check_queue_room(session, tenant, settings)
     _check_budget(session, body, parsed, settings)
@@ -120,20 +120,38 @@ def _replay(session: Session, tenant: Tenant, key: str, digest: str) -> Audit | 
     return earlier
 
 
-def _model_source(session: Session, tenant: Tenant, body: AuditCreate) -> AuditCreate:
-    """The request with the supplied model's graph filled in; 422 for an unknown model or another graph."""
-    stmt = select(SuppliedModel.graph_id).where(SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id)
-    graph_id = session.scalar(stmt.with_for_update(read=True))
-    if graph_id is None:
+def _model_source(
+    session: Session, tenant: Tenant, body: AuditCreate, parsed: AuditConfig
+) -> tuple[AuditCreate, AuditConfig]:
+    """The request with the supplied model's graph filled in, and the audit's settings describing that model (its
+    architecture and recipe, :meth:`AuditConfig.describing`); 422 for an unknown model or another graph."""
+    stmt = select(SuppliedModel.graph_id, SuppliedModel.config).where(
+        SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id
+    )
+    row = session.execute(stmt.with_for_update(read=True)).first()
+    if row is None:
         raise ValidationProblem(
             f"No model with id {body.model_id}.", errors=[{"field": "model_id", "message": "no such model"}]
         )
-    if body.graph_id is not None and body.graph_id != graph_id:
+    if body.graph_id is not None and body.graph_id != row.graph_id:
         raise ValidationProblem(
             "The model was registered for another graph.",
-            errors=[{"field": "graph_id", "message": f"the model's graph is {graph_id}"}],
+            errors=[{"field": "graph_id", "message": f"the model's graph is {row.graph_id}"}],
         )
-    return body.model_copy(update={"graph_id": graph_id})
+    return body.model_copy(update={"graph_id": row.graph_id}), describing_supplied(parsed, row.config)
+
+
+def describing_supplied(config: AuditConfig, supplied: dict[str, Any] | None) -> AuditConfig:
+    """``config`` as the audit of the supplied model whose stored config is ``supplied`` runs it: that model's
+    architecture and recipe (:meth:`AuditConfig.describing`), so that the stored settings and the cost estimate are
+    the audited model's; ``config`` itself without a supplied model."""
+    if supplied is None:
+        return config
+    try:
+        document = read_document(supplied)  # read when the model was registered
+    except BindError:  # a config of a form this version no longer reads: the worker says so when it loads the model
+        return config
+    return config.describing(document.model, document.training)
 
 
 def _check_source(

@@ -111,8 +111,9 @@ def registration_warnings(summary: dict[str, Any]) -> list[str]:
         return []
     return [
         "the graph's feature columns were min-max scaled to [-1, 1] at upload (summary.features_scaled): if this "
-        "model was trained on the table's own values, an audit describes it on inputs it never saw; upload the "
-        "table again with scale=false and register the model for that graph"
+        "model was trained on other values (the table's own, or scaled another way, e.g. to [0, 1] or "
+        "standardised), an audit describes it on inputs it never saw; upload a table of the values it was trained "
+        "on with scale=false and register the model for that graph"
     ]
 
 

@@ -380,6 +380,8 @@ def run_audit(
     config = config or AuditConfig()
     if model is None:  # the recipe's polish decided once, for the training and every retraining after it
         config = config.with_polish_decided(parameter_count(config.model, graph.num_features, graph.num_classes))
+    else:  # the result's config describes the model audited, not the defaults for one the audit would train
+        config = config.describing(model.model_config, model.train_config)
     plan = planned_stages(config)
     stages = StageRunner(progress)
     if "debiasing" in plan:  # a count over the training set, refused before the training's minutes

@@ -65,9 +65,10 @@ def scaled_inputs(graph: Graph) -> list[str]:
         return []
     return [
         f"the graph's {graph.num_features} feature column(s) were min-max scaled to [-1, 1] when it was read (scale "
-        "on): this supplied model is audited on the scaled values. If it was trained on the table's own values, "
-        "every figure here describes its predictions on inputs it never saw; read the table again with scale off "
-        "(bind-audit run --scale off; the upload's scale=false; ingest_files(scale=False)) to audit it on its own"
+        "on): this supplied model is audited on the scaled values. If it was trained on other values (the table's "
+        "own, or scaled another way, e.g. to [0, 1] or standardised), every figure here describes its predictions "
+        "on inputs it never saw; give the table the values it was trained on and read it with scale off (bind-audit "
+        "run --scale off; the upload's scale=false; ingest_files(scale=False)) to audit it on its own"
     ]
 
 

@@ -195,6 +195,21 @@ class AuditConfig(Encoded):
             estimator=self.estimator, row_separable=self.model.row_separable, num_parameters=parameters
         )
 
+    def describing(self, model: ModelConfig, training: TrainConfig) -> AuditConfig:
+        """This config as the audit of a supplied model runs it: ``model`` (the supplied model's architecture) and
+        ``training`` (its own recipe, which the debiasing stage retrains with) in place of the settings for a model
+        the audit trains, the audit's own ``training.seed`` kept (it seeds the audit's samples: the self-check's
+        nodes, the profile, the stability seeds' first run).
+
+        Args:
+            model: the supplied model's :class:`~bind_core.models.gnn.ModelConfig`.
+            training: its :class:`~bind_core.training.fit.TrainConfig`, the recipe it was trained with.
+
+        Returns:
+            The config that describes the audited model, never the defaults for one it did not train.
+        """
+        return replace(self, model=model, training=replace(training, seed=self.training.seed))
+
     def with_polish_decided(self, parameters: int) -> AuditConfig:
         """This config with ``training.polish`` set to :meth:`polishes` (unchanged when it is set already), so that
         the audited model and every retraining after it (debiasing, the check against chance, stability) follow

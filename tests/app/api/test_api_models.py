@@ -189,10 +189,23 @@ def test_a_pyg_graphsage_is_registered_and_audited(
     ours = TrainedModel(stored.module.double(), stored.model_config, stored.train_config).logits(graph)
     assert torch.allclose(ours, expected, rtol=0.0, atol=1e-6), float((ours - expected).abs().max())
 
-    body = {"model_id": registered["id"], "budgets": [1], "validation_sample": 5, "bootstrap": 0}
+    body = {
+        "model_id": registered["id"],
+        "budgets": [1],
+        "validation_sample": 5,
+        "bootstrap": 0,
+        "training": {"seed": 3},  # the audit's sampling seed: the only training setting a supplied model takes
+    }
     queued = client.post("/v1/audits", headers=auth, json=body)
     assert queued.status_code == 202, queued.text
     audit_id = queued.json()["id"]
+    # The audit's settings describe the model audited, from the moment it is queued: its architecture and recipe,
+    # not the defaults for a model the audit would train (a one-layer GCN, 1000 epochs).
+    described = queued.json()["config"]
+    assert (described["model"]["arch"], described["model"]["layers"], described["model"]["hidden"]) == ("sage", 2, 8)
+    assert described["model"]["activation"] == "relu"
+    assert (described["training"]["epochs"], described["training"]["lr"]) == (100, 0.01)
+    assert (described["training"]["weight_decay"], described["training"]["seed"]) == (5e-4, 3)
     # A worker takes the audit whose turn it is, of any tenant: set aside what other tests in this database left
     # queued, so that this one runs.
     with sessions.begin() as session:
@@ -208,6 +221,33 @@ def test_a_pyg_graphsage_is_registered_and_audited(
     assert audit["results"]["model"]["activation"] == "relu"
     assert any("ReLU between layers" in w for w in audit["results"]["warnings"])
     assert audit["results"]["validation"]["pearson"] is not None
+    assert audit["config"] == described
+
+
+def test_settings_for_a_trained_model_are_refused_with_a_supplied_one(
+    client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes
+) -> None:
+    """A supplied model's architecture and recipe are its config's: a request that also gives ``model`` or a
+    training setting other than the seed is a 422 naming them, rather than stored as if it described the model."""
+    weights, config = _model_parts(graph_npz)
+    registered = client.post(
+        "/v1/models",
+        headers=auth,
+        files={"weights": ("m.safetensors", weights)},
+        data={"config": json.dumps(config), "graph_id": graph_id},
+    )
+    assert registered.status_code == 201, registered.text
+    model_id = registered.json()["id"]
+    for extra, named in (
+        ({"model": {"arch": "gat"}}, "model"),
+        ({"training": {"epochs": 50, "seed": 1}}, "training.epochs"),
+        ({"model": {"layers": 2}, "training": {"lr": 0.1, "polish": True}}, "model, training.lr, training.polish"),
+    ):
+        refused = client.post("/v1/audits", headers=auth, json={"model_id": model_id, **extra})
+        problem = assert_problem(refused, 422, "validation-error")
+        assert f"{named}: a supplied model (model_id) is audited with its own architecture" in problem["detail"], (
+            problem
+        )
 
 
 def test_unsupported_pyg_options_are_422_naming_them(

@@ -148,8 +148,19 @@ def test_command_line_audits_a_pyg_model_file(tmp_path: Path, capsys: pytest.Cap
     assert doc["supplied_model"]["pyg"]["max_logit_difference"] <= 1e-6
     assert doc["model"]["head"] is False and doc["model"]["outputs"] == 2
     assert doc["config"]["training"]["weight_decay"] == 1e-3  # the supplied model's objective
+    # the config describes the model audited (its architecture and recipe), with the audit's own --seed
+    assert (doc["config"]["model"]["arch"], doc["config"]["model"]["hidden"], doc["config"]["model"]["head"]) == (
+        "gcn",
+        4,
+        False,
+    )
+    assert (doc["config"]["training"]["epochs"], doc["config"]["training"]["seed"]) == (30, 1)
     assert main([*base, *files[:2]]) == 2
     assert "--model-config" in capsys.readouterr().err
+    # the options of a model the audit trains are refused with a supplied one, before the graph is read
+    assert main([*base, *files, "--layers", "2", "--epochs", "5"]) == 2
+    said = capsys.readouterr().err
+    assert said.strip().splitlines()[-1].startswith("bind-audit run: error: --layers, --epochs describe a model the")
 
 
 def test_command_line_audits_a_supplied_model_on_the_tables_own_values(

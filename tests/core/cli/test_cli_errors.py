@@ -37,6 +37,7 @@ from bind_core.training.fit import TrainConfig
 PREFIX = "bind-audit run: error: "
 GRAPH = ["--synthetic", "--synthetic-nodes", "60"]
 FAST = ["--epochs", "5", "--skip", "influence,debiasing,validation", "--bootstrap", "0", "--quiet"]
+SUPPLIED_FAST = FAST[2:]  # a supplied model has its own recipe: --epochs is refused beside --model-weights
 INFO = ("torch threads: ",)
 """What ``bind-audit run`` prints on stderr before the audit (tests/core/cli/test_run_threads.py): information,
 not part of an error."""
@@ -214,7 +215,8 @@ def test_bad_input_is_one_error_line_and_status_2(
 ) -> None:
     expected, argv, text = BAD_INPUT[case]
     (tmp_path / "g.npz").write_text("not a zip archive\n")
-    kind, line = _fails(capsys, monkeypatch, [*argv(tmp_path), *FAST])
+    args = argv(tmp_path)
+    kind, line = _fails(capsys, monkeypatch, [*args, *(SUPPLIED_FAST if "--model-weights" in args else FAST)])
     assert kind is expected, line
     assert text in line
 
@@ -248,7 +250,7 @@ def _patch_where(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ex
         monkeypatch.setattr(cli, "prepare_for_audit", _raiser(exc))
         (tmp_path / "w.safetensors").write_bytes(b"")
         (tmp_path / "c.json").write_text("{}")
-        return [*GRAPH, *FAST, "--model-weights", str(tmp_path / "w.safetensors"), "--model-config",
+        return [*GRAPH, *SUPPLIED_FAST, "--model-weights", str(tmp_path / "w.safetensors"), "--model-config",
                 str(tmp_path / "c.json")]  # fmt: skip
     if where == "run_audit":
         monkeypatch.setattr(cli, "run_audit", _raiser(exc))

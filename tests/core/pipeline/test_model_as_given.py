@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -71,7 +72,10 @@ def test_a_supplied_pyg_model_is_audited_with_its_own_predictions(
     config = AuditConfig(stages=("training", "metrics"), bootstrap=0)
     model, record = prepare_for_audit(weights, _config(cls, args), graph, config)
     assert record.reference == "as_given" and not record.polished_by_service
-    result = run_audit(graph, config, model=model)
+    result = run_audit(graph, replace(config, training=TrainConfig(seed=3)), model=model)
+    # the result's config describes the model audited: its architecture and recipe, the audit's seed kept
+    assert result.config.model == model.model_config and result.config.model.layers == layers
+    assert result.config.training == replace(model.train_config, seed=3) and result.config.training.epochs == 60
     assert "<b>as given</b>" in render_report({**result.to_dict(), "supplied_model": encode(record)})
     got, own = result.metrics.test, _own_metrics(module, graph)
     for key in ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo", "gamma"):
