@@ -91,7 +91,7 @@ def step_estimate(
     m = stepper.m
     s_damped = stepper.solve_damped_exactly(stepper.grad_gamma.T.contiguous())  # (H + μI)⁻¹·∇Γ, [p, 2]
     iid = train_loss_derivatives(fm, fm.theta, s_damped).cpu() / m  # (1/m)·∇ℓ_vᵀ·s: first-order i.i.d.
-    nodes = _PerNode.empty(m, fm.num_parameters, keep_weights)
+    nodes = _PerNode.empty(m, fm.theta, keep_weights)
     t0 = time.perf_counter()
     size = batch_size(stepper, batch_bytes)
     batches = [list(range(start, min(m, start + size))) for start in range(0, m, size)]
@@ -144,6 +144,23 @@ class Settling:
         "boolean: whether the chord steps were Anderson-mixed (a smooth model; a model with kinks is not)",
         optional=True,
     )
+    moved_far: int | None = key(
+        "integer: of the nodes with a value, those whose deletion carried the weights further than MOVED_FAR (a "
+        "quarter) of ‖θ̂‖ from the given weights: the objective is nearly flat along their pull, so their ΔΓ "
+        "describes a substantially different model and saturates (docs/METHOD.md, 'Deletions that move far')",
+        optional=True,
+    )
+    moved_max: float | None = key(
+        "number: the farthest any deletion with a value carried the weights, as a share of ‖θ̂‖",
+        optional=True,
+    )
+
+
+MOVED_FAR = 0.25
+"""A deletion that carries the weights further than this share of ``‖θ̂‖`` answers for a substantially different
+model (:attr:`Settling.moved_far`; the audit warns). Settled deletions of models the audit trains move at most 0.11 of
+it (a two-layer GIN as Adam leaves it, ``synthetic(300, seed=3)``), those of a PyG two-layer ReLU GCN on Income at
+most 0.062 but for the rarer class's nodes, 0.27–1.96 (docs/METHOD.md, "Deletions that move far")."""
 
 
 @dataclass
@@ -158,13 +175,20 @@ class _PerNode:
     residual: Tensor
     finished: Tensor
     far: Tensor
+    moved: Tensor
+    """``[m]``: how far each deletion carried the weights from ``θ̂``, as a share of ``‖θ̂‖``."""
+    theta: Tensor
     weights: Tensor | None
     first_steps: Tensor | None
 
     @classmethod
-    def empty(cls, m: int, p: int, keep_weights: bool) -> _PerNode:
-        """Room for ``m`` nodes (and their ``p`` weights when ``keep_weights``)."""
+    def empty(cls, m: int, theta: Tensor, keep_weights: bool) -> _PerNode:
+        """Room for ``m`` nodes of the model whose given weights are ``theta`` (and their weights when
+        ``keep_weights``)."""
+        p = theta.numel()
         return cls(
+            moved=torch.zeros(m, dtype=torch.float64),
+            theta=theta.detach().double().cpu(),
             exact=torch.zeros(m, 2, dtype=torch.float64),
             direct=torch.zeros(m, 2, dtype=torch.float64),
             first=torch.zeros(m, 2, dtype=torch.float64),
@@ -181,6 +205,8 @@ class _PerNode:
         self.exact[pos], self.direct[pos], self.first[pos] = out.delta, out.direct, out.first_order
         self.taken[pos], self.residual[pos] = out.taken, out.residual
         self.finished[pos], self.far[pos] = out.finished > 0, out.far is not None
+        scale = max(float(self.theta.norm()), 1e-300)
+        self.moved[pos] = float((out.weights.double() - self.theta).norm()) / scale
         if self.weights is not None and self.first_steps is not None:
             self.weights[pos], self.first_steps[pos] = out.weights, out.first_step
 
@@ -197,6 +223,8 @@ class _PerNode:
             finished=int(self.finished.sum()),
             no_minimum=int(self.far.sum()),
             mixed=mixed,
+            moved_far=int(((self.moved > MOVED_FAR) & ~self.far).sum()),
+            moved_max=float(self.moved[~self.far].max()) if bool((~self.far).any()) else None,
         )
 
 

@@ -16,6 +16,7 @@ from bind_core.influence import InfluenceResult
 from bind_core.influence.lbfgs import CHANGE
 from bind_core.influence.records import Refinement
 from bind_core.influence.step import FINISH_EVALUATIONS, FINISH_PATIENCE, STALL_HALVINGS, STALL_SHARE
+from bind_core.influence.step_nodes import MOVED_FAR
 from bind_core.models.gnn import ModelConfig
 from bind_core.training.records import StationarityCheck
 
@@ -296,6 +297,16 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
             "without such a node, even kept near them, carries the weights away (its own loss outgrows the damping), "
             "so no value answers the question and its ΔΓ is null (its row says no_minimum); they are left out of the "
             "summary, the profile and the self-check, and debiasing never picks them" + _far_hint(far, influence)
+        )
+    moved = int(d.get("moved_far") or 0)
+    if moved:
+        out.append(
+            f"{moved} of {influence.delta.numel()} nodes' deletions carry the weights more than {MOVED_FAR:.0%} of "
+            f"their norm away (the farthest {float(d['moved_max']):.0%}): the objective is nearly flat along their "
+            "pull, so little but the damping holds the answer near the given weights and their ΔΓ describes a "
+            "substantially different model; such values saturate (several nodes' often coincide). Read them as "
+            "'deleting this node moves the model far', not as the size of its effect (docs/METHOD.md, 'Deletions "
+            "that move far')"
         )
     if d.get("unsettled", 0) > far:
         out.append(_unsettled_warning(d, far, influence.delta.numel()))
