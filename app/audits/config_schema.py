@@ -70,7 +70,9 @@ class AuditConfigRead(StoredModel):
         None, description="number: the check against chance runs by default when it costs at most this (0: never)"
     )
     debias_retrain: str | None = Field(
-        None, description="string: audit (retrain as the audit trains: Adam, then the polish) or adam (Adam alone)"
+        None,
+        description="string: audit (retrain as the audited model was trained: its recipe, with the polish where the "
+        "recipe has it) or adam (Adam alone)",
     )
     edges: bool | None = Field(None, description="boolean: every edge's ΔΓ attributed too (results.edges)")
     edge_budgets: list[float] | None = Field(

@@ -90,7 +90,8 @@ class EdgeDebiasing:
     noise_floor: float = key("number: standard deviation of the baselines")
     budgets: list[EdgeDebiasingRow] = key("one row per edge budget")
     retrain: str | None = key(
-        "string: how every retraining trained: audit (the model's settings: Adam, then the polish) or adam (Adam "
+        "string: how every retraining trained: audit (the model's recipe: Adam, then the polish where it has it) or "
+        "adam (Adam "
         "alone, as a user trains); absent in audits from before the setting",
         optional=True,
     )

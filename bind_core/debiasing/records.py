@@ -84,9 +84,10 @@ class DebiasingRow:
             backfired on them; empty when none rose; absent in audits from before it was recorded
         against_random: the check against chance; null unless debias_seeds were given
         seconds: seconds the budget took
-        retrain: how every retraining of the row trained: audit (the model's settings: Adam, then the polish;
-            before is the audited model) or adam (Adam alone, as a user trains; before is the unchanged graph
-            retrained so too); absent in audits from before the setting
+        retrain: how every retraining of the row trained: audit (the model's recipe, ``recipe``: Adam, then the
+            polish where it has it; before is the audited model where the polish makes every seed reach it) or adam
+            (Adam alone, as a user trains; before is the unchanged graph retrained so too); absent in audits from
+            before the setting
         chance_rule: whether the check against chance ran by default and why (the audit's chance_seconds rule);
             absent where the seeds were given or the rule is off
         recipe: the training every retraining of the row used (a supplied model's: its config's training section);
@@ -127,9 +128,10 @@ class DebiasingRow:
     against_random: AgainstRandom | None = key("the check against chance; null unless debias_seeds were given")
     seconds: float = key("number: seconds the budget took")
     retrain: str | None = key(
-        "string: how every retraining of the row trained: audit (the model's settings: Adam, then the polish; "
-        "before is the audited model) or adam (Adam alone, as a user trains; before is the unchanged graph retrained "
-        "so too); absent in audits from before the setting",
+        "string: how every retraining of the row trained: audit (the model's recipe, see recipe: Adam, then the "
+        "polish where it has it; before is the audited model where the polish makes every seed reach it) or adam "
+        "(Adam alone, as a user trains; before is the unchanged graph retrained so too); absent in audits from "
+        "before the setting",
         optional=True,
     )
     chance_rule: str | None = key(

@@ -67,7 +67,8 @@ class AuditConfig(Encoded):
         debias_retrain: how every retraining of the debiasing stage trains (the after-deletion retrain of each
             budget, the chance check's seed baselines and random sets, the edge debiasing's retrains).
             ``"audit"`` (default): as the audited model was trained, with its own settings (Adam, then the polish
-            to a stationary point). ``"adam"``: the model's settings without the polish (Adam alone, keeping its
+            to a stationary point where the recipe has it: a one-layer model the audit trains, not a deeper one or
+            a supplied model). ``"adam"``: the model's settings without the polish (Adam alone, keeping its
             best validation epoch, as a user trains); the rows' ``before`` is then the unchanged graph retrained
             the same way with the model's seed, so before and after compare like with like. For multi-layer models,
             where the polish costs minutes per retraining and polished models from different seeds land in

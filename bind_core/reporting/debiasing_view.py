@@ -8,7 +8,7 @@ from bind_core.debiasing.records import DebiasingRow, EffectSpread, RandomSpread
 from bind_core.fairness.records import MetricValues
 from bind_core.reporting import plots
 from bind_core.reporting.page import fmt, trusted_svg
-from bind_core.reporting.retraining import retraining
+from bind_core.reporting.retraining import recipe_text, retraining
 from bind_core.reporting.views import ChanceView, DebiasingView
 
 __all__ = ["DEBIAS_METRICS", "backfire", "budget_text", "debiasing_view"]
@@ -81,6 +81,8 @@ def debiasing_view(runs: list[DebiasingRow] | None, audited: MetricValues) -> De
     kind = runs[0].retrain
     how = retraining(kind)
     if how is not None:
+        if kind == "audit" and runs[0].recipe is not None:
+            how += f" ({recipe_text(runs[0].recipe)})"
         if kind == "adam":
             how += "; before is the unchanged graph retrained the same way with the model's seed"
         elif not runs[0].before.same_figures(audited):

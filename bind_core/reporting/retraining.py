@@ -4,10 +4,12 @@ one knows whether the retrained models were polished to a stationary point or tr
 
 from __future__ import annotations
 
-__all__ = ["RETRAINING", "retraining"]
+from bind_core.debiasing.records import RetrainRecipe
+
+__all__ = ["RETRAINING", "recipe_text", "retraining"]
 
 RETRAINING = {
-    "audit": "retrained as the audit trains (Adam, then the polish)",
+    "audit": "retrained as the audited model was trained",
     "adam": "retrained with Adam alone, stopping at the best validation epoch, as a user would train",
 }
 """``retrain`` → the phrase for it."""
@@ -17,3 +19,14 @@ def retraining(kind: object) -> str | None:
     """The phrase for ``kind`` (a row's ``retrain``); ``None`` for an audit stored before the setting existed (it
     retrained as the audit trains, but the document does not say so) or an unknown value."""
     return RETRAINING.get(kind) if isinstance(kind, str) else None
+
+
+def recipe_text(recipe: RetrainRecipe) -> str:
+    """A retraining recipe in words: the optimizer, its settings and whether the polish followed (it does only where
+    the recipe has it: a model the audit trains with one layer, not a deeper one or a supplied model)."""
+    stop = f", early stopping after {recipe.patience} epochs" if recipe.patience else ""
+    polish = "then the polish" if recipe.polish else "no polish"
+    return (
+        f"{recipe.optimizer} lr {recipe.lr:g}, weight decay {recipe.weight_decay:g}, up to {recipe.epochs} "
+        f"epochs{stop}, {polish}"
+    )

@@ -14,6 +14,7 @@ from bind_core.influence.records import InfluenceSummary
 from bind_core.pipeline.audit import AuditResult
 from bind_core.pipeline.caveats import METRIC_NAMES
 from bind_core.pipeline.results import AuditResults, InfluenceRow, SuppliedModel
+from bind_core.reporting.retraining import recipe_text
 from bind_core.training.records import Stationarity
 
 __all__ = ["render", "render_supplied"]
@@ -285,12 +286,7 @@ def _rises(row: DebiasingRow, names: list[str]) -> str:
 
 def _recipe_line(recipe: RetrainRecipe) -> str:
     """The debiasing's retraining recipe in a line."""
-    stop = f", early stopping after {recipe.patience} epochs" if recipe.patience else ""
-    polish = ", then the polish" if recipe.polish else ""
-    return (
-        f"retrained from scratch: {recipe.optimizer} lr {recipe.lr}, weight decay "
-        f"{recipe.weight_decay}, up to {recipe.epochs} epochs{stop}{polish}"
-    )
+    return f"retrained from scratch: {recipe_text(recipe)}"
 
 
 def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
