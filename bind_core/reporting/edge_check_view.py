@@ -64,7 +64,9 @@ def edge_check_view(edges: EdgeAttribution | None) -> EdgeCheckView | Skipped | 
         ],
         undefined=[f"{k}: {v}" for k, v in undefined.items()],
         without_truth=without_truth(check.undefined_truth, check.count, "edges"),
-        svg=trusted_svg(plots.validation_scatter(points, check.pearson, check.spearman, ident="edge-trust"))
+        svg=trusted_svg(
+            plots.validation_scatter(points, check.pearson, check.spearman, ident="edge-trust", mode=check.mode)
+        )
         if points
         else None,
     )

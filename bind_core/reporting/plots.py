@@ -136,11 +136,24 @@ def influence_histogram(deltas: Sequence[float], bins: int = 40, *, ident: str) 
     return _svg(fig, ident)
 
 
+TRUTHS = {
+    "proximal": "actual ΔΓ (re-optimised near the given weights)",
+    "reoptimize": "actual ΔΓ (re-optimised)",
+}
+"""The self-check's ground truth (its ``mode``) → the scatter's y label: for a step estimate the re-optimisation is
+kept near the given weights, the question it answers, not a retraining."""
+
+
 def validation_scatter(
-    points: Sequence[Mapping[str, Any]], pearson: float | None, spearman: float | None, *, ident: str
+    points: Sequence[Mapping[str, Any]],
+    pearson: float | None,
+    spearman: float | None,
+    *,
+    ident: str,
+    mode: str | None = None,
 ) -> str:
-    """Estimated against actual (retrained) ΔΓ for the checked nodes, with the line y = x (nodes without a
-    ground truth or an estimate, ``actual`` or ``estimated`` null, are left out)."""
+    """Estimated against actual (re-optimised, ``mode``: the ground truth's) ΔΓ for the checked nodes, with the line
+    y = x (nodes without a ground truth or an estimate, ``actual`` or ``estimated`` null, are left out)."""
     defined = [p for p in points if p.get("actual") is not None and p.get("estimated") is not None]
     est = [float(p["estimated"][0]) for p in defined]
     act = [float(p["actual"][0]) for p in defined]
@@ -152,7 +165,7 @@ def validation_scatter(
         ax.plot(span, span, color=BEFORE, linestyle="--", linewidth=1, label="y = x")
         ax.axhline(0, color="black", linewidth=0.5)
         ax.axvline(0, color="black", linewidth=0.5)
-        ax.set(xlabel="estimated ΔΓ (influence function)", ylabel="actual ΔΓ (retrained)")
+        ax.set(xlabel="estimated ΔΓ (the audit's estimate)", ylabel=TRUTHS.get(mode or "", "actual ΔΓ"))
         left_out = len(points) - len(defined)
         without = f"\n{left_out} without a ground truth, not shown" if left_out else ""
         ax.set_title(f"Pearson {_num(pearson)}, Spearman {_num(spearman)}, n={len(defined)}{without}")

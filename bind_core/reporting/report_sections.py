@@ -93,7 +93,9 @@ def trust_view(validation: Validation | None) -> TrustView | None:
     names = (("gamma", "ΔΓ"), ("gamma_sp", "ΔΓ_SP"), ("gamma_eo", "ΔΓ_EO"))
     rows = [[n, fmt(corr[k].pearson), fmt(corr[k].spearman)] for k, n in names if k in corr]
     points = [encode(p) for p in validation.points]
-    scatter = plots.validation_scatter(points, validation.pearson, validation.spearman, ident="trust")
+    scatter = plots.validation_scatter(
+        points, validation.pearson, validation.spearman, ident="trust", mode=validation.mode
+    )
     return TrustView(
         count=fmt(validation.count),
         mode=validation.mode,

@@ -371,6 +371,17 @@ def test_report_says_when_estimates_were_refined(audit: tuple[dict[str, Any], An
     assert "Refined" in section and "200 deletions" in section and "187" in section
 
 
+def test_the_trust_check_names_its_ground_truth(audit: tuple[dict[str, Any], Any]) -> None:
+    # a one-layer audit's truth is re-optimisation; a step estimate's is the proximal response, kept near the weights
+    assert audit[0]["validation"]["mode"] == "reoptimize"
+    plain = _section(render_report(audit[0]), "trust")
+    assert "actual ΔΓ (re-optimised)" in plain and "near the given weights" not in plain and "retrained)" not in plain
+    proximal = dict(audit[0], validation={**audit[0]["validation"], "mode": "proximal"})
+    section = _section(render_report(proximal), "trust")
+    assert "actual ΔΓ (re-optimised near the given weights)" in section
+    assert "kept near the given weights (the question a step estimate answers" in section
+
+
 def test_report_says_whether_debiasing_beats_random_deletion(audit: tuple[dict[str, Any], Any]) -> None:
     plain = _section(render_report(audit[0]), "debiasing")
     assert "help more than deleting any nodes?" in plain and "Not checked" in plain
