@@ -274,8 +274,6 @@ class AuditCreate(BaseModel):
     def _one_source(self) -> Self:
         if self.model_id is not None and self.dataset is not None:
             raise ValueError("a supplied model (model_id) is audited on its own graph, not a dataset")
-        if self.model_id is not None:
-            _check_supplied_settings(self.model_fields_set, self.training.model_fields_set)
         if self.graph_name is not None and (self.graph_id is not None or self.dataset is not None):
             raise ValueError("give one of graph_id, graph_name and dataset")
         if self.graph_name is None and self.model_id is None and (self.graph_id is None) == (self.dataset is None):
@@ -311,19 +309,6 @@ class AuditCreate(BaseModel):
     def config_dict(self) -> dict[str, Any]:
         """The input of ``bind_core.pipeline.audit.AuditConfig.from_dict``."""
         return self.model_dump(mode="json", exclude={"graph_id", "dataset", "model_id", "graph_name"})
-
-
-def _check_supplied_settings(given: set[str], training: set[str]) -> None:
-    """Refuse the settings of a model the audit trains in a request that supplies one (``model_id``): its
-    architecture and its recipe are its config's (``GET /v1/models/{id}``), and taking them silently would describe a
-    model nobody audited. ``training.seed`` stays: it seeds the audit's own samples."""
-    named = (["model"] if "model" in given else []) + [f"training.{k}" for k in sorted(training - {"seed"})]
-    if named:
-        raise ValueError(
-            f"{', '.join(named)}: a supplied model (model_id) is audited with its own architecture and training "
-            "recipe, its config's (GET /v1/models/{id}); leave these out (training.seed, which seeds the audit's "
-            "samples, may stay)"
-        )
 
 
 class StoredFieldError(StoredModel):

@@ -125,6 +125,7 @@ def _model_source(
 ) -> tuple[AuditCreate, AuditConfig]:
     """The request with the supplied model's graph filled in, and the audit's settings describing that model (its
     architecture and recipe, :meth:`AuditConfig.describing`); 422 for an unknown model or another graph."""
+    _refuse_trained_settings(body)
     stmt = select(SuppliedModel.graph_id, SuppliedModel.config).where(
         SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id
     )
@@ -139,6 +140,22 @@ def _model_source(
             errors=[{"field": "graph_id", "message": f"the model's graph is {row.graph_id}"}],
         )
     return body.model_copy(update={"graph_id": row.graph_id}), describing_supplied(parsed, row.config)
+
+
+def _refuse_trained_settings(body: AuditCreate) -> None:
+    """422 naming each setting of a model the audit trains given beside ``model_id``: a supplied model's architecture
+    and recipe are its config's (``GET /v1/models/{id}``), and taking them silently would describe a model nobody
+    audited. ``training.seed`` stays: it seeds the audit's own samples."""
+    named = (["model"] if "model" in body.model_fields_set else []) + [
+        f"training.{k}" for k in sorted(body.training.model_fields_set - {"seed"})
+    ]
+    if named:
+        why = "a supplied model (model_id) is audited with its own architecture and training recipe, its config's"
+        raise ValidationProblem(
+            f"{', '.join(named)}: {why} (GET /v1/models/{{id}}); leave these out (training.seed, which seeds the "
+            "audit's samples, may stay).",
+            errors=[{"field": name, "message": f"{why}; leave it out"} for name in named],
+        )
 
 
 def describing_supplied(config: AuditConfig, supplied: dict[str, Any] | None) -> AuditConfig:
