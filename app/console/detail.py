@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bind_core.reporting import fmt
+from bind_core.reporting import budget_text, fmt, said
 
 TOP_SHOWN = 5
 RULES_SHOWN = 3
@@ -31,6 +31,7 @@ def audit_sections(results: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "rules": _rules(results.get("profile")),
         "debiasing": [_budget(row) for row in results.get("debiasing") or []],
         "self_check": _self_check(results.get("validation")),
+        "warnings": [str(w) for w in results.get("warnings") or []],
         "edges": _edges(results.get("edges"), labels),
     }
 
@@ -60,7 +61,7 @@ def _budget(row: Mapping[str, Any]) -> dict[str, Any]:
     before, after = row.get("before") or {}, row.get("after") or {}
     chance = row.get("against_random") or {}
     return {
-        "budget": fmt(row.get("budget")),
+        "budget": budget_text(float(row["budget"])) if isinstance(row.get("budget"), int | float) else "—",
         "deleted": fmt(row.get("deleted")),
         "delta_sp": f"{_pct(before.get('delta_sp'))} → {_pct(after.get('delta_sp'))}",
         "accuracy": f"{_pct(before.get('accuracy'))} → {_pct(after.get('accuracy'))}",
@@ -70,8 +71,9 @@ def _budget(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _backfired(rose: Sequence[str], inside: Sequence[str]) -> str:
-    """The metrics a deletion raised, each rise within the test nodes' sampling noise marked so."""
-    return ", ".join(f"{name} (within noise)" if name in inside else name for name in rose)
+    """The metrics a deletion raised, by their names (ΔSP, ΔEO, Γ), each rise within the test nodes' sampling noise
+    marked so."""
+    return ", ".join(f"{said([name])} (within noise)" if name in inside else said([name]) for name in rose)
 
 
 def _self_check(validation: Mapping[str, Any] | None) -> str:

@@ -62,6 +62,22 @@ def report(model: TrainedModel, graph: Graph, lam: float = 0.5, groups: list[int
 BIAS_METRICS = ("delta_sp", "delta_eo", "gamma")
 """The bias metrics a deletion is meant to lower; one that rises instead is a backfire (:func:`backfired`)."""
 
+BIAS_NAMES = {"delta_sp": "ΔSP", "delta_eo": "ΔEO", "gamma": "Γ"}
+"""Each of :data:`BIAS_METRICS` as readers write it (the verdict, the report, the console): the keys stay in the
+JSON, the names in the words."""
+
+
+def said(metrics: list[str]) -> str:
+    """``metrics`` (keys of :data:`BIAS_NAMES`) as readers write them, comma-separated.
+
+    Args:
+        metrics: metric keys such as ``["delta_sp", "delta_eo"]``.
+
+    Returns:
+        ``"ΔSP, ΔEO"``; a key without a name stays as it is.
+    """
+    return ", ".join(BIAS_NAMES.get(m, m) for m in metrics)
+
 
 def backfired(before: MetricValues, after: MetricValues) -> list[str]:
     """The bias metrics (:data:`BIAS_METRICS`) that rose from ``before`` to ``after``: the deletion backfired on them.

@@ -25,6 +25,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from bind_core.debiasing.debias import said
 from bind_core.fairness.records import GroupMetrics, Intervals
 from bind_core.influence.records import InfluenceSummary
 from bind_core.pipeline.label_check import many_classes
@@ -337,8 +338,10 @@ def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> Debias
     if not done:
         return None
     best = min(done, key=lambda r: float(r.after.gamma or 0.0))
-    backfired = [f"budget {r.budget:g}: {', '.join(clear)}" for r in rows if (clear := r.clear_rises())]
-    inside = [f"budget {r.budget:g}: {', '.join(r.within_noise)}" for r in rows if r.within_noise]
+    rose = [(r.budget, clear) for r in rows if (clear := r.clear_rises())]
+    near = [(r.budget, r.within_noise) for r in rows if r.within_noise]
+    backfired = [f"budget {b:g}: {', '.join(names)}" for b, names in rose]  # the JSON's keys, as documented
+    inside = [f"budget {b:g}: {', '.join(names)}" for b, names in near]
     check = best.against_random
     b, a = best.before, best.after
     if b.same_figures(audited):
@@ -365,10 +368,11 @@ def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> Debias
     else:
         text += f" On Γ, the bias it targets, it does not beat deleting {_random(check.size)}: "
         text += f"{check.verdict.rstrip('.')}."
-    if backfired:
-        text += f" Backfired (a bias metric rose): {'; '.join(backfired)}."
-    if inside:
-        text += f" Rose within the test nodes' sampling noise, not a clear backfire: {'; '.join(inside)}."
+    if rose:  # in words, the metrics by their names
+        text += f" Backfired (a bias metric rose): {'; '.join(f'budget {b:g}: {said(n)}' for b, n in rose)}."
+    if near:
+        listed = "; ".join(f"budget {b:g}: {said(n)}" for b, n in near)
+        text += f" Rose within the test nodes' sampling noise, not a clear backfire: {listed}."
     return DebiasingFinding(
         budget=best.budget,
         deleted=best.deleted,

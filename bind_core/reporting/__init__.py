@@ -4,6 +4,8 @@ and MLflow logging.
 The names below are what a service renders with; the modules hold the rest.
 """
 
+from bind_core.debiasing.debias import said
+from bind_core.reporting.debiasing_view import budget_text
 from bind_core.reporting.exports import (
     EDGE_COLUMNS,
     INFLUENCE_COLUMNS,
@@ -22,6 +24,7 @@ __all__ = [
     "CSP",
     "EDGE_COLUMNS",
     "INFLUENCE_COLUMNS",
+    "budget_text",
     "edges_csv",
     "edges_parquet",
     "environment",
@@ -32,4 +35,5 @@ __all__ = [
     "model_card",
     "render_history",
     "render_report",
+    "said",
 ]

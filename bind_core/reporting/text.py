@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bind_core.codec import decode, encode
+from bind_core.debiasing.debias import BIAS_NAMES
 from bind_core.debiasing.records import DebiasingRow, RetrainRecipe
 from bind_core.explain.summary import edge_lines, profile_lines
 from bind_core.fairness.records import Intervals, Metrics, MetricValues
@@ -21,7 +22,6 @@ __all__ = ["render", "render_supplied"]
 
 _TEST_KEYS = ("accuracy", "auc", "f1", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo")
 _AFTER_KEYS = ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo")
-_BIAS_NAMES = {"delta_sp": "ΔSP", "delta_eo": "ΔEO", "gamma": "Γ"}
 
 
 def _pct(v: float | None) -> str:
@@ -280,7 +280,7 @@ def _backfires(rows: list[DebiasingRow]) -> list[str]:
 def _rises(row: DebiasingRow, names: list[str]) -> str:
     """``ΔSP 6.50 → 7.10`` for each of ``names``."""
     return ", ".join(
-        f"{_BIAS_NAMES[k]} {_pct(_value(row.before, k)).strip()} → {_pct(_value(row.after, k)).strip()}" for k in names
+        f"{BIAS_NAMES[k]} {_pct(_value(row.before, k)).strip()} → {_pct(_value(row.after, k)).strip()}" for k in names
     )
 
 

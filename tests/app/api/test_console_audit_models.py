@@ -21,6 +21,7 @@ from bind_core.training.fit import TrainConfig, TrainedModel, train
 ROW = {"budget": 2, "deleted": 2, "before": {"delta_sp": 0.2, "accuracy": 0.8}, "after": {"delta_sp": 0.1,
        "accuracy": 0.79}, "backfired": []}  # fmt: skip
 RESULTS = {"metrics": {"test": {"accuracy": 0.8}}, "summary": {"verdict": "v", "text": "v"},
+           "warnings": ["3 of 80 nodes' deletions carry the weights <far>"],
            "debiasing": [ROW, ROW | {"budget": 4, "deleted": 4, "backfired": ["delta_sp", "delta_eo"],
                                      "within_noise": ["delta_eo"]}]}  # fmt: skip
 
@@ -77,7 +78,9 @@ def test_the_audit_page_offers_each_budgets_model(arranged: tuple, client: TestC
     assert f'href="{base}/{ids[1]}/config"' in page  # over the cap: the config only, and why
     assert f"{base}/{ids[1]}/weights" not in page and f"{base}/{ids[1]}/register" not in page
     assert "BIND_MODEL_ARTIFACT_MAX_BYTES" in page
-    assert "delta_sp, delta_eo (within noise)" in page  # a rise inside the test nodes' noise is marked so
+    assert "ΔSP, ΔEO (within noise)" in page  # a rise inside the test nodes' noise is marked so, by the names
+    assert "4 nodes" in page and "delta_sp" not in page
+    assert 'id="warnings"' in page and "carry the weights &lt;far&gt;" in page  # the audit's warnings, escaped
     weights = user.browser.get(f"{base}/{ids[0]}/weights")
     assert weights.status_code == 200 and weights.content == model.to_bytes()
     assert ".safetensors" in weights.headers["content-disposition"]

@@ -103,5 +103,6 @@ def test_a_rise_within_noise_is_not_called_a_backfire(audit: bc.AuditResult) -> 
     assert summary.debiasing.within_noise is not None
     assert f"budget {row.budget:g}: delta_eo" in summary.debiasing.within_noise
     assert "Rose within the test nodes' sampling noise, not a clear backfire" in summary.debiasing.text
+    assert f"budget {row.budget:g}: ΔEO" in summary.debiasing.text and "delta_eo" not in summary.debiasing.text
     page = html.unescape(render_report(audit.to_dict()))
     assert "ΔEO" in page and "rose within the test nodes' sampling noise, not a clear backfire" in page
