@@ -168,7 +168,10 @@ def describing_supplied(config: AuditConfig, supplied: dict[str, Any] | None) ->
         document = read_document(supplied)  # read when the model was registered
     except BindError:  # a config of a form this version no longer reads: the worker says so when it loads the model
         return config
-    return config.describing(document.model, document.training)
+    try:
+        return config.describing(document.model, document.training)
+    except ConfigError as exc:  # the audit's settings refuse the model's recipe (debias_retrain adam with 0 epochs)
+        raise ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration") from exc
 
 
 def _check_source(

@@ -16,7 +16,7 @@ from bind_core.training.fit import TrainConfig, train
 
 pytestmark = pytest.mark.integration
 
-TINY = {"training": {"epochs": 20}, "budgets": [1], "validation_sample": 0, "bootstrap": 0}
+TINY = {"budgets": [1], "validation_sample": 0, "bootstrap": 0}  # no training settings: the model has its own recipe
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -247,6 +247,17 @@ def test_settings_for_a_trained_model_are_refused_with_a_supplied_one(
         problem = assert_problem(refused, 422, "validation-error")
         assert problem["detail"].startswith(f"{named}: a supplied model (model_id) is audited with its own"), problem
         assert fields(problem) == set(named.split(", "))
+    # settings the model's own recipe cannot take are refused as such (a 422, not a server error)
+    untrained = {**config, "training": {**config["training"], "epochs": 0, "polish": True}}  # type: ignore[dict-item]
+    again = client.post(
+        "/v1/models",
+        headers=auth,
+        files={"weights": ("m.safetensors", weights)},
+        data={"config": json.dumps(untrained), "graph_id": graph_id},
+    )
+    assert again.status_code == 201, again.text
+    refused = client.post("/v1/audits", headers=auth, json={"model_id": again.json()["id"], "debias_retrain": "adam"})
+    assert "training.epochs 0 runs no Adam epoch" in assert_problem(refused, 422, "invalid-config")["detail"]
 
 
 def test_unsupported_pyg_options_are_422_naming_them(
