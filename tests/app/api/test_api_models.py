@@ -224,20 +224,27 @@ def test_a_pyg_graphsage_is_registered_and_audited(
     assert audit["config"] == described
 
 
+def _registered(
+    client: TestClient, auth: dict[str, str], graph_id: str, weights: bytes, config: dict[str, object]
+) -> str:
+    """Register ``weights`` with ``config`` for the graph; the model's id."""
+    response = client.post(
+        "/v1/models",
+        headers=auth,
+        files={"weights": ("m.safetensors", weights)},
+        data={"config": json.dumps(config), "graph_id": graph_id},
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
 def test_settings_for_a_trained_model_are_refused_with_a_supplied_one(
     client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes
 ) -> None:
     """A supplied model's architecture and recipe are its config's: a request that also gives ``model`` or a
     training setting other than the seed is a 422 naming them, rather than stored as if it described the model."""
     weights, config = _model_parts(graph_npz)
-    registered = client.post(
-        "/v1/models",
-        headers=auth,
-        files={"weights": ("m.safetensors", weights)},
-        data={"config": json.dumps(config), "graph_id": graph_id},
-    )
-    assert registered.status_code == 201, registered.text
-    model_id = registered.json()["id"]
+    model_id = _registered(client, auth, graph_id, weights, config)
     for extra, named in (
         ({"model": {"arch": "gat"}}, "model"),
         ({"training": {"epochs": 50, "seed": 1}}, "training.epochs"),
@@ -249,14 +256,8 @@ def test_settings_for_a_trained_model_are_refused_with_a_supplied_one(
         assert fields(problem) == set(named.split(", "))
     # settings the model's own recipe cannot take are refused as such (a 422, not a server error)
     untrained = {**config, "training": {**config["training"], "epochs": 0, "polish": True}}  # type: ignore[dict-item]
-    again = client.post(
-        "/v1/models",
-        headers=auth,
-        files={"weights": ("m.safetensors", weights)},
-        data={"config": json.dumps(untrained), "graph_id": graph_id},
-    )
-    assert again.status_code == 201, again.text
-    refused = client.post("/v1/audits", headers=auth, json={"model_id": again.json()["id"], "debias_retrain": "adam"})
+    again = _registered(client, auth, graph_id, weights, untrained)
+    refused = client.post("/v1/audits", headers=auth, json={"model_id": again, "debias_retrain": "adam"})
     assert "training.epochs 0 runs no Adam epoch" in assert_problem(refused, 422, "invalid-config")["detail"]
 
 
