@@ -7,11 +7,15 @@ from bind_core.pipeline.results import SuppliedModel
 
 
 def output_order_warnings(record: SuppliedModel | None) -> list[str]:
-    """The warning of a supplied model whose scores rank its training labels below chance; empty otherwise."""
-    found = None if record is None else record.output_order
-    if found is None or not found.below_chance or not found.text:
+    """The warning of a supplied model whose scores rank its training labels below chance (its outputs may be in
+    another order), else of one that fits its own training nodes no better than a constant (fed other inputs than it
+    was trained on, or untrained); empty otherwise."""
+    if record is None:
         return []
-    return [found.text]
+    fit, found = record.training_fit, record.output_order
+    if found is not None and found.below_chance and found.text:  # outputs read in another order explain a poor fit
+        return [found.text]
+    return [fit.text] if fit is not None and fit.no_better and fit.text else []
 
 
 def output_order_verdict(record: SuppliedModel | None, verdict: str) -> str:

@@ -68,6 +68,7 @@ from bind_core.influence.records import InfluenceRow as EstimateRow
 from bind_core.models.records import PygCheck
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.pipeline.results_summary import AttributionFinding, DebiasingFinding, GapFinding, Summary, TrustFinding
+from bind_core.training.fit_check import TrainingFit
 from bind_core.training.output_order import OutputOrder
 from bind_core.training.records import ModelSummary, Spectrum, Stationarity, TrainingHistory
 
@@ -220,6 +221,11 @@ class SuppliedModel:
     output_order: OutputOrder | None = key(
         "the model's scores on its labelled training nodes against chance: below_chance says its outputs may be in "
         "another order than the label's classes",
+        optional=True,
+    )
+    training_fit: TrainingFit | None = key(
+        "the model's mean cross-entropy on its labelled training nodes against a constant predictor's: no_better "
+        "says it is most likely fed other inputs than it was trained on; absent in audits from before 2026-12-06",
         optional=True,
     )
     extra: dict[str, Any] = open_keys("other figures of the record")

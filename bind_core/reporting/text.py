@@ -308,6 +308,14 @@ def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
         )
     if typed.classes is not None:
         lines.append(f"  outputs read as the config's classes {', '.join(typed.classes)} (output 0 first)")
+    fit, order = typed.training_fit, typed.output_order
+    inverted = order is not None and order.below_chance  # the output order explains a poor fit: its warning says so
+    if fit is not None and fit.no_better and not inverted:  # first, where a reader looks: the figures may mislead
+        lines.append(
+            f"  CHECK ITS INPUTS: on its own training nodes it does no better than a constant (mean cross-entropy "
+            f"{_shown_loss(fit.loss)} against {_shown_loss(fit.constant)}); if it fit them when trained, it is fed "
+            "other inputs here (the warnings say more)"
+        )
     if not typed.polished_by_service:
         lines.append(f"  audited as given (gradient norm of its training objective {_exp(typed.grad_norm, 2)})")
         return "\n".join(lines)
@@ -325,6 +333,10 @@ def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
         if share is not None:
             lines.append(f"  test predictions that differ: {100 * share:.1f}% of {comparison.test_nodes}")
     return "\n".join(lines)
+
+
+def _shown_loss(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
 
 
 def _exp(value: float | None, digits: int) -> str:

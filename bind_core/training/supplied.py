@@ -29,6 +29,7 @@ from bind_core.models.fits import class_order
 from bind_core.models.pyg import REPRODUCTION_TOLERANCE, pyg_state_dict, reproduction
 from bind_core.training.document import read_document
 from bind_core.training.fit import SuppliedForm, TrainedModel
+from bind_core.training.fit_check import check_training_fit
 from bind_core.training.output_order import check_output_order, reorder_outputs
 from bind_core.training.polish import gradient_norm, polish
 
@@ -44,7 +45,8 @@ class Supplied(NamedTuple):
     """The model the audit describes: the supplied weights, or the polished copy with ``reference="polished"``."""
     record: dict[str, Any]
     """What was done to it: ``reference``, ``polished_by_service``, ``grad_norm_supplied``, ``grad_norm``,
-    ``output_order`` (:func:`~bind_core.training.output_order.check_output_order`), ``classes`` where the config
+    ``output_order`` (:func:`~bind_core.training.output_order.check_output_order`), ``training_fit``
+    (:func:`~bind_core.training.fit_check.check_training_fit`), ``classes`` where the config
     gave them (the outputs were put in the graph's class order) and, for a PyG model, ``pyg``
     (:func:`~bind_core.models.pyg.reproduction`)."""
     given: TrainedModel | None
@@ -132,6 +134,7 @@ def prepare_model(
     proba = model.predict_proba(graph)  # refuses probabilities that are not finite (NonFiniteError)
     outputs = model.model_config.num_outputs(model.module.num_classes)
     record["output_order"] = encode(check_output_order(proba, graph, outputs=outputs, classes=form.classes))
+    record["training_fit"] = encode(check_training_fit(proba, graph))
     record["grad_norm_supplied"] = gradient_norm(model, graph)
     model.supplied = dataclasses.replace(form, record=record)
     if reference == "as_given":

@@ -148,6 +148,9 @@ def test_command_line_audits_a_pyg_model_file(tmp_path: Path, capsys: pytest.Cap
     assert doc["supplied_model"]["pyg"]["max_logit_difference"] <= 1e-6
     assert doc["model"]["head"] is False and doc["model"]["outputs"] == 2
     assert doc["config"]["training"]["weight_decay"] == 1e-3  # the supplied model's objective
+    fit = doc["supplied_model"]["training_fit"]  # a model that fits its training nodes is not flagged
+    assert fit["no_better"] is False and fit["loss"] < fit["constant"] and fit["accuracy"] > fit["majority"], fit
+    assert not any("no better than a constant" in w for w in doc["warnings"])
     # the config describes the model audited (its architecture and recipe), with the audit's own --seed
     assert (doc["config"]["model"]["arch"], doc["config"]["model"]["hidden"], doc["config"]["model"]["head"]) == (
         "gcn",
@@ -207,8 +210,13 @@ def test_command_line_audits_a_supplied_model_on_the_tables_own_values(
     assert doc["metrics"]["test"]["accuracy"] == pytest.approx(own_accuracy, abs=1e-12)
     assert doc["graph"]["features_scaled"] is False and not any("min-max" in w for w in doc["warnings"])
     assert main([*base, "--scale", "on", "--json", str(out)]) == 0
-    assert "read: the 8 feature column(s) min-max scaled" in capsys.readouterr().err
+    said = capsys.readouterr()
+    assert "read: the 8 feature column(s) min-max scaled" in said.err
     doc = json.loads(out.read_text())
     assert doc["graph"]["features_scaled"] is True and any("min-max scaled" in w for w in doc["warnings"])
+    # on inputs it never saw it fits its own training nodes no better than a constant, and the audit says so first
+    fit = doc["supplied_model"]["training_fit"]
+    assert fit["no_better"] is True and fit["loss"] >= fit["constant"], fit
+    assert "CHECK ITS INPUTS" in said.out and any("no better than a constant" in w for w in doc["warnings"])
     assert main(["--synthetic", "--nodes", "200", "--scale", "off"]) == 2
     assert "--scale applies only to --table" in capsys.readouterr().err
