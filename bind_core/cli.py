@@ -201,8 +201,8 @@ def _add_debias_options(p: argparse.ArgumentParser) -> None:
         choices=DEBIAS_RETRAIN,
         default="audit",
         help="how the debiasing stage retrains: audit (as the audited model was trained: its recipe, with the polish "
-        "where the recipe has it) or adam (Adam "
-        "alone, as a user trains; minutes faster and less seed noise for multi-layer models)",
+        "where the recipe has it) or adam (Adam alone, as a user trains; minutes faster and less seed noise for "
+        "multi-layer models)",
     )
     p.add_argument(
         "--edge-attribution",

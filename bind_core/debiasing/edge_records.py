@@ -91,7 +91,6 @@ class EdgeDebiasing:
     budgets: list[EdgeDebiasingRow] = key("one row per edge budget")
     retrain: str | None = key(
         "string: how every retraining trained: audit (the model's recipe: Adam, then the polish where it has it) or "
-        "adam (Adam "
-        "alone, as a user trains); absent in audits from before the setting",
+        "adam (Adam alone, as a user trains); absent in audits from before the setting",
         optional=True,
     )

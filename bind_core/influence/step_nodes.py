@@ -178,6 +178,8 @@ class _PerNode:
     moved: Tensor
     """``[m]``: how far each deletion carried the weights from ``θ̂``, as a share of ``‖θ̂‖``."""
     theta: Tensor
+    scale: float
+    """``‖θ̂‖`` (at least the smallest positive float), what :attr:`moved` is a share of."""
     weights: Tensor | None
     first_steps: Tensor | None
 
@@ -189,6 +191,7 @@ class _PerNode:
         return cls(
             moved=torch.zeros(m, dtype=torch.float64),
             theta=theta.detach().double().cpu(),
+            scale=max(float(theta.norm()), 1e-300),
             exact=torch.zeros(m, 2, dtype=torch.float64),
             direct=torch.zeros(m, 2, dtype=torch.float64),
             first=torch.zeros(m, 2, dtype=torch.float64),
@@ -205,8 +208,7 @@ class _PerNode:
         self.exact[pos], self.direct[pos], self.first[pos] = out.delta, out.direct, out.first_order
         self.taken[pos], self.residual[pos] = out.taken, out.residual
         self.finished[pos], self.far[pos] = out.finished > 0, out.far is not None
-        scale = max(float(self.theta.norm()), 1e-300)
-        self.moved[pos] = float((out.weights.double() - self.theta).norm()) / scale
+        self.moved[pos] = float((out.weights.double() - self.theta).norm()) / self.scale
         if self.weights is not None and self.first_steps is not None:
             self.weights[pos], self.first_steps[pos] = out.weights, out.first_step
 

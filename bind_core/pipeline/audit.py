@@ -38,7 +38,7 @@ from bind_core.pipeline.config import MAX_REFINE_STEPS, STAGES, AuditConfig
 from bind_core.pipeline.edge_section import edges_not_computed
 from bind_core.pipeline.edge_selfcheck import edge_validation_reason, edge_validation_stage
 from bind_core.pipeline.label_check import many_classes
-from bind_core.pipeline.output_order import output_order_warnings
+from bind_core.pipeline.output_order import supplied_model_warnings
 from bind_core.pipeline.reference import prepare_model_for_audit
 from bind_core.pipeline.results import AuditResults, InfluenceRow, SuppliedModel
 from bind_core.pipeline.results_edges import EdgeAttribution
@@ -150,7 +150,7 @@ class AuditResult:
             warnings_for(self.graph, self.config.min_group_size)
             + (scaled_inputs(self.graph) if self.supplied else [])
             + metric_warnings(self.metrics)
-            + output_order_warnings(self.supplied_model)
+            + supplied_model_warnings(self.supplied_model)
             + self._label_warnings()
             + self._estimate_warnings()
         )

@@ -1,12 +1,14 @@
-"""What an audit says of a supplied model whose outputs may be in another order than the label's classes
-(:func:`~bind_core.training.output_order.check_output_order`): a warning, and a verdict that says so first."""
+"""What an audit says of a supplied model read against its own training labels: one whose outputs may be in another
+order than the label's classes (:func:`~bind_core.training.output_order.check_output_order`: a warning, and a verdict
+that says so first), or one that fits them no better than a constant
+(:func:`~bind_core.training.fit_check.check_training_fit`: a warning)."""
 
 from __future__ import annotations
 
 from bind_core.pipeline.results import SuppliedModel
 
 
-def output_order_warnings(record: SuppliedModel | None) -> list[str]:
+def supplied_model_warnings(record: SuppliedModel | None) -> list[str]:
     """The warning of a supplied model whose scores rank its training labels below chance (its outputs may be in
     another order), else of one that fits its own training nodes no better than a constant (fed other inputs than it
     was trained on, or untrained); empty otherwise."""

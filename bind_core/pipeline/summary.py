@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -331,6 +332,11 @@ def _random(count: int) -> str:
     return "1 random training node" if count == 1 else f"{count} random training nodes"
 
 
+def _by_budget(pairs: list[tuple[float, list[str]]], say: Callable[[list[str]], str]) -> list[str]:
+    """``budget 0.1: …`` for each ``(budget, metrics)``, the metrics as ``say`` writes them."""
+    return [f"budget {budget:g}: {say(metrics)}" for budget, metrics in pairs]
+
+
 def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> DebiasingFinding | None:
     if not rows:
         return None
@@ -340,8 +346,7 @@ def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> Debias
     best = min(done, key=lambda r: float(r.after.gamma or 0.0))
     rose = [(r.budget, clear) for r in rows if (clear := r.clear_rises())]
     near = [(r.budget, r.within_noise) for r in rows if r.within_noise]
-    backfired = [f"budget {b:g}: {', '.join(names)}" for b, names in rose]  # the JSON's keys, as documented
-    inside = [f"budget {b:g}: {', '.join(names)}" for b, names in near]
+    backfired, inside = _by_budget(rose, ", ".join), _by_budget(near, ", ".join)  # the JSON's keys, as documented
     check = best.against_random
     b, a = best.before, best.after
     if b.same_figures(audited):
@@ -369,9 +374,9 @@ def _debiasing(rows: list[DebiasingRow] | None, audited: MetricValues) -> Debias
         text += f" On Γ, the bias it targets, it does not beat deleting {_random(check.size)}: "
         text += f"{check.verdict.rstrip('.')}."
     if rose:  # in words, the metrics by their names
-        text += f" Backfired (a bias metric rose): {'; '.join(f'budget {b:g}: {said(n)}' for b, n in rose)}."
+        text += f" Backfired (a bias metric rose): {'; '.join(_by_budget(rose, said))}."
     if near:
-        listed = "; ".join(f"budget {b:g}: {said(n)}" for b, n in near)
+        listed = "; ".join(_by_budget(near, said))
         text += f" Rose within the test nodes' sampling noise, not a clear backfire: {listed}."
     return DebiasingFinding(
         budget=best.budget,
