@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from logging.config import fileConfig
+from typing import Any
 
 from alembic import context
-from sqlalchemy import Connection
+from sqlalchemy import Connection, event
 
 from app.core.db import tables  # noqa: F401  (its import puts every table on Base.metadata)
 from app.core.db.base import Base
@@ -40,6 +41,15 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
+def _without_foreign_keys(dbapi_connection: Any, _record: Any) -> None:
+    """SQLite alters a table by copying it and dropping the old one (``render_as_batch``); with foreign keys
+    enforced, dropping ``audits`` would cascade to every influence row, edge row and what-if of every audit. The
+    pragma is set per connection, outside a transaction, and only here: the app's connections keep them."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=OFF")
+    cursor.close()
+
+
 def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
@@ -48,6 +58,8 @@ def run_migrations_online() -> None:
             context.run_migrations()
         return
     engine = make_engine(_url())
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _without_foreign_keys)  # after the app's own listener, which turns them on
     try:
         with engine.connect() as conn:
             _configure(conn)
