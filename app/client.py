@@ -100,17 +100,30 @@ def _settings(text: str | None) -> dict[str, Any]:
 
 
 def wait(
-    http: httpx.Client, audit_id: str, *, timeout: float, poll: float, show: Callable[[str], None] | None = None
+    http: httpx.Client,
+    audit_id: str,
+    *,
+    timeout: float,
+    poll: float,
+    show: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Poll the audit until it ends; ``show(line)`` gets its state, stage and progress whenever they change."""
+    """Poll the audit until it ends; ``show(line)`` gets its state, stage and progress whenever they change, and
+    ``warn(text)`` each of its warnings once, as the worker stores them while it runs (those known once the model and
+    its metrics are in: a supplied model fed inputs it never saw is told before the estimate's minutes)."""
     deadline = time.monotonic() + timeout
     last = ""
+    warned: set[str] = set()
     while True:
         audit: dict[str, Any] = _call(http, "GET", f"/v1/audits/{audit_id}").json()
         line = progress_line(audit)
         if show is not None and line != last:
             show(line)
             last = line
+        if warn is not None and audit["state"] == "running":
+            for text in [str(w) for w in audit.get("warnings") or [] if str(w) not in warned]:
+                warned.add(text)
+                warn(text)
         if audit["state"] in ("succeeded", "failed", "cancelled"):
             return audit
         if time.monotonic() > deadline:
@@ -136,6 +149,12 @@ def _terminal_line() -> Callable[[str], None]:
     return lambda line: print(line, file=sys.stderr, flush=True)
 
 
+def _warning_line() -> Callable[[str], None]:
+    """A warning on stderr, on a line of its own (below a progress line rewritten in place on a terminal)."""
+    lead = "\n" if sys.stderr.isatty() else ""
+    return lambda text: print(f"{lead}warning: {text}", file=sys.stderr, flush=True)
+
+
 def _finish(audit: dict[str, Any], rules: list[Rule], out: Callable[[str], None], junit: str | None = None) -> int:
     verdicts = judge(audit.get("results"), rules)
     if junit:
@@ -155,6 +174,7 @@ def _finish(audit: dict[str, Any], rules: list[Rule], out: Callable[[str], None]
         "metrics": test,
         "thresholds_crossed": hits,
         "thresholds": [v.to_dict() for v in verdicts],
+        "warnings": audit.get("warnings"),
     }
     edges = edges_summary(audit.get("results"))
     out(json.dumps(summary if edges is None else {**summary, "edges": edges}))
@@ -181,13 +201,13 @@ def _run(args: argparse.Namespace, http: httpx.Client, out: Callable[[str], None
             out(json.dumps({"id": audit["id"], "state": audit["state"]}))
             return OK
         show = None if args.quiet else _terminal_line()
-        done = wait(http, audit["id"], timeout=args.timeout, poll=args.poll, show=show)
+        done = wait(http, audit["id"], timeout=args.timeout, poll=args.poll, show=show, warn=_warning_line())
         if show is not None and sys.stderr.isatty():
             print(file=sys.stderr)  # end the line rewritten in place
         return _finish(done, args.fail_on, out, args.junit)
     if args.command == "status":
         audit = _call(http, "GET", f"/v1/audits/{args.audit_id}").json()
-        keys = ("id", "state", "stage", "progress", "attempts", "created_at", "finished_at", "error")
+        keys = ("id", "state", "stage", "progress", "attempts", "created_at", "finished_at", "error", "warnings")
         out(json.dumps({k: audit.get(k) for k in keys}))
         return OK
     if args.command == "results":

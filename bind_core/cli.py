@@ -312,7 +312,12 @@ def _run(args: argparse.Namespace) -> int:
         bar = tqdm(total=100, file=sys.stderr, mininterval=0.5, bar_format="{desc} {bar} {percentage:3.0f}%")
     try:
         result = run_audit(
-            graph, config, progress=_bar_progress(bar, config), model=supplied, deletion_threads=deletion_threads
+            graph,
+            config,
+            progress=_bar_progress(bar, config),
+            model=supplied,
+            deletion_threads=deletion_threads,
+            on_warnings=_early_warnings(bar),
         )
     finally:  # ends the bar's line, so that an error is a line of its own
         if bar is not None:
@@ -374,6 +379,22 @@ def _bar_progress(bar: Any, config: AuditConfig) -> Callable[[str, float], None]
             bar.update(done - bar.n)
 
     return progress
+
+
+def _early_warnings(bar: Any) -> Callable[[list[str]], None]:
+    """The warnings known once the model and its metrics are in, printed on stderr as they come (above ``bar``, the
+    progress bar, where there is one): a model fed inputs it never saw is told before the estimate's minutes, in
+    time to stop it (Ctrl-C). The printed results repeat them."""
+
+    def warn(warnings: list[str]) -> None:
+        for text in warnings:
+            line = f"warning: {text}"
+            if bar is None:
+                print(line, file=sys.stderr)
+            else:
+                tqdm.write(line, file=sys.stderr)
+
+    return warn
 
 
 def _write_json(path: Path, result: AuditResult, report: IngestReport | None) -> None:

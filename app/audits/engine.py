@@ -58,6 +58,7 @@ class ComputeAudit(Protocol):
         chunk_runner: ChunkRunner | None = None,
         keep: Callable[[int, TrainedModel], None] | None = None,
         deletion_threads: int = 1,
+        on_warnings: Callable[[list[str]], None] | None = None,
     ) -> AuditOutput: ...
 
 

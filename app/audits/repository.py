@@ -132,6 +132,14 @@ def beat(session: Session, claim: Claim, stage: str | None, progress: float | No
     return Lease.HELD if hit else _lease_after_miss(session, claim)
 
 
+def warn(session: Session, claim: Claim, warnings: list[str]) -> Lease:
+    """Store the warnings known while the audit runs (its model and metrics in: a supplied model's checks, small
+    groups), for ``GET /v1/audits/{id}`` to show before the estimate's minutes; say whether the audit is still ours."""
+    t = now()
+    hit = rowcount(session, update(Audit).where(_fence(claim)).values(warnings=list(warnings), updated_at=t))
+    return Lease.HELD if hit else _lease_after_miss(session, claim)
+
+
 def succeed(
     session: Session,
     claim: Claim,
@@ -154,6 +162,7 @@ def succeed(
         stage=None,
         progress=1.0,
         results=results,
+        warnings=results.get("warnings"),
         model_weights=weights,
         model_config=model_config,
         error=None,

@@ -252,6 +252,7 @@ class Attempt:
             chunk_runner=coordinator,
             keep=kept,
             deletion_threads=self.settings.deletion_threads,
+            on_warnings=self._store_warnings,
         )
         if coordinator is not None:
             distributed = coordinator.record
@@ -261,6 +262,15 @@ class Attempt:
         if distributed is not None and payload["results"].get("influence_summary") is not None:
             payload["results"]["influence_summary"]["distributed"] = distributed
         return Computed(payload, result, kept)
+
+    def _store_warnings(self, warnings: list[str]) -> None:
+        """The warnings known once the model and its metrics are in, stored while the audit runs; a failed write
+        does not stop the audit (its results carry them), and a lost lease is found by the next progress write."""
+        try:
+            with self.sessions.begin() as session:
+                jobs.warn(session, self.claim, warnings)
+        except Exception:
+            log.warning("audit %s: could not store its early warnings", self.audit_id, exc_info=True)
 
 
 def _sink(parts: tuple[bytes, dict[str, Any]] | None, settings: Settings, graph: Graph) -> KeptModels:

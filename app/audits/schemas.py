@@ -357,6 +357,11 @@ class AuditSummary(BaseModel):
     """The supplied model audited, if any (null: the audit trained its own, or the model was deleted)."""
     error: Annotated[StoredProblem | None, WrapValidator(lenient)]
     """When failed: an RFC 9457 problem document."""
+    warnings: list[str] | None = None
+    """The audit's warnings known so far, one sentence each (null: none known yet). While it runs, those known once
+    its model and metrics are in, before the estimate's minutes: a supplied model that does no better than a constant
+    on its own training nodes (fed inputs it never saw), outputs in another order, groups too small to measure; once
+    it succeeded, the results' full list (``results.warnings``)."""
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -53,6 +53,7 @@ def audit_row(audit: Audit) -> dict[str, Any]:
         "started": when(audit.started_at),
         "finished": when(audit.finished_at),
         "error": f"{error.get('title', 'error')}: {error.get('detail', '')}" if error else None,
+        "warnings": [str(w) for w in audit.warnings or []],
     }
 
 

@@ -341,6 +341,7 @@ def run_audit(
     chunk_runner: ChunkRunner | None = None,
     keep: Callable[[int, TrainedModel], None] | None = None,
     deletion_threads: int = 1,
+    on_warnings: Callable[[list[str]], None] | None = None,
 ) -> AuditResult:
     """Run the audit's stages on ``graph`` (see :data:`STAGES` and :func:`~bind_core.pipeline.stages.planned_stages`)
     and return everything they produced.
@@ -363,6 +364,10 @@ def run_audit(
             the estimate's curvature) on threads; and the debiasing's retrainings for its check against chance, in
             forked processes only (they draw from torch's global generator; :func:`~bind_core.forks.each_self_seeded`).
             The results do not depend on it.
+        on_warnings: ``on_warnings(warnings)`` is handed, once the model and its metrics are in and before the
+            influence stage's minutes, the warnings known by then (the graph's, the metrics', a supplied model's checks:
+            one that does no better than a constant on its own training nodes, outputs in another order), where
+            there are any; the results' ``warnings`` repeat them, with the estimates' after them.
 
     Returns:
         An :class:`AuditResult`: the model, its metrics, the influence estimate and every other stage's section;
@@ -406,6 +411,8 @@ def run_audit(
         supplied=model is not None,
         supplied_model=record,
     )
+    if on_warnings is not None and (known := result.warnings()):
+        on_warnings(known)
     if "influence" not in plan:
         return result
     found = stages.run(

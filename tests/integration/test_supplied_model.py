@@ -62,6 +62,32 @@ def test_supplied_model_is_audited_as_given_or_polished_beside_it(client: TestCl
     assert 0.0 <= comparison["predictions_differ"] <= 1.0
 
 
+def test_a_model_no_better_than_a_constant_is_warned_of_on_the_audit(client: TestClient, workers: WorkerPool) -> None:
+    """A model that predicts the rarer class for every node, confidently (its ranking kept: its outputs are in the
+    right order), as a model fed inputs it never saw does: the audit's ``warnings`` say so (stored once the model and
+    metrics are in, while it runs; then the results' list)."""
+    npz = synthetic_npz(200, seed=5)
+    graph = client.post("/v1/graphs", files={"npz": ("g.npz", npz)}, data={"name": "shifted"}).json()
+    local = load_npz(io.BytesIO(npz))
+    model = train(local, TrainConfig(epochs=30, lr=0.01, polish=False))
+    rarer = int(torch.bincount(local.y[local.train_idx]).argmin())
+    with torch.no_grad():
+        model.module.head.bias.fill_(30.0 if rarer == 1 else -30.0)
+    registered = client.post(
+        "/v1/models",
+        files={"weights": ("m.safetensors", model.to_bytes())},
+        data={"config": json.dumps(model.config_dict()), "graph_id": graph["id"]},
+    )
+    assert registered.status_code == 201, registered.text
+    response = client.post("/v1/audits", json={"model_id": registered.json()["id"], **TINY, "stages": ["metrics"]})
+    assert response.status_code == 202, response.text
+    audit = wait_for_audit(client, response.json()["id"], {"succeeded", "failed"}, pool=workers)
+    assert audit["state"] == "succeeded", audit["error"]
+    assert audit["results"]["supplied_model"]["training_fit"]["no_better"] is True
+    assert any("no better than a constant" in w for w in audit["warnings"])
+    assert audit["warnings"] == audit["results"]["warnings"]
+
+
 def test_supplied_model_predicting_nan_fails_clearly(client: TestClient, workers: WorkerPool) -> None:
     """NaN weights used to give NaN probabilities, read as class-0 predictions; now the audit fails, 422."""
     npz = synthetic_npz(200, seed=5)

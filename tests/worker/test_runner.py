@@ -69,6 +69,9 @@ def rows(n: int) -> list[NodeRow]:
     ]
 
 
+_WARNED: dict[str, Callable[[list[str]], None]] = {}
+"""The attempt's ``on_warnings`` as the double was handed it (:func:`fake_audit`)."""
+
 _ENGINE: dict[str, Engine] = {}
 """The engine the test installed (:func:`fake_audit`); without one, the service's own."""
 
@@ -83,14 +86,17 @@ def fake_audit() -> Iterator[Callable[[Callable[[Progress], FakeResult]], None]]
         def compute(
             graph: Graph, config: AuditConfig | None = None, *, progress: Any = None, model: Any = None,
             device: str = "cpu", chunk_runner: Any = None, keep: Any = None, deletion_threads: int = 1,
+            on_warnings: Any = None,
         ) -> FakeResult:  # fmt: skip
             assert progress is not None
+            _WARNED["on_warnings"] = on_warnings
             return body(progress)
 
         _ENGINE["engine"] = Engine(load=lambda sessions, settings, claim: graph, compute=compute)
 
     yield install
     _ENGINE.clear()
+    _WARNED.clear()
 
 
 def run(audit_id: uuid.UUID, sessions: sessionmaker[Session], settings: Settings) -> runner.Outcome:
@@ -138,6 +144,50 @@ def test_success_stores_results_weights_and_rows_once(sessions, settings, new_au
     # A redelivered message for a finished audit is a no-op.
     assert run(audit_id, sessions, settings).status == "skipped"
     assert get(sessions, audit_id).attempts == 1
+
+
+@dataclass
+class WarnedResult(FakeResult):
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return super().to_dict() | {"warnings": self.warnings}
+
+
+def test_warnings_are_stored_while_the_audit_runs_then_replaced_by_the_results(
+    sessions, settings, new_audit, fake_audit
+) -> None:
+    """The model's and metrics' warnings reach the row before the estimate runs (a supplied model fed inputs it
+    never saw is told before the estimate's minutes); the results' full list replaces them."""
+    seen: list[list[str] | None] = []
+
+    def body(progress: Progress) -> FakeResult:
+        progress("metrics", 1.0)
+        seen.append(get(sessions, audit_id).warnings)  # none known yet: null, not an empty list
+        _WARNED["on_warnings"](["the model does no better than a constant"])
+        seen.append(get(sessions, audit_id).warnings)
+        progress("influence", 0.5)
+        return WarnedResult(rows(3), warnings=["the model does no better than a constant", "a low self-check"])
+
+    fake_audit(body)
+    audit_id = new_audit()
+    assert run(audit_id, sessions, settings).status == "succeeded"
+    assert seen == [None, ["the model does no better than a constant"]]
+    assert get(sessions, audit_id).warnings == ["the model does no better than a constant", "a low self-check"]
+
+
+def test_warnings_of_a_cancelled_audit_are_not_written(sessions, settings, new_audit, fake_audit) -> None:
+    def body(progress: Progress) -> FakeResult:
+        with sessions.begin() as session:  # the API's cancel
+            session.execute(update(Audit).where(Audit.id == audit_id).values(state="cancelled"))
+        _WARNED["on_warnings"](["late"])  # a fenced miss: nothing written, nothing raised
+        progress("metrics", 1.0)
+        raise AssertionError("the progress callback should have raised")
+
+    fake_audit(body)
+    audit_id = new_audit()
+    assert run(audit_id, sessions, settings).status == "cancelled"
+    assert get(sessions, audit_id).warnings is None
 
 
 def test_takeover_of_a_dead_attempt_replaces_its_rows(sessions, settings, new_audit, fake_audit) -> None:

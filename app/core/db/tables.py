@@ -114,6 +114,9 @@ class Audit(Base):
     results: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     model_weights: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))
     model_config: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    warnings: Mapped[list[str] | None] = mapped_column(JSONType)
+    """The warnings known so far (null: none known yet): written while the audit runs, once its model and metrics are
+    in; the results' full list once it succeeded."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -27,14 +27,24 @@ def _args(*argv: str) -> argparse.Namespace:
     return build_parser().parse_args(list(argv))
 
 
-def _succeed(sessions: sessionmaker[Session], audit_id: str, delta_sp: float, delay: float = 0.0) -> None:
+def _succeed(
+    sessions: sessionmaker[Session],
+    audit_id: str,
+    delta_sp: float,
+    delay: float = 0.0,
+    warnings: list[str] | None = None,
+) -> None:
     time.sleep(delay)
     results = {
         "metrics": {"test": {"delta_sp": delta_sp, "delta_eo": 0.05, "gamma": 0.2}},
         "summary": {"verdict": f"Biased: a gap of {100 * delta_sp:.1f} points", "text": ""},
     }
     with sessions.begin() as session:
-        session.execute(update(Audit).where(Audit.id == uuid.UUID(audit_id)).values(state="succeeded", results=results))
+        session.execute(
+            update(Audit)
+            .where(Audit.id == uuid.UUID(audit_id))
+            .values(state="succeeded", results=results, warnings=warnings)
+        )
 
 
 def test_rules() -> None:
@@ -90,6 +100,43 @@ def test_submit_wait_fail_on_status_results(
     queued = __import__("json").loads(lines[-1])["id"]
     assert run(_args("results", queued), http, lines.append) == AUDIT_FAILED
     assert run(_args("status", str(uuid.uuid4())), http, lines.append) == HTTP_ERROR
+
+
+def test_waiting_prints_the_warnings_as_the_worker_stores_them(
+    client: TestClient,
+    auth: dict[str, str],
+    graph_id: str,
+    sessions: sessionmaker[Session],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The warnings known once the model and metrics are in reach stderr while the audit runs, each once; the
+    summary line carries the finished audit's."""
+    http = TestClient(client.app, headers=auth)
+    lines: list[str] = []
+    early = "on its own training nodes the model does no better than a constant"
+    before = {a.id for a in sessions().query(Audit.id).all()}
+
+    def work() -> None:
+        for _ in range(100):
+            new = {a.id for a in sessions().query(Audit.id).all()} - before
+            if new:
+                break
+            time.sleep(0.02)
+        audit_id = new.pop()
+        with sessions.begin() as session:  # the worker: running, its early warnings stored
+            session.execute(update(Audit).where(Audit.id == audit_id).values(state="running", warnings=[early]))
+        time.sleep(0.3)  # several polls see the same warning
+        _succeed(sessions, str(audit_id), 0.05, warnings=[early, "a low self-check"])
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    argv = ["submit", "--graph-id", graph_id, "--wait", "--poll", "0.05", "--quiet"]
+    code = run(_args(*argv), http, lines.append)
+    thread.join()
+    assert code == OK
+    err = capsys.readouterr().err
+    assert err.count(f"warning: {early}") == 1 and "a low self-check" not in err  # once, and only while it ran
+    assert json.loads(lines[-1])["warnings"] == [early, "a low self-check"]
 
 
 def test_the_summary_has_the_edges_and_their_debiasing_verdicts(

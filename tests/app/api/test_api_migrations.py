@@ -1,17 +1,20 @@
 """The Alembic migration: it builds the models' schema on an empty database and downgrades cleanly; what the
-migrations do with the rows they find (0008's roles, 0013's rows without a value)."""
+migrations do with the rows they find (0008's roles, 0013's rows without a value, 0014's warnings)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -147,3 +150,62 @@ def test_rows_without_a_value_and_the_downgrade(dialect: str, make_database: Cal
     assert _rows(url) == [(valued, 0, 0.25, 0.5, 0.0)]  # the other audit's untouched
     upgrade(url)
     assert _columns(url)["no_minimum"] and _rows(url) == [(valued, 0, 0.25, 0.5, 0.0)]
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "sqlite"])
+def test_audits_take_their_results_warnings(dialect: str, make_database: Callable[[], str], tmp_path: Path) -> None:
+    """Migration 0014: an audit that succeeded before has its results' warnings on its row; one without results, or
+    whose results have none listed, has none known (null, not an empty list); the downgrade drops the column."""
+    url = make_database() if dialect == "postgresql" else f"sqlite:///{tmp_path}/bind.db"
+    upgrade(url, "0013")
+    json = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+    audits = sa.table(
+        "audits",
+        *(sa.column(name, kind) for name, kind in (
+            ("id", sa.Uuid()), ("tenant_id", sa.Uuid()), ("dataset", sa.String()), ("config", json),
+            ("request_hash", sa.String()), ("state", sa.String()), ("progress", sa.Double()),
+            ("attempts", sa.Integer()), ("results", json), ("created_at", sa.DateTime(timezone=True)),
+            ("updated_at", sa.DateTime(timezone=True)),
+        )),
+    )  # fmt: skip
+    tenant = uuid.uuid4()
+    said = ["group b has only 6 positive test nodes", "a low self-check"]
+    results = {"warned": {"metrics": {}, "warnings": said}, "quiet": {"metrics": {}}, "queued": None}
+    ids = {name: uuid.uuid4() for name in results}
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO tenants (id, name, created_at) VALUES (:t, 'old', :at)"),
+                         {"t": tenant if dialect == "postgresql" else tenant.hex, "at": datetime.now(UTC)})  # fmt: skip
+            conn.execute(audits.insert(), [
+                {"id": ids[name], "tenant_id": tenant, "dataset": "synthetic", "config": {}, "request_hash": "0" * 64,
+                 "state": "succeeded" if doc else "queued", "progress": 0.0, "attempts": 0, "results": doc,
+                 "created_at": datetime.now(UTC), "updated_at": datetime.now(UTC)}
+                for name, doc in results.items()
+            ])  # fmt: skip
+        upgrade(url)
+        with Session(engine) as session:
+            found = {name: session.get(Audit, audit_id) for name, audit_id in ids.items()}
+            assert {name: audit.warnings for name, audit in found.items() if audit is not None} == {
+                "warned": said, "quiet": None, "queued": None}  # fmt: skip
+        engine.dispose()
+        downgrade(url, "0013")
+        engine.dispose()
+        assert "warnings" not in {c["name"] for c in inspect(engine).get_columns("audits")}
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_migrations_that_copy_the_audits_table_keep_its_rows(tmp_path: Path) -> None:
+    """SQLite alters a table by copying it and dropping the old one (Alembic's batch mode: 0002's and 0004's audits);
+    with foreign keys enforced, the drop would cascade to every influence row. The migrations run without them."""
+    url = f"sqlite:///{tmp_path}/bind.db"
+    upgrade(url)
+    _, valued = _store_audits(url)
+    kept = [r for r in _rows(url) if r[0] == valued]
+    downgrade(url, "0013")
+    downgrade(url, "0012", x=["undefined_rows=delete"])  # 0013's own rule: it takes the rows without a value
+    downgrade(url, "0001")  # down past 0004 and 0002, which copy the audits table
+    assert _rows(url) == kept
+    upgrade(url)
+    assert _rows(url) == kept

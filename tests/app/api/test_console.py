@@ -238,6 +238,20 @@ def test_report_exports_and_running_progress(tenant: Callable[..., Tenant]) -> N
     assert 'id="verdict"' not in user.browser.get(f"/console/audits/{running}").text
 
 
+def test_a_running_audit_shows_its_warnings_so_far(tenant: Callable[..., Tenant]) -> None:
+    """The warnings the worker stored once the model and metrics were in, shown while the estimate runs (escaped)."""
+    user = tenant()
+    user.sign_in()
+    fed_wrong = "the model does no better than a constant <b>on its own training nodes</b>"
+    running = user.audit("running", stage="influence", progress=0.4, warnings=[fed_wrong])
+    page = user.browser.get(f"/console/audits/{running}").text
+    shown = page[page.index('id="warnings-so-far"') :].split("</section>")[0]
+    assert "before the estimate's minutes" in shown and "no better than a constant &lt;b&gt;on its own" in shown
+    assert 'id="warnings-so-far"' not in user.browser.get(f"/console/audits/{user.audit('running')}").text  # none
+    done = user.audit("succeeded", warnings=[fed_wrong])  # a finished audit lists its results' warnings instead
+    assert 'id="warnings-so-far"' not in user.browser.get(f"/console/audits/{done}").text
+
+
 def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
     user = tenant()
     user.sign_in()

@@ -218,5 +218,7 @@ def test_command_line_audits_a_supplied_model_on_the_tables_own_values(
     fit = doc["supplied_model"]["training_fit"]
     assert fit["no_better"] is True and fit["loss"] >= fit["constant"], fit
     assert "CHECK ITS INPUTS" in said.out and any("no better than a constant" in w for w in doc["warnings"])
+    # and on stderr as soon as it is known, before the estimate would run (in time to stop it)
+    assert any(line.startswith("warning: ") and "no better than a constant" in line for line in said.err.splitlines())
     assert main(["--synthetic", "--nodes", "200", "--scale", "off"]) == 2
     assert "--scale applies only to --table" in capsys.readouterr().err
