@@ -132,6 +132,11 @@ def beat(session: Session, claim: Claim, stage: str | None, progress: float | No
     return Lease.HELD if hit else _lease_after_miss(session, claim)
 
 
+def stored_warnings(session: Session, claim: Claim) -> list[str] | None:
+    """The warnings on the audit's row now (an earlier attempt's, or none: ``None``)."""
+    return session.scalar(select(Audit.warnings).where(Audit.id == claim.audit_id))
+
+
 def warn(session: Session, claim: Claim, warnings: list[str]) -> Lease:
     """Store the warnings known while the audit runs (its model and metrics in: a supplied model's checks, small
     groups), for ``GET /v1/audits/{id}`` to show before the estimate's minutes; say whether the audit is still ours."""

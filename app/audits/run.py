@@ -89,7 +89,7 @@ def execute(
         return claim
     if send_chunks is None and publisher is not None:
         send_chunks = chunk_sender(publisher)
-    attempt = Attempt(claim, sessions, settings, device, engine, send_chunks)
+    attempt = Attempt(claim, sessions, settings, device, engine, send_chunks, publisher)
     computed = attempt.compute()
     if isinstance(computed, Exception):
         return _store_failure(attempt, computed, publisher)
@@ -159,6 +159,7 @@ class Attempt:
     device: str
     engine: Engine
     send_chunks: chunks.SendChunks | None
+    publisher: Publisher | None = None
     stage: str | None = None
     guard: AuditGuard = field(init=False)
 
@@ -264,13 +265,19 @@ class Attempt:
         return Computed(payload, result, kept)
 
     def _store_warnings(self, warnings: list[str]) -> None:
-        """The warnings known once the model and its metrics are in, stored while the audit runs; a failed write
+        """The warnings known once the model and its metrics are in, stored while the audit runs with the
+        ``audit.warned`` webhooks' deliveries (not again where an earlier attempt stored the same); a failed write
         does not stop the audit (its results carry them), and a lost lease is found by the next progress write."""
         try:
             with self.sessions.begin() as session:
-                jobs.warn(session, self.claim, warnings)
+                before = jobs.stored_warnings(session, self.claim)
+                lease = jobs.warn(session, self.claim, warnings)
+                new = lease is Lease.HELD and before != warnings
+                deliveries = events.audit_warned(session, self.claim.audit_id) if new else []
         except Exception:
             log.warning("audit %s: could not store its early warnings", self.audit_id, exc_info=True)
+            return
+        _send(self.publisher, deliveries)
 
 
 def _sink(parts: tuple[bytes, dict[str, Any]] | None, settings: Settings, graph: Graph) -> KeptModels:

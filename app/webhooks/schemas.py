@@ -8,14 +8,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-WebhookEvent = Literal["audit.succeeded", "audit.failed", "schedule.threshold_exceeded"]
+WebhookEvent = Literal["audit.succeeded", "audit.failed", "schedule.threshold_exceeded", "audit.warned"]
 
 
 class WebhookCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(min_length=1, max_length=2000, description="An http(s) URL without credentials.")
-    events: list[WebhookEvent] = Field(min_length=1, max_length=3)
+    events: list[WebhookEvent] = Field(min_length=1, max_length=4)
 
 
 class WebhookRead(BaseModel):

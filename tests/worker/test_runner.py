@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.audits import run as runner
 from app.audits.engine import LIBRARY, Engine
 from app.core.db.session import now
-from app.core.db.tables import Audit, InfluenceRow
+from app.core.db.tables import Audit, InfluenceRow, Webhook, WebhookDelivery
 from app.core.lease import LeaseLost
 from app.core.settings import Settings
 from bind_core import AuditConfig, ConfigError, Graph, synthetic
@@ -174,6 +174,40 @@ def test_warnings_are_stored_while_the_audit_runs_then_replaced_by_the_results(
     assert run(audit_id, sessions, settings).status == "succeeded"
     assert seen == [None, ["the model does no better than a constant"]]
     assert get(sessions, audit_id).warnings == ["the model does no better than a constant", "a low self-check"]
+
+
+def test_stored_warnings_are_sent_to_the_audit_warned_webhooks_once(
+    sessions, settings, new_audit, fake_audit, tenant_id
+) -> None:
+    """The warnings' transaction writes the ``audit.warned`` deliveries (subscribers of other events get none); a
+    later attempt that stores the same warnings sends nothing again."""
+    with sessions.begin() as session:
+        warned = Webhook(tenant_id=tenant_id, url="https://example.org/w", events=["audit.warned"], secret="whsec_x")
+        other = Webhook(tenant_id=tenant_id, url="https://example.org/s", events=["audit.succeeded"], secret="whsec_y")
+        session.add_all([warned, other])
+        session.flush()
+        hooks = (warned.id, other.id)
+    early = ["the model does no better than a constant"]
+
+    def body(progress: Progress) -> FakeResult:
+        _WARNED["on_warnings"](early)
+        _WARNED["on_warnings"](early)  # the same again (another attempt): no second event
+        return WarnedResult(rows(1), warnings=early)
+
+    fake_audit(body)
+    audit_id = new_audit()
+    try:
+        assert run(audit_id, sessions, settings).status == "succeeded"
+        with sessions() as session:
+            sent = session.scalars(select(WebhookDelivery).where(WebhookDelivery.webhook_id.in_(hooks))).all()
+            by_event = sorted((d.event, d.webhook_id == hooks[0]) for d in sent)
+            assert by_event == [("audit.succeeded", False), ("audit.warned", True)]
+            payload = next(d.payload for d in sent if d.event == "audit.warned")
+            assert payload["data"]["audit_id"] == str(audit_id) and payload["data"]["warnings"] == early
+            assert payload["data"]["state"] == "running"
+    finally:
+        with sessions.begin() as session:
+            session.execute(delete(Webhook).where(Webhook.id.in_(hooks)))
 
 
 def test_warnings_of_a_cancelled_audit_are_not_written(sessions, settings, new_audit, fake_audit) -> None:

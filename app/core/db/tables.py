@@ -297,7 +297,7 @@ class Schedule(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
 
-WEBHOOK_EVENTS = ("audit.succeeded", "audit.failed", "schedule.threshold_exceeded")
+WEBHOOK_EVENTS = ("audit.succeeded", "audit.failed", "schedule.threshold_exceeded", "audit.warned")
 DELIVERY_STATES = ("pending", "succeeded", "failed")
 
 

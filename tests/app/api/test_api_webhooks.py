@@ -16,7 +16,8 @@ from app.webhooks.signing import WebhookVerificationError, sign, verify
 
 
 def test_subscribe_list_delete(client: TestClient, auth: dict[str, str], other_auth: dict[str, str]) -> None:
-    body = {"url": "https://hooks.example.com/bind", "events": ["audit.succeeded", "schedule.threshold_exceeded"]}
+    events = ["audit.succeeded", "schedule.threshold_exceeded", "audit.warned", "audit.failed"]  # every event
+    body = {"url": "https://hooks.example.com/bind", "events": events}
     created = client.post("/v1/webhooks", headers=auth, json=body)
     assert created.status_code == 201, created.text
     hook = created.json()
