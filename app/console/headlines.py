@@ -1,6 +1,6 @@
 """What the audits list shows of each finished audit, read from the stored JSON by path in one query (the listing
-never loads whole results documents): the graph's name, the model, ΔSP with its interval, accuracy, the verdict and
-the trust verdict."""
+never loads whole results documents): the graph's name, the model (a supplied one by its name), ΔSP with its
+interval, accuracy, the verdict and the trust verdict."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.db.tables import Audit, Graph
+from app.core.db.tables import Audit, Graph, SuppliedModel
 from bind_core.reporting import fmt
 
 _PATHS: dict[str, tuple[tuple[str | int, ...], str]] = {
@@ -40,8 +40,9 @@ def headlines(session: Session, audits: Sequence[Audit]) -> dict[uuid.UUID, dict
     arch = _path(Audit.config, ("model", "arch"), "string").label("arch")
     layers = _path(Audit.config, ("model", "layers"), "float").label("layers")
     stmt = (
-        select(Audit.id, Graph.name, arch, layers, *columns)
+        select(Audit.id, Graph.name, SuppliedModel.name.label("model_name"), arch, layers, *columns)
         .outerjoin(Graph, Graph.id == Audit.graph_id)
+        .outerjoin(SuppliedModel, SuppliedModel.id == Audit.model_id)
         .where(Audit.id.in_([a.id for a in audits]))
     )
     return {row.id: _shown(row._mapping) for row in session.execute(stmt)}
@@ -53,10 +54,22 @@ def _shown(row: Any) -> dict[str, Any]:
     badge = {True: "biased", False: "no clear bias"}.get(row["clear"], "see the verdict") if verdict else "—"
     return {
         "graph_name": row["name"],
-        "model": "—" if row["arch"] is None else f"{row['arch']}-{int(row['layers'] or 1)}",
+        "model": _model(row),
         "delta_sp": "—" if row["delta_sp"] is None else f"{100 * row['delta_sp']:.1f}{interval}",
         "accuracy": "—" if row["accuracy"] is None else f"{100 * row['accuracy']:.1f}",
         "verdict": verdict,
         "verdict_badge": badge,
         "trust": row["trust"] or ("—" if row["pearson"] is None else f"Pearson {fmt(row['pearson'])}"),
     }
+
+
+def _model(row: Any) -> str:
+    """The audited model: the architecture and layers (``gcn-2``), led by the name it was registered under for a
+    supplied model (``income-gcn (gcn-2)``, or ``gcn-2, supplied`` where the name is the architecture's own)."""
+    if row["arch"] is None:
+        return "—"
+    shape = f"{row['arch']}-{int(row['layers'] or 1)}"
+    name = row["model_name"]
+    if name is None:
+        return shape
+    return f"{shape}, supplied" if name == row["arch"] else f"{name} ({shape})"

@@ -3,6 +3,7 @@ pagination, and what the pages show (against the app with Postgres, rows arrange
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import uuid
@@ -20,6 +21,8 @@ from app.core.settings import Settings
 from app.main import create_app
 from app.tenants.keys import authenticate, get_or_create_tenant, hash_key, key_prefix
 from bind_core import AuditConfig, TrainConfig, run_audit, synthetic
+from bind_core.data.datasets import load_npz
+from bind_core.training.fit import train
 
 HOSTILE = "<script>alert(1)</script>"
 VERDICT = f"Biased: gender=F {HOSTILE}"
@@ -70,7 +73,8 @@ class Tenant:
     def audit(self, state: str = "succeeded", **values: Any) -> str:
         with self.sessions.begin() as session:
             values.setdefault("results", RESULTS if state == "succeeded" else None)
-            row = Audit(tenant_id=self.id, dataset="synthetic", config={}, request_hash="0" * 64, state=state, **values)
+            values.setdefault("config", {})
+            row = Audit(tenant_id=self.id, dataset="synthetic", request_hash="0" * 64, state=state, **values)
             session.add(row)
             session.flush()
             return str(row.id)
@@ -247,9 +251,41 @@ def test_a_running_audit_shows_its_warnings_so_far(tenant: Callable[..., Tenant]
     page = user.browser.get(f"/console/audits/{running}").text
     shown = page[page.index('id="warnings-so-far"') :].split("</section>")[0]
     assert "before the estimate's minutes" in shown and "no better than a constant &lt;b&gt;on its own" in shown
-    assert 'id="warnings-so-far"' not in user.browser.get(f"/console/audits/{user.audit('running')}").text  # none
-    done = user.audit("succeeded", warnings=[fed_wrong])  # a finished audit lists its results' warnings instead
+    quiet = user.audit("running")
+    assert 'id="warnings-so-far"' not in user.browser.get(f"/console/audits/{quiet}").text  # none known
+    done = user.audit("succeeded", warnings=[fed_wrong, "a low self-check"])  # its results' warnings instead
     assert 'id="warnings-so-far"' not in user.browser.get(f"/console/audits/{done}").text
+    listing = user.browser.get("/console/audits").text  # the list marks each audit with warnings, linked to them
+    row = {a: listing[listing.index(f'id="audit-{a}"') :].split("</tr>")[0] for a in (running, quiet, done)}
+    assert f'href="/console/audits/{running}#warnings-so-far"' in row[running] and "⚠ 1 warning<" in row[running]
+    assert f'href="/console/audits/{done}#warnings"' in row[done] and "⚠ 2 warnings<" in row[done]
+    assert "&lt;b&gt;on its own" in row[running] and "⚠" not in row[quiet]  # the sentences, escaped, on hover
+
+
+def test_a_supplied_models_audits_are_listed_by_its_name(tenant: Callable[..., Tenant], graph_npz: bytes) -> None:
+    """The audits list names a supplied model as it was registered, beside its shape; an audit's own model by its
+    shape alone."""
+    user = tenant()
+    user.sign_in()
+    auth = {"Authorization": f"Bearer {user.key}"}
+    graph = user.browser.post("/v1/graphs", headers=auth, files={"npz": ("g.npz", graph_npz)}).json()
+    model = train(load_npz(io.BytesIO(graph_npz)), TrainConfig(epochs=5, polish=False))
+    ids = {}
+    for name in ("income-gcn", None):  # a name of the user's own, and none (the architecture's, by default)
+        data = {"config": json.dumps(model.config_dict()), "graph_id": graph["id"]} | ({"name": name} if name else {})
+        registered = user.browser.post(
+            "/v1/models", headers=auth, files={"weights": ("m.safetensors", model.to_bytes())}, data=data
+        )
+        assert registered.status_code == 201, registered.text
+        config = {"model": {"arch": "gcn", "layers": 1}}
+        ids[name] = user.audit("running", model_id=uuid.UUID(registered.json()["id"]), config=config)
+    own = user.audit("running", config={"model": {"arch": "sage", "layers": 2}})
+    listing = user.browser.get("/console/audits").text
+    row = {key: listing[listing.index(f'id="audit-{a}"') :].split("</tr>")[0] for key, a in ids.items()}
+    assert "<td class=l>income-gcn (gcn-1)</td>" in row["income-gcn"]
+    assert "<td class=l>gcn-1, supplied</td>" in row[None]
+    assert "<td class=l>sage-2</td>" in listing[listing.index(f'id="audit-{own}"') :].split("</tr>")[0]
+    assert "with income-gcn (gcn-1)" in user.browser.get(f"/console/audits/{ids['income-gcn']}").text
 
 
 def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
