@@ -162,7 +162,7 @@ def _finish(audit: dict[str, Any], rules: list[Rule], out: Callable[[str], None]
         detail = (error or {}).get("detail") if isinstance(error, dict) else None
         Path(junit).write_text(junit_xml(audit["id"], audit["state"], verdicts, detail), encoding="utf-8")
     if audit["state"] != "succeeded":
-        out(json.dumps({"id": audit["id"], "state": audit["state"], "error": audit.get("error")}))
+        out(json.dumps({k: audit.get(k) for k in ("id", "state", "error", "warnings")}))
         return AUDIT_FAILED
     test = ((audit.get("results") or {}).get("metrics") or {}).get("test") or {}
     hits = [v.reason for v in verdicts if v.crossed]

@@ -10,14 +10,14 @@ from bind_core.pipeline.results import SuppliedModel
 
 def supplied_model_warnings(record: SuppliedModel | None) -> list[str]:
     """The warning of a supplied model whose scores rank its training labels below chance (its outputs may be in
-    another order), else of one that fits its own training nodes no better than a constant (fed other inputs than it
-    was trained on, or untrained); empty otherwise."""
+    another order), else of one that fits its own training nodes no better than a constant, or worse than guessing
+    every class alike (fed other inputs than it was trained on, or untrained); empty otherwise."""
     if record is None:
         return []
     fit, found = record.training_fit, record.output_order
     if found is not None and found.below_chance and found.text:  # outputs read in another order explain a poor fit
         return [found.text]
-    return [fit.text] if fit is not None and fit.no_better and fit.text else []
+    return [fit.text] if fit is not None and fit.suspect and fit.text else []
 
 
 def output_order_verdict(record: SuppliedModel | None, verdict: str) -> str:

@@ -224,8 +224,9 @@ class SuppliedModel:
         optional=True,
     )
     training_fit: TrainingFit | None = key(
-        "the model's mean cross-entropy on its labelled training nodes against a constant predictor's: no_better "
-        "says it is most likely fed other inputs than it was trained on; absent in audits from before 2026-12-06",
+        "the model's mean cross-entropy on its labelled training nodes against a constant predictor's and a uniform "
+        "guess's: no_better or worse_than_guess says it is most likely fed other inputs than it was trained on; absent "
+        "in audits from before 2026-12-06",
         optional=True,
     )
     extra: dict[str, Any] = open_keys("other figures of the record")

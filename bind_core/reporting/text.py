@@ -310,10 +310,11 @@ def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
         lines.append(f"  outputs read as the config's classes {', '.join(typed.classes)} (output 0 first)")
     fit, order = typed.training_fit, typed.output_order
     inverted = order is not None and order.below_chance  # the output order explains a poor fit: its warning says so
-    if fit is not None and fit.no_better and not inverted:  # first, where a reader looks: the figures may mislead
+    if fit is not None and fit.suspect and not inverted:  # first, where a reader looks: the figures may mislead
+        than, against = ("a constant", fit.constant) if fit.no_better else ("guessing every class alike", fit.guess)
         lines.append(
-            f"  CHECK ITS INPUTS: on its own training nodes it does no better than a constant (mean cross-entropy "
-            f"{_shown_loss(fit.loss)} against {_shown_loss(fit.constant)}); if it fit them when trained, it is fed "
+            f"  CHECK ITS INPUTS: on its own training nodes it does no better than {than} (mean cross-entropy "
+            f"{_shown_loss(fit.loss)} against {_shown_loss(against)}); if it fit them when trained, it is fed "
             "other inputs here (the warnings say more)"
         )
     if not typed.polished_by_service:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -31,6 +33,24 @@ def test_a_model_no_better_than_a_constant_is_told_from_one_that_fits() -> None:
     overconfident[wrong] = torch.tensor([1e-12, 1 - 1e-12], dtype=torch.float64) * (y[wrong] == 0).unsqueeze(1) + (
         torch.tensor([1 - 1e-12, 1e-12], dtype=torch.float64) * (y[wrong] == 1).unsqueeze(1)
     )
-    accurate = check_training_fit(overconfident, graph)  # a large loss but most nodes right: not flagged
+    accurate = check_training_fit(overconfident, graph)  # most nodes right, but worse than the guess by its loss
     assert accurate.accuracy is not None and accurate.majority is not None and accurate.accuracy > accurate.majority
     assert not accurate.no_better
+    assert accurate.guess == pytest.approx(math.log(2)) and accurate.loss is not None and accurate.loss > accurate.guess
+    assert accurate.worse_than_guess and accurate.suspect
+    assert accurate.text is not None and "worse than guessing every class alike" in accurate.text
+    assert "scale off" in accurate.text  # the same advice: check what it is fed
+    assert not found.worse_than_guess and not found.suspect and not same.worse_than_guess  # the constant is no worse
+
+
+def test_a_confident_model_with_a_few_training_nodes_wrong_is_not_flagged() -> None:
+    """A fit model gets some training nodes wrong; only a loss above ln C (as no model trained with cross-entropy on
+    these inputs ends with) is flagged, not a loss above the constant's alone."""
+    graph = synthetic(200, seed=1)
+    y = graph.y.long()
+    proba = torch.nn.functional.one_hot(y, 2).double() * 0.98 + 0.01
+    wrong = graph.train_idx[:5]
+    proba[wrong] = proba[wrong].flip(1)  # five training nodes wrong at 0.99
+    fit = check_training_fit(proba, graph)
+    assert fit.loss is not None and fit.guess is not None and fit.loss < fit.guess
+    assert not fit.suspect and fit.text is None
