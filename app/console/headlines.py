@@ -17,6 +17,7 @@ from bind_core.reporting import fmt
 _PATHS: dict[str, tuple[tuple[str | int, ...], str]] = {
     "verdict": (("summary", "verdict"), "string"),
     "clear": (("summary", "bias", 0, "excludes_zero"), "boolean"),
+    "withheld": (("summary", "withheld"), "string"),
     "trust": (("summary", "trust", "verdict"), "string"),
     "pearson": (("validation", "pearson"), "float"),
     "delta_sp": (("metrics", "test", "delta_sp"), "float"),
@@ -52,6 +53,8 @@ def _shown(row: Any) -> dict[str, Any]:
     interval = "" if row["sp_low"] is None else f" [{100 * row['sp_low']:.1f}, {100 * row['sp_high']:.1f}]"
     verdict = row["verdict"]
     badge = {True: "biased", False: "no clear bias"}.get(row["clear"], "see the verdict") if verdict else "—"
+    if verdict and row["withheld"]:  # the verdict says why there is none: the gap as measured is no finding
+        badge = "no verdict"
     return {
         "graph_name": row["name"],
         "model": _model(row),

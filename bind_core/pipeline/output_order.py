@@ -1,7 +1,7 @@
 """What an audit says of a supplied model read against its own training labels: one whose outputs may be in another
-order than the label's classes (:func:`~bind_core.training.output_order.check_output_order`: a warning, and a verdict
-that says so first), or one that fits them no better than a constant
-(:func:`~bind_core.training.fit_check.check_training_fit`: a warning)."""
+order than the label's classes (:func:`~bind_core.training.output_order.check_output_order`), or one that fits them no
+better than a constant or worse than a uniform guess (:func:`~bind_core.training.fit_check.check_training_fit`): a
+warning each, and the reason the summary withholds its verdict (:func:`supplied_model_doubt`)."""
 
 from __future__ import annotations
 
@@ -20,14 +20,24 @@ def supplied_model_warnings(record: SuppliedModel | None) -> list[str]:
     return [fit.text] if fit is not None and fit.suspect and fit.text else []
 
 
-def output_order_verdict(record: SuppliedModel | None, verdict: str) -> str:
-    """``verdict``, led by the doubt on the model's output order where there is one (no verdict then: every figure
-    may be inverted)."""
-    found = None if record is None else record.output_order
-    if found is None or not found.below_chance:
-        return verdict
-    what = "AUC" if found.statistic == "auc" else "accuracy"
+def supplied_model_doubt(record: SuppliedModel | None) -> str | None:
+    """Why no verdict can be given on a supplied model's figures: its outputs may be in another order than the
+    label's classes (every figure may be inverted), or it fits its own training nodes no better than a constant, or
+    worse than guessing every class alike (every figure describes it on inputs it never saw); ``None`` otherwise."""
+    if record is None:
+        return None
+    found, fit = record.output_order, record.training_fit
+    if found is not None and found.below_chance:
+        what = "AUC" if found.statistic == "auc" else "accuracy"
+        return (
+            f"the model's outputs may be in another order than the label's classes ({found.advice}); on its training "
+            f"nodes its {what} is {found.value:.2f}, below chance"
+        )
+    if fit is None or not fit.suspect or fit.loss is None:
+        return None
+    than, against = ("a constant", fit.constant) if fit.no_better else ("guessing every class alike", fit.guess)
+    shown = "—" if against is None else f"{against:.3g}"
     return (
-        f"No verdict: the model's outputs may be in another order than the label's classes ({found.advice}); on its "
-        f"training nodes its {what} is {found.value:.2f}, below chance. As measured: {verdict}"
+        f"on its own training nodes the model does no better than {than} (mean cross-entropy {fit.loss:.3g} against "
+        f"{shown}): it is most likely fed other inputs than it was trained on (see the warnings)"
     )

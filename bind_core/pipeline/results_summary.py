@@ -100,6 +100,13 @@ class Summary:
     """The audit in a few plain sentences, verdict first (:func:`bind_core.pipeline.summary.summarize`)."""
 
     verdict: str = key("string: the headline: is there a gap, against whom, how large, is it chance")
+    withheld: str | None = key(
+        "string: why the verdict is withheld (it then reads 'No verdict: <this>. As measured: ...'): the supplied "
+        "model's outputs may be in another order than the label's classes, or it fits its own training nodes no "
+        "better than a constant (fed other inputs than it was trained on), or the label has many classes of few "
+        "nodes each; absent when there is a verdict",
+        optional=True,
+    )
     sensitive: list[str] = key("strings: the sensitive attribute(s)")
     bias: list[GapFinding] = key("the gaps in predicted positive rates and in true positive rates")
     attribution: AttributionFinding | None = key("which training nodes carry the bias; null without influence")

@@ -30,7 +30,7 @@ from bind_core.debiasing.debias import said
 from bind_core.fairness.records import GroupMetrics, Intervals
 from bind_core.influence.records import InfluenceSummary
 from bind_core.pipeline.label_check import many_classes
-from bind_core.pipeline.output_order import output_order_verdict
+from bind_core.pipeline.output_order import supplied_model_doubt
 from bind_core.pipeline.results import AuditResults, DebiasingRow, MetricValues, Validation
 from bind_core.pipeline.results_summary import (
     AttributionFinding,
@@ -66,18 +66,20 @@ def summarize(results: AuditResults) -> Summary:
     attribution = _attribution(results)
     debiasing = _debiasing(results.debiasing, results.metrics.test)
     trust = _trust(results.validation, results.influence_summary)
-    verdict = output_order_verdict(
-        results.supplied_model,
-        _many_classes(results, bias[0])
-        or _one_class(results, positive)
-        or _verdict(bias[0], bias[0].label_class or positive),
+    many = _many_classes(results)
+    measured = (
+        bias[0].text if many else _one_class(results, positive) or _verdict(bias[0], bias[0].label_class or positive)
     )
+    withheld = supplied_model_doubt(results.supplied_model) or many
+    # the figure as measured, after the reason it cannot be read as a verdict
+    verdict = measured if withheld is None else f"No verdict: {withheld}. As measured: {measured}"
     lines = [verdict, *(b.text for b in bias[1:])]
     lines += [f.text for f in (attribution, debiasing) if f is not None]
     lines.append(trust.text)
     sensitive = results.graph.sensitive or ["sens"]
     return Summary(
         verdict=verdict,
+        withheld=withheld,
         sensitive=sensitive,
         bias=bias,
         attribution=attribution,
@@ -280,14 +282,11 @@ def _one_class(results: AuditResults, positive: str) -> str | None:
     )
 
 
-def _many_classes(results: AuditResults, sp: GapFinding) -> str | None:
-    """For a label of many classes with few nodes each (:func:`~bind_core.pipeline.label_check.many_classes`): no
-    verdict, saying why, then the figure as measured; ``None`` otherwise."""
+def _many_classes(results: AuditResults) -> str | None:
+    """For a label of many classes with few nodes each (:func:`~bind_core.pipeline.label_check.many_classes`): why
+    there is no verdict; ``None`` otherwise."""
     graph = results.graph
-    found = many_classes(graph.label, graph.class_names or [], graph.class_sizes)
-    if found is None:
-        return None
-    return f"No verdict: {found}. As measured: {sp.text}"
+    return many_classes(graph.label, graph.class_names or [], graph.class_sizes)
 
 
 def _verdict(sp: GapFinding, positive: str) -> str:

@@ -262,6 +262,22 @@ def test_a_running_audit_shows_its_warnings_so_far(tenant: Callable[..., Tenant]
     assert "&lt;b&gt;on its own" in row[running] and "⚠" not in row[quiet]  # the sentences, escaped, on hover
 
 
+def test_a_withheld_verdict_is_no_verdict_in_the_list(tenant: Callable[..., Tenant]) -> None:
+    """A supplied model fed inputs it never saw (or outputs in another order): the gap as measured is no finding, so
+    the badge says so rather than 'biased'."""
+    user = tenant()
+    user.sign_in()
+    doc = _results()
+    why = "on its own training nodes the model does no better than a constant (mean cross-entropy 543 against 0.519)"
+    doc["summary"].update(withheld=why, verdict=f"No verdict: {why}. As measured: {VERDICT}")
+    withheld = user.audit("succeeded", results=doc)
+    plain = user.audit("succeeded")
+    listing = user.browser.get("/console/audits").text
+    row = {a: listing[listing.index(f'id="audit-{a}"') :].split("</tr>")[0] for a in (withheld, plain)}
+    assert ">no verdict<" in row[withheld] and ">biased<" not in row[withheld]
+    assert ">biased<" in row[plain]
+
+
 def test_a_supplied_models_audits_are_listed_by_its_name(tenant: Callable[..., Tenant], graph_npz: bytes) -> None:
     """The audits list names a supplied model as it was registered, beside its shape; an audit's own model by its
     shape alone."""

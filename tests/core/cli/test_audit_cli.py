@@ -218,6 +218,11 @@ def test_command_line_audits_a_supplied_model_on_the_tables_own_values(
     fit = doc["supplied_model"]["training_fit"]
     assert fit["no_better"] is True and fit["loss"] >= fit["constant"], fit
     assert "CHECK ITS INPUTS" in said.out and any("no better than a constant" in w for w in doc["warnings"])
+    # its verdict is withheld, the gap as measured after the reason
+    summary = doc["summary"]
+    assert summary["withheld"].startswith("on its own training nodes the model does no better than a constant")
+    verdict = summary["verdict"]
+    assert verdict.startswith("No verdict: on its own training nodes") and "As measured: " in verdict
     # and on stderr as soon as it is known, before the estimate would run (in time to stop it)
     assert any(line.startswith("warning: ") and "no better than a constant" in line for line in said.err.splitlines())
     assert main(["--synthetic", "--nodes", "200", "--scale", "off"]) == 2

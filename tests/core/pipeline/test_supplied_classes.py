@@ -72,6 +72,8 @@ def test_a_model_coded_the_other_way_is_warned_about_and_its_verdict_withheld(
     assert typed.summary is not None
     assert typed.summary.verdict.startswith("No verdict: the model's outputs may be in another order")
     assert "As measured: " in typed.summary.verdict
+    withheld = typed.summary.withheld  # the reason, apart, for a reader that shows a badge (the console)
+    assert withheld is not None and withheld.startswith("the model's outputs may be in another order")
 
 
 @pytest.mark.parametrize(
@@ -92,6 +94,8 @@ def test_classes_put_the_outputs_in_the_label_order_exactly(
     assert typed.supplied_model is not None and typed.supplied_model.classes == ["1", "0"]
     assert typed.supplied_model.output_order is not None and not typed.supplied_model.output_order.below_chance
     assert not [w for w in typed.warnings if "another order" in w]
+    assert typed.summary is not None and typed.summary.withheld is None  # read in its order, it has a verdict
+    assert not typed.summary.verdict.startswith("No verdict")
     own = float((expected[graph.test_idx].argmax(1) == graph.y[graph.test_idx]).double().mean())
     assert typed.metrics.test.accuracy == pytest.approx(own, abs=1e-12) and own > 0.6
 
