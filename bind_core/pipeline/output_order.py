@@ -35,7 +35,7 @@ def supplied_model_doubt(record: SuppliedModel | None) -> str | None:
         )
     if fit is None or not fit.suspect or fit.loss is None:
         return None
-    than, against = ("a constant", fit.constant) if fit.no_better else ("guessing every class alike", fit.guess)
+    than, against = fit.baseline()
     shown = "—" if against is None else f"{against:.3g}"
     return (
         f"on its own training nodes the model does no better than {than} (mean cross-entropy {fit.loss:.3g} against "

@@ -311,7 +311,7 @@ def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
     fit, order = typed.training_fit, typed.output_order
     inverted = order is not None and order.below_chance  # the output order explains a poor fit: its warning says so
     if fit is not None and fit.suspect and not inverted:  # first, where a reader looks: the figures may mislead
-        than, against = ("a constant", fit.constant) if fit.no_better else ("guessing every class alike", fit.guess)
+        than, against = fit.baseline()
         lines.append(
             f"  CHECK ITS INPUTS: on its own training nodes it does no better than {than} (mean cross-entropy "
             f"{_shown_loss(fit.loss)} against {_shown_loss(against)}); if it fit them when trained, it is fed "

@@ -67,6 +67,15 @@ class TrainingFit:
         """Whether the audit warns: no better than a constant by both measures, or worse than the guess."""
         return self.no_better or bool(self.worse_than_guess)
 
+    def baseline(self) -> tuple[str, float | None]:
+        """What the model's loss is set against when it is :attr:`suspect`.
+
+        Returns:
+            ``("a constant", constant)`` where it does no better than the constant by both measures, else
+            ``("guessing every class alike", guess)``.
+        """
+        return ("a constant", self.constant) if self.no_better else ("guessing every class alike", self.guess)
+
 
 def check_training_fit(proba: Tensor, graph: Graph) -> TrainingFit:
     """The model's mean cross-entropy on the labelled training nodes against the constant predictor's.
