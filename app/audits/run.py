@@ -33,7 +33,7 @@ from app.graphs.loading import GraphGone
 from app.influence import chunks
 from app.influence.tasks import chunk_sender
 from app.integrations.mlflow_log import log_succeeded_audit
-from app.supplied.loading import ModelGone, prepare_model
+from app.supplied.loading import ModelGone, carry_model_inputs, prepare_model
 from app.webhooks import events
 from app.webhooks.tasks import send_deliveries
 from bind_core import (
@@ -223,9 +223,17 @@ class Attempt:
         if claim.model_id is not None:
             with sessions() as session:
                 parts = jobs.model_parts(session, claim.model_id)
+                registered = jobs.model_registration(session, claim.model_id)
             progress("training", 0.0)
+            graph, carried = carry_model_inputs(sessions, self.settings, graph, claim.graph_id, registered)
             model, supplied = prepare_model(
-                parts, claim.model_id, graph, config, self.device, progress=lambda f: progress("training", f)
+                parts,
+                claim.model_id,
+                graph,
+                config,
+                self.device,
+                progress=lambda f: progress("training", f),
+                carried=carried,
             )
         kept = _sink(parts, self.settings, graph)
         distributed: dict[str, Any] | None = None

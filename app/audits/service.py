@@ -124,31 +124,41 @@ def _model_source(
     session: Session, tenant: Tenant, body: AuditCreate, parsed: AuditConfig
 ) -> tuple[AuditCreate, AuditConfig]:
     """The request with the supplied model's graph filled in, and the audit's settings describing that model (its
-    architecture and recipe, :meth:`AuditConfig.describing`); 422 for an unknown model or another graph."""
-    _refuse_trained_settings(body)
-    stmt = select(SuppliedModel.graph_id, SuppliedModel.config).where(
-        SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id
+    architecture and recipe, :meth:`AuditConfig.describing`); 422 for an unknown model or a graph that is not a
+    version of the one it was registered for (another version is audited with the model's inputs carried over,
+    :func:`app.supplied.loading.carry_model_inputs`, or fails with ``model-does-not-fit``)."""
+    refuse_trained_settings(body)
+    stmt = (
+        select(SuppliedModel.graph_id, SuppliedModel.config, Graph.name)
+        .join(Graph, Graph.id == SuppliedModel.graph_id)
+        .where(SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id)
     )
-    row = session.execute(stmt.with_for_update(read=True)).first()
+    row = session.execute(stmt.with_for_update(read=True, of=SuppliedModel)).first()
     if row is None:
         raise ValidationProblem(
             f"No model with id {body.model_id}.", errors=[{"field": "model_id", "message": "no such model"}]
         )
-    if body.graph_id is not None and body.graph_id != row.graph_id:
-        raise ValidationProblem(
-            "The model was registered for another graph.",
-            errors=[{"field": "graph_id", "message": f"the model's graph is {row.graph_id}"}],
-        )
-    return body.model_copy(update={"graph_id": row.graph_id}), describing_supplied(parsed, row.config)
+    graph_id = row.graph_id if body.graph_id is None else body.graph_id
+    if graph_id != row.graph_id:
+        name = session.scalar(select(Graph.name).where(Graph.id == graph_id, Graph.tenant_id == tenant.id))
+        if name is not None and name != row.name:  # no such graph: _check_source names it
+            field = "graph_name" if body.graph_name is not None else "graph_id"
+            raise ValidationProblem(
+                f"The model was registered for the graph {row.name!r}; it is audited on a version of that graph.",
+                errors=[{"field": field, "message": f"not a version of {row.name!r} (the model's {row.graph_id})"}],
+            )
+    return body.model_copy(update={"graph_id": graph_id}), describing_supplied(parsed, row.config)
 
 
-def _refuse_trained_settings(body: AuditCreate) -> None:
+def refuse_trained_settings(body: AuditCreate, prefix: str = "") -> None:
     """422 naming each setting of a model the audit trains given beside ``model_id``: a supplied model's architecture
     and recipe are its config's (``GET /v1/models/{id}``), and taking them silently would describe a model nobody
-    audited. ``training.seed`` stays: it seeds the audit's own samples."""
+    audited. ``training.seed`` stays: it seeds the audit's own samples. ``prefix`` goes before each field's name (a
+    schedule's ``audit.``)."""
     named = (["model"] if "model" in body.model_fields_set else []) + [
         f"training.{k}" for k in sorted(body.training.model_fields_set - {"seed"})
     ]
+    named = [prefix + name for name in named]
     if named:
         why = "a supplied model (model_id) is audited with its own architecture and training recipe, its config's"
         raise ValidationProblem(

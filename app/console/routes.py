@@ -307,7 +307,12 @@ def schedule_list(
 ) -> Response:
     """The tenant's schedules: their latest values against the thresholds and a sparkline of recent runs."""
     rows, token = schedules.list_schedules(session, user.tenant, limit=limit, page_token=page_token)
-    shown = [schedule_row(s, schedules.history(session, s, limit=SPARK_RUNS)) for s in rows]
+    shown = [
+        schedule_row(
+            s, schedules.history(session, s, limit=SPARK_RUNS), schedules.model_label(session, s, with_id=False)
+        )
+        for s in rows
+    ]
     return page(
         "schedules.html",
         user,

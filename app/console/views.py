@@ -69,10 +69,11 @@ def audit_verdict(audit: Audit) -> dict[str, Any] | None:
     return {"headline": str(summary["verdict"]), "findings": lines[1:]}
 
 
-def schedule_row(schedule: Schedule, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def schedule_row(schedule: Schedule, runs: Sequence[Mapping[str, Any]], model: str | None = None) -> dict[str, Any]:
     """A schedule with its latest succeeded values against its thresholds and a sparkline of its runs.
 
-    ``runs`` as :func:`app.schedules.service.history` gives them (newest first)."""
+    ``runs`` as :func:`app.schedules.service.history` gives them (newest first); ``model`` the schedule's supplied
+    model as :func:`app.schedules.service.model_label` names it."""
     thresholds = {k: float(v) for k, v in (schedule.thresholds or {}).items() if _finite(v)}
     done = [r for r in reversed(runs) if r.get("state") == "succeeded"]  # oldest first
     latest = done[-1] if done else None
@@ -89,7 +90,8 @@ def schedule_row(schedule: Schedule, runs: Sequence[Mapping[str, Any]]) -> dict[
     ]
     return {
         "id": str(schedule.id),
-        "source": f"graph {schedule.graph_name}" if schedule.graph_name else f"dataset {schedule.dataset}",
+        "source": (f"{model} on " if model else "")
+        + (f"graph {schedule.graph_name}" if schedule.graph_name else f"dataset {schedule.dataset}"),
         "timing": f"cron {schedule.cron}" if schedule.cron else f"every {fmt(schedule.interval_seconds)} s",
         "state": schedule.state,
         "next": when(schedule.next_run_at),

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from bind_core import BindError, ConfigError, DatasetNotFoundError, GraphValidationError, NonFiniteError, Option
+from bind_core import (
+    BindError,
+    ConfigError,
+    DatasetNotFoundError,
+    GraphValidationError,
+    ModelDoesNotFitError,
+    NonFiniteError,
+    Option,
+)
 
 PROBLEM_BASE = "https://bind-audit.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -134,6 +142,7 @@ def bind_error_problem(exc: BindError, name: Callable[[Option], str] = request_f
     ``invalid-graph`` (with one ``errors[]`` entry per problem: ``field`` the parameter at fault, ``value`` the
     bad value given to it, ``column``, ``file``, ``rows``, ``values``, ``count``, ``suggestions`` where known;
     options in the messages said by ``name``), ``dataset-not-found``, ``model-output-not-finite``,
+    ``model-does-not-fit`` (a supplied model's inputs or outputs are not the graph's, each in ``errors[]``),
     ``invalid-config``, and ``invalid-input`` for the rest.
     """
     if isinstance(exc, GraphValidationError):
@@ -144,6 +153,10 @@ def bind_error_problem(exc: BindError, name: Callable[[Option], str] = request_f
         return ValidationProblem(str(exc), slug="dataset-not-found", title="Dataset not found")
     if isinstance(exc, NonFiniteError):
         return ValidationProblem(str(exc), slug="model-output-not-finite", title="Model output not finite")
+    if isinstance(exc, ModelDoesNotFitError):
+        errors = [{"field": field, "message": message} for field, message in exc.problems]
+        title = "Model does not fit the graph"
+        return ValidationProblem(str(exc), slug="model-does-not-fit", title=title, errors=errors)
     if isinstance(exc, ConfigError):
         return ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration")
     return ValidationProblem(str(exc), slug="invalid-input", title="Invalid input")

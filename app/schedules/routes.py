@@ -117,5 +117,6 @@ def schedule_report(
     alert thresholds drawn as lines, accuracy, and a table of the runs with the thresholds each crossed."""
     schedule = service.get_schedule(session, tenant, schedule_id)
     runs = service.history(session, schedule, limit=limit)
-    page = render_history(service.schedule_facts(schedule), runs, title=f"BIND schedule {schedule.id}")
+    facts = service.schedule_facts(schedule, service.model_label(session, schedule))
+    page = render_history(facts, runs, title=f"BIND schedule {schedule.id}")
     return Response(page, media_type="text/html; charset=utf-8", headers={"Content-Security-Policy": CSP})

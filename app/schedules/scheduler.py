@@ -14,7 +14,9 @@ paused with an error logged, never crashing the tick for the others.
 
 State lives in Postgres only, so a scheduler that restarts carries on from ``next_run_at``; slots missed
 while none ran are coalesced into one run. Each run audits the latest version of the schedule's graph; if
-the graph no longer exists, the slot's audit is recorded as failed with a 422 problem.
+the graph no longer exists, the slot's audit is recorded as failed with a 422 problem. A schedule of a supplied model
+(``model_id``) audits it on that version, its inputs carried over by the worker
+(:func:`app.supplied.loading.carry_model_inputs`); a model deleted before the slot fails it with ``model-not-found``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.audits.tasks import send_run_audit
 from app.core.db.session import now
-from app.core.db.tables import Audit, Schedule
+from app.core.db.tables import Audit, Schedule, SuppliedModel
 from app.core.errors import ProblemError
 from app.core.publisher import Publisher
 from app.core.settings import get_settings
@@ -132,17 +134,32 @@ def _slot_audit(session: Session, schedule: Schedule, slot: datetime, t: datetim
         created_at=t,
         updated_at=t,
     )
+    if schedule.model_id is not None and not _model_exists(session, schedule):
+        detail = f"The model {schedule.model_id} the schedule audits was deleted before the slot came."
+        _fail(audit, ProblemError(detail, status=422, title="Model not found", slug="model-not-found"), t)
+        return audit
+    audit.model_id = schedule.model_id
     if schedule.graph_name is not None:
         graph = latest_version(session, schedule.tenant_id, schedule.graph_name, lock=True)
         if graph is None:
             detail = f"No graph named {schedule.graph_name!r} when the slot came."
-            audit.state, audit.finished_at = "failed", t
-            audit.error = ProblemError(detail, status=422, title="Graph not found", slug="graph-not-found").to_problem(
-                instance=f"/v1/audits/{audit.id}"
-            )
+            _fail(audit, ProblemError(detail, status=422, title="Graph not found", slug="graph-not-found"), t)
         else:
             audit.graph_id, audit.graph_version = graph.id, graph.version
     return audit
+
+
+def _model_exists(session: Session, schedule: Schedule) -> bool:
+    """Whether the schedule's supplied model is still there (a share lock against its deletion until the commit)."""
+    stmt = select(SuppliedModel.id).where(
+        SuppliedModel.id == schedule.model_id, SuppliedModel.tenant_id == schedule.tenant_id
+    )
+    return session.scalar(stmt.with_for_update(read=True)) is not None
+
+
+def _fail(audit: Audit, problem: ProblemError, t: datetime) -> None:
+    audit.state, audit.finished_at = "failed", t
+    audit.error = problem.to_problem(instance=f"/v1/audits/{audit.id}")
 
 
 def tick_and_send(publisher: Publisher, sessions: sessionmaker[Session]) -> list[uuid.UUID]:

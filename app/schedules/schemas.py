@@ -23,13 +23,21 @@ class Thresholds(BaseModel):
 
 
 class ScheduleCreate(BaseModel):
-    """What to audit (a graph by name, whose latest version each run takes, or a built-in dataset), how
-    (``audit``: the body of ``POST /v1/audits`` without its source) and when (an interval or a cron)."""
+    """What to audit (a graph by name, whose latest version each run takes, or a built-in dataset; a supplied model
+    on the latest version of the graph it was registered for), how (``audit``: the body of ``POST /v1/audits``
+    without its source) and when (an interval or a cron)."""
 
     model_config = ConfigDict(extra="forbid")
 
     graph_name: str | None = Field(default=None, min_length=1, max_length=200)
     dataset: str | None = Field(default=None, min_length=1, max_length=100)
+    model_id: uuid.UUID | None = Field(
+        default=None,
+        description="A supplied model (POST /v1/models) each run audits as given on the latest version of the graph "
+        "it was registered for (graph_name may be left out, or must be that graph's name); each version must have "
+        "the model's feature columns, label and classes (a run whose version does not fails with "
+        "model-does-not-fit).",
+    )
     audit: dict[str, Any] = Field(default_factory=dict, description="Audit settings (model, training, budgets...).")
     interval_seconds: StrictInt | None = Field(default=None, ge=1, le=366 * 86400)
     cron: str | None = Field(default=None, min_length=1, max_length=100, description="Five fields, in UTC.")
@@ -37,8 +45,10 @@ class ScheduleCreate(BaseModel):
 
     @model_validator(mode="after")
     def _one_each(self) -> Self:
-        if (self.graph_name is None) == (self.dataset is None):
-            raise ValueError("give exactly one of graph_name and dataset")
+        if self.model_id is not None and self.dataset is not None:
+            raise ValueError("a supplied model (model_id) is audited on its own graph's versions: leave dataset out")
+        if self.model_id is None and (self.graph_name is None) == (self.dataset is None):
+            raise ValueError("give exactly one of graph_name and dataset (or model_id)")
         if (self.interval_seconds is None) == (self.cron is None):
             raise ValueError("give exactly one of interval_seconds and cron")
         return self
@@ -50,6 +60,8 @@ class ScheduleRead(BaseModel):
     id: uuid.UUID
     graph_name: str | None
     dataset: str | None
+    model_id: uuid.UUID | None = None
+    """The supplied model each run audits on the latest version of ``graph_name``; null: each run trains one."""
     settings: dict[str, Any]
     interval_seconds: int | None
     cron: str | None

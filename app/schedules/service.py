@@ -14,8 +14,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.audits.schemas import AuditCreate
+from app.audits.service import describing_supplied, refuse_trained_settings
 from app.core.db.base import utcnow
-from app.core.db.tables import Audit, Schedule, Tenant
+from app.core.db.tables import Audit, Graph, Schedule, SuppliedModel, Tenant
 from app.core.errors import Conflict, NotFound, ValidationProblem
 from app.core.pagination import newest_first
 from app.core.settings import Settings
@@ -36,18 +37,21 @@ def create_schedule(session: Session, tenant: Tenant, body: ScheduleCreate, *, s
     ``graph_name`` that ``POST /v1/audits`` gives (:func:`~app.graphs.versions.resolve_name`). A graph deleted
     later does not stop the schedule: that slot's audit fails with ``graph-not-found`` (``scheduler.py``).
     """
-    config = _config(body.audit)
+    supplied = _supplied_model(session, tenant, body) if body.model_id is not None else None
+    graph_name = body.graph_name if supplied is None else supplied[0]
+    config = _config(body.audit, supplied=None if supplied is None else supplied[1])
     if body.cron is not None and (why := check_cron(body.cron)) is not None:
         raise ValidationProblem(f"cron: {why}.", errors=[{"field": "cron", "message": why}])
     check_interval_floor(interval_seconds=body.interval_seconds, cron=body.cron, settings=settings)
     dataset = present_dataset(body.dataset, settings) if body.dataset is not None else None
-    if body.graph_name is not None:
-        resolve_name(session, tenant, body.graph_name)
+    if graph_name is not None:
+        resolve_name(session, tenant, graph_name)
     now = utcnow()
     row = Schedule(
         tenant_id=tenant.id,
-        graph_name=body.graph_name,
+        graph_name=graph_name,
         dataset=dataset,
+        model_id=body.model_id,
         settings=body.audit,
         config=config,
         interval_seconds=body.interval_seconds,
@@ -61,13 +65,35 @@ def create_schedule(session: Session, tenant: Tenant, body: ScheduleCreate, *, s
     return row
 
 
-def _config(settings: dict[str, Any]) -> dict[str, Any]:
+def _supplied_model(session: Session, tenant: Tenant, body: ScheduleCreate) -> tuple[str, dict[str, Any]]:
+    """The name of the graph the schedule's supplied model was registered for, and the model's stored config; 422
+    for an unknown model, or a ``graph_name`` that is not that graph's."""
+    row = session.execute(
+        select(Graph.name, SuppliedModel.config)
+        .join(Graph, Graph.id == SuppliedModel.graph_id)
+        .where(SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id)
+    ).first()
+    if row is None:
+        raise ValidationProblem(
+            f"No model with id {body.model_id}.", errors=[{"field": "model_id", "message": "no such model"}]
+        )
+    if body.graph_name is not None and body.graph_name != row.name:
+        why = f"the model was registered for the graph {row.name!r}; leave graph_name out or give that name"
+        raise ValidationProblem(f"graph_name: {why}.", errors=[{"field": "graph_name", "message": why}])
+    return str(row.name), dict(row.config)
+
+
+def _config(settings: dict[str, Any], *, supplied: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The audit's full config from a schedule's ``audit`` settings (describing the supplied model whose stored config
+    is ``supplied``, whose own architecture and recipe are not the schedule's to set)."""
     errors = [{"field": f"audit.{k}", "message": "the schedule names the source"} for k in _SOURCE_KEYS & set(settings)]
     if errors:
         raise ValidationProblem("A schedule's audit settings do not name a source.", errors=errors)
     try:
         request = AuditCreate.model_validate({**settings, "dataset": "-"})
-        return AuditConfig.from_dict(request.config_dict()).to_dict()
+        if supplied is not None:
+            refuse_trained_settings(request, prefix="audit.")
+        return describing_supplied(AuditConfig.from_dict(request.config_dict()), supplied).to_dict()
     except ValidationError as exc:
         fields = [{"field": "audit." + ".".join(map(str, e["loc"])), "message": e["msg"]} for e in exc.errors()]
         raise ValidationProblem("Invalid audit settings.", errors=fields) from exc
@@ -161,12 +187,29 @@ def history(session: Session, schedule: Schedule, *, limit: int) -> list[dict[st
     return out
 
 
-def schedule_facts(schedule: Schedule) -> dict[str, Any]:
-    """The schedule as the plain dict :func:`bind_core.reporting.history.render_history` takes."""
+def model_label(session: Session, schedule: Schedule, *, with_id: bool = True) -> str | None:
+    """The schedule's supplied model as a person reads it: its name, and its id with ``with_id`` (``model <id>
+    (deleted)`` once it is gone); ``None`` for a schedule whose runs train their own model."""
+    if schedule.model_id is None:
+        return None
+    name = session.scalar(
+        select(SuppliedModel.name).where(
+            SuppliedModel.id == schedule.model_id, SuppliedModel.tenant_id == schedule.tenant_id
+        )
+    )
+    if name is None:
+        return f"model {schedule.model_id} (deleted)"
+    return f"model {name!r} ({schedule.model_id})" if with_id else f"model {name!r}"
+
+
+def schedule_facts(schedule: Schedule, model: str | None = None) -> dict[str, Any]:
+    """The schedule as the plain dict :func:`bind_core.reporting.history.render_history` takes (``model``: its
+    supplied model as :func:`model_label` names it)."""
     return {
         "id": str(schedule.id),
         "graph_name": schedule.graph_name,
         "dataset": schedule.dataset,
+        "model": model,
         "interval_seconds": schedule.interval_seconds,
         "cron": schedule.cron,
         "state": schedule.state,

@@ -102,3 +102,28 @@ class IngestedGraphSummary(GraphSummary):
     (:meth:`bind_core.data.datasets.ingest_report.Ingested.summary`)."""
 
     ingest: IngestSummary = key("what reading the files did")
+
+
+@dataclass(kw_only=True)
+class CarriedInputs:
+    """A supplied model audited on another version of the graph it was registered for
+    (:func:`bind_core.data.carry.carry_inputs`): how the version's inputs were made the registration's."""
+
+    registered_graph_id: str | None = key(
+        "string: the graph version the model was registered for (the service's graph id)", optional=True
+    )
+    registered_version: int | None = key("integer: that graph's version number", optional=True)
+    columns_named: bool = key(
+        "boolean: both versions name their feature columns, so the columns were matched by name; false: by count "
+        "and position alone"
+    )
+    columns_reordered: bool = key("boolean: this version's feature columns were put in the registration's order")
+    rescaled: bool = key(
+        "boolean: this version's features were re-expressed on the registration's scale (min-max scaled by its "
+        "minima and maxima, or unscaled where the registration was not scaled); values outside its range then fall "
+        "outside [-1, 1]"
+    )
+    scaled_as_registered: bool = key(
+        "boolean: the registration's features were min-max scaled to [-1, 1], and the audited ones are on that scale"
+    )
+    text: str = key("string: what was carried and what the attribution then means, in a sentence")

@@ -3,12 +3,14 @@ caveats a reader must see.
 
 The service's hooks into it (what a web service or a queue needs beyond :func:`bind_core.run_audit`): which stages a
 configuration runs, what an audit will cost before it is queued, a supplied model checked against a graph and prepared
-for its audit, the seeds of the check against chance when it runs by default, the bounds a request is checked against
-before it is queued (the training's epochs, the debiasing budgets against a graph's training set), and the estimate of
-deleting a chosen set of training nodes (the what-if) and its verification by retraining, and a retrained model as
-weights and a config to take away. The typed results are :mod:`bind_core.pipeline.results`.
+for its audit (on another version of its graph, that version's inputs carried over first), the seeds of the check
+against chance when it runs by default, the bounds a request is checked against before it is queued (the training's
+epochs, the debiasing budgets against a graph's training set), and the estimate of deleting a chosen set of training
+nodes (the what-if) and its verification by retraining, and a retrained model as weights and a config to take away.
+The typed results are :mod:`bind_core.pipeline.results`.
 """
 
+from bind_core.data.carry import InputSchema, carry_inputs
 from bind_core.debiasing.nodesets import check_budgets
 from bind_core.debiasing.verify import Verification, VerifiedSet, verify_set
 from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
@@ -29,10 +31,12 @@ __all__ = [
     "AuditCost",
     "ExportedModel",
     "GraphSize",
+    "InputSchema",
     "SetEstimate",
     "Verification",
     "VerifiedSet",
     "audit_cost",
+    "carry_inputs",
     "check_budgets",
     "check_measurable_groups",
     "choose",

@@ -17,7 +17,22 @@ def supplied_model_warnings(record: SuppliedModel | None) -> list[str]:
     fit, found = record.training_fit, record.output_order
     if found is not None and found.below_chance and found.text:  # outputs read in another order explain a poor fit
         return [found.text]
-    return [fit.text] if fit is not None and fit.suspect and fit.text else []
+    if fit is None or not fit.suspect or not fit.text:
+        return []
+    return [fit.text + _carried(record)]
+
+
+def _carried(record: SuppliedModel) -> str:
+    """Where the model is audited on another version of its graph, its inputs carried over to its registration's:
+    the other cause of a poor fit, this version's data (drift)."""
+    if record.carried is None:
+        return ""
+    return (
+        ". This version's inputs were carried over to the columns and scale the model was registered with "
+        "(supplied_model.carried), so where it fit the version it was registered on, this version's data differ from "
+        "that one's (how the features are distributed, or how the label depends on them): as deployed, the model no "
+        "longer fits them"
+    )
 
 
 def supplied_model_doubt(record: SuppliedModel | None) -> str | None:
@@ -37,7 +52,12 @@ def supplied_model_doubt(record: SuppliedModel | None) -> str | None:
         return None
     than, against = fit.baseline()
     shown = "—" if against is None else f"{against:.3g}"
+    why = (
+        "this version of its graph differs from the data it fit, or it is fed other inputs than it was trained on"
+        if record.carried is not None
+        else "it is most likely fed other inputs than it was trained on"
+    )
     return (
         f"on its own training nodes the model does no better than {than} (mean cross-entropy {fit.loss:.3g} against "
-        f"{shown}): it is most likely fed other inputs than it was trained on (see the warnings)"
+        f"{shown}): {why} (see the warnings)"
     )

@@ -17,6 +17,7 @@ import torch
 
 from bind_core.codec import decode, encode
 from bind_core.data.graph import Graph
+from bind_core.data.records import CarriedInputs
 from bind_core.debiasing.debias import report
 from bind_core.pipeline.config import AuditConfig
 from bind_core.pipeline.results import ReferenceComparison, SuppliedModel
@@ -62,6 +63,7 @@ def prepare_for_audit(
     device: str | torch.device = "cpu",
     *,
     progress: Callable[[float], None] | None = None,
+    carried: CarriedInputs | None = None,
 ) -> tuple[TrainedModel, SuppliedModel]:
     """A supplied model ready for an audit with ``config`` (:func:`~bind_core.training.supplied.prepare_supplied`
     with ``config.reference``) and its record (the result's ``supplied_model``).
@@ -73,6 +75,8 @@ def prepare_for_audit(
         config: the audit's settings (``reference``, ``lam``, ``min_group_size``).
         device: where to compute.
         progress: ``progress(fraction)`` through the polish, when ``config.reference`` asks for one.
+        carried: where ``graph`` is another version of the graph the model was registered for, what
+            :func:`~bind_core.data.carry.carry_inputs` did to it (kept as the record's ``carried``).
 
     Returns:
         The model to audit and the :class:`~bind_core.pipeline.results.SuppliedModel` record; with
@@ -80,7 +84,7 @@ def prepare_for_audit(
         take. The service sets its ``id``.
     """
     supplied = prepare_supplied(weights, model_config, graph, device, reference=config.reference, progress=progress)
-    return _recorded(supplied, graph, config)
+    return _recorded(supplied, graph, config, carried)
 
 
 def prepare_model_for_audit(
@@ -102,9 +106,12 @@ def prepare_model_for_audit(
     return _recorded(supplied, graph, config)
 
 
-def _recorded(supplied: Supplied, graph: Graph, config: AuditConfig) -> tuple[TrainedModel, SuppliedModel]:
+def _recorded(
+    supplied: Supplied, graph: Graph, config: AuditConfig, carried: CarriedInputs | None = None
+) -> tuple[TrainedModel, SuppliedModel]:
     """The prepared model and its record, kept with it (``model.supplied.record``) for the audit to report."""
     record = decode(SuppliedModel, supplied.record, "supplied_model")
+    record.carried = carried
     if supplied.given is not None:
         groups = metric_groups(graph, config.min_group_size)
         record.comparison = compare_reference(supplied.given, supplied.model, graph, lam=config.lam, groups=groups)

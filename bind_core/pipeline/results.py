@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bind_core.codec import EXTRA, Encoded, decode, key, open_keys
-from bind_core.data.records import GraphSummary
+from bind_core.data.records import CarriedInputs, GraphSummary
 from bind_core.debiasing.edge_records import EdgeDebiasing, EdgeDebiasingRow, EdgeValidation, EdgeValidationPoint
 from bind_core.debiasing.records import (
     AgainstRandom,
@@ -77,6 +77,7 @@ __all__ = [
     "AgainstRandom",
     "AttributionFinding",
     "AuditResults",
+    "CarriedInputs",
     "Correlation",
     "CrossGroupEdges",
     "DebiasingFinding",
@@ -227,6 +228,11 @@ class SuppliedModel:
         "the model's mean cross-entropy on its labelled training nodes against a constant predictor's and a uniform "
         "guess's: no_better or worse_than_guess says it is most likely fed other inputs than it was trained on; absent "
         "in audits from before 2026-12-06",
+        optional=True,
+    )
+    carried: CarriedInputs | None = key(
+        "a model audited on another version of the graph it was registered for (a scheduled audit): how that "
+        "version's inputs were made the registration's; absent where the model is audited on its own graph",
         optional=True,
     )
     extra: dict[str, Any] = open_keys("other figures of the record")

@@ -316,6 +316,9 @@ def _attribution(results: AuditResults) -> AttributionFinding | None:
         if rule
         else " No rule describing them held on held-out nodes."
     )
+    carried = results.supplied_model.carried if results.supplied_model is not None else None
+    if carried is not None:
+        text += " " + carried.text
     return AttributionFinding(harmful_nodes=harmful.nodes, harm_share=share, top_ids=ids, rule=rule, text=text)
 
 

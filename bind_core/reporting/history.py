@@ -72,9 +72,9 @@ def render_history(
     """The schedule's runs as one self-contained HTML5 page.
 
     Args:
-        schedule: ``id``, ``graph_name`` or ``dataset``, ``interval_seconds`` or ``cron``, ``state``,
-            ``thresholds`` (``{metric: value}``, metrics among ``delta_sp``, ``delta_eo``, ``gamma``),
-            ``next_run_at``, ``created_at``; missing keys are shown as unknown.
+        schedule: ``id``, ``graph_name`` or ``dataset``, ``model`` (a supplied model, named, or absent),
+            ``interval_seconds`` or ``cron``, ``state``, ``thresholds`` (``{metric: value}``, metrics among
+            ``delta_sp``, ``delta_eo``, ``gamma``), ``next_run_at``, ``created_at``; missing keys are shown as unknown.
         runs: one dict per slot, in any order: ``slot_time`` (a datetime or an ISO 8601 string), ``audit_id``,
             ``state``, ``graph_version``, and, for a succeeded run, ``accuracy``, ``delta_sp``, ``delta_eo``,
             ``gamma`` (test-set values, ``None`` where absent) and ``breaches`` (``[{metric, value, threshold}]``).
@@ -148,6 +148,8 @@ def _facts(
         if schedule.get("graph_name")
         else f"dataset {schedule.get('dataset', '?')}"
     )
+    if schedule.get("model"):
+        source = f"supplied {schedule['model']} on the {source}"
     timing = (
         f"cron {schedule['cron']} (UTC)"
         if schedule.get("cron")

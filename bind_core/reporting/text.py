@@ -315,8 +315,12 @@ def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
         lines.append(
             f"  CHECK ITS INPUTS: on its own training nodes it does no better than {than} (mean cross-entropy "
             f"{_shown_loss(fit.loss)} against {_shown_loss(against)}); if it fit them when trained, it is fed "
-            "other inputs here (the warnings say more)"
+            "other inputs here"
+            + (", or this version of its graph differs from the data it fit" if typed.carried is not None else "")
+            + " (the warnings say more)"
         )
+    if typed.carried is not None:
+        lines.append(f"  {typed.carried.text}")
     if not typed.polished_by_service:
         lines.append(f"  audited as given (gradient norm of its training objective {_exp(typed.grad_norm, 2)})")
         return "\n".join(lines)

@@ -265,7 +265,9 @@ SCHEDULE_STATES = ("active", "paused")
 
 
 class Schedule(Base):
-    """A recurring audit of a graph's latest version (by name) or of a dataset, every interval or by cron.
+    """A recurring audit of a graph's latest version (by name) or of a dataset, every interval or by cron; of a
+    supplied model (``model_id``) on the latest version of the graph it was registered for, or of a model each slot
+    trains.
 
     ``next_run_at`` is the next slot; a scheduler claims a due schedule by moving it on in the transaction
     that inserts the slot's audit, and ``audits (schedule_id, slot_time)`` is unique, so a slot runs once.
@@ -284,6 +286,9 @@ class Schedule(Base):
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
     graph_name: Mapped[str | None] = mapped_column(String(200))
     dataset: Mapped[str | None] = mapped_column(String(100))
+    model_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    """A supplied model each slot audits on the latest version of ``graph_name`` (the graph it was registered for);
+    no foreign key, as ``graph_name`` has none: a slot after the model's deletion fails with ``model-not-found``."""
     settings: Mapped[dict[str, Any]] = mapped_column(JSONType)
     """The audit settings as requested (the body of ``POST /v1/audits`` without its source)."""
     config: Mapped[dict[str, Any]] = mapped_column(JSONType)

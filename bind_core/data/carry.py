@@ -1,0 +1,184 @@
+"""A supplied model on another version of its graph: the inputs it was registered with, checked against the
+version's and re-expressed as the model reads them.
+
+A model is registered for one graph (``POST /v1/models``), and a deployed model meets each new version of that graph
+(a scheduled audit). The model reads its inputs by position, so the version must give it what the registration gave
+it: the same feature columns, in the same order, on the same scale, and the same label with the same classes in the
+same order. :func:`carry_inputs` checks that against an :class:`InputSchema` read from the registration's graph and
+hands back the version with its features as the model reads them:
+
+- columns named alike on both sides but in another order are put in the registration's order;
+- features min-max scaled to ``[-1, 1]`` when a version was read (``Graph.feature_ranges``) were scaled by that
+  version's own minima and maxima, so the same raw value reads differently in two versions: the version's raw values
+  are recovered from its ranges and scaled by the registration's (values outside the registration's range then fall
+  outside ``[-1, 1]``, as they would reach a deployed model whose scaler was fitted once); a version scaled where the
+  registration was not is unscaled, and the other way round scaled by the registration's ranges;
+- other columns, another label or other classes are refused (:class:`~bind_core.errors.ModelDoesNotFitError`, each
+  difference named), never guessed.
+
+What is carried is said in a :class:`~bind_core.data.records.CarriedInputs` record (the results'
+``supplied_model.carried``), with the sentence an audit's attribution finding adds: the version's training nodes are
+not the ones the model was trained on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bind_core.data.graph import Graph
+from bind_core.data.records import CarriedInputs
+from bind_core.errors import ModelDoesNotFitError
+
+__all__ = ["InputSchema", "carry_inputs"]
+
+
+@dataclass(frozen=True)
+class InputSchema:
+    """What a supplied model was registered to read: its graph's feature columns (names, when the graph has them, in
+    order, and each column's ``(min, max)`` where they were min-max scaled), label and classes.
+
+    Attributes:
+        features: the number of feature columns.
+        feature_names: their names, in order; empty where the graph names none.
+        feature_ranges: each column's ``(min, max)`` before it was scaled to ``[-1, 1]``; empty: not scaled.
+        label: the label's name.
+        class_names: each class's value, output 0 first; empty where the graph names none (the codes).
+    """
+
+    features: int
+    feature_names: tuple[str, ...] = ()
+    feature_ranges: tuple[tuple[float, float], ...] = ()
+    label: str = "y"
+    class_names: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, graph: Graph) -> InputSchema:
+        """The schema a model registered for ``graph`` reads.
+
+        Returns:
+            The :class:`InputSchema` of ``graph``'s columns, scaling, label and classes.
+        """
+        return cls(
+            features=graph.num_features,
+            feature_names=graph.feature_names,
+            feature_ranges=graph.feature_ranges,
+            label=graph.label_name,
+            class_names=graph.class_names,
+        )
+
+
+def carry_inputs(graph: Graph, schema: InputSchema) -> tuple[Graph, CarriedInputs]:
+    """``graph`` with its features as a model registered with ``schema`` reads them (see the module docstring).
+
+    Args:
+        graph: the version to audit the model on.
+        schema: what the model was registered to read (:meth:`InputSchema.of` of its registration's graph).
+
+    Returns:
+        ``(graph, record)``: the version with its feature columns in the schema's order and on its scale (``graph``
+        itself where nothing changes), and the :class:`~bind_core.data.records.CarriedInputs` record of what was done.
+
+    Raises:
+        ModelDoesNotFitError: the version's feature columns (their number or names), label or classes are not the
+            schema's; every difference is named.
+    """
+    order = _column_order(graph, schema)
+    problems = [*order[1], *_label_problems(graph, schema)]
+    if problems:
+        raise ModelDoesNotFitError(problems)
+    columns = order[0]
+    reordered = columns is not None and columns != list(range(graph.num_features))
+    x, ranges = graph.x, graph.feature_ranges
+    if columns is not None and reordered:
+        x = x[:, columns]
+        ranges = tuple(ranges[j] for j in columns) if ranges else ()
+    rescaled = ranges != schema.feature_ranges
+    if rescaled:
+        x = _rescaled(x, ranges, schema.feature_ranges)
+    record = CarriedInputs(
+        columns_named=bool(graph.feature_names) and bool(schema.feature_names),
+        columns_reordered=reordered,
+        rescaled=rescaled,
+        scaled_as_registered=bool(schema.feature_ranges),
+        text=_text(reordered, rescaled, schema),
+    )
+    if not reordered and not rescaled:
+        return graph, record
+    names = schema.feature_names if reordered else graph.feature_names
+    carried = dataclasses.replace(graph, x=x, feature_names=names, feature_ranges=schema.feature_ranges)
+    return carried, record
+
+
+def _column_order(graph: Graph, schema: InputSchema) -> tuple[list[int] | None, list[tuple[str, str]]]:
+    """The version's column for each of the schema's, in the schema's order (``None``: compared by count alone, one
+    side names none), and the problems that stop it."""
+    if graph.num_features != schema.features and not (graph.feature_names and schema.feature_names):
+        why = f"the model was registered for {schema.features} feature columns; this version has {graph.num_features}"
+        return None, [("in_dim", why)]
+    if not (graph.feature_names and schema.feature_names):
+        return None, []
+    where = {name: j for j, name in enumerate(graph.feature_names)}
+    missing = [name for name in schema.feature_names if name not in where]
+    extra = sorted(set(graph.feature_names) - set(schema.feature_names))
+    problems = []
+    if missing:
+        problems.append(("feature_names", f"this version lacks the model's column(s) {_listed(missing)}"))
+    if extra:
+        why = f"this version has column(s) the model was not registered with: {_listed(extra)}"
+        problems.append(("feature_names", why))
+    if problems:
+        return None, problems
+    return [where[name] for name in schema.feature_names], []
+
+
+def _label_problems(graph: Graph, schema: InputSchema) -> list[tuple[str, str]]:
+    problems = []
+    if graph.label_name != schema.label:
+        why = f"the model was registered for the label {schema.label!r}; this version's is {graph.label_name!r}"
+        problems.append(("label", why))
+    if graph.class_names != schema.class_names:
+        registered = _listed(schema.class_names) if schema.class_names else "codes"
+        now = _listed(graph.class_names) if graph.class_names else f"{graph.num_classes} codes"
+        problems.append(("classes", f"the model was registered for the classes {registered}; this version has {now}"))
+    return problems
+
+
+def _rescaled(
+    x: torch.Tensor, ranges: tuple[tuple[float, float], ...], registered: tuple[tuple[float, float], ...]
+) -> torch.Tensor:
+    """``x`` (scaled by ``ranges``, or raw where empty) as raw values scaled by ``registered`` (or raw where empty),
+    in float64 before it is stored as float32. A zero-width range maps every value to 0 (as
+    :func:`~bind_core.data.datasets.scaling.minmax_scale` does)."""
+    values = x.detach().cpu().numpy().astype(np.float64)
+    if ranges:
+        lo, hi = (np.array(v, dtype=np.float64) for v in zip(*ranges, strict=True))
+        values = np.where(hi > lo, (values + 1.0) / 2.0 * (hi - lo) + lo, lo)
+    if registered:
+        lo, hi = (np.array(v, dtype=np.float64) for v in zip(*registered, strict=True))
+        span = np.where(hi > lo, hi - lo, 1.0)
+        values = np.where(hi > lo, 2.0 * (values - lo) / span - 1.0, 0.0)
+    return torch.from_numpy(values).to(dtype=x.dtype, device=x.device)
+
+
+def _text(reordered: bool, rescaled: bool, schema: InputSchema) -> str:
+    done = []
+    if reordered:
+        done.append("its feature columns put in the order the model was registered with")
+    if rescaled:
+        scale = "scaled by the registration's minima and maxima" if schema.feature_ranges else "unscaled"
+        done.append(f"its features {scale}, as the model was registered to read them")
+    carried = "; ".join(done) or "its feature columns, label and classes are the registration's"
+    return (
+        f"The model was registered on another version of this graph ({carried}). Its training nodes here are this "
+        "version's, not necessarily those it was trained on: the attribution says which of them would move the model "
+        "if it were refit on this version from its weights."
+    )
+
+
+def _listed(names: list[str] | tuple[str, ...]) -> str:
+    shown = ", ".join(repr(n) for n in names[:8])
+    return shown + (f" and {len(names) - 8} more" if len(names) > 8 else "")

@@ -1,0 +1,143 @@
+"""A supplied model on another version of its graph: columns matched by name, features put on the registration's
+scale, and every difference it cannot carry refused by name (:func:`bind_core.data.carry.carry_inputs`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bind_core import Graph, ModelDoesNotFitError
+from bind_core.data.carry import InputSchema, carry_inputs
+from bind_core.data.datasets.scaling import column_ranges, minmax_scale
+from bind_core.pipeline.output_order import supplied_model_doubt, supplied_model_warnings
+from bind_core.pipeline.results import SuppliedModel
+from bind_core.training.fit_check import TrainingFit
+
+
+def _version(
+    raw: np.ndarray,
+    *,
+    scaled: bool,
+    names: tuple[str, ...] = ("age", "score", "tenure"),
+    label: str = "approved",
+    classes: tuple[str, ...] = ("no", "yes"),
+) -> Graph:
+    """A ring of ``len(raw)`` nodes with ``raw``'s columns as features (min-max scaled by its own ranges, as an
+    upload with scale on does, where ``scaled``)."""
+    n = raw.shape[0]
+    lo, hi = column_ranges(raw)
+    edges = np.stack([np.arange(n), (np.arange(n) + 1) % n])
+    y, sens = (np.arange(n) // 4) % 2, (np.arange(n) // 8) % 2
+    idx = np.arange(n)
+    return Graph.build(
+        minmax_scale(raw) if scaled else raw,
+        edges,
+        y,
+        sens,
+        idx[idx % 4 < 2],
+        idx[idx % 4 == 2],
+        idx[idx % 4 == 3],
+        feature_ranges=list(zip(lo, hi, strict=True)) if scaled else (),
+        feature_names=names,
+        label_name=label,
+        class_names=classes,
+    )
+
+
+def _raw(n: int, seed: int, shift: float = 0.0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.column_stack([rng.uniform(18, 80, n) + shift, rng.normal(0, 3, n), rng.integers(0, 30, n)])
+
+
+def test_the_same_inputs_are_carried_unchanged() -> None:
+    graph = _version(_raw(24, 1), scaled=False)
+    carried, record = carry_inputs(graph, InputSchema.of(graph))
+    assert carried is graph
+    assert (record.columns_named, record.columns_reordered, record.rescaled) == (True, False, False)
+    assert "would move the model if it were refit on this version" in record.text
+
+
+def test_a_later_version_is_scaled_by_the_registrations_ranges() -> None:
+    """Each upload scales by its own minima and maxima: the same raw value reads differently in two versions. The
+    carried version holds the raw values scaled by the registration's ranges, outside [-1, 1] where they go beyond."""
+    first, later = _raw(24, 1), _raw(30, 2, shift=15.0)
+    registered = _version(first, scaled=True)
+    carried, record = carry_inputs(_version(later, scaled=True), InputSchema.of(registered))
+    lo, hi = column_ranges(first)
+    expected = 2.0 * (later - lo) / (hi - lo) - 1.0
+    assert torch.allclose(carried.x.double(), torch.from_numpy(expected), atol=1e-5)
+    assert float(carried.x.max()) > 1.0  # older customers than any the model was registered with
+    assert carried.feature_ranges == registered.feature_ranges
+    assert (record.rescaled, record.scaled_as_registered, record.columns_reordered) == (True, True, False)
+    assert "scaled by the registration's minima and maxima" in record.text
+
+
+def test_unscaled_and_scaled_versions_meet_on_the_registrations_scale() -> None:
+    raw = _raw(24, 3)
+    plain, scaled = _version(raw, scaled=False), _version(raw, scaled=True)
+    unscaled, record = carry_inputs(scaled, InputSchema.of(plain))  # registered on the values as given
+    assert torch.allclose(unscaled.x, plain.x, atol=1e-4) and unscaled.feature_ranges == ()
+    assert record.rescaled and not record.scaled_as_registered and "unscaled" in record.text
+    rescaled, _ = carry_inputs(plain, InputSchema.of(scaled))
+    assert torch.allclose(rescaled.x, scaled.x, atol=1e-6) and rescaled.feature_ranges == scaled.feature_ranges
+
+
+def test_a_constant_column_reads_as_the_registration_read_it() -> None:
+    first, later = _raw(24, 4), _raw(24, 5)
+    first[:, 2], later[:, 2] = 7.0, 9.0  # constant in both versions: minmax_scale maps it to 0
+    carried, _ = carry_inputs(_version(later, scaled=True), InputSchema.of(_version(first, scaled=True)))
+    assert torch.equal(carried.x[:, 2], torch.zeros(24))
+    plain, _ = carry_inputs(_version(later, scaled=True), InputSchema.of(_version(first, scaled=False)))
+    assert torch.equal(plain.x[:, 2], torch.full((24,), 9.0))  # the raw value, recovered from its zero-width range
+
+
+def test_columns_in_another_order_are_put_in_the_registrations() -> None:
+    raw = _raw(24, 6)
+    registered = _version(raw, scaled=True)
+    shuffled = _version(raw[:, [2, 0, 1]], scaled=True, names=("tenure", "age", "score"))
+    carried, record = carry_inputs(shuffled, InputSchema.of(registered))
+    assert carried.feature_names == registered.feature_names
+    assert torch.allclose(carried.x, registered.x, atol=1e-6)
+    assert record.columns_reordered and not record.rescaled  # the same raw values, hence the same ranges
+    assert "put in the order the model was registered with" in record.text
+
+
+def test_columns_it_cannot_match_are_refused_by_name() -> None:
+    raw = _raw(24, 7)
+    registered = InputSchema.of(_version(raw, scaled=False))
+    renamed = _version(raw, scaled=False, names=("age", "score", "months"))
+    with pytest.raises(ModelDoesNotFitError) as refused:
+        carry_inputs(renamed, registered)
+    assert dict(refused.value.problems).keys() == {"feature_names"}
+    assert "'tenure'" in str(refused.value) and "'months'" in str(refused.value)
+    unnamed = InputSchema(features=3, label="approved", class_names=("no", "yes"))  # columns matched by count alone
+    carried, record = carry_inputs(_version(raw, scaled=False), unnamed)
+    assert not record.columns_named and carried.num_features == 3
+    with pytest.raises(ModelDoesNotFitError, match="registered for 4 feature columns; this version has 3"):
+        carry_inputs(_version(raw, scaled=False), InputSchema(4, label="approved", class_names=("no", "yes")))
+
+
+def test_another_label_or_other_classes_are_refused() -> None:
+    raw = _raw(24, 8)
+    registered = InputSchema.of(_version(raw, scaled=False))
+    with pytest.raises(ModelDoesNotFitError) as refused:
+        carry_inputs(_version(raw, scaled=False, label="income", classes=("<=50K", ">50K")), registered)
+    problems = dict(refused.value.problems)
+    assert problems.keys() == {"label", "classes"}
+    assert "'approved'" in problems["label"] and "'no', 'yes'" in problems["classes"]
+
+
+def test_a_carried_model_that_fits_no_better_than_a_constant_is_told_the_version_may_differ() -> None:
+    """On a later version, with its inputs carried over, a poor fit has another likely cause than wrong inputs: the
+    version's data differ from those the model fit. The warning and the withheld verdict say both."""
+    graph = _version(_raw(24, 9), scaled=False)
+    _, carried = carry_inputs(graph, InputSchema.of(graph))
+    fit = TrainingFit(loss=1.2, constant=0.69, accuracy=0.4, majority=0.55, nodes=12, no_better=True, text="fits badly")
+    on_its_own = SuppliedModel(polished_by_service=False, training_fit=fit)
+    on_a_later_version = SuppliedModel(polished_by_service=False, training_fit=fit, carried=carried)
+    assert supplied_model_warnings(on_its_own) == ["fits badly"]
+    (warned,) = supplied_model_warnings(on_a_later_version)
+    assert warned.startswith("fits badly. This version's inputs were carried over") and "no longer fits" in warned
+    assert "most likely fed other inputs" in str(supplied_model_doubt(on_its_own))
+    assert "this version of its graph differs from the data it fit" in str(supplied_model_doubt(on_a_later_version))
