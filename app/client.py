@@ -162,7 +162,7 @@ def _finish(audit: dict[str, Any], rules: list[Rule], out: Callable[[str], None]
         detail = (error or {}).get("detail") if isinstance(error, dict) else None
         Path(junit).write_text(junit_xml(audit["id"], audit["state"], verdicts, detail), encoding="utf-8")
     if audit["state"] != "succeeded":
-        out(json.dumps({k: audit.get(k) for k in ("id", "state", "error", "warnings")}))
+        out(json.dumps({k: audit.get(k) for k in ("id", "state", "error", "warnings", "warning_codes")}))
         return AUDIT_FAILED
     test = ((audit.get("results") or {}).get("metrics") or {}).get("test") or {}
     hits = [v.reason for v in verdicts if v.crossed]
@@ -175,6 +175,7 @@ def _finish(audit: dict[str, Any], rules: list[Rule], out: Callable[[str], None]
         "thresholds_crossed": hits,
         "thresholds": [v.to_dict() for v in verdicts],
         "warnings": audit.get("warnings"),
+        "warning_codes": audit.get("warning_codes"),
     }
     edges = edges_summary(audit.get("results"))
     out(json.dumps(summary if edges is None else {**summary, "edges": edges}))
@@ -207,7 +208,10 @@ def _run(args: argparse.Namespace, http: httpx.Client, out: Callable[[str], None
         return _finish(done, args.fail_on, out, args.junit)
     if args.command == "status":
         audit = _call(http, "GET", f"/v1/audits/{args.audit_id}").json()
-        keys = ("id", "state", "stage", "progress", "attempts", "created_at", "finished_at", "error", "warnings")
+        keys = (
+            "id", "state", "stage", "progress", "attempts", "created_at", "finished_at", "error", "warnings",
+            "warning_codes",
+        )  # fmt: skip
         out(json.dumps({k: audit.get(k) for k in keys}))
         return OK
     if args.command == "results":

@@ -381,12 +381,12 @@ def _bar_progress(bar: Any, config: AuditConfig) -> Callable[[str, float], None]
     return progress
 
 
-def _early_warnings(bar: Any) -> Callable[[list[str]], None]:
+def _early_warnings(bar: Any) -> Callable[[Sequence[str]], None]:
     """The warnings known once the model and its metrics are in, printed on stderr as they come (above ``bar``, the
     progress bar, where there is one): a model fed inputs it never saw is told before the estimate's minutes, in
     time to stop it (Ctrl-C). The printed results repeat them."""
 
-    def warn(warnings: list[str]) -> None:
+    def warn(warnings: Sequence[str]) -> None:
         for text in warnings:
             line = f"warning: {text}"
             if bar is None:

@@ -16,6 +16,7 @@ from app.core.settings import Settings
 from app.graphs.loading import load_graph
 from bind_core import AuditConfig, Graph, TrainedModel, run_audit
 from bind_core.influence.distributed import ChunkRunner
+from bind_core.pipeline import Caveat
 from bind_core.pipeline.results import EdgeRow, InfluenceRow
 
 
@@ -58,7 +59,7 @@ class ComputeAudit(Protocol):
         chunk_runner: ChunkRunner | None = None,
         keep: Callable[[int, TrainedModel], None] | None = None,
         deletion_threads: int = 1,
-        on_warnings: Callable[[list[str]], None] | None = None,
+        on_warnings: Callable[[list[Caveat]], None] | None = None,
     ) -> AuditOutput: ...
 
 

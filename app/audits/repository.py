@@ -25,6 +25,7 @@ from app.core.db.session import now, rowcount
 from app.core.db.tables import Audit, EdgeInfluenceRow, Graph, InfluencePlanRecord, SuppliedModel
 from app.core.db.tables import InfluenceRow as InfluenceRecord
 from app.core.lease import Lease
+from bind_core.pipeline import codes_of
 from bind_core.pipeline.results import EdgeRow, InfluenceRow
 
 
@@ -147,11 +148,13 @@ def stored_warnings(session: Session, claim: Claim) -> list[str] | None:
     return session.scalar(select(Audit.warnings).where(Audit.id == claim.audit_id))
 
 
-def warn(session: Session, claim: Claim, warnings: list[str]) -> Lease:
+def warn(session: Session, claim: Claim, warnings: Sequence[str]) -> Lease:
     """Store the warnings known while the audit runs (its model and metrics in: a supplied model's checks, small
-    groups), for ``GET /v1/audits/{id}`` to show before the estimate's minutes; say whether the audit is still ours."""
+    groups) and their codes, for ``GET /v1/audits/{id}`` to show before the estimate's minutes; say whether the audit
+    is still ours."""
     t = now()
-    hit = rowcount(session, update(Audit).where(_fence(claim)).values(warnings=list(warnings), updated_at=t))
+    values = {"warnings": [str(w) for w in warnings], "warning_codes": codes_of(warnings), "updated_at": t}
+    hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
     return Lease.HELD if hit else _lease_after_miss(session, claim)
 
 
@@ -178,6 +181,7 @@ def succeed(
         progress=1.0,
         results=results,
         warnings=results.get("warnings"),
+        warning_codes=results.get("warning_codes"),
         model_weights=weights,
         model_config=model_config,
         error=None,

@@ -43,7 +43,7 @@ from bind_core import (
     DatasetNotFoundError,
     Graph,
 )
-from bind_core.pipeline import planned_stages, retrained_form, weight_names
+from bind_core.pipeline import Caveat, planned_stages, retrained_form, weight_names
 from bind_core.pipeline.results import EdgeRow, InfluenceRow
 
 log = logging.getLogger(__name__)
@@ -272,7 +272,7 @@ class Attempt:
             payload["results"]["influence_summary"]["distributed"] = distributed
         return Computed(payload, result, kept)
 
-    def _store_warnings(self, warnings: list[str]) -> None:
+    def _store_warnings(self, warnings: list[Caveat]) -> None:
         """The warnings known once the model and its metrics are in, stored while the audit runs with the
         ``audit.warned`` webhooks' deliveries (not again where an earlier attempt stored the same); a failed write
         does not stop the audit (its results carry them), and a lost lease is found by the next progress write."""

@@ -362,6 +362,10 @@ class AuditSummary(BaseModel):
     its model and metrics are in, before the estimate's minutes: a supplied model that does no better than a constant
     on its own training nodes (fed inputs it never saw), outputs in another order, groups too small to measure; once
     it succeeded, the results' full list (``results.warnings``)."""
+    warning_codes: list[str] | None = None
+    """Each warning's stable code, in the order of ``warnings`` (``training_fit``, ``output_order``,
+    ``few_positives``...; the API's docs list them): what a machine acts on, where the sentences may be reworded. Null
+    where ``warnings`` is, and for audits from before 2026-12-07."""
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -63,6 +63,7 @@ def _data(audit: Audit) -> dict[str, Any]:
         "schedule_id": _s(audit.schedule_id),
         "slot_time": audit.slot_time.isoformat() if audit.slot_time else None,
         "warnings": audit.warnings,
+        "warning_codes": audit.warning_codes,
     }
 
 

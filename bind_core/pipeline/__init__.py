@@ -17,6 +17,8 @@ from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
 from bind_core.models.fits import class_order, fit_problems
 from bind_core.pipeline.admission import check_measurable_groups
 from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
+from bind_core.pipeline.caveat import CODES as WARNING_CODES
+from bind_core.pipeline.caveat import Caveat, codes_of
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS
 from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.pipeline.stages import planned_stages
@@ -28,7 +30,9 @@ __all__ = [
     "AUTO_CHANCE_SEEDS",
     "MAX_EPOCHS",
     "UNTRAINED",
+    "WARNING_CODES",
     "AuditCost",
+    "Caveat",
     "ExportedModel",
     "GraphSize",
     "InputSchema",
@@ -41,6 +45,7 @@ __all__ = [
     "check_measurable_groups",
     "choose",
     "class_order",
+    "codes_of",
     "estimate_set",
     "export_model",
     "fit_problems",

@@ -26,6 +26,7 @@ from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.influence.records import Refinement, Stability
 from bind_core.influence.result import SIGN_CONVENTION, InfluenceResult
 from bind_core.pipeline.budget import parameter_count
+from bind_core.pipeline.caveat import Caveat, codes_of
 from bind_core.pipeline.caveats import (
     AuditContext,
     estimate_warnings,
@@ -140,11 +141,13 @@ class AuditResult:
         """
         return encode(self.typed())
 
-    def warnings(self) -> list[str]:
+    def warnings(self) -> list[Caveat]:
         """The caveats about the graph, the metrics, the model and the estimates.
 
         Returns:
-            One sentence per caveat, each naming its cause (the results' ``warnings``); empty when there is none.
+            One sentence per caveat, each naming its cause (the results' ``warnings``), each a
+            :class:`~bind_core.pipeline.caveat.Caveat` (a ``str``) with its stable ``code`` (the results'
+            ``warning_codes``); empty when there is none.
         """
         return (
             warnings_for(self.graph, self.config.min_group_size)
@@ -155,11 +158,11 @@ class AuditResult:
             + self._estimate_warnings()
         )
 
-    def _label_warnings(self) -> list[str]:
+    def _label_warnings(self) -> list[Caveat]:
         """A label of many classes with few nodes each (a continuous column): what its figures then describe."""
         graph = self.graph.summary()
         found = many_classes(graph.label, graph.class_names or [], graph.class_sizes)
-        return [] if found is None else [found]
+        return [] if found is None else [Caveat(found, "many_classes")]
 
     def typed(self) -> AuditResults:
         """The results, typed.
@@ -167,6 +170,7 @@ class AuditResult:
         Returns:
             The :class:`~bind_core.pipeline.results.AuditResults`, with the ``summary`` written from them.
         """
+        warnings = self.warnings()
         results = AuditResults(
             metrics=self.metrics,
             influence_summary=None if self.influence is None else self.influence.summary(),
@@ -182,7 +186,8 @@ class AuditResult:
             graph=self.graph.summary(),
             timings=dict(self.timings),
             device=self.device,
-            warnings=self.warnings(),
+            warnings=[str(w) for w in warnings],
+            warning_codes=codes_of(warnings),
             sign_convention=SIGN_CONVENTION,
             profile=self.profile,
             edges=self._edges(),
@@ -278,7 +283,7 @@ class AuditResult:
         """
         return iter(()) if self.edge_estimate is None else iter_edge_rows(self.graph, self.edge_estimate)
 
-    def _estimate_warnings(self) -> list[str]:
+    def _estimate_warnings(self) -> list[Caveat]:
         return model_warnings(self.model.model_config, self.stationarity) + estimate_warnings(
             self.influence,
             self.validation,
@@ -341,7 +346,7 @@ def run_audit(
     chunk_runner: ChunkRunner | None = None,
     keep: Callable[[int, TrainedModel], None] | None = None,
     deletion_threads: int = 1,
-    on_warnings: Callable[[list[str]], None] | None = None,
+    on_warnings: Callable[[list[Caveat]], None] | None = None,
 ) -> AuditResult:
     """Run the audit's stages on ``graph`` (see :data:`STAGES` and :func:`~bind_core.pipeline.stages.planned_stages`)
     and return everything they produced.
@@ -365,7 +370,8 @@ def run_audit(
             forked processes only (they draw from torch's global generator; :func:`~bind_core.forks.each_self_seeded`).
             The results do not depend on it.
         on_warnings: ``on_warnings(warnings)`` is handed, once the model and its metrics are in and before the
-            influence stage's minutes, the warnings known by then (the graph's, the metrics', a supplied model's checks:
+            influence stage's minutes, the warnings known by then (each a ``str`` with its ``code``; the graph's, the
+            metrics', a supplied model's checks:
             one that does no better than a constant on its own training nodes, outputs in another order), where
             there are any; the results' ``warnings`` repeat them, with the estimates' after them.
 

@@ -18,6 +18,7 @@ from bind_core.influence.records import Refinement
 from bind_core.influence.step import FINISH_EVALUATIONS, FINISH_PATIENCE, STALL_HALVINGS, STALL_SHARE
 from bind_core.influence.step_nodes import MOVED_FAR
 from bind_core.models.gnn import ModelConfig
+from bind_core.pipeline.caveat import Caveat, coded
 from bind_core.training.records import StationarityCheck
 
 LOW_SELF_CHECK = 0.9
@@ -36,44 +37,53 @@ class AuditContext:
     lam: float
 
 
-def warnings_for(graph: Graph, min_group_size: int = 0) -> list[str]:
+def warnings_for(graph: Graph, min_group_size: int = 0) -> list[Caveat]:
     """Caveats a reader of the audit must see: groups kept out of the metrics (absent from the test split,
     below the minimum size, without a positive test node), groups too small for stable Γ_EO estimates, a graph
     without edges."""
-    out = exclusion_warnings(graph, min_group_size)
+    out = coded(exclusion_warnings(graph, min_group_size), "group_excluded")
     if graph.num_edges == 0:
-        out.append(
+        _add(
+            out,
+            "no_edges",
             "the graph has no edges: the GNN sees only each node's own features (it is an MLP), and BIND's "
             "non-i.i.d. term (a node's influence through its neighbours) is zero; check the edge list if edges "
-            "were expected"
+            "were expected",
         )
     test = graph.test_idx
     y, s = graph.y[test], graph.sens[test]
     for grp in included_groups(graph, min_group_size):
         pos = int(((s == grp) & (y == 1)).sum())
         if graph.num_classes == 2 and pos < MIN_TEST_POSITIVES:
-            out.append(
+            _add(
+                out,
+                "few_positives",
                 f"group {group_label(graph, grp)} has only {pos} positive test nodes: Γ_EO and ΔEO rest on "
-                f"them, and per-node estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}"
+                f"them, and per-node estimates of the change in Γ_EO are unreliable below about {MIN_TEST_POSITIVES}",
             )
     return out
 
 
-def scaled_inputs(graph: Graph) -> list[str]:
+def _add(out: list[Caveat], code: str, text: str) -> None:
+    out.append(Caveat(text, code))
+
+
+def scaled_inputs(graph: Graph) -> list[Caveat]:
     """For a supplied model: the caveat that the graph's features were min-max scaled when it was read
     (``Graph.feature_ranges``), so a model trained on the table's own values is audited on inputs it never saw."""
     if not graph.feature_ranges:
         return []
-    return [
+    texts = [
         f"the graph's {graph.num_features} feature column(s) were min-max scaled to [-1, 1] when it was read (scale "
         "on): this supplied model is audited on the scaled values. If it was trained on other values (the table's "
         "own, or scaled another way, e.g. to [0, 1] or standardised), every figure here describes its predictions "
         "on inputs it never saw; give the table the values it was trained on and read it with scale off (bind-audit "
         "run --scale off; the upload's scale=false; ingest_files(scale=False)) to audit it on its own"
     ]
+    return coded(texts, "scaled_inputs")
 
 
-def model_warnings(model: ModelConfig, stationarity: StationarityCheck | None = None) -> list[str]:
+def model_warnings(model: ModelConfig, stationarity: StationarityCheck | None = None) -> list[Caveat]:
     """What the audit does about a non-smooth model (see docs/METHOD.md, "Non-smooth activations"), weights that are
     a minimum on the kinks (``stationarity.stationary == "kinks"``) and weights that are not a stationary point
     (``False``: attributed all the same, and said so).
@@ -89,7 +99,7 @@ def model_warnings(model: ModelConfig, stationarity: StationarityCheck | None = 
     where = model.kinks()
     if not where:
         return out
-    out += [
+    texts = [
         f"the model is not smooth ({' and '.join(where)}): its training objective is piecewise smooth, and its "
         "Hessian exists almost everywhere (wherever no pre-activation is exactly at a kink). The audit "
         "differentiates it as PyTorch does (the derivative at a kink is one side's; no curvature from the kinks): "
@@ -98,30 +108,34 @@ def model_warnings(model: ModelConfig, stationarity: StationarityCheck | None = 
         "is followed only by the step estimate's exact gradients and exact Γ, not by the linear estimate. The "
         "self-check's correlation shows what that costs for this model"
     ]
+    out += coded(texts, "non_smooth")
     stall = None if stationarity is None else stationarity.kinks
     if stationarity is not None and stationarity.stationary == "kinks" and stall is not None:
-        out.append(
+        _add(
+            out,
+            "minimum_on_kinks",
             f"the weights are a minimum on the kinks, not a stationary point: the gradient PyTorch reads there "
             f"does not vanish (largest entry {stationarity.max_abs_grad:.1e}; {stall.pinned} hidden "
             "pre-activations are pinned at 0) and a restarted L-BFGS found no descent, so the audit went on; "
-            "the estimates expand around a point where the objective has no Hessian in every direction"
+            "the estimates expand around a point where the objective has no Hessian in every direction",
         )
     return out
 
 
-def _not_stationary(stationarity: StationarityCheck) -> list[str]:
+def _not_stationary(stationarity: StationarityCheck) -> list[Caveat]:
     """A note for weights that are not a stationary point of their training objective: audited as given."""
     if stationarity.stationary is not False:
         return []
     worst = stationarity.max_abs_grad
     shown = "not finite" if worst != worst else f"{worst:.1e}"
-    return [
+    texts = [
         f"the weights are not a stationary point of their training objective (largest gradient entry {shown}, "
         "as when training stops early): the audit describes them as given, and each influence estimate answers "
         "the proximal Bregman response at these weights (retraining without the node from them, with the other "
         'nodes\' losses measured against their current predictions; docs/METHOD.md, "The model as given"), '
         "not leave-one-out retraining to a new minimum; the self-check measures that question"
     ]
+    return coded(texts, "not_stationary")
 
 
 METRIC_NAMES = {
@@ -142,14 +156,15 @@ FEW_RESAMPLES = 1000
 intervals)."""
 
 
-def metric_warnings(metrics: Metrics) -> list[str]:
+def metric_warnings(metrics: Metrics) -> list[Caveat]:
     """Test metrics that are undefined (``null``, never 0), intervals from few resamples (:data:`FEW_RESAMPLES`), and
     intervals that rest on fewer resamples than drawn, because some resamples left the metric undefined (a group drew
     none of its few positives)."""
-    out = [
+    texts = [
         f"{METRIC_NAMES.get(k, k)} is undefined on the test nodes (reported as null, not 0): {reason}"
         for k, reason in (metrics.test.undefined or {}).items()
     ]
+    out = coded(texts, "metric_undefined")
     intervals = metrics.intervals
     if intervals is None:
         return out
@@ -157,10 +172,12 @@ def metric_warnings(metrics: Metrics) -> list[str]:
     if resamples < FEW_RESAMPLES:
         tail = int(resamples * (1 - intervals.level) / 2)
         beyond = "none of them" if tail == 0 else "one of them" if tail == 1 else f"{tail} of them"
-        out.append(
+        _add(
+            out,
+            "few_resamples",
             f"the metrics' {intervals.level:.0%} intervals rest on {resamples} bootstrap resamples, with {beyond} "
             f"beyond each end: the ends move from one run to the next; {FEW_RESAMPLES} or more (the default) give "
-            "intervals to quote"
+            "intervals to quote",
         )
     short: dict[int, list[str]] = {}  # resamples left out → the metrics whose intervals lost that many
     for name in METRIC_NAMES:
@@ -169,11 +186,13 @@ def metric_warnings(metrics: Metrics) -> list[str]:
             short.setdefault(band.dropped, []).append(f"{METRIC_NAMES[name]}'s")
     for dropped, names in short.items():
         which = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-        out.append(
+        _add(
+            out,
+            "resamples_dropped",
             f"{which} interval{'s' if len(names) > 1 else ''} rest{'' if len(names) > 1 else 's'} on "
             f"{resamples - dropped} of {resamples} bootstrap resamples: in {dropped} "
             f"{'they were' if len(names) > 1 else 'it was'} undefined (a group lost every node it needs, such as its "
-            "positives) and those resamples were left out rather than counted as 0"
+            "positives) and those resamples were left out rather than counted as 0",
         )
     return out
 
@@ -183,7 +202,7 @@ def estimate_warnings(
     validation: Validation | None,
     refinement: Refinement | None,
     context: AuditContext | None = None,
-) -> list[str]:
+) -> list[Caveat]:
     """What the estimates answer and how far they can be trusted: the question a step estimate answers, nodes
     whose step did not settle, a self-check inside its ground truth's noise, and a low self-check."""
     out = _question_warnings(influence)
@@ -191,9 +210,11 @@ def estimate_warnings(
         return out
     clear = validation.clear_of_noise
     if clear is not None and clear < 0.5:
-        out.append(
+        _add(
+            out,
+            "self_check_in_noise",
             f"only {clear:.0%} of the self-check's deletions moved Γ by more than twice its ground truth's own "
-            f"drift ({validation.noise_floor or 0.0:.1e}): its correlation says little about them"
+            f"drift ({validation.noise_floor or 0.0:.1e}): its correlation says little about them",
         )
     pearson = validation.pearson
     if pearson is None or pearson >= LOW_SELF_CHECK:
@@ -204,11 +225,13 @@ def estimate_warnings(
         else "re-optimisation without the node"
     )
     causes = _self_check_causes(influence, validation, refinement, context)
-    return [
-        *out,
+    _add(
+        out,
+        "self_check_low",
         f"the self-check's per-node Pearson correlation of estimated ΔΓ with {truth} is {pearson:.2f} "
         f"(below {LOW_SELF_CHECK}): the influence estimates rank and size nodes only roughly. " + " ".join(causes),
-    ]
+    )
+    return out
 
 
 def _self_check_causes(
@@ -278,11 +301,11 @@ def _far_hint(far: int, influence: InfluenceResult) -> str:
     return "; that is most of them, as for a model far from trained (an untrained or early-stopped one)"
 
 
-def _question_warnings(influence: InfluenceResult | None) -> list[str]:
+def _question_warnings(influence: InfluenceResult | None) -> list[Caveat]:
     if influence is None or influence.solve.details.get("method") != "step":
         return []
     d = influence.solve.details
-    out = [
+    texts = [
         "this model's objective is flat (multi-layer or attention): leave-one-out retraining from scratch is "
         "ill-posed for it, so each ΔΓ is the proximal Bregman response, the change of Γ when the model is "
         "retrained without the node while kept near the given weights, the other nodes' losses measured against "
@@ -290,26 +313,31 @@ def _question_warnings(influence: InfluenceResult | None) -> list[str]:
         "values as the node's pull on the trained model, and check debiasing against random deletion "
         "(debias_seeds) before acting on it"
     ]
+    out = coded(texts, "proximal_question")
     far = int(d.get("no_minimum") or 0)
     if far:
-        out.append(
+        _add(
+            out,
+            "no_minimum",
             f"{far} of {influence.delta.numel()} nodes' deletions have no minimum near the given weights: retraining "
             "without such a node, even kept near them, carries the weights away (its own loss outgrows the damping), "
             "so no value answers the question and its ΔΓ is null (its row says no_minimum); they are left out of the "
-            "summary, the profile and the self-check, and debiasing never picks them" + _far_hint(far, influence)
+            "summary, the profile and the self-check, and debiasing never picks them" + _far_hint(far, influence),
         )
     moved = int(d.get("moved_far") or 0)
     if moved:
-        out.append(
+        _add(
+            out,
+            "moved_far",
             f"{moved} of {influence.delta.numel()} nodes' deletions carry the weights more than {MOVED_FAR:.0%} of "
             f"their norm away (the farthest {float(d['moved_max']):.0%}): the objective is nearly flat along their "
             "pull, so little but the damping holds the answer near the given weights and their ΔΓ describes a "
             "substantially different model; such values saturate (several nodes' often coincide). Read them as "
             "'deleting this node moves the model far', not as the size of its effect (docs/METHOD.md, 'Deletions "
-            "that move far')"
+            "that move far')",
         )
     if d.get("unsettled", 0) > far:
-        out.append(_unsettled_warning(d, far, influence.delta.numel()))
+        _add(out, "unsettled", _unsettled_warning(d, far, influence.delta.numel()))
     return out
 
 

@@ -5,10 +5,11 @@ warning each, and the reason the summary withholds its verdict (:func:`supplied_
 
 from __future__ import annotations
 
+from bind_core.pipeline.caveat import Caveat
 from bind_core.pipeline.results import SuppliedModel
 
 
-def supplied_model_warnings(record: SuppliedModel | None) -> list[str]:
+def supplied_model_warnings(record: SuppliedModel | None) -> list[Caveat]:
     """The warning of a supplied model whose scores rank its training labels below chance (its outputs may be in
     another order), else of one that fits its own training nodes no better than a constant, or worse than guessing
     every class alike (fed other inputs than it was trained on, or untrained); empty otherwise."""
@@ -16,10 +17,10 @@ def supplied_model_warnings(record: SuppliedModel | None) -> list[str]:
         return []
     fit, found = record.training_fit, record.output_order
     if found is not None and found.below_chance and found.text:  # outputs read in another order explain a poor fit
-        return [found.text]
+        return [Caveat(found.text, "output_order")]
     if fit is None or not fit.suspect or not fit.text:
         return []
-    return [fit.text + _carried(record)]
+    return [Caveat(fit.text + _carried(record), "training_fit")]
 
 
 def _carried(record: SuppliedModel) -> str:

@@ -263,6 +263,7 @@ class AuditResults(Encoded):
         timings: stage → seconds, in the order the stages ran.
         device: where it ran (``cpu`` or ``cuda:N``).
         warnings: caveats about the graph, the metrics, the model and the estimates.
+        warning_codes: each warning's stable code, in the order of ``warnings``.
         sign_convention: what the sign of the influence estimates means.
         profile: what the harmful training nodes have in common; absent without influence.
         edges: the bias attributed to each undirected edge; absent unless the audit asked for edges.
@@ -284,6 +285,12 @@ class AuditResults(Encoded):
     timings: dict[str, float] = key("object, stage → seconds, in the order the stages ran")
     device: str = key("string: where it ran (cpu or cuda:N)")
     warnings: list[str] = key("strings: caveats about the graph, the metrics, the model and the estimates")
+    warning_codes: list[str] | None = key(
+        "strings: each warning's stable code, in the order of warnings (training_fit, self_check_low...; the API's "
+        "docs list them): what a machine acts on, where the sentences may be reworded; absent in audits from before "
+        "2026-12-07",
+        optional=True,
+    )
     sign_convention: str = key("string: what the sign of the influence estimates means")
     profile: NodeProfile | None = key(
         "what the harmful training nodes have in common; absent without influence", optional=True

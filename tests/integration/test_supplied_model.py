@@ -86,6 +86,7 @@ def test_a_model_no_better_than_a_constant_is_warned_of_on_the_audit(client: Tes
     assert audit["results"]["supplied_model"]["training_fit"]["no_better"] is True
     assert any("no better than a constant" in w for w in audit["warnings"])
     assert audit["warnings"] == audit["results"]["warnings"]
+    assert "training_fit" in audit["warning_codes"] and audit["warning_codes"] == audit["results"]["warning_codes"]
 
 
 def test_supplied_model_predicting_nan_fails_clearly(client: TestClient, workers: WorkerPool) -> None:

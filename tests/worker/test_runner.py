@@ -23,6 +23,7 @@ from app.core.lease import LeaseLost
 from app.core.settings import Settings
 from bind_core import AuditConfig, ConfigError, Graph, synthetic
 from bind_core.codec import encode
+from bind_core.pipeline import Caveat
 from bind_core.pipeline.results import EdgeRow
 from bind_core.pipeline.results import InfluenceRow as NodeRow
 
@@ -149,9 +150,10 @@ def test_success_stores_results_weights_and_rows_once(sessions, settings, new_au
 @dataclass
 class WarnedResult(FakeResult):
     warnings: list[str] = field(default_factory=list)
+    warning_codes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return super().to_dict() | {"warnings": self.warnings}
+        return super().to_dict() | {"warnings": self.warnings, "warning_codes": self.warning_codes}
 
 
 def test_warnings_are_stored_while_the_audit_runs_then_replaced_by_the_results(
@@ -160,20 +162,29 @@ def test_warnings_are_stored_while_the_audit_runs_then_replaced_by_the_results(
     """The model's and metrics' warnings reach the row before the estimate runs (a supplied model fed inputs it
     never saw is told before the estimate's minutes); the results' full list replaces them."""
     seen: list[list[str] | None] = []
+    codes: list[list[str] | None] = []
 
     def body(progress: Progress) -> FakeResult:
         progress("metrics", 1.0)
         seen.append(get(sessions, audit_id).warnings)  # none known yet: null, not an empty list
-        _WARNED["on_warnings"](["the model does no better than a constant"])
+        _WARNED["on_warnings"]([Caveat("the model does no better than a constant", "training_fit")])
         seen.append(get(sessions, audit_id).warnings)
+        codes.append(get(sessions, audit_id).warning_codes)
         progress("influence", 0.5)
-        return WarnedResult(rows(3), warnings=["the model does no better than a constant", "a low self-check"])
+        return WarnedResult(
+            rows(3),
+            warnings=["the model does no better than a constant", "a low self-check"],
+            warning_codes=["training_fit", "self_check_low"],
+        )
 
     fake_audit(body)
     audit_id = new_audit()
     assert run(audit_id, sessions, settings).status == "succeeded"
     assert seen == [None, ["the model does no better than a constant"]]
-    assert get(sessions, audit_id).warnings == ["the model does no better than a constant", "a low self-check"]
+    assert codes == [["training_fit"]]  # each warning's code beside it, for a machine to act on
+    done = get(sessions, audit_id)
+    assert done.warnings == ["the model does no better than a constant", "a low self-check"]
+    assert done.warning_codes == ["training_fit", "self_check_low"]
 
 
 def test_stored_warnings_are_sent_to_the_audit_warned_webhooks_once(
@@ -187,7 +198,7 @@ def test_stored_warnings_are_sent_to_the_audit_warned_webhooks_once(
         session.add_all([warned, other])
         session.flush()
         hooks = (warned.id, other.id)
-    early = ["the model does no better than a constant"]
+    early = [Caveat("the model does no better than a constant", "training_fit")]
 
     def body(progress: Progress) -> FakeResult:
         _WARNED["on_warnings"](early)
@@ -204,6 +215,7 @@ def test_stored_warnings_are_sent_to_the_audit_warned_webhooks_once(
             assert by_event == [("audit.succeeded", False), ("audit.warned", True)]
             payload = next(d.payload for d in sent if d.event == "audit.warned")
             assert payload["data"]["audit_id"] == str(audit_id) and payload["data"]["warnings"] == early
+            assert payload["data"]["warning_codes"] == ["training_fit"]
             assert payload["data"]["state"] == "running"
     finally:
         with sessions.begin() as session:

@@ -115,6 +115,8 @@ class Audit(Base):
     model_weights: Mapped[bytes | None] = deferred(mapped_column(LargeBinary))
     model_config: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     warnings: Mapped[list[str] | None] = mapped_column(JSONType)
+    warning_codes: Mapped[list[str] | None] = mapped_column(JSONType)
+    """Each of ``warnings``' stable code, in its order (``bind_core.pipeline.WARNING_CODES``)."""
     """The warnings known so far (null: none known yet): written while the audit runs, once its model and metrics are
     in; the results' full list once it succeeded."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

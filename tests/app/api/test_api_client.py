@@ -33,6 +33,7 @@ def _succeed(
     delta_sp: float,
     delay: float = 0.0,
     warnings: list[str] | None = None,
+    codes: list[str] | None = None,
 ) -> None:
     time.sleep(delay)
     results = {
@@ -43,7 +44,7 @@ def _succeed(
         session.execute(
             update(Audit)
             .where(Audit.id == uuid.UUID(audit_id))
-            .values(state="succeeded", results=results, warnings=warnings)
+            .values(state="succeeded", results=results, warnings=warnings, warning_codes=codes)
         )
 
 
@@ -126,7 +127,8 @@ def test_waiting_prints_the_warnings_as_the_worker_stores_them(
         with sessions.begin() as session:  # the worker: running, its early warnings stored
             session.execute(update(Audit).where(Audit.id == audit_id).values(state="running", warnings=[early]))
         time.sleep(0.3)  # several polls see the same warning
-        _succeed(sessions, str(audit_id), 0.05, warnings=[early, "a low self-check"])
+        said = [early, "a low self-check"]
+        _succeed(sessions, str(audit_id), 0.05, warnings=said, codes=["training_fit", "self_check_low"])
 
     thread = threading.Thread(target=work)
     thread.start()
@@ -136,7 +138,9 @@ def test_waiting_prints_the_warnings_as_the_worker_stores_them(
     assert code == OK
     err = capsys.readouterr().err
     assert err.count(f"warning: {early}") == 1 and "a low self-check" not in err  # once, and only while it ran
-    assert json.loads(lines[-1])["warnings"] == [early, "a low self-check"]
+    said = json.loads(lines[-1])
+    assert said["warnings"] == [early, "a low self-check"]
+    assert said["warning_codes"] == ["training_fit", "self_check_low"]  # for a script to act on
 
 
 def test_the_summary_has_the_edges_and_their_debiasing_verdicts(
