@@ -18,8 +18,11 @@ LABELS: dict[tuple[str, ...], str] = {
     ("budgets",): "Debiasing budgets",
     ("debias_seeds",): "Check against random nodes",
     ("edges",): "Attribute every edge",
+    ("interval_seconds",): "Every",
+    ("thresholds", "delta_sp"): "Alert when ΔSP is above",
 }
-"""The form's label of each request field it fills (``app/console/templates/graph.html``)."""
+"""The form's label of each request field it fills (``app/console/templates/graph.html``: the audit form's and the
+schedule form's)."""
 
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 

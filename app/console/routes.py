@@ -18,7 +18,7 @@ from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.audits import service as audits
-from app.console import audit_models, verify, workbench
+from app.console import audit_models, schedule_form, verify, workbench
 from app.console.compare import metric_rows, node_comparison
 from app.console.cookies import (
     COOKIE_PATH,
@@ -71,6 +71,7 @@ Limit = Annotated[int, Query(ge=1, le=200)]
 def install(app: FastAPI) -> None:
     """Mount the console on ``app``: its routes, and a redirect to sign in wherever a session is missing."""
     app.include_router(workbench.router)
+    app.include_router(schedule_form.router)
     app.include_router(audit_models.router)
     app.include_router(verify.router)
     app.include_router(router)

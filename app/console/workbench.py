@@ -44,6 +44,8 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 ARCHS = ("gcn", "gin", "sage", "gat")
 FormText = Annotated[str, Form(max_length=200)]
 AUDITS_SHOWN = 20
+EVERY = {"hour": 3600, "day": 86400, "week": 7 * 86400}
+"""The schedule form's choices of interval (``app/console/schedule_form.py``)."""
 MODELS_SHOWN = 50
 
 
@@ -101,7 +103,7 @@ def graph_page(
 ) -> Response:
     """A graph in the user's terms, what reading it did, its audits, and (auditor) the form that starts one;
     ``registered``: a model just registered from an audit's retrained model, chosen in the form and announced."""
-    return _graph_page(session, user, graph_id, form={"model_id": str(registered)} if registered else None)
+    return graph_view(session, user, graph_id, form={"model_id": str(registered)} if registered else None)
 
 
 @router.post("/graphs/{graph_id}/audit", dependencies=[trailed("audit.create")])
@@ -141,7 +143,7 @@ def start_audit(
         model = supplied.get_model(session, user.tenant, body.model_id) if body.model_id else None
         cost = _estimate(body, graph, model)
         if form.get("action") != "queue":
-            return _graph_page(session, user, graph_id, form=form, estimate=cost)
+            return graph_view(session, user, graph_id, form=form, estimate=cost)
         audit, _ = audits.create_audit(session, user.tenant, body, settings=settings, publisher=broker)
     except ValidationError as exc:
         problem = ValidationProblem("The audit's settings are not valid.", errors=form_errors(exc))
@@ -152,7 +154,7 @@ def start_audit(
             raise
         problem = exc
     if problem is not None:
-        return _graph_page(session, user, graph_id, form=form, problem=problem)
+        return graph_view(session, user, graph_id, form=form, problem=problem)
     return RedirectResponse(f"/console/audits/{audit.id}", status_code=303)
 
 
@@ -200,7 +202,7 @@ def _estimate(body: AuditCreate, graph: Graph, model: SuppliedModel | None) -> d
     }
 
 
-def _graph_page(
+def graph_view(
     session: SessionDep,
     user: Any,
     graph_id: uuid.UUID,
@@ -208,28 +210,36 @@ def _graph_page(
     form: dict[str, str] | None = None,
     estimate: dict[str, str] | None = None,
     problem: ProblemError | None = None,
+    schedule: dict[str, str] | None = None,
+    schedule_problem: ProblemError | None = None,
 ) -> Response:
-    """The graph's page; with ``problem``, the start form shows it (with its status and its fields at fault)."""
+    """The graph's page; with ``problem``, the start form shows it (with its status and its fields at fault); with
+    ``schedule_problem``, the schedule form (``schedule`` its fields as sent)."""
+    failed = problem or schedule_problem
     graph = graphs.get_graph(session, user.tenant, graph_id)
     rows, _ = audits.list_audits(
         session, user.tenant, graph_id=graph_id, state=None, limit=AUDITS_SHOWN, page_token=None
     )
-    models, _ = supplied.list_models(session, user.tenant, graph_id=graph_id, limit=MODELS_SHOWN, page_token=None)
+    models = supplied.models_for_name(session, user.tenant, graph.name, limit=MODELS_SHOWN)
     return page(
         "graph.html",
         user,
-        status_code=problem.status if problem else 200,
+        status_code=failed.status if failed else 200,
         title=f"{graph.name} v{graph.version} · bind-audit",
         graph=graph_row(graph),
         summary=graph.summary or {},
         audits=[audit_row(a) for a in rows],
-        models=[{"id": str(m.id), "name": getattr(m, "name", None) or str(m.id)} for m in models],
-        registered=next((m.name for m in models if form and str(m.id) == form.get("model_id")), None),
+        models=[{"id": str(mid), "name": _model_choice(name, version, graph.version)} for mid, name, version in models],
+        registered=next((name for mid, name, _ in models if form and str(mid) == form.get("model_id")), None),
         archs=ARCHS,
         form=form or {},
         estimate=estimate,
         errors=problem.errors if problem else [],
         detail=(problem.detail or problem.title) if problem else None,
+        schedule=schedule or {},
+        schedule_errors=schedule_problem.errors if schedule_problem else [],
+        schedule_detail=(schedule_problem.detail or schedule_problem.title) if schedule_problem else None,
+        every=EVERY,
     )
 
 
@@ -258,3 +268,9 @@ def what_if(
             raise
         problem = exc
     return what_if_page(user, audit, form, estimate=estimate, problem=problem)
+
+
+def _model_choice(name: str, registered_on: int, version: int) -> str:
+    """A supplied model as the start form offers it: its name, and the version it was registered on where that is
+    another (the audit carries this version's inputs over to the registration's)."""
+    return name if registered_on == version else f"{name} (registered on version {registered_on})"

@@ -146,6 +146,19 @@ def list_models(
     return newest_first(session, stmt, SuppliedModel, kind="models", limit=limit, token=page_token)
 
 
+def models_for_name(session: Session, tenant: Tenant, name: str, *, limit: int) -> list[tuple[uuid.UUID, str, int]]:
+    """The models registered for any version of the tenant's graph ``name``, newest first, as ``(id, name, version
+    registered on)``: each can be audited on every version of it (its inputs carried over to its registration's)."""
+    rows = session.execute(
+        select(SuppliedModel.id, SuppliedModel.name, Graph.version)
+        .join(Graph, Graph.id == SuppliedModel.graph_id)
+        .where(SuppliedModel.tenant_id == tenant.id, Graph.name == name)
+        .order_by(SuppliedModel.created_at.desc(), SuppliedModel.id.desc())
+        .limit(limit)
+    ).all()
+    return [(row.id, row.name, row.version) for row in rows]
+
+
 def delete_model(session: Session, tenant: Tenant, model_id: uuid.UUID) -> None:
     """Delete a model; audits of it keep their results (their ``model_id`` becomes null)."""
     row = get_model(session, tenant, model_id)

@@ -3,6 +3,8 @@ its page in the user's terms, estimate an audit's cost and queue it; CSRF, roles
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import uuid
 from collections.abc import Callable
@@ -11,10 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from test_console import Tenant
 
-from app.core.db.tables import Audit
+from app.core.db.tables import Audit, Graph, Schedule
+from bind_core.data.datasets import load_npz
+from bind_core.training.fit import TrainConfig, train
 
 
 @pytest.fixture
@@ -227,3 +232,56 @@ def _store_rows(sessions: sessionmaker[Session], audit_id: str, deltas: dict[str
                     no_minimum=None if delta is not None else True,
                 )
             )
+
+
+def test_the_graph_page_schedules_audits_of_a_model_registered_on_an_earlier_version(
+    tenant: Callable[..., Tenant], client: TestClient, sessions: sessionmaker[Session]
+) -> None:
+    """A model registered for version 1 is offered on version 2's page (to audit, and to schedule); the schedule
+    form's refusals are said on the form, in its own labels."""
+    user = tenant()
+    user.sign_in()
+    first = _upload(user, label="approved", sensitive="gender", name="people")
+    v1 = first.headers["location"].rsplit("/", 1)[-1]  # type: ignore[attr-defined]
+    graph = load_npz(io.BytesIO(_graph_bytes(sessions, uuid.UUID(v1))))
+    model = train(graph, TrainConfig(epochs=5, polish=False))
+    api = {"Authorization": f"Bearer {user.key}"}
+    registered = client.post(
+        "/v1/models",
+        headers=api,
+        files={"weights": ("m.safetensors", model.to_bytes())},
+        data={"config": json.dumps(model.config_dict()), "graph_id": v1, "name": "credit"},
+    )
+    assert registered.status_code == 201, registered.text
+    model_id = registered.json()["id"]
+    second = _upload(user, label="approved", sensitive="gender", name="people")
+    v2_path = second.headers["location"]  # type: ignore[attr-defined]
+    page = user.browser.get(v2_path).text
+    assert page.count("credit (registered on version 1)") == 2  # the audit form's choice, and the schedule form's
+    token = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert token is not None
+    form = {"csrf": token.group(1), "model_id": model_id, "every": "week", "delta_sp": "high"}
+    refused = user.browser.post(f"{v2_path}/schedule", data=form)
+    assert refused.status_code == 422 and 'id="schedule-error"' in refused.text
+    assert "<code>Alert when ΔSP is above</code>" in refused.text
+    with sessions() as session:
+        assert session.query(Schedule).filter(Schedule.tenant_id == user.id).count() == 0
+    made = user.browser.post(f"{v2_path}/schedule", data=form | {"delta_sp": "0.1"})
+    assert made.status_code == 303 and made.headers["location"] == "/console/schedules"
+    with sessions() as session:
+        row = session.query(Schedule).filter(Schedule.tenant_id == user.id).one()
+        assert (row.graph_name, str(row.model_id), row.interval_seconds) == ("people", model_id, 7 * 86400)
+        assert row.thresholds == {"delta_sp": 0.1}
+        row.state = "paused"  # leave nothing active for a worker that might share this database
+        session.commit()
+    listed = user.browser.get("/console/schedules").text
+    assert "model &#39;credit&#39; on graph people" in listed
+    forged = user.browser.post(f"{v2_path}/schedule", data=form | {"csrf": "x"})
+    assert forged.status_code == 403
+
+
+def _graph_bytes(sessions: sessionmaker[Session], graph_id: uuid.UUID) -> bytes:
+    with sessions() as session:
+        data = session.scalar(select(Graph.data).where(Graph.id == graph_id))
+    assert data is not None
+    return bytes(data)
