@@ -92,7 +92,8 @@ CI gates (as in 'bind-audit submit'):
   --fail-on RULE        exit 1 when a test metric or a bound of its interval satisfies RULE, e.g. 'delta_sp>0.1'
                         or 'delta_sp.upper>0.1' (repeatable; metrics: """
     + ", ".join(METRICS)
-    + """)
+    + """), or when the audit warns with a
+                        code: 'warning:training_fit'
   --junit FILE          with --fail-on: write the verdicts as JUnit XML"""
 )
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from app.gates import METRICS, Rule, judge, junit_xml, parse_rule
+from app.gates import METRICS, Rule, WarningRule, judge, junit_xml, parse_rule
 
 OK, THRESHOLD, AUDIT_FAILED, HTTP_ERROR, TIMED_OUT = 0, 1, 2, 3, 4
 
@@ -33,7 +33,7 @@ class ClientError(Exception):
         self.code = code
 
 
-def crossed(results: dict[str, Any] | None, rules: list[Rule]) -> list[str]:
+def crossed(results: dict[str, Any] | None, rules: list[Rule | WarningRule]) -> list[str]:
     """The rules that hold for the results, in words (a missing value counts as crossed: fail closed)."""
     return [v.reason for v in judge(results, rules) if v.crossed]
 
@@ -155,7 +155,9 @@ def _warning_line() -> Callable[[str], None]:
     return lambda text: print(f"{lead}warning: {text}", file=sys.stderr, flush=True)
 
 
-def _finish(audit: dict[str, Any], rules: list[Rule], out: Callable[[str], None], junit: str | None = None) -> int:
+def _finish(
+    audit: dict[str, Any], rules: list[Rule | WarningRule], out: Callable[[str], None], junit: str | None = None
+) -> int:
     verdicts = judge(audit.get("results"), rules)
     if junit:
         error = audit.get("error")
@@ -193,6 +195,8 @@ def run(args: argparse.Namespace, http: httpx.Client, out: Callable[[str], None]
 
 def _run(args: argparse.Namespace, http: httpx.Client, out: Callable[[str], None]) -> int:
     if args.command == "submit":
+        if not (args.dataset or args.graph_id or args.graph_name or args.model_id):
+            raise ClientError("submit: give --dataset, --graph-id, --graph-name or --model-id", AUDIT_FAILED)
         body = _settings(args.settings)
         for flag in ("dataset", "graph_id", "graph_name", "model_id"):
             if getattr(args, flag):
@@ -242,15 +246,20 @@ def add_commands(sub: Any) -> None:
         default=[],
         metavar="RULE",
         help="exit 1 when a test metric or a bound of its interval satisfies RULE, e.g. "
-        "'delta_sp>0.1' or 'delta_sp.upper>0.1' (repeatable; metrics: " + ", ".join(METRICS) + "); implies --wait",
+        "'delta_sp>0.1' or 'delta_sp.upper>0.1' (repeatable; metrics: " + ", ".join(METRICS) + "), or when the "
+        "audit warns with a code: 'warning:training_fit'; implies --wait",
     )
     common.add_argument("--junit", metavar="FILE", help="with --fail-on: write the verdicts as JUnit XML")
     submit = sub.add_parser("submit", parents=[common], help="queue an audit on a server (see --wait, --fail-on)")
-    source = submit.add_mutually_exclusive_group(required=True)
+    source = submit.add_mutually_exclusive_group()
     source.add_argument("--dataset")
     source.add_argument("--graph-id")
     source.add_argument("--graph-name", help="a graph by name: its latest version")
-    source.add_argument("--model-id", help="a registered model, audited on its graph")
+    submit.add_argument(
+        "--model-id",
+        help="a registered model, audited as given on the graph it was registered for, or with --graph-name or "
+        "--graph-id on another version of it (its inputs carried over)",
+    )
     submit.add_argument("--settings", help="audit settings as JSON, or @file.json (e.g. '{\"budgets\": [1]}')")
     submit.add_argument("--wait", action="store_true", help="wait for the audit to finish; print its metrics")
     submit.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits (exit 4 past it)")

@@ -3,7 +3,10 @@
 A rule is ``METRIC[.lower|.upper](>|>=|<|<=)NUMBER``: a test-set metric (``delta_sp>0.1``), or a bound of its
 bootstrap interval (``delta_sp.upper>0.1``: fail when even the interval's upper bound is above 0.1, or
 ``delta_sp.lower>0.1``: fail only when the whole interval is). A rule whose value is missing (an undefined metric, or
-an interval the audit did not compute) counts as crossed: the gate fails closed, and says why.
+an interval the audit did not compute) counts as crossed: the gate fails closed, and says why. A rule may also be
+``warning:CODE``: fail when the audit warns with that code (``warning:training_fit``: a supplied model that fits its
+own training nodes no better than a constant; the codes of ``results.warning_codes``); an audit from before the
+codes (none stored) fails it closed.
 
 Torch-free on purpose: ``bind-audit submit`` runs from cron jobs and CI, and starts without loading the library.
 """
@@ -14,7 +17,7 @@ import argparse
 import operator
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +34,15 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
 }
 _RULE = re.compile(r"^\s*([A-Za-z_]+)(?:\.([A-Za-z]+))?\s*(>=|<=|>|<)\s*([-+0-9.eE]+)\s*$")
+_WARNING = re.compile(r"^\s*warning\s*:\s*([A-Za-z_]*)\s*$")
+WARNING_CODES = (
+    "group_excluded", "no_edges", "few_positives", "scaled_inputs", "metric_undefined", "few_resamples",
+    "resamples_dropped", "output_order", "training_fit", "many_classes", "not_stationary", "non_smooth",
+    "minimum_on_kinks", "proximal_question", "no_minimum", "moved_far", "unsettled", "self_check_in_noise",
+    "self_check_low", "other",
+)  # fmt: skip
+"""The codes a ``warning:CODE`` rule may name: ``bind_core.pipeline.WARNING_CODES``'s, written out here because this
+module must not load the library (a test keeps the two lists equal)."""
 
 
 @dataclass(frozen=True)
@@ -53,10 +65,24 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class WarningRule:
+    """A ``--fail-on warning:CODE`` rule: the audit must not warn with ``code``."""
+
+    code: str
+
+    @property
+    def subject(self) -> str:
+        return f"warning:{self.code}"
+
+    def __str__(self) -> str:
+        return self.subject
+
+
+@dataclass(frozen=True)
 class Verdict:
     """A rule against one audit's results."""
 
-    rule: Rule
+    rule: Rule | WarningRule
     value: float | None
     crossed: bool
     reason: str
@@ -66,9 +92,17 @@ class Verdict:
         return {"rule": str(self.rule), "value": self.value, "crossed": self.crossed, "reason": self.reason}
 
 
-def parse_rule(text: str) -> Rule:
-    """``"delta_sp.upper>0.1"`` → a :class:`Rule`; an unknown metric or bound is an argparse error (exit 2 before
-    anything is queued) that lists the valid names."""
+def parse_rule(text: str) -> Rule | WarningRule:
+    """``"delta_sp.upper>0.1"`` → a :class:`Rule`, ``"warning:training_fit"`` → a :class:`WarningRule`; an unknown
+    metric, bound or warning code is an argparse error (exit 2 before anything is queued) that lists the valid
+    names."""
+    warned = _WARNING.match(text)
+    if warned is not None:
+        if warned[1] not in WARNING_CODES:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: unknown warning code {warned[1]!r}; valid codes: {', '.join(WARNING_CODES)}"
+            )
+        return WarningRule(warned[1])
     match = _RULE.match(text)
     if match is None:
         raise argparse.ArgumentTypeError(
@@ -90,10 +124,25 @@ def parse_rule(text: str) -> Rule:
     return Rule(metric, bound, op, limit)
 
 
-def judge(results: dict[str, Any] | None, rules: list[Rule]) -> list[Verdict]:
-    """Each rule against the audit's results (``results.metrics.test`` and ``.intervals``)."""
+def judge(results: dict[str, Any] | None, rules: Sequence[Rule | WarningRule]) -> list[Verdict]:
+    """Each rule against the audit's results (``results.metrics.test`` and ``.intervals``; ``results.warning_codes``
+    for a warning rule)."""
     metrics = (results or {}).get("metrics") or {}
-    return [_judge(metrics, rule) for rule in rules]
+    return [
+        _judge_warning((results or {}).get("warning_codes"), rule)
+        if isinstance(rule, WarningRule)
+        else _judge(metrics, rule)
+        for rule in rules
+    ]
+
+
+def _judge_warning(codes: Any, rule: WarningRule) -> Verdict:
+    if not isinstance(codes, list):
+        why = f"{rule}: the audit's results carry no warning codes (audited before 2026-12-07?); failing closed"
+        return Verdict(rule, None, True, why)
+    count = sum(code == rule.code for code in codes)
+    said = f"the audit warns {rule.code}" + (f" ({count} times)" if count > 1 else "") if count else None
+    return Verdict(rule, float(count), bool(count), said or f"no {rule.code} warning")
 
 
 def _judge(metrics: dict[str, Any], rule: Rule) -> Verdict:

@@ -20,7 +20,7 @@ def breaches(results: dict[str, Any] | None, thresholds: dict[str, Any] | None) 
     (:func:`app.gates.judge`), except that an alert needs a value (an undefined metric raises none)."""
     rules = [Rule(metric, None, ">", float(limit)) for metric, limit in (thresholds or {}).items() if limit is not None]
     return [
-        {"metric": v.rule.metric, "value": v.value, "threshold": v.rule.limit}
-        for v in judge(results, rules)
+        {"metric": rule.metric, "value": v.value, "threshold": rule.limit}
+        for rule, v in zip(rules, judge(results, rules), strict=True)
         if v.crossed and v.value is not None
     ]

@@ -15,11 +15,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
+from app import gates
 from app.cli import build_parser
 from app.client import AUDIT_FAILED, HTTP_ERROR, OK, THRESHOLD, crossed, edges_summary, run
 from app.core.db.tables import Audit
-from app.gates import Rule, parse_rule
+from app.gates import Rule, WarningRule, judge, parse_rule
 from bind_core.data.datasets import synthetic
+from bind_core.pipeline import WARNING_CODES
 from bind_core.pipeline.audit import AuditConfig, run_audit
 
 
@@ -56,6 +58,23 @@ def test_rules() -> None:
     results = {"metrics": {"test": {"delta_sp": 0.3}}}
     assert crossed(results, [parse_rule("delta_sp>0.1")]) and not crossed(results, [parse_rule("delta_sp<0.1")])
     assert crossed(results, [parse_rule("auc<0.5")])  # missing metric: fail closed
+
+
+def test_warning_rules_read_the_audits_codes() -> None:
+    """``warning:CODE`` fails a gate on a warning's stable code; a misspelled code is refused before anything is
+    queued, and an audit without codes (from before them) fails it closed."""
+    assert parse_rule("warning:training_fit") == WarningRule("training_fit")
+    assert parse_rule(" warning : self_check_low ") == WarningRule("self_check_low")
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown warning code 'traning_fit'; valid codes: "):
+        parse_rule("warning:traning_fit")
+    warned = {"warnings": ["…", "…"], "warning_codes": ["few_positives", "training_fit"]}
+    (verdict,) = judge(warned, [WarningRule("training_fit")])
+    assert verdict.crossed and verdict.reason == "the audit warns training_fit" and verdict.value == 1.0
+    (quiet,) = judge(warned, [WarningRule("self_check_low")])
+    assert not quiet.crossed and quiet.reason == "no self_check_low warning"
+    (older,) = judge({"warnings": ["…"]}, [WarningRule("training_fit")])
+    assert older.crossed and "failing closed" in older.reason
+    assert set(gates.WARNING_CODES) == set(WARNING_CODES)  # the torch-free list, kept equal to the library's
 
 
 def test_submit_wait_fail_on_status_results(
@@ -178,3 +197,19 @@ def test_the_summary_has_the_edges_and_their_debiasing_verdicts(
     _succeed(sessions, audit_id, 0.05)
     assert run(_args("results", audit_id, "--fail-on", "gamma>10"), http, lines.append) == OK
     assert "edges" not in json.loads(lines[-1])
+
+
+def test_submit_takes_a_model_with_a_graph_name_and_needs_a_source(
+    client: TestClient, auth: dict[str, str], graph_npz: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    http = TestClient(client.app, headers=auth)
+    named = http.post("/v1/graphs", files={"npz": ("g.npz", graph_npz)}, data={"name": "people"})
+    assert named.status_code == 201, named.text
+    lines: list[str] = []
+    assert run(_args("submit"), http, lines.append) == AUDIT_FAILED
+    assert "give --dataset, --graph-id, --graph-name or --model-id" in capsys.readouterr().err
+    unknown = str(uuid.uuid4())
+    args = _args("submit", "--model-id", unknown, "--graph-name", "people")  # a model on its graph's latest version
+    assert (args.model_id, args.graph_name) == (unknown, "people")
+    assert run(args, http, lines.append) == HTTP_ERROR  # both in one request: the graph is found, the model is not
+    assert f"No model with id {unknown}" in capsys.readouterr().err
