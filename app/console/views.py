@@ -95,7 +95,11 @@ def schedule_row(schedule: Schedule, runs: Sequence[Mapping[str, Any]], model: s
         "timing": f"cron {schedule.cron}" if schedule.cron else f"every {fmt(schedule.interval_seconds)} s",
         "state": schedule.state,
         "next": when(schedule.next_run_at),
-        "latest": when(latest.get("slot_time")) if latest else "no succeeded run yet",
+        "latest": (
+            when(latest.get("slot_time")) + (" · no verdict (the report says why)" if latest.get("withheld") else "")
+        )
+        if latest
+        else "no succeeded run yet",
         "values": values,
         "spark": sparkline(done, thresholds),
         "runs": len(runs),

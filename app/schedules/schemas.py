@@ -91,11 +91,21 @@ class RunRead(BaseModel):
     audit_id: uuid.UUID
     state: str
     graph_version: int | None
+    accuracy: float | None = None
+    """The test-set accuracy (null until the audit succeeded)."""
     delta_sp: float | None
     delta_eo: float | None
     gamma: float | None
     breaches: list[Breach]
     """The thresholds this run exceeded (empty until it succeeded)."""
+    withheld: str | None = None
+    """Why the run has no verdict, where it has none (``results.summary.withheld``): a supplied model that fits this
+    version's training nodes no better than a constant (drift, or inputs other than it was trained on), outputs in
+    another order; its figures are as measured, not a finding."""
+    warning_codes: list[str] | None = None
+    """The run's warning codes (null for a run from before them, or with none known yet)."""
+    failure: str | None = None
+    """A failed run's problem in words (``model-does-not-fit: this version lacks the model's column(s) 'income'``)."""
 
 
 class RunPage(BaseModel):

@@ -148,10 +148,14 @@ def runs(session: Session, schedule: Schedule, *, limit: int) -> list[RunRead]:
                 audit_id=r["audit_id"],
                 state=r["state"],
                 graph_version=r["graph_version"],
+                accuracy=r["accuracy"],
                 delta_sp=r["delta_sp"],
                 delta_eo=r["delta_eo"],
                 gamma=r["gamma"],
                 breaches=breaches_found,
+                withheld=r["withheld"],
+                warning_codes=r["warning_codes"],
+                failure=r["failure"],
             )
         )
     return out
@@ -160,9 +164,13 @@ def runs(session: Session, schedule: Schedule, *, limit: int) -> list[RunRead]:
 def history(session: Session, schedule: Schedule, *, limit: int) -> list[dict[str, Any]]:
     """The latest ``limit`` slots as plain dicts, newest first: ``slot_time``, ``audit_id``, ``state``,
     ``graph_version``, the test-set ``accuracy``, ``delta_sp``, ``delta_eo``, ``gamma`` (``None`` until the
-    audit succeeded) and ``breaches``; the runs of :func:`bind_core.reporting.history.render_history`."""
+    audit succeeded), ``breaches``, ``withheld`` (why the run has no verdict: a supplied model that no longer fits
+    the version's data, outputs in another order), ``warning_codes`` and ``failure`` (a failed run's problem, in
+    words); the runs of :func:`bind_core.reporting.history.render_history`."""
     rows = session.execute(
-        select(Audit.id, Audit.slot_time, Audit.state, Audit.graph_version, Audit.results)
+        select(
+            Audit.id, Audit.slot_time, Audit.state, Audit.graph_version, Audit.results, Audit.warning_codes, Audit.error
+        )
         .where(Audit.schedule_id == schedule.id)
         .order_by(Audit.slot_time.desc())
         .limit(limit)
@@ -182,9 +190,25 @@ def history(session: Session, schedule: Schedule, *, limit: int) -> list[dict[st
                 "accuracy": float(accuracy) if isinstance(accuracy, int | float) else None,
                 **test_metrics(results),
                 "breaches": breaches(row.results, schedule.thresholds) if done else [],
+                "withheld": _text(((results or {}).get("summary") or {}).get("withheld")),
+                "warning_codes": list(row.warning_codes) if isinstance(row.warning_codes, list) else None,
+                "failure": _failure(row.error) if row.state == "failed" else None,
             }
         )
     return out
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _failure(error: Any) -> str | None:
+    """A failed run's problem in words: its type's last part and its detail (``model-does-not-fit: …``)."""
+    if not isinstance(error, dict):
+        return None
+    slug = str(error.get("type") or "").rsplit("/", 1)[-1]
+    detail = _text(error.get("detail")) or _text(error.get("title")) or ""
+    return f"{slug}: {detail}" if slug and detail else slug or detail or None
 
 
 def model_label(session: Session, schedule: Schedule, *, with_id: bool = True) -> str | None:

@@ -5,8 +5,10 @@ database) and returns one HTML5 page, the template ``templates/history.html`` ov
 (:mod:`bind_core.reporting.page`): inline CSS,
 the figure as inline SVG drawn on the server with the report's helpers (:mod:`bind_core.reporting.plots`), no
 script and no reference to anything outside the page. ΔSP, ΔEO and Γ of every succeeded run are drawn over
-the slot times with the schedule's alert thresholds as dashed lines (crossings ringed), accuracy below them,
-and runs that did not succeed are marked on the time axis. A table lists every run, newest first. This module
+the slot times with the schedule's alert thresholds as dashed lines (crossings ringed), accuracy below them, runs
+without a verdict (a supplied model that no longer fits the version's data) boxed in grey, and runs that did not
+succeed are marked on the time axis. A table lists every run, newest first, with what to know of it (no verdict and
+why, its warnings' codes, a failed run's problem). This module
 picks and formats what the page shows as plain text; the template escapes every string taken from the data.
 """
 
@@ -64,6 +66,8 @@ class RunRow:
     bias: list[tuple[str, bool]]
     crossed: str
     audit_id: str
+    notes: str
+    """What to know of the run beside its figures: no verdict and why, its warnings' codes, a failure's problem."""
 
 
 def render_history(
@@ -77,7 +81,9 @@ def render_history(
             ``delta_sp``, ``delta_eo``, ``gamma``), ``next_run_at``, ``created_at``; missing keys are shown as unknown.
         runs: one dict per slot, in any order: ``slot_time`` (a datetime or an ISO 8601 string), ``audit_id``,
             ``state``, ``graph_version``, and, for a succeeded run, ``accuracy``, ``delta_sp``, ``delta_eo``,
-            ``gamma`` (test-set values, ``None`` where absent) and ``breaches`` (``[{metric, value, threshold}]``).
+            ``gamma`` (test-set values, ``None`` where absent) and ``breaches`` (``[{metric, value, threshold}]``);
+            optionally ``withheld`` (why the run has no verdict), ``warning_codes`` and ``failure`` (a failed run's
+            problem, in words).
         title: the page's ``<title>`` and heading.
 
     Returns:
@@ -98,7 +104,8 @@ def render_history(
 
 def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float], *, ident: str) -> str:
     """ΔSP, ΔEO and Γ over the slot times with the thresholds as dashed lines (crossings ringed), accuracy in a
-    panel below; runs that did not succeed are marked with a grey x on the time axis. ``runs`` oldest first."""
+    panel below; runs without a verdict (``withheld``) boxed in grey in both panels, runs that did not succeed marked
+    with a grey x on the time axis. ``runs`` oldest first."""
     done = [r for r in runs if r.get("state") == "succeeded"]
     other = [_time(r.get("slot_time")) for r in runs if r.get("state") != "succeeded"]
     with matplotlib.rc_context(plots._RC):
@@ -117,6 +124,13 @@ def history_plot(runs: Sequence[Mapping[str, Any]], thresholds: Mapping[str, flo
                 if over:
                     xs, ys = zip(*over, strict=True)
                     bias.scatter(xs, ys, s=70, facecolors="none", edgecolors=colour, linewidths=1.5, zorder=4)
+        doubted = [r for r in done if r.get("withheld")]
+        for axis, keys in ((bias, [k for k, _, _, _ in BIAS]), (accuracy, [ACCURACY[0]])):
+            boxed = [(_time(r.get("slot_time")), float(r[k])) for r in doubted for k in keys if finite(r.get(k))]
+            if boxed:
+                xs, ys = zip(*boxed, strict=True)
+                label = "run without a verdict (see the table)" if axis is bias else None
+                axis.scatter(xs, ys, s=90, marker="s", facecolors="none", edgecolors=FAILED, zorder=5, label=label)
         if other:
             bias.scatter(
                 other,
@@ -208,9 +222,23 @@ def _runs_table(runs: Sequence[Mapping[str, Any]]) -> list[RunRow]:
                 )
                 or "—",
                 audit_id=str(run.get("audit_id", "")),
+                notes=_notes(run),
             )
         )
     return rows
+
+
+def _notes(run: Mapping[str, Any]) -> str:
+    """What to know of a run beside its figures: no verdict and why, its warnings' codes, a failed run's problem."""
+    said = []
+    if run.get("withheld"):
+        said.append(f"no verdict: {run['withheld']}")
+    codes = [str(c) for c in run.get("warning_codes") or []]
+    if codes:
+        said.append("warnings: " + ", ".join(dict.fromkeys(codes)))
+    if run.get("failure"):
+        said.append(str(run["failure"]))
+    return "; ".join(said) or "—"
 
 
 def _time(value: Any) -> datetime:

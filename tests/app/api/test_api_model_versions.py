@@ -125,17 +125,32 @@ def test_a_schedule_audits_the_model_on_each_new_version(
     assert [(r["graph_version"], r["state"]) for r in runs] == [(2, "succeeded")]
     report = client.get(f"/v1/schedules/{schedule['id']}/report", headers=auth).text
     assert f"supplied model &#39;credit&#39; ({model_id}) on the graph &#39;clients&#39;" in report, report[:3000]
-    client.post(f"/v1/schedules/{schedule['id']}/pause", headers=auth)
+    assert runs[0]["warning_codes"] == audit["warning_codes"] and runs[0]["failure"] is None
+    assert runs[0]["withheld"] == audit["results"]["summary"].get("withheld")
 
-    # A version without one of the model's columns fails the audit, naming the column.
+    # A version without one of the model's columns fails the audit, naming the column; the run history says so.
     _upload(client, auth, _table(n, 3, columns=("age", "tenure")), n)
-    queued_now = client.post("/v1/audits", headers=auth, json={"model_id": model_id, "graph_name": "clients", **CHEAP})
-    assert queued_now.status_code == 202, queued_now.text
-    assert queued_now.json()["graph_version"] == 3
-    failed = _run(client, auth, sessions, settings, queued_now.json()["id"])
+    client.post(f"/v1/schedules/{schedule['id']}/pause", headers=auth)
+    client.post(f"/v1/schedules/{schedule['id']}/resume", headers=auth)  # an interval schedule runs at once
+    queued = tick(sessions, utcnow() + timedelta(seconds=1))
+    with sessions() as session:
+        slot = session.scalars(
+            select(Audit).where(Audit.schedule_id == uuid.UUID(schedule["id"]), Audit.graph_version == 3)
+        ).one()
+    failed = _run(client, auth, sessions, settings, str(slot.id))
     assert failed["state"] == "failed"
     assert failed["error"]["type"].endswith("/model-does-not-fit"), failed["error"]
     assert "lacks the model's column(s) 'score'" in failed["error"]["detail"]
+    latest = client.get(f"/v1/schedules/{schedule['id']}/runs", headers=auth).json()["items"][0]
+    assert latest["graph_version"] == 3 and latest["failure"].startswith("model-does-not-fit: ")
+    assert "model-does-not-fit: " in client.get(f"/v1/schedules/{schedule['id']}/report", headers=auth).text
+    client.post(f"/v1/schedules/{schedule['id']}/pause", headers=auth)
+    # An audit may name the version by the graph's name: its latest.
+    queued_now = client.post("/v1/audits", headers=auth, json={"model_id": model_id, "graph_name": "clients", **CHEAP})
+    assert queued_now.status_code == 202, queued_now.text
+    assert queued_now.json()["graph_version"] == 3
+    with sessions.begin() as session:
+        session.execute(update(Audit).where(Audit.id == uuid.UUID(queued_now.json()["id"])).values(state="cancelled"))
 
 
 def test_a_model_schedule_is_checked_when_created_and_when_its_slot_comes(

@@ -318,8 +318,9 @@ def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: 
         session.flush()
         for i, sp in enumerate((0.05, 0.1, 0.2)):
             metrics = {"test": {"accuracy": 0.8, "delta_sp": sp, "delta_eo": sp / 2, "gamma": sp / 3}}
+            said = {"summary": {"withheld": "the model no longer fits"}} if i == 2 else {}  # the latest: no verdict
             session.add(Audit(tenant_id=user.id, dataset="synthetic", config={}, request_hash="0" * 64,
-                              state="succeeded", results={"metrics": metrics}, schedule_id=schedule.id,
+                              state="succeeded", results={"metrics": metrics, **said}, schedule_id=schedule.id,
                               slot_time=now - timedelta(hours=3 - i)))  # fmt: skip
         hook = Webhook(tenant_id=user.id, url="https://example.org/hook", events=["audit.succeeded"], secret="s")
         session.add(hook)
@@ -332,8 +333,10 @@ def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: 
     schedules = user.browser.get("/console/schedules").text
     assert "▲ 0.200 / 0.150" in schedules and "<polyline" in schedules and "stroke-dasharray" in schedules
     assert f'href="/console/schedules/{schedule.id}/report"' in schedules
+    assert "no verdict (the report says why)" in schedules
     history = user.browser.get(f"/console/schedules/{schedule.id}/report")
     assert history.status_code == 200 and "Runs, newest first" in history.text
+    assert "no verdict: the model no longer fits" in history.text
     hooks = user.browser.get("/console/webhooks").text
     assert "https://example.org/hook" in hooks and "<td>500</td>" in hooks and "&lt;script&gt;" in hooks
 

@@ -89,3 +89,25 @@ def test_history_page_in_headless_chromium(page: str, tmp_path: Path) -> None:
     assert code == 0, stderr
     assert console == []
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 50_000
+
+
+def test_a_run_without_a_verdict_and_a_failed_run_say_why() -> None:
+    """A deployed model's schedule: the run whose model no longer fits its snapshot is boxed and says why it has no
+    verdict, with its warnings' codes; the failed run says its problem."""
+    drift = "on its own training nodes the model does no better than a constant (mean cross-entropy 1.17 against 0.692)"
+    rows = [
+        run(0, warning_codes=["scaled_inputs"]),
+        run(1, sp=0.01, withheld=drift, warning_codes=["scaled_inputs", "training_fit", "training_fit"]),
+        run(2, "failed", failure="model-does-not-fit: this version lacks the model's column(s) 'income'"),
+    ]
+    page = render_history({**SCHEDULE, "model": "model 'credit-gcn'"}, rows)
+    table = page[page.index('id="runs"') :]
+    assert f"no verdict: {drift}; warnings: scaled_inputs, training_fit<" in table  # each code once
+    assert "model-does-not-fit: this version lacks the model&#39;s column(s) &#39;income&#39;" in table
+    assert "warnings: scaled_inputs<" in table
+    assert "supplied model &#39;credit-gcn&#39; on the graph &#39;demo&#39;" in page
+    assert "run without a verdict (see the table)" in page  # the chart's legend: the boxed run
+    plain = render_history(SCHEDULE, [run(0), run(1)])
+    assert (
+        "run without a verdict (see the table)" not in plain and plain.count("<td class=l>—</td>") == 2
+    )  # nothing to note
