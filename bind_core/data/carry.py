@@ -7,7 +7,9 @@ it: the same feature columns, in the same order, on the same scale, and the same
 same order. :func:`carry_inputs` checks that against an :class:`InputSchema` read from the registration's graph and
 hands back the version with its features as the model reads them:
 
-- columns named alike on both sides but in another order are put in the registration's order;
+- columns named alike on both sides but in another order are put in the registration's order; a one-hot column
+  (``column=value``) of a category no node of the version has is a column of zeros, as the registration's encoding
+  makes it (a category the registration never saw is refused: the model has no input for it);
 - features min-max scaled to ``[-1, 1]`` when a version was read (``Graph.feature_ranges``) were scaled by that
   version's own minima and maxima, so the same raw value reads differently in two versions: the version's raw values
   are recovered from its ranges and scaled by the registration's (values outside the registration's range then fall
@@ -86,43 +88,48 @@ def carry_inputs(graph: Graph, schema: InputSchema) -> tuple[Graph, CarriedInput
         ModelDoesNotFitError: the version's feature columns (their number or names), label or classes are not the
             schema's; every difference is named.
     """
-    order = _column_order(graph, schema)
-    problems = [*order[1], *_label_problems(graph, schema)]
+    columns, problems = _column_order(graph, schema)
+    problems += _label_problems(graph, schema)
     if problems:
         raise ModelDoesNotFitError(problems)
-    columns = order[0]
-    reordered = columns is not None and columns != list(range(graph.num_features))
-    x, ranges = graph.x, graph.feature_ranges
-    if columns is not None and reordered:
-        x = x[:, columns]
-        ranges = tuple(ranges[j] for j in columns) if ranges else ()
-    rescaled = ranges != schema.feature_ranges
-    if rescaled:
-        x = _rescaled(x, ranges, schema.feature_ranges)
+    present = [] if columns is None else [j for j in columns if j is not None]
+    reordered = present != sorted(present)
+    filled = [] if columns is None else [n for n, j in zip(schema.feature_names, columns, strict=True) if j is None]
+    ranges = graph.feature_ranges
+    if columns is not None and ranges:
+        ranges = tuple((0.0, 0.0) if j is None else ranges[j] for j in columns)  # a filled column: raw 0 everywhere
+    rescaled = ranges != schema.feature_ranges and bool(ranges or schema.feature_ranges)
     record = CarriedInputs(
         columns_named=bool(graph.feature_names) and bool(schema.feature_names),
         columns_reordered=reordered,
         rescaled=rescaled,
         scaled_as_registered=bool(schema.feature_ranges),
-        text=_text(reordered, rescaled, schema),
+        filled=filled or None,
+        text=_text(reordered, rescaled, filled, schema),
     )
-    if not reordered and not rescaled:
+    if not reordered and not rescaled and not filled:
         return graph, record
-    names = schema.feature_names if reordered else graph.feature_names
+    if rescaled:
+        x = _rescaled(graph.x, graph.feature_ranges, columns, schema.feature_ranges)
+    else:  # the same scale: the values themselves, exactly, in the schema's order
+        x = _placed(graph.x, columns)
+    names = schema.feature_names if columns is not None else graph.feature_names
     carried = dataclasses.replace(graph, x=x, feature_names=names, feature_ranges=schema.feature_ranges)
     return carried, record
 
 
-def _column_order(graph: Graph, schema: InputSchema) -> tuple[list[int] | None, list[tuple[str, str]]]:
-    """The version's column for each of the schema's, in the schema's order (``None``: compared by count alone, one
-    side names none), and the problems that stop it."""
+def _column_order(graph: Graph, schema: InputSchema) -> tuple[list[int | None] | None, list[tuple[str, str]]]:
+    """The version's column for each of the schema's, in the schema's order (``None`` for a one-hot category this
+    version has no node of: filled with zeros; the whole order ``None``: compared by count alone, one side names
+    none), and the problems that stop it."""
     if graph.num_features != schema.features and not (graph.feature_names and schema.feature_names):
         why = f"the model was registered for {schema.features} feature columns; this version has {graph.num_features}"
         return None, [("in_dim", why)]
     if not (graph.feature_names and schema.feature_names):
         return None, []
     where = {name: j for j, name in enumerate(graph.feature_names)}
-    missing = [name for name in schema.feature_names if name not in where]
+    encoded = {name.split("=", 1)[0] for name in graph.feature_names if "=" in name}  # one-hot columns here
+    missing = [n for n in schema.feature_names if n not in where and not _absent_category(n, encoded)]
     extra = sorted(set(graph.feature_names) - set(schema.feature_names))
     problems = []
     if missing:
@@ -132,7 +139,21 @@ def _column_order(graph: Graph, schema: InputSchema) -> tuple[list[int] | None, 
         problems.append(("feature_names", why))
     if problems:
         return None, problems
-    return [where[name] for name in schema.feature_names], []
+    return [where.get(name) for name in schema.feature_names], []
+
+
+def _absent_category(name: str, encoded: set[str]) -> bool:
+    """Whether ``name`` is a one-hot column (``column=value``) of a column this version one-hot encodes too, without
+    a node of that value: the column is zero on every node, as the registration's encoding would make it."""
+    return "=" in name and name.split("=", 1)[0] in encoded
+
+
+def _placed(x: torch.Tensor, columns: list[int | None] | None) -> torch.Tensor:
+    """``x``'s columns in the schema's order, zeros for the filled ones."""
+    if columns is None:
+        return x
+    zeros = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+    return torch.stack([zeros if j is None else x[:, j] for j in columns], dim=1)
 
 
 def _label_problems(graph: Graph, schema: InputSchema) -> list[tuple[str, str]]:
@@ -148,15 +169,21 @@ def _label_problems(graph: Graph, schema: InputSchema) -> list[tuple[str, str]]:
 
 
 def _rescaled(
-    x: torch.Tensor, ranges: tuple[tuple[float, float], ...], registered: tuple[tuple[float, float], ...]
+    x: torch.Tensor,
+    ranges: tuple[tuple[float, float], ...],
+    columns: list[int | None] | None,
+    registered: tuple[tuple[float, float], ...],
 ) -> torch.Tensor:
-    """``x`` (scaled by ``ranges``, or raw where empty) as raw values scaled by ``registered`` (or raw where empty),
-    in float64 before it is stored as float32. A zero-width range maps every value to 0 (as
-    :func:`~bind_core.data.datasets.scaling.minmax_scale` does)."""
+    """``x`` (scaled by ``ranges``, or raw where empty) as raw values in the schema's order (``columns``; zeros for a
+    filled column), scaled by ``registered`` (or raw where empty), in float64 before it is stored as float32. A
+    zero-width range maps every value to 0 (as :func:`~bind_core.data.datasets.scaling.minmax_scale` does)."""
     values = x.detach().cpu().numpy().astype(np.float64)
     if ranges:
         lo, hi = (np.array(v, dtype=np.float64) for v in zip(*ranges, strict=True))
         values = np.where(hi > lo, (values + 1.0) / 2.0 * (hi - lo) + lo, lo)
+    if columns is not None:
+        zeros = np.zeros(values.shape[0])
+        values = np.stack([zeros if j is None else values[:, j] for j in columns], axis=1)
     if registered:
         lo, hi = (np.array(v, dtype=np.float64) for v in zip(*registered, strict=True))
         span = np.where(hi > lo, hi - lo, 1.0)
@@ -164,10 +191,12 @@ def _rescaled(
     return torch.from_numpy(values).to(dtype=x.dtype, device=x.device)
 
 
-def _text(reordered: bool, rescaled: bool, schema: InputSchema) -> str:
+def _text(reordered: bool, rescaled: bool, filled: list[str], schema: InputSchema) -> str:
     done = []
     if reordered:
         done.append("its feature columns put in the order the model was registered with")
+    if filled:
+        done.append(f"the categories no node of it has, {_listed(filled)}, given as zero columns")
     if rescaled:
         scale = "scaled by the registration's minima and maxima" if schema.feature_ranges else "unscaled"
         done.append(f"its features {scale}, as the model was registered to read them")

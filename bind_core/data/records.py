@@ -126,4 +126,9 @@ class CarriedInputs:
     scaled_as_registered: bool = key(
         "boolean: the registration's features were min-max scaled to [-1, 1], and the audited ones are on that scale"
     )
+    filled: list[str] | None = key(
+        "strings: the model's one-hot columns (column=value) of a category no node of this version has, given as "
+        "columns of zeros, as the registration's encoding makes them; absent where none",
+        optional=True,
+    )
     text: str = key("string: what was carried and what the attribution then means, in a sentence")

@@ -141,3 +141,31 @@ def test_a_carried_model_that_fits_no_better_than_a_constant_is_told_the_version
     assert warned.startswith("fits badly. This version's inputs were carried over") and "no longer fits" in warned
     assert "most likely fed other inputs" in str(supplied_model_doubt(on_its_own))
     assert "this version of its graph differs from the data it fit" in str(supplied_model_doubt(on_a_later_version))
+
+
+def test_a_category_no_node_of_the_version_has_is_a_column_of_zeros() -> None:
+    """One-hot columns (``column=value``): a category absent from this week's snapshot reads as the registration's
+    encoding reads it (zeros, then scaled by the registration's range), a category the model never saw is refused."""
+    rng = np.random.default_rng(11)
+    names = ("age", "region=east", "region=north", "region=south")
+    region = rng.integers(0, 3, 24)
+    first = np.column_stack([rng.uniform(18, 80, 24), *(region == k for k in range(3))]).astype(float)
+    later = first[:, [0, 2, 3]].copy()  # nobody from the east this week: the upload has no region=east column
+    later[:, 1:] = np.eye(2)[np.arange(24) % 2]
+    schema = InputSchema.of(_version(first, scaled=True, names=names))
+    carried, record = carry_inputs(_version(later, scaled=True, names=("age", "region=north", "region=south")), schema)
+    assert record.filled == ["region=east"] and not record.columns_reordered and record.rescaled
+    assert carried.feature_names == names
+    assert torch.equal(carried.x[:, 1], torch.full((24,), -1.0))  # raw 0 on the registration's [0, 1] range
+    assert torch.equal(carried.x[:, 2:], torch.from_numpy(2 * later[:, 1:] - 1).float())
+    assert "'region=east', given as zero columns" in record.text
+    unscaled, _ = carry_inputs(
+        _version(later, scaled=False, names=("age", "region=north", "region=south")),
+        InputSchema.of(_version(first, scaled=False, names=names)),
+    )
+    assert torch.equal(unscaled.x[:, 1], torch.zeros(24)) and torch.equal(
+        unscaled.x[:, 0], torch.tensor(later[:, 0]).float()
+    )
+    west = _version(np.column_stack([later, np.zeros(24)]), scaled=False, names=(*names[:1], *names[2:], "region=west"))
+    with pytest.raises(ModelDoesNotFitError, match="not registered with: 'region=west'"):
+        carry_inputs(west, InputSchema.of(_version(first, scaled=False, names=names)))
