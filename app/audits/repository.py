@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.audits import turns
 from app.core.db.session import now, rowcount
-from app.core.db.tables import Audit, EdgeInfluenceRow, Graph, InfluencePlanRecord, SuppliedModel
+from app.core.db.tables import Audit, EdgeInfluenceRow, InfluencePlanRecord, SuppliedModel
 from app.core.db.tables import InfluenceRow as InfluenceRecord
 from app.core.lease import Lease
 from bind_core.pipeline import codes_of
@@ -108,16 +108,6 @@ def model_parts(session: Session, model_id: uuid.UUID) -> tuple[bytes, dict[str,
         select(SuppliedModel.weights, SuppliedModel.config).where(SuppliedModel.id == model_id)
     ).one_or_none()
     return None if row is None else (row.weights, row.config)
-
-
-def model_registration(session: Session, model_id: uuid.UUID) -> tuple[uuid.UUID, int] | None:
-    """The graph version a supplied model was registered for, as ``(graph id, version)`` (``None`` if deleted)."""
-    row = session.execute(
-        select(Graph.id, Graph.version)
-        .join(SuppliedModel, SuppliedModel.graph_id == Graph.id)
-        .where(SuppliedModel.id == model_id)
-    ).one_or_none()
-    return None if row is None else (row.id, row.version)
 
 
 def _fence(claim: Claim) -> Any:

@@ -29,11 +29,12 @@ from app.core.lease import Lease, LeaseLost
 from app.core.logs import audit_id as audit_id_var
 from app.core.publisher import Publisher
 from app.core.settings import Settings
-from app.graphs.loading import GraphGone
+from app.graphs.loading import GraphGone, load_graph
+from app.graphs.model_inputs import carry_model_inputs, registration
 from app.influence import chunks
 from app.influence.tasks import chunk_sender
 from app.integrations.mlflow_log import log_succeeded_audit
-from app.supplied.loading import ModelGone, carry_model_inputs, prepare_model
+from app.supplied.loading import ModelGone, prepare_model
 from app.webhooks import events
 from app.webhooks.tasks import send_deliveries
 from bind_core import (
@@ -223,9 +224,11 @@ class Attempt:
         if claim.model_id is not None:
             with sessions() as session:
                 parts = jobs.model_parts(session, claim.model_id)
-                registered = jobs.model_registration(session, claim.model_id)
+                registered = registration(session, claim.model_id)
             progress("training", 0.0)
-            graph, carried = carry_model_inputs(sessions, self.settings, graph, claim.graph_id, registered)
+            graph, carried = carry_model_inputs(
+                lambda graph_id: load_graph(sessions, self.settings, graph_id, None), graph, claim.graph_id, registered
+            )
             model, supplied = prepare_model(
                 parts,
                 claim.model_id,

@@ -41,6 +41,9 @@ class PlanSource:
     attempt: int
     graph_id: uuid.UUID | None
     dataset: str | None
+    model_id: uuid.UUID | None = None
+    """The audit's supplied model: on another version of its graph, the chunk reads that version as the attempt did
+    (:func:`app.graphs.model_inputs.carry_model_inputs`)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ def plan_source(session: Session, plan_id: uuid.UUID) -> PlanSource | None:
     """The plan's audit, or ``None`` when the plan is gone or its attempt is over (finished, cancelled,
     taken over by a newer attempt): its chunks are then no one's business."""
     row = session.execute(
-        select(InfluencePlanRecord.audit_id, InfluencePlanRecord.attempt, Audit.graph_id, Audit.dataset)
+        select(InfluencePlanRecord.audit_id, InfluencePlanRecord.attempt, Audit.graph_id, Audit.dataset, Audit.model_id)
         .join(Audit, Audit.id == InfluencePlanRecord.audit_id)
         .where(
             InfluencePlanRecord.id == plan_id,
@@ -108,7 +111,9 @@ def plan_source(session: Session, plan_id: uuid.UUID) -> PlanSource | None:
             Audit.attempts == InfluencePlanRecord.attempt,
         )
     ).one_or_none()
-    return None if row is None else PlanSource(plan_id, row.audit_id, row.attempt, row.graph_id, row.dataset)
+    if row is None:
+        return None
+    return PlanSource(plan_id, row.audit_id, row.attempt, row.graph_id, row.dataset, row.model_id)
 
 
 def plan_parts(session: Session, plan_id: uuid.UUID) -> tuple[bytes, bytes, dict[str, Any]] | None:

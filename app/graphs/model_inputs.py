@@ -1,0 +1,51 @@
+"""A supplied model's inputs on another version of the graph it was registered for: where it was registered, and
+that version's features carried over to the registration's (:func:`bind_core.pipeline.carry_inputs`). Shared by the
+audit's attempt and the distributed estimate's chunk workers, which load the graph again and must read it as the
+attempt did."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.db.tables import Graph as GraphRow
+from app.core.db.tables import SuppliedModel
+from bind_core import Graph
+from bind_core.pipeline import InputSchema, carry_inputs
+from bind_core.pipeline.results import CarriedInputs
+
+
+def registration(session: Session, model_id: uuid.UUID) -> tuple[uuid.UUID, int] | None:
+    """The graph version a supplied model was registered for, as ``(graph id, version)`` (``None`` if deleted)."""
+    row = session.execute(
+        select(GraphRow.id, GraphRow.version)
+        .join(SuppliedModel, SuppliedModel.graph_id == GraphRow.id)
+        .where(SuppliedModel.id == model_id)
+    ).one_or_none()
+    return None if row is None else (row.id, row.version)
+
+
+def carry_model_inputs(
+    load: Callable[[uuid.UUID], Graph],
+    graph: Graph,
+    graph_id: uuid.UUID | None,
+    registered: tuple[uuid.UUID, int] | None,
+) -> tuple[Graph, CarriedInputs | None]:
+    """``graph`` (the stored version ``graph_id``) as a supplied model registered for the graph version
+    ``registered`` (``(id, version)``) reads it: itself, with no record, where that is the version audited (or the
+    model is gone: the attempt says so); otherwise the registration's graph is loaded (``load(graph id)``) for its
+    :class:`~bind_core.pipeline.InputSchema`, and :func:`~bind_core.pipeline.carry_inputs` checks and carries the
+    version's features (while both graphs are in memory).
+
+    Raises:
+        bind_core.ModelDoesNotFitError: the version's feature columns, label or classes are not the registration's
+            (the audit fails with ``model-does-not-fit``, each difference named).
+    """
+    if registered is None or registered[0] == graph_id:
+        return graph, None
+    carried, record = carry_inputs(graph, InputSchema.of(load(registered[0])))
+    record.registered_graph_id, record.registered_version = str(registered[0]), registered[1]
+    return carried, record
