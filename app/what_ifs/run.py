@@ -22,6 +22,7 @@ from app.core.db.tables import Audit
 from app.core.lease import Lease, LeaseLost
 from app.core.settings import Settings
 from app.graphs.loading import GraphGone, load_graph
+from app.graphs.model_inputs import carry_model_inputs, registration
 from app.what_ifs import repository as jobs
 from app.what_ifs.repository import JobClaim
 from bind_core import AuditCancelled, AuditConfig, DatasetNotFoundError, Graph, TrainedModel
@@ -59,18 +60,31 @@ class _Audited:
     config: dict[str, Any]
     weights: bytes
     model_config: dict[str, Any]
+    registered: tuple[uuid.UUID, int] | None = None
+    """A supplied model's registration (graph id, version): on another version, its inputs are carried over."""
 
 
 def _audited(sessions: sessionmaker[Session], audit_id: uuid.UUID) -> _Audited:
     with sessions() as session:
         row = session.execute(
-            select(Audit.graph_id, Audit.dataset, Audit.config, Audit.model_weights, Audit.model_config).where(
-                Audit.id == audit_id
-            )
+            select(
+                Audit.graph_id,
+                Audit.dataset,
+                Audit.config,
+                Audit.model_weights,
+                Audit.model_config,
+                Audit.model_id,
+                Audit.results["supplied_model"]["carried"].label("carried"),
+            ).where(Audit.id == audit_id)
         ).one_or_none()
+        registered = None if row is None or row.model_id is None else registration(session, row.model_id)
     if row is None or row.model_weights is None or row.model_config is None:
         raise GraphGone(f"audit {audit_id} or its stored model is gone")
-    return _Audited(row.graph_id, row.dataset, row.config, row.model_weights, row.model_config)
+    if registered is None and isinstance(row.carried, dict):  # its inputs were carried: from where is gone
+        raise GraphGone(
+            f"audit {audit_id} read its graph as the supplied model's registration did, and that model is gone"
+        )
+    return _Audited(row.graph_id, row.dataset, row.config, row.model_weights, row.model_config, registered)
 
 
 def execute(
@@ -154,6 +168,9 @@ def _compute(
     audited = _audited(sessions, claim.audit_id)
     progress(0.0)
     graph = load_graph(sessions, settings, audited.graph_id, audited.dataset)
+    graph, _ = carry_model_inputs(  # a supplied model on another version: read it as its audit did
+        lambda graph_id: load_graph(sessions, settings, graph_id, None), graph, audited.graph_id, audited.registered
+    )
     return compute(
         audited.weights,
         audited.model_config,

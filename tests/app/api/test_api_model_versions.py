@@ -4,6 +4,7 @@ with (columns by name, the registration's scaling) or fails the audit naming wha
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from datetime import timedelta
@@ -20,9 +21,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.audits import run as runner
 from app.core.db.base import utcnow
 from app.core.db.tables import Audit
+from app.core.db.tables import Graph as GraphRow
 from app.core.settings import Settings
 from app.schedules.scheduler import tick
-from bind_core.data.datasets import ingest_files
+from app.what_ifs import run as what_ifs
+from bind_core import Graph
+from bind_core.data.datasets import ingest_files, load_npz
+from bind_core.pipeline import InputSchema, carry_inputs
 from bind_core.training.fit import TrainConfig, train
 
 CHEAP = {"budgets": [1], "validation_sample": 5, "bootstrap": 0}
@@ -127,6 +132,7 @@ def test_a_schedule_audits_the_model_on_each_new_version(
     assert f"supplied model &#39;credit&#39; ({model_id}) on the graph &#39;clients&#39;" in report, report[:3000]
     assert runs[0]["warning_codes"] == audit["warning_codes"] and runs[0]["failure"] is None
     assert runs[0]["withheld"] == audit["results"]["summary"].get("withheld")
+    _verifying_retrains_on_the_carried_version(client, auth, sessions, settings, audit["id"], v1["id"], v2["id"])
 
     # A version without one of the model's columns fails the audit, naming the column; the run history says so.
     _upload(client, auth, _table(n, 3, columns=("age", "tenure")), n)
@@ -188,3 +194,34 @@ def test_a_model_schedule_is_checked_when_created_and_when_its_slot_comes(
     assert audit.error["type"].endswith("/model-not-found")
     assert model_id in audit.error["detail"]
     client.post(f"/v1/schedules/{created.json()['id']}/pause", headers=auth)
+
+
+class _Seen(Exception):
+    """Stops the verification once it has been handed its graph."""
+
+
+def _verifying_retrains_on_the_carried_version(
+    client: TestClient,
+    auth: dict[str, str],
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    audit_id: str,
+    first: str,
+    later: str,
+) -> None:
+    """A what-if's verification loads the audit's graph again: it must be the version as the audit read it."""
+    job = client.post(f"/v1/audits/{audit_id}/what-if", headers=auth, json={"verify": True, "top": 2})
+    assert job.status_code == 202, job.text
+    handed: list[Graph] = []
+
+    def capture(*args: Any, **kwargs: Any) -> Any:
+        handed.append(args[2])
+        raise _Seen
+
+    what_ifs.execute(job.json()["id"], sessions=sessions, settings=settings, device="cpu", compute=capture)
+    with sessions() as session:
+        stored = {str(r.id): load_npz(io.BytesIO(r.data)) for r in session.scalars(select(GraphRow))}
+    expected, _ = carry_inputs(stored[later], InputSchema.of(stored[first]))
+    (graph,) = handed
+    assert graph.feature_names == stored[first].feature_names != stored[later].feature_names
+    assert torch.equal(graph.x, expected.x)
