@@ -11,7 +11,7 @@ from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session, defer
 
 from app.audits.service import get_audit
-from app.core.db.tables import Audit, ModelArtifact, SuppliedModel, Tenant
+from app.core.db.tables import Audit, Graph, ModelArtifact, SuppliedModel, Tenant
 from app.core.errors import Conflict, ProblemError
 from app.core.pagination import decode_token, encode_token, int64_part, invalid_token, uuid_part
 from app.supplied import service as supplied
@@ -115,28 +115,45 @@ def register_artifact(
     session: Session, tenant: Tenant, audit_id: uuid.UUID, model_id: uuid.UUID, name: str | None
 ) -> SuppliedModel:
     """Register one of the audit's retrained models as a supplied model of the audit's graph, checked as an upload
-    is (``app.supplied.service.check_model``). CPU-heavy: call from a worker thread.
+    is (``app.supplied.service.check_model``). An audit of a supplied model on another version of its graph read that
+    version as the model's registration did (``supplied_model.carried``), and retrained on it so: the retrained
+    model is registered for the registration's graph version, whose columns and scaling it was trained on (audited on
+    any version of that graph, its inputs are carried over as the audit's were). CPU-heavy: call from a worker thread.
 
     Raises:
         NotFound, Conflict: see :func:`get_artifact` and :func:`kept_weights`; ``audit-has-no-graph`` (409): the
-            audit ran on a built-in dataset, or its graph was deleted; ValidationProblem: the graph no longer fits.
+            audit ran on a built-in dataset, or its graph (or the version its inputs were carried to) was deleted;
+            ValidationProblem: the graph no longer fits.
     """
     row = get_artifact(session, tenant, audit_id, model_id)
     weights = kept_weights(row)
     audit = get_audit(session, tenant, audit_id)
-    if audit.graph_id is None:
+    graph_id = _trained_on(session, tenant, audit)
+    if graph_id is None:
         raise Conflict(
             f"Audit {audit.id} has no graph to register the model for (it ran on a built-in dataset, or its graph "
             "was deleted); download the weights and config instead.",
             slug="audit-has-no-graph",
             title="Audit has no graph",
         )
-    summary = supplied.graph_summary(session, tenant, audit.graph_id)
+    summary = supplied.graph_summary(session, tenant, graph_id)
     canonical = supplied.check_model(weights, row.config, summary)
     label = (name or "").strip() or _default_name(audit, row)
     return supplied.create_model(
-        session, tenant, graph_id=audit.graph_id, name=label[:200], weights=weights, config=canonical
+        session, tenant, graph_id=graph_id, name=label[:200], weights=weights, config=canonical
     )
+
+
+def _trained_on(session: Session, tenant: Tenant, audit: Audit) -> uuid.UUID | None:
+    """The graph version whose columns and scaling the audit's retrained models read: the audit's graph, or where the
+    audit carried a supplied model's inputs over to its registration's (``supplied_model.carried``), that version
+    (``None`` when it is gone)."""
+    carried = (((audit.results or {}).get("supplied_model") or {}).get("carried")) or {}
+    registered = carried.get("registered_graph_id") if isinstance(carried, dict) else None
+    if not registered:
+        return audit.graph_id
+    found = session.scalar(select(Graph.id).where(Graph.id == uuid.UUID(str(registered)), Graph.tenant_id == tenant.id))
+    return found
 
 
 def _default_name(audit: Audit, row: ModelArtifact) -> str:

@@ -133,6 +133,12 @@ def test_a_schedule_audits_the_model_on_each_new_version(
     assert runs[0]["warning_codes"] == audit["warning_codes"] and runs[0]["failure"] is None
     assert runs[0]["withheld"] == audit["results"]["summary"].get("withheld")
     _verifying_retrains_on_the_carried_version(client, auth, sessions, settings, audit["id"], v1["id"], v2["id"])
+    # The budget's retrained model read the version as the registration did: it is registered for that version.
+    kept = client.get(f"/v1/audits/{audit['id']}/models", headers=auth).json()["items"]
+    assert kept, "the debiasing budget keeps its retrained model"
+    registered = client.post(f"/v1/audits/{audit['id']}/models/{kept[0]['id']}/register", headers=auth)
+    assert registered.status_code == 201, registered.text
+    assert registered.json()["graph_id"] == v1["id"]  # not v2's: its columns and scaling are the registration's
 
     # A version without one of the model's columns fails the audit, naming the column; the run history says so.
     _upload(client, auth, _table(n, 3, columns=("age", "tenure")), n)
