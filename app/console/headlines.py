@@ -24,6 +24,7 @@ _PATHS: dict[str, tuple[tuple[str | int, ...], str]] = {
     "sp_low": (("metrics", "intervals", "delta_sp", "low"), "float"),
     "sp_high": (("metrics", "intervals", "delta_sp", "high"), "float"),
     "accuracy": (("metrics", "test", "accuracy"), "float"),
+    "registered_on": (("supplied_model", "carried", "registered_version"), "float"),
 }
 
 
@@ -68,11 +69,14 @@ def _shown(row: Any) -> dict[str, Any]:
 
 def _model(row: Any) -> str:
     """The audited model: the architecture and layers (``gcn-2``), led by the name it was registered under for a
-    supplied model (``income-gcn (gcn-2)``, or ``gcn-2, supplied`` where the name is the architecture's own)."""
+    supplied model (``income-gcn (gcn-2)``, or ``gcn-2, supplied`` where the name is the architecture's own), and
+    the version it was registered on where the audit carried its inputs over from another (``…, registered on
+    v1``)."""
     if row["arch"] is None:
         return "—"
     shape = f"{row['arch']}-{int(row['layers'] or 1)}"
     name = row["model_name"]
     if name is None:
         return shape
-    return f"{shape}, supplied" if name == row["arch"] else f"{name} ({shape})"
+    on = "" if row["registered_on"] is None else f", registered on v{int(row['registered_on'])}"
+    return f"{shape}, supplied{on}" if name == row["arch"] else f"{name} ({shape}{on})"

@@ -286,7 +286,7 @@ def test_a_supplied_models_audits_are_listed_by_its_name(tenant: Callable[..., T
     auth = {"Authorization": f"Bearer {user.key}"}
     graph = user.browser.post("/v1/graphs", headers=auth, files={"npz": ("g.npz", graph_npz)}).json()
     model = train(load_npz(io.BytesIO(graph_npz)), TrainConfig(epochs=5, polish=False))
-    ids = {}
+    ids, models = {}, {}
     for name in ("income-gcn", None):  # a name of the user's own, and none (the architecture's, by default)
         data = {"config": json.dumps(model.config_dict()), "graph_id": graph["id"]} | ({"name": name} if name else {})
         registered = user.browser.post(
@@ -294,9 +294,15 @@ def test_a_supplied_models_audits_are_listed_by_its_name(tenant: Callable[..., T
         )
         assert registered.status_code == 201, registered.text
         config = {"model": {"arch": "gcn", "layers": 1}}
-        ids[name] = user.audit("running", model_id=uuid.UUID(registered.json()["id"]), config=config)
+        models[name] = uuid.UUID(registered.json()["id"])
+        ids[name] = user.audit("running", model_id=models[name], config=config)
     own = user.audit("running", config={"model": {"arch": "sage", "layers": 2}})
+    carried = {"supplied_model": {"polished_by_service": False, "carried": {"registered_version": 1}}}
+    later = user.audit(
+        "succeeded", model_id=models["income-gcn"], config={"model": {"arch": "gcn", "layers": 1}}, results=carried
+    )  # on another version of its graph, its inputs carried over from version 1's
     listing = user.browser.get("/console/audits").text
+    assert "<td class=l>income-gcn (gcn-1, registered on v1)</td>" in listing[listing.index(f'id="audit-{later}"') :]
     row = {key: listing[listing.index(f'id="audit-{a}"') :].split("</tr>")[0] for key, a in ids.items()}
     assert "<td class=l>income-gcn (gcn-1)</td>" in row["income-gcn"]
     assert "<td class=l>gcn-1, supplied</td>" in row[None]
