@@ -14,6 +14,7 @@ import torch
 from bind_core.codec import decode, encode
 from bind_core.data.graph import Graph
 from bind_core.data.labels import class_value, group_value, user_ids
+from bind_core.data.records import CarriedInputs
 from bind_core.debiasing.nodesets import check_budgets
 from bind_core.debiasing.records import DebiasingRow, Validation
 from bind_core.explain.records import NodeProfile
@@ -347,6 +348,7 @@ def run_audit(
     keep: Callable[[int, TrainedModel], None] | None = None,
     deletion_threads: int = 1,
     on_warnings: Callable[[list[Caveat]], None] | None = None,
+    carried: CarriedInputs | None = None,
 ) -> AuditResult:
     """Run the audit's stages on ``graph`` (see :data:`STAGES` and :func:`~bind_core.pipeline.stages.planned_stages`)
     and return everything they produced.
@@ -374,6 +376,10 @@ def run_audit(
             metrics', a supplied model's checks:
             one that does no better than a constant on its own training nodes, outputs in another order), where
             there are any; the results' ``warnings`` repeat them, with the estimates' after them.
+        carried: with a supplied ``model`` on another version of the graph it was registered for, what
+            :func:`~bind_core.data.carry.carry_inputs` did to ``graph`` (the model's inputs carried over to its
+            registration's): recorded as ``supplied_model.carried``, and the attribution finding says what ΔΓ then
+            means.
 
     Returns:
         An :class:`AuditResult`: the model, its metrics, the influence estimate and every other stage's section;
@@ -403,7 +409,9 @@ def run_audit(
         check_refinable(model, graph, config)
     trained, record = stages.run(
         "training",
-        lambda: _audited_model(graph, config, model, stages.tick, device=device, threads=deletion_threads),
+        lambda: _audited_model(
+            graph, config, model, stages.tick, device=device, threads=deletion_threads, carried=carried
+        ),
     )
     groups = metric_groups(graph, config.min_group_size)
     metrics = stages.run("metrics", lambda: metrics_stage(trained, graph, config, groups), report_end=True)
@@ -450,6 +458,7 @@ def _audited_model(
     *,
     device: str | torch.device,
     threads: int,
+    carried: CarriedInputs | None = None,
 ) -> tuple[TrainedModel, SuppliedModel | None]:
     """The model to audit and, for one read from a supplied config, the record of what was done to it: trained
     here; a supplied one prepared as the command line and the service prepare it
@@ -458,8 +467,12 @@ def _audited_model(
     if model is None or model.supplied is None:
         return training_stage(graph, config, model, progress=tick, device=device, threads=threads), None
     if model.supplied.record is None:
-        return prepare_model_for_audit(model, graph, config, device, progress=lambda f: tick("training", f))
-    return model, decode(SuppliedModel, dict(model.supplied.record), "supplied_model")
+        return prepare_model_for_audit(
+            model, graph, config, device, progress=lambda f: tick("training", f), carried=carried
+        )
+    record = decode(SuppliedModel, dict(model.supplied.record), "supplied_model")
+    record.carried = carried or record.carried
+    return model, record
 
 
 @dataclass

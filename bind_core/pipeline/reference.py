@@ -94,16 +94,17 @@ def prepare_model_for_audit(
     device: str | torch.device = "cpu",
     *,
     progress: Callable[[float], None] | None = None,
+    carried: CarriedInputs | None = None,
 ) -> tuple[TrainedModel, SuppliedModel]:
     """:func:`prepare_for_audit` of a model already read (:meth:`TrainedModel.from_bytes`, whose
     :attr:`~TrainedModel.supplied` form says how it was described), as ``run_audit(model=...)`` takes it: a copy is
-    prepared, ``model`` is left as it is.
+    prepared, ``model`` is left as it is. ``carried`` as for :func:`prepare_for_audit`.
 
     Returns:
         As :func:`prepare_for_audit`.
     """
     supplied = prepare_model(copy.deepcopy(model), graph, device, reference=config.reference, progress=progress)
-    return _recorded(supplied, graph, config)
+    return _recorded(supplied, graph, config, carried)
 
 
 def _recorded(

@@ -3,11 +3,13 @@ scale, and every difference it cannot carry refused by name (:func:`bind_core.da
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
-from bind_core import Graph, ModelDoesNotFitError
+from bind_core import AuditConfig, Graph, ModelDoesNotFitError, TrainConfig, TrainedModel, run_audit, synthetic, train
 from bind_core.data.carry import InputSchema, carry_inputs
 from bind_core.data.datasets.scaling import column_ranges, minmax_scale
 from bind_core.pipeline.output_order import supplied_model_doubt, supplied_model_warnings
@@ -169,3 +171,25 @@ def test_a_category_no_node_of_the_version_has_is_a_column_of_zeros() -> None:
     west = _version(np.column_stack([later, np.zeros(24)]), scaled=False, names=(*names[:1], *names[2:], "region=west"))
     with pytest.raises(ModelDoesNotFitError, match="not registered with: 'region=west'"):
         carry_inputs(west, InputSchema.of(_version(first, scaled=False, names=names)))
+
+
+def test_the_library_records_what_was_carried_as_the_service_does() -> None:
+    """``run_audit(model=..., carried=...)``: a library user's audit of a supplied model on a later version records
+    what was carried and says what the attribution then means, as the service's audits do."""
+    first = synthetic(300, seed=2)
+    model = train(first, TrainConfig(epochs=200))
+    supplied = TrainedModel.from_bytes(model.to_bytes(), model.config_dict())
+    order = list(reversed(range(first.num_features)))
+    later = dataclasses.replace(first, x=first.x[:, order], feature_names=tuple(first.feature_names[j] for j in order))
+    carried, record = carry_inputs(later, InputSchema.of(first))
+    config = AuditConfig(stages=("training", "metrics", "influence"), bootstrap=0)
+    typed = run_audit(carried, config, model=supplied, carried=record).typed()
+    assert typed.supplied_model is not None and typed.supplied_model.carried == record
+    assert typed.supplied_model.carried.columns_reordered
+    assert typed.summary is not None and typed.summary.attribution is not None
+    assert "refit on this version" in typed.summary.attribution.text
+    plain = run_audit(first, config, model=supplied).typed()  # on its own graph: nothing carried, nothing said
+    assert plain.supplied_model is not None and plain.supplied_model.carried is None
+    assert plain.summary is not None and plain.summary.attribution is not None
+    assert "refit on this version" not in plain.summary.attribution.text
+    assert torch.equal(carried.x, first.x)  # the columns put back in the model's order
