@@ -30,7 +30,7 @@ from app.core.logs import audit_id as audit_id_var
 from app.core.publisher import Publisher
 from app.core.settings import Settings
 from app.graphs.loading import GraphGone, load_graph
-from app.graphs.model_inputs import carry_model_inputs, registration
+from app.graphs.model_inputs import carry_model_inputs
 from app.influence import chunks
 from app.influence.tasks import chunk_sender
 from app.integrations.mlflow_log import log_succeeded_audit
@@ -224,10 +224,13 @@ class Attempt:
         if claim.model_id is not None:
             with sessions() as session:
                 parts = jobs.model_parts(session, claim.model_id)
-                registered = registration(session, claim.model_id)
             progress("training", 0.0)
             graph, carried = carry_model_inputs(
-                lambda graph_id: load_graph(sessions, self.settings, graph_id, None), graph, claim.graph_id, registered
+                sessions,
+                lambda graph_id: load_graph(sessions, self.settings, graph_id, None),
+                graph,
+                claim.graph_id,
+                claim.model_id,
             )
             model, supplied = prepare_model(
                 parts,

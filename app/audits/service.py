@@ -29,6 +29,7 @@ from app.core.publisher import Publisher
 from app.core.settings import Settings
 from app.datasets.lookup import present_dataset
 from app.graphs.versions import resolve_name
+from app.supplied.service import registered_model
 from app.tenants.limits import check_queue_room
 from bind_core import AuditConfig, BindError, ConfigError, read_document
 from bind_core.pipeline import check_budgets, check_measurable_groups, planned_stages
@@ -71,7 +72,7 @@ def create_audit(
     if body.graph_name is not None:
         body = body.model_copy(update={"graph_id": resolve_name(session, tenant, body.graph_name).id})
     if body.model_id is not None:
-        body, parsed = _model_source(session, tenant, body, parsed)
+        body, parsed = _model_source(session, tenant, body, body.model_id, parsed)
     dataset, graph_version = _check_source(session, tenant, body, settings)
     check_queue_room(session, tenant, settings)
     _check_budget(session, body, parsed, settings)
@@ -121,33 +122,25 @@ def _replay(session: Session, tenant: Tenant, key: str, digest: str) -> Audit | 
 
 
 def _model_source(
-    session: Session, tenant: Tenant, body: AuditCreate, parsed: AuditConfig
+    session: Session, tenant: Tenant, body: AuditCreate, model_id: uuid.UUID, parsed: AuditConfig
 ) -> tuple[AuditCreate, AuditConfig]:
     """The request with the supplied model's graph filled in, and the audit's settings describing that model (its
     architecture and recipe, :meth:`AuditConfig.describing`); 422 for an unknown model or a graph that is not a
     version of the one it was registered for (another version is audited with the model's inputs carried over,
-    :func:`app.supplied.loading.carry_model_inputs`, or fails with ``model-does-not-fit``)."""
+    :func:`app.graphs.model_inputs.carry_model_inputs`, or fails with ``model-does-not-fit``)."""
     refuse_trained_settings(body)
-    stmt = (
-        select(SuppliedModel.graph_id, SuppliedModel.config, Graph.name)
-        .join(Graph, Graph.id == SuppliedModel.graph_id)
-        .where(SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id)
-    )
-    row = session.execute(stmt.with_for_update(read=True, of=SuppliedModel)).first()
-    if row is None:
-        raise ValidationProblem(
-            f"No model with id {body.model_id}.", errors=[{"field": "model_id", "message": "no such model"}]
-        )
-    graph_id = row.graph_id if body.graph_id is None else body.graph_id
-    if graph_id != row.graph_id:
+    model = registered_model(session, tenant, model_id, lock=True)
+    graph_id = model.graph_id if body.graph_id is None else body.graph_id
+    if graph_id != model.graph_id:
         name = session.scalar(select(Graph.name).where(Graph.id == graph_id, Graph.tenant_id == tenant.id))
-        if name is not None and name != row.name:  # no such graph: _check_source names it
+        if name is not None and name != model.graph_name:  # no such graph: _check_source names it
             field = "graph_name" if body.graph_name is not None else "graph_id"
+            why = f"not a version of {model.graph_name!r} (the model's {model.graph_id})"
             raise ValidationProblem(
-                f"The model was registered for the graph {row.name!r}; it is audited on a version of that graph.",
-                errors=[{"field": field, "message": f"not a version of {row.name!r} (the model's {row.graph_id})"}],
+                f"The model was registered for the graph {model.graph_name!r}; it is audited on a version of it.",
+                errors=[{"field": field, "message": why}],
             )
-    return body.model_copy(update={"graph_id": graph_id}), describing_supplied(parsed, row.config)
+    return body.model_copy(update={"graph_id": graph_id}), describing_supplied(parsed, model.config)
 
 
 def refuse_trained_settings(body: AuditCreate, prefix: str = "") -> None:

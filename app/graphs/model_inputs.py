@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.db.tables import Graph as GraphRow
 from app.core.db.tables import SuppliedModel
@@ -29,14 +29,15 @@ def registration(session: Session, model_id: uuid.UUID) -> tuple[uuid.UUID, int]
 
 
 def carry_model_inputs(
+    sessions: sessionmaker[Session],
     load: Callable[[uuid.UUID], Graph],
     graph: Graph,
     graph_id: uuid.UUID | None,
-    registered: tuple[uuid.UUID, int] | None,
+    model_id: uuid.UUID | None,
 ) -> tuple[Graph, CarriedInputs | None]:
-    """``graph`` (the stored version ``graph_id``) as a supplied model registered for the graph version
-    ``registered`` (``(id, version)``) reads it: itself, with no record, where that is the version audited (or the
-    model is gone: the attempt says so); otherwise the registration's graph is loaded (``load(graph id)``) for its
+    """``graph`` (the stored version ``graph_id``) as the supplied model ``model_id`` reads it: itself, with no record,
+    without a model, where the model was registered for this very version, or where it is gone (the attempt says so);
+    otherwise the registration's graph is loaded (``load(graph id)``) for its
     :class:`~bind_core.pipeline.InputSchema`, and :func:`~bind_core.pipeline.carry_inputs` checks and carries the
     version's features (while both graphs are in memory).
 
@@ -44,6 +45,10 @@ def carry_model_inputs(
         bind_core.ModelDoesNotFitError: the version's feature columns, label or classes are not the registration's
             (the audit fails with ``model-does-not-fit``, each difference named).
     """
+    if model_id is None:
+        return graph, None
+    with sessions() as session:
+        registered = registration(session, model_id)
     if registered is None or registered[0] == graph_id:
         return graph, None
     carried, record = carry_inputs(graph, InputSchema.of(load(registered[0])))

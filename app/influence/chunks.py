@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.lease import LeaseLost
 from app.core.settings import Settings
-from app.graphs.model_inputs import carry_model_inputs, registration
+from app.graphs.model_inputs import carry_model_inputs
 from app.influence.chunk_rows import (
     ChunkClaim,
     DoneChunk,
@@ -176,10 +176,9 @@ def load_plan(sessions: sessionmaker[Session], source: PlanSource, load_graph: L
         return None
     plan_bytes, weights, config = parts
     graph = load_graph(source.graph_id, source.dataset)
-    if source.model_id is not None:  # read the version as the attempt did: a supplied model's inputs carried over
-        with sessions() as session:
-            registered = registration(session, source.model_id)
-        graph, _ = carry_model_inputs(lambda graph_id: load_graph(graph_id, None), graph, source.graph_id, registered)
+    graph, _ = carry_model_inputs(  # read the version as the attempt did: a supplied model's inputs carried over
+        sessions, lambda graph_id: load_graph(graph_id, None), graph, source.graph_id, source.model_id
+    )
     model = TrainedModel.from_bytes(weights, config)
     model.module.to(device)
     plan = InfluencePlan.from_bytes(plan_bytes)

@@ -16,7 +16,7 @@ State lives in Postgres only, so a scheduler that restarts carries on from ``nex
 while none ran are coalesced into one run. Each run audits the latest version of the schedule's graph; if
 the graph no longer exists, the slot's audit is recorded as failed with a 422 problem. A schedule of a supplied model
 (``model_id``) audits it on that version, its inputs carried over by the worker
-(:func:`app.supplied.loading.carry_model_inputs`); a model deleted before the slot fails it with ``model-not-found``.
+(:func:`app.graphs.model_inputs.carry_model_inputs`); a model deleted before the slot fails it with ``model-not-found``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.audits.schemas import AuditCreate
 from app.audits.service import describing_supplied, refuse_trained_settings
 from app.core.db.base import utcnow
-from app.core.db.tables import Audit, Graph, Schedule, SuppliedModel, Tenant
+from app.core.db.tables import Audit, Schedule, SuppliedModel, Tenant
 from app.core.errors import Conflict, NotFound, ValidationProblem
 from app.core.pagination import newest_first
 from app.core.settings import Settings
@@ -24,6 +24,7 @@ from app.datasets.lookup import present_dataset
 from app.graphs.versions import resolve_name
 from app.schedules.schemas import Breach, RunRead, ScheduleCreate
 from app.schedules.slots import check_cron, check_interval_floor, first_slot
+from app.supplied.service import registered_model
 from app.webhooks.thresholds import breaches, test_metrics
 from bind_core import AuditConfig, BindError
 
@@ -37,7 +38,7 @@ def create_schedule(session: Session, tenant: Tenant, body: ScheduleCreate, *, s
     ``graph_name`` that ``POST /v1/audits`` gives (:func:`~app.graphs.versions.resolve_name`). A graph deleted
     later does not stop the schedule: that slot's audit fails with ``graph-not-found`` (``scheduler.py``).
     """
-    supplied = _supplied_model(session, tenant, body) if body.model_id is not None else None
+    supplied = _supplied_model(session, tenant, body, body.model_id) if body.model_id is not None else None
     graph_name = body.graph_name if supplied is None else supplied[0]
     config = _config(body.audit, supplied=None if supplied is None else supplied[1])
     if body.cron is not None and (why := check_cron(body.cron)) is not None:
@@ -65,22 +66,16 @@ def create_schedule(session: Session, tenant: Tenant, body: ScheduleCreate, *, s
     return row
 
 
-def _supplied_model(session: Session, tenant: Tenant, body: ScheduleCreate) -> tuple[str, dict[str, Any]]:
+def _supplied_model(
+    session: Session, tenant: Tenant, body: ScheduleCreate, model_id: uuid.UUID
+) -> tuple[str, dict[str, Any]]:
     """The name of the graph the schedule's supplied model was registered for, and the model's stored config; 422
     for an unknown model, or a ``graph_name`` that is not that graph's."""
-    row = session.execute(
-        select(Graph.name, SuppliedModel.config)
-        .join(Graph, Graph.id == SuppliedModel.graph_id)
-        .where(SuppliedModel.id == body.model_id, SuppliedModel.tenant_id == tenant.id)
-    ).first()
-    if row is None:
-        raise ValidationProblem(
-            f"No model with id {body.model_id}.", errors=[{"field": "model_id", "message": "no such model"}]
-        )
-    if body.graph_name is not None and body.graph_name != row.name:
-        why = f"the model was registered for the graph {row.name!r}; leave graph_name out or give that name"
+    model = registered_model(session, tenant, model_id)
+    if body.graph_name is not None and body.graph_name != model.graph_name:
+        why = f"the model was registered for the graph {model.graph_name!r}; leave graph_name out or give that name"
         raise ValidationProblem(f"graph_name: {why}.", errors=[{"field": "graph_name", "message": why}])
-    return str(row.name), dict(row.config)
+    return model.graph_name, model.config
 
 
 def _config(settings: dict[str, Any], *, supplied: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -144,6 +145,32 @@ def list_models(
     if graph_id is not None:
         stmt = stmt.where(SuppliedModel.graph_id == graph_id)
     return newest_first(session, stmt, SuppliedModel, kind="models", limit=limit, token=page_token)
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A supplied model as an audit or a schedule of it needs it: the graph version it was registered for, that
+    graph's name (every version of which it can be audited on) and its stored config."""
+
+    graph_id: uuid.UUID
+    graph_name: str
+    config: dict[str, Any]
+
+
+def registered_model(session: Session, tenant: Tenant, model_id: uuid.UUID, *, lock: bool = False) -> Registered:
+    """The tenant's supplied model ``model_id`` (``lock``: a share lock against its deletion until the commit), or a
+    422 naming ``model_id``."""
+    stmt = (
+        select(SuppliedModel.graph_id, SuppliedModel.config, Graph.name)
+        .join(Graph, Graph.id == SuppliedModel.graph_id)
+        .where(SuppliedModel.id == model_id, SuppliedModel.tenant_id == tenant.id)
+    )
+    row = session.execute(stmt.with_for_update(read=True, of=SuppliedModel) if lock else stmt).first()
+    if row is None:
+        raise ValidationProblem(
+            f"No model with id {model_id}.", errors=[{"field": "model_id", "message": "no such model"}]
+        )
+    return Registered(row.graph_id, str(row.name), dict(row.config))
 
 
 def models_for_name(session: Session, tenant: Tenant, name: str, *, limit: int) -> list[tuple[uuid.UUID, str, int]]:

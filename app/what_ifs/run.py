@@ -22,7 +22,7 @@ from app.core.db.tables import Audit
 from app.core.lease import Lease, LeaseLost
 from app.core.settings import Settings
 from app.graphs.loading import GraphGone, load_graph
-from app.graphs.model_inputs import carry_model_inputs, registration
+from app.graphs.model_inputs import carry_model_inputs
 from app.what_ifs import repository as jobs
 from app.what_ifs.repository import JobClaim
 from bind_core import AuditCancelled, AuditConfig, DatasetNotFoundError, Graph, TrainedModel
@@ -60,8 +60,8 @@ class _Audited:
     config: dict[str, Any]
     weights: bytes
     model_config: dict[str, Any]
-    registered: tuple[uuid.UUID, int] | None = None
-    """A supplied model's registration (graph id, version): on another version, its inputs are carried over."""
+    model_id: uuid.UUID | None = None
+    """The supplied model audited: on another version of its graph, its inputs are carried over."""
 
 
 def _audited(sessions: sessionmaker[Session], audit_id: uuid.UUID) -> _Audited:
@@ -77,14 +77,13 @@ def _audited(sessions: sessionmaker[Session], audit_id: uuid.UUID) -> _Audited:
                 Audit.results["supplied_model"]["carried"].label("carried"),
             ).where(Audit.id == audit_id)
         ).one_or_none()
-        registered = None if row is None or row.model_id is None else registration(session, row.model_id)
     if row is None or row.model_weights is None or row.model_config is None:
         raise GraphGone(f"audit {audit_id} or its stored model is gone")
-    if registered is None and isinstance(row.carried, dict):  # its inputs were carried: from where is gone
+    if row.model_id is None and isinstance(row.carried, dict):  # its inputs were carried: from where is gone
         raise GraphGone(
             f"audit {audit_id} read its graph as the supplied model's registration did, and that model is gone"
         )
-    return _Audited(row.graph_id, row.dataset, row.config, row.model_weights, row.model_config, registered)
+    return _Audited(row.graph_id, row.dataset, row.config, row.model_weights, row.model_config, row.model_id)
 
 
 def execute(
@@ -169,7 +168,11 @@ def _compute(
     progress(0.0)
     graph = load_graph(sessions, settings, audited.graph_id, audited.dataset)
     graph, _ = carry_model_inputs(  # a supplied model on another version: read it as its audit did
-        lambda graph_id: load_graph(sessions, settings, graph_id, None), graph, audited.graph_id, audited.registered
+        sessions,
+        lambda graph_id: load_graph(sessions, settings, graph_id, None),
+        graph,
+        audited.graph_id,
+        audited.model_id,
     )
     return compute(
         audited.weights,
