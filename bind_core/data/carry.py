@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bind_core.data.datasets.scaling import scale_by, unscale_by
 from bind_core.data.graph import Graph
 from bind_core.data.records import CarriedInputs
 from bind_core.errors import ModelDoesNotFitError
@@ -179,15 +180,12 @@ def _rescaled(
     zero-width range maps every value to 0 (as :func:`~bind_core.data.datasets.scaling.minmax_scale` does)."""
     values = x.detach().cpu().numpy().astype(np.float64)
     if ranges:
-        lo, hi = (np.array(v, dtype=np.float64) for v in zip(*ranges, strict=True))
-        values = np.where(hi > lo, (values + 1.0) / 2.0 * (hi - lo) + lo, lo)
+        values = unscale_by(values, *np.array(ranges, dtype=np.float64).T)
     if columns is not None:
         zeros = np.zeros(values.shape[0])
         values = np.stack([zeros if j is None else values[:, j] for j in columns], axis=1)
     if registered:
-        lo, hi = (np.array(v, dtype=np.float64) for v in zip(*registered, strict=True))
-        span = np.where(hi > lo, hi - lo, 1.0)
-        values = np.where(hi > lo, 2.0 * (values - lo) / span - 1.0, 0.0)
+        values = scale_by(values, *np.array(registered, dtype=np.float64).T)
     return torch.from_numpy(values).to(dtype=x.dtype, device=x.device)
 
 
