@@ -136,6 +136,7 @@ def webhook_row(webhook: Webhook, deliveries: Sequence[WebhookDelivery]) -> dict
         "id": str(webhook.id),
         "url": webhook.url,
         "events": ", ".join(webhook.events or []),
+        "warning_codes": ", ".join(webhook.warning_codes or []),
         "created": when(webhook.created_at),
         "deliveries": [
             {

@@ -25,7 +25,7 @@ from app.graphs.versions import resolve_name
 from app.schedules.schemas import Breach, RunRead, ScheduleCreate
 from app.schedules.slots import check_cron, check_interval_floor, first_slot
 from app.supplied.service import registered_model
-from app.webhooks.thresholds import breaches, test_metrics
+from app.webhooks.thresholds import breaches, test_metrics, withheld
 from bind_core import AuditConfig, BindError
 
 _SOURCE_KEYS = {"graph_id", "graph_name", "dataset", "model_id"}
@@ -185,7 +185,7 @@ def history(session: Session, schedule: Schedule, *, limit: int) -> list[dict[st
                 "accuracy": float(accuracy) if isinstance(accuracy, int | float) else None,
                 **test_metrics(results),
                 "breaches": breaches(row.results, schedule.thresholds) if done else [],
-                "withheld": _text(((results or {}).get("summary") or {}).get("withheld")),
+                "withheld": withheld(results),
                 "warning_codes": list(row.warning_codes) if isinstance(row.warning_codes, list) else None,
                 "failure": _failure(row.error) if row.state == "failed" else None,
             }

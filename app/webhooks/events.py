@@ -2,7 +2,8 @@
 
 ``audit.succeeded`` / ``audit.failed`` for every finished audit; ``schedule.threshold_exceeded`` when a
 scheduled audit succeeded and a test-set metric exceeds one of its schedule's thresholds; ``audit.warned`` while an
-audit runs, when its warnings known once the model and its metrics are in are stored (in that transaction). The payload
+audit runs, when its warnings known once the model and its metrics are in are stored (in that transaction), to each
+subscription whose ``warning_codes`` (if it names some) include one of the audit's. The payload
 follows Standard Webhooks: ``{"type", "timestamp", "data"}``. The delivery tasks are sent after the commit
 (:func:`app.webhooks.tasks.send_deliveries`); a send lost in a crash is picked up again by
 :func:`app.webhooks.tasks.resend_stale`.
@@ -18,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.core.db.session import now
 from app.core.db.tables import Audit, Schedule, Webhook, WebhookDelivery
-from app.webhooks.thresholds import breaches, test_metrics
+from app.webhooks.thresholds import breaches, test_metrics, withheld
 
 
 def audit_warned(session: Session, audit_id: uuid.UUID) -> list[uuid.UUID]:
@@ -39,6 +40,7 @@ def audit_finished(session: Session, audit_id: uuid.UUID) -> list[uuid.UUID]:
     events = []
     if audit.state == "succeeded":
         data["metrics"] = test_metrics(audit.results)
+        data["withheld"] = withheld(audit.results)
         events.append(("audit.succeeded", data))
         schedule = session.get(Schedule, audit.schedule_id) if audit.schedule_id else None
         thresholds = schedule.thresholds if schedule is not None else None
@@ -86,11 +88,19 @@ def _deliver(session: Session, audit: Audit, events: list[tuple[str, dict[str, A
         }
         for name, body in events
         for hook in hooks
-        if name in hook.events
+        if name in hook.events and _wanted(hook, name, audit)
     ]
     if rows:
         session.execute(insert(WebhookDelivery), rows)
     return [r["id"] for r in rows]
+
+
+def _wanted(hook: Webhook, event: str, audit: Audit) -> bool:
+    """Whether ``hook`` takes ``event`` of ``audit``: ``audit.warned`` only where it warns with one of the hook's
+    codes, when the hook names some."""
+    if event != "audit.warned" or hook.warning_codes is None:
+        return True
+    return bool(set(hook.warning_codes) & set(audit.warning_codes or []))
 
 
 def _s(value: uuid.UUID | None) -> str | None:

@@ -31,7 +31,14 @@ def create_webhook(
     unless the server allows them (``BIND_WEBHOOK_ALLOW_PRIVATE``)."""
     row, secret = service.create_webhook(session, tenant, body, settings=settings)
     response.headers["Location"] = f"/v1/webhooks/{row.id}"
-    return WebhookCreated(id=row.id, url=row.url, events=row.events, created_at=row.created_at, secret=secret)  # type: ignore[arg-type]  # validated event names
+    return WebhookCreated(
+        id=row.id,
+        url=row.url,
+        events=row.events,  # type: ignore[arg-type]  # validated event names
+        warning_codes=row.warning_codes,
+        created_at=row.created_at,
+        secret=secret,
+    )
 
 
 @router.get("", response_model=WebhookPage)

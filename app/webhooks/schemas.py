@@ -6,7 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from app.gates import WARNING_CODES
 
 WebhookEvent = Literal["audit.succeeded", "audit.failed", "schedule.threshold_exceeded", "audit.warned"]
 
@@ -16,6 +18,31 @@ class WebhookCreate(BaseModel):
 
     url: str = Field(min_length=1, max_length=2000, description="An http(s) URL without credentials.")
     events: list[WebhookEvent] = Field(min_length=1, max_length=4)
+    warning_codes: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=len(WARNING_CODES),
+        description="With audit.warned: send it only for an audit that warns with one of these codes (e.g. "
+        '["training_fit", "output_order"]: a deployed model fed inputs it never saw), not for every warned audit. '
+        "Leave it out for every one.",
+    )
+
+    @field_validator("warning_codes")
+    @classmethod
+    def _known_codes(cls, codes: list[str] | None) -> list[str] | None:
+        if codes is None:
+            return None
+        unknown = [c for c in codes if c not in WARNING_CODES]
+        if unknown:
+            named = ", ".join(map(repr, unknown))
+            raise ValueError(f"unknown warning code(s) {named}; valid: {', '.join(WARNING_CODES)}")
+        return [c for c in WARNING_CODES if c in codes]
+
+    @model_validator(mode="after")
+    def _filters_warned(self) -> WebhookCreate:
+        if self.warning_codes is not None and "audit.warned" not in self.events:
+            raise ValueError("warning_codes filters the audit.warned event: subscribe to it too, or leave them out")
+        return self
 
 
 class WebhookRead(BaseModel):
@@ -24,6 +51,8 @@ class WebhookRead(BaseModel):
     id: uuid.UUID
     url: str
     events: list[WebhookEvent]
+    warning_codes: list[str] | None = None
+    """``audit.warned`` is sent only for an audit with one of these codes (null: for every warned audit)."""
     created_at: datetime
 
 

@@ -139,7 +139,9 @@ def create_webhook(session: Session, tenant: Tenant, body: WebhookCreate, *, set
     if not settings.webhook_allow_private:
         check_destination(url)
     secret = new_secret()
-    row = Webhook(tenant_id=tenant.id, url=url, events=sorted(set(body.events)), secret=secret)
+    row = Webhook(
+        tenant_id=tenant.id, url=url, events=sorted(set(body.events)), warning_codes=body.warning_codes, secret=secret
+    )
     session.add(row)
     session.flush()
     return row, secret

@@ -15,6 +15,14 @@ def test_metrics(results: dict[str, Any] | None) -> dict[str, float | None]:
     return {m: (float(test[m]) if isinstance(test.get(m), int | float) else None) for m in METRICS}
 
 
+def withheld(results: dict[str, Any] | None) -> str | None:
+    """Why a succeeded audit has no verdict (``results.summary.withheld``: a supplied model that fits its training
+    nodes no better than a constant, outputs in another order), or ``None``: its figures are as measured, not a
+    finding."""
+    said = ((results or {}).get("summary") or {}).get("withheld")
+    return said if isinstance(said, str) and said else None
+
+
 def breaches(results: dict[str, Any] | None, thresholds: dict[str, Any] | None) -> list[dict[str, Any]]:
     """``[{metric, value, threshold}]`` for each metric strictly above its threshold: the CI gates' rules
     (:func:`app.gates.judge`), except that an alert needs a value (an undefined metric raises none)."""

@@ -222,6 +222,47 @@ def test_stored_warnings_are_sent_to_the_audit_warned_webhooks_once(
             session.execute(delete(Webhook).where(Webhook.id.in_(hooks)))
 
 
+def test_audit_warned_goes_only_to_subscriptions_whose_codes_it_has(
+    sessions, settings, new_audit, fake_audit, tenant_id
+) -> None:
+    """A subscription naming warning codes gets ``audit.warned`` only for an audit with one of them: a scheduled
+    audit's repeated ``scaled_inputs`` reaches the unfiltered subscription, not the one waiting for a misfit."""
+    with sessions.begin() as session:
+        drift = Webhook(tenant_id=tenant_id, url="https://example.org/d", events=["audit.warned"],
+                        warning_codes=["output_order", "training_fit"], secret="whsec_x")  # fmt: skip
+        every = Webhook(tenant_id=tenant_id, url="https://example.org/e", events=["audit.warned"], secret="whsec_y")
+        session.add_all([drift, every])
+        session.flush()
+        hooks = (drift.id, every.id)
+    sent: dict[str, list[uuid.UUID]] = {}
+    try:
+        for name, codes in (("scaled", ["scaled_inputs"]), ("misfit", ["scaled_inputs", "training_fit"])):
+            early = [Caveat(f"said: {code}", code) for code in codes]
+
+            def body(progress: Progress, early: list[Caveat] = early) -> FakeResult:
+                _WARNED["on_warnings"](early)
+                return WarnedResult(rows(1), warnings=early)
+
+            fake_audit(body)
+            audit_id = new_audit()
+            assert run(audit_id, sessions, settings).status == "succeeded"
+            with sessions() as session:
+                sent[name] = sorted(
+                    session.scalars(
+                        select(WebhookDelivery.webhook_id).where(
+                            WebhookDelivery.event == "audit.warned",
+                            WebhookDelivery.webhook_id.in_(hooks),
+                            WebhookDelivery.payload["data"]["audit_id"].as_string() == str(audit_id),
+                        )
+                    ).all(),
+                    key=hooks.index,
+                )
+        assert sent == {"scaled": [every.id], "misfit": [drift.id, every.id]}
+    finally:
+        with sessions.begin() as session:
+            session.execute(delete(Webhook).where(Webhook.id.in_(hooks)))
+
+
 def test_warnings_of_a_cancelled_audit_are_not_written(sessions, settings, new_audit, fake_audit) -> None:
     def body(progress: Progress) -> FakeResult:
         with sessions.begin() as session:  # the API's cancel

@@ -318,6 +318,8 @@ class Webhook(Base):
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
     url: Mapped[str] = mapped_column(String(2000))
     events: Mapped[list[str]] = mapped_column(JSONType)
+    warning_codes: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    """``audit.warned`` only for an audit with one of these warning codes (null: every warned audit)."""
     secret: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

@@ -9,7 +9,10 @@ from collections.abc import Callable
 import pytest
 from apihelp import assert_problem, fields
 from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.db.session import now
 from app.core.settings import Settings
 from app.main import create_app
 from app.webhooks.signing import WebhookVerificationError, sign, verify
@@ -41,6 +44,28 @@ def test_only_plain_http_urls(client: TestClient, auth: dict[str, str], url: str
 def test_unknown_event_is_422(client: TestClient, auth: dict[str, str]) -> None:
     response = client.post("/v1/webhooks", headers=auth, json={"url": "http://x.test/", "events": ["audit.started"]})
     assert_problem(response, 422)
+
+
+def test_warning_codes_filter_audit_warned(client: TestClient, auth: dict[str, str]) -> None:
+    """A subscription may take ``audit.warned`` only for some codes: unknown codes and codes without that event are
+    422s naming the field; the codes are kept in the table's order, once each."""
+    body = {"url": "https://hooks.example.com/drift", "events": ["audit.warned"]}
+    created = client.post("/v1/webhooks", headers=auth, json={**body, "warning_codes": ["training_fit", "output_order",
+                                                                                        "training_fit"]})  # fmt: skip
+    assert created.status_code == 201, created.text
+    assert created.json()["warning_codes"] == ["output_order", "training_fit"]
+    assert client.get(f"/v1/webhooks/{created.json()['id']}", headers=auth).json()["warning_codes"] == [
+        "output_order",
+        "training_fit",
+    ]
+    plain = client.post("/v1/webhooks", headers=auth, json=body).json()
+    assert plain["warning_codes"] is None
+    unknown = assert_problem(client.post("/v1/webhooks", headers=auth, json={**body, "warning_codes": ["fit"]}), 422)
+    assert fields(unknown) == {"warning_codes"} and "training_fit" in unknown["errors"][0]["message"]
+    other = {"url": body["url"], "events": ["audit.failed"], "warning_codes": ["training_fit"]}
+    assert "audit.warned" in assert_problem(client.post("/v1/webhooks", headers=auth, json=other), 422)["detail"]
+    empty = client.post("/v1/webhooks", headers=auth, json={**body, "warning_codes": []})
+    assert fields(assert_problem(empty, 422)) == {"warning_codes"}
 
 
 def test_verify_accepts_the_signed_body_only() -> None:
@@ -95,3 +120,39 @@ def test_private_destinations_allowed_by_the_setting(settings: Settings, new_key
     with TestClient(create_app(settings.model_copy(update={"webhook_allow_private": True}))) as allowing:
         body = {"url": "http://127.0.0.1:9000/hook", "events": ["audit.failed"]}
         assert allowing.post("/v1/webhooks", headers=new_key(), json=body).status_code == 201
+
+
+def test_a_run_without_a_verdict_says_so_in_its_events(sessions: sessionmaker[Session]) -> None:
+    """``audit.succeeded`` and ``schedule.threshold_exceeded`` carry ``withheld``: a receiver tells a breach on a run
+    whose model no longer fits its inputs (figures as measured) from a finding."""
+    from app.core.db.tables import Audit, Schedule, Tenant, Webhook, WebhookDelivery
+    from app.webhooks.events import audit_finished
+
+    with sessions.begin() as session:
+        tenant = Tenant(name="withheld")
+        session.add(tenant)
+        session.flush()
+        schedule = Schedule(tenant_id=tenant.id, dataset="synthetic", settings={}, config={}, interval_seconds=3600,
+                            thresholds={"delta_sp": 0.1}, next_run_at=now())  # fmt: skip
+        hook = Webhook(tenant_id=tenant.id, url="https://example.org/h", secret="s",
+                       events=["audit.succeeded", "schedule.threshold_exceeded"])  # fmt: skip
+        session.add_all([schedule, hook])
+        session.flush()
+        ids = []
+        for why in ("the model no longer fits", None):
+            results = {"metrics": {"test": {"delta_sp": 0.3}}, "summary": {"withheld": why}}
+            audit = Audit(tenant_id=tenant.id, dataset="synthetic", config={}, request_hash="0" * 64,
+                          state="succeeded", results=results, schedule_id=schedule.id)  # fmt: skip
+            session.add(audit)
+            session.flush()
+            ids.append(audit_finished(session, audit.id))
+        sent = {
+            d.id: d.payload
+            for d in session.scalars(select(WebhookDelivery).where(WebhookDelivery.webhook_id == hook.id))
+        }
+        said = [{sent[i]["type"]: sent[i]["data"]["withheld"] for i in one} for one in ids]
+        assert said == [
+            {"audit.succeeded": "the model no longer fits", "schedule.threshold_exceeded": "the model no longer fits"},
+            {"audit.succeeded": None, "schedule.threshold_exceeded": None},
+        ]
+        session.delete(tenant)

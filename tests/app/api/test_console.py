@@ -329,7 +329,9 @@ def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: 
                               state="succeeded", results={"metrics": metrics, **said}, schedule_id=schedule.id,
                               slot_time=now - timedelta(hours=3 - i)))  # fmt: skip
         hook = Webhook(tenant_id=user.id, url="https://example.org/hook", events=["audit.succeeded"], secret="s")
-        session.add(hook)
+        filtered = Webhook(tenant_id=user.id, url="https://example.org/drift", events=["audit.warned"],
+                           warning_codes=["output_order", "training_fit"], secret="t")  # fmt: skip
+        session.add_all([hook, filtered])
         session.flush()
         session.add(WebhookDelivery(webhook_id=hook.id, event="audit.succeeded", payload={}, state="failed",
                                     attempts=8, response_status=500, last_error=HOSTILE))  # fmt: skip
@@ -345,6 +347,7 @@ def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: 
     assert "no verdict: the model no longer fits" in history.text
     hooks = user.browser.get("/console/webhooks").text
     assert "https://example.org/hook" in hooks and "<td>500</td>" in hooks and "&lt;script&gt;" in hooks
+    assert "<b>audit.warned only for</b>: output_order, training_fit" in hooks
 
 
 def test_console_requests_share_the_api_keys_rate_limit(settings: Settings, sessions: sessionmaker[Session]) -> None:
