@@ -15,6 +15,7 @@ from app.core.db.tables import Audit, Graph, ModelArtifact, SuppliedModel, Tenan
 from app.core.errors import Conflict, ProblemError
 from app.core.pagination import decode_token, encode_token, int64_part, invalid_token, uuid_part
 from app.supplied import service as supplied
+from bind_core.pipeline import UnknownCategories
 
 HEADLINE = ("accuracy", "delta_sp", "delta_eo", "gamma")
 """The after-metrics a listed model shows (the full row is the audit's ``results.debiasing``)."""
@@ -140,8 +141,23 @@ def register_artifact(
     canonical = supplied.check_model(weights, row.config, summary)
     label = (name or "").strip() or _default_name(audit, row)
     return supplied.create_model(
-        session, tenant, graph_id=graph_id, name=label[:200], weights=weights, config=canonical
+        session,
+        tenant,
+        graph_id=graph_id,
+        name=label[:200],
+        weights=weights,
+        config=canonical,
+        unknown_categories=_reads_unknown_categories(session, audit),
     )
+
+
+def _reads_unknown_categories(session: Session, audit: Audit) -> UnknownCategories:
+    """How the retrained model reads a later version's unseen category: as the supplied model the audit retrained
+    from did (its inputs were read so), ``refuse`` for a model the audit trained or one since deleted."""
+    if audit.model_id is None:
+        return "refuse"
+    found = session.scalar(select(SuppliedModel.unknown_categories).where(SuppliedModel.id == audit.model_id))
+    return "ignore" if found == "ignore" else "refuse"
 
 
 def _trained_on(session: Session, tenant: Tenant, audit: Audit) -> uuid.UUID | None:

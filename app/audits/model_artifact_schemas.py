@@ -81,4 +81,7 @@ class RegisteredModel(BaseModel):
     graph_id: uuid.UUID
     name: str
     size_bytes: int
+    unknown_categories: str = "refuse"
+    """As the supplied model the audit retrained from reads a later version's unseen category (``refuse`` for a
+    model the audit trained)."""
     created_at: datetime

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -14,18 +15,32 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.db.tables import Graph as GraphRow
 from app.core.db.tables import SuppliedModel
 from bind_core import Graph
-from bind_core.pipeline import InputSchema, carry_inputs
+from bind_core.pipeline import InputSchema, UnknownCategories, carry_inputs
 from bind_core.pipeline.results import CarriedInputs
 
 
-def registration(session: Session, model_id: uuid.UUID) -> tuple[uuid.UUID, int] | None:
-    """The graph version a supplied model was registered for, as ``(graph id, version)`` (``None`` if deleted)."""
+@dataclass(frozen=True)
+class Registration:
+    """Where a supplied model was registered: the graph version, and what a later version's category its encoder
+    never saw becomes (``refuse`` or ``ignore``)."""
+
+    graph_id: uuid.UUID
+    version: int
+    unknown_categories: UnknownCategories
+
+
+def registration(session: Session, model_id: uuid.UUID) -> Registration | None:
+    """The graph version a supplied model was registered for, and how it reads unseen categories (``None`` if
+    deleted)."""
     row = session.execute(
-        select(GraphRow.id, GraphRow.version)
+        select(GraphRow.id, GraphRow.version, SuppliedModel.unknown_categories)
         .join(SuppliedModel, SuppliedModel.graph_id == GraphRow.id)
         .where(SuppliedModel.id == model_id)
     ).one_or_none()
-    return None if row is None else (row.id, row.version)
+    if row is None:
+        return None
+    policy: UnknownCategories = "ignore" if row.unknown_categories == "ignore" else "refuse"
+    return Registration(row.id, row.version, policy)
 
 
 def carry_model_inputs(
@@ -38,8 +53,9 @@ def carry_model_inputs(
     """``graph`` (the stored version ``graph_id``) as the supplied model ``model_id`` reads it: itself, with no record,
     without a model, where the model was registered for this very version, or where it is gone (the attempt says so);
     otherwise the registration's graph is loaded (``load(graph id)``) for its
-    :class:`~bind_core.pipeline.InputSchema`, and :func:`~bind_core.pipeline.carry_inputs` checks and carries the
-    version's features (while both graphs are in memory).
+    :class:`~bind_core.pipeline.InputSchema` (with the registration's ``unknown_categories``, fixed when it was
+    registered, so that every reader of the version reads it alike), and :func:`~bind_core.pipeline.carry_inputs`
+    checks and carries the version's features (while both graphs are in memory).
 
     Raises:
         bind_core.ModelDoesNotFitError: the version's feature columns, label or classes are not the registration's
@@ -49,8 +65,9 @@ def carry_model_inputs(
         return graph, None
     with sessions() as session:
         registered = registration(session, model_id)
-    if registered is None or registered[0] == graph_id:
+    if registered is None or registered.graph_id == graph_id:
         return graph, None
-    carried, record = carry_inputs(graph, InputSchema.of(load(registered[0])))
-    record.registered_graph_id, record.registered_version = str(registered[0]), registered[1]
+    schema = InputSchema.of(load(registered.graph_id), unknown_categories=registered.unknown_categories)
+    carried, record = carry_inputs(graph, schema)
+    record.registered_graph_id, record.registered_version = str(registered.graph_id), registered.version
     return carried, record

@@ -38,6 +38,13 @@ _UPLOAD_BODY: dict[str, Any] = {
                     },
                     "graph_id": {"type": "string", "format": "uuid", "description": "The graph it was trained on."},
                     "name": {"type": "string", "description": "A name for the model."},
+                    "unknown_categories": {
+                        "type": "string",
+                        "enum": ["refuse", "ignore"],
+                        "description": "Audited on a later version of the graph, what a category the model's encoder "
+                        "never saw (a one-hot column it lacks) becomes: refuse (default; the audit fails naming it) "
+                        "or ignore (its nodes read as none of the model's categories of that column).",
+                    },
                 },
             }
         }
@@ -67,7 +74,7 @@ async def register_model(
             folder,
             settings.max_upload_bytes,
             file_parts=("weights", "config"),
-            field_parts=("config", "graph_id", "name"),
+            field_parts=("config", "graph_id", "name", "unknown_categories"),
             what="model",
         )
         fields, files = upload.fields, upload.files
@@ -88,6 +95,7 @@ async def register_model(
             await run_in_threadpool(files["config"].read_bytes) if "config" in files else fields["config"]
         )
         name = fields.get("name")
+        unknown_categories = service.parse_unknown_categories(fields.get("unknown_categories"))
     finally:
         await run_in_threadpool(remove_folder, folder)
     config = service.parse_config(raw)
@@ -96,7 +104,13 @@ async def register_model(
     label = (str(name).strip() if isinstance(name, str) else "") or str(canonical["model"].get("arch", "model"))
     row = await run_in_threadpool(
         lambda: service.create_model(
-            session, tenant, graph_id=graph_id, name=label[:200], weights=weights, config=canonical
+            session,
+            tenant,
+            graph_id=graph_id,
+            name=label[:200],
+            weights=weights,
+            config=canonical,
+            unknown_categories=unknown_categories,
         )
     )
     response.headers["Location"] = f"/v1/models/{row.id}"

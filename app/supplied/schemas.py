@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from app.core.records import StoredModel, model_for
 from bind_core import ModelDocument
+from bind_core.pipeline import UnknownCategories
 
 if TYPE_CHECKING:
     ModelDocumentRead: TypeAlias = StoredModel
@@ -31,6 +32,13 @@ class ModelRead(BaseModel):
     model registered in the ``torch_geometric`` form, ``source`` (its class, constructor arguments and loss)."""
     size_bytes: int
     """Size of the safetensors weights."""
+    unknown_categories: UnknownCategories = "refuse"
+    """Audited on a later version of its graph, what a category its encoder never saw (a one-hot column
+    ``column=value`` the registration lacks) becomes: ``refuse`` (the audit fails with ``model-does-not-fit``, naming
+    it) or ``ignore`` (the column is left out and its nodes read as none of the model's categories of that column, as
+    an encoder fitted once and set to ignore unknown values gives them; ``supplied_model.carried.ignored``). Fixed
+    at registration, as the weights are: every audit of the model reads its inputs one way (register it again to
+    read them another)."""
     created_at: datetime
     warnings: list[str] = []
     """Said when the model is registered (empty when read back): what to check before auditing it, e.g. that the

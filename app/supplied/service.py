@@ -22,7 +22,7 @@ from app.core.errors import NotFound, ValidationProblem
 from app.core.pagination import newest_first
 from bind_core import BindError, ModelDoesNotFitError, TrainedModel, UnsupportedModelError, read_document
 from bind_core.codec import encode
-from bind_core.pipeline import class_order, fit_problems
+from bind_core.pipeline import UnknownCategories, class_order, fit_problems
 
 
 def parse_config(raw: bytes | str) -> dict[str, Any]:
@@ -119,14 +119,36 @@ def registration_warnings(summary: dict[str, Any]) -> list[str]:
 
 
 def create_model(
-    session: Session, tenant: Tenant, *, graph_id: uuid.UUID, name: str, weights: bytes, config: dict[str, Any]
+    session: Session,
+    tenant: Tenant,
+    *,
+    graph_id: uuid.UUID,
+    name: str,
+    weights: bytes,
+    config: dict[str, Any],
+    unknown_categories: UnknownCategories = "refuse",
 ) -> SuppliedModel:
     row = SuppliedModel(
-        tenant_id=tenant.id, graph_id=graph_id, name=name, config=config, weights=weights, size_bytes=len(weights)
+        tenant_id=tenant.id,
+        graph_id=graph_id,
+        name=name,
+        config=config,
+        weights=weights,
+        size_bytes=len(weights),
+        unknown_categories=unknown_categories,
     )
     session.add(row)
     session.flush()
     return row
+
+
+def parse_unknown_categories(value: str | None) -> UnknownCategories:
+    """The registration's ``unknown_categories`` form field (``refuse`` when left out), or a 422 naming it."""
+    if value is None or value == "refuse":
+        return "refuse"
+    if value == "ignore":
+        return "ignore"
+    raise _invalid("unknown_categories", f"must be 'refuse' or 'ignore', not {value!r}")
 
 
 def get_model(session: Session, tenant: Tenant, model_id: uuid.UUID) -> SuppliedModel:

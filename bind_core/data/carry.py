@@ -9,7 +9,9 @@ hands back the version with its features as the model reads them:
 
 - columns named alike on both sides but in another order are put in the registration's order; a one-hot column
   (``column=value``) of a category no node of the version has is a column of zeros, as the registration's encoding
-  makes it (a category the registration never saw is refused: the model has no input for it);
+  makes it; a category the registration never saw (a one-hot column of the version the model has no input for) is
+  refused, unless the registration says its encoder ignores unknown values (``InputSchema.unknown_categories``
+  ``"ignore"``): that column is then left out, and its nodes read as none of the model's categories of that column;
 - features min-max scaled to ``[-1, 1]`` when a version was read (``Graph.feature_ranges``) were scaled by that
   version's own minima and maxima, so the same raw value reads differently in two versions: the version's raw values
   are recovered from its ranges and scaled by the registration's (values outside the registration's range then fall
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -36,7 +39,11 @@ from bind_core.data.graph import Graph
 from bind_core.data.records import CarriedInputs
 from bind_core.errors import ModelDoesNotFitError
 
-__all__ = ["InputSchema", "carry_inputs"]
+__all__ = ["InputSchema", "UnknownCategories", "carry_inputs"]
+
+UnknownCategories = Literal["refuse", "ignore"]
+"""What a version's category the model was registered without becomes: ``"refuse"`` (the audit fails, the column
+named) or ``"ignore"`` (its nodes read as none of the model's categories of that column)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,10 @@ class InputSchema:
         feature_ranges: each column's ``(min, max)`` before it was scaled to ``[-1, 1]``; empty: not scaled.
         label: the label's name.
         class_names: each class's value, output 0 first; empty where the graph names none (the codes).
+        unknown_categories: what a later version's category the registration never saw becomes (a one-hot column
+            ``column=value`` of a column the registration one-hot encodes too): ``"refuse"`` (the default: the audit
+            fails naming it) or ``"ignore"`` (left out; its nodes read as none of the model's categories of that
+            column, as an encoder fitted once and set to ignore unknown values gives them to the deployed model).
     """
 
     features: int
@@ -57,20 +68,28 @@ class InputSchema:
     feature_ranges: tuple[tuple[float, float], ...] = ()
     label: str = "y"
     class_names: tuple[str, ...] = ()
+    unknown_categories: UnknownCategories = "refuse"
 
     @classmethod
-    def of(cls, graph: Graph) -> InputSchema:
+    def of(cls, graph: Graph, *, unknown_categories: UnknownCategories = "refuse") -> InputSchema:
         """The schema a model registered for ``graph`` reads.
+
+        Args:
+            graph: the graph the model was registered for.
+            unknown_categories: how the model's encoder treats a category it never saw (:class:`InputSchema`).
 
         Returns:
             The :class:`InputSchema` of ``graph``'s columns, scaling, label and classes.
         """
+        if unknown_categories not in ("refuse", "ignore"):
+            raise ValueError(f"unknown_categories must be 'refuse' or 'ignore', not {unknown_categories!r}")
         return cls(
             features=graph.num_features,
             feature_names=graph.feature_names,
             feature_ranges=graph.feature_ranges,
             label=graph.label_name,
             class_names=graph.class_names,
+            unknown_categories=unknown_categories,
         )
 
 
@@ -87,9 +106,9 @@ def carry_inputs(graph: Graph, schema: InputSchema) -> tuple[Graph, CarriedInput
 
     Raises:
         ModelDoesNotFitError: the version's feature columns (their number or names), label or classes are not the
-            schema's; every difference is named.
+            schema's (a category the schema never saw included, unless it ignores them); every difference is named.
     """
-    columns, problems = _column_order(graph, schema)
+    columns, ignored, problems = _column_order(graph, schema)
     problems += _label_problems(graph, schema)
     if problems:
         raise ModelDoesNotFitError(problems)
@@ -100,15 +119,18 @@ def carry_inputs(graph: Graph, schema: InputSchema) -> tuple[Graph, CarriedInput
     if columns is not None and ranges:
         ranges = tuple((0.0, 0.0) if j is None else ranges[j] for j in columns)  # a filled column: raw 0 everywhere
     rescaled = ranges != schema.feature_ranges and bool(ranges or schema.feature_ranges)
+    ignored_nodes = _nodes_with(graph, ignored)
     record = CarriedInputs(
         columns_named=bool(graph.feature_names) and bool(schema.feature_names),
         columns_reordered=reordered,
         rescaled=rescaled,
         scaled_as_registered=bool(schema.feature_ranges),
         filled=filled or None,
-        text=_text(reordered, rescaled, filled, schema),
+        ignored=ignored or None,
+        ignored_nodes=ignored_nodes if ignored else None,
+        text=_text(reordered, rescaled, filled, (ignored, ignored_nodes), schema),
     )
-    if not reordered and not rescaled and not filled:
+    if not reordered and not rescaled and not filled and not ignored:
         return graph, record
     if rescaled:
         x = _rescaled(graph.x, graph.feature_ranges, columns, schema.feature_ranges)
@@ -119,28 +141,56 @@ def carry_inputs(graph: Graph, schema: InputSchema) -> tuple[Graph, CarriedInput
     return carried, record
 
 
-def _column_order(graph: Graph, schema: InputSchema) -> tuple[list[int | None] | None, list[tuple[str, str]]]:
+def _column_order(
+    graph: Graph, schema: InputSchema
+) -> tuple[list[int | None] | None, list[str], list[tuple[str, str]]]:
     """The version's column for each of the schema's, in the schema's order (``None`` for a one-hot category this
     version has no node of: filled with zeros; the whole order ``None``: compared by count alone, one side names
-    none), and the problems that stop it."""
+    none), the version's columns of categories the schema never saw that it ignores (left out), and the problems that
+    stop it."""
     if graph.num_features != schema.features and not (graph.feature_names and schema.feature_names):
         why = f"the model was registered for {schema.features} feature columns; this version has {graph.num_features}"
-        return None, [("in_dim", why)]
+        return None, [], [("in_dim", why)]
     if not (graph.feature_names and schema.feature_names):
-        return None, []
+        return None, [], []
     where = {name: j for j, name in enumerate(graph.feature_names)}
-    encoded = {name.split("=", 1)[0] for name in graph.feature_names if "=" in name}  # one-hot columns here
+    encoded = _encoded(graph.feature_names)  # one-hot columns here
     missing = [n for n in schema.feature_names if n not in where and not _absent_category(n, encoded)]
-    extra = sorted(set(graph.feature_names) - set(schema.feature_names))
+    extra = [n for n in graph.feature_names if n not in set(schema.feature_names)]
+    unseen = [n for n in extra if "=" in n and n.split("=", 1)[0] in _encoded(schema.feature_names)]
+    ignored = unseen if schema.unknown_categories == "ignore" else []
+    extra = sorted(set(extra) - set(ignored))
     problems = []
     if missing:
         problems.append(("feature_names", f"this version lacks the model's column(s) {_listed(missing)}"))
     if extra:
         why = f"this version has column(s) the model was not registered with: {_listed(extra)}"
+        if set(unseen) & set(extra):
+            why += (
+                " (a category the model never saw is refused: register the model with unknown_categories 'ignore' "
+                "to read such nodes as none of its categories, as an encoder set to ignore unknown values does)"
+            )
         problems.append(("feature_names", why))
     if problems:
-        return None, problems
-    return [where.get(name) for name in schema.feature_names], []
+        return None, [], problems
+    return [where.get(name) for name in schema.feature_names], ignored, []
+
+
+def _encoded(names: tuple[str, ...]) -> set[str]:
+    """The columns one-hot encoded among ``names`` (``column`` of each ``column=value``)."""
+    return {name.split("=", 1)[0] for name in names if "=" in name}
+
+
+def _nodes_with(graph: Graph, columns: list[str]) -> int:
+    """The nodes whose raw value is not zero in any of ``columns`` (the version's, by name): those of a category
+    left out."""
+    if not columns:
+        return 0
+    at = [graph.feature_names.index(name) for name in columns]
+    values = graph.x[:, at].detach().cpu().numpy().astype(np.float64)
+    if graph.feature_ranges:
+        values = unscale_by(values, *np.array([graph.feature_ranges[j] for j in at], dtype=np.float64).T)
+    return int(np.count_nonzero(np.any(np.abs(values) > 1e-9, axis=1)))
 
 
 def _absent_category(name: str, encoded: set[str]) -> bool:
@@ -189,12 +239,20 @@ def _rescaled(
     return torch.from_numpy(values).to(dtype=x.dtype, device=x.device)
 
 
-def _text(reordered: bool, rescaled: bool, filled: list[str], schema: InputSchema) -> str:
+def _text(
+    reordered: bool, rescaled: bool, filled: list[str], ignored: tuple[list[str], int], schema: InputSchema
+) -> str:
     done = []
     if reordered:
         done.append("its feature columns put in the order the model was registered with")
     if filled:
         done.append(f"the categories no node of it has, {_listed(filled)}, given as zero columns")
+    if ignored[0]:
+        nodes = f"{ignored[1]} node{'s' if ignored[1] != 1 else ''}"
+        done.append(
+            f"the categories the model was never registered with, {_listed(ignored[0])}, left out as its registration "
+            f"asks ({nodes} of them read as none of its categories of that column)"
+        )
     if rescaled:
         scale = "scaled by the registration's minima and maxima" if schema.feature_ranges else "unscaled"
         done.append(f"its features {scale}, as the model was registered to read them")

@@ -131,4 +131,13 @@ class CarriedInputs:
         "columns of zeros, as the registration's encoding makes them; absent where none",
         optional=True,
     )
+    ignored: list[str] | None = key(
+        "strings: this version's one-hot columns (column=value) of a category the model was never registered with, "
+        "left out as its registration asks (unknown_categories 'ignore'): their nodes read as none of the model's "
+        "categories of that column, as an encoder set to ignore unknown values gives them; absent where none",
+        optional=True,
+    )
+    ignored_nodes: int | None = key(
+        "integer: the nodes of this version that have such a category (absent where none was ignored)", optional=True
+    )
     text: str = key("string: what was carried and what the attribution then means, in a sentence")

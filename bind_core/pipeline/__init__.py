@@ -10,7 +10,7 @@ nodes (the what-if) and its verification by retraining, and a retrained model as
 The typed results are :mod:`bind_core.pipeline.results`.
 """
 
-from bind_core.data.carry import InputSchema, carry_inputs
+from bind_core.data.carry import InputSchema, UnknownCategories, carry_inputs
 from bind_core.debiasing.nodesets import check_budgets
 from bind_core.debiasing.verify import Verification, VerifiedSet, verify_set
 from bind_core.debiasing.what_if import SetEstimate, choose, estimate_set
@@ -37,6 +37,7 @@ __all__ = [
     "GraphSize",
     "InputSchema",
     "SetEstimate",
+    "UnknownCategories",
     "Verification",
     "VerifiedSet",
     "audit_cost",

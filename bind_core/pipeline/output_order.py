@@ -12,15 +12,38 @@ from bind_core.pipeline.results import SuppliedModel
 def supplied_model_warnings(record: SuppliedModel | None) -> list[Caveat]:
     """The warning of a supplied model whose scores rank its training labels below chance (its outputs may be in
     another order), else of one that fits its own training nodes no better than a constant, or worse than guessing
-    every class alike (fed other inputs than it was trained on, or untrained); empty otherwise."""
+    every class alike (fed other inputs than it was trained on, or untrained); then, on another version of its graph,
+    that of nodes with a category the model never saw, read as none of its own; empty otherwise."""
     if record is None:
         return []
+    return _fit_warnings(record) + _unseen_categories(record)
+
+
+def _fit_warnings(record: SuppliedModel) -> list[Caveat]:
     fit, found = record.training_fit, record.output_order
     if found is not None and found.below_chance and found.text:  # outputs read in another order explain a poor fit
         return [Caveat(found.text, "output_order")]
     if fit is None or not fit.suspect or not fit.text:
         return []
     return [Caveat(fit.text + _carried(record), "training_fit")]
+
+
+def _unseen_categories(record: SuppliedModel) -> list[Caveat]:
+    """Nodes of this version with a category the model was never registered with, read as none of its categories
+    (its registration ignores unknown values): what the audit measures of them is what the deployed model does."""
+    carried = record.carried
+    if carried is None or not carried.ignored:
+        return []
+    nodes = carried.ignored_nodes or 0
+    return [
+        Caveat(
+            f"{nodes} node{'s' if nodes != 1 else ''} of this version {'have' if nodes != 1 else 'has'} a category the "
+            f"model was never registered with ({', '.join(repr(c) for c in carried.ignored)}), read as none of its "
+            "categories of that column, as its registration asks (unknown_categories 'ignore'): the figures describe "
+            "the model as it serves them, on inputs it never trained on",
+            "unseen_categories",
+        )
+    ]
 
 
 def _carried(record: SuppliedModel) -> str:

@@ -221,6 +221,9 @@ class SuppliedModel(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSONType)
     weights: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
     size_bytes: Mapped[int] = mapped_column(BigInteger)
+    unknown_categories: Mapped[str] = mapped_column(String(16), default="refuse", server_default="refuse")
+    """What a later version's category the model's encoder never saw becomes when it is audited there: ``refuse``
+    (the audit fails naming it) or ``ignore`` (its nodes read as none of the model's categories of that column)."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

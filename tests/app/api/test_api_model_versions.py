@@ -47,12 +47,12 @@ def _edges(n: int) -> str:
     return "".join(f"{i},{(i + 1) % n}\n{i},{(i + 7) % n}\n" for i in range(n))
 
 
-def _upload(client: TestClient, auth: dict[str, str], table: str, n: int) -> dict[str, Any]:
+def _upload(client: TestClient, auth: dict[str, str], table: str, n: int, name: str = "clients") -> dict[str, Any]:
     response = client.post(
         "/v1/graphs",
         headers=auth,
         files={"nodes": ("t.csv", table.encode()), "edges": ("e.csv", _edges(n).encode())},
-        data={"label": "label", "sensitive": "gender", "node_id": "id", "name": "clients"},
+        data={"label": "label", "sensitive": "gender", "node_id": "id", "name": name},
     )  # features min-max scaled by each version's own ranges: the upload's default
     assert response.status_code == 201, response.text
     return dict(response.json())
@@ -231,3 +231,63 @@ def _verifying_retrains_on_the_carried_version(
     (graph,) = handed
     assert graph.feature_names == stored[first].feature_names != stored[later].feature_names
     assert torch.equal(graph.x, expected.x)
+
+
+def _regions(n: int, seed: int, regions: tuple[str, ...]) -> str:
+    """A node table with a categorical ``region`` (one-hot encoded at upload: ``region=east``...) beside two numbers."""
+    rng = np.random.default_rng(seed)
+    age, score = rng.uniform(20, 70, n), rng.normal(0, 2, n)
+    region = [regions[i % len(regions)] for i in range(n)]
+    label = ((age - 45) / 10 + score > 0).astype(int)
+    rows = [f"{i},{age[i]:.3f},{score[i]:.3f},{region[i]},{'fm'[i % 2]},{label[i]}" for i in range(n)]
+    return "id,age,score,region,gender,label\n" + "\n".join(rows) + "\n"
+
+
+def test_a_region_the_model_never_saw_is_refused_or_read_as_none_as_the_registration_says(
+    client: TestClient, auth: dict[str, str], sessions: sessionmaker[Session], settings: Settings, tmp_path: Path
+) -> None:
+    """A registration names what a later version's unseen category becomes: ``refuse`` (the default: the audit fails
+    naming the column and the way out) or ``ignore`` (its nodes read as none of the model's regions; recorded)."""
+    n = 60
+    first = _regions(n, 4, ("east", "north"))
+    v1 = _upload(client, auth, first, n, name="regions")
+    (tmp_path / "t.csv").write_text(first)
+    (tmp_path / "e.csv").write_text(_edges(n))
+    graph = ingest_files(
+        tmp_path / "t.csv", tmp_path / "e.csv", label="label", sensitive="gender", node_id="id", scale=True
+    ).graph
+    assert graph.feature_names == ("age", "score", "region=east", "region=north", "gender")
+    model = train(graph, TrainConfig(epochs=40, polish=False))
+
+    def register(**extra: str) -> Any:
+        data = {"config": json.dumps(model.config_dict()), "graph_id": v1["id"], "name": "regional", **extra}
+        return client.post("/v1/models", headers=auth, files={"weights": ("m.st", model.to_bytes())}, data=data)
+
+    strict, lenient = register().json(), register(unknown_categories="ignore").json()
+    assert (strict["unknown_categories"], lenient["unknown_categories"]) == ("refuse", "ignore")
+    assert client.get(f"/v1/models/{lenient['id']}", headers=auth).json()["unknown_categories"] == "ignore"
+    assert fields(assert_problem(register(unknown_categories="skip"), 422)) == {"unknown_categories"}
+    _upload(
+        client, auth, _regions(n, 5, ("east", "north", "west")), n, name="regions"
+    )  # a third of the clients from the west
+
+    def audit(model_id: str) -> dict[str, Any]:
+        queued = client.post("/v1/audits", headers=auth, json={"model_id": model_id, "graph_name": "regions", **CHEAP})
+        assert queued.status_code == 202, queued.text
+        return _run(client, auth, sessions, settings, queued.json()["id"])
+
+    refused = audit(strict["id"])
+    assert refused["state"] == "failed" and refused["error"]["type"].endswith("/model-does-not-fit")
+    assert "'region=west'" in refused["error"]["detail"]
+    assert "unknown_categories 'ignore'" in refused["error"]["detail"]
+    read = audit(lenient["id"])
+    assert read["state"] == "succeeded", read.get("error")
+    carried = read["results"]["supplied_model"]["carried"]
+    assert (carried["ignored"], carried["ignored_nodes"]) == (["region=west"], n // 3)
+    assert "'region=west', left out as its registration asks" in carried["text"]
+    assert "unseen_categories" in read["warning_codes"]  # a platform hears of the new region (audit.warned)
+    said = read["warnings"][read["warning_codes"].index("unseen_categories")]
+    assert said.startswith(f"{n // 3} nodes of this version have a category the model was never registered with")
+    kept = client.get(f"/v1/audits/{read['id']}/models", headers=auth).json()["items"]
+    again = client.post(f"/v1/audits/{read['id']}/models/{kept[0]['id']}/register", headers=auth).json()
+    assert (again["graph_id"], again["unknown_categories"]) == (v1["id"], "ignore")  # retrained on inputs read so

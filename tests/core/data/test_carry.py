@@ -11,7 +11,7 @@ import torch
 
 from bind_core import AuditConfig, Graph, ModelDoesNotFitError, TrainConfig, TrainedModel, run_audit, synthetic, train
 from bind_core.data.carry import InputSchema, carry_inputs
-from bind_core.data.datasets.scaling import column_ranges, minmax_scale
+from bind_core.data.datasets.scaling import column_ranges, minmax_scale, scale_by
 from bind_core.pipeline.output_order import supplied_model_doubt, supplied_model_warnings
 from bind_core.pipeline.results import SuppliedModel
 from bind_core.training.fit_check import TrainingFit
@@ -171,6 +171,41 @@ def test_a_category_no_node_of_the_version_has_is_a_column_of_zeros() -> None:
     west = _version(np.column_stack([later, np.zeros(24)]), scaled=False, names=(*names[:1], *names[2:], "region=west"))
     with pytest.raises(ModelDoesNotFitError, match="not registered with: 'region=west'"):
         carry_inputs(west, InputSchema.of(_version(first, scaled=False, names=names)))
+
+
+def test_a_category_the_model_never_saw_is_read_as_none_of_its_own_when_the_registration_ignores_them() -> None:
+    """``unknown_categories="ignore"``: this week's ``region=west`` column is left out, its nodes read as none of the
+    model's regions (zeros, then scaled by the registration's range), as a deployed encoder set to ignore unknown
+    values gives them; the other nodes are carried as before. Without it the column is refused with the way out."""
+    rng = np.random.default_rng(12)
+    names = ("age", "region=east", "region=north")
+    region = rng.integers(0, 2, 30)
+    first = np.column_stack([rng.uniform(18, 80, 30), region == 0, region == 1]).astype(float)
+    west = np.arange(30) % 5 == 0  # six new clients from the west
+    later = np.column_stack([first[:, :1], (region == 0) & ~west, west, (region == 1) & ~west]).astype(float)
+    week = ("age", "region=east", "region=west", "region=north")
+    for scaled in (False, True):
+        registration = _version(first, scaled=scaled, names=names)
+        version = _version(later, scaled=scaled, names=week)
+        with pytest.raises(ModelDoesNotFitError, match="register the model with unknown_categories 'ignore'"):
+            carry_inputs(version, InputSchema.of(registration))
+        carried, record = carry_inputs(version, InputSchema.of(registration, unknown_categories="ignore"))
+        assert (record.ignored, record.ignored_nodes, record.filled) == (["region=west"], 6, None)
+        assert carried.feature_names == names
+        expected = later[:, [0, 1, 3]]
+        if scaled:
+            expected = scale_by(expected, *column_ranges(first))
+        assert torch.allclose(carried.x.double(), torch.from_numpy(expected), atol=1e-6)
+        assert not carried.x[west][:, 1:].gt(-1.0 if scaled else 0.0).any()  # none of the model's regions
+        assert "'region=west', left out as its registration asks (6 nodes of them" in record.text
+        (warned,) = supplied_model_warnings(SuppliedModel(polished_by_service=False, carried=record))
+        assert warned.code == "unseen_categories" and warned.startswith("6 nodes of this version have a category")
+    other = _version(np.column_stack([later, np.ones(30)]), scaled=False, names=(*week, "tenure"))
+    with pytest.raises(ModelDoesNotFitError, match="not registered with: 'tenure'") as refused:
+        carry_inputs(other, InputSchema.of(_version(first, scaled=False, names=names), unknown_categories="ignore"))
+    assert "unknown_categories" not in str(refused.value)  # a column that is no category is never ignored
+    with pytest.raises(ValueError, match="'refuse' or 'ignore'"):
+        InputSchema.of(_version(first, scaled=False, names=names), unknown_categories="skip")  # type: ignore[arg-type]
 
 
 def test_the_library_records_what_was_carried_as_the_service_does() -> None:
