@@ -229,8 +229,8 @@ def graph_view(
         graph=graph_row(graph),
         summary=graph.summary or {},
         audits=[audit_row(a) for a in rows],
-        models=[{"id": str(mid), "name": _model_choice(name, version, graph.version)} for mid, name, version in models],
-        registered=next((name for mid, name, _ in models if form and str(mid) == form.get("model_id")), None),
+        models=[{"id": str(m[0]), "name": _model_choice(*m[1:], version=graph.version)} for m in models],
+        registered=next((m[1] for m in models if form and str(m[0]) == form.get("model_id")), None),
         archs=ARCHS,
         form=form or {},
         estimate=estimate,
@@ -270,7 +270,11 @@ def what_if(
     return what_if_page(user, audit, form, estimate=estimate, problem=problem)
 
 
-def _model_choice(name: str, registered_on: int, version: int) -> str:
-    """A supplied model as the start form offers it: its name, and the version it was registered on where that is
-    another (the audit carries this version's inputs over to the registration's)."""
-    return name if registered_on == version else f"{name} (registered on version {registered_on})"
+def _model_choice(name: str, registered_on: int, unknown_categories: str, *, version: int) -> str:
+    """A supplied model as the start form offers it: its name, the version it was registered on where that is
+    another (the audit carries this version's inputs over to the registration's), and whether it reads a category it
+    never saw as none of its own."""
+    said = [] if registered_on == version else [f"registered on version {registered_on}"]
+    if unknown_categories == "ignore":
+        said.append("reads unseen categories as none")
+    return f"{name} ({'; '.join(said)})" if said else name

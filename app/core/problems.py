@@ -73,6 +73,11 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(parts)
 
 
+def _message(error: Any) -> str:
+    """pydantic's message without the prefix it puts before a validator's own sentence (``Value error, ``)."""
+    return str(error.get("msg", "")).removeprefix("Value error, ")
+
+
 async def _on_problem(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ProblemError)
     return problem_response(request, exc)
@@ -87,7 +92,7 @@ async def _on_validation(request: Request, exc: Exception) -> Response:
             return problem_response(
                 request, ValidationProblem(f"The body is not valid JSON (at character {at[0]}: {why}).")
             )
-    errors = [{"field": _field(e.get("loc", ())), "message": str(e.get("msg", ""))} for e in exc.errors()]
+    errors = [{"field": _field(e.get("loc", ())), "message": _message(e)} for e in exc.errors()]
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5]) or None
     return problem_response(request, ValidationProblem(detail, errors=errors))
 

@@ -195,17 +195,20 @@ def registered_model(session: Session, tenant: Tenant, model_id: uuid.UUID, *, l
     return Registered(row.graph_id, str(row.name), dict(row.config))
 
 
-def models_for_name(session: Session, tenant: Tenant, name: str, *, limit: int) -> list[tuple[uuid.UUID, str, int]]:
+def models_for_name(
+    session: Session, tenant: Tenant, name: str, *, limit: int
+) -> list[tuple[uuid.UUID, str, int, str]]:
     """The models registered for any version of the tenant's graph ``name``, newest first, as ``(id, name, version
-    registered on)``: each can be audited on every version of it (its inputs carried over to its registration's)."""
+    registered on, unknown_categories)``: each can be audited on every version of it (its inputs carried over to its
+    registration's)."""
     rows = session.execute(
-        select(SuppliedModel.id, SuppliedModel.name, Graph.version)
+        select(SuppliedModel.id, SuppliedModel.name, Graph.version, SuppliedModel.unknown_categories)
         .join(Graph, Graph.id == SuppliedModel.graph_id)
         .where(SuppliedModel.tenant_id == tenant.id, Graph.name == name)
         .order_by(SuppliedModel.created_at.desc(), SuppliedModel.id.desc())
         .limit(limit)
     ).all()
-    return [(row.id, row.name, row.version) for row in rows]
+    return [(row.id, row.name, row.version, row.unknown_categories) for row in rows]
 
 
 def delete_model(session: Session, tenant: Tenant, model_id: uuid.UUID) -> None:

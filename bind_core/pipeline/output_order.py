@@ -55,7 +55,21 @@ def _carried(record: SuppliedModel) -> str:
         ". This version's inputs were carried over to the columns and scale the model was registered with "
         "(supplied_model.carried), so where it fit the version it was registered on, this version's data differ from "
         "that one's (how the features are distributed, or how the label depends on them): as deployed, the model no "
-        "longer fits them"
+        "longer fits them" + _unseen_cause(record)
+    )
+
+
+def _unseen_cause(record: SuppliedModel) -> str:
+    """Where nodes with a category the model never saw are read as none of its own: a cause of a poor fit the
+    version's data alone do not name (an input no training node had, which a GNN also passes to their neighbours)."""
+    carried = record.carried
+    if carried is None or not carried.ignored:
+        return ""
+    return (
+        f". Among the differences: {carried.ignored_nodes or 0} nodes have a category it never saw "
+        f"({', '.join(repr(c) for c in carried.ignored)}), read as none of its categories of that column, an input "
+        "no node it was trained on had, which the graph's layers also pass to their neighbours; how it serves them "
+        "is part of what this audit measures"
     )
 
 
@@ -78,6 +92,7 @@ def supplied_model_doubt(record: SuppliedModel | None) -> str | None:
     shown = "—" if against is None else f"{against:.3g}"
     why = (
         "this version of its graph differs from the data it fit, or it is fed other inputs than it was trained on"
+        + (" (among them nodes of a category it never saw, read as none of its own)" if _unseen_cause(record) else "")
         if record.carried is not None
         else "it is most likely fed other inputs than it was trained on"
     )

@@ -1,4 +1,5 @@
-"""Errors that say what is wrong: a non-finite number, a body that is not JSON, a multipart body cut off."""
+"""Errors that say what is wrong: a non-finite number, a body that is not JSON, a multipart body cut off, a rule of
+the request's own in its own words."""
 
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ def test_nan_is_not_a_finite_number(client: TestClient, auth: dict[str, str], gr
         problem = assert_problem(client.post("/v1/audits", headers=headers, content=body), 422)
         assert fields(problem) == {field}  # was "Input should be less than or equal to 10"
         assert problem["errors"][0]["message"] == "Input should be a finite number"
+
+
+def test_a_rule_of_the_request_is_said_in_its_own_words(client: TestClient, auth: dict[str, str]) -> None:
+    """A validator's sentence comes without pydantic's ``Value error, `` before it."""
+    body = {"graph_name": "g", "dataset": "synthetic", "interval_seconds": 3600}
+    problem = assert_problem(client.post("/v1/schedules", headers=auth, json=body), 422)
+    assert problem["errors"][0]["message"] == "give exactly one of graph_name and dataset (or model_id)"
+    assert problem["detail"] == "body: give exactly one of graph_name and dataset (or model_id)"
 
 
 def test_a_truncated_json_body_names_no_field(client: TestClient, auth: dict[str, str]) -> None:

@@ -254,10 +254,23 @@ def test_the_graph_page_schedules_audits_of_a_model_registered_on_an_earlier_ver
     )
     assert registered.status_code == 201, registered.text
     model_id = registered.json()["id"]
+    lenient = client.post(
+        "/v1/models",
+        headers=api,
+        files={"weights": ("m.safetensors", model.to_bytes())},
+        data={
+            "config": json.dumps(model.config_dict()),
+            "graph_id": v1,
+            "name": "prod",
+            "unknown_categories": "ignore",
+        },
+    )
+    assert lenient.status_code == 201, lenient.text
     second = _upload(user, label="approved", sensitive="gender", name="people")
     v2_path = second.headers["location"]  # type: ignore[attr-defined]
     page = user.browser.get(v2_path).text
     assert page.count("credit (registered on version 1)") == 2  # the audit form's choice, and the schedule form's
+    assert page.count("prod (registered on version 1; reads unseen categories as none)") == 2
     token = re.search(r'name="csrf" value="([^"]+)"', page)
     assert token is not None
     form = {"csrf": token.group(1), "model_id": model_id, "every": "week", "delta_sp": "high"}

@@ -200,6 +200,12 @@ def test_a_category_the_model_never_saw_is_read_as_none_of_its_own_when_the_regi
         assert "'region=west', left out as its registration asks (6 nodes of them" in record.text
         (warned,) = supplied_model_warnings(SuppliedModel(polished_by_service=False, carried=record))
         assert warned.code == "unseen_categories" and warned.startswith("6 nodes of this version have a category")
+        fit = TrainingFit(loss=1.2, constant=0.69, accuracy=0.5, majority=0.55, nodes=15, no_better=True, text="bad")
+        misfit = SuppliedModel(polished_by_service=False, training_fit=fit, carried=record)
+        poor, unseen = supplied_model_warnings(misfit)  # a poor fit names the unseen category among its causes
+        assert (poor.code, unseen.code) == ("training_fit", "unseen_categories")
+        assert "Among the differences: 6 nodes have a category it never saw ('region=west')" in poor
+        assert "(among them nodes of a category it never saw" in str(supplied_model_doubt(misfit))
     other = _version(np.column_stack([later, np.ones(30)]), scaled=False, names=(*week, "tenure"))
     with pytest.raises(ModelDoesNotFitError, match="not registered with: 'tenure'") as refused:
         carry_inputs(other, InputSchema.of(_version(first, scaled=False, names=names), unknown_categories="ignore"))
