@@ -4,6 +4,7 @@ a schedule's sparkline."""
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -141,6 +142,7 @@ def webhook_row(webhook: Webhook, deliveries: Sequence[WebhookDelivery]) -> dict
         "deliveries": [
             {
                 "event": d.event,
+                "audit": _audit_of(d.payload),
                 "state": d.state,
                 "attempts": d.attempts,
                 "status": fmt(d.response_status),
@@ -150,6 +152,16 @@ def webhook_row(webhook: Webhook, deliveries: Sequence[WebhookDelivery]) -> dict
             for d in deliveries
         ],
     }
+
+
+def _audit_of(payload: Any) -> str | None:
+    """The audit a delivery's event is about (its ``data.audit_id``), where it names one as an id."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    found = data.get("audit_id") if isinstance(data, dict) else None
+    try:
+        return str(uuid.UUID(str(found))) if found else None
+    except ValueError:
+        return None
 
 
 def _finite(value: Any) -> bool:

@@ -335,6 +335,9 @@ def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: 
         session.flush()
         session.add(WebhookDelivery(webhook_id=hook.id, event="audit.succeeded", payload={}, state="failed",
                                     attempts=8, response_status=500, last_error=HOSTILE))  # fmt: skip
+        about = uuid.uuid4()
+        session.add(WebhookDelivery(webhook_id=filtered.id, event="audit.warned", state="succeeded", attempts=1,
+                                    payload={"data": {"audit_id": str(about)}}))  # fmt: skip
     graphs = user.browser.get("/console/graphs").text
     assert graphs.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2 and "<script" not in graphs
     assert "<td>240</td>" in graphs and "<td>120</td>" in graphs
@@ -348,6 +351,7 @@ def test_graphs_schedules_and_webhooks(tenant: Callable[..., Tenant], sessions: 
     hooks = user.browser.get("/console/webhooks").text
     assert "https://example.org/hook" in hooks and "<td>500</td>" in hooks and "&lt;script&gt;" in hooks
     assert "<b>audit.warned only for</b>: output_order, training_fit" in hooks
+    assert f'<a href="/console/audits/{about}"><code>{str(about)[:8]}</code></a>' in hooks  # what it is about
 
 
 def test_console_requests_share_the_api_keys_rate_limit(settings: Settings, sessions: sessionmaker[Session]) -> None:
