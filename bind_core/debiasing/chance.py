@@ -33,7 +33,7 @@ from torch import Tensor
 
 from bind_core.data.graph import Graph
 from bind_core.debiasing.records import AgainstRandom, EffectSpread, RandomSet, RandomSpread
-from bind_core.debiasing.validation import gammas
+from bind_core.debiasing.validation import gammas, gammas_of
 from bind_core.errors import ConfigError
 from bind_core.forks import each_self_seeded
 from bind_core.training.fit import TrainConfig, TrainedModel, train
@@ -46,6 +46,13 @@ NOISE_MULTIPLE = 2.0
 def _gamma(model: TrainedModel, graph: Graph, lam: float, groups: list[int] | None) -> float:
     sp, eo = gammas(model, graph, groups)
     return lam * sp + (1 - lam) * eo
+
+
+def _gamma_and_proba(model: TrainedModel, graph: Graph, lam: float, groups: list[int] | None) -> tuple[float, Tensor]:
+    """Γ on ``graph``'s test nodes and the class probabilities it is read from (``[k, C]``, float64)."""
+    proba = model.predict_proba(graph, graph.test_idx).double()
+    sp, eo = gammas_of(proba, graph, groups)
+    return lam * sp + (1 - lam) * eo, proba
 
 
 def _retrain(
@@ -86,6 +93,36 @@ def seed_baselines(
 
     def put(_: int, gamma: float) -> None:
         found.append(gamma)
+        if hold is not None:
+            hold()
+
+    each_self_seeded([int(s) for s in seeds], work, put, processes=processes, hold=hold)
+    return dict(zip([int(s) for s in seeds], found, strict=True))
+
+
+def seed_runs(
+    model: TrainedModel,
+    graph: Graph,
+    seeds: Sequence[int],
+    *,
+    lam: float = 0.5,
+    groups: list[int] | None = None,
+    hold: Callable[[], None] | None = None,
+    retrain: TrainConfig | None = None,
+    processes: int = 1,
+) -> dict[int, tuple[float, Tensor]]:
+    """:func:`seed_baselines` with each retrained model's test-node class probabilities beside its Γ (``{seed: (Γ,
+    [k, C] float64)}``), for a paired interval of a change over the test nodes
+    (:func:`~bind_core.fairness.bootstrap.mean_paired_change`). The same Γ, to the bit."""
+    if len(seeds) < MIN_SEEDS or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds: {list(seeds)!r} must be at least {MIN_SEEDS} distinct training seeds")
+    found: list[tuple[float, Tensor]] = []
+
+    def work(seed: int, here: Callable[[], None] | None) -> tuple[float, Tensor]:
+        return _gamma_and_proba(_retrain(model, graph, seed, here, retrain), graph, lam, groups)
+
+    def put(_: int, run: tuple[float, Tensor]) -> None:
+        found.append(run)
         if hold is not None:
             hold()
 
@@ -168,13 +205,16 @@ def against_random_sets(
     items: str = "nodes",
     chosen: Sequence[float] | None = None,
     processes: int = 1,
+    on_selected: Callable[[int, Tensor], None] | None = None,
 ) -> AgainstRandom:
     """:func:`against_random` for any kind of deleted item: ``selected`` (rows: nodes ``[k]`` or edges ``[k, 2]``)
     against ``random_sets`` sets of ``len(selected)`` rows drawn uniformly from ``pool`` (the items the selection
     chose from), each deleted by ``delete(rows) → the reduced graph`` and retrained with every seed of
     ``baselines``. Same result as :func:`against_random`; ``items`` names them in the verdict; ``chosen``: the
     selected set's effects per seed when the caller already has them (the selected set is then not retrained);
-    ``processes``: forked processes retraining at once (:func:`~bind_core.forks.each_self_seeded`)."""
+    ``processes``: forked processes retraining at once (:func:`~bind_core.forks.each_self_seeded`); ``on_selected(seed,
+    proba)``: handed each model retrained without the selected set, its test nodes' class probabilities (``[k, C]``,
+    float64; not with ``chosen``)."""
     if random_sets < 1:
         raise ConfigError(f"random_sets: {random_sets!r} must be >= 1")
     seeds = list(baselines)
@@ -186,7 +226,8 @@ def against_random_sets(
         raise ConfigError(f"selected: {size} items, more than the {int(pool.shape[0])} random sets are drawn from")
     gen = torch.Generator().manual_seed(seed)
     picks = [pool[torch.randperm(int(pool.shape[0]), generator=gen)[:size]] for _ in range(random_sets)]
-    retrainings = _Retrainings(model, delete, baselines, lam, groups, retrain, progress)
+    keep = on_selected if chosen is None else None
+    retrainings = _Retrainings(model, delete, baselines, lam, groups, retrain, progress, keep)
     effects = retrainings.effects(picks if chosen is not None else [selected, *picks], processes)
     effects_chosen = [float(e) for e in chosen] if chosen is not None else effects.pop(0)
     rows = [RandomSet(effects=e, mean=statistics.fmean(e)) for e in effects]
@@ -222,6 +263,8 @@ class _Retrainings:
     groups: list[int] | None
     retrain: TrainConfig | None
     progress: Callable[[float], None] | None
+    on_first: Callable[[int, Tensor], None] | None = None
+    """Handed the first set's retrained models' test probabilities, per seed (``on_selected``)."""
 
     def effects(self, sets: list[Tensor], processes: int) -> list[list[float]]:
         """Per set, the effect ``Γ(G − S; s) − Γ(G; s)`` of deleting it, per seed: one retraining per (set, seed), in
@@ -230,18 +273,25 @@ class _Retrainings:
         jobs = [(k, s) for k in range(len(sets)) for s in seeds]
         reduced: dict[int, Graph] = {}  # the last set's reduced graph, made once for its seeds (in each process)
         found: list[float] = []
+        on_first = self.on_first
 
-        def work(job: tuple[int, int], hold: Callable[[], None] | None) -> float:
+        def work(job: tuple[int, int], hold: Callable[[], None] | None) -> tuple[float, Tensor | None]:
             k, seed = job
             if k not in reduced:
                 reduced.clear()
                 reduced[k] = self.delete(sets[k])
             graph = reduced[k]
-            gamma = _gamma(_retrain(self.model, graph, seed, hold, self.retrain), graph, self.lam, self.groups)
-            return gamma - self.baselines[seed]
+            trained = _retrain(self.model, graph, seed, hold, self.retrain)
+            if k == 0 and on_first is not None:
+                gamma, proba = _gamma_and_proba(trained, graph, self.lam, self.groups)
+                return gamma - self.baselines[seed], proba
+            return _gamma(trained, graph, self.lam, self.groups) - self.baselines[seed], None
 
-        def put(_: int, effect: float) -> None:
+        def put(index: int, done: tuple[float, Tensor | None]) -> None:
+            effect, proba = done
             found.append(effect)
+            if proba is not None and on_first is not None:
+                on_first(jobs[index][1], proba)
             self._hold(len(found), len(jobs))
 
         each_self_seeded(jobs, work, put, processes=processes, hold=lambda: self._hold(len(found), len(jobs)))

@@ -11,7 +11,10 @@ the advantage and a verdict that calls nothing a win inside the noise).
 
 "Before" is Γ of the models retrained on the unchanged graph (their mean over the seeds, beside the audited
 model's own Γ); "after" is Γ retrained without the selected edges, so before and after differ by the selected
-set's mean effect, and both went through the same training.
+set's mean effect, and both went through the same training. With ``resamples``, each row's ``change`` is that mean
+change per metric with its paired bootstrap interval over the test nodes
+(:func:`~bind_core.fairness.bootstrap.mean_paired_change`: every resample draws the same test nodes for each seed's
+pair of models): the test nodes' sampling noise, beside the seeds' (the check against chance).
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ import torch
 from torch import Tensor
 
 from bind_core.data.graph import Graph
-from bind_core.debiasing.chance import against_random_sets, seed_baselines
+from bind_core.debiasing.chance import against_random_sets, seed_runs
 from bind_core.debiasing.edge_records import EdgeDebiasing, EdgeDebiasingRow
 from bind_core.debiasing.overreach import overreach
 from bind_core.errors import ConfigError
+from bind_core.fairness.bootstrap import mean_paired_change
+from bind_core.fairness.records import Intervals
 from bind_core.influence.edges import EdgeInfluenceResult
 from bind_core.training.fit import TrainConfig, TrainedModel
 
@@ -56,6 +61,8 @@ def debias_edges(
     seed: int = 0,
     progress: Callable[[float], None] | None = None,
     processes: int = 1,
+    resamples: int = 0,
+    level: float = 0.95,
 ) -> EdgeDebiasing:
     """Delete the most harmful edges for each budget, retrain with each seed, compare with random edges.
 
@@ -69,6 +76,9 @@ def debias_edges(
         progress: ``progress(fraction)`` over all retrainings; may raise to abort.
         processes: forked processes retraining at once where it is safe (:func:`~bind_core.forks.each_self_seeded`;
             the values do not depend on it).
+        resamples: bootstrap resamples of the test nodes for each row's ``change`` (the mean change over the seeds
+            with its paired interval, seeded by ``seed``); 0: no ``change``.
+        level: that interval's coverage.
 
     Returns:
         The :class:`~bind_core.debiasing.edge_records.EdgeDebiasing`: ``pool`` (edges that affect something),
@@ -76,14 +86,16 @@ def debias_edges(
         stores it), ``noise_floor`` and ``budgets``: per budget ``budget``, ``requested``, ``deleted``, ``estimated``
         (the sum of the deleted edges' estimates), ``cross_group`` (how many deleted edges join two groups),
         ``before`` and ``after`` (mean Γ retrained with and without them), ``caveat`` (``None``, or why the summed
-        estimate cannot be taken at its word) and the check against chance.
+        estimate cannot be taken at its word), the check against chance and ``change`` (with ``resamples``).
     """
     if not budgets or any(not 0 < b <= 1 for b in budgets):
         raise ConfigError(f"budgets: {list(budgets)!r} must be fractions in (0, 1]")
     pool = result.edges[result.affects.nonzero().flatten()]
     per_budget = (1 + random_sets) * len(seeds)
     total = len(seeds) + per_budget * len(budgets)
-    run = _EdgeBudgets(model, graph, result, pool, random_sets, groups, retrain, progress, total, processes)
+    run = _EdgeBudgets(
+        model, graph, result, pool, random_sets, groups, retrain, progress, total, processes, (resamples, level, seed)
+    )
     baselines = run.baselines(seeds)
     before = statistics.fmean(baselines.values())
     rows = [
@@ -114,12 +126,17 @@ class _EdgeBudgets:
     progress: Callable[[float], None] | None
     total: int
     processes: int = 1
+    resampling: tuple[int, float, int] = (0, 0.95, 0)
+    """``(resamples, level, seed)`` of each row's ``change`` (no ``change`` with 0 resamples)."""
+    before_proba: dict[int, Tensor] = dataclasses.field(default_factory=dict)
+    """Each seed's model retrained on the unchanged graph: its test nodes' class probabilities."""
 
     def baselines(self, seeds: Sequence[int]) -> dict[int, float]:
-        """Γ of the unchanged graph retrained with each seed (:func:`~bind_core.debiasing.chance.seed_baselines`)."""
+        """Γ of the unchanged graph retrained with each seed (:func:`~bind_core.debiasing.chance.seed_runs`); their
+        test probabilities are kept for the rows' ``change``."""
         progress = self.progress
         hold = None if progress is None else (lambda: progress(0.0))
-        return seed_baselines(
+        runs = seed_runs(
             self.model,
             self.graph,
             seeds,
@@ -129,6 +146,8 @@ class _EdgeBudgets:
             hold=hold,
             processes=self.processes,
         )
+        self.before_proba = {s: proba for s, (_, proba) in runs.items()}
+        return {s: gamma for s, (gamma, _) in runs.items()}
 
     def row(
         self, budget: float, baselines: dict[int, float], before: float, *, seed: int, offset: int, size: int
@@ -138,6 +157,7 @@ class _EdgeBudgets:
         requested = round(budget * int(self.pool.shape[0]))
         chosen = harmful_edges(self.result, requested)
         edges = self.result.edges[chosen]
+        after_proba: dict[int, Tensor] = {}
         check = against_random_sets(
             self.model,
             edges,
@@ -153,6 +173,7 @@ class _EdgeBudgets:
             empty_reason="no edge has a negative estimate: none is harmful",
             items="edges",
             processes=self.processes,
+            on_selected=after_proba.__setitem__,
         )
         estimated = float(self.result.delta[chosen].sum())
         sens = self.graph.sens
@@ -165,8 +186,23 @@ class _EdgeBudgets:
             cross_group=int((sens[edges[:, 0]] != sens[edges[:, 1]]).sum()),
             before=before,
             after=None if check.selected is None else before + check.selected.mean,
+            change=self.change(after_proba),
             **{f.name: getattr(check, f.name) for f in dataclasses.fields(check)},
         )
+
+    def change(self, after: dict[int, Tensor]) -> Intervals | None:
+        """The mean change over the seeds, after − before per metric, with its paired bootstrap interval over the
+        test nodes (``None`` without resamples, or where nothing was deleted). Deleting edges keeps every node, so
+        both sides are read on the same test nodes, in the same order."""
+        resamples, level, seed = self.resampling
+        if resamples <= 0 or not after:
+            return None
+        test = self.graph.test_idx
+        found = mean_paired_change(
+            [(self.before_proba[s], after[s]) for s in self.before_proba], self.graph.y[test], self.graph.sens[test],
+            resamples=resamples, level=level, seed=seed, groups=self.groups, lam=self.result.lam,
+        )  # fmt: skip
+        return Intervals(level=level, resamples=resamples, **{name: i.record() for name, i in found.items()})
 
     def _stage(self, offset: int, size: int) -> Callable[[float], None] | None:
         """The progress of ``size`` retrainings that start ``offset`` in."""

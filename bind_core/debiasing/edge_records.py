@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from bind_core.codec import key
 from bind_core.debiasing.records import AgainstRandom, Correlation, UndefinedTruth
+from bind_core.fairness.records import Intervals
 
 
 @dataclass(kw_only=True)
@@ -78,6 +79,13 @@ class EdgeDebiasingRow(AgainstRandom):
     cross_group: int = key("integer: deleted edges that join two groups")
     before: float = key("number: mean Γ retrained on the unchanged graph, over the seeds")
     after: float | None = key("number or null (nothing deleted): mean Γ retrained without the edges")
+    change: Intervals | None = key(
+        "after − before per metric, the mean over the seeds, with its paired percentile bootstrap interval over the "
+        "test nodes: every resample draws the same test nodes for each seed's models with and without the edges, so "
+        "an interval that excludes 0 says the change is not an artefact of which nodes were tested (the seeds' own "
+        "noise is the check against chance's); absent without the bootstrap or where nothing was deleted",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

@@ -50,8 +50,13 @@ MODES = ("reoptimize", "scratch", "fine_tune", "proximal")
 
 def gammas(model: TrainedModel, graph: Graph, groups: list[int] | None = None) -> tuple[float, float]:
     """``(Γ_SP, Γ_EO)`` of ``model`` on ``graph``'s test nodes, over pairs of ``groups`` (default: all)."""
+    return gammas_of(model.predict_proba(graph, graph.test_idx).double(), graph, groups)
+
+
+def gammas_of(proba: Tensor, graph: Graph, groups: list[int] | None = None) -> tuple[float, float]:
+    """``(Γ_SP, Γ_EO)`` of the class probabilities ``proba`` (``[k, C]``) of ``graph``'s test nodes, over pairs of
+    ``groups`` (default: all)."""
     test = graph.test_idx
-    proba = model.predict_proba(graph, test).double()
     sens, y = graph.sens[test], graph.y[test]
     return (
         float(gamma_sp(proba, sens, num_groups=graph.num_groups, groups=groups)),

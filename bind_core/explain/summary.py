@@ -155,6 +155,19 @@ def _edge_debiasing_lines(section: Mapping[str, Any]) -> list[str]:
         after = "—" if r.get("after") is None else f"{r['after']:.4f}"
         lines.append(
             f"  edge debiasing {100 * r['budget']:.2g}%: deleted {r['deleted']}/{r['requested']} edges "
-            f"({r['cross_group']} cross-group), Γ {r['before']:.4f} -> {after}: {r['verdict']}"
+            f"({r['cross_group']} cross-group), Γ {r['before']:.4f} -> {after}{_gamma_band(r.get('change'))}: "
+            f"{r['verdict']}"
         )
     return lines
+
+
+def _gamma_band(change: Mapping[str, Any] | None) -> str:
+    """`` (change [low, high] over resampled test nodes)`` of an edge budget's Γ, where it has one, and ``: within
+    their noise`` where that interval reaches 0 (the change may be an artefact of which nodes were tested)."""
+    band = (change or {}).get("gamma") or {}
+    low, high, estimate = band.get("low"), band.get("high"), band.get("estimate")
+    if not (isinstance(low, int | float) and isinstance(high, int | float) and isinstance(estimate, int | float)):
+        return ""
+    level = (change or {}).get("level", 0.95)
+    noise = ": within their noise" if low <= 0 <= high else ""
+    return f" (change {estimate:+.4f}, {level:.0%} [{low:+.4f}, {high:+.4f}] over resampled test nodes{noise})"

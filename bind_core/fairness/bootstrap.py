@@ -40,6 +40,8 @@ in float64.
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -356,29 +358,77 @@ def paired_change(
         ConfigError: bad shapes, level or resamples, the two models' nodes differ in number, or fewer than two groups.
         NonFiniteError: a probability is NaN or inf.
     """
-    if before.shape != after.shape:
-        raise ConfigError(f"paired_change needs the same nodes: {list(before.shape)} against {list(after.shape)}")
-    _check(before, y, sens)
-    _check(after, y, sens)
+    return mean_paired_change(
+        [(before, after)], y, sens, resamples=resamples, level=level, seed=seed, groups=groups,
+        chunk_bytes=chunk_bytes, lam=lam,
+    )  # fmt: skip
+
+
+def mean_paired_change(
+    pairs: Sequence[tuple[Tensor, Tensor]],
+    y: Tensor,
+    sens: Tensor,
+    *,
+    resamples: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    groups: list[int] | None = None,
+    chunk_bytes: int = 64 << 20,
+    lam: float | None = None,
+) -> dict[str, Interval]:
+    """:func:`paired_change` of the mean change over several pairs of models on the same test nodes (an edge
+    debiasing's per-seed retrainings with and without the edges: ``[(before_s, after_s) for s in seeds]``): every
+    resample draws the same nodes for every model, and the mean over the pairs of after − before on those nodes is the
+    resampled value, so the interval is that of the mean change over the test nodes' sampling (the seeds' own spread
+    is the check against chance's). One pair is :func:`paired_change`, to the bit.
+
+    Args:
+        pairs: ``(before, after)`` class probabilities ``[k, C]`` of each pair, on the same nodes in the same order.
+        y, sens, resamples, level, seed, groups, chunk_bytes, lam: as for :func:`paired_change`.
+
+    Returns:
+        ``{metric: Interval(mean of after − before on the full sample, low, high, dropped)}``; ``dropped`` counts the
+        resamples where a side of any pair is undefined.
+
+    Raises:
+        ConfigError: no pair, bad shapes, level or resamples, the models' nodes differ in number, or fewer than two
+            groups.
+        NonFiniteError: a probability is NaN or inf.
+    """
+    if not pairs:
+        raise ConfigError("mean_paired_change needs at least one pair of models")
+    for before, after in pairs:
+        if before.shape != after.shape or before.shape != pairs[0][0].shape:
+            raise ConfigError(f"paired_change needs the same nodes: {list(before.shape)} against {list(after.shape)}")
+        _check(before, y, sens)
+        _check(after, y, sens)
     _check_settings(level, resamples)
     k = y.numel()
     chosen = _chosen_groups(sens, groups)
-    sides = [_in_base_order(p.detach().double(), y, sens, chosen) for p in (before, after)]
-    full = [nodes.metrics(torch.ones(1, k, dtype=torch.float64)) for _, nodes in sides]
+    sides = [[_in_base_order(p.detach().double(), y, sens, chosen) for p in pair] for pair in pairs]
+    full = [[nodes.metrics(torch.ones(1, k, dtype=torch.float64)) for _, nodes in pair] for pair in sides]
     gen = torch.Generator().manual_seed(seed)
-    step = _chunk(resamples, k, len(chosen), before.shape[1], chunk_bytes // 2)  # two models' resamples at once
+    models = 2 * len(pairs)
+    step = _chunk(resamples, k, len(chosen), pairs[0][0].shape[1], chunk_bytes // models)
     parts: list[dict[str, Tensor]] = []
     for start in range(0, resamples, step):
-        w = _draw(k, min(step, resamples - start), gen, torch.float32)  # in the nodes' own order: the same for both
-        first, second = (nodes.metrics(w[:, order]) for order, nodes in sides)
-        parts.append({name: second[name] - first[name] for name in second})
+        w = _draw(k, min(step, resamples - start), gen, torch.float32)  # in the nodes' own order: the same for all
+        changes = []
+        for (first_order, first), (second_order, second) in sides:
+            one, two = first.metrics(w[:, first_order]), second.metrics(w[:, second_order])
+            changes.append({name: two[name] - one[name] for name in two})
+        parts.append({name: torch.stack([c[name] for c in changes]).mean(0) for name in changes[0]})
     out = {}
     for name in METRICS:
-        if name not in full[0]:  # not resampled: the exact change, no interval
-            exact = [float(exact_gamma_sp(p, sens, groups=chosen)) for p in (before.double(), after.double())]
-            out[name] = Interval(exact[1] - exact[0], float("nan"), float("nan"))
+        if name not in full[0][0]:  # not resampled: the exact change, no interval
+            exact = [
+                float(exact_gamma_sp(after.double(), sens, groups=chosen))
+                - float(exact_gamma_sp(before.double(), sens, groups=chosen))
+                for before, after in pairs
+            ]
+            out[name] = Interval(statistics.fmean(exact), float("nan"), float("nan"))
             continue
-        estimate = float(full[1][name][0] - full[0][name][0])
+        estimate = statistics.fmean(float(second[name][0] - first[name][0]) for first, second in full)
         out[name] = _percentile(estimate, torch.cat([p[name] for p in parts]), level)
     if lam is not None:
         out["gamma"] = _gamma(out, parts, lam, level)

@@ -466,6 +466,8 @@ def edge_debiasing_stage(
         progress=lambda fraction: progress(EDGE_DEBIASING, fraction),
         retrain=config.debias_training(model.train_config),
         processes=processes,
+        resamples=config.bootstrap,
+        level=config.level,
     )
     return dataclasses.replace(found, retrain=config.debias_retrain)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bind_core.codec import encode
 from bind_core.debiasing.records import DebiasingRow, EffectSpread, RandomSpread
-from bind_core.fairness.records import MetricValues
+from bind_core.fairness.records import Intervals, MetricValues
 from bind_core.reporting import plots
 from bind_core.reporting.page import fmt, trusted_svg
 from bind_core.reporting.retraining import recipe_text, retraining
@@ -109,10 +109,15 @@ def debiasing_view(runs: list[DebiasingRow] | None, audited: MetricValues) -> De
 
 def _change(row: DebiasingRow, key: str) -> str:
     """`` [low, high]``: the interval of the change of ``key`` (after − before), where the row has one."""
-    band = None if row.change is None else getattr(row.change, key, None)
+    return change_bracket(row.change, key)
+
+
+def change_bracket(change: Intervals | None, key: str, digits: int = 3) -> str:
+    """`` [low, high]``: the interval of a change's ``key`` (after − before), where there is one."""
+    band = None if change is None else getattr(change, key, None)
     if band is None or band.low is None or band.high is None:
         return ""
-    return f" [{fmt(band.low)}, {fmt(band.high)}]"
+    return f" [{fmt(band.low, digits)}, {fmt(band.high, digits)}]"
 
 
 def _spread(part: EffectSpread | RandomSpread | None) -> str:

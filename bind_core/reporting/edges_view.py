@@ -14,6 +14,7 @@ from bind_core.debiasing.records import EffectSpread, RandomSpread
 from bind_core.influence.edge_records import CrossGroupEdges, EdgeRow
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.reporting import edge_plots
+from bind_core.reporting.debiasing_view import change_bracket
 from bind_core.reporting.page import fmt, trusted_svg
 from bind_core.reporting.retraining import retraining
 from bind_core.reporting.views import Skipped, Table
@@ -31,6 +32,8 @@ class EdgeDebiasingView:
     rows: Table
     caveats: list[str]
     retraining: str | None
+    noise: str | None = None
+    """What the brackets after Γ are (the mean change's paired interval over the test nodes), where there are some."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,7 +179,7 @@ def _debiasing(found: EdgeDebiasing | None) -> EdgeDebiasingView | None:
                 fmt(r.cross_group),
                 fmt(r.estimated, 4),
                 fmt(r.before, 4),
-                fmt(r.after, 4),
+                fmt(r.after, 4) + change_bracket(r.change, "gamma", 4),
                 _spread(r.selected),
                 _spread(r.random),
                 fmt(r.yardstick, 4),
@@ -186,6 +189,7 @@ def _debiasing(found: EdgeDebiasing | None) -> EdgeDebiasingView | None:
         if r.caveat:
             caveats.append(f"{budget}: {r.caveat}")
     seeds: list[int] = next((list(r.seeds) for r in budgets if r.seeds), [])
+    changed = next((r.change for r in budgets if r.change is not None), None)
     return EdgeDebiasingView(
         svg=trusted_svg(edge_plots.edge_debiasing_bars([encode(r) for r in budgets], ident="edges-debiasing"))
         if budgets
@@ -195,4 +199,12 @@ def _debiasing(found: EdgeDebiasing | None) -> EdgeDebiasingView | None:
         rows=rows,
         caveats=caveats,
         retraining=retraining(found.retrain),
+        noise=None
+        if changed is None
+        else (
+            f"In brackets after Γ, the {changed.level:.0%} interval of its change (the mean over the seeds) over "
+            f"{changed.resamples} resamples of the test nodes, the same nodes drawn for every model with and without "
+            "the edges: one that excludes 0 is not an artefact of which nodes were tested (the seeds' own noise is "
+            "the yardstick's)."
+        ),
     )

@@ -112,9 +112,9 @@ def test_edge_debiasing_in_processes_equals_one_process(forked: list[int]) -> No
     graph, _ = planted_cross_group_edges()
     model = train(graph, TrainConfig(epochs=40, seed=0))
     result = estimate_edges(model, graph)
-    one = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=2)
-    two = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=2, processes=2)
-    assert one.budgets[0].selected is not None and len(forked) == 2
+    one = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=2, resamples=100)
+    two = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=2, processes=2, resamples=100)
+    assert one.budgets[0].selected is not None and one.budgets[0].change is not None and len(forked) == 2
     assert one == two
 
 

@@ -22,7 +22,7 @@ def test_deleting_the_harmful_edges_beats_deleting_random_edges() -> None:
     graph, planted = planted_cross_group_edges()
     model = train(graph, CONFIG)
     result = estimate_edges(model, graph)
-    out = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=3)
+    out = debias_edges(model, graph, result, (0.05,), SEEDS, random_sets=3, resamples=300)
     row = out.budgets[0]
     assert out.pool == int(result.affects.sum()) and set(out.baselines) == {str(s) for s in SEEDS}
     assert row.requested == round(0.05 * out.pool) and 0 < row.deleted <= row.requested
@@ -35,6 +35,10 @@ def test_deleting_the_harmful_edges_beats_deleting_random_edges() -> None:
     assert row.after == pytest.approx(row.before + row.selected.mean)
     assert row.beats_random and row.reduces_bias, row.verdict
     assert row.advantage is not None and row.yardstick is not None and row.advantage > 2 * row.yardstick
+    # the mean change over the seeds with its interval over the test nodes: clear of 0, the figures' own
+    assert row.change is not None and row.change.gamma is not None and row.change.resamples == 300
+    assert row.change.gamma.estimate == pytest.approx(row.selected.mean, abs=1e-12)
+    assert row.change.gamma.low <= row.change.gamma.estimate <= row.change.gamma.high < 0
 
 
 @pytest.mark.heavy  # 7 s here
@@ -55,6 +59,6 @@ def test_budgets_are_fractions_and_an_empty_selection_says_why() -> None:
     with pytest.raises(ConfigError):
         debias_edges(model, graph, result, (1.5,), SEEDS)
     helpful = dataclasses.replace(result, delta=result.delta.abs() + 1e-9)
-    row = debias_edges(model, graph, helpful, (0.01,), SEEDS).budgets[0]
-    assert row.deleted == 0 and row.selected is None and row.after is None
+    row = debias_edges(model, graph, helpful, (0.01,), SEEDS, resamples=50).budgets[0]
+    assert row.deleted == 0 and row.selected is None and row.after is None and row.change is None
     assert row.reason is not None and "harmful" in row.reason

@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from bind_core.errors import ConfigError
 from bind_core.fairness.bootstrap import (
     METRICS,
     bootstrap_metrics,
+    mean_paired_change,
     paired_change,
     resample_metrics,
     resample_weights,
@@ -241,6 +243,39 @@ def test_a_paired_change_is_the_difference_on_the_same_resamples() -> None:
     assert all((i.estimate, i.low, i.high) == (0.0, 0.0, 0.0) for i in same.values())
     with pytest.raises(ConfigError, match="same nodes"):
         paired_change(before, after[:-1], y, sens)
+
+
+def test_a_mean_paired_change_over_seeds_averages_each_pairs_change_on_the_same_resamples() -> None:
+    """Several pairs (an edge budget's models retrained per seed with and without the edges): the estimate is the
+    mean of the pairs' changes, each resample the mean of their changes on the same drawn nodes; one pair is
+    :func:`paired_change` to the bit."""
+    before, y, sens = _sample(300, 6)
+    pairs = []
+    for s in range(3):
+        shift = torch.linspace(-0.1, 0.1 + 0.05 * s, 300, dtype=torch.float64)
+        p1 = (before[:, 1] + shift * (sens == 1)).clamp(0.01, 0.99)
+        other = (before[:, 1] + 0.02 * s).clamp(0.01, 0.99)
+        pairs.append((torch.stack([1 - other, other], dim=1), torch.stack([1 - p1, p1], dim=1)))
+    kw: dict[str, Any] = {"resamples": 300, "seed": 7, "lam": 0.5}
+    one = mean_paired_change(pairs[:1], y, sens, **kw)
+    assert one == paired_change(*pairs[0], y, sens, **kw)
+    each = [paired_change(b, a, y, sens, **kw) for b, a in pairs]
+    mean = mean_paired_change(pairs, y, sens, **kw)
+    w = resample_weights(300, 300, seed=7, dtype=torch.float32)
+    for name in (*METRICS, "gamma"):
+        assert mean[name].estimate == pytest.approx(sum(e[name].estimate for e in each) / 3, abs=1e-12), name
+    for name in METRICS:
+        moved = (
+            torch.stack(
+                [resample_metrics(a, y, sens, w)[name] - resample_metrics(b, y, sens, w)[name] for b, a in pairs]
+            )
+            .mean(0)
+            .double()
+        )
+        lo, hi = torch.quantile(moved[~moved.isnan()], torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+        assert (mean[name].low, mean[name].high) == pytest.approx((lo, hi), abs=1e-12), name
+    with pytest.raises(ConfigError, match="at least one pair"):
+        mean_paired_change([], y, sens)
 
 
 def test_gamma_is_resampled_as_its_two_parts_combined() -> None:

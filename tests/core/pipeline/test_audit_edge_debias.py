@@ -18,6 +18,7 @@ from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.edge_debias import debias_edges
 from bind_core.errors import AuditCancelled, ConfigError
+from bind_core.explain.summary import edge_lines
 from bind_core.pipeline.audit import AuditConfig, AuditResult, run_audit
 from bind_core.pipeline.budget import GraphSize, audit_cost
 from bind_core.pipeline.results import AuditResults
@@ -138,6 +139,28 @@ def test_the_report_draws_the_table(audited: AuditResult) -> None:
     row = doc["edges"]["debiasing"]["budgets"][1]
     assert row["verdict"] in page
     assert f"{row['deleted']} / {row['requested']}" in page
+    assert "In brackets after Γ" not in page  # no bootstrap: no interval, nothing said of one
+
+
+def test_a_budgets_change_over_the_test_nodes_is_shown_with_its_interval(audited: AuditResult) -> None:
+    """With the bootstrap, Γ after carries the interval of its mean change over resampled test nodes, in the report
+    (with what the brackets are) and in the command line's line."""
+    doc = _stored(audited)
+    section = doc["edges"]
+    band = {"estimate": -0.0123, "low": -0.0201, "high": -0.0045, "dropped": 0}
+    change = {"level": 0.95, "resamples": 200, "gamma": band}
+    rows = [{**r, "change": change if r["deleted"] else None} for r in section["debiasing"]["budgets"]]
+    shown = {**doc, "edges": {**section, "debiasing": {**section["debiasing"], "budgets": rows}}}
+    page = render_report(shown)
+    assert f"{rows[1]['after']:.4f} [-0.0201, -0.0045]" in page
+    assert "In brackets after Γ, the 95% interval of its change (the mean over the seeds) over 200 resamples" in page
+    line = next(x for x in edge_lines(shown["edges"], []) if x.startswith("  edge debiasing 5%"))
+    assert "(change -0.0123, 95% [-0.0201, -0.0045] over resampled test nodes)" in line
+    wide = {**change, "gamma": {**band, "high": 0.002}}
+    rows = [{**r, "change": wide if r["deleted"] else None} for r in rows]
+    shown["edges"]["debiasing"] = {**section["debiasing"], "budgets": rows}
+    line = next(x for x in edge_lines(shown["edges"], []) if x.startswith("  edge debiasing 5%"))
+    assert "[-0.0201, +0.0020] over resampled test nodes: within their noise)" in line
 
 
 @pytest.mark.heavy  # 23 s here
