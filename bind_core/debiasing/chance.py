@@ -33,7 +33,7 @@ from torch import Tensor
 
 from bind_core.data.graph import Graph
 from bind_core.debiasing.records import AgainstRandom, EffectSpread, RandomSet, RandomSpread
-from bind_core.debiasing.validation import gammas, gammas_of
+from bind_core.debiasing.validation import gammas_of
 from bind_core.errors import ConfigError
 from bind_core.forks import each_self_seeded
 from bind_core.training.fit import TrainConfig, TrainedModel, train
@@ -44,8 +44,7 @@ NOISE_MULTIPLE = 2.0
 
 
 def _gamma(model: TrainedModel, graph: Graph, lam: float, groups: list[int] | None) -> float:
-    sp, eo = gammas(model, graph, groups)
-    return lam * sp + (1 - lam) * eo
+    return _gamma_and_proba(model, graph, lam, groups)[0]
 
 
 def _gamma_and_proba(model: TrainedModel, graph: Graph, lam: float, groups: list[int] | None) -> tuple[float, Tensor]:
@@ -84,20 +83,8 @@ def seed_baselines(
     called while they train, may raise to abort; ``retrain``: other training settings than the model's, e.g.
     without the polish, to ask what a model trained as its user trains it does; ``processes``: forked processes
     retraining at once, :func:`~bind_core.forks.each_self_seeded`: the same values)."""
-    if len(seeds) < MIN_SEEDS or len(set(seeds)) != len(seeds):
-        raise ConfigError(f"seeds: {list(seeds)!r} must be at least {MIN_SEEDS} distinct training seeds")
-    found: list[float] = []
-
-    def work(seed: int, here: Callable[[], None] | None) -> float:
-        return _gamma(_retrain(model, graph, seed, here, retrain), graph, lam, groups)
-
-    def put(_: int, gamma: float) -> None:
-        found.append(gamma)
-        if hold is not None:
-            hold()
-
-    each_self_seeded([int(s) for s in seeds], work, put, processes=processes, hold=hold)
-    return dict(zip([int(s) for s in seeds], found, strict=True))
+    runs = seed_runs(model, graph, seeds, lam=lam, groups=groups, hold=hold, retrain=retrain, processes=processes)
+    return {seed: gamma for seed, (gamma, _) in runs.items()}
 
 
 def seed_runs(
@@ -113,7 +100,7 @@ def seed_runs(
 ) -> dict[int, tuple[float, Tensor]]:
     """:func:`seed_baselines` with each retrained model's test-node class probabilities beside its Γ (``{seed: (Γ,
     [k, C] float64)}``), for a paired interval of a change over the test nodes
-    (:func:`~bind_core.fairness.bootstrap.mean_paired_change`). The same Γ, to the bit."""
+    (:func:`~bind_core.fairness.bootstrap.mean_paired_change`)."""
     if len(seeds) < MIN_SEEDS or len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds: {list(seeds)!r} must be at least {MIN_SEEDS} distinct training seeds")
     found: list[tuple[float, Tensor]] = []
