@@ -13,7 +13,15 @@ from app.core.problem_schema import problem_responses
 from app.tenants.deps import AdminTenant
 from app.trail.record import trailed
 from app.webhooks import service
-from app.webhooks.schemas import DeliveryPage, DeliveryRead, WebhookCreate, WebhookCreated, WebhookPage, WebhookRead
+from app.webhooks.schemas import (
+    DeliveryPage,
+    DeliveryRead,
+    WebhookCreate,
+    WebhookCreated,
+    WebhookPage,
+    WebhookRead,
+    WebhookUpdate,
+)
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 
@@ -55,6 +63,18 @@ def list_webhooks(
 @router.get("/{webhook_id}", response_model=WebhookRead, responses=problem_responses(404))
 def read_webhook(webhook_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Any:
     return service.get_webhook(session, tenant, webhook_id)
+
+
+@router.patch(
+    "/{webhook_id}",
+    response_model=WebhookRead,
+    responses=problem_responses(404),
+    dependencies=[trailed("webhook.update", "/webhooks/{webhook_id}")],
+)
+def update_webhook(webhook_id: uuid.UUID, body: WebhookUpdate, session: SessionDep, tenant: AdminTenant) -> Any:
+    """Change ``events`` and ``warning_codes`` (``null`` lifts the filter); a key left out keeps its value. The URL
+    and the signing secret stay, so the receiver needs no change."""
+    return service.update_webhook(session, tenant, webhook_id, body)
 
 
 @router.delete(

@@ -13,36 +13,59 @@ from app.gates import WARNING_CODES
 WebhookEvent = Literal["audit.succeeded", "audit.failed", "schedule.threshold_exceeded", "audit.warned"]
 
 
+def _warning_codes(default: Any) -> Any:
+    return Field(
+        default=default,
+        min_length=1,
+        max_length=len(WARNING_CODES),
+        description="With audit.warned: send it only for an audit that warns with one of these codes (e.g. "
+        '["training_fit", "output_order"]: a deployed model fed inputs it never saw), not for every warned audit. '
+        "Null or left out: every one.",
+    )
+
+
+def known_codes(codes: list[str] | None) -> list[str] | None:
+    """``codes`` in the table's order, once each; a ``ValueError`` naming any code that is not a warning code."""
+    if codes is None:
+        return None
+    unknown = [c for c in codes if c not in WARNING_CODES]
+    if unknown:
+        named = ", ".join(map(repr, unknown))
+        raise ValueError(f"unknown warning code(s) {named}; valid: {', '.join(WARNING_CODES)}")
+    return [c for c in WARNING_CODES if c in codes]
+
+
+def check_filter(events: list[str], codes: list[str] | None) -> None:
+    """A ``ValueError`` where warning codes filter an event the subscription does not take."""
+    if codes is not None and "audit.warned" not in events:
+        raise ValueError("warning_codes filters the audit.warned event: subscribe to it too, or leave them out")
+
+
 class WebhookCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(min_length=1, max_length=2000, description="An http(s) URL without credentials.")
     events: list[WebhookEvent] = Field(min_length=1, max_length=4)
-    warning_codes: list[str] | None = Field(
-        default=None,
-        min_length=1,
-        max_length=len(WARNING_CODES),
-        description="With audit.warned: send it only for an audit that warns with one of these codes (e.g. "
-        '["training_fit", "output_order"]: a deployed model fed inputs it never saw), not for every warned audit. '
-        "Leave it out for every one.",
-    )
+    warning_codes: list[str] | None = _warning_codes(None)
 
-    @field_validator("warning_codes")
-    @classmethod
-    def _known_codes(cls, codes: list[str] | None) -> list[str] | None:
-        if codes is None:
-            return None
-        unknown = [c for c in codes if c not in WARNING_CODES]
-        if unknown:
-            named = ", ".join(map(repr, unknown))
-            raise ValueError(f"unknown warning code(s) {named}; valid: {', '.join(WARNING_CODES)}")
-        return [c for c in WARNING_CODES if c in codes]
+    _known_codes = field_validator("warning_codes")(known_codes)
 
     @model_validator(mode="after")
     def _filters_warned(self) -> WebhookCreate:
-        if self.warning_codes is not None and "audit.warned" not in self.events:
-            raise ValueError("warning_codes filters the audit.warned event: subscribe to it too, or leave them out")
+        check_filter(list(self.events), self.warning_codes)
         return self
+
+
+class WebhookUpdate(BaseModel):
+    """What ``PATCH /v1/webhooks/{id}`` changes: the events, the warning codes (``null`` lifts the filter); a key
+    left out keeps its value. The URL and the secret stay (subscribe again for another URL)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    events: list[WebhookEvent] | None = Field(default=None, min_length=1, max_length=4)
+    warning_codes: list[str] | None = _warning_codes(None)
+
+    _known_codes = field_validator("warning_codes")(known_codes)
 
 
 class WebhookRead(BaseModel):

@@ -23,7 +23,7 @@ from app.core.db.tables import Tenant, Webhook, WebhookDelivery
 from app.core.errors import NotFound, ValidationProblem
 from app.core.pagination import newest_first
 from app.core.settings import Settings
-from app.webhooks.schemas import WebhookCreate
+from app.webhooks.schemas import WebhookCreate, WebhookUpdate, check_filter
 from app.webhooks.signing import SECRET_PREFIX
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -145,6 +145,33 @@ def create_webhook(session: Session, tenant: Tenant, body: WebhookCreate, *, set
     session.add(row)
     session.flush()
     return row, secret
+
+
+def update_webhook(session: Session, tenant: Tenant, webhook_id: uuid.UUID, body: WebhookUpdate) -> Webhook:
+    """Change a subscription's events and warning codes (those given; ``warning_codes: null`` lifts the filter); its
+    URL, secret and delivery log stay. Deliveries already written keep going; events from now on follow the change.
+
+    Raises:
+        NotFound: no such webhook of the tenant.
+        ValidationProblem: ``events`` null, or warning codes without ``audit.warned`` among the events.
+    """
+    row = get_webhook(session, tenant, webhook_id)
+    given = body.model_fields_set
+    if "events" in given and body.events is None:
+        raise ValidationProblem(
+            "events: a subscription takes at least one event (delete it to take none).",
+            errors=[{"field": "events", "message": "must be a list of at least one event"}],
+        )
+    events: list[str] = sorted(set(body.events)) if body.events is not None else list(row.events)
+    codes = body.warning_codes if "warning_codes" in given else row.warning_codes
+    try:
+        check_filter(events, codes)
+    except ValueError as exc:
+        why = [{"field": "warning_codes", "message": str(exc)}]
+        raise ValidationProblem(f"warning_codes: {exc}.", errors=why) from exc
+    row.events, row.warning_codes = events, codes
+    session.flush()
+    return row
 
 
 def get_webhook(session: Session, tenant: Tenant, webhook_id: uuid.UUID) -> Webhook:

@@ -68,6 +68,28 @@ def test_warning_codes_filter_audit_warned(client: TestClient, auth: dict[str, s
     assert fields(assert_problem(empty, 422)) == {"warning_codes"}
 
 
+def test_a_subscription_changes_its_events_and_codes_and_keeps_its_secret(
+    client: TestClient, auth: dict[str, str], other_auth: dict[str, str]
+) -> None:
+    """``PATCH``: the keys given change (``warning_codes: null`` lifts the filter), the others stay; the URL and the
+    secret stay; a filter without ``audit.warned`` and null events are 422s naming the field."""
+    body = {"url": "https://hooks.example.com/p", "events": ["audit.warned", "audit.failed"]}
+    hook = client.post("/v1/webhooks", headers=auth, json=body).json()
+    path = f"/v1/webhooks/{hook['id']}"
+    narrowed = client.patch(path, headers=auth, json={"warning_codes": ["unseen_categories", "training_fit"]})
+    assert narrowed.status_code == 200, narrowed.text
+    assert narrowed.json()["warning_codes"] == ["training_fit", "unseen_categories"]
+    assert narrowed.json()["events"] == ["audit.failed", "audit.warned"] and "secret" not in narrowed.json()
+    refused = client.patch(path, headers=auth, json={"events": ["audit.failed"]})  # the codes would filter nothing
+    assert fields(assert_problem(refused, 422)) == {"warning_codes"}
+    assert fields(assert_problem(client.patch(path, headers=auth, json={"events": None}), 422)) == {"events"}
+    assert fields(assert_problem(client.patch(path, headers=auth, json={"url": "https://x.test/"}), 422)) == {"url"}
+    both = client.patch(path, headers=auth, json={"events": ["audit.failed"], "warning_codes": None}).json()
+    assert (both["events"], both["warning_codes"]) == (["audit.failed"], None)
+    assert client.get(path, headers=auth).json() == both
+    assert_problem(client.patch(path, headers=other_auth, json={"warning_codes": None}), 404, "webhook-not-found")
+
+
 def test_verify_accepts_the_signed_body_only() -> None:
     secret = "whsec_" + base64.b64encode(b"k" * 32).decode()
     body, now = b'{"type":"audit.succeeded"}', int(time.time())
