@@ -157,7 +157,7 @@ def _reads_unknown_categories(session: Session, audit: Audit) -> UnknownCategori
     if audit.model_id is None:
         return "refuse"
     found = session.scalar(select(SuppliedModel.unknown_categories).where(SuppliedModel.id == audit.model_id))
-    return "ignore" if found == "ignore" else "refuse"
+    return supplied.parse_unknown_categories(found)
 
 
 def _trained_on(session: Session, tenant: Tenant, audit: Audit) -> uuid.UUID | None:

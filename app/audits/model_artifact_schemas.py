@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bind_core.pipeline import UnknownCategories
+
 
 class ArtifactLinks(BaseModel):
     """Where to fetch the model's parts and how to register it (``weights`` is null when they were not kept)."""
@@ -81,7 +83,7 @@ class RegisteredModel(BaseModel):
     graph_id: uuid.UUID
     name: str
     size_bytes: int
-    unknown_categories: str = "refuse"
+    unknown_categories: UnknownCategories = "refuse"
     """As the supplied model the audit retrained from reads a later version's unseen category (``refuse`` for a
     model the audit trained)."""
     created_at: datetime

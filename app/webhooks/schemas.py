@@ -13,9 +13,10 @@ from app.gates import WARNING_CODES
 WebhookEvent = Literal["audit.succeeded", "audit.failed", "schedule.threshold_exceeded", "audit.warned"]
 
 
-def _warning_codes(default: Any) -> Any:
+def _warning_codes() -> Any:
+    """The ``warning_codes`` field (a new one for each model that has it)."""
     return Field(
-        default=default,
+        default=None,
         min_length=1,
         max_length=len(WARNING_CODES),
         description="With audit.warned: send it only for an audit that warns with one of these codes (e.g. "
@@ -46,7 +47,7 @@ class WebhookCreate(BaseModel):
 
     url: str = Field(min_length=1, max_length=2000, description="An http(s) URL without credentials.")
     events: list[WebhookEvent] = Field(min_length=1, max_length=4)
-    warning_codes: list[str] | None = _warning_codes(None)
+    warning_codes: list[str] | None = _warning_codes()
 
     _known_codes = field_validator("warning_codes")(known_codes)
 
@@ -63,7 +64,7 @@ class WebhookUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     events: list[WebhookEvent] | None = Field(default=None, min_length=1, max_length=4)
-    warning_codes: list[str] | None = _warning_codes(None)
+    warning_codes: list[str] | None = _warning_codes()
 
     _known_codes = field_validator("warning_codes")(known_codes)
 

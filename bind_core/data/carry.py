@@ -156,8 +156,9 @@ def _column_order(
     where = {name: j for j, name in enumerate(graph.feature_names)}
     encoded = _encoded(graph.feature_names)  # one-hot columns here
     missing = [n for n in schema.feature_names if n not in where and not _absent_category(n, encoded)]
-    extra = [n for n in graph.feature_names if n not in set(schema.feature_names)]
-    unseen = [n for n in extra if "=" in n and n.split("=", 1)[0] in _encoded(schema.feature_names)]
+    registered, registered_encoded = set(schema.feature_names), _encoded(schema.feature_names)
+    extra = [n for n in graph.feature_names if n not in registered]
+    unseen = [n for n in extra if "=" in n and n.split("=", 1)[0] in registered_encoded]
     ignored = unseen if schema.unknown_categories == "ignore" else []
     extra = sorted(set(extra) - set(ignored))
     problems = []
@@ -182,15 +183,15 @@ def _encoded(names: tuple[str, ...]) -> set[str]:
 
 
 def _nodes_with(graph: Graph, columns: list[str]) -> int:
-    """The nodes whose raw value is not zero in any of ``columns`` (the version's, by name): those of a category
-    left out."""
+    """The nodes with a 1 in any of the one-hot ``columns`` (the version's, by name; raw values, read above one
+    half, so that a scaled column's rounding does not count): those of a category left out."""
     if not columns:
         return 0
     at = [graph.feature_names.index(name) for name in columns]
     values = graph.x[:, at].detach().cpu().numpy().astype(np.float64)
     if graph.feature_ranges:
         values = unscale_by(values, *np.array([graph.feature_ranges[j] for j in at], dtype=np.float64).T)
-    return int(np.count_nonzero(np.any(np.abs(values) > 1e-9, axis=1)))
+    return int(np.count_nonzero(np.any(values > 0.5, axis=1)))
 
 
 def _absent_category(name: str, encoded: set[str]) -> bool:
