@@ -96,7 +96,7 @@ def test_another_tenants_resource_is_404(
     missing = sorted(p for p in params if not owned["ids"].get(p))
     assert not missing, f"no owned resource for {missing}: extend the `owned` fixture"
     url = path.format(**owned["ids"])
-    body = {"json": {}} if method == "POST" else {}
+    body = {"json": {}} if method in ("POST", "PATCH") else {}
     assert_problem(client.request(method, url, headers=new_key_module(), **body), 404)
     owner_view = path.split("}")[0] + "}"
     assert client.get(owner_view.format(**owned["ids"]), headers=owned["auth"]).status_code == 200
