@@ -11,6 +11,7 @@ from markupsafe import Markup
 from bind_core.codec import encode
 from bind_core.debiasing.edge_records import EdgeDebiasing
 from bind_core.debiasing.records import EffectSpread, RandomSpread
+from bind_core.fairness.records import Intervals
 from bind_core.influence.edge_records import CrossGroupEdges, EdgeRow
 from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.reporting import edge_plots
@@ -163,6 +164,14 @@ def _spread(part: EffectSpread | RandomSpread | None) -> str:
     return "—" if part is None else f"{fmt(part.mean, 4)} ± {fmt(part.std, 4)}"
 
 
+def _test_noise(change: Intervals | None) -> str:
+    """What the verdict (judged on the seeds' noise) leaves out where Γ's change over the test nodes reaches 0."""
+    band = None if change is None else change.gamma
+    if band is None or band.low is None or band.high is None or not band.low <= 0 <= band.high:
+        return ""
+    return "; over the test nodes its change's interval reaches 0: within their sampling noise"
+
+
 def _debiasing(found: EdgeDebiasing | None) -> EdgeDebiasingView | None:
     """One row per edge budget (:func:`bind_core.debiasing.edge_debias.debias_edges`), and the caveats of the budgets
     whose summed estimate exceeds Γ."""
@@ -183,7 +192,7 @@ def _debiasing(found: EdgeDebiasing | None) -> EdgeDebiasingView | None:
                 _spread(r.selected),
                 _spread(r.random),
                 fmt(r.yardstick, 4),
-                r.verdict or "",
+                (r.verdict or "") + _test_noise(r.change),
             ]
         )
         if r.caveat:

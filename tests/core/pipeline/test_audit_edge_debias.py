@@ -154,6 +154,7 @@ def test_a_budgets_change_over_the_test_nodes_is_shown_with_its_interval(audited
     page = render_report(shown)
     assert f"{rows[1]['after']:.4f} [-0.0201, -0.0045]" in page
     assert "In brackets after Γ, the 95% interval of its change (the mean over the seeds) over 200 resamples" in page
+    assert "within their sampling noise" not in page  # an interval clear of 0
     line = next(x for x in edge_lines(shown["edges"], []) if x.startswith("  edge debiasing 5%"))
     assert "(change -0.0123, 95% [-0.0201, -0.0045] over resampled test nodes)" in line
     wide = {**change, "gamma": {**band, "high": 0.002}}
@@ -161,6 +162,9 @@ def test_a_budgets_change_over_the_test_nodes_is_shown_with_its_interval(audited
     shown["edges"]["debiasing"] = {**section["debiasing"], "budgets": rows}
     line = next(x for x in edge_lines(shown["edges"], []) if x.startswith("  edge debiasing 5%"))
     assert "[-0.0201, +0.0020] over resampled test nodes: within their noise)" in line
+    said = "; over the test nodes its change&#39;s interval reaches 0: within their sampling noise"
+    verdict = rows[1]["verdict"] + said
+    assert verdict in render_report(shown)  # the verdict, judged on the seeds' noise, says what the test nodes add
 
 
 @pytest.mark.heavy  # 23 s here
