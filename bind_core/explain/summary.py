@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bind_core.codec import decode
+from bind_core.fairness.records import Intervals
 from bind_core.influence.edge_records import EdgeRow
 
 __all__ = ["edge_lines", "profile_lines"]
@@ -164,10 +165,12 @@ def _edge_debiasing_lines(section: Mapping[str, Any]) -> list[str]:
 def _gamma_band(change: Mapping[str, Any] | None) -> str:
     """`` (change [low, high] over resampled test nodes)`` of an edge budget's Γ, where it has one, and ``: within
     their noise`` where that interval reaches 0 (the change may be an artefact of which nodes were tested)."""
-    band = (change or {}).get("gamma") or {}
-    low, high, estimate = band.get("low"), band.get("high"), band.get("estimate")
-    if not (isinstance(low, int | float) and isinstance(high, int | float) and isinstance(estimate, int | float)):
+    if not change:
         return ""
-    level = (change or {}).get("level", 0.95)
-    noise = ": within their noise" if low <= 0 <= high else ""
-    return f" (change {estimate:+.4f}, {level:.0%} [{low:+.4f}, {high:+.4f}] over resampled test nodes{noise})"
+    typed = decode(Intervals, dict(change), "change")
+    band = typed.gamma
+    if band is None or band.estimate is None or band.low is None or band.high is None:
+        return ""
+    noise = "" if band.clear_of_zero() else ": within their noise"
+    bounds = f"[{band.low:+.4f}, {band.high:+.4f}]"
+    return f" (change {band.estimate:+.4f}, {typed.level:.0%} {bounds} over resampled test nodes{noise})"

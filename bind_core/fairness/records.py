@@ -127,6 +127,16 @@ class Interval:
     high: float | None = key("number or null: upper bound")
     dropped: int = key("integer: resamples that could not define the metric, left out")
 
+    def clear_of_zero(self) -> bool | None:
+        """Whether the interval excludes 0 (a change's: not an artefact of which nodes were tested).
+
+        Returns:
+            True where both bounds lie on one side of 0, False where they straddle it, ``None`` without bounds.
+        """
+        if self.low is None or self.high is None:
+            return None
+        return self.low > 0 or self.high < 0
+
 
 @dataclass(kw_only=True)
 class Intervals:

@@ -419,8 +419,7 @@ def _change_text(change: Intervals | None) -> str:
         band = getattr(change, name)
         if band is None or band.estimate is None or band.low is None or band.high is None:
             continue
-        clear = band.low > 0 or band.high < 0
-        said = "clear of 0" if clear else "within the test nodes' sampling noise"
+        said = "clear of 0" if band.clear_of_zero() else "within the test nodes' sampling noise"
         parts.append(f"{label} {_points(band.estimate)} [{_points(band.low)}, {_points(band.high)}], {said}")
     if not parts:
         return ""

@@ -167,7 +167,7 @@ def _spread(part: EffectSpread | RandomSpread | None) -> str:
 def _test_noise(change: Intervals | None) -> str:
     """What the verdict (judged on the seeds' noise) leaves out where Γ's change over the test nodes reaches 0."""
     band = None if change is None else change.gamma
-    if band is None or band.low is None or band.high is None or not band.low <= 0 <= band.high:
+    if band is None or band.clear_of_zero() is not False:
         return ""
     return "; over the test nodes its change's interval reaches 0: within their sampling noise"
 

@@ -208,7 +208,7 @@ def _change_line(row: DebiasingRow) -> str:
         band = getattr(change, key)
         if band is None or band.estimate is None or band.low is None or band.high is None:
             continue
-        clear = "*" if band.low > 0 or band.high < 0 else ""
+        clear = "*" if band.clear_of_zero() else ""
         parts.append(f"{name} {100 * band.estimate:+.1f} [{100 * band.low:+.1f}, {100 * band.high:+.1f}]{clear}")
     if not parts:
         return ""
