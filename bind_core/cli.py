@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
+from bind_core.cli_carry import add_carry_options, carry_to_trained, check_carry_options
 from bind_core.cli_errors import cli_text, flag
 from bind_core.cli_errors import unwritable as unwritable  # re-exported: app.cli checks --junit with it
 from bind_core.cli_threads import add_thread_options, set_threads
@@ -19,6 +20,7 @@ from bind_core.data import datasets
 from bind_core.data.datasets.features import MAX_CATEGORIES
 from bind_core.data.datasets.ingest_report import IngestReport
 from bind_core.data.datasets.split import PAPER_SPLIT_SEED
+from bind_core.data.records import CarriedInputs
 from bind_core.errors import BindError, ConfigError
 from bind_core.influence import SOLVERS
 from bind_core.models.gnn import ACTIVATIONS, ARCHS, ModelConfig
@@ -269,6 +271,7 @@ def _add_file_options(p: argparse.ArgumentParser) -> None:
     )
     t.add_argument("--name", help="the graph's name (default: the table's file name)")
     t.add_argument("--split-seed", type=int, default=PAPER_SPLIT_SEED, help="seed of the paper split")
+    add_carry_options(t)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -300,12 +303,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.json is not None and (why := unwritable(args.json)) is not None:  # before the audit, not after it
         raise ConfigError(f"--json: cannot write {args.json}: {why}")
     _refuse_trained_options(args)
+    check_carry_options(args)
     graph, report = _load(args)
+    graph, carried = carry_to_trained(args, graph, lambda table: _read_table(args, table, None).graph)
     deletion_threads = set_threads(args, graph.num_nodes)
     for note in report.notes(flag) if report is not None else []:
         print(f"read: {note}", file=sys.stderr)
     config = _audit_config(args)
-    supplied, record = _supplied(args, graph, config)  # run_audit describes it: its architecture and recipe
+    supplied, record = _supplied(args, graph, config, carried)  # run_audit describes it: architecture, recipe
     bar = None
     if not args.quiet:
         tqdm.monitor_interval = 0  # no monitor thread: a second thread keeps the deletions off forked processes
@@ -435,10 +440,11 @@ def _numbers(value: str, option: str, kind: type[N]) -> tuple[N, ...]:
 
 
 def _supplied(
-    args: argparse.Namespace, graph: Any, config: AuditConfig
+    args: argparse.Namespace, graph: Any, config: AuditConfig, carried: CarriedInputs | None
 ) -> tuple[TrainedModel | None, SuppliedModel | None]:
     """The model of ``--model-weights``/``--model-config``, ready to audit with ``config`` (as given, or polished with
-    ``--reference polished``: :func:`prepare_for_audit`), and its record; or none."""
+    ``--reference polished``: :func:`prepare_for_audit`), and its record (with what ``--trained-on`` carried); or
+    none."""
     if args.model_weights is None and args.model_config is None:
         return None, None
     if args.model_weights is None or args.model_config is None:
@@ -453,7 +459,7 @@ def _supplied(
         weights = args.model_weights.read_bytes()
     except OSError as exc:
         raise ConfigError(f"--model-weights: {exc}") from exc
-    return prepare_for_audit(weights, model_config, graph, config)
+    return prepare_for_audit(weights, model_config, graph, config, carried=carried)
 
 
 _TABLE_ONLY = ("edges", "label", "sensitive", "node_id", "features", "split", "unlabeled", "sensitive_bins")
@@ -473,26 +479,32 @@ def _load(args: argparse.Namespace) -> tuple[Any, IngestReport | None]:
         missing = [f"--{k}" for k in ("edges", "label", "sensitive") if getattr(args, k) is None]
         if missing and not (missing == ["--edges"] and args.allow_no_edges):
             raise ConfigError(f"--table needs {', '.join(missing)}")
-        ingested = datasets.ingest_files(
-            args.table,
-            args.edges,
-            label=args.label,
-            sensitive=args.sensitive,
-            node_id=args.node_id,
-            features=_names(args.features),
-            split=args.split,
-            unlabeled=args.unlabeled,
-            on_unknown_nodes=args.on_unknown_nodes,
-            allow_no_edges=args.allow_no_edges,
-            impute_missing=args.impute_missing,
-            max_categories=args.max_categories,
-            sensitive_bins=args.sensitive_bins,
-            name=args.name,
-            split_seed=args.split_seed,
-            scale=args.scale == "on" or (args.scale == "auto" and args.model_weights is None),
-        )
+        ingested = _read_table(args, args.table, args.edges)
         return ingested.graph, ingested.report
     return datasets.load(args.dataset, args.data_root), None
+
+
+def _read_table(args: argparse.Namespace, table: Path, edges: Path | None) -> datasets.Ingested:
+    """``table`` (and ``edges``; none: a table read for its columns alone, ``--trained-on``'s) read with the
+    options of ``--table``."""
+    return datasets.ingest_files(
+        table,
+        edges,
+        label=args.label,
+        sensitive=args.sensitive,
+        node_id=args.node_id,
+        features=_names(args.features),
+        split=args.split,
+        unlabeled=args.unlabeled,
+        on_unknown_nodes=args.on_unknown_nodes,
+        allow_no_edges=args.allow_no_edges or edges is None,
+        impute_missing=args.impute_missing,
+        max_categories=args.max_categories,
+        sensitive_bins=args.sensitive_bins,
+        name=args.name,
+        split_seed=args.split_seed,
+        scale=args.scale == "on" or (args.scale == "auto" and args.model_weights is None),
+    )
 
 
 def _names(value: str | None) -> list[str] | None:

@@ -34,6 +34,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from bind_core.data.carry_words import CarryWords
 from bind_core.data.datasets.scaling import scale_by, unscale_by
 from bind_core.data.graph import Graph
 from bind_core.data.records import CarriedInputs
@@ -61,6 +62,9 @@ class InputSchema:
             ``column=value`` of a column the registration one-hot encodes too): ``"refuse"`` (the default: the audit
             fails naming it) or ``"ignore"`` (left out; its nodes read as none of the model's categories of that
             column, as an encoder fitted once and set to ignore unknown values gives them to the deployed model).
+        trained_on: empty (the default) for a model registered with the service; else the name of the data the
+            model was trained on (the command line's ``--trained-on`` table, ``'snap1.csv'``): the refusals and the
+            record's sentence then speak of that table and of "this table", not of a registration and a version.
     """
 
     features: int
@@ -69,14 +73,17 @@ class InputSchema:
     label: str = "y"
     class_names: tuple[str, ...] = ()
     unknown_categories: UnknownCategories = "refuse"
+    trained_on: str = ""
 
     @classmethod
-    def of(cls, graph: Graph, *, unknown_categories: UnknownCategories = "refuse") -> InputSchema:
+    def of(cls, graph: Graph, *, unknown_categories: UnknownCategories = "refuse", trained_on: str = "") -> InputSchema:
         """The schema a model registered for ``graph`` reads.
 
         Args:
             graph: the graph the model was registered for.
             unknown_categories: how the model's encoder treats a category it never saw (:class:`InputSchema`).
+            trained_on: the name of the data ``graph`` was read from, where the model was trained on it rather than
+                registered for it (:class:`InputSchema`).
 
         Returns:
             The :class:`InputSchema` of ``graph``'s columns, scaling, label and classes.
@@ -90,6 +97,7 @@ class InputSchema:
             label=graph.label_name,
             class_names=graph.class_names,
             unknown_categories=unknown_categories,
+            trained_on=trained_on,
         )
 
 
@@ -128,6 +136,7 @@ def carry_inputs(graph: Graph, schema: InputSchema) -> tuple[Graph, CarriedInput
         filled=filled or None,
         ignored=ignored or None,
         ignored_nodes=ignored_nodes if ignored else None,
+        trained_on=schema.trained_on or None,
         text=_text(reordered, rescaled, filled, (ignored, ignored_nodes), schema),
     )
     if not reordered and not rescaled and not filled and not ignored:
@@ -148,8 +157,9 @@ def _column_order(
     version has no node of: filled with zeros; the whole order ``None``: compared by count alone, one side names
     none), the version's columns of categories the schema never saw that it ignores (left out), and the problems that
     stop it."""
+    words = CarryWords.of(schema.trained_on)
     if graph.num_features != schema.features and not (graph.feature_names and schema.feature_names):
-        why = f"the model was registered for {schema.features} feature columns; this version has {graph.num_features}"
+        why = f"{words.model_was} {schema.features} feature columns; {words.here} has {graph.num_features}"
         return None, [], [("in_dim", why)]
     if not (graph.feature_names and schema.feature_names):
         return None, [], []
@@ -163,13 +173,13 @@ def _column_order(
     extra = sorted(set(extra) - set(ignored))
     problems = []
     if missing:
-        problems.append(("feature_names", f"this version lacks the model's column(s) {_listed(missing)}"))
+        problems.append(("feature_names", f"{words.here} lacks the model's column(s) {_listed(missing)}"))
     if extra:
-        why = f"this version has column(s) the model was not registered with: {_listed(extra)}"
+        why = f"{words.here} has column(s) {words.model_was_not}: {_listed(extra)}"
         if set(unseen) & set(extra):
             why += (
-                " (a category the model never saw is refused: register the model with unknown_categories 'ignore' "
-                "to read such nodes as none of its categories, as an encoder set to ignore unknown values does)"
+                f" (a category the model never saw is refused: {words.ignore_advice} to read such nodes as none of "
+                "its categories, as an encoder set to ignore unknown values does)"
             )
         problems.append(("feature_names", why))
     if problems:
@@ -209,14 +219,14 @@ def _placed(x: torch.Tensor, columns: list[int | None] | None) -> torch.Tensor:
 
 
 def _label_problems(graph: Graph, schema: InputSchema) -> list[tuple[str, str]]:
-    problems = []
+    problems, words = [], CarryWords.of(schema.trained_on)
     if graph.label_name != schema.label:
-        why = f"the model was registered for the label {schema.label!r}; this version's is {graph.label_name!r}"
+        why = f"{words.model_was} the label {schema.label!r}; {words.here}'s is {graph.label_name!r}"
         problems.append(("label", why))
     if graph.class_names != schema.class_names:
         registered = _listed(schema.class_names) if schema.class_names else "codes"
         now = _listed(graph.class_names) if graph.class_names else f"{graph.num_classes} codes"
-        problems.append(("classes", f"the model was registered for the classes {registered}; this version has {now}"))
+        problems.append(("classes", f"{words.model_was} the classes {registered}; {words.here} has {now}"))
     return problems
 
 
@@ -243,25 +253,25 @@ def _rescaled(
 def _text(
     reordered: bool, rescaled: bool, filled: list[str], ignored: tuple[list[str], int], schema: InputSchema
 ) -> str:
-    done = []
+    done, words = [], CarryWords.of(schema.trained_on)
     if reordered:
-        done.append("its feature columns put in the order the model was registered with")
+        done.append(f"its feature columns put in the order the model was {words.done} with")
     if filled:
         done.append(f"the categories no node of it has, {_listed(filled)}, given as zero columns")
     if ignored[0]:
         nodes = f"{ignored[1]} node{'s' if ignored[1] != 1 else ''}"
         done.append(
-            f"the categories the model was never registered with, {_listed(ignored[0])}, left out as its registration "
-            f"asks ({nodes} of them read as none of its categories of that column)"
+            f"the categories the model was never {words.done} with, {_listed(ignored[0])}, left out as "
+            f"{words.ignoring} ({nodes} of them read as none of its categories of that column)"
         )
     if rescaled:
-        scale = "scaled by the registration's minima and maxima" if schema.feature_ranges else "unscaled"
-        done.append(f"its features {scale}, as the model was registered to read them")
-    carried = "; ".join(done) or "its feature columns, label and classes are the registration's"
+        scale = f"scaled by {words.source}'s minima and maxima" if schema.feature_ranges else "unscaled"
+        done.append(f"its features {scale}, as the model was {words.done} to read them")
+    carried = "; ".join(done) or f"its feature columns, label and classes are {words.source}'s"
     return (
-        f"The model was registered on another version of this graph ({carried}). Its training nodes here are this "
-        "version's, not necessarily those it was trained on: the attribution says which of them would move the model "
-        "if it were refit on this version from its weights."
+        f"The model was {words.on_another} ({carried}). Its training nodes here are {words.here}'s, not necessarily "
+        f"those it was trained on: the attribution says which of them would move the model if it were refit on "
+        f"{words.here} from its weights."
     )
 
 

@@ -140,4 +140,9 @@ class CarriedInputs:
     ignored_nodes: int | None = key(
         "integer: the nodes of this version that have such a category (absent where none was ignored)", optional=True
     )
+    trained_on: str | None = key(
+        "string: the table the model was trained on, where it was carried to that table's columns and scale rather "
+        "than to a registration's (bind-audit run --trained-on); absent for a model registered with the service",
+        optional=True,
+    )
     text: str = key("string: what was carried and what the attribution then means, in a sentence")

@@ -5,6 +5,7 @@ warning each, and the reason the summary withholds its verdict (:func:`supplied_
 
 from __future__ import annotations
 
+from bind_core.data.carry_words import CarryWords
 from bind_core.pipeline.caveat import Caveat
 from bind_core.pipeline.results import SuppliedModel
 
@@ -34,13 +35,13 @@ def _unseen_categories(record: SuppliedModel) -> list[Caveat]:
     carried = record.carried
     if carried is None or not carried.ignored:
         return []
-    nodes = carried.ignored_nodes or 0
+    nodes, words = carried.ignored_nodes or 0, CarryWords.of(carried.trained_on)
     return [
         Caveat(
-            f"{nodes} node{'s' if nodes != 1 else ''} of this version {'have' if nodes != 1 else 'has'} a category the "
-            f"model was never registered with ({', '.join(repr(c) for c in carried.ignored)}), read as none of its "
-            "categories of that column, as its registration asks (unknown_categories 'ignore'): the figures describe "
-            "the model as it serves them, on inputs it never trained on",
+            f"{nodes} node{'s' if nodes != 1 else ''} of {words.here} {'have' if nodes != 1 else 'has'} a category the "
+            f"model was never {words.done} with ({', '.join(repr(c) for c in carried.ignored)}), read as none of its "
+            f"categories of that column, as {words.ignoring_named}: the figures describe the model as it serves them, "
+            "on inputs it never trained on",
             "unseen_categories",
         )
     ]
@@ -51,11 +52,13 @@ def _carried(record: SuppliedModel) -> str:
     the other cause of a poor fit, this version's data (drift)."""
     if record.carried is None:
         return ""
+    words = CarryWords.of(record.carried.trained_on)
+    here = words.here[0].upper() + words.here[1:]
     return (
-        ". This version's inputs were carried over to the columns and scale the model was registered with "
-        "(supplied_model.carried), so where it fit the version it was registered on, this version's data differ from "
-        "that one's (how the features are distributed, or how the label depends on them): as deployed, the model no "
-        "longer fits them" + _unseen_cause(record)
+        f". {here}'s inputs were carried over to the columns and scale the model was {words.done} with "
+        f"(supplied_model.carried), so where it fit {words.fit_source}, {words.here}'s data differ from that one's "
+        "(how the features are distributed, or how the label depends on them): as deployed, the model no longer fits "
+        "them" + _unseen_cause(record)
     )
 
 
@@ -91,7 +94,8 @@ def supplied_model_doubt(record: SuppliedModel | None) -> str | None:
     than, against = fit.baseline()
     shown = "—" if against is None else f"{against:.3g}"
     why = (
-        "this version of its graph differs from the data it fit, or it is fed other inputs than it was trained on"
+        f"{CarryWords.of(record.carried.trained_on).here_graph} differs from the data it fit, or it is fed other "
+        "inputs than it was trained on"
         + (" (among them nodes of a category it never saw, read as none of its own)" if _unseen_cause(record) else "")
         if record.carried is not None
         else "it is most likely fed other inputs than it was trained on"

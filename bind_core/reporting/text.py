@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bind_core.codec import decode, encode
+from bind_core.data.carry_words import CarryWords
 from bind_core.debiasing.debias import BIAS_NAMES
 from bind_core.debiasing.records import DebiasingRow, RetrainRecipe
 from bind_core.explain.summary import edge_lines, profile_lines
@@ -316,7 +317,11 @@ def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
             f"  CHECK ITS INPUTS: on its own training nodes it does no better than {than} (mean cross-entropy "
             f"{_shown_loss(fit.loss)} against {_shown_loss(against)}); if it fit them when trained, it is fed "
             "other inputs here"
-            + (", or this version of its graph differs from the data it fit" if typed.carried is not None else "")
+            + (
+                f", or {CarryWords.of(typed.carried.trained_on).here_graph} differs from the data it fit"
+                if typed.carried is not None
+                else ""
+            )
             + " (the warnings say more)"
         )
     if typed.carried is not None:
