@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, defer
 
 from app.audits import model_artifact_pages as artifacts
 from app.console.deps import ConsoleAuditorDep, ConsoleUserDep, check_csrf
+from app.console.pages import refused
 from app.core.db.tables import Audit, ModelArtifact
 from app.core.deps import SessionDep
 from app.core.errors import ProblemError
@@ -92,12 +93,13 @@ def model_config(audit_id: uuid.UUID, model_id: uuid.UUID, session: SessionDep, 
     )
 
 
-@router.post("/audits/{audit_id}/models/{model_id}/register", dependencies=[trailed("model.register")])
+@router.post("/audits/{audit_id}/models/{model_id}/register", status_code=303, dependencies=[trailed("model.register")])
 def register_model(
     audit_id: uuid.UUID,
     model_id: uuid.UUID,
     session: SessionDep,
     user: ConsoleAuditorDep,
+    response: Response,
     csrf: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
     """Register the retrained model as a supplied model, then the graph's page with it chosen for the next audit;
@@ -108,5 +110,6 @@ def register_model(
     except ProblemError as exc:
         if exc.slug not in REGISTER_ERRORS:
             raise
+        refused(response, exc.status)
         return RedirectResponse(f"/console/audits/{audit_id}?model_error={exc.slug}#debiasing", status_code=303)
     return RedirectResponse(f"/console/graphs/{model.graph_id}?registered={model.id}#start", status_code=303)

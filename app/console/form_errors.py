@@ -20,9 +20,12 @@ LABELS: dict[tuple[str, ...], str] = {
     ("edges",): "Attribute every edge",
     ("interval_seconds",): "Every",
     ("thresholds", "delta_sp"): "Alert when ΔSP is above",
+    ("url",): "URL",
+    ("events",): "Events",
+    ("warning_codes",): "audit.warned only for",
 }
 """The form's label of each request field it fills (``app/console/templates/graph.html``: the audit form's and the
-schedule form's)."""
+schedule form's; ``webhooks.html``: the webhook forms)."""
 
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 

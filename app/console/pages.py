@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from fastapi import Response
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader
 
@@ -43,3 +44,18 @@ def render_page(
     body = templates().get_template(template).render(**shell, **context)
     headers = {"Content-Security-Policy": CONSOLE_CSP, "Cache-Control": "no-store"}
     return HTMLResponse(body, status_code=status_code, headers=headers)
+
+
+def next_query(query: dict[str, Any], token: str | None) -> dict[str, Any] | None:
+    """The next page's query parameters (``None`` on the last page; ``query``'s ``None`` values left out); the
+    template URL-encodes them."""
+    if token is None:
+        return None
+    return {**{k: v for k, v in query.items() if v is not None}, "page_token": token}
+
+
+def refused(response: Response, status: int) -> None:
+    """Record on ``response`` (the route's injected one, which the audit trail reads) that a form's action was refused
+    with ``status`` where the route shows the refusal on a page of its own: the trail then writes the action as
+    failed, with that status, not as a success."""
+    response.status_code = status

@@ -1,5 +1,5 @@
 """``/console``: sign in with an API key, then the tenant's graphs, audits (with their reports and exports),
-schedules and webhooks as server-rendered pages.
+schedules and webhooks as server-rendered pages (the webhooks' in ``app/console/webhook_forms.py``).
 
 The key's role applies as in the API: any role reads, cancelling needs ``auditor``, the webhooks page ``admin``.
 Cancelling, signing in and out and every read of a report or an export leave an entry in the audit trail.
@@ -12,13 +12,13 @@ console sees exactly what the tenant's API key sees; reports and exports are the
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.audits import service as audits
-from app.console import audit_models, schedule_form, verify, workbench
+from app.console import audit_models, schedule_form, verify, webhook_forms, workbench
 from app.console.compare import metric_rows, node_comparison
 from app.console.cookies import (
     COOKIE_PATH,
@@ -32,7 +32,6 @@ from app.console.cookies import (
 )
 from app.console.deps import (
     SIGN_IN_PATH,
-    ConsoleAdminDep,
     ConsoleAuditorDep,
     ConsoleUserDep,
     SignInRequired,
@@ -40,10 +39,10 @@ from app.console.deps import (
 )
 from app.console.detail import audit_sections
 from app.console.headlines import headlines
-from app.console.pages import page
+from app.console.pages import next_query, page
 from app.console.problems import problem_page
 from app.console.verify_view import verification_rows
-from app.console.views import audit_row, audit_verdict, graph_row, schedule_row, webhook_row
+from app.console.views import audit_row, audit_verdict, graph_row, schedule_row
 from app.console.what_if_form import rule_options
 from app.core.db.tables import AUDIT_STATES
 from app.core.deps import SessionDep, SettingsDep
@@ -56,13 +55,11 @@ from app.schedules import routes as schedule_routes
 from app.schedules import service as schedules
 from app.tenants.keys import find_key
 from app.trail.record import append, trailed
-from app.webhooks import service as webhooks
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
 PAGE_SIZE = 20
 SPARK_RUNS = 30
-DELIVERIES_SHOWN = 5
 HOME = "/console/audits"
 PageToken = Annotated[str | None, Query(max_length=500)]
 Limit = Annotated[int, Query(ge=1, le=200)]
@@ -74,6 +71,7 @@ def install(app: FastAPI) -> None:
     app.include_router(schedule_form.router)
     app.include_router(audit_models.router)
     app.include_router(verify.router)
+    app.include_router(webhook_forms.router)
     app.include_router(router)
 
     async def to_sign_in(_: Request, __: Exception) -> Response:
@@ -185,7 +183,7 @@ def graph_list(
         title="Graphs · bind-audit",
         graphs=[graph_row(g) for g in rows],
         name=name,
-        next_query=_next({"name": name, "limit": limit}, token),
+        next_query=next_query({"name": name, "limit": limit}, token),
     )
 
 
@@ -205,7 +203,7 @@ def audit_list(
     )
     heads = headlines(session, rows)
     shown = [audit_row(a) | heads.get(a.id, {}) for a in rows]
-    following = _next({"state": state, "graph": str(graph) if graph else None, "limit": limit}, token)
+    following = next_query({"state": state, "graph": str(graph) if graph else None, "limit": limit}, token)
     return page(
         "audits.html",
         user,
@@ -319,7 +317,7 @@ def schedule_list(
         user,
         title="Schedules · bind-audit",
         schedules=shown,
-        next_query=_next({"limit": limit}, token),
+        next_query=next_query({"limit": limit}, token),
     )
 
 
@@ -327,22 +325,3 @@ def schedule_list(
 def schedule_report(schedule_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep) -> Response:
     """The schedule's history page, as ``GET /v1/schedules/{id}/report`` serves it."""
     return schedule_routes.schedule_report(schedule_id, session, user.tenant)
-
-
-@router.get("/webhooks")
-def webhook_list(
-    session: SessionDep, user: ConsoleAdminDep, page_token: PageToken = None, limit: Limit = PAGE_SIZE
-) -> Response:
-    """The tenant's webhooks, each with its most recent deliveries."""
-    rows, token = webhooks.list_webhooks(session, user.tenant, limit=limit, page_token=page_token)
-    shown = [webhook_row(w, webhooks.deliveries(session, w, limit=DELIVERIES_SHOWN)) for w in rows]
-    return page(
-        "webhooks.html", user, title="Webhooks · bind-audit", webhooks=shown, next_query=_next({"limit": limit}, token)
-    )
-
-
-def _next(query: dict[str, Any], token: str | None) -> dict[str, Any] | None:
-    """The next page's query parameters (``None`` on the last page); the template URL-encodes them."""
-    if token is None:
-        return None
-    return {**{k: v for k, v in query.items() if v is not None}, "page_token": token}

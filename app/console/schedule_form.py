@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from app.console.deps import ConsoleAuditorDep, check_csrf
 from app.console.form_errors import form_errors
+from app.console.pages import refused
 from app.console.workbench import EVERY, graph_view
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import ProblemError, ValidationProblem
@@ -26,12 +27,13 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 FormText = Annotated[str, Form(max_length=200)]
 
 
-@router.post("/graphs/{graph_id}/schedule", dependencies=[trailed("schedule.create")])
+@router.post("/graphs/{graph_id}/schedule", status_code=303, dependencies=[trailed("schedule.create")])
 def schedule_graph(
     graph_id: uuid.UUID,
     session: SessionDep,
     user: ConsoleAuditorDep,
     settings: SettingsDep,
+    response: Response,
     csrf: FormText = "",
     model_id: FormText = "",
     every: FormText = "day",
@@ -52,6 +54,7 @@ def schedule_graph(
             raise
         problem = exc
     if problem is not None:
+        refused(response, problem.status)
         return graph_view(session, user, graph_id, schedule=form, schedule_problem=problem)
     return RedirectResponse("/console/schedules", status_code=303)
 

@@ -13,7 +13,7 @@ from fastapi.responses import RedirectResponse, Response
 from app.audits import service as audits
 from app.console.audit_models import what_if_model
 from app.console.deps import ConsoleAuditorDep, ConsoleUserDep, check_csrf
-from app.console.pages import page
+from app.console.pages import page, refused
 from app.console.verify_view import job_view
 from app.console.what_if_form import form_choice, what_if_page
 from app.core.deps import BrokerDep, SessionDep
@@ -32,6 +32,7 @@ def verify(
     session: SessionDep,
     user: ConsoleAuditorDep,
     broker: BrokerDep,
+    response: Response,
     csrf: FormText = "",
     nodes: Annotated[str, Form(max_length=200_000)] = "",
     top: FormText = "",
@@ -58,6 +59,7 @@ def verify(
     except ProblemError as exc:
         if exc.status in (403, 404):
             raise
+        refused(response, exc.status)
         return what_if_page(user, audit, form, estimate=None, problem=exc)
     return RedirectResponse(f"/console/audits/{audit_id}/what-ifs/{job.id}", status_code=303)
 

@@ -138,6 +138,8 @@ def webhook_row(webhook: Webhook, deliveries: Sequence[WebhookDelivery]) -> dict
         "url": webhook.url,
         "events": ", ".join(webhook.events or []),
         "warning_codes": ", ".join(webhook.warning_codes or []),
+        "event_list": list(webhook.events or []),
+        "code_list": list(webhook.warning_codes or []),
         "created": when(webhook.created_at),
         "deliveries": [
             {

@@ -24,7 +24,7 @@ from app.audits.budget import cost_of
 from app.audits.schemas import AuditCreate
 from app.console.deps import ConsoleAuditorDep, ConsoleUserDep, check_csrf
 from app.console.form_errors import form_errors
-from app.console.pages import page
+from app.console.pages import page, refused
 from app.console.views import audit_row, graph_row
 from app.console.what_if_form import form_choice, what_if_page
 from app.core.db.tables import Graph, SuppliedModel
@@ -55,8 +55,10 @@ def upload_form(user: ConsoleAuditorDep) -> Response:
     return page("upload.html", user, title="Upload a graph · bind-audit", errors=[], detail=None)
 
 
-@router.post("/graphs/new", dependencies=[trailed("graph.upload")])
-async def upload(request: Request, session: SessionDep, user: ConsoleAuditorDep, settings: SettingsDep) -> Response:
+@router.post("/graphs/new", status_code=303, dependencies=[trailed("graph.upload")])
+async def upload(
+    request: Request, response: Response, session: SessionDep, user: ConsoleAuditorDep, settings: SettingsDep
+) -> Response:
     """Parse the upload as the API does; on success, the new graph's page, else the form with the errors."""
     await run_in_threadpool(session.rollback)  # hold no connection while the body streams
     folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-console-upload-"))
@@ -73,6 +75,7 @@ async def upload(request: Request, session: SessionDep, user: ConsoleAuditorDep,
     except ProblemError as exc:
         if exc.status == 403:
             raise
+        refused(response, exc.status)
         return page(
             "upload.html",
             user,
@@ -113,6 +116,7 @@ def start_audit(
     user: ConsoleAuditorDep,
     settings: SettingsDep,
     broker: BrokerDep,
+    response: Response,
     csrf: FormText = "",
     action: FormText = "estimate",
     arch: FormText = "gcn",
@@ -154,6 +158,7 @@ def start_audit(
             raise
         problem = exc
     if problem is not None:
+        refused(response, problem.status)
         return graph_view(session, user, graph_id, form=form, problem=problem)
     return RedirectResponse(f"/console/audits/{audit.id}", status_code=303)
 
@@ -248,6 +253,7 @@ def what_if(
     audit_id: uuid.UUID,
     session: SessionDep,
     user: ConsoleUserDep,
+    response: Response,
     csrf: FormText = "",
     nodes: Annotated[str, Form(max_length=200_000)] = "",
     top: FormText = "",
@@ -267,6 +273,7 @@ def what_if(
         if exc.status in (403, 404):
             raise
         problem = exc
+        refused(response, exc.status)
     return what_if_page(user, audit, form, estimate=estimate, problem=problem)
 
 

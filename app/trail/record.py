@@ -111,15 +111,17 @@ class _Trailed:
         actor = actor_of(request)
         if actor is not None:
             # A route returning its own Response leaves the injected one's status unset: the decorator's is the answer.
+            # A console form that shows its refusal on the page sets the injected one's status: the action failed.
             route_status = getattr(request.scope.get("route"), "status_code", None)
+            status = response.status_code or route_status or 200
             append(
                 session,
                 tenant_id=actor.tenant_id,
                 actor_key_id=actor.key_id,
                 action=self.action(request),
                 target=self._target(request, response),
-                outcome="succeeded",
-                status=response.status_code or route_status or 200,
+                outcome="succeeded" if status < 400 else "failed",
+                status=status,
             )
 
     def _target(self, request: Request, response: Response | None) -> str | None:

@@ -1,0 +1,182 @@
+"""The console's webhooks page (role ``admin``): the tenant's subscriptions with their recent deliveries, a form that
+subscribes a URL (``POST /v1/webhooks``: the signing secret shown once, on the page that answers it), and on each
+subscription forms that change its events and warning codes (``PATCH /v1/webhooks/{id}``) or delete it with its log.
+Each goes through the webhooks service with the API's checks and trail entries; a refusal is shown on its form, in
+the form's own labels."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Response
+from fastapi.responses import RedirectResponse
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from app.console.deps import ConsoleAdminDep, ConsoleUser, check_csrf
+from app.console.form_errors import form_errors
+from app.console.pages import next_query, page, refused
+from app.console.views import webhook_row
+from app.core.deps import SessionDep, SettingsDep
+from app.core.errors import ProblemError, ValidationProblem
+from app.trail.record import trailed
+from app.webhooks import service as webhooks
+from app.webhooks.schemas import WebhookCreate, WebhookUpdate
+from bind_core.pipeline import WARNING_CODES
+
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+PAGE_SIZE = 20
+DELIVERIES_SHOWN = 5
+FormText = Annotated[str, Form(max_length=2000)]
+FormList = Annotated[list[str], Form(max_length=40)]
+
+EVENTS: dict[str, str] = {
+    "audit.succeeded": "an audit finished: its figures, its verdict, and why there is none where it was withheld",
+    "audit.failed": "an audit failed: its problem",
+    "audit.warned": "a running audit warned, once its model and metrics are in (the codes below narrow it)",
+    "schedule.threshold_exceeded": "a scheduled run crossed one of its schedule's alert thresholds",
+}
+"""The events a subscription takes, each with what it tells the receiver."""
+
+
+@router.get("/webhooks")
+def webhook_list(
+    session: SessionDep,
+    user: ConsoleAdminDep,
+    page_token: Annotated[str | None, Query(max_length=500)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = PAGE_SIZE,
+) -> Response:
+    """The tenant's webhooks, each with its most recent deliveries, and the form that subscribes a new one."""
+    return webhooks_view(session, user, page_token=page_token, limit=limit)
+
+
+@router.post("/webhooks", dependencies=[trailed("webhook.create")])
+def webhook_create(
+    session: SessionDep,
+    user: ConsoleAdminDep,
+    settings: SettingsDep,
+    response: Response,
+    csrf: FormText = "",
+    url: FormText = "",
+    events: FormList = [],  # noqa: B006  # FastAPI copies a form default
+    warning_codes: FormList = [],  # noqa: B006
+) -> Response:
+    """Subscribe ``url``; the page that answers shows the signing secret, this once."""
+    check_csrf(user, csrf)
+    form = {"url": url, "events": events, "warning_codes": warning_codes}
+    try:
+        request = {"url": url.strip(), "events": events, "warning_codes": warning_codes or None}
+        row, secret = webhooks.create_webhook(
+            session, user.tenant, WebhookCreate.model_validate(request), settings=settings
+        )
+    except (ValidationError, ProblemError) as exc:
+        if isinstance(exc, ProblemError) and exc.status in (403, 404):
+            raise
+        problem = _problem(exc, "The webhook's settings are not valid.")
+        refused(response, problem.status)
+        return webhooks_view(session, user, form=form, problem=problem)
+    response.headers["Location"] = f"/v1/webhooks/{row.id}"  # the trail entry's target, as the API's create records
+    return webhooks_view(session, user, created={"id": str(row.id), "url": row.url, "secret": secret})
+
+
+@router.post(
+    "/webhooks/{webhook_id}", status_code=303, dependencies=[trailed("webhook.update", "/webhooks/{webhook_id}")]
+)
+def webhook_update(
+    webhook_id: uuid.UUID,
+    session: SessionDep,
+    user: ConsoleAdminDep,
+    response: Response,
+    csrf: FormText = "",
+    events: FormList = [],  # noqa: B006
+    warning_codes: FormList = [],  # noqa: B006
+) -> Response:
+    """Change the subscription's events and warning codes (none ticked: every warned audit); URL and secret stay."""
+    check_csrf(user, csrf)
+    webhooks.get_webhook(session, user.tenant, webhook_id)  # 404 for another tenant's, before anything
+    try:
+        body = WebhookUpdate.model_validate({"events": events, "warning_codes": warning_codes or None})
+        webhooks.update_webhook(session, user.tenant, webhook_id, body)
+    except (ValidationError, ProblemError) as exc:
+        if isinstance(exc, ProblemError) and exc.status in (403, 404):
+            raise
+        edit = {"id": str(webhook_id), "events": events, "warning_codes": warning_codes}
+        problem = _problem(exc, "The change is not valid; the webhook is as it was.")
+        refused(response, problem.status)
+        return webhooks_view(session, user, edit=edit, edit_problem=problem)
+    return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
+
+
+@router.post(
+    "/webhooks/{webhook_id}/delete",
+    status_code=303,
+    dependencies=[trailed("webhook.delete", "/webhooks/{webhook_id}")],
+)
+def webhook_delete(
+    webhook_id: uuid.UUID,
+    session: SessionDep,
+    user: ConsoleAdminDep,
+    response: Response,
+    csrf: FormText = "",
+    confirm: FormText = "",
+) -> Response:
+    """Delete the subscription and its delivery log (pending retries dropped), once ``confirm`` is ticked."""
+    check_csrf(user, csrf)
+    webhooks.get_webhook(session, user.tenant, webhook_id)
+    if confirm != "yes":
+        why = "tick the box to confirm: the webhook and its delivery log are deleted for good"
+        problem = ValidationProblem("Nothing was deleted.", errors=[{"field": "confirm", "message": why}])
+        refused(response, problem.status)
+        return webhooks_view(session, user, edit={"id": str(webhook_id)}, edit_problem=problem)
+    webhooks.delete_webhook(session, user.tenant, webhook_id)
+    return RedirectResponse("/console/webhooks", status_code=303)
+
+
+def webhooks_view(
+    session: Session,
+    user: ConsoleUser,
+    *,
+    page_token: str | None = None,
+    limit: int = PAGE_SIZE,
+    form: dict[str, Any] | None = None,
+    problem: ProblemError | None = None,
+    created: dict[str, str] | None = None,
+    edit: dict[str, Any] | None = None,
+    edit_problem: ProblemError | None = None,
+) -> Response:
+    """The webhooks page: with ``problem``, the new webhook's form shows it (``form``: its fields as sent); with
+    ``created``, the new subscription's secret; with ``edit_problem``, the form of the subscription ``edit["id"]``
+    shows it (``edit``: its fields as sent)."""
+    rows, token = webhooks.list_webhooks(session, user.tenant, limit=limit, page_token=page_token)
+    shown = [webhook_row(w, webhooks.deliveries(session, w, limit=DELIVERIES_SHOWN)) for w in rows]
+    failed = problem or edit_problem
+    return page(
+        "webhooks.html",
+        user,
+        status_code=failed.status if failed else 200,
+        title="Webhooks · bind-audit",
+        webhooks=shown,
+        next_query=next_query({"limit": limit}, token),
+        events=EVENTS,
+        codes=WARNING_CODES,
+        form=form or {"events": ["audit.succeeded"], "warning_codes": []},
+        problem=_shown(problem),
+        created=created,
+        edit=edit or {},
+        edit_problem=_shown(edit_problem),
+    )
+
+
+def _problem(exc: ValidationError | ProblemError, title: str) -> ProblemError:
+    """A refusal as the form shows it: a body's rule in the form's labels, a service's refusal as it is."""
+    if isinstance(exc, ValidationError):
+        return ValidationProblem(title, errors=form_errors(exc))
+    return exc
+
+
+def _shown(problem: ProblemError | None) -> dict[str, Any] | None:
+    if problem is None:
+        return None
+    return {"detail": problem.detail or problem.title, "errors": problem.errors}
