@@ -143,6 +143,7 @@ def webhook_row(webhook: Webhook, deliveries: Sequence[WebhookDelivery]) -> dict
         "created": when(webhook.created_at),
         "deliveries": [
             {
+                "id": str(d.id),
                 "event": d.event,
                 "audit": _audit_of(d.payload),
                 "state": d.state,

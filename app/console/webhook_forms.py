@@ -18,9 +18,10 @@ from app.console.deps import ConsoleAdminDep, ConsoleUser, check_csrf
 from app.console.form_errors import form_errors
 from app.console.pages import next_query, page, refused
 from app.console.views import webhook_row
-from app.core.deps import SessionDep, SettingsDep
+from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.errors import ProblemError, ValidationProblem
 from app.trail.record import trailed
+from app.webhooks import resend
 from app.webhooks import service as webhooks
 from app.webhooks.schemas import WebhookCreate, WebhookUpdate
 from bind_core.pipeline import WARNING_CODES
@@ -132,6 +133,38 @@ def webhook_delete(
         return webhooks_view(session, user, edit={"id": str(webhook_id)}, edit_problem=problem)
     webhooks.delete_webhook(session, user.tenant, webhook_id)
     return RedirectResponse("/console/webhooks", status_code=303)
+
+
+@router.post(
+    "/webhooks/{webhook_id}/ping", status_code=303, dependencies=[trailed("webhook.ping", "/webhooks/{webhook_id}")]
+)
+def webhook_ping(
+    webhook_id: uuid.UUID, session: SessionDep, user: ConsoleAdminDep, broker: BrokerDep, csrf: FormText = ""
+) -> Response:
+    """Send the webhook a test event (``POST /v1/webhooks/{id}/ping``); back to it, where its log shows how it went."""
+    check_csrf(user, csrf)
+    resend.ping(session, user.tenant, webhook_id, publisher=broker)
+    return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
+
+
+@router.post(
+    "/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver",
+    status_code=303,
+    dependencies=[trailed("webhook.redeliver", "/webhooks/{webhook_id}/deliveries/{delivery_id}")],
+)
+def webhook_redeliver(
+    webhook_id: uuid.UUID,
+    delivery_id: uuid.UUID,
+    session: SessionDep,
+    user: ConsoleAdminDep,
+    broker: BrokerDep,
+    csrf: FormText = "",
+) -> Response:
+    """Send a finished delivery again (``POST …/deliveries/{id}/redeliver``); back to its webhook. One still being
+    sent is the API's 409, as a page."""
+    check_csrf(user, csrf)
+    resend.redeliver(session, user.tenant, webhook_id, delivery_id, publisher=broker)
+    return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
 
 
 def webhooks_view(

@@ -7,12 +7,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
-from app.core.deps import SessionDep, SettingsDep
+from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.core.problem_schema import problem_responses
 from app.tenants.deps import AdminTenant
 from app.trail.record import trailed
-from app.webhooks import service
+from app.webhooks import resend, service
 from app.webhooks.schemas import (
     DeliveryPage,
     DeliveryRead,
@@ -96,3 +96,50 @@ def list_deliveries(
     webhook = service.get_webhook(session, tenant, webhook_id)
     rows = service.deliveries(session, webhook, limit=limit)
     return DeliveryPage(webhook_id=webhook.id, items=[DeliveryRead.model_validate(r) for r in rows])
+
+
+@router.get("/{webhook_id}/deliveries/{delivery_id}", response_model=DeliveryRead, responses=problem_responses(404))
+def read_delivery(webhook_id: uuid.UUID, delivery_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) -> Any:
+    """One delivery: its state, attempts and the receiver's last status (poll a test event's or a resent one's)."""
+    return resend.delivery(session, tenant, webhook_id, delivery_id)
+
+
+@router.post(
+    "/{webhook_id}/ping",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=DeliveryRead,
+    responses=problem_responses(404),
+    dependencies=[trailed("webhook.ping", "/webhooks/{webhook_id}")],
+)
+def ping_webhook(
+    webhook_id: uuid.UUID, response: Response, session: SessionDep, tenant: AdminTenant, broker: BrokerDep
+) -> Any:
+    """Send a test event, ``webhook.ping``, to the webhook now (whatever events it takes): signed, retried and logged
+    like any delivery, so a receiver's signature check can be tried before an audit finishes. 202: the delivery,
+    pending; ``Location`` is where to read how it went."""
+    row = resend.ping(session, tenant, webhook_id, publisher=broker)
+    response.headers["Location"] = f"/v1/webhooks/{webhook_id}/deliveries/{row.id}"
+    return row
+
+
+@router.post(
+    "/{webhook_id}/deliveries/{delivery_id}/redeliver",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=DeliveryRead,
+    responses=problem_responses(404, 409),
+    dependencies=[trailed("webhook.redeliver", "/webhooks/{webhook_id}/deliveries/{delivery_id}")],
+)
+def redeliver(
+    webhook_id: uuid.UUID,
+    delivery_id: uuid.UUID,
+    response: Response,
+    session: SessionDep,
+    tenant: AdminTenant,
+    broker: BrokerDep,
+) -> Any:
+    """Send a finished delivery again (a receiver that was down past the retries, or lost it): the same payload and
+    ``webhook-id`` (a receiver that has it already can drop it), its attempts from 0. 409 ``delivery-pending`` while
+    its retries are under way. 202: the delivery, pending."""
+    row = resend.redeliver(session, tenant, webhook_id, delivery_id, publisher=broker)
+    response.headers["Location"] = f"/v1/webhooks/{webhook_id}/deliveries/{row.id}"
+    return row

@@ -96,7 +96,8 @@ class DeliveryRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID
-    event: WebhookEvent
+    event: WebhookEvent | Literal["webhook.ping"]
+    """The event; ``webhook.ping`` for a test event an admin sent (``POST /v1/webhooks/{id}/ping``)."""
     payload: dict[str, Any]
     state: Literal["pending", "succeeded", "failed"]
     attempts: int

@@ -147,6 +147,19 @@ def test_signed_webhooks_with_a_retry(client: TestClient, loopback_client: TestC
         assert (retried["response_status"], retried["last_error"]) == (204, None)
         assert {f"msg_{d['id'].replace('-', '')}" for d in log} == {m for m, _ in receiver.received}
         client.post(f"/v1/schedules/{schedule_id}/pause")
+        # a test event on request, and a delivery sent again: signed alike, the resent one with its own webhook-id
+        pinged = client.post(f"/v1/webhooks/{hook['id']}/ping").json()
+        first = next(d for d in log if d["event"] == "audit.succeeded")
+        assert client.post(f"/v1/webhooks/{hook['id']}/deliveries/{first['id']}/redeliver").status_code == 202
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(receiver.received) < len(events) + 2:
+            time.sleep(0.2)
+        ids = [m for m, _ in receiver.received]
+        assert receiver.events().count("webhook.ping") == 1 and receiver.rejected == 0, receiver.requests
+        assert f"msg_{pinged['id'].replace('-', '')}" in ids
+        assert ids.count(f"msg_{first['id'].replace('-', '')}") == 2
+        resent = client.get(f"/v1/webhooks/{hook['id']}/deliveries/{first['id']}").json()
+        assert (resent["state"], resent["attempts"]) == ("succeeded", 1)
     finally:
         client.delete(f"/v1/webhooks/{hook['id']}")
         server.shutdown()

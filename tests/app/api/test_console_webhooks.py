@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from test_console import Tenant
 
-from app.core.db.tables import Graph, TrailEvent, Webhook
+from app.core.db.tables import Graph, TrailEvent, Webhook, WebhookDelivery
 from app.webhooks.signing import sign
 
 
@@ -157,3 +157,41 @@ def test_any_console_form_refused_on_its_page_is_a_failed_action_in_the_trail(
             .order_by(TrailEvent.created_at)
         )
         assert [(e.outcome, e.status) for e in rows] == [("failed", 422), ("succeeded", 303)]
+
+
+def test_send_a_test_event_and_a_delivery_again(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
+    """*Send a test event* queues a ``webhook.ping`` shown in the log; *Send it again* is offered on a finished
+    delivery and sends it again; one still pending is the API's 409, as a page."""
+    user = tenant()
+    user.sign_in()
+    with sessions.begin() as session:
+        hook = Webhook(tenant_id=user.id, url="https://example.org/h", events=["audit.failed"], secret="s")
+        session.add(hook)
+        session.flush()
+        failed = WebhookDelivery(webhook_id=hook.id, event="audit.failed", payload={"type": "audit.failed"},
+                                 state="failed", attempts=8, response_status=500)  # fmt: skip
+        session.add(failed)
+        session.flush()
+        hook_id, failed_id = hook.id, failed.id
+    token = user.form_token("/console/webhooks")
+    page = user.browser.get("/console/webhooks").text
+    assert f'action="/console/webhooks/{hook_id}/deliveries/{failed_id}/redeliver"' in page
+    pinged = user.browser.post(f"/console/webhooks/{hook_id}/ping", data={"csrf": token})
+    assert pinged.status_code == 303 and pinged.headers["location"] == f"/console/webhooks#webhook-{hook_id}"
+    with sessions() as session:
+        rows = {
+            d.event: d for d in session.scalars(select(WebhookDelivery).where(WebhookDelivery.webhook_id == hook_id))
+        }
+    ping = rows["webhook.ping"]
+    assert ping.state == "pending" and ping.payload["data"]["webhook_id"] == str(hook_id)
+    page = user.browser.get("/console/webhooks").text
+    assert "<td class=l>webhook.ping</td>" in page
+    assert f"/deliveries/{ping.id}/redeliver" not in page  # still being sent: nothing to send again
+    pending = user.browser.post(f"/console/webhooks/{hook_id}/deliveries/{ping.id}/redeliver", data={"csrf": token})
+    assert pending.status_code == 409 and "still being sent" in pending.text
+    again = user.browser.post(f"/console/webhooks/{hook_id}/deliveries/{failed_id}/redeliver", data={"csrf": token})
+    assert again.status_code == 303
+    with sessions() as session:
+        resent = session.get(WebhookDelivery, failed_id)
+        assert resent is not None and (resent.state, resent.attempts) == ("pending", 0)
+    assert user.browser.post(f"/console/webhooks/{hook_id}/ping", data={}).status_code == 403  # CSRF
