@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.core.errors import ProblemError, ValidationProblem
+
 LABELS: dict[tuple[str, ...], str] = {
     ("model", "arch"): "Architecture",
     ("model", "layers"): "Layers",
@@ -75,3 +77,25 @@ def _sentence(error: Mapping[str, Any]) -> str:
         return "is required"
     message = str(error.get("msg", ""))
     return message.removeprefix("Value error, ")
+
+
+def form_refusal(exc: ValidationError | ProblemError, title: str) -> ProblemError:
+    """How a form shows why it was refused: a request body's rule (``exc`` a :class:`ValidationError`) as a problem
+    titled ``title`` with its fields in the form's labels (:func:`form_errors`); a service's refusal as it is.
+
+    Args:
+        exc: what the form's request raised.
+        title: the problem's detail for a body's rule ("The schedule's settings are not valid.").
+
+    Returns:
+        The problem the form shows.
+
+    Raises:
+        ProblemError: ``exc`` itself where it is a 403 or a 404, which the console answers with its problem page
+            rather than the form.
+    """
+    if isinstance(exc, ValidationError):
+        return ValidationProblem(title, errors=form_errors(exc))
+    if exc.status in (403, 404):
+        raise exc
+    return exc

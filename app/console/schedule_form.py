@@ -12,11 +12,11 @@ from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 
 from app.console.deps import ConsoleAuditorDep, check_csrf
-from app.console.form_errors import form_errors
+from app.console.form_errors import form_refusal
 from app.console.pages import refused
 from app.console.workbench import EVERY, graph_view
 from app.core.deps import SessionDep, SettingsDep
-from app.core.errors import ProblemError, ValidationProblem
+from app.core.errors import ProblemError
 from app.graphs import service as graphs
 from app.schedules import service as schedules
 from app.schedules.schemas import ScheduleCreate
@@ -47,12 +47,8 @@ def schedule_graph(
     try:
         body = ScheduleCreate.model_validate(_request(graph.name, form))
         schedules.create_schedule(session, user.tenant, body, settings=settings)
-    except ValidationError as exc:
-        problem = ValidationProblem("The schedule's settings are not valid.", errors=form_errors(exc))
-    except ProblemError as exc:
-        if exc.status in (403, 404):
-            raise
-        problem = exc
+    except (ValidationError, ProblemError) as exc:
+        problem = form_refusal(exc, "The schedule's settings are not valid.")
     if problem is not None:
         refused(response, problem.status)
         return graph_view(session, user, graph_id, schedule=form, schedule_problem=problem)

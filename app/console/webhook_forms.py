@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from app.console.deps import ConsoleAdminDep, ConsoleUser, check_csrf
-from app.console.form_errors import form_errors
+from app.console.form_errors import form_refusal
 from app.console.pages import next_query, page, refused
 from app.console.views import webhook_row
 from app.core.deps import BrokerDep, SessionDep, SettingsDep
@@ -73,9 +73,7 @@ def webhook_create(
             session, user.tenant, WebhookCreate.model_validate(request), settings=settings
         )
     except (ValidationError, ProblemError) as exc:
-        if isinstance(exc, ProblemError) and exc.status in (403, 404):
-            raise
-        problem = _problem(exc, "The webhook's settings are not valid.")
+        problem = form_refusal(exc, "The webhook's settings are not valid.")
         refused(response, problem.status)
         return webhooks_view(session, user, form=form, problem=problem)
     response.headers["Location"] = f"/v1/webhooks/{row.id}"  # the trail entry's target, as the API's create records
@@ -101,10 +99,8 @@ def webhook_update(
         body = WebhookUpdate.model_validate({"events": events, "warning_codes": warning_codes or None})
         webhooks.update_webhook(session, user.tenant, webhook_id, body)
     except (ValidationError, ProblemError) as exc:
-        if isinstance(exc, ProblemError) and exc.status in (403, 404):
-            raise
         edit = {"id": str(webhook_id), "events": events, "warning_codes": warning_codes}
-        problem = _problem(exc, "The change is not valid; the webhook is as it was.")
+        problem = form_refusal(exc, "The change is not valid; the webhook is as it was.")
         refused(response, problem.status)
         return webhooks_view(session, user, edit=edit, edit_problem=problem)
     return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
@@ -167,6 +163,20 @@ def webhook_redeliver(
     return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
 
 
+@router.post(
+    "/webhooks/{webhook_id}/recover",
+    status_code=303,
+    dependencies=[trailed("webhook.recover", "/webhooks/{webhook_id}")],
+)
+def webhook_recover(
+    webhook_id: uuid.UUID, session: SessionDep, user: ConsoleAdminDep, broker: BrokerDep, csrf: FormText = ""
+) -> Response:
+    """Send every failed delivery of the webhook again (``POST /v1/webhooks/{id}/recover``); back to it."""
+    check_csrf(user, csrf)
+    resend.recover(session, user.tenant, webhook_id, since=None, publisher=broker)
+    return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
+
+
 def webhooks_view(
     session: Session,
     user: ConsoleUser,
@@ -183,7 +193,11 @@ def webhooks_view(
     ``created``, the new subscription's secret; with ``edit_problem``, the form of the subscription ``edit["id"]``
     shows it (``edit``: its fields as sent)."""
     rows, token = webhooks.list_webhooks(session, user.tenant, limit=limit, page_token=page_token)
-    shown = [webhook_row(w, webhooks.deliveries(session, w, limit=DELIVERIES_SHOWN)) for w in rows]
+    shown = [
+        webhook_row(w, webhooks.deliveries(session, w, limit=DELIVERIES_SHOWN))
+        | {"failed": webhooks.failed_count(session, w)}
+        for w in rows
+    ]
     failed = problem or edit_problem
     return page(
         "webhooks.html",
@@ -200,13 +214,6 @@ def webhooks_view(
         edit=edit or {},
         edit_problem=_shown(edit_problem),
     )
-
-
-def _problem(exc: ValidationError | ProblemError, title: str) -> ProblemError:
-    """A refusal as the form shows it: a body's rule in the form's labels, a service's refusal as it is."""
-    if isinstance(exc, ValidationError):
-        return ValidationProblem(title, errors=form_errors(exc))
-    return exc
 
 
 def _shown(problem: ProblemError | None) -> dict[str, Any] | None:

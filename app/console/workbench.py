@@ -23,7 +23,7 @@ from app.audits import service as audits
 from app.audits.budget import cost_of
 from app.audits.schemas import AuditCreate
 from app.console.deps import ConsoleAuditorDep, ConsoleUserDep, check_csrf
-from app.console.form_errors import form_errors
+from app.console.form_errors import form_refusal
 from app.console.pages import page, refused
 from app.console.views import audit_row, graph_row
 from app.console.what_if_form import form_choice, what_if_page
@@ -149,14 +149,10 @@ def start_audit(
         if form.get("action") != "queue":
             return graph_view(session, user, graph_id, form=form, estimate=cost)
         audit, _ = audits.create_audit(session, user.tenant, body, settings=settings, publisher=broker)
-    except ValidationError as exc:
-        problem = ValidationProblem("The audit's settings are not valid.", errors=form_errors(exc))
+    except (ValidationError, ProblemError) as exc:
+        problem = form_refusal(exc, "The audit's settings are not valid.")
     except BindError as exc:
         problem = ValidationProblem(str(exc), slug="invalid-config")
-    except ProblemError as exc:
-        if exc.status in (403, 404):
-            raise
-        problem = exc
     if problem is not None:
         refused(response, problem.status)
         return graph_view(session, user, graph_id, form=form, problem=problem)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.db.session import after_commit, now
@@ -68,7 +69,8 @@ def redeliver(
         Conflict: the delivery is still pending (``delivery-pending``: its retries are under way).
     """
     row = delivery(session, tenant, webhook_id, delivery_id)
-    if row.state == "pending":
+    if not _reset(session, [row.id], ("failed", "succeeded")):  # one UPDATE: two requests cannot both send it
+        session.refresh(row)
         raise Conflict(
             f"Delivery {delivery_id} is still being sent (attempt {row.attempts + 1} is due"
             f"{' at ' + row.next_attempt_at.isoformat() if row.next_attempt_at else ''}); send it again once it "
@@ -76,10 +78,38 @@ def redeliver(
             slug="delivery-pending",
             title="Delivery still pending",
         )
-    row.state, row.attempts, row.next_attempt_at, row.delivered_at = "pending", 0, now(), None
-    session.flush()
+    session.refresh(row)
     _send_after_commit(session, publisher, row.id)
     return row
+
+
+RECOVER_LIMIT = 1000
+"""The most failed deliveries one ``recover`` sends again (the oldest first); ``remaining`` counts the rest."""
+
+
+def recover(
+    session: Session, tenant: Tenant, webhook_id: uuid.UUID, *, since: datetime | None, publisher: Publisher
+) -> tuple[int, int]:
+    """Send again the webhook's failed deliveries (created at or after ``since``, where given), the oldest first, at
+    most :data:`RECOVER_LIMIT`: after an outage of the receiver, one call instead of one per delivery. Each keeps its
+    payload and ``webhook-id`` (as :func:`redeliver`).
+
+    Returns:
+        ``(resent, remaining)``: how many were sent again, and how many failed ones are left (call again).
+
+    Raises:
+        NotFound: no such webhook of the tenant.
+    """
+    hook = get_webhook(session, tenant, webhook_id)
+    stmt = select(WebhookDelivery).where(WebhookDelivery.webhook_id == hook.id, WebhookDelivery.state == "failed")
+    if since is not None:
+        stmt = stmt.where(WebhookDelivery.created_at >= since)
+    oldest = stmt.with_only_columns(WebhookDelivery.id).order_by(WebhookDelivery.created_at, WebhookDelivery.id)
+    ids = _reset(session, list(session.scalars(oldest.limit(RECOVER_LIMIT))), ("failed",))
+    remaining = int(session.scalar(select(func.count()).select_from(stmt.subquery())) or 0)
+    if ids:
+        _send_after_commit(session, publisher, *ids)
+    return len(ids), remaining
 
 
 def delivery(session: Session, tenant: Tenant, webhook_id: uuid.UUID, delivery_id: uuid.UUID) -> WebhookDelivery:
@@ -93,14 +123,28 @@ def delivery(session: Session, tenant: Tenant, webhook_id: uuid.UUID, delivery_i
     return row
 
 
-def _send_after_commit(session: Session, publisher: Publisher, delivery_id: uuid.UUID) -> None:
-    """Send the delivery's task once the request commits; a broker that refuses is logged, and the row, pending and
-    due, is sent again by the sweeper (``resend_stale``), as a send lost in a crash is."""
+def _reset(session: Session, ids: list[uuid.UUID], states: tuple[str, ...]) -> list[uuid.UUID]:
+    """Make the deliveries ``ids`` that are in one of ``states`` pending and due now, their attempts from 0, in one
+    ``UPDATE`` (a row another request made pending meanwhile is left out); the ids it changed."""
+    if not ids:
+        return []
+    changed = session.scalars(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.id.in_(ids), WebhookDelivery.state.in_(states))
+        .values(state="pending", attempts=0, next_attempt_at=now(), delivered_at=None)
+        .returning(WebhookDelivery.id)
+    )
+    return list(changed)
+
+
+def _send_after_commit(session: Session, publisher: Publisher, *delivery_ids: uuid.UUID) -> None:
+    """Send the deliveries' tasks once the request commits; a broker that refuses is logged, and the rows, pending
+    and due, are sent again by the sweeper (``resend_stale``), as a send lost in a crash is."""
 
     def send() -> None:
         try:
-            send_deliveries(publisher, [delivery_id])
+            send_deliveries(publisher, list(delivery_ids))
         except Exception:
-            log.warning("could not enqueue webhook delivery %s; the sweeper sends it again", delivery_id, exc_info=True)
+            log.warning("could not enqueue webhook deliveries; the sweeper sends them again", exc_info=True)
 
     after_commit(session, send)

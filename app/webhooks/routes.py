@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
@@ -16,6 +16,8 @@ from app.webhooks import resend, service
 from app.webhooks.schemas import (
     DeliveryPage,
     DeliveryRead,
+    RecoverRequest,
+    RecoverResult,
     WebhookCreate,
     WebhookCreated,
     WebhookPage,
@@ -88,14 +90,21 @@ def delete_webhook(webhook_id: uuid.UUID, session: SessionDep, tenant: AdminTena
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/{webhook_id}/deliveries", response_model=DeliveryPage, responses=problem_responses(404))
+@router.get("/{webhook_id}/deliveries", response_model=DeliveryPage, responses=problem_responses(400, 404))
 def list_deliveries(
-    webhook_id: uuid.UUID, session: SessionDep, tenant: AdminTenant, limit: LimitQuery = 100
+    webhook_id: uuid.UUID,
+    session: SessionDep,
+    tenant: AdminTenant,
+    limit: LimitQuery = 100,
+    state: Annotated[Literal["pending", "succeeded", "failed"] | None, Query()] = None,
+    page_token: Annotated[str | None, Query(max_length=500)] = None,
 ) -> DeliveryPage:
-    """The delivery log, newest first: event, payload, state, attempts, the receiver's last status."""
+    """The delivery log, newest first: event, payload, state, attempts, the receiver's last status; ``state``: only
+    those (``failed``: the ones to send again); a page at a time (``next_page_token``)."""
     webhook = service.get_webhook(session, tenant, webhook_id)
-    rows = service.deliveries(session, webhook, limit=limit)
-    return DeliveryPage(webhook_id=webhook.id, items=[DeliveryRead.model_validate(r) for r in rows])
+    rows, token = service.delivery_page(session, webhook, limit=limit, state=state, page_token=page_token)
+    items = [DeliveryRead.model_validate(r) for r in rows]
+    return DeliveryPage(webhook_id=webhook.id, items=items, next_page_token=token)
 
 
 @router.get("/{webhook_id}/deliveries/{delivery_id}", response_model=DeliveryRead, responses=problem_responses(404))
@@ -143,3 +152,20 @@ def redeliver(
     row = resend.redeliver(session, tenant, webhook_id, delivery_id, publisher=broker)
     response.headers["Location"] = f"/v1/webhooks/{webhook_id}/deliveries/{row.id}"
     return row
+
+
+@router.post(
+    "/{webhook_id}/recover",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=RecoverResult,
+    responses=problem_responses(404),
+    dependencies=[trailed("webhook.recover", "/webhooks/{webhook_id}")],
+)
+def recover(
+    webhook_id: uuid.UUID, body: RecoverRequest, session: SessionDep, tenant: AdminTenant, broker: BrokerDep
+) -> RecoverResult:
+    """Send every failed delivery again (``since``: those created at or after it), the oldest first, at most 1000 a
+    call (``remaining``: how many are left): after a receiver's outage, one call. Each keeps its payload and
+    ``webhook-id``, its attempts from 0."""
+    resent, remaining = resend.recover(session, tenant, webhook_id, since=body.since, publisher=broker)
+    return RecoverResult(webhook_id=webhook_id, resent=resent, remaining=remaining)

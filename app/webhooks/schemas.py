@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.gates import WARNING_CODES
 
@@ -113,3 +113,24 @@ class DeliveryPage(BaseModel):
     webhook_id: uuid.UUID
     items: list[DeliveryRead]
     """Newest first."""
+    next_page_token: str | None = None
+
+
+class RecoverRequest(BaseModel):
+    """``POST /v1/webhooks/{id}/recover``: which failed deliveries to send again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    since: AwareDatetime | None = Field(
+        default=None,
+        description="Only deliveries created at or after this time (with a time zone, e.g. the start of the "
+        "receiver's outage); left out: every failed one.",
+    )
+
+
+class RecoverResult(BaseModel):
+    webhook_id: uuid.UUID
+    resent: int
+    """Failed deliveries sent again now (the oldest first, at most 1000)."""
+    remaining: int
+    """Failed deliveries still left (beyond the 1000): call again."""

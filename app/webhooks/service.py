@@ -16,7 +16,7 @@ import socket
 import uuid
 from urllib.parse import urlsplit
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.core.db.tables import Tenant, Webhook, WebhookDelivery
@@ -195,11 +195,22 @@ def delete_webhook(session: Session, tenant: Tenant, webhook_id: uuid.UUID) -> N
     session.expunge(row)
 
 
+def delivery_page(
+    session: Session, webhook: Webhook, *, limit: int, state: str | None = None, page_token: str | None = None
+) -> tuple[list[WebhookDelivery], str | None]:
+    """One page of the webhook's delivery log, newest first (``state``: only those), and the next page's token."""
+    stmt = select(WebhookDelivery).where(WebhookDelivery.webhook_id == webhook.id)
+    if state is not None:
+        stmt = stmt.where(WebhookDelivery.state == state)
+    return newest_first(session, stmt, WebhookDelivery, kind="deliveries", limit=limit, token=page_token)
+
+
+def failed_count(session: Session, webhook: Webhook) -> int:
+    """How many of the webhook's deliveries failed (every retry spent)."""
+    stmt = select(func.count()).where(WebhookDelivery.webhook_id == webhook.id, WebhookDelivery.state == "failed")
+    return int(session.scalar(stmt) or 0)
+
+
 def deliveries(session: Session, webhook: Webhook, *, limit: int) -> list[WebhookDelivery]:
-    stmt = (
-        select(WebhookDelivery)
-        .where(WebhookDelivery.webhook_id == webhook.id)
-        .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
-        .limit(limit)
-    )
-    return list(session.scalars(stmt))
+    """The webhook's ``limit`` newest deliveries."""
+    return delivery_page(session, webhook, limit=limit)[0]

@@ -53,6 +53,7 @@ def owned(client: TestClient, new_key_module: Callable[[], dict[str, str]]) -> d
     ids |= {"schedule_id": schedule.json().get("id"), "webhook_id": hook.json().get("id")}
     ids["key_id"] = client.post("/v1/keys", headers=auth, json={"role": "viewer"}).json().get("id")
     ids["job_id"] = _what_if(client, audit["id"])
+    ids["delivery_id"] = client.post(f"/v1/webhooks/{ids['webhook_id']}/ping", headers=auth).json().get("id")
     return {"auth": auth, "ids": ids}
 
 

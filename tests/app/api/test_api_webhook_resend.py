@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
+import pytest
 import redis
 from apihelp import assert_problem
 from fastapi.testclient import TestClient
@@ -16,6 +18,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.db.tables import WebhookDelivery
+from app.webhooks import resend
 
 HOOK = {"url": "https://8.8.8.8/hook", "events": ["audit.warned"], "warning_codes": ["training_fit"]}
 
@@ -99,3 +102,65 @@ def test_another_tenants_or_an_unknown_delivery_is_not_found(
     )
     unknown = f"/v1/webhooks/{hook['id']}/deliveries/{uuid.uuid4()}/redeliver"
     assert_problem(client.post(unknown, headers=admin), 404, "delivery-not-found")
+
+
+def test_failed_deliveries_listed_a_page_at_a_time_and_recovered_in_one_call(
+    client: TestClient,
+    new_key: Callable[[], dict[str, str]],
+    redis_client: redis.Redis,
+    sessions: sessionmaker[Session],
+) -> None:
+    """After a receiver's outage: ``?state=failed`` lists what failed, page by page; ``recover`` sends them again
+    (``since``: only those from the outage on), oldest first; a pending or succeeded one is left as it is."""
+    admin = new_key()
+    hook = client.post("/v1/webhooks", headers=admin, json=HOOK).json()
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    with sessions.begin() as session:
+        rows = [
+            WebhookDelivery(webhook_id=uuid.UUID(hook["id"]), event="audit.warned", payload={"type": "audit.warned"},
+                            state=state, attempts=8 if state == "failed" else 1, created_at=start + timedelta(hours=i))
+            for i, state in enumerate(["failed", "succeeded", "failed", "failed", "pending", "failed"])
+        ]  # fmt: skip
+        session.add_all(rows)
+        session.flush()
+        ids = [str(r.id) for r in rows]
+    url = f"/v1/webhooks/{hook['id']}/deliveries"
+    first = client.get(url, headers=admin, params={"state": "failed", "limit": 3}).json()
+    assert [d["id"] for d in first["items"]] == [ids[5], ids[3], ids[2]]  # newest first
+    rest = client.get(
+        url, headers=admin, params={"state": "failed", "limit": 3, "page_token": first["next_page_token"]}
+    )
+    assert [d["id"] for d in rest.json()["items"]] == [ids[0]] and rest.json()["next_page_token"] is None
+    assert_problem(client.get(url, headers=admin, params={"page_token": "nope"}), 400, "invalid-page-token")
+    assert client.get(url, headers=admin, params={"state": "lost"}).status_code == 422
+    since = (start + timedelta(hours=2)).isoformat()
+    recovered = client.post(f"/v1/webhooks/{hook['id']}/recover", headers=admin, json={"since": since})
+    assert recovered.status_code == 202, recovered.text
+    assert recovered.json() == {"webhook_id": hook["id"], "resent": 3, "remaining": 0}
+    states = {d["id"]: (d["state"], d["attempts"]) for d in client.get(url, headers=admin).json()["items"]}
+    assert [states[i] for i in ids] == [
+        ("failed", 8), ("succeeded", 1), ("pending", 0), ("pending", 0), ("pending", 1), ("pending", 0)
+    ]  # fmt: skip
+    assert all(_queued(redis_client, i) == 1 for i in (ids[2], ids[3], ids[5])) and _queued(redis_client, ids[0]) == 0
+    everything = client.post(f"/v1/webhooks/{hook['id']}/recover", headers=admin, json={})
+    assert everything.json()["resent"] == 1  # the one before "since"
+    naive = client.post(f"/v1/webhooks/{hook['id']}/recover", headers=admin, json={"since": "2026-01-01T00:00:00"})
+    assert naive.status_code == 422  # a time without a zone is refused, not guessed
+
+
+def test_recover_sends_at_most_its_limit_and_counts_the_rest(
+    client: TestClient,
+    new_key: Callable[[], dict[str, str]],
+    sessions: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(resend, "RECOVER_LIMIT", 2)
+    admin = new_key()
+    hook = client.post("/v1/webhooks", headers=admin, json=HOOK).json()
+    with sessions.begin() as session:
+        session.add_all(
+            WebhookDelivery(webhook_id=uuid.UUID(hook["id"]), event="audit.warned", payload={}, state="failed")
+            for _ in range(5)
+        )
+    said = [client.post(f"/v1/webhooks/{hook['id']}/recover", headers=admin, json={}).json() for _ in range(4)]
+    assert [(s["resent"], s["remaining"]) for s in said] == [(2, 3), (2, 1), (1, 0), (0, 0)]

@@ -176,6 +176,7 @@ def test_send_a_test_event_and_a_delivery_again(tenant: Callable[..., Tenant], s
     token = user.form_token("/console/webhooks")
     page = user.browser.get("/console/webhooks").text
     assert f'action="/console/webhooks/{hook_id}/deliveries/{failed_id}/redeliver"' in page
+    assert f'id="webhook-recover-{hook_id}"' in page and "1 delivery failed after every retry" in page
     pinged = user.browser.post(f"/console/webhooks/{hook_id}/ping", data={"csrf": token})
     assert pinged.status_code == 303 and pinged.headers["location"] == f"/console/webhooks#webhook-{hook_id}"
     with sessions() as session:
@@ -194,4 +195,15 @@ def test_send_a_test_event_and_a_delivery_again(tenant: Callable[..., Tenant], s
     with sessions() as session:
         resent = session.get(WebhookDelivery, failed_id)
         assert resent is not None and (resent.state, resent.attempts) == ("pending", 0)
+    assert f'id="webhook-recover-{hook_id}"' not in user.browser.get("/console/webhooks").text  # none failed now
+    with sessions.begin() as session:
+        session.add_all(
+            WebhookDelivery(webhook_id=hook_id, event="audit.failed", payload={}, state="failed") for _ in range(2)
+        )
+    assert "2 deliveries failed after every retry" in user.browser.get("/console/webhooks").text
+    recovered = user.browser.post(f"/console/webhooks/{hook_id}/recover", data={"csrf": token})
+    assert recovered.status_code == 303
+    with sessions() as session:
+        left = select(WebhookDelivery).where(WebhookDelivery.webhook_id == hook_id, WebhookDelivery.state == "failed")
+        assert list(session.scalars(left)) == []
     assert user.browser.post(f"/console/webhooks/{hook_id}/ping", data={}).status_code == 403  # CSRF
