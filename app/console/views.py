@@ -138,6 +138,7 @@ def webhook_row(webhook: Webhook, deliveries: Sequence[WebhookDelivery]) -> dict
         "url": webhook.url,
         "events": ", ".join(webhook.events or []),
         "warning_codes": ", ".join(webhook.warning_codes or []),
+        "rotating": when(webhook.previous_secret_expires_at) if _overlapping(webhook) else None,
         "event_list": list(webhook.events or []),
         "code_list": list(webhook.warning_codes or []),
         "created": when(webhook.created_at),
@@ -155,6 +156,12 @@ def webhook_row(webhook: Webhook, deliveries: Sequence[WebhookDelivery]) -> dict
             for d in deliveries
         ],
     }
+
+
+def _overlapping(webhook: Webhook) -> bool:
+    """Whether a rotated secret still signs beside the webhook's current one."""
+    until = webhook.previous_secret_expires_at
+    return webhook.previous_secret is not None and until is not None and until > datetime.now(UTC)
 
 
 def _audit_of(payload: Any) -> str | None:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from app.console.deps import ConsoleAdminDep, ConsoleUser, check_csrf
 from app.console.form_errors import form_refusal
 from app.console.pages import next_query, page, refused
-from app.console.views import webhook_row
+from app.console.views import webhook_row, when
 from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.errors import ProblemError, ValidationProblem
 from app.trail.record import trailed
@@ -103,7 +103,7 @@ def webhook_update(
         problem = form_refusal(exc, "The change is not valid; the webhook is as it was.")
         refused(response, problem.status)
         return webhooks_view(session, user, edit=edit, edit_problem=problem)
-    return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
+    return _back_to(webhook_id)
 
 
 @router.post(
@@ -140,7 +140,7 @@ def webhook_ping(
     """Send the webhook a test event (``POST /v1/webhooks/{id}/ping``); back to it, where its log shows how it went."""
     check_csrf(user, csrf)
     resend.ping(session, user.tenant, webhook_id, publisher=broker)
-    return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
+    return _back_to(webhook_id)
 
 
 @router.post(
@@ -160,7 +160,7 @@ def webhook_redeliver(
     sent is the API's 409, as a page."""
     check_csrf(user, csrf)
     resend.redeliver(session, user.tenant, webhook_id, delivery_id, publisher=broker)
-    return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
+    return _back_to(webhook_id)
 
 
 @router.post(
@@ -174,7 +174,28 @@ def webhook_recover(
     """Send every failed delivery of the webhook again (``POST /v1/webhooks/{id}/recover``); back to it."""
     check_csrf(user, csrf)
     resend.recover(session, user.tenant, webhook_id, since=None, publisher=broker)
-    return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
+    return _back_to(webhook_id)
+
+
+OVERLAPS: dict[str, int] = {"a day": 86400, "an hour": 3600, "a week": 7 * 86400, "none (it leaked)": 0}
+"""How long a rotated secret keeps signing beside the new one, as the rotate form offers it (the first: the default)."""
+
+
+@router.post(
+    "/webhooks/{webhook_id}/rotate-secret",
+    dependencies=[trailed("webhook.rotate_secret", "/webhooks/{webhook_id}")],
+)
+def webhook_rotate(
+    webhook_id: uuid.UUID, session: SessionDep, user: ConsoleAdminDep, csrf: FormText = "", overlap: FormText = ""
+) -> Response:
+    """A new signing secret (``POST /v1/webhooks/{id}/rotate-secret``), shown on the page that answers, this once;
+    the old one signs beside it for the overlap chosen."""
+    check_csrf(user, csrf)
+    seconds = OVERLAPS.get(overlap, OVERLAPS["a day"])
+    row, secret = webhooks.rotate_secret(session, user.tenant, webhook_id, overlap_seconds=seconds)
+    until = row.previous_secret_expires_at
+    shown = {"id": str(row.id), "url": row.url, "secret": secret, "until": when(until) if until else None}
+    return webhooks_view(session, user, rotated=shown)
 
 
 def webhooks_view(
@@ -186,12 +207,13 @@ def webhooks_view(
     form: dict[str, Any] | None = None,
     problem: ProblemError | None = None,
     created: dict[str, str] | None = None,
+    rotated: dict[str, Any] | None = None,
     edit: dict[str, Any] | None = None,
     edit_problem: ProblemError | None = None,
 ) -> Response:
     """The webhooks page: with ``problem``, the new webhook's form shows it (``form``: its fields as sent); with
-    ``created``, the new subscription's secret; with ``edit_problem``, the form of the subscription ``edit["id"]``
-    shows it (``edit``: its fields as sent)."""
+    ``created``, the new subscription's secret; with ``rotated``, a rotated one's; with ``edit_problem``, the form
+    of the subscription ``edit["id"]`` shows it (``edit``: its fields as sent)."""
     rows, token = webhooks.list_webhooks(session, user.tenant, limit=limit, page_token=page_token)
     shown = [
         webhook_row(w, webhooks.deliveries(session, w, limit=DELIVERIES_SHOWN))
@@ -211,9 +233,16 @@ def webhooks_view(
         form=form or {"events": ["audit.succeeded"], "warning_codes": []},
         problem=_shown(problem),
         created=created,
+        rotated=rotated,
+        overlaps=list(OVERLAPS),
         edit=edit or {},
         edit_problem=_shown(edit_problem),
     )
+
+
+def _back_to(webhook_id: uuid.UUID) -> Response:
+    """Back to the webhooks page, at the webhook acted on (its log shows what the action queued)."""
+    return RedirectResponse(f"/console/webhooks#webhook-{webhook_id}", status_code=303)
 
 
 def _shown(problem: ProblemError | None) -> dict[str, Any] | None:

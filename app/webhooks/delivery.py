@@ -1,4 +1,5 @@
 """Webhook delivery: one signed POST per attempt, retried with bounded exponential backoff, all logged.
+Signed with the subscription's secret and, during a rotation's overlap, with the secret it replaced too.
 
 An attempt succeeds on any 2xx answer. Otherwise (another status, a timeout, a refused connection) the
 delivery's ``attempts`` goes up and, until ``BIND_WEBHOOK_MAX_ATTEMPTS``, the task is sent again with a
@@ -19,6 +20,7 @@ import logging
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import httpx
 from sqlalchemy import select, update
@@ -28,7 +30,7 @@ from app.core.db.session import now
 from app.core.db.tables import Webhook, WebhookDelivery
 from app.core.settings import Settings
 from app.webhooks.service import IPAddress, UnsafeDestination, public_addresses
-from app.webhooks.signing import sign
+from app.webhooks.signing import signature_header
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,13 @@ def deliver(delivery_id: uuid.UUID, sessions: sessionmaker[Session], settings: S
     with sessions() as session:
         row = session.execute(
             select(
-                WebhookDelivery.payload, WebhookDelivery.state, WebhookDelivery.attempts, Webhook.url, Webhook.secret
+                WebhookDelivery.payload,
+                WebhookDelivery.state,
+                WebhookDelivery.attempts,
+                Webhook.url,
+                Webhook.secret,
+                Webhook.previous_secret,
+                Webhook.previous_secret_expires_at,
             )
             .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
             .where(WebhookDelivery.id == delivery_id)
@@ -75,7 +83,7 @@ def deliver(delivery_id: uuid.UUID, sessions: sessionmaker[Session], settings: S
         "user-agent": "bind-audit-webhooks/1",
         "webhook-id": msg_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign(msg_id, timestamp, body, row.secret),
+        "webhook-signature": signature_header(msg_id, timestamp, body, row.secret, *_overlapping(row)),
     }
     status, error = None, None
     try:
@@ -109,6 +117,12 @@ def deliver(delivery_id: uuid.UUID, sessions: sessionmaker[Session], settings: S
         )
     log.info("webhook delivery %s attempt %d: %s", delivery_id, attempts, error or f"HTTP {status}")
     return retry
+
+
+def _overlapping(row: Any) -> list[str]:
+    """The rotated secret that still signs beside the current one (its overlap not over), or none."""
+    until = row.previous_secret_expires_at
+    return [row.previous_secret] if row.previous_secret and until is not None and until > now() else []
 
 
 def stale_deliveries(sessions: sessionmaker[Session], *, grace: float = 60.0) -> list[uuid.UUID]:

@@ -18,6 +18,8 @@ from app.webhooks.schemas import (
     DeliveryRead,
     RecoverRequest,
     RecoverResult,
+    RotateRequest,
+    SecretRotated,
     WebhookCreate,
     WebhookCreated,
     WebhookPage,
@@ -169,3 +171,17 @@ def recover(
     ``webhook-id``, its attempts from 0."""
     resent, remaining = resend.recover(session, tenant, webhook_id, since=body.since, publisher=broker)
     return RecoverResult(webhook_id=webhook_id, resent=resent, remaining=remaining)
+
+
+@router.post(
+    "/{webhook_id}/rotate-secret",
+    response_model=SecretRotated,
+    responses=problem_responses(404),
+    dependencies=[trailed("webhook.rotate_secret", "/webhooks/{webhook_id}")],
+)
+def rotate_secret(webhook_id: uuid.UUID, body: RotateRequest, session: SessionDep, tenant: AdminTenant) -> Any:
+    """A new signing secret, shown this once. The replaced one keeps signing beside it for ``overlap_seconds``
+    (default a day; 0 for a secret that leaked), so a receiver that checks either accepts every delivery meanwhile.
+    URL, events and the delivery log stay."""
+    row, secret = service.rotate_secret(session, tenant, webhook_id, overlap_seconds=body.overlap_seconds)
+    return SecretRotated(id=row.id, secret=secret, previous_secret_expires_at=row.previous_secret_expires_at)

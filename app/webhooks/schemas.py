@@ -85,6 +85,29 @@ class WebhookCreated(WebhookRead):
     """``whsec_`` + base64: verifies the deliveries' signatures. Shown only in this answer."""
 
 
+class RotateRequest(BaseModel):
+    """``POST /v1/webhooks/{id}/rotate-secret``: how long the secret being replaced keeps signing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    overlap_seconds: int = Field(
+        default=86400,
+        ge=0,
+        le=7 * 24 * 3600,
+        description="Seconds the old secret keeps signing every delivery beside the new one (both signatures in "
+        "webhook-signature), so the receiver can switch without refusing any; 0: it stops at once (a leaked "
+        "secret). At most 7 days; default 1 day.",
+    )
+
+
+class SecretRotated(BaseModel):
+    id: uuid.UUID
+    secret: str
+    """The new ``whsec_`` secret: every delivery is signed with it from now on. Shown only in this answer."""
+    previous_secret_expires_at: datetime | None
+    """Until when the replaced secret also signs (null: it stopped at once)."""
+
+
 class WebhookPage(BaseModel):
     items: list[WebhookRead]
     next_page_token: str | None = None

@@ -14,11 +14,13 @@ import ipaddress
 import secrets
 import socket
 import uuid
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from app.core.db.session import now
 from app.core.db.tables import Tenant, Webhook, WebhookDelivery
 from app.core.errors import NotFound, ValidationProblem
 from app.core.pagination import newest_first
@@ -172,6 +174,35 @@ def update_webhook(session: Session, tenant: Tenant, webhook_id: uuid.UUID, body
     row.events, row.warning_codes = events, codes
     session.flush()
     return row
+
+
+MAX_OVERLAP_SECONDS = 7 * 24 * 3600
+"""The longest a rotated secret may keep signing beside the new one."""
+
+
+def rotate_secret(
+    session: Session, tenant: Tenant, webhook_id: uuid.UUID, *, overlap_seconds: int
+) -> tuple[Webhook, str]:
+    """A new signing secret for the webhook; the one it replaces signs beside it for ``overlap_seconds`` more (0:
+    stops at once, for a secret that leaked), so a receiver moves to the new one without refusing a delivery. A
+    secret an earlier rotation kept is dropped. URL, events and log stay.
+
+    Returns:
+        The webhook and its new secret (shown once).
+
+    Raises:
+        NotFound: no such webhook of the tenant.
+    """
+    row = get_webhook(session, tenant, webhook_id)
+    secret = new_secret()
+    if overlap_seconds > 0:
+        row.previous_secret = row.secret
+        row.previous_secret_expires_at = now() + timedelta(seconds=overlap_seconds)
+    else:
+        row.previous_secret, row.previous_secret_expires_at = None, None
+    row.secret = secret
+    session.flush()
+    return row, secret
 
 
 def get_webhook(session: Session, tenant: Tenant, webhook_id: uuid.UUID) -> Webhook:

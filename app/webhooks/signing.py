@@ -47,6 +47,12 @@ def sign(msg_id: str, timestamp: int, body: bytes | str, secret: str) -> str:
     return "v1," + base64.b64encode(digest).decode()
 
 
+def signature_header(msg_id: str, timestamp: int, body: bytes | str, secret: str, *also: str) -> str:
+    """The ``webhook-signature`` header signed with ``secret`` and with each secret of ``also`` (a rotated secret
+    still in its overlap), space-separated: a receiver that checks any one of them accepts the delivery."""
+    return " ".join(sign(msg_id, timestamp, body, s) for s in (secret, *also))
+
+
 def verify(
     payload: bytes | str, headers: Mapping[str, str], secret: str, *, tolerance: int = TOLERANCE_SECONDS
 ) -> dict[str, Any]:

@@ -160,6 +160,15 @@ def test_signed_webhooks_with_a_retry(client: TestClient, loopback_client: TestC
         assert ids.count(f"msg_{first['id'].replace('-', '')}") == 2
         resent = client.get(f"/v1/webhooks/{hook['id']}/deliveries/{first['id']}").json()
         assert (resent["state"], resent["attempts"]) == ("succeeded", 1)
+        # a rotated secret keeps signing beside the new one: the receiver checks the old one, then the new one
+        rotated = client.post(f"/v1/webhooks/{hook['id']}/rotate-secret", json={"overlap_seconds": 600}).json()
+        for secret in (hook["secret"], rotated["secret"]):
+            receiver.secret, count = secret, len(receiver.received)
+            client.post(f"/v1/webhooks/{hook['id']}/ping")
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(receiver.received) == count:
+                time.sleep(0.2)
+            assert len(receiver.received) == count + 1 and receiver.rejected == 0, receiver.requests
     finally:
         client.delete(f"/v1/webhooks/{hook['id']}")
         server.shutdown()

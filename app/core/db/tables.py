@@ -324,6 +324,9 @@ class Webhook(Base):
     warning_codes: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
     """``audit.warned`` only for an audit with one of these warning codes (null: every warned audit)."""
     secret: Mapped[str] = mapped_column(String(100))
+    previous_secret: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    """The secret a rotation replaced: it signs each delivery beside ``secret`` until ``previous_secret_expires_at``."""
+    previous_secret_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

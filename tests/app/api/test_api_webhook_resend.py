@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.db.tables import WebhookDelivery
+from app.core.db.tables import Webhook, WebhookDelivery
 from app.webhooks import resend
 
 HOOK = {"url": "https://8.8.8.8/hook", "events": ["audit.warned"], "warning_codes": ["training_fit"]}
@@ -164,3 +164,39 @@ def test_recover_sends_at_most_its_limit_and_counts_the_rest(
         )
     said = [client.post(f"/v1/webhooks/{hook['id']}/recover", headers=admin, json={}).json() for _ in range(4)]
     assert [(s["resent"], s["remaining"]) for s in said] == [(2, 3), (2, 1), (1, 0), (0, 0)]
+
+
+def test_rotate_the_signing_secret_with_an_overlap(
+    client: TestClient, new_key: Callable[[], dict[str, str]], sessions: sessionmaker[Session]
+) -> None:
+    """A new secret, shown once; the old one kept to sign beside it until the overlap ends (none: dropped at once);
+    URL, events and log stay; the trail records it."""
+    admin = new_key()
+    hook = client.post("/v1/webhooks", headers=admin, json=HOOK).json()
+    client.post(f"/v1/webhooks/{hook['id']}/ping", headers=admin)
+    before = datetime.now(UTC)
+    rotated = client.post(f"/v1/webhooks/{hook['id']}/rotate-secret", headers=admin, json={"overlap_seconds": 3600})
+    assert rotated.status_code == 200, rotated.text
+    body = rotated.json()
+    assert body["secret"].startswith("whsec_") and body["secret"] != hook["secret"]
+    until = datetime.fromisoformat(body["previous_secret_expires_at"])
+    assert timedelta(seconds=3590) < until - before < timedelta(seconds=3610)
+    with sessions() as session:
+        row = session.get(Webhook, uuid.UUID(hook["id"]))
+        assert row is not None and (row.secret, row.previous_secret) == (body["secret"], hook["secret"])
+    assert "secret" not in client.get(f"/v1/webhooks/{hook['id']}", headers=admin).json()  # never read back
+    assert len(client.get(f"/v1/webhooks/{hook['id']}/deliveries", headers=admin).json()["items"]) == 1  # log kept
+    leaked = client.post(f"/v1/webhooks/{hook['id']}/rotate-secret", headers=admin, json={"overlap_seconds": 0})
+    assert leaked.json()["previous_secret_expires_at"] is None
+    with sessions() as session:
+        row = session.get(Webhook, uuid.UUID(hook["id"]))
+        assert row is not None and (row.secret, row.previous_secret) == (leaked.json()["secret"], None)
+    default = client.post(f"/v1/webhooks/{hook['id']}/rotate-secret", headers=admin, json={}).json()
+    left = datetime.fromisoformat(default["previous_secret_expires_at"]) - datetime.now(UTC)
+    assert timedelta(hours=23, minutes=59) < left <= timedelta(days=1)  # a day by default
+    too_long = client.post(
+        f"/v1/webhooks/{hook['id']}/rotate-secret", headers=admin, json={"overlap_seconds": 8 * 86400}
+    )
+    assert too_long.status_code == 422
+    events = client.get("/v1/events", headers=admin).json()["items"]
+    assert [e["status"] for e in events if e["action"] == "webhook.rotate_secret"].count(200) == 3

@@ -207,3 +207,33 @@ def test_send_a_test_event_and_a_delivery_again(tenant: Callable[..., Tenant], s
         left = select(WebhookDelivery).where(WebhookDelivery.webhook_id == hook_id, WebhookDelivery.state == "failed")
         assert list(session.scalars(left)) == []
     assert user.browser.post(f"/console/webhooks/{hook_id}/ping", data={}).status_code == 403  # CSRF
+
+
+def test_rotate_the_secret_from_the_console(tenant: Callable[..., Tenant], sessions: sessionmaker[Session]) -> None:
+    """The new secret shown once, on the answering page, with how long the old one signs beside it."""
+    user = tenant()
+    user.sign_in()
+    with sessions.begin() as session:
+        hook = Webhook(tenant_id=user.id, url="https://example.org/h", events=["audit.failed"], secret="whsec_old")
+        session.add(hook)
+        session.flush()
+        hook_id = hook.id
+    token = user.form_token("/console/webhooks")
+    page = user.browser.get("/console/webhooks").text
+    assert f'id="webhook-rotate-{hook_id}"' in page and "<option>a day</option>" in page
+    rotated = user.browser.post(
+        f"/console/webhooks/{hook_id}/rotate-secret", data={"csrf": token, "overlap": "an hour"}
+    )
+    assert rotated.status_code == 200 and rotated.headers["cache-control"] == "no-store"
+    secret = re.search(r'<code id="webhook-secret">([^<]+)</code>', rotated.text)
+    assert secret is not None and "the old one also signs every delivery until" in rotated.text
+    with sessions() as session:
+        row = session.get(Webhook, hook_id)
+        assert row is not None and (row.secret, row.previous_secret) == (secret.group(1), "whsec_old")
+    again = user.browser.get("/console/webhooks").text
+    assert secret.group(1) not in again and "(the secret replaced last keeps signing until" in again
+    leaked = user.browser.post(
+        f"/console/webhooks/{hook_id}/rotate-secret", data={"csrf": token, "overlap": "none (it leaked)"}
+    )
+    assert "the old one no longer signs anything" in leaked.text
+    assert user.browser.post(f"/console/webhooks/{hook_id}/rotate-secret", data={}).status_code == 403  # CSRF
