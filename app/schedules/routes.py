@@ -86,13 +86,19 @@ def delete_schedule(schedule_id: uuid.UUID, session: SessionDep, tenant: AdminTe
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/{schedule_id}/runs", response_model=RunPage, responses=problem_responses(404))
+@router.get("/{schedule_id}/runs", response_model=RunPage, responses=problem_responses(400, 404))
 def schedule_runs(
-    schedule_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant, limit: LimitQuery = 100
+    schedule_id: uuid.UUID,
+    session: SessionDep,
+    tenant: ViewerTenant,
+    limit: LimitQuery = 100,
+    page_token: Annotated[str | None, Query(max_length=500)] = None,
 ) -> RunPage:
-    """The history of the bias metrics: one run per slot, newest first, with ΔSP, ΔEO, Γ and breaches."""
+    """The history of the bias metrics: one run per slot, newest first, with ΔSP, ΔEO, Γ and breaches; a page at a
+    time (``next_page_token``)."""
     schedule = service.get_schedule(session, tenant, schedule_id)
-    return RunPage(schedule_id=schedule.id, items=service.runs(session, schedule, limit=limit))
+    items, token = service.runs(session, schedule, limit=limit, page_token=page_token)
+    return RunPage(schedule_id=schedule.id, items=items, next_page_token=token)
 
 
 @router.get(

@@ -112,3 +112,4 @@ class RunPage(BaseModel):
     schedule_id: uuid.UUID
     items: list[RunRead]
     """Newest slot first."""
+    next_page_token: str | None = None

@@ -7,10 +7,11 @@ schedule rows. A schedule's audit settings are checked here with the same rules 
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.audits.schemas import AuditCreate
@@ -18,7 +19,7 @@ from app.audits.service import describing_supplied, refuse_trained_settings
 from app.core.db.base import utcnow
 from app.core.db.tables import Audit, Schedule, SuppliedModel, Tenant
 from app.core.errors import Conflict, NotFound, ValidationProblem
-from app.core.pagination import newest_first
+from app.core.pagination import decode_token, encode_token, newest_first, timestamp_part, uuid_part
 from app.core.settings import Settings
 from app.datasets.lookup import present_dataset
 from app.graphs.versions import resolve_name
@@ -132,10 +133,26 @@ def delete_schedule(session: Session, tenant: Tenant, schedule_id: uuid.UUID) ->
     session.expunge(row)
 
 
-def runs(session: Session, schedule: Schedule, *, limit: int) -> list[RunRead]:
-    """The schedule's latest ``limit`` slots, newest first, with their metrics and threshold breaches."""
+def runs(
+    session: Session, schedule: Schedule, *, limit: int, page_token: str | None = None
+) -> tuple[list[RunRead], str | None]:
+    """One page of the schedule's runs, newest slot first, with their metrics and threshold breaches, and the next
+    page's token (``None`` on the last): a deployed model's whole history, however long, a page at a time.
+
+    Raises:
+        BadRequest: ``page_token`` is not one this listing issued (400 ``invalid-page-token``).
+    """
+    before = None
+    if page_token is not None:
+        slot_s, id_s = decode_token(page_token, "runs", 2)
+        before = (timestamp_part(slot_s), uuid_part(id_s))
+    found = history(session, schedule, limit=limit + 1, before=before)
+    token = None
+    if len(found) > limit:
+        found, last = found[:limit], found[limit - 1]
+        token = encode_token("runs", [last["slot_time"].isoformat(), str(last["audit_id"])])
     out = []
-    for r in history(session, schedule, limit=limit):
+    for r in found:
         breaches_found = [Breach.model_validate(b) for b in r["breaches"]]
         out.append(
             RunRead(
@@ -153,23 +170,24 @@ def runs(session: Session, schedule: Schedule, *, limit: int) -> list[RunRead]:
                 failure=r["failure"],
             )
         )
-    return out
+    return out, token
 
 
-def history(session: Session, schedule: Schedule, *, limit: int) -> list[dict[str, Any]]:
-    """The latest ``limit`` slots as plain dicts, newest first: ``slot_time``, ``audit_id``, ``state``,
+def history(
+    session: Session, schedule: Schedule, *, limit: int, before: tuple[datetime, uuid.UUID] | None = None
+) -> list[dict[str, Any]]:
+    """The latest ``limit`` slots (``before``: those before that ``(slot_time, audit id)``) as plain dicts, newest
+    first: ``slot_time``, ``audit_id``, ``state``,
     ``graph_version``, the test-set ``accuracy``, ``delta_sp``, ``delta_eo``, ``gamma`` (``None`` until the
     audit succeeded), ``breaches``, ``withheld`` (why the run has no verdict: a supplied model that no longer fits
     the version's data, outputs in another order), ``warning_codes`` and ``failure`` (a failed run's problem, in
     words); the runs of :func:`bind_core.reporting.history.render_history`."""
-    rows = session.execute(
-        select(
-            Audit.id, Audit.slot_time, Audit.state, Audit.graph_version, Audit.results, Audit.warning_codes, Audit.error
-        )
-        .where(Audit.schedule_id == schedule.id)
-        .order_by(Audit.slot_time.desc())
-        .limit(limit)
-    ).all()
+    stmt = select(
+        Audit.id, Audit.slot_time, Audit.state, Audit.graph_version, Audit.results, Audit.warning_codes, Audit.error
+    ).where(Audit.schedule_id == schedule.id)
+    if before is not None:
+        stmt = stmt.where(tuple_(Audit.slot_time, Audit.id) < tuple_(*before))
+    rows = session.execute(stmt.order_by(Audit.slot_time.desc(), Audit.id.desc()).limit(limit)).all()
     out = []
     for row in rows:
         done = row.state == "succeeded"

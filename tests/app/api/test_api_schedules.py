@@ -170,3 +170,38 @@ def test_schedule_report_page(
     assert_problem(client.get(f"/v1/schedules/{uuid.uuid4()}/report", headers=auth), 404, "schedule-not-found")
     responses = client.get("/openapi.json").json()["paths"]["/v1/schedules/{schedule_id}/report"]["get"]["responses"]
     assert "text/html" in responses["200"]["content"] and "404" in responses
+
+
+def test_runs_a_page_at_a_time(
+    client: TestClient, auth: dict[str, str], sessions: sessionmaker[Session], graph_id: str
+) -> None:
+    """A long history (an hourly schedule for a year is 8,760 runs) is read a page at a time, newest slot first, each
+    run once; a token of another listing is a 400."""
+    body = {"graph_name": "g", "interval_seconds": 3600}
+    schedule = client.post("/v1/schedules", headers=auth, json=body).json()
+    client.post(f"/v1/schedules/{schedule['id']}/pause", headers=auth)
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    with sessions.begin() as session:
+        row = session.get(Schedule, uuid.UUID(schedule["id"]))
+        assert row is not None
+        for hour in range(5):
+            session.add(
+                Audit(
+                    tenant_id=row.tenant_id, dataset="toy", config={}, request_hash=f"{hour}" * 64, state="failed",
+                    schedule_id=row.id, slot_time=start + timedelta(hours=hour), graph_version=1,
+                )
+            )  # fmt: skip
+    url = f"/v1/schedules/{schedule['id']}/runs"
+    seen: list[str] = []
+    token = None
+    while True:
+        page = client.get(url, headers=auth, params={"limit": 2, **({"page_token": token} if token else {})}).json()
+        seen += [r["slot_time"] for r in page["items"]]
+        token = page["next_page_token"]
+        if token is None:
+            break
+    assert [datetime.fromisoformat(s) for s in seen] == [start + timedelta(hours=h) for h in (4, 3, 2, 1, 0)]
+    graphs_token = client.get("/v1/graphs", headers=auth, params={"limit": 1}).json()["next_page_token"]
+    if graphs_token:
+        assert_problem(client.get(url, headers=auth, params={"page_token": graphs_token}), 400, "invalid-page-token")
+    assert_problem(client.get(url, headers=auth, params={"page_token": "x"}), 400, "invalid-page-token")
