@@ -16,7 +16,7 @@ from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.core.problem_schema import problem_responses
 from app.graphs.uploads import receive_upload, remove_folder
 from app.supplied import service
-from app.supplied.schemas import ModelPage, ModelRead
+from app.supplied.schemas import ModelPage, ModelRead, RegistrationFit
 from app.tenants.deps import AdminTenant, AuditorTenant, ViewerTenant
 from app.trail.record import trailed
 
@@ -101,6 +101,7 @@ async def register_model(
     config = service.parse_config(raw)
     summary = await run_in_threadpool(service.graph_summary, session, tenant, graph_id)
     canonical = await run_in_threadpool(service.check_model, weights, config, summary)
+    checked = await run_in_threadpool(service.check_fit, session, graph_id, summary, weights, config)
     label = (str(name).strip() if isinstance(name, str) else "") or str(canonical["model"].get("arch", "model"))
     row = await run_in_threadpool(
         lambda: service.create_model(
@@ -114,7 +115,10 @@ async def register_model(
         )
     )
     response.headers["Location"] = f"/v1/models/{row.id}"
-    return ModelRead.model_validate(row).model_copy(update={"warnings": service.registration_warnings(summary)})
+    warnings = service.registration_warnings(summary) + checked.warnings
+    read = ModelRead.model_validate(row)
+    fit = RegistrationFit.model_validate(checked.fit) if checked.fit is not None else None
+    return read.model_copy(update={"warnings": warnings, "fit": fit, "fit_not_checked": checked.not_checked})
 
 
 @router.get("", response_model=ModelPage)

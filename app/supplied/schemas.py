@@ -10,13 +10,26 @@ from pydantic import BaseModel, ConfigDict
 
 from app.core.records import StoredModel, model_for
 from bind_core import ModelDocument
-from bind_core.pipeline import UnknownCategories
+from bind_core.pipeline import OutputOrder, TrainingFit, UnknownCategories
 
 if TYPE_CHECKING:
     ModelDocumentRead: TypeAlias = StoredModel
+    TrainingFitRead: TypeAlias = StoredModel
+    OutputOrderRead: TypeAlias = StoredModel
 else:
     ModelDocumentRead = model_for(ModelDocument)
     """A model's description in this project's form (``bind_core.ModelDocument``)."""
+    TrainingFitRead = model_for(TrainingFit)
+    OutputOrderRead = model_for(OutputOrder)
+
+
+class RegistrationFit(BaseModel):
+    """The model read on its graph's training nodes when it was registered, as an audit's ``supplied_model`` says
+    it: how well it fits them against a constant and a uniform guess, and whether its outputs rank the labels below
+    chance (their order reversed)."""
+
+    training_fit: TrainingFitRead | None = None
+    output_order: OutputOrderRead | None = None
 
 
 class ModelRead(BaseModel):
@@ -42,7 +55,13 @@ class ModelRead(BaseModel):
     created_at: datetime
     warnings: list[str] = []
     """Said when the model is registered (empty when read back): what to check before auditing it, e.g. that the
-    graph's features were min-max scaled at upload (``summary.features_scaled``)."""
+    graph's features were min-max scaled at upload (``summary.features_scaled``), or that on its own training nodes
+    it does no better than a constant (fed other inputs than it was trained on), as an audit would warn."""
+    fit: RegistrationFit | None = None
+    """Said when the model is registered (null when read back, or where ``fit_not_checked`` says why it was not
+    read): the model on its graph's training nodes."""
+    fit_not_checked: str | None = None
+    """Why the registration did not read the model on its graph (a graph above 200,000 nodes); null otherwise."""
 
 
 class ModelPage(BaseModel):

@@ -20,8 +20,11 @@ from sqlalchemy.orm import Session, defer
 from app.core.db.tables import Graph, SuppliedModel, Tenant
 from app.core.errors import NotFound, ValidationProblem
 from app.core.pagination import newest_first
+from app.graphs.loading import graph_bytes
+from app.supplied.fit import RegistrationCheck, check_on_graph, too_large
 from bind_core import BindError, ModelDoesNotFitError, TrainedModel, UnsupportedModelError, read_document
 from bind_core.codec import encode
+from bind_core.data.datasets import load_npz
 from bind_core.pipeline import UnknownCategories, class_order, fit_problems
 
 
@@ -84,6 +87,23 @@ def check_model(weights: bytes, config: dict[str, Any], summary: dict[str, Any])
         detail = "The model does not fit the graph: " + "; ".join(f"{e['field']} {e['message']}" for e in errors) + "."
         raise ValidationProblem(detail, slug="model-does-not-fit", title="Model does not fit the graph", errors=errors)
     return encode(dataclasses.replace(model.document(), source=document.source, classes=document.classes))
+
+
+def check_fit(
+    session: Session, graph_id: uuid.UUID, summary: dict[str, Any], weights: bytes, config: dict[str, Any]
+) -> RegistrationCheck:
+    """The model read on its graph as an audit's first seconds read it (:mod:`app.supplied.fit`; CPU-heavy: call
+    from a worker thread), or why not (a graph too large to read here).
+
+    Raises:
+        ValidationProblem: a model every audit of which would fail (not finite, or a PyG model not reproduced).
+    """
+    if (why := too_large(summary)) is not None:
+        return RegistrationCheck(None, [], why)
+    data = graph_bytes(session, graph_id)
+    if data is None:  # deleted meanwhile: the registration's own check refuses it
+        return RegistrationCheck(None, [], "the graph was deleted")
+    return check_on_graph(weights, config, load_npz(data))
 
 
 def _invalid(field: str, message: str) -> ValidationProblem:

@@ -3,10 +3,12 @@ caveats a reader must see.
 
 The service's hooks into it (what a web service or a queue needs beyond :func:`bind_core.run_audit`): which stages a
 configuration runs, what an audit will cost before it is queued, a supplied model checked against a graph and prepared
-for its audit (on another version of its graph, that version's inputs carried over first), the seeds of the check
-against chance when it runs by default, the bounds a request is checked against before it is queued (the training's
-epochs, the debiasing budgets against a graph's training set), and the estimate of deleting a chosen set of training
-nodes (the what-if) and its verification by retraining, and a retrained model as weights and a config to take away.
+for its audit (on another version of its graph, that version's inputs carried over first) with the warnings its fit
+to its own training nodes calls for (:func:`supplied_model_warnings`, the service's check at registration), the seeds
+of the check against chance when it runs by default, the bounds a request is checked against before it is queued
+(the training's epochs, the debiasing budgets against a graph's training set), and the estimate of deleting a chosen
+set of training nodes (the what-if) and its verification by retraining, and a retrained model as weights and a config
+to take away.
 The typed results are :mod:`bind_core.pipeline.results`.
 """
 
@@ -20,10 +22,13 @@ from bind_core.pipeline.budget import AuditCost, GraphSize, audit_cost
 from bind_core.pipeline.caveat import CODES as WARNING_CODES
 from bind_core.pipeline.caveat import Caveat, codes_of
 from bind_core.pipeline.config import AUTO_CHANCE_SEEDS
+from bind_core.pipeline.output_order import supplied_model_warnings
 from bind_core.pipeline.reference import prepare_for_audit
 from bind_core.pipeline.stages import planned_stages
 from bind_core.pipeline.what_if_verify import verify_seeds, verify_what_if
 from bind_core.training.export import ExportedModel, export_model, retrained_form, weight_names
+from bind_core.training.fit_check import TrainingFit
+from bind_core.training.output_order import OutputOrder
 from bind_core.training.settings import MAX_EPOCHS, UNTRAINED
 
 __all__ = [
@@ -36,7 +41,9 @@ __all__ = [
     "ExportedModel",
     "GraphSize",
     "InputSchema",
+    "OutputOrder",
     "SetEstimate",
+    "TrainingFit",
     "UnknownCategories",
     "Verification",
     "VerifiedSet",
@@ -53,6 +60,7 @@ __all__ = [
     "planned_stages",
     "prepare_for_audit",
     "retrained_form",
+    "supplied_model_warnings",
     "verify_seeds",
     "verify_set",
     "verify_what_if",

@@ -14,7 +14,14 @@ def supplied_model_warnings(record: SuppliedModel | None) -> list[Caveat]:
     """The warning of a supplied model whose scores rank its training labels below chance (its outputs may be in
     another order), else of one that fits its own training nodes no better than a constant, or worse than guessing
     every class alike (fed other inputs than it was trained on, or untrained); then, on another version of its graph,
-    that of nodes with a category the model never saw, read as none of its own; empty otherwise."""
+    that of nodes with a category the model never saw, read as none of its own; empty otherwise.
+
+    Args:
+        record: the supplied model's record (the results' ``supplied_model``; :func:`prepare_for_audit`'s).
+
+    Returns:
+        The warnings, each a :class:`~bind_core.pipeline.caveat.Caveat` with its code.
+    """
     if record is None:
         return []
     return _fit_warnings(record) + _unseen_categories(record)

@@ -10,6 +10,7 @@ import torch
 from bind_it import WorkerPool, synthetic_npz, wait_for_audit
 from fastapi.testclient import TestClient
 
+from app.supplied import fit as registration
 from bind_core.data.datasets import load_npz
 from bind_core.debiasing.debias import report
 from bind_core.training.fit import TrainConfig, train
@@ -89,19 +90,28 @@ def test_a_model_no_better_than_a_constant_is_warned_of_on_the_audit(client: Tes
     assert "training_fit" in audit["warning_codes"] and audit["warning_codes"] == audit["results"]["warning_codes"]
 
 
-def test_supplied_model_predicting_nan_fails_clearly(client: TestClient, workers: WorkerPool) -> None:
-    """NaN weights used to give NaN probabilities, read as class-0 predictions; now the audit fails, 422."""
+def test_supplied_model_predicting_nan_fails_clearly(
+    client: TestClient, workers: WorkerPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NaN weights used to give NaN probabilities, read as class-0 predictions: the registration, which reads the
+    model on its graph, refuses it (422); registered where its graph is too large to read there, its audit fails,
+    422."""
     npz = synthetic_npz(200, seed=5)
     graph = client.post("/v1/graphs", files={"npz": ("g.npz", npz)}, data={"name": "nan-model"}).json()
     model = train(load_npz(io.BytesIO(npz)), TrainConfig(epochs=2, polish=False))
     with torch.no_grad():
         next(model.module.parameters()).fill_(float("nan"))
-    registered = client.post(
-        "/v1/models",
-        files={"weights": ("m.safetensors", model.to_bytes())},
-        data={"config": json.dumps(model.config_dict()), "graph_id": graph["id"]},
-    )
+    parts = {
+        "files": {"weights": ("m.safetensors", model.to_bytes())},
+        "data": {"config": json.dumps(model.config_dict()), "graph_id": graph["id"]},
+    }
+    refused = client.post("/v1/models", **parts)  # type: ignore[arg-type]
+    assert refused.status_code == 422 and refused.json()["type"].endswith("/invalid-model"), refused.text
+    assert "not finite" in refused.json()["detail"]
+    monkeypatch.setattr(registration, "CHECK_MAX_NODES", 0)
+    registered = client.post("/v1/models", **parts)  # type: ignore[arg-type]
     assert registered.status_code == 201, registered.text
+    assert registered.json()["fit_not_checked"] is not None
     response = client.post("/v1/audits", json={"model_id": registered.json()["id"], **TINY})
     audit = wait_for_audit(client, response.json()["id"], {"succeeded", "failed"}, pool=workers)
     assert audit["state"] == "failed", audit["results"]

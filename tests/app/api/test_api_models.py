@@ -62,7 +62,8 @@ def test_a_model_registered_for_a_graph_with_scaled_features_is_warned(
     client: TestClient, auth: dict[str, str], tmp_path: Path
 ) -> None:
     """A node table's features are min-max scaled at upload by default: registering a model for such a graph says
-    that a model trained on the table's own values would be audited on inputs it never saw; ``scale=false`` not."""
+    that a model trained on the table's own values would be audited on inputs it never saw, and reading it there
+    finds it fits its training nodes no better than a constant; ``scale=false`` neither."""
     n = 40
     table = "id,age,score,gender,label\n" + "".join(
         f"{i},{20 + i},{(i * 7) % 11},{'fm'[i % 2]},{int(i % 4 < 2)}\n" for i in range(n)
@@ -71,7 +72,7 @@ def test_a_model_registered_for_a_graph_with_scaled_features_is_warned(
     (tmp_path / "t.csv").write_text(table)
     (tmp_path / "e.csv").write_text(edges)
     graph = ingest_files(tmp_path / "t.csv", tmp_path / "e.csv", label="label", sensitive="gender", scale=False).graph
-    model = train(graph, TrainConfig(epochs=2, polish=False))
+    model = train(graph, TrainConfig(epochs=200))
     for scale, warned in (("true", True), ("false", False)):
         uploaded = client.post(
             "/v1/graphs",
@@ -88,7 +89,11 @@ def test_a_model_registered_for_a_graph_with_scaled_features_is_warned(
         )
         assert registered.status_code == 201, registered.text
         said = registered.json()["warnings"]
-        assert bool(said) == warned and all("scale=false" in w for w in said), said
+        assert bool(said) == warned and all("scale=false" in w or "scale off" in w for w in said), said
+        # and reading it on its graph finds it so: on the scaled values it fits its training nodes no better than a
+        # constant, which an audit's first seconds would say too
+        fit = registered.json()["fit"]["training_fit"]
+        assert fit["no_better"] or fit["worse_than_guess"] if warned else not fit["no_better"], fit
 
 
 def test_wrong_shapes_and_non_safetensors_are_422(

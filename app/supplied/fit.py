@@ -1,0 +1,71 @@
+"""A supplied model read on its graph when it is registered (``POST /v1/models``): the checks an audit's first seconds
+make, said in the registration's answer instead of an audit's (or a schedule's every run's) warnings.
+
+The model is prepared as an audit prepares it (:func:`bind_core.pipeline.prepare_for_audit`, as given): a PyG model
+must reproduce the PyG module's logits and the model must predict finite probabilities, or the registration is
+refused (the audit would fail); then its fit to its own training nodes and the order of its outputs are measured
+(``training_fit``, ``output_order``), and a model that does no better than a constant, or ranks its training labels
+below chance, is registered with the warning the audit would give, in time to register the right inputs instead.
+A graph above :data:`CHECK_MAX_NODES` nodes is not read here (the API's memory and time): the answer says so, and the
+audit checks it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.core.errors import ValidationProblem
+from bind_core import AuditConfig, ConfigError, Graph, NonFiniteError
+from bind_core.codec import encode
+from bind_core.pipeline import prepare_for_audit, supplied_model_warnings
+
+CHECK_MAX_NODES = 200_000
+"""The largest graph a registration reads to check the model's fit (its forward pass, in the API process)."""
+
+
+@dataclass
+class RegistrationCheck:
+    """What reading the model on its graph found: ``fit`` (``training_fit`` and ``output_order`` as an audit's
+    ``supplied_model`` has them) and the warnings, or why it was not read (``not_checked``)."""
+
+    fit: dict[str, Any] | None
+    warnings: list[str]
+    not_checked: str | None = None
+
+
+def too_large(summary: dict[str, Any]) -> str | None:
+    """Why a graph of this summary is not read at registration, or ``None``."""
+    nodes = int(summary.get("nodes") or 0)
+    if nodes <= CHECK_MAX_NODES:
+        return None
+    return (
+        f"the graph has {nodes:,} nodes, above the {CHECK_MAX_NODES:,} a registration reads: an audit checks the "
+        "model's fit in its first seconds (warning codes training_fit, output_order)"
+    )
+
+
+def check_on_graph(weights: bytes, config: dict[str, Any], graph: Graph) -> RegistrationCheck:
+    """The model read on ``graph`` as an audit reads it (CPU; call from a worker thread).
+
+    Raises:
+        ValidationProblem: a PyG model that does not reproduce the PyG module's logits (``unsupported-model``), or
+            probabilities that are not finite (``invalid-model``): every audit of it would fail.
+    """
+    try:
+        _, record = prepare_for_audit(weights, config, graph, AuditConfig())
+    except NonFiniteError as exc:
+        raise ValidationProblem(
+            f"The model predicts values that are not finite on its graph: {exc}.",
+            slug="invalid-model",
+            title="Invalid model",
+            errors=[{"field": "weights", "message": str(exc)}],
+        ) from exc
+    except ConfigError as exc:
+        raise ValidationProblem(
+            f"The model cannot be audited as it is: {exc}.",
+            slug="unsupported-model",
+            title="Unsupported model",
+            errors=[{"field": "config", "message": str(exc)}],
+        ) from exc
+    fit = {"training_fit": encode(record.training_fit), "output_order": encode(record.output_order)}
+    return RegistrationCheck(fit, [str(w) for w in supplied_model_warnings(record)])

@@ -1,0 +1,78 @@
+"""A supplied model read on its graph when it is registered: its fit to its own training nodes and the order of its
+outputs in the answer (``fit``), with the warning an audit would give where it fits them no better than a constant or
+ranks them below chance; a model every audit of which would fail is refused; a graph too large is not read, and the
+answer says so."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import torch
+from apihelp import assert_problem
+from fastapi.testclient import TestClient
+from safetensors.torch import load, save
+
+from app.supplied import fit as registration
+from bind_core.data.datasets import load_npz
+from bind_core.training.fit import TrainConfig, train
+
+
+def _register(client: TestClient, auth: dict[str, str], graph_id: str, weights: bytes, config: dict[str, object]):  # type: ignore[no-untyped-def]
+    return client.post(
+        "/v1/models",
+        headers=auth,
+        files={"weights": ("m.safetensors", weights)},
+        data={"config": json.dumps(config), "graph_id": graph_id},
+    )
+
+
+def test_a_fitting_model_and_one_with_its_outputs_reversed(
+    client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes
+) -> None:
+    graph = load_npz(io.BytesIO(graph_npz))
+    model = train(graph, TrainConfig(epochs=200))
+    fits = _register(client, auth, graph_id, model.to_bytes(), model.config_dict())
+    assert fits.status_code == 201, fits.text
+    said = fits.json()
+    assert said["fit_not_checked"] is None and said["warnings"] == []
+    fit = said["fit"]["training_fit"]
+    assert fit["no_better"] is False and fit["accuracy"] > fit["majority"] and fit["loss"] < fit["constant"]
+    assert said["fit"]["output_order"]["below_chance"] is False
+    # the same model with its one binary logit negated (its classes read the other way round): its scores rank the
+    # training labels below chance
+    weights = load(model.to_bytes())
+    assert weights["head.weight"].shape[0] == 1
+    weights["head.weight"], weights["head.bias"] = -weights["head.weight"], -weights["head.bias"]
+    reversed_ = _register(client, auth, graph_id, save(weights), model.config_dict())
+    assert reversed_.status_code == 201, reversed_.text
+    said = reversed_.json()
+    assert said["fit"]["output_order"]["below_chance"] is True
+    assert any("another order" in w for w in said["warnings"]), said["warnings"]
+    # read back, a model says neither (they were said when it was registered)
+    again = client.get(f"/v1/models/{said['id']}", headers=auth).json()
+    assert again["fit"] is None and again["warnings"] == []
+
+
+def test_a_model_that_cannot_be_audited_is_refused(
+    client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes
+) -> None:
+    graph = load_npz(io.BytesIO(graph_npz))
+    model = train(graph, TrainConfig(epochs=5, polish=False))
+    weights = load(model.to_bytes())
+    first = min(k for k in weights if k.endswith("weight"))
+    weights[first] = torch.full_like(weights[first], float("inf"))
+    refused = _register(client, auth, graph_id, save(weights), model.config_dict())
+    problem = assert_problem(refused, 422)
+    assert problem["type"].rsplit("/", 1)[-1] in ("invalid-model", "model-does-not-fit"), problem
+
+
+def test_a_graph_too_large_is_not_read(
+    client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registration, "CHECK_MAX_NODES", 10)
+    model = train(load_npz(io.BytesIO(graph_npz)), TrainConfig(epochs=5, polish=False))
+    said = _register(client, auth, graph_id, model.to_bytes(), model.config_dict()).json()
+    assert said["fit"] is None and said["fit_not_checked"].startswith("the graph has ")
+    assert "an audit checks the model's fit in its first seconds" in said["fit_not_checked"]
