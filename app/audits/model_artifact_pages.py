@@ -119,7 +119,8 @@ def register_artifact(
     is (``app.supplied.service.check_model``). An audit of a supplied model on another version of its graph read that
     version as the model's registration did (``supplied_model.carried``), and retrained on it so: the retrained
     model is registered for the registration's graph version, whose columns and scaling it was trained on (audited on
-    any version of that graph, its inputs are carried over as the audit's were). CPU-heavy: call from a worker thread.
+    any version of that graph, its inputs are carried over as the audit's were), and read on it as a registration
+    reads an uploaded model (``supplied.read_at_registration``). CPU-heavy: call from a worker thread.
 
     Raises:
         NotFound, Conflict: see :func:`get_artifact` and :func:`kept_weights`; ``audit-has-no-graph`` (409): the
@@ -139,6 +140,7 @@ def register_artifact(
         )
     summary = supplied.graph_summary(session, tenant, graph_id)
     canonical = supplied.check_model(weights, row.config, summary)
+    reading = supplied.read_at_registration(session, graph_id, summary, weights, canonical)
     label = (name or "").strip() or _default_name(audit, row)
     return supplied.create_model(
         session,
@@ -148,6 +150,7 @@ def register_artifact(
         weights=weights,
         config=canonical,
         unknown_categories=_reads_unknown_categories(session, audit),
+        registration=reading,
     )
 
 

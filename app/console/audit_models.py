@@ -29,6 +29,8 @@ REGISTER_ERRORS = {
     "audit-has-no-graph": "This audit has no graph to register a model for (a built-in dataset, or a deleted "
     "graph); download the weights and config instead.",
     "model-does-not-fit": "The model no longer fits the graph.",
+    "invalid-model": "The retrained model predicts values that are not finite on the graph.",
+    "unsupported-model": "The retrained model cannot be audited as it is on the graph.",
 }
 """The messages the audit page shows when registering failed (by the problem's slug; nothing else is echoed)."""
 

@@ -230,8 +230,8 @@ def graph_view(
         graph=graph_row(graph),
         summary=graph.summary or {},
         audits=[audit_row(a) for a in rows],
-        models=[{"id": str(m[0]), "name": _model_choice(*m[1:], version=graph.version)} for m in models],
-        registered=next((m[1] for m in models if form and str(m[0]) == form.get("model_id")), None),
+        models=[{"id": str(m.id), "name": _model_choice(m, version=graph.version)} for m in models],
+        registered=next((m.name for m in models if form and str(m.id) == form.get("model_id")), None),
         archs=ARCHS,
         form=form or {},
         estimate=estimate,
@@ -273,11 +273,19 @@ def what_if(
     return what_if_page(user, audit, form, estimate=estimate, problem=problem)
 
 
-def _model_choice(name: str, registered_on: int, unknown_categories: str, *, version: int) -> str:
+def _model_choice(model: supplied.ModelChoice, *, version: int) -> str:
     """A supplied model as the start form offers it: its name, the version it was registered on where that is
-    another (the audit carries this version's inputs over to the registration's), and whether it reads a category it
-    never saw as none of its own."""
-    said = [] if registered_on == version else [f"registered on version {registered_on}"]
-    if unknown_categories == "ignore":
+    another (the audit carries this version's inputs over to the registration's), whether it reads a category it
+    never saw as none of its own, and what reading it at registration found wrong with its fit."""
+    said = [] if model.registered_on == version else [f"registered on version {model.registered_on}"]
+    if model.unknown_categories == "ignore":
         said.append("reads unseen categories as none")
-    return f"{name} ({'; '.join(said)})" if said else name
+    said += [FIT_SAID[code] for code in model.warning_codes if code in FIT_SAID]
+    return f"{model.name} ({'; '.join(said)})" if said else model.name
+
+
+FIT_SAID = {
+    "training_fit": "fit no better than a constant when registered",
+    "output_order": "ranked its labels below chance when registered",
+}
+"""What the model choices say of a registration's warnings about the model's fit (by code)."""

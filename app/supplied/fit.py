@@ -17,7 +17,7 @@ from typing import Any
 from app.core.errors import ValidationProblem
 from bind_core import AuditConfig, ConfigError, Graph, NonFiniteError
 from bind_core.codec import encode
-from bind_core.pipeline import prepare_for_audit, supplied_model_warnings
+from bind_core.pipeline import Caveat, codes_of, prepare_for_audit, supplied_model_warnings
 
 CHECK_MAX_NODES = 200_000
 """The largest graph a registration reads to check the model's fit (its forward pass, in the API process)."""
@@ -29,8 +29,19 @@ class RegistrationCheck:
     ``supplied_model`` has them) and the warnings, or why it was not read (``not_checked``)."""
 
     fit: dict[str, Any] | None
-    warnings: list[str]
+    warnings: list[Caveat]
     not_checked: str | None = None
+
+    def kept(self, before: list[Caveat]) -> dict[str, Any]:
+        """What the model's row keeps (``supplied_models.registration``), the warnings ``before`` this reading's
+        first: ``warnings``, ``warning_codes`` (in their order), ``fit`` and ``fit_not_checked``."""
+        warnings = before + self.warnings
+        return {
+            "warnings": [str(w) for w in warnings],
+            "warning_codes": codes_of(warnings),
+            "fit": self.fit,
+            "fit_not_checked": self.not_checked,
+        }
 
 
 def too_large(summary: dict[str, Any]) -> str | None:
@@ -68,4 +79,4 @@ def check_on_graph(weights: bytes, config: dict[str, Any], graph: Graph) -> Regi
             errors=[{"field": "config", "message": str(exc)}],
         ) from exc
     fit = {"training_fit": encode(record.training_fit), "output_order": encode(record.output_order)}
-    return RegistrationCheck(fit, [str(w) for w in supplied_model_warnings(record)])
+    return RegistrationCheck(fit, supplied_model_warnings(record))

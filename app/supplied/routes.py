@@ -16,7 +16,7 @@ from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.core.problem_schema import problem_responses
 from app.graphs.uploads import receive_upload, remove_folder
 from app.supplied import service
-from app.supplied.schemas import ModelPage, ModelRead, RegistrationFit
+from app.supplied.schemas import ModelPage, ModelRead
 from app.tenants.deps import AdminTenant, AuditorTenant, ViewerTenant
 from app.trail.record import trailed
 
@@ -101,7 +101,7 @@ async def register_model(
     config = service.parse_config(raw)
     summary = await run_in_threadpool(service.graph_summary, session, tenant, graph_id)
     canonical = await run_in_threadpool(service.check_model, weights, config, summary)
-    checked = await run_in_threadpool(service.check_fit, session, graph_id, summary, weights, config)
+    reading = await run_in_threadpool(service.read_at_registration, session, graph_id, summary, weights, config)
     label = (str(name).strip() if isinstance(name, str) else "") or str(canonical["model"].get("arch", "model"))
     row = await run_in_threadpool(
         lambda: service.create_model(
@@ -112,13 +112,11 @@ async def register_model(
             weights=weights,
             config=canonical,
             unknown_categories=unknown_categories,
+            registration=reading,
         )
     )
     response.headers["Location"] = f"/v1/models/{row.id}"
-    warnings = service.registration_warnings(summary) + checked.warnings
-    read = ModelRead.model_validate(row)
-    fit = RegistrationFit.model_validate(checked.fit) if checked.fit is not None else None
-    return read.model_copy(update={"warnings": warnings, "fit": fit, "fit_not_checked": checked.not_checked})
+    return ModelRead.of(row)
 
 
 @router.get("", response_model=ModelPage)
@@ -131,12 +129,13 @@ def list_models(
 ) -> ModelPage:
     """The tenant's models, newest first, optionally of one graph."""
     rows, token = service.list_models(session, tenant, graph_id=graph_id, limit=limit, page_token=page_token)
-    return ModelPage(items=[ModelRead.model_validate(r) for r in rows], next_page_token=token)
+    return ModelPage(items=[ModelRead.of(r) for r in rows], next_page_token=token)
 
 
 @router.get("/{model_id}", response_model=ModelRead, responses=problem_responses(404))
-def read_model(model_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> Any:
-    return service.get_model(session, tenant, model_id)
+def read_model(model_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -> ModelRead:
+    """The model, with what its registration found reading it on its graph (``warnings``, ``fit``)."""
+    return ModelRead.of(service.get_model(session, tenant, model_id))
 
 
 @router.delete(

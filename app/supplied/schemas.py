@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
+from app.core.db.tables import SuppliedModel
 from app.core.records import StoredModel, model_for
 from bind_core import ModelDocument
 from bind_core.pipeline import OutputOrder, TrainingFit, UnknownCategories
@@ -54,14 +55,41 @@ class ModelRead(BaseModel):
     read them another)."""
     created_at: datetime
     warnings: list[str] = []
-    """Said when the model is registered (empty when read back): what to check before auditing it, e.g. that the
-    graph's features were min-max scaled at upload (``summary.features_scaled``), or that on its own training nodes
-    it does no better than a constant (fed other inputs than it was trained on), as an audit would warn."""
+    """What the registration found to check before auditing the model (kept with it): e.g. that the graph's features
+    were min-max scaled at upload (``summary.features_scaled``), or that on its own training nodes it does no better
+    than a constant (fed other inputs than it was trained on), as an audit would warn."""
+    warning_codes: list[str] = []
+    """The code of each of ``warnings``, in their order (``scaled_inputs``, ``training_fit``, ``output_order``; the
+    audit's codes)."""
     fit: RegistrationFit | None = None
-    """Said when the model is registered (null when read back, or where ``fit_not_checked`` says why it was not
-    read): the model on its graph's training nodes."""
+    """The model read on its graph's training nodes when it was registered; null where ``fit_not_checked`` says why
+    it was not read."""
     fit_not_checked: str | None = None
-    """Why the registration did not read the model on its graph (a graph above 200,000 nodes); null otherwise."""
+    """Why the registration did not read the model on its graph (a graph above 200,000 nodes, or a model registered
+    before the reading was kept); null otherwise."""
+
+    @classmethod
+    def of(cls, row: SuppliedModel) -> ModelRead:
+        """The row, with what its registration found reading the model on its graph."""
+        read = cls.model_validate(row)
+        kept = row.registration
+        if kept is None:
+            return read.model_copy(update={"fit_not_checked": NOT_KEPT})
+        fit = kept.get("fit")
+        return read.model_copy(
+            update={
+                "warnings": list(kept.get("warnings") or []),
+                "warning_codes": list(kept.get("warning_codes") or []),
+                "fit": RegistrationFit.model_validate(fit) if fit is not None else None,
+                "fit_not_checked": kept.get("fit_not_checked"),
+            }
+        )
+
+
+NOT_KEPT = (
+    "the model was registered before its registration's reading was kept: an audit of it checks its fit in its first "
+    "seconds (warning codes training_fit, output_order)"
+)
 
 
 class ModelPage(BaseModel):

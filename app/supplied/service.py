@@ -12,7 +12,7 @@ import dataclasses
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, defer
@@ -25,7 +25,7 @@ from app.supplied.fit import RegistrationCheck, check_on_graph, too_large
 from bind_core import BindError, ModelDoesNotFitError, TrainedModel, UnsupportedModelError, read_document
 from bind_core.codec import encode
 from bind_core.data.datasets import load_npz
-from bind_core.pipeline import UnknownCategories, class_order, fit_problems
+from bind_core.pipeline import Caveat, UnknownCategories, class_order, fit_problems
 
 
 def parse_config(raw: bytes | str) -> dict[str, Any]:
@@ -125,17 +125,32 @@ def graph_summary(session: Session, tenant: Tenant, graph_id: uuid.UUID) -> dict
     return found
 
 
-def registration_warnings(summary: dict[str, Any]) -> list[str]:
+def registration_warnings(summary: dict[str, Any]) -> list[Caveat]:
     """What to check before auditing a model registered for a graph with this summary: features min-max scaled at
     upload, which a model trained on the table's own values never saw."""
     if not summary.get("features_scaled"):
         return []
     return [
-        "the graph's feature columns were min-max scaled to [-1, 1] at upload (summary.features_scaled): if this "
-        "model was trained on other values (the table's own, or scaled another way, e.g. to [0, 1] or "
-        "standardised), an audit describes it on inputs it never saw; upload a table of the values it was trained "
-        "on with scale=false and register the model for that graph"
+        Caveat(
+            "the graph's feature columns were min-max scaled to [-1, 1] at upload (summary.features_scaled): if this "
+            "model was trained on other values (the table's own, or scaled another way, e.g. to [0, 1] or "
+            "standardised), an audit describes it on inputs it never saw; upload a table of the values it was "
+            "trained on with scale=false and register the model for that graph",
+            "scaled_inputs",
+        )
     ]
+
+
+def read_at_registration(
+    session: Session, graph_id: uuid.UUID, summary: dict[str, Any], weights: bytes, config: dict[str, Any]
+) -> dict[str, Any]:
+    """What a registration says and the model's row keeps (``supplied_models.registration``): the graph's warnings,
+    then the model read on it (:func:`check_fit`). CPU-heavy: call from a worker thread.
+
+    Raises:
+        ValidationProblem: a model every audit of which would fail (see :func:`check_fit`).
+    """
+    return check_fit(session, graph_id, summary, weights, config).kept(registration_warnings(summary))
 
 
 def create_model(
@@ -147,7 +162,9 @@ def create_model(
     weights: bytes,
     config: dict[str, Any],
     unknown_categories: UnknownCategories = "refuse",
+    registration: dict[str, Any] | None = None,
 ) -> SuppliedModel:
+    """Store a checked model; ``registration`` is what reading it on its graph found (:func:`read_at_registration`)."""
     row = SuppliedModel(
         tenant_id=tenant.id,
         graph_id=graph_id,
@@ -156,6 +173,7 @@ def create_model(
         weights=weights,
         size_bytes=len(weights),
         unknown_categories=unknown_categories,
+        registration=registration,
     )
     session.add(row)
     session.flush()
@@ -215,20 +233,40 @@ def registered_model(session: Session, tenant: Tenant, model_id: uuid.UUID, *, l
     return Registered(row.graph_id, str(row.name), dict(row.config))
 
 
-def models_for_name(
-    session: Session, tenant: Tenant, name: str, *, limit: int
-) -> list[tuple[uuid.UUID, str, int, str]]:
-    """The models registered for any version of the tenant's graph ``name``, newest first, as ``(id, name, version
-    registered on, unknown_categories)``: each can be audited on every version of it (its inputs carried over to its
-    registration's)."""
+class ModelChoice(NamedTuple):
+    """A model registered for some version of a graph's name, as a form offers it."""
+
+    id: uuid.UUID
+    name: str
+    registered_on: int
+    """The version it was registered on."""
+    unknown_categories: str
+    warning_codes: list[str]
+    """The codes of its registration's warnings (``training_fit``, ``output_order``…); empty where none was kept."""
+
+
+def models_for_name(session: Session, tenant: Tenant, name: str, *, limit: int) -> list[ModelChoice]:
+    """The models registered for any version of the tenant's graph ``name``, newest first: each can be audited on
+    every version of it (its inputs carried over to its registration's)."""
     rows = session.execute(
-        select(SuppliedModel.id, SuppliedModel.name, Graph.version, SuppliedModel.unknown_categories)
+        select(
+            SuppliedModel.id,
+            SuppliedModel.name,
+            Graph.version,
+            SuppliedModel.unknown_categories,
+            SuppliedModel.registration,
+        )
         .join(Graph, Graph.id == SuppliedModel.graph_id)
         .where(SuppliedModel.tenant_id == tenant.id, Graph.name == name)
         .order_by(SuppliedModel.created_at.desc(), SuppliedModel.id.desc())
         .limit(limit)
     ).all()
-    return [(row.id, row.name, row.version, row.unknown_categories) for row in rows]
+    return [
+        ModelChoice(
+            r.id, r.name, r.version, r.unknown_categories, list((r.registration or {}).get("warning_codes") or [])
+        )
+        for r in rows
+    ]
 
 
 def delete_model(session: Session, tenant: Tenant, model_id: uuid.UUID) -> None:

@@ -224,6 +224,9 @@ class SuppliedModel(Base):
     unknown_categories: Mapped[str] = mapped_column(String(16), default="refuse", server_default="refuse")
     """What a later version's category the model's encoder never saw becomes when it is audited there: ``refuse``
     (the audit fails naming it) or ``ignore`` (its nodes read as none of the model's categories of that column)."""
+    registration: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    """What the registration found reading the model on its graph (``app.supplied.fit``): ``warnings``,
+    ``warning_codes``, ``fit`` and ``fit_not_checked``; null for a model registered before it was kept."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

@@ -165,7 +165,10 @@ def test_registered_model_is_audited_like_any_upload(
     supplied = registered.json()
     assert registered.headers["Location"] == f"/v1/models/{supplied['id']}"
     assert (supplied["graph_id"], supplied["name"]) == (graph_id, "mine")
-    assert client.get(registered.headers["Location"], headers=auth).json()["size_bytes"] == len(trained[2].to_bytes())
+    read = client.get(registered.headers["Location"], headers=auth).json()
+    assert read["size_bytes"] == len(trained[2].to_bytes())
+    # read on its graph as an uploaded model's registration reads it (the retraining fits its training nodes)
+    assert read["fit_not_checked"] is None and read["fit"]["training_fit"]["no_better"] is False
     default = client.post(f"/v1/audits/{audit_id}/models/{model_id}/register", headers=auth)
     assert default.status_code == 201 and "budget 1 (1 nodes deleted)" in default.json()["name"]
 

@@ -1,7 +1,7 @@
 """A supplied model read on its graph when it is registered: its fit to its own training nodes and the order of its
 outputs in the answer (``fit``), with the warning an audit would give where it fits them no better than a constant or
 ranks them below chance; a model every audit of which would fail is refused; a graph too large is not read, and the
-answer says so."""
+answer says so. The model keeps what its registration found, read back as it was said.
 
 from __future__ import annotations
 
@@ -13,8 +13,12 @@ import torch
 from apihelp import assert_problem
 from fastapi.testclient import TestClient
 from safetensors.torch import load, save
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.db.tables import SuppliedModel
 from app.supplied import fit as registration
+from app.supplied.schemas import NOT_KEPT
 from bind_core.data.datasets import load_npz
 from bind_core.training.fit import TrainConfig, train
 
@@ -50,9 +54,25 @@ def test_a_fitting_model_and_one_with_its_outputs_reversed(
     said = reversed_.json()
     assert said["fit"]["output_order"]["below_chance"] is True
     assert any("another order" in w for w in said["warnings"]), said["warnings"]
-    # read back, a model says neither (they were said when it was registered)
+    assert said["warning_codes"] == ["output_order"]
+    # read back, one at a time or in the list, a model says what its registration found
     again = client.get(f"/v1/models/{said['id']}", headers=auth).json()
-    assert again["fit"] is None and again["warnings"] == []
+    assert again == said
+    listed = client.get("/v1/models", headers=auth, params={"graph_id": graph_id}).json()["items"]
+    assert {m["id"]: m["warning_codes"] for m in listed} == {said["id"]: ["output_order"], fits.json()["id"]: []}
+    assert {m["id"]: m["fit"] for m in listed}[fits.json()["id"]] == fits.json()["fit"]
+
+
+def test_a_model_registered_before_the_reading_was_kept_says_so(
+    client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes, sessions: sessionmaker[Session]
+) -> None:
+    model = train(load_npz(io.BytesIO(graph_npz)), TrainConfig(epochs=5, polish=False))
+    said = _register(client, auth, graph_id, model.to_bytes(), model.config_dict()).json()
+    with sessions.begin() as session:  # as migration 0020 leaves an older model's row
+        session.execute(update(SuppliedModel).where(SuppliedModel.id == said["id"]).values(registration=None))
+    again = client.get(f"/v1/models/{said['id']}", headers=auth).json()
+    assert again["fit"] is None and again["warnings"] == [] and again["warning_codes"] == []
+    assert again["fit_not_checked"] == NOT_KEPT
 
 
 def test_a_model_that_cannot_be_audited_is_refused(
@@ -76,3 +96,4 @@ def test_a_graph_too_large_is_not_read(
     said = _register(client, auth, graph_id, model.to_bytes(), model.config_dict()).json()
     assert said["fit"] is None and said["fit_not_checked"].startswith("the graph has ")
     assert "an audit checks the model's fit in its first seconds" in said["fit_not_checked"]
+    assert client.get(f"/v1/models/{said['id']}", headers=auth).json()["fit_not_checked"] == said["fit_not_checked"]
