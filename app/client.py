@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from app.audits.pace import left_words
 from app.gates import METRICS, Rule, WarningRule, judge, junit_xml, parse_rule
 
 OK, THRESHOLD, AUDIT_FAILED, HTTP_ERROR, TIMED_OUT = 0, 1, 2, 3, 4
@@ -132,13 +133,16 @@ def wait(
 
 
 def progress_line(audit: dict[str, Any]) -> str:
-    """``audit 1f2e…: running, influence 42%`` (the stage and progress while it runs)."""
+    """``audit 1f2e…: running, influence 42%, about 3 min left`` (the stage, progress and time left while it
+    runs)."""
     state = audit.get("state")
     text = f"audit {audit.get('id')}: {state}"
     if state == "running" and audit.get("stage"):
         text += f", {audit['stage']}"
         if isinstance(audit.get("progress"), int | float):
             text += f" {float(audit['progress']):.0%}"
+        if (left := left_words(audit.get("time_left"))) is not None:
+            text += f", {left}"
     return text
 
 

@@ -85,6 +85,7 @@ def _take(session: Session, audit_id: uuid.UUID, condition: Any, *, device: str,
         device=device,
         stage=None,
         progress=0.0,
+        pace=None,
         error=None,
         started_at=at,
         heartbeat_at=at,
@@ -121,16 +122,49 @@ def _lease_after_miss(session: Session, claim: Claim) -> Lease:
     return Lease.CANCELLED if state in ("cancelled", None) else Lease.LOST
 
 
-def beat(session: Session, claim: Claim, stage: str | None, progress: float | None) -> Lease:
-    """Touch ``heartbeat_at`` (and stage and progress when given); say whether the audit is still ours."""
+def beat(
+    session: Session,
+    claim: Claim,
+    stage: str | None,
+    progress: float | None,
+    pace: dict[str, Any] | None = None,
+) -> Lease:
+    """Touch ``heartbeat_at`` (and stage, progress and pace when given); say whether the audit is still ours."""
     t = now()
     values: dict[str, Any] = {"heartbeat_at": t, "updated_at": t}
     if stage is not None:
         values["stage"] = stage
     if progress is not None:
         values["progress"] = progress
+    if pace is not None:
+        values["pace"] = pace
     hit = rowcount(session, update(Audit).where(_fence(claim)).values(**values))
     return Lease.HELD if hit else _lease_after_miss(session, claim)
+
+
+def earlier_timings(session: Session, claim: Claim) -> dict[str, Any] | None:
+    """How long each stage took in the latest earlier succeeded audit of the same request (its ``request_hash``) or
+    of the same schedule, as ``{"audit_id", "same", "seconds": {stage: seconds}}`` (``app.audits.pace``); None when
+    there is none."""
+    this = session.execute(
+        select(Audit.tenant_id, Audit.request_hash, Audit.schedule_id).where(Audit.id == claim.audit_id)
+    ).one_or_none()
+    if this is None:
+        return None
+    same = Audit.request_hash == this.request_hash
+    if this.schedule_id is not None:
+        same = or_(same, Audit.schedule_id == this.schedule_id)
+    found = session.execute(
+        select(Audit.id, Audit.schedule_id, Audit.results["timings"].label("timings"))
+        .where(Audit.tenant_id == this.tenant_id, Audit.state == "succeeded", Audit.id != claim.audit_id, same)
+        .order_by(Audit.finished_at.desc())
+        .limit(1)
+    ).one_or_none()
+    if found is None or not isinstance(found.timings, dict):
+        return None
+    seconds = {str(k): float(v) for k, v in found.timings.items() if isinstance(v, int | float)}
+    kind = "schedule" if this.schedule_id is not None and found.schedule_id == this.schedule_id else "request"
+    return {"audit_id": str(found.id), "same": kind, "seconds": seconds}
 
 
 def stored_warnings(session: Session, claim: Claim) -> list[str] | None:

@@ -21,6 +21,7 @@ from app.audits.engine import LIBRARY, AuditOutput, Engine
 from app.audits.failures import problem_for
 from app.audits.guard import AuditGuard, LimitExceeded
 from app.audits.model_artifacts import KeptModels, store_kept
+from app.audits.pace import PaceTracker
 from app.audits.progress import ProgressReporter
 from app.audits.repository import Claim
 from app.audits.stages import OverallProgress
@@ -162,6 +163,7 @@ class Attempt:
     send_chunks: chunks.SendChunks | None
     publisher: Publisher | None = None
     stage: str | None = None
+    pace: PaceTracker | None = None
     guard: AuditGuard = field(init=False)
 
     def __post_init__(self) -> None:
@@ -179,8 +181,9 @@ class Attempt:
         """The computed audit; the outcome of a cancelled or lost attempt; or the exception that failed it."""
 
         def beat(stage: str | None, progress: float | None) -> Lease:
+            pace = self.pace.record() if stage is not None and self.pace is not None else None
             with self.sessions.begin() as session:
-                return jobs.beat(session, self.claim, stage, progress)
+                return jobs.beat(session, self.claim, stage, progress, pace)
 
         reporter = ProgressReporter(
             beat, min_interval=self.settings.progress_interval, heartbeat_interval=self.settings.heartbeat_interval
@@ -213,11 +216,16 @@ class Attempt:
         graph = self.engine.load(sessions, self.settings, claim)
         config = AuditConfig.from_dict(claim.config)
         _check_budget(sessions, claim, graph, config, self.settings)
-        overall = OverallProgress(planned_stages(config))
+        plan = planned_stages(config)
+        overall = OverallProgress(plan)
+        with sessions() as session:
+            self.pace = PaceTracker(plan, earlier=jobs.earlier_timings(session, claim))
 
         def progress(current: str, fraction: float) -> None:
             self.guard.check()
             self.stage, total = overall(current, fraction)
+            if current == self.stage and self.pace is not None:  # not a sub-step, nor an earlier stage's loop
+                self.pace.observe(current, fraction)
             reporter(self.stage, total)
 
         model, supplied, parts = None, None, None

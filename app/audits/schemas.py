@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self, get_args
@@ -15,13 +16,16 @@ from pydantic import (
     StrictInt,
     ValidationError,
     WrapValidator,
+    computed_field,
     field_validator,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.audits.config_schema import AuditConfigRead
+from app.audits.pace import time_left
 from app.audits.result_schemas import AuditResultsRead, StoredModel, lenient
+from app.core.db.base import utcnow
 from bind_core.pipeline import MAX_EPOCHS, UNTRAINED
 
 AuditState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -370,6 +374,29 @@ class AuditSummary(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+    pace: dict[str, Any] | None = Field(None, exclude=True)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def time_left(self) -> TimeLeftRead | None:
+        """While it runs: how long it has left (``app.audits.pace``); null otherwise, and before its first stage."""
+        if self.state != "running":
+            return None
+        found = time_left(self.pace, utcnow())
+        return TimeLeftRead(**dataclasses.asdict(found)) if found is not None else None
+
+
+class TimeLeftRead(BaseModel):
+    """A running audit's time left, as of the request. The running stage's comes from its pace so far (progress
+    within a stage is close to linear in time); the stages after it's from how long they took in the latest earlier
+    audit of the same request or schedule, and without one the whole audit's is null. ``basis`` says which."""
+
+    seconds: float | None
+    """number: seconds the whole audit has left, or null (``basis`` says why)."""
+    stage_seconds: float | None
+    """number: seconds the running stage has left, or null (it has just begun)."""
+    basis: str
+    """string: how the figures were reached, or why they are null."""
 
 
 class AuditRead(AuditSummary):

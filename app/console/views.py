@@ -3,12 +3,14 @@ a schedule's sparkline."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from app.audits.pace import left_words, time_left
 from app.core.db.tables import Audit, Graph, Schedule, Webhook, WebhookDelivery
 from bind_core.reporting import fmt
 
@@ -48,6 +50,7 @@ def audit_row(audit: Audit) -> dict[str, Any]:
         "stage": audit.stage or "—",
         "progress": round(100 * min(max(float(audit.progress or 0.0), 0.0), 1.0)),
         "running": audit.state in RUNNING,
+        **_left(audit),
         "succeeded": audit.state == "succeeded",
         "attempts": audit.attempts,
         "created": when(audit.created_at),
@@ -56,6 +59,14 @@ def audit_row(audit: Audit) -> dict[str, Any]:
         "error": f"{error.get('title', 'error')}: {error.get('detail', '')}" if error else None,
         "warnings": [str(w) for w in audit.warnings or []],
     }
+
+
+def _left(audit: Audit) -> dict[str, str | None]:
+    """A running audit's time left in a few words (``left``) and how it was reached (``left_basis``)."""
+    found = time_left(audit.pace, datetime.now(UTC)) if audit.state == "running" else None
+    if found is None:
+        return {"left": None, "left_basis": None}
+    return {"left": left_words(dataclasses.asdict(found)), "left_basis": found.basis}
 
 
 def audit_verdict(audit: Audit) -> dict[str, Any] | None:

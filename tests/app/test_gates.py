@@ -92,6 +92,12 @@ def test_the_progress_line_names_the_stage_while_running() -> None:
     assert progress_line({"id": "a1", "state": "queued"}) == "audit a1: queued"
     running = {"id": "a1", "state": "running", "stage": "influence", "progress": 0.42}
     assert progress_line(running) == "audit a1: running, influence 42%"
+    known = running | {"time_left": {"seconds": 200.0, "stage_seconds": 30.0, "basis": "…"}}
+    assert progress_line(known) == "audit a1: running, influence 42%, about 3 min left"
+    stage = running | {"time_left": {"seconds": None, "stage_seconds": 40.2, "basis": "…"}}
+    assert progress_line(stage) == "audit a1: running, influence 42%, this stage about 40 s left"
+    begun = running | {"time_left": {"seconds": None, "stage_seconds": None, "basis": "…"}}
+    assert progress_line(begun) == "audit a1: running, influence 42%"
 
 
 FAST_RUN = ["--synthetic", "--synthetic-nodes", "200", "--epochs", "5", "--skip", "influence,debiasing,validation",

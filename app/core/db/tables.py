@@ -108,6 +108,9 @@ class Audit(Base):
     state: Mapped[str] = mapped_column(String(16), default="queued")
     stage: Mapped[str | None] = mapped_column(String(32))
     progress: Mapped[float] = mapped_column(Double, default=0.0)
+    pace: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    """The running attempt's pace (``app.audits.pace``): its stage, when it began, the fraction done, the stages
+    after it and how long they took in an earlier audit of the same request; null before the first stage."""
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     device: Mapped[str | None] = mapped_column(String(64))
     error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

@@ -1,7 +1,7 @@
 """A supplied model read on its graph when it is registered: its fit to its own training nodes and the order of its
 outputs in the answer (``fit``), with the warning an audit would give where it fits them no better than a constant or
 ranks them below chance; a model every audit of which would fail is refused; a graph too large is not read, and the
-answer says so. The model keeps what its registration found, read back as it was said.
+answer says so. The model keeps what its registration found, read back as it was said."""
 
 from __future__ import annotations
 

@@ -222,9 +222,16 @@ def test_report_exports_and_running_progress(tenant: Callable[..., Tenant]) -> N
     user = tenant()
     user.sign_in()
     done = user.audit("succeeded")
-    running = user.audit("running", stage="influence", progress=0.6)
+    now = datetime.now(UTC)
+    pace = {"stage": "influence", "started_at": (now - timedelta(seconds=120)).isoformat(), "fraction": 0.5,
+            "at": now.isoformat(), "after": ["debiasing"], "earlier": None}  # fmt: skip
+    running = user.audit("running", stage="influence", progress=0.6, pace=pace)
     listing = user.browser.get("/console/audits").text
     assert 'http-equiv="refresh"' in listing and 'value="60"' in listing and "influence" in listing
+    # its time left, and how it was reached on hover
+    basis = "the influence stage at its pace so far (50% in 120 s); the stages after it (debiasing) are not estimated"
+    assert f'<span class=left title="{basis}' in listing
+    assert ">this stage about 2 min left</span>" in listing
     assert f'href="/console/audits/{done}/report"' in listing
     report = user.browser.get(f"/console/audits/{done}/report")
     assert report.status_code == 200 and report.headers["content-type"].startswith("text/html")
