@@ -87,15 +87,25 @@ def time_left(pace: Mapping[str, Any] | None, now: datetime) -> TimeLeft | None:
         return None
     spent = (at - started).total_seconds()
     since = max((now - at).total_seconds(), 0.0)
+    earlier = pace.get("earlier") or {}
+    seconds = earlier.get("seconds") or {}
     if fraction < MIN_FRACTION or spent < MIN_SECONDS:
-        return TimeLeft(None, None, f"the {stage} stage has just begun: its pace is not known yet")
+        if not all(isinstance(seconds.get(s), int | float) for s in [stage, *after]):
+            return TimeLeft(None, None, f"the {stage} stage has just begun: its pace is not known yet")
+        stage_left = max(float(seconds[stage]) - spent - since, 0.0)
+        rest = sum(float(seconds[s]) for s in after)
+        return TimeLeft(
+            stage_left + rest,
+            stage_left,
+            f"the {stage} stage has just begun: "
+            + ("it and the stages after it as long as they took" if after else "it as long as it took")
+            + f" in audit {earlier.get('audit_id')} (the same {earlier.get('same') or 'request'})",
+        )
     stage_left = max(spent * (1.0 - fraction) / fraction - since, 0.0)
     said = f"the {stage} stage at its pace so far ({fraction:.0%} in {spent:.0f} s)"
     if not after:
         return TimeLeft(stage_left, stage_left, said + "; it is the last stage")
     stages = ", ".join(after)
-    earlier = pace.get("earlier") or {}
-    seconds = earlier.get("seconds") or {}
     if not all(isinstance(seconds.get(s), int | float) for s in after):
         return TimeLeft(
             None,

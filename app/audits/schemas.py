@@ -388,8 +388,9 @@ class AuditSummary(BaseModel):
 
 class TimeLeftRead(BaseModel):
     """A running audit's time left, as of the request. The running stage's comes from its pace so far (progress
-    within a stage is close to linear in time); the stages after it's from how long they took in the latest earlier
-    audit of the same request or schedule, and without one the whole audit's is null. ``basis`` says which."""
+    within a stage is close to linear in time; in its first 2 s and 5%, from an earlier run); the stages after it's
+    from how long they took in the latest earlier audit of the same request or schedule, and without one the whole
+    audit's is null. ``basis`` says which."""
 
     seconds: float | None
     """number: seconds the whole audit has left, or null (``basis`` says why)."""

@@ -61,6 +61,17 @@ def test_a_stage_just_begun_has_no_pace_yet(fraction: float, spent: float) -> No
     assert "has just begun" in found.basis
 
 
+def test_a_stage_just_begun_is_timed_by_an_earlier_run_where_there_is_one() -> None:
+    earlier = {"audit_id": "a1", "same": "request", "seconds": {"influence": 30.0, "debiasing": 20.0}}
+    found = time_left(_pace(0.01, 1.0, ["debiasing"], earlier), T0 + timedelta(seconds=4))
+    assert found is not None and found.stage_seconds == pytest.approx(26.0) and found.seconds == pytest.approx(46.0)
+    assert "has just begun: it and the stages after it as long as they took in audit a1" in found.basis
+    # one that did not run a stage to come says nothing of the whole audit
+    partial = {"audit_id": "a1", "same": "request", "seconds": {"influence": 30.0}}
+    unknown = time_left(_pace(0.01, 1.0, ["debiasing"], partial), T0 + timedelta(seconds=4))
+    assert unknown is not None and (unknown.seconds, unknown.stage_seconds) == (None, None)
+
+
 def test_no_pace_or_a_malformed_one_says_nothing() -> None:
     assert time_left(None, T0) is None
     assert time_left({"stage": "influence"}, T0) is None
