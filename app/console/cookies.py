@@ -1,5 +1,6 @@
-"""The console's signed cookies: a session after sign-in, and a short-lived one that carries the sign-in form's
-CSRF token before there is a session.
+"""The console's signed cookies: a session after sign-in, a short-lived one that carries the sign-in form's
+CSRF token before there is a session, and one that carries a new webhook signing secret across a redirect to the
+page that shows it once.
 
 A cookie's value is ``<payload>.<signature>``: the payload is URL-safe base64 of a small JSON document holding an
 expiry (``exp``, Unix seconds) and a random CSRF token (``csrf``); the signature is HMAC-SHA256 of the cookie's
@@ -26,6 +27,10 @@ SIGN_IN_COOKIE = "bind_console_sign_in"
 COOKIE_PATH = "/console"
 SIGN_IN_SECONDS = 15 * 60
 """How long the sign-in form may be left open before its token is refused."""
+SHOWN_COOKIE = "bind_console_shown"
+SHOWN_PATH = "/console/webhooks"
+SHOWN_SECONDS = 60
+"""How long a secret waits for the page that shows it once, after the form that made it redirected there."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,22 @@ def sign_in_token(secret: str, value: str | None) -> str | None:
     doc = unsign(secret, SIGN_IN_COOKIE, value)
     token = doc.get("csrf") if doc else None
     return token if isinstance(token, str) else None
+
+
+def shown_once(secret: str, key_id: uuid.UUID, doc: dict[str, Any]) -> str:
+    """A cookie value carrying ``doc`` (a new signing secret, with what the page says of it) across the redirect
+    after the form that made it, for the session of ``key_id`` only: the page it lands on shows it and clears it, so
+    reloading that page neither sends the form again nor shows the secret twice."""
+    return sign(secret, SHOWN_COOKIE, {"kid": str(key_id), "shown": doc, "exp": int(time.time()) + SHOWN_SECONDS})
+
+
+def read_shown(secret: str, key_id: uuid.UUID, value: str | None) -> dict[str, Any] | None:
+    """What :func:`shown_once` carries, for this session's key; ``None`` for anything else."""
+    doc = unsign(secret, SHOWN_COOKIE, value)
+    if doc is None or doc.get("kid") != str(key_id) or not isinstance(doc.get("shown"), dict):
+        return None
+    shown: dict[str, Any] = doc["shown"]
+    return shown
 
 
 def same_token(expected: str | None, given: str | None) -> bool:

@@ -1,5 +1,5 @@
 """The console's webhooks page (role ``admin``): the tenant's subscriptions with their recent deliveries, a form that
-subscribes a URL (``POST /v1/webhooks``: the signing secret shown once, on the page that answers it), and on each
+subscribes a URL (``POST /v1/webhooks``: the signing secret shown once, on the page the form redirects to), and on each
 subscription forms that change its events and warning codes (``PATCH /v1/webhooks/{id}``) or delete it with its log.
 Each goes through the webhooks service with the API's checks and trail entries; a refusal is shown on its form, in
 the form's own labels."""
@@ -9,17 +9,19 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Query, Response
+from fastapi import APIRouter, Form, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from app.console.cookies import SHOWN_COOKIE, SHOWN_PATH, SHOWN_SECONDS, read_shown, shown_once
 from app.console.deps import ConsoleAdminDep, ConsoleUser, check_csrf
 from app.console.form_errors import form_refusal
 from app.console.pages import next_query, page, refused
 from app.console.views import webhook_row, when
 from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.errors import ProblemError, ValidationProblem
+from app.core.settings import Settings
 from app.trail.record import trailed
 from app.webhooks import resend
 from app.webhooks import service as webhooks
@@ -44,17 +46,55 @@ EVENTS: dict[str, str] = {
 
 @router.get("/webhooks")
 def webhook_list(
+    request: Request,
     session: SessionDep,
     user: ConsoleAdminDep,
+    settings: SettingsDep,
     page_token: Annotated[str | None, Query(max_length=500)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = PAGE_SIZE,
 ) -> Response:
-    """The tenant's webhooks, each with its most recent deliveries, and the form that subscribes a new one."""
-    return webhooks_view(session, user, page_token=page_token, limit=limit)
+    """The tenant's webhooks, each with its most recent deliveries, and the form that subscribes a new one; after
+    a form that made a signing secret, that secret, this once."""
+    secret = settings.console_secret.get_secret_value()
+    shown = read_shown(secret, user.session.key_id, request.cookies.get(SHOWN_COOKIE))
+    kind = shown.pop("kind", None) if shown is not None else None
+    answer = webhooks_view(
+        session,
+        user,
+        page_token=page_token,
+        limit=limit,
+        created=shown if kind == "created" else None,
+        rotated=shown if kind == "rotated" else None,
+    )
+    if shown is not None:
+        answer.delete_cookie(SHOWN_COOKIE, path=SHOWN_PATH, secure=_secure(request), httponly=True, samesite="strict")
+    return answer
 
 
-@router.post("/webhooks", dependencies=[trailed("webhook.create")])
+def _show_once(request: Request, settings: Settings, user: ConsoleUser, shown: dict[str, Any]) -> Response:
+    """Redirect to the webhooks page, which shows ``shown`` (a new secret) once: a reload of the page sends no form
+    again (a second subscription, another rotation) and no longer shows the secret."""
+    value = shown_once(settings.console_secret.get_secret_value(), user.session.key_id, shown)
+    answer = RedirectResponse(f"/console/webhooks#webhook-{shown['id']}", status_code=303)
+    answer.set_cookie(
+        SHOWN_COOKIE,
+        value,
+        max_age=SHOWN_SECONDS,
+        path=SHOWN_PATH,
+        secure=_secure(request),
+        httponly=True,
+        samesite="strict",
+    )
+    return answer
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+@router.post("/webhooks", status_code=303, dependencies=[trailed("webhook.create")])
 def webhook_create(
+    request: Request,
     session: SessionDep,
     user: ConsoleAdminDep,
     settings: SettingsDep,
@@ -64,20 +104,20 @@ def webhook_create(
     events: FormList = [],  # noqa: B006  # FastAPI copies a form default
     warning_codes: FormList = [],  # noqa: B006
 ) -> Response:
-    """Subscribe ``url``; the page that answers shows the signing secret, this once."""
+    """Subscribe ``url``, then the webhooks page, which shows the signing secret this once; a refusal on the form."""
     check_csrf(user, csrf)
     form = {"url": url, "events": events, "warning_codes": warning_codes}
     try:
-        request = {"url": url.strip(), "events": events, "warning_codes": warning_codes or None}
+        body = {"url": url.strip(), "events": events, "warning_codes": warning_codes or None}
         row, secret = webhooks.create_webhook(
-            session, user.tenant, WebhookCreate.model_validate(request), settings=settings
+            session, user.tenant, WebhookCreate.model_validate(body), settings=settings
         )
     except (ValidationError, ProblemError) as exc:
         problem = form_refusal(exc, "The webhook's settings are not valid.")
         refused(response, problem.status)
         return webhooks_view(session, user, form=form, problem=problem)
     response.headers["Location"] = f"/v1/webhooks/{row.id}"  # the trail entry's target, as the API's create records
-    return webhooks_view(session, user, created={"id": str(row.id), "url": row.url, "secret": secret})
+    return _show_once(request, settings, user, {"kind": "created", "id": str(row.id), "url": row.url, "secret": secret})
 
 
 @router.post(
@@ -183,19 +223,26 @@ OVERLAPS: dict[str, int] = {"a day": 86400, "an hour": 3600, "a week": 7 * 86400
 
 @router.post(
     "/webhooks/{webhook_id}/rotate-secret",
+    status_code=303,
     dependencies=[trailed("webhook.rotate_secret", "/webhooks/{webhook_id}")],
 )
 def webhook_rotate(
-    webhook_id: uuid.UUID, session: SessionDep, user: ConsoleAdminDep, csrf: FormText = "", overlap: FormText = ""
+    webhook_id: uuid.UUID,
+    request: Request,
+    session: SessionDep,
+    user: ConsoleAdminDep,
+    settings: SettingsDep,
+    csrf: FormText = "",
+    overlap: FormText = "",
 ) -> Response:
-    """A new signing secret (``POST /v1/webhooks/{id}/rotate-secret``), shown on the page that answers, this once;
-    the old one signs beside it for the overlap chosen."""
+    """A new signing secret (``POST /v1/webhooks/{id}/rotate-secret``), then the webhooks page, which shows it this
+    once; the old one signs beside it for the overlap chosen."""
     check_csrf(user, csrf)
     seconds = OVERLAPS.get(overlap, OVERLAPS["a day"])
     row, secret = webhooks.rotate_secret(session, user.tenant, webhook_id, overlap_seconds=seconds)
     until = row.previous_secret_expires_at
-    shown = {"id": str(row.id), "url": row.url, "secret": secret, "until": when(until) if until else None}
-    return webhooks_view(session, user, rotated=shown)
+    shown = {"kind": "rotated", "id": str(row.id), "url": row.url, "secret": secret}
+    return _show_once(request, settings, user, shown | {"until": when(until) if until else None})
 
 
 def webhooks_view(

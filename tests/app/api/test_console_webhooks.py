@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from test_console import Tenant
 
+from app.console.cookies import read_shown, shown_once
 from app.core.db.tables import Graph, TrailEvent, Webhook, WebhookDelivery
 from app.webhooks.signing import sign
 
@@ -44,11 +45,15 @@ def test_subscribe_change_and_delete_a_webhook(tenant: Callable[..., Tenant], se
     assert 'id="webhook-form"' in empty and 'value="training_fit"' in empty and "No webhook yet." in empty
     form = {"csrf": token, "url": "https://8.8.8.8/hook", "events": ["audit.warned", "audit.failed"],
             "warning_codes": ["training_fit", "unseen_categories"]}  # fmt: skip
-    created = user.browser.post("/console/webhooks", data=form)
+    made = user.browser.post("/console/webhooks", data=form)
+    (hook,) = _hooks(sessions, user.id)
+    # the form redirects to the page that shows the secret, so a reload of that page sends nothing again
+    assert made.status_code == 303 and made.headers["location"] == f"/console/webhooks#webhook-{hook.id}"
+    assert "whsec" not in made.text
+    created = user.browser.get("/console/webhooks")
     assert created.status_code == 200 and created.headers["cache-control"] == "no-store"
     secret = re.search(r'<code id="webhook-secret">([^<]+)</code>', created.text)
     assert secret is not None
-    (hook,) = _hooks(sessions, user.id)
     assert (hook.url, hook.events, hook.warning_codes) == (
         "https://8.8.8.8/hook",
         ["audit.failed", "audit.warned"],
@@ -58,6 +63,7 @@ def test_subscribe_change_and_delete_a_webhook(tenant: Callable[..., Tenant], se
     assert sign("m", 1, b"{}", hook.secret) == sign("m", 1, b"{}", secret.group(1))
     again = user.browser.get("/console/webhooks").text
     assert secret.group(1) not in again and "<b>audit.warned only for</b>: training_fit, unseen_categories" in again
+    assert len(_hooks(sessions, user.id)) == 1
     # its form shows what it takes; a change keeps URL and secret
     edit = again[again.index(f'id="webhook-edit-{hook.id}"') :].split("</form>")[0]
     assert re.search(r'value="audit.warned" checked', edit) and not re.search(r'value="audit.succeeded" checked', edit)
@@ -80,7 +86,7 @@ def test_subscribe_change_and_delete_a_webhook(tenant: Callable[..., Tenant], se
     assert deleted.status_code == 303 and _hooks(sessions, user.id) == []
     target = f"/webhooks/{hook.id}"
     assert _trail(sessions, user.id) == [
-        ("webhook.create", target, "succeeded", 200),
+        ("webhook.create", target, "succeeded", 303),
         ("webhook.update", target, "succeeded", 303),
         ("webhook.update", target, "failed", 422),
         ("webhook.delete", target, "failed", 422),
@@ -221,9 +227,9 @@ def test_rotate_the_secret_from_the_console(tenant: Callable[..., Tenant], sessi
     token = user.form_token("/console/webhooks")
     page = user.browser.get("/console/webhooks").text
     assert f'id="webhook-rotate-{hook_id}"' in page and "<option>a day</option>" in page
-    rotated = user.browser.post(
-        f"/console/webhooks/{hook_id}/rotate-secret", data={"csrf": token, "overlap": "an hour"}
-    )
+    done = user.browser.post(f"/console/webhooks/{hook_id}/rotate-secret", data={"csrf": token, "overlap": "an hour"})
+    assert done.status_code == 303 and done.headers["location"] == f"/console/webhooks#webhook-{hook_id}"
+    rotated = user.browser.get("/console/webhooks")
     assert rotated.status_code == 200 and rotated.headers["cache-control"] == "no-store"
     secret = re.search(r'<code id="webhook-secret">([^<]+)</code>', rotated.text)
     assert secret is not None and "the old one also signs every delivery until" in rotated.text
@@ -232,8 +238,14 @@ def test_rotate_the_secret_from_the_console(tenant: Callable[..., Tenant], sessi
         assert row is not None and (row.secret, row.previous_secret) == (secret.group(1), "whsec_old")
     again = user.browser.get("/console/webhooks").text
     assert secret.group(1) not in again and "(the secret replaced last keeps signing until" in again
-    leaked = user.browser.post(
-        f"/console/webhooks/{hook_id}/rotate-secret", data={"csrf": token, "overlap": "none (it leaked)"}
-    )
+    user.browser.post(f"/console/webhooks/{hook_id}/rotate-secret", data={"csrf": token, "overlap": "none (it leaked)"})
+    leaked = user.browser.get("/console/webhooks")
     assert "the old one no longer signs anything" in leaked.text
+    assert user.browser.cookies.get("bind_console_shown", path="/console/webhooks") is None  # cleared once shown
+    # a secret carried for one session's key is shown to that session only
+    key = user.browser.app.state.settings.console_secret.get_secret_value()  # type: ignore[attr-defined]
+    mine, theirs = uuid.uuid4(), uuid.uuid4()
+    carried = shown_once(key, mine, {"kind": "rotated", "id": str(hook_id), "url": "u", "secret": "x1"})
+    assert read_shown(key, mine, carried) == {"kind": "rotated", "id": str(hook_id), "url": "u", "secret": "x1"}
+    assert read_shown(key, theirs, carried) is None and read_shown("another-key" * 4, mine, carried) is None
     assert user.browser.post(f"/console/webhooks/{hook_id}/rotate-secret", data={}).status_code == 403  # CSRF
