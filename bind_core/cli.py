@@ -305,7 +305,7 @@ def _run(args: argparse.Namespace) -> int:
     _refuse_trained_options(args)
     check_carry_options(args)
     graph, report = _load(args)
-    graph, carried = carry_to_trained(args, graph, lambda table: _read_table(args, table, None).graph)
+    graph, carried = carry_to_trained(args, graph, lambda earlier: _read_earlier(args, earlier))
     deletion_threads = set_threads(args, graph.num_nodes)
     for note in report.notes(flag) if report is not None else []:
         print(f"read: {note}", file=sys.stderr)
@@ -482,6 +482,14 @@ def _load(args: argparse.Namespace) -> tuple[Any, IngestReport | None]:
         ingested = _read_table(args, args.table, args.edges)
         return ingested.graph, ingested.report
     return datasets.load(args.dataset, args.data_root), None
+
+
+def _read_earlier(args: argparse.Namespace, earlier: Path) -> Any:
+    """``--trained-on``'s graph, read as the audited one is: an archive as ``--npz``, else a table with the options of
+    ``--table`` (its edges not needed)."""
+    if args.npz is not None:
+        return datasets.from_files(earlier, name=args.name, split_seed=args.split_seed)
+    return _read_table(args, earlier, None).graph
 
 
 def _read_table(args: argparse.Namespace, table: Path, edges: Path | None) -> datasets.Ingested:

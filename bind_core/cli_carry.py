@@ -15,7 +15,8 @@ from bind_core.data.records import CarriedInputs
 from bind_core.errors import ConfigError
 
 ReadTable = Callable[[Path], Graph]
-"""Reads a node table with the audited table's options (``--label``, ``--features``, ``--scale``, ...), no edges."""
+"""Reads a node table with the audited table's options (``--label``, ``--features``, ``--scale``, ...), no edges;
+or, with ``--npz``, an archive as ``--npz`` is read."""
 
 
 def add_carry_options(group: argparse._ArgumentGroup) -> None:
@@ -24,9 +25,9 @@ def add_carry_options(group: argparse._ArgumentGroup) -> None:
         "--trained-on",
         type=Path,
         metavar="TABLE",
-        help="with --model-weights: the node table the model was trained on, when --table is a later one; it is "
-        "read with the same options (its edges are not needed) and --table's features are carried to its columns, "
-        "order and scale, as the model reads them",
+        help="with --model-weights: the node table (or .npz, with --npz) the model was trained on, when --table "
+        "(--npz) is a later one; it is read with the same options (a table's edges are not needed) and the later "
+        "one's features are carried to its columns, order and scale, as the model reads them",
     )
     group.add_argument(
         "--unknown-categories",
@@ -39,15 +40,18 @@ def add_carry_options(group: argparse._ArgumentGroup) -> None:
 
 
 def check_carry_options(args: argparse.Namespace) -> None:
-    """Refuse ``--trained-on`` without ``--table`` and ``--model-weights``, and ``--unknown-categories`` without
-    ``--trained-on`` (:class:`ConfigError`), before any graph is read."""
+    """Refuse ``--trained-on`` without ``--table`` (or ``--npz``, then with an ``.npz``) and ``--model-weights``,
+    and ``--unknown-categories`` without ``--trained-on`` (:class:`ConfigError`), before any graph is read."""
     if args.trained_on is None:
         if args.unknown_categories is not None:
             raise ConfigError("--unknown-categories applies only to --trained-on")
         return
-    missing = [o for o, v in (("--table", args.table), ("--model-weights", args.model_weights)) if v is None]
+    later = args.table if args.table is not None else args.npz
+    missing = [o for o, v in (("--table or --npz", later), ("--model-weights", args.model_weights)) if v is None]
     if missing:
         raise ConfigError(f"--trained-on needs {' and '.join(missing)}: it reads a supplied model's later table")
+    if args.npz is not None and args.trained_on.suffix.lower() != ".npz":
+        raise ConfigError(f"--trained-on: with --npz, the model's earlier graph as an .npz, not {args.trained_on.name}")
 
 
 def carry_to_trained(args: argparse.Namespace, graph: Graph, read: ReadTable) -> tuple[Graph, CarriedInputs | None]:

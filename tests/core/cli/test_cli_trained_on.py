@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 from torch_geometric.nn import models
 
 from bind_core.cli import main
-from bind_core.data.datasets import ingest_files, synthetic
+from bind_core.data.datasets import ingest_files, save_npz, synthetic
 
 REGIONS = ("east", "north", "south")
 
@@ -132,7 +132,7 @@ def test_trained_on_is_refused_where_it_cannot_apply(
 ) -> None:
     folder = trained[0]
     assert main(["--synthetic", "--trained-on", str(folder / "snap1.csv"), "--quiet"]) == 2
-    assert "--trained-on needs --table and --model-weights" in capsys.readouterr().err
+    assert "--trained-on needs --table or --npz and --model-weights" in capsys.readouterr().err
     assert main(_command(folder, "snap1", "--unknown-categories", "ignore")) == 2
     assert "--unknown-categories applies only to --trained-on" in capsys.readouterr().err
     # a trained-on table with another label is refused, the label named
@@ -140,3 +140,31 @@ def test_trained_on_is_refused_where_it_cannot_apply(
     table.rename(columns={"approved": "granted"}).to_csv(folder / "other.csv", index=False)
     assert main(_command(folder, "snap1", "--trained-on", str(folder / "other.csv"))) == 2
     assert "--label: no column 'approved'" in capsys.readouterr().err
+
+
+def test_archives_are_carried_as_tables_are(
+    trained: tuple[Path, models.GCN, list[str], list[tuple[float, float]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The two snapshots saved as .npz archives (each scaled by its own ranges, which the archive keeps): ``--npz``
+    with ``--trained-on`` an earlier archive audits the model as the tables did, to the last digit."""
+    folder = trained[0]
+    table, edges = _table(2, shift=0.3, west=30)
+    _write(folder, "snap2", table, edges)
+    for name in ("snap1", "snap2"):
+        graph = ingest_files(folder / f"{name}.csv", folder / f"{name}-edges.txt", scale=True, **READ).graph  # type: ignore[arg-type]
+        save_npz(graph, folder / f"{name}.npz")
+    from_tables, from_archives = folder / "tables.json", folder / "archives.json"
+    more = ("--trained-on", str(folder / "snap1.csv"), "--unknown-categories", "ignore", "--json", str(from_tables))
+    assert main(_command(folder, "snap2", *more)) == 0
+    model = ("--model-weights", str(folder / "gcn.safetensors"), "--model-config", str(folder / "gcn.json"))
+    archive = ["--npz", str(folder / "snap2.npz"), *model, "--skip", "influence", "--bootstrap", "0", "--quiet"]
+    ignore = ("--unknown-categories", "ignore")
+    assert main([*archive, "--trained-on", str(folder / "snap1.npz"), *ignore, "--json", str(from_archives)]) == 0
+    capsys.readouterr()
+    tables, archives = json.loads(from_tables.read_text()), json.loads(from_archives.read_text())
+    assert archives["metrics"]["test"] == tables["metrics"]["test"]
+    carried = archives["supplied_model"]["carried"]
+    assert (carried["ignored"], carried["ignored_nodes"], carried["trained_on"]) == (["region=west"], 30, "snap1.npz")
+    # an archive is carried to an archive only
+    assert main([*archive, "--trained-on", str(folder / "snap1.csv")]) == 2
+    assert "--trained-on: with --npz, the model's earlier graph as an .npz, not snap1.csv" in capsys.readouterr().err
