@@ -104,7 +104,7 @@ def time_left(pace: Mapping[str, Any] | None, now: datetime) -> TimeLeft | None:
     stage_left = max(spent * (1.0 - fraction) / fraction - since, 0.0)
     said = f"the {stage} stage at its pace so far ({fraction:.0%} in {spent:.0f} s)"
     if not after:
-        return TimeLeft(stage_left, stage_left, said + "; it is the last stage")
+        return TimeLeft(stage_left, stage_left, said + "; no stage follows")
     stages = ", ".join(after)
     if not all(isinstance(seconds.get(s), int | float) for s in after):
         return TimeLeft(

@@ -380,10 +380,15 @@ class AuditSummary(BaseModel):
     @property
     def time_left(self) -> TimeLeftRead | None:
         """While it runs: how long it has left (``app.audits.pace``); null otherwise, and before its first stage."""
-        if self.state != "running":
-            return None
-        found = time_left(self.pace, utcnow())
-        return TimeLeftRead(**dataclasses.asdict(found)) if found is not None else None
+        return time_left_read(self.state, self.pace)
+
+
+def time_left_read(state: str, pace: dict[str, Any] | None) -> TimeLeftRead | None:
+    """A running job's time left as of now, from its recorded pace; None unless it runs and has one."""
+    if state != "running":
+        return None
+    found = time_left(pace, utcnow())
+    return TimeLeftRead(**dataclasses.asdict(found)) if found is not None else None
 
 
 class TimeLeftRead(BaseModel):

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.console.views import left_in_words
 from app.core.db.tables import Audit, Tenant, WhatIf
 from app.what_ifs.service import list_jobs
 from bind_core.reporting import fmt
@@ -72,6 +73,7 @@ def job_view(job: WhatIf) -> dict[str, Any]:
         "state": job.state,
         "running": job.state in ("queued", "running"),
         "percent": f"{100 * (job.progress or 0):.0f}",
+        **left_in_words(job.state, job.pace),
         "size": job.size,
         "nodes": ", ".join(str(n) for n in job.nodes),
         "seeds": ", ".join(str(s) for s in job.seeds),

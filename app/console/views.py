@@ -50,7 +50,7 @@ def audit_row(audit: Audit) -> dict[str, Any]:
         "stage": audit.stage or "—",
         "progress": round(100 * min(max(float(audit.progress or 0.0), 0.0), 1.0)),
         "running": audit.state in RUNNING,
-        **_left(audit),
+        **left_in_words(audit.state, audit.pace),
         "succeeded": audit.state == "succeeded",
         "attempts": audit.attempts,
         "created": when(audit.created_at),
@@ -61,9 +61,9 @@ def audit_row(audit: Audit) -> dict[str, Any]:
     }
 
 
-def _left(audit: Audit) -> dict[str, str | None]:
-    """A running audit's time left in a few words (``left``) and how it was reached (``left_basis``)."""
-    found = time_left(audit.pace, datetime.now(UTC)) if audit.state == "running" else None
+def left_in_words(state: str, pace: dict[str, Any] | None) -> dict[str, str | None]:
+    """A running audit's or what-if's time left in a few words (``left``) and how it was reached (``left_basis``)."""
+    found = time_left(pace, datetime.now(UTC)) if state == "running" else None
     if found is None:
         return {"left": None, "left_basis": None}
     return {"left": left_words(dataclasses.asdict(found)), "left_basis": found.basis}

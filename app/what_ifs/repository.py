@@ -51,6 +51,7 @@ def claim(
         attempts=WhatIf.attempts + 1,
         device=device,
         progress=0.0,
+        pace=None,
         error=None,
         started_at=t,
         heartbeat_at=t,
@@ -76,12 +77,14 @@ def _lease_after_miss(session: Session, claim: JobClaim) -> Lease:
     return Lease.CANCELLED if state in ("cancelled", None) else Lease.LOST
 
 
-def beat(session: Session, claim: JobClaim, progress: float | None) -> Lease:
-    """Touch ``heartbeat_at`` (and ``progress`` when given); say whether the job is still ours."""
+def beat(session: Session, claim: JobClaim, progress: float | None, pace: dict[str, Any] | None = None) -> Lease:
+    """Touch ``heartbeat_at`` (and ``progress`` and ``pace`` when given); say whether the job is still ours."""
     t = now()
     values: dict[str, Any] = {"heartbeat_at": t, "updated_at": t}
     if progress is not None:
         values["progress"] = progress
+    if pace is not None:
+        values["pace"] = pace
     hit = rowcount(session, update(WhatIf).where(_fence(claim)).values(**values))
     return Lease.HELD if hit else _lease_after_miss(session, claim)
 

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.audits.failures import problem_for
 from app.audits.guard import AuditGuard
 from app.audits.model_artifacts import export_form, store_model_artifact
+from app.audits.pace import PaceTracker
 from app.audits.progress import ProgressReporter
 from app.core.db.tables import Audit
 from app.core.lease import Lease, LeaseLost
@@ -107,9 +108,11 @@ def execute(
     if claim is None:
         return "skipped"
 
-    def beat(_stage: str | None, progress: float | None) -> Lease:
+    pace = PaceTracker((STAGE,))
+
+    def beat(stage: str | None, progress: float | None) -> Lease:
         with sessions.begin() as session:
-            return jobs.beat(session, claim, progress)
+            return jobs.beat(session, claim, progress, pace.record() if stage is not None else None)
 
     reporter = ProgressReporter(
         beat, min_interval=settings.progress_interval, heartbeat_interval=settings.heartbeat_interval
@@ -120,6 +123,7 @@ def execute(
 
     def progress(fraction: float) -> None:
         guard.check()  # the audits' limits (BIND_AUDIT_MEMORY_GUARD, BIND_AUDIT_MAX_SECONDS) hold here too
+        pace.observe(STAGE, fraction)
         reporter(STAGE, fraction)
 
     try:

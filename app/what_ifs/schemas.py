@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, WrapValidator
+from pydantic import BaseModel, ConfigDict, Field, WrapValidator, computed_field
 
 from app.audits.result_schemas import lenient
-from app.audits.schemas import StoredProblem
+from app.audits.schemas import StoredProblem, TimeLeftRead, time_left_read
 
 WhatIfState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
@@ -104,6 +104,14 @@ class WhatIfJobSummary(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+    pace: dict[str, Any] | None = Field(None, exclude=True)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def time_left(self) -> TimeLeftRead | None:
+        """While it runs: how long its retrainings have left, at their pace so far (``app.audits.pace``); null
+        otherwise, and in its first 2 s and 5%."""
+        return time_left_read(self.state, self.pace)
 
 
 class WhatIfJobRead(WhatIfJobSummary):

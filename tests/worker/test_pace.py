@@ -34,7 +34,7 @@ def test_the_running_stage_is_carried_to_its_end_at_its_pace() -> None:
     # 25% in 30 s: 90 s left as of the report, 80 s ten seconds later
     last = time_left(_pace(0.25, 30.0, []), T0 + timedelta(seconds=40))
     assert last is not None and last.stage_seconds == pytest.approx(80.0) and last.seconds == pytest.approx(80.0)
-    assert "it is the last stage" in last.basis
+    assert "no stage follows" in last.basis
     # past its pace, never below 0
     late = time_left(_pace(0.25, 30.0, []), T0 + timedelta(seconds=500))
     assert late is not None and late.stage_seconds == 0.0

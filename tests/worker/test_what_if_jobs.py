@@ -20,6 +20,7 @@ from app.core.db.tables import Audit, Graph, ModelArtifact, WhatIf
 from app.core.settings import Settings
 from app.what_ifs.recovery import sweep, sweep_and_send
 from app.what_ifs.run import execute
+from app.what_ifs.schemas import WhatIfJobSummary
 from app.what_ifs.tasks import VERIFY_WHAT_IF
 from bind_core import AuditConfig
 from bind_core.codec import encode
@@ -180,3 +181,26 @@ def test_the_audits_time_limit_holds_for_a_verification(
     row = _row(sessions, job)
     assert row.error is not None and row.error["limits"][0]["limit"] == "BIND_AUDIT_MAX_SECONDS", row.error
     assert row.result is None
+
+
+def test_a_running_job_records_its_pace(
+    sessions: sessionmaker[Session], settings: Settings, new_job: Callable[..., uuid.UUID]
+) -> None:
+    """Each progress write carries the retrainings' pace, from which the job's read says its time left."""
+    job = new_job()
+    seen: list[tuple[dict[str, Any] | None, Any]] = []
+
+    def watched(*args: Any, progress: Callable[[float], None], **kwargs: Any) -> VerifiedSet:
+        def report(fraction: float) -> None:
+            progress(fraction)
+            if 0.3 < fraction < 0.7 and not seen:
+                row = _row(sessions, job)
+                seen.append((row.pace, WhatIfJobSummary.model_validate(row).time_left))
+
+        return verify_what_if(*args, progress=report, **kwargs)
+
+    assert execute(str(job), sessions=sessions, settings=settings, device="cpu", compute=watched) == "succeeded"
+    ((pace, left),) = seen
+    assert pace is not None and pace["stage"] == "verifying" and 0.3 < pace["fraction"] < 0.7 and pace["after"] == []
+    assert left is not None and left.basis  # a few hundredths of a second in: "has just begun", no figure yet
+    assert WhatIfJobSummary.model_validate(_row(sessions, job)).time_left is None  # finished: none

@@ -473,6 +473,8 @@ class WhatIf(Base):
     random_sets: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(16), default="queued")
     progress: Mapped[float] = mapped_column(Double, default=0.0)
+    pace: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    """The running attempt's pace (``app.audits.pace``): when it began and the fraction of the retrainings done."""
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     device: Mapped[str | None] = mapped_column(String(64))
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
@@ -79,6 +80,14 @@ def test_estimate_verify_and_read_the_outcome(tenant: Callable[..., Tenant], ses
     queued = user.browser.get(location).text
     assert "<b>queued</b>" in queued and 'http-equiv="refresh"' in queued and 'id="cancel"' in queued
     assert "u0, u1" in queued and "income &gt; 1" in queued
+    now = datetime.now(UTC)
+    pace = {"stage": "verifying", "started_at": (now - timedelta(seconds=60)).isoformat(), "fraction": 0.25,
+            "at": now.isoformat(), "after": [], "earlier": None}  # fmt: skip
+    with sessions.begin() as session:  # a quarter of the retrainings in a minute
+        session.execute(update(WhatIf).where(WhatIf.id == job).values(state="running", progress=0.25, pace=pace))
+    running = user.browser.get(location).text
+    assert "25% done" in running and ">about 3 min left</span>" in running
+    assert 'title="the verifying stage at its pace so far (25% in 60 s); no stage follows"' in running
     with sessions.begin() as session:
         session.execute(update(WhatIf).where(WhatIf.id == job).values(state="succeeded", progress=1.0, result=RESULT))
     outcome = user.browser.get(location).text
