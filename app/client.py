@@ -217,8 +217,8 @@ def _run(args: argparse.Namespace, http: httpx.Client, out: Callable[[str], None
     if args.command == "status":
         audit = _call(http, "GET", f"/v1/audits/{args.audit_id}").json()
         keys = (
-            "id", "state", "stage", "progress", "attempts", "created_at", "finished_at", "error", "warnings",
-            "warning_codes",
+            "id", "state", "stage", "progress", "time_left", "attempts", "created_at", "finished_at", "error",
+            "warnings", "warning_codes",
         )  # fmt: skip
         out(json.dumps({k: audit.get(k) for k in keys}))
         return OK

@@ -8,9 +8,9 @@ Within a stage, progress is close to linear in time (epochs trained, nodes estim
 on two-layer audits, less so on short one-layer stages: ``bench/bench_pace.py``, docs/SERVICE.md), so the stage's
 time left is its pace so far carried to its end. The stages after it are another matter: their cost estimates
 (``bind_core.pipeline.budget``, flops) bound memory and work, but as times they are off by up to a hundredfold
-between stages, so they are not used here. Only an earlier
-audit of the same request says how long those stages take; without one, the whole audit's time left is null, and
-``basis`` says why.
+between stages, so they are not used here. Only an earlier audit of the same request says how long those stages
+take; without one, the whole audit's time left is null, and ``basis`` says why. A what-if verification is one stage
+(its retrainings) and reads its time left the same way.
 """
 
 from __future__ import annotations

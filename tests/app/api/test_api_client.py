@@ -108,6 +108,7 @@ def test_submit_wait_fail_on_status_results(
     assert submit_and_succeed(0.05, "--fail-on", "delta_sp>0.1", "--fail-on", "gamma>0.5") == OK
     audit_id = __import__("json").loads(lines[-1])["id"]
     assert run(_args("status", audit_id), http, lines.append) == OK and '"succeeded"' in lines[-1]
+    assert json.loads(lines[-1])["time_left"] is None  # said while it runs; none once it ended
     junit = tmp_path / "gates.xml"
     argv_results = ["results", audit_id, "--fail-on", "delta_eo>0.01", "--fail-on", "gamma>0.5", "--junit", str(junit)]
     assert run(_args(*argv_results), http, lines.append) == THRESHOLD
