@@ -37,7 +37,8 @@ _RULE = re.compile(r"^\s*([A-Za-z_]+)(?:\.([A-Za-z]+))?\s*(>=|<=|>|<)\s*([-+0-9.
 _WARNING = re.compile(r"^\s*warning\s*:\s*([A-Za-z_]*)\s*$")
 WARNING_CODES = (
     "group_excluded", "no_edges", "few_positives", "scaled_inputs", "metric_undefined", "few_resamples",
-    "resamples_dropped", "output_order", "training_fit", "unseen_categories", "many_classes", "not_stationary",
+    "resamples_dropped", "output_order", "training_fit", "overconfident", "unseen_categories", "many_classes",
+    "not_stationary",
     "non_smooth", "minimum_on_kinks", "proximal_question", "no_minimum", "moved_far", "unsettled",
     "self_check_in_noise", "self_check_low", "other",
 )  # fmt: skip

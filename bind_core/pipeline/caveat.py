@@ -22,6 +22,8 @@ CODES: dict[str, str] = {
     "resamples_dropped": "some intervals rest on fewer resamples than drawn (undefined in the others)",
     "output_order": "a supplied model ranks its training labels below chance: its outputs may be in another order",
     "training_fit": "a supplied model fits its own training nodes no better than a constant, or worse than a guess",
+    "overconfident": "a supplied model classifies its training nodes well but its probabilities fit them worse than a "
+    "guess (extreme, wrong probabilities)",
     "unseen_categories": "a supplied model on a later version: some nodes have a category it was never registered with",
     "many_classes": "the label has many classes with few nodes each (a continuous column)",
     "not_stationary": "the weights are not a stationary point: each estimate answers the proximal question",

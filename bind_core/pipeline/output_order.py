@@ -31,6 +31,8 @@ def _fit_warnings(record: SuppliedModel) -> list[Caveat]:
     fit, found = record.training_fit, record.output_order
     if found is not None and found.below_chance and found.text:  # outputs read in another order explain a poor fit
         return [Caveat(found.text, "output_order")]
+    if fit is not None and fit.overconfident and fit.text:  # its outputs carry the labels: not a doubt of its inputs
+        return [Caveat(fit.text, "overconfident")]
     if fit is None or not fit.suspect or not fit.text:
         return []
     return [Caveat(fit.text + _carried(record), "training_fit")]

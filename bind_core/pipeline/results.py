@@ -226,8 +226,9 @@ class SuppliedModel:
     )
     training_fit: TrainingFit | None = key(
         "the model's mean cross-entropy on its labelled training nodes against a constant predictor's and a uniform "
-        "guess's: no_better or worse_than_guess says it is most likely fed other inputs than it was trained on; absent "
-        "in audits from before 2026-12-06",
+        "guess's: no_better, or worse_than_guess without overconfident (a model that classifies them clearly better "
+        "than the commonest label), says it is most likely fed other inputs than it was trained on; absent in audits "
+        "from before 2026-12-06",
         optional=True,
     )
     carried: CarriedInputs | None = key(

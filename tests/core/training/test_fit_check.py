@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
 from bind_core.data.datasets import synthetic
+from bind_core.pipeline.output_order import supplied_model_doubt, supplied_model_warnings
+from bind_core.pipeline.results import SuppliedModel
 from bind_core.training.fit_check import check_training_fit
 
 
@@ -37,10 +40,32 @@ def test_a_model_no_better_than_a_constant_is_told_from_one_that_fits() -> None:
     assert accurate.accuracy is not None and accurate.majority is not None and accurate.accuracy > accurate.majority
     assert not accurate.no_better
     assert accurate.guess == pytest.approx(math.log(2)) and accurate.loss is not None and accurate.loss > accurate.guess
-    assert accurate.worse_than_guess and accurate.suspect
+    # its outputs carry the labels: overconfident, told apart, not a doubt of its inputs
+    assert accurate.worse_than_guess and accurate.overconfident and not accurate.suspect
     assert accurate.text is not None and "worse than guessing every class alike" in accurate.text
-    assert "scale off" in accurate.text  # the same advice: check what it is fed
+    assert "classifies them clearly better than the commonest label" in accurate.text
     assert not found.worse_than_guess and not found.suspect and not same.worse_than_guess  # the constant is no worse
+    assert not found.overconfident and not same.overconfident and not inverted.overconfident
+
+
+def test_worse_than_the_guess_and_barely_above_the_constant_is_suspect() -> None:
+    """Worse than the guess by cross-entropy, with an accuracy within 3 standard errors of the commonest label's share
+    (as a model fed inputs scaled otherwise gives: 78.7% against 78.6%): its inputs are doubted, as before."""
+    graph = synthetic(200, seed=1)
+    train, y = graph.train_idx, graph.y.long()
+    count = train.numel()
+    shares = torch.bincount(y[train], minlength=2).double() / count
+    majority = int(shares.argmax())
+    proba = torch.full((graph.num_nodes, 2), 1e-9, dtype=torch.float64)
+    proba[:, majority] = 1 - 1e-9  # every node the commonest label, confidently
+    right = train[y[train] != majority][:2]  # and two more right: just above the constant's accuracy
+    proba[right] = proba[right].flip(1)
+    found = check_training_fit(proba, graph)
+    assert found.accuracy is not None and found.majority is not None and found.accuracy > found.majority
+    sigma = math.sqrt(found.majority * (1 - found.majority) / count)
+    assert found.accuracy - found.majority < 3 * sigma
+    assert found.worse_than_guess and not found.no_better and not found.overconfident and found.suspect
+    assert found.text is not None and "scale off" in found.text  # the advice: check what it is fed
 
 
 def test_a_confident_model_with_a_few_training_nodes_wrong_is_not_flagged() -> None:
@@ -54,3 +79,23 @@ def test_a_confident_model_with_a_few_training_nodes_wrong_is_not_flagged() -> N
     fit = check_training_fit(proba, graph)
     assert fit.loss is not None and fit.guess is not None and fit.loss < fit.guess
     assert not fit.suspect and fit.text is None
+
+
+def test_an_overconfident_model_warns_apart_and_keeps_its_verdict() -> None:
+    """The audit's reading of the record: ``overconfident`` is its own warning code and no doubt of the inputs (no
+    verdict withheld); worse than the guess without it is ``training_fit`` and withholds the verdict."""
+    graph = synthetic(200, seed=1)
+    y = graph.y.long()
+    proba = torch.nn.functional.one_hot(y, 2).double() * 0.9 + 0.05
+    wrong = graph.train_idx[:3]
+    proba[wrong] = torch.where(torch.nn.functional.one_hot(y[wrong], 2).bool(), 1e-12, 1 - 1e-12).double()
+    fit = check_training_fit(proba, graph)
+    assert fit.overconfident
+    record = SuppliedModel(polished_by_service=False, training_fit=fit)
+    (warned,) = supplied_model_warnings(record)
+    assert warned.code == "overconfident" and supplied_model_doubt(record) is None
+    doubted = SuppliedModel(
+        polished_by_service=False, training_fit=dataclasses.replace(fit, overconfident=False, text="fits badly")
+    )
+    assert [w.code for w in supplied_model_warnings(doubted)] == ["training_fit"]
+    assert "does no better than guessing every class alike" in str(supplied_model_doubt(doubted))
