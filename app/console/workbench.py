@@ -285,7 +285,7 @@ def _model_choice(model: supplied.ModelChoice, *, version: int) -> str:
 
 
 FIT_SAID = {
-    "training_fit": "fit no better than a constant when registered",
+    "training_fit": "fit its training nodes poorly when registered",
     "output_order": "ranked its labels below chance when registered",
 }
 """What the model choices say of a registration's warnings about the model's fit (by code)."""

@@ -271,7 +271,7 @@ def test_the_graph_page_schedules_audits_of_a_model_registered_on_an_earlier_ver
     page = user.browser.get(v2_path).text
     # the audit form's choice, and the schedule form's; the model (5 epochs) is no better than a constant on its
     # training nodes, and its registration said so
-    poor = "fit no better than a constant when registered"
+    poor = "fit its training nodes poorly when registered"
     assert page.count(f"credit (registered on version 1; {poor})") == 2
     assert page.count(f"prod (registered on version 1; reads unseen categories as none; {poor})") == 2
     token = re.search(r'name="csrf" value="([^"]+)"', page)
