@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from fastapi import Response
+from fastapi import Request, Response
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader
 
+from app.console.cookies import COOKIE_PATH
 from app.console.deps import ConsoleUser
 from bind_core.reporting import environment
 
@@ -59,3 +60,21 @@ def refused(response: Response, status: int) -> None:
     with ``status`` where the route shows the refusal on a page of its own: the trail then writes the action as
     failed, with that status, not as a success."""
     response.status_code = status
+
+
+def set_cookie(
+    response: Response, request: Request, name: str, value: str, *, max_age: int, path: str = COOKIE_PATH
+) -> None:
+    """Set one of the console's cookies: ``HttpOnly``, ``SameSite=Strict``, ``Secure`` over HTTPS."""
+    response.set_cookie(
+        name, value, max_age=max_age, path=path, secure=_secure(request), httponly=True, samesite="strict"
+    )
+
+
+def clear_cookie(response: Response, request: Request, name: str, *, path: str = COOKIE_PATH) -> None:
+    """Clear one of the console's cookies (set with :func:`set_cookie` on ``path``)."""
+    response.delete_cookie(name, path=path, secure=_secure(request), httponly=True, samesite="strict")
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https"

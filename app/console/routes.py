@@ -21,7 +21,6 @@ from app.audits import service as audits
 from app.console import audit_models, schedule_form, verify, webhook_forms, workbench
 from app.console.compare import metric_rows, node_comparison
 from app.console.cookies import (
-    COOKIE_PATH,
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
     SIGN_IN_SECONDS,
@@ -39,7 +38,7 @@ from app.console.deps import (
 )
 from app.console.detail import audit_sections
 from app.console.headlines import headlines
-from app.console.pages import next_query, page
+from app.console.pages import clear_cookie, next_query, page, set_cookie
 from app.console.problems import problem_page
 from app.console.verify_view import verification_rows
 from app.console.views import audit_row, audit_verdict, graph_row, schedule_row
@@ -81,24 +80,12 @@ def install(app: FastAPI) -> None:
     serve_problem_pages(app, "/console", problem_page)  # an unknown id, a bad form...: a page, not problem+json
 
 
-def _secure(request: Request) -> bool:
-    return request.url.scheme == "https"
-
-
 def _sign_in_page(request: Request, settings: SettingsDep, *, error: str | None, status_code: int) -> Response:
     value, token = new_sign_in(settings.console_secret.get_secret_value())
     response = page(
         "sign_in.html", None, status_code=status_code, title="Sign in · bind-audit", form_csrf=token, error=error
     )
-    response.set_cookie(
-        SIGN_IN_COOKIE,
-        value,
-        max_age=SIGN_IN_SECONDS,
-        path=COOKIE_PATH,
-        secure=_secure(request),
-        httponly=True,
-        samesite="strict",
-    )
+    set_cookie(response, request, SIGN_IN_COOKIE, value, max_age=SIGN_IN_SECONDS)
     return response
 
 
@@ -145,16 +132,8 @@ def sign_in(
     )
     value, _ = new_session(secret, key.id, settings.console_session_seconds)
     response = RedirectResponse(HOME, status_code=303)
-    response.set_cookie(
-        SESSION_COOKIE,
-        value,
-        max_age=settings.console_session_seconds,
-        path=COOKIE_PATH,
-        secure=_secure(request),
-        httponly=True,
-        samesite="strict",
-    )
-    response.delete_cookie(SIGN_IN_COOKIE, path=COOKIE_PATH, secure=_secure(request), httponly=True, samesite="strict")
+    set_cookie(response, request, SESSION_COOKIE, value, max_age=settings.console_session_seconds)
+    clear_cookie(response, request, SIGN_IN_COOKIE)
     return response
 
 
@@ -163,7 +142,7 @@ def sign_out(request: Request, user: ConsoleUserDep, csrf: Annotated[str, Form(m
     """End the session: the cookie is cleared (CSRF-checked, so another site cannot sign a user out)."""
     check_csrf(user, csrf)
     response = RedirectResponse(SIGN_IN_PATH, status_code=303)
-    response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, secure=_secure(request), httponly=True, samesite="strict")
+    clear_cookie(response, request, SESSION_COOKIE)
     return response
 
 

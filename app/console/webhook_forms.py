@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from app.console.cookies import SHOWN_COOKIE, SHOWN_PATH, SHOWN_SECONDS, read_shown, shown_once
 from app.console.deps import ConsoleAdminDep, ConsoleUser, check_csrf
 from app.console.form_errors import form_refusal
-from app.console.pages import next_query, page, refused
+from app.console.pages import clear_cookie, next_query, page, refused, set_cookie
 from app.console.views import webhook_row, when
 from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.errors import ProblemError, ValidationProblem
@@ -67,7 +67,7 @@ def webhook_list(
         rotated=shown if kind == "rotated" else None,
     )
     if shown is not None:
-        answer.delete_cookie(SHOWN_COOKIE, path=SHOWN_PATH, secure=_secure(request), httponly=True, samesite="strict")
+        clear_cookie(answer, request, SHOWN_COOKIE, path=SHOWN_PATH)
     return answer
 
 
@@ -76,20 +76,8 @@ def _show_once(request: Request, settings: Settings, user: ConsoleUser, shown: d
     again (a second subscription, another rotation) and no longer shows the secret."""
     value = shown_once(settings.console_secret.get_secret_value(), user.session.key_id, shown)
     answer = RedirectResponse(f"/console/webhooks#webhook-{shown['id']}", status_code=303)
-    answer.set_cookie(
-        SHOWN_COOKIE,
-        value,
-        max_age=SHOWN_SECONDS,
-        path=SHOWN_PATH,
-        secure=_secure(request),
-        httponly=True,
-        samesite="strict",
-    )
+    set_cookie(answer, request, SHOWN_COOKIE, value, max_age=SHOWN_SECONDS, path=SHOWN_PATH)
     return answer
-
-
-def _secure(request: Request) -> bool:
-    return request.url.scheme == "https"
 
 
 @router.post("/webhooks", status_code=303, dependencies=[trailed("webhook.create")])
