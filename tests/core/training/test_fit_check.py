@@ -46,6 +46,10 @@ def test_a_model_no_better_than_a_constant_is_told_from_one_that_fits() -> None:
     assert "classifies them clearly better than the commonest label" in accurate.text
     assert not found.worse_than_guess and not found.suspect and not same.worse_than_guess  # the constant is no worse
     assert not found.overconfident and not same.overconfident and not inverted.overconfident
+    # on features the reader scaled, the same outputs keep the doubt of the inputs (the scaling may be what differs)
+    scaled = dataclasses.replace(graph, feature_ranges=((0.0, 1.0),) * graph.num_features)
+    doubted = check_training_fit(overconfident, scaled)
+    assert doubted.worse_than_guess and not doubted.overconfident and doubted.suspect
 
 
 def test_worse_than_the_guess_and_barely_above_the_constant_is_suspect() -> None:
