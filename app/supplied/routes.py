@@ -138,6 +138,21 @@ def read_model(model_id: uuid.UUID, session: SessionDep, tenant: ViewerTenant) -
     return ModelRead.of(service.get_model(session, tenant, model_id))
 
 
+@router.post(
+    "/{model_id}/check",
+    response_model=ModelRead,
+    responses=problem_responses(404),
+    dependencies=[trailed("model.check", "/models/{model_id}")],
+)
+async def check_model_again(model_id: uuid.UUID, session: SessionDep, tenant: AuditorTenant) -> ModelRead:
+    """Read the model on its graph again, as its registration did, and keep what that finds (``warnings``,
+    ``warning_codes``, ``fit``): for a model registered before the reading was kept, or since the checks changed.
+    A graph above 200,000 nodes is not read (``fit_not_checked`` says so); 422 ``invalid-model`` where the model
+    predicts values that are not finite on it."""
+    row = await run_in_threadpool(service.read_again, session, tenant, model_id)
+    return ModelRead.of(row)
+
+
 @router.delete(
     "/{model_id}",
     status_code=status.HTTP_204_NO_CONTENT,

@@ -269,6 +269,22 @@ def models_for_name(session: Session, tenant: Tenant, name: str, *, limit: int) 
     ]
 
 
+def read_again(session: Session, tenant: Tenant, model_id: uuid.UUID) -> SuppliedModel:
+    """Read the model on its graph again as a registration does (:func:`read_at_registration`) and keep what it
+    finds, replacing the registration's reading: for a model registered before readings were kept, or after the
+    checks changed. CPU-heavy: call from a worker thread.
+
+    Raises:
+        NotFound: no such model of the tenant's.
+        ValidationProblem: its graph was deleted, or it predicts values that are not finite on it.
+    """
+    row = get_model(session, tenant, model_id)
+    summary = graph_summary(session, tenant, row.graph_id)
+    row.registration = read_at_registration(session, row.graph_id, summary, row.weights, row.config)
+    session.flush()
+    return row
+
+
 def delete_model(session: Session, tenant: Tenant, model_id: uuid.UUID) -> None:
     """Delete a model; audits of it keep their results (their ``model_id`` becomes null)."""
     row = get_model(session, tenant, model_id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 
 import pytest
 import torch
@@ -73,6 +74,14 @@ def test_a_model_registered_before_the_reading_was_kept_says_so(
     again = client.get(f"/v1/models/{said['id']}", headers=auth).json()
     assert again["fit"] is None and again["warnings"] == [] and again["warning_codes"] == []
     assert again["fit_not_checked"] == NOT_KEPT
+    # read again, it keeps what the reading finds, as its registration would have
+    checked = client.post(f"/v1/models/{said['id']}/check", headers=auth)
+    assert checked.status_code == 200, checked.text
+    assert {k: checked.json()[k] for k in ("warnings", "warning_codes", "fit", "fit_not_checked")} == {
+        k: said[k] for k in ("warnings", "warning_codes", "fit", "fit_not_checked")
+    }
+    assert client.get(f"/v1/models/{said['id']}", headers=auth).json() == checked.json()
+    assert_problem(client.post(f"/v1/models/{uuid.uuid4()}/check", headers=auth), 404)
 
 
 def test_a_model_that_cannot_be_audited_is_refused(

@@ -32,7 +32,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/graphs/{graph_id}"): ADM,
     ("GET", "/v1/datasets"): V,
     ("POST", "/v1/models"): A, ("GET", "/v1/models"): V, ("GET", "/v1/models/{model_id}"): V,
-    ("DELETE", "/v1/models/{model_id}"): ADM,
+    ("DELETE", "/v1/models/{model_id}"): ADM, ("POST", "/v1/models/{model_id}/check"): A,
     ("POST", "/v1/audits"): A, ("GET", "/v1/audits"): V, ("GET", "/v1/audits/{audit_id}"): V,
     ("POST", "/v1/audits/{audit_id}/cancel"): A, ("DELETE", "/v1/audits/{audit_id}"): ADM,
     ("GET", "/v1/audits/{audit_id}/influence"): V, ("GET", "/v1/audits/{audit_id}/edges"): V,
