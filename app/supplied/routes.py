@@ -101,7 +101,7 @@ async def register_model(
     config = service.parse_config(raw)
     summary = await run_in_threadpool(service.graph_summary, session, tenant, graph_id)
     canonical = await run_in_threadpool(service.check_model, weights, config, summary)
-    reading = await run_in_threadpool(service.read_at_registration, session, graph_id, summary, weights, config)
+    reading = await run_in_threadpool(service.read_at_registration, session, graph_id, summary, weights, canonical)
     label = (str(name).strip() if isinstance(name, str) else "") or str(canonical["model"].get("arch", "model"))
     row = await run_in_threadpool(
         lambda: service.create_model(
