@@ -94,13 +94,8 @@ def time_left(pace: Mapping[str, Any] | None, now: datetime) -> TimeLeft | None:
             return TimeLeft(None, None, f"the {stage} stage has just begun: its pace is not known yet")
         stage_left = max(float(seconds[stage]) - spent - since, 0.0)
         rest = sum(float(seconds[s]) for s in after)
-        return TimeLeft(
-            stage_left + rest,
-            stage_left,
-            f"the {stage} stage has just begun: "
-            + ("it and the stages after it as long as they took" if after else "it as long as it took")
-            + f" in audit {earlier.get('audit_id')} (the same {earlier.get('same') or 'request'})",
-        )
+        said = "it and the stages after it as long as they took" if after else "it as long as it took"
+        return TimeLeft(stage_left + rest, stage_left, f"the {stage} stage has just begun: {said}{_in(earlier)}")
     stage_left = max(spent * (1.0 - fraction) / fraction - since, 0.0)
     said = f"the {stage} stage at its pace so far ({fraction:.0%} in {spent:.0f} s)"
     if not after:
@@ -114,12 +109,12 @@ def time_left(pace: Mapping[str, Any] | None, now: datetime) -> TimeLeft | None:
             "schedule says how long they take",
         )
     rest = sum(float(seconds[s]) for s in after)
-    return TimeLeft(
-        stage_left + rest,
-        stage_left,
-        said + f"; {stages} as long as they took in audit {earlier.get('audit_id')} (the same "
-        f"{earlier.get('same') or 'request'})",
-    )
+    return TimeLeft(stage_left + rest, stage_left, f"{said}; {stages} as long as they took{_in(earlier)}")
+
+
+def _in(earlier: Mapping[str, Any]) -> str:
+    """`` in audit <id> (the same request)``: the earlier run the later stages are timed by."""
+    return f" in audit {earlier.get('audit_id')} (the same {earlier.get('same') or 'request'})"
 
 
 def duration(seconds: float) -> str:
