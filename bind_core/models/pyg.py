@@ -23,6 +23,11 @@ states the objective the model was trained with: the ``loss`` (``"cross_entropy"
 ``optimizer``, ``patience`` for early stopping, ``seed``) is the user's recipe, with which the audit retrains when it
 debiases; it has no polish unless it says ``"polish": true`` (a PyG user's training has none).
 
+``layer_names`` (optional) reads a module of the user's own class, as PyG's tutorials write it (``self.conv1 =
+GCNConv(...)``, ``self.conv2 = ...``, the activation and dropout between them): the attribute names of its
+convolutions in the order its forward applies them, read as the class's ``convs.0``, ``convs.1``
+(:func:`basic_names`); weights handed back (:func:`pyg_state_dict`) carry those names again.
+
 ``classes`` (optional, at the top level or in ``training``) says which label value each output column stands for,
 output 0 first: ``"classes": ["denied", "approved"]`` for a model trained with ``approved`` coded as 1. The audit
 numbers a label's values in sorted order (``approved`` class 0, ``denied`` class 1), so without ``classes`` output
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -215,7 +221,7 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
     """
     problems = [
         (f"config.{k}", "unknown key")
-        for k in sorted(set(config) - {"format", "class", "args", "training", "dtype", "classes"})
+        for k in sorted(set(config) - {"format", "class", "args", "training", "dtype", "classes", "layer_names"})
     ]
     training = config.get("training")
     if not isinstance(training, dict):
@@ -224,10 +230,16 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
     if "weight_decay" not in training:
         problems.append(("config.training.weight_decay", "required: the L2 coefficient the model was trained with"))
     problems += _description_problems(config.get("class"), config.get("args"), training.get("loss"), "config.training")
+    problems += _layer_name_problems(config.get("layer_names"), config.get("args"), "config.layer_names")
     classes = _classes(config, training, problems)
     if problems:
         raise UnsupportedModelError(problems)
-    pyg = _described(str(config["class"]), cast("dict[str, Any]", config["args"]), str(training["loss"]))
+    pyg = _described(
+        str(config["class"]),
+        cast("dict[str, Any]", config["args"]),
+        str(training["loss"]),
+        cast("list[str] | None", config.get("layer_names")),
+    )
     recipe = {k: v for k, v in training.items() if k not in ("loss", "classes")}
     return PygConfig(pyg, recipe, config.get("dtype"), classes)
 
@@ -259,9 +271,28 @@ def read_source(source: object) -> PygModel:
     if not isinstance(source, Mapping):
         raise UnsupportedModelError([("source", "must be an object describing a torch_geometric model")])
     problems = _description_problems(source.get("class"), source.get("args"), source.get("loss"), "source")
+    problems += _layer_name_problems(source.get("layer_names"), source.get("args"), "source.layer_names")
     if problems:
         raise UnsupportedModelError(problems)
-    return _described(str(source["class"]), source["args"], str(source["loss"]))
+    return _described(str(source["class"]), source["args"], str(source["loss"]), source.get("layer_names"))
+
+
+def _layer_name_problems(names: Any, args: Any, at: str) -> list[tuple[str, str]]:
+    """What is wrong with a config's ``layer_names`` (none given: nothing): one name per layer, distinct, none
+    inside another (``gnn`` and ``gnn.conv1``)."""
+    if names is None:
+        return []
+    layers = args.get("num_layers") if isinstance(args, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip(".") == n and n for n in names):
+        return [(at, 'must be a list of the convolutions\' attribute names ("conv1", "conv2"), in the order applied')]
+    if isinstance(layers, int) and len(names) != layers:
+        return [(at, f"{len(names)} names for {layers} layers (num_layers): name each convolution once")]
+    if len(set(names)) != len(names):
+        return [(at, f"{_shown(names)} names a layer twice")]
+    inside = [(a, b) for a in names for b in names if b.startswith(f"{a}.")]
+    if inside:
+        return [(at, f"{_shown(inside[0][1])} is inside {_shown(inside[0][0])}: name the convolutions themselves")]
+    return []
 
 
 def _description_problems(cls: Any, args: Any, loss: Any, loss_at: str) -> list[tuple[str, str]]:
@@ -288,12 +319,13 @@ def _description_problems(cls: Any, args: Any, loss: Any, loss_at: str) -> list[
     return problems
 
 
-def _described(cls: str, args: dict[str, Any], loss: str) -> PygModel:
+def _described(cls: str, args: dict[str, Any], loss: str, layer_names: list[str] | None = None) -> PygModel:
     """The description with PyG's defaults filled in for the options that matter (checked already)."""
     defaults: dict[str, Any] = {"dropout": 0.0}
     if cls == "GAT":
         defaults |= {"heads": 1, "concat": True, "negative_slope": 0.2}
-    return PygModel(cls=cls, args={**defaults, **args, "act": str(args.get("act", "relu")).lower()}, loss=loss)
+    args = {**defaults, **args, "act": str(args.get("act", "relu")).lower()}
+    return PygModel(cls=cls, args=args, loss=loss, layer_names=None if layer_names is None else list(layer_names))
 
 
 def model_config(pyg: PygModel) -> ModelConfig:
@@ -321,14 +353,15 @@ def bind_state_dict(state: dict[str, Tensor], source: PygModel) -> dict[str, Ten
     shared ``lin_src``/``lin_dst`` as ``lin``). Other names are the same; unknown ones are left for the strict
     load to name."""
     out: dict[str, Tensor] = {}
-    for name, value in state.items():
+    for name, value in basic_names(state, source).items():
         parts = name.split(".")
         if source.cls == "GIN" and parts[2:4] == ["nn", "lins"] and len(parts) == 6:
             parts = [*parts[:3], str(2 * int(parts[4])), parts[5]]
         elif source.cls == "GAT" and parts[2:3] in (["lin_src"], ["lin_dst"]):
             partner = ".".join([*parts[:2], "lin_dst" if parts[2] == "lin_src" else "lin_src", *parts[3:]])
             if partner not in state or not torch.equal(state[partner], value):
-                raise ConfigError(f"weights: {name} and {partner} differ (a bipartite GATConv is not supported)")
+                pair = f"{_own(name, source)} and {_own(partner, source)}"
+                raise ConfigError(f"weights: {pair} differ (a bipartite GATConv is not supported)")
             parts = [*parts[:2], "lin", *parts[3:]]
         out[".".join(parts)] = value
     return out
@@ -359,7 +392,90 @@ def pyg_state_dict(
             out[".".join([*parts[:2], "lin_dst", *parts[3:]])] = value
         else:
             out[name] = value
+    return {_own(name, source): value for name, value in out.items()}
+
+
+def basic_names(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]:
+    """A module of the user's own (``source.layer_names``) under the class's names: ``conv1.lin.weight`` →
+    ``convs.0.lin.weight``; the class's own weights, and names no layer's, are returned as they are."""
+    if not source.layer_names:
+        return state
+    prefixes = [(f"{layer}.", f"convs.{i}.") for i, layer in enumerate(source.layer_names)]
+    out: dict[str, Tensor] = {}
+    for name, value in state.items():
+        renamed = next((new + name[len(old) :] for old, new in prefixes if name.startswith(old)), name)
+        out[renamed] = value
     return out
+
+
+def _own(name: str, source: PygModel) -> str:
+    """A ``convs.i.…`` name as the user's module names it (``conv1.…`` with ``layer_names``)."""
+    parts = name.split(".", 2)
+    if source.layer_names and len(parts) == 3 and parts[0] == "convs" and parts[1].isdigit():
+        i = int(parts[1])
+        if i < len(source.layer_names):
+            return f"{source.layer_names[i]}.{parts[2]}"
+    return name
+
+
+def weights_problem(names: Collection[str], source: PygModel, expected: Collection[str]) -> str | None:
+    """Why a PyG model's weights (their parameter ``names``) do not load as the described class's ``expected``
+    names (``convs.0.lin.weight``, …), where that can be said in the user's terms: a module of their own whose
+    convolutions have other names (what ``layer_names`` to give), or parameters that are no convolution's (a linear
+    head, a normalisation). ``None``: something else (a shape; torch's own message says it)."""
+    own = {_own(n, source) for n in expected}
+    given = set(names)
+    if given == own:
+        return None
+    rests = {n.split(".", 2)[2] for n in expected if n.count(".") >= 2}
+    layers = int(source.args["num_layers"])
+    layer_prefixes = [f"{n}." for n in source.layer_names or [f"convs.{i}" for i in range(layers)]]
+    prefixes: dict[str, list[str]] = {}
+    stray: list[str] = []
+    foreign: list[str] = []
+    for name in sorted(given - own):
+        prefix = next((name[: -len(rest) - 1] for rest in rests if name.endswith(f".{rest}")), None)
+        if any(name.startswith(p) for p in layer_prefixes):
+            foreign.append(name)
+        elif prefix is None or not prefix:
+            stray.append(name)
+        else:
+            prefixes.setdefault(prefix, []).append(name)
+    layout = f"{source.cls}(num_layers={layers})"
+    if foreign:
+        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+        return (
+            f"weights do not fit {layout}: {shown} {'is' if len(foreign) == 1 else 'are'} not a parameter of its "
+            f"convolutions, which have {', '.join(sorted(rests))}: the weights of another class, or other arguments?"
+        )
+    if not stray and source.layer_names is None and len(prefixes) == layers and not given & own:
+        order = sorted(prefixes, key=_natural)
+        listed = ", ".join(json.dumps(p) for p in order)
+        return (
+            f"weights: the convolutions are named {', '.join(f'{p}.*' for p in order)} where {layout} names them "
+            f'{", ".join(f"convs.{i}.*" for i in range(layers))}: for a module of your own, add "layer_names": '
+            f"[{listed}] to the config, the attribute names of its convolutions in the order its forward applies "
+            f"them ({source.args['act']} and dropout between them, nothing after the last but a log_softmax)"
+        )
+    stray = sorted(stray + [n for names_ in prefixes.values() for n in names_])
+    if stray:
+        shown = ", ".join(stray[:4]) + (f" and {len(stray) - 4} more" if len(stray) > 4 else "")
+        return (
+            f"weights: {shown} {'is' if len(stray) == 1 else 'are'} no convolution's parameter{'s' * (len(stray) > 1)}"
+            f" in {layout}, whose logits are its last convolution's output: a layer after or between the"
+            " convolutions (a linear head, a normalisation) is not part of the audited model"
+            + ("" if source.layer_names else "; a module of your own names its convolutions in layer_names")
+        )
+    missing = sorted(own - given)
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        return f"weights: {shown} missing for {layout} (given: {', '.join(sorted(given)[:6])})"
+    return None
+
+
+def _natural(name: str) -> list[tuple[int, str]]:
+    """``conv2`` before ``conv10``."""
+    return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", name)]
 
 
 def pyg_module(source: PygModel) -> nn.Module:
@@ -380,7 +496,7 @@ def reproduction(module: GNN, weights: dict[str, Tensor], source: PygModel, grap
         The :class:`PygCheck`: the largest ``|Δlogit| / max(1, |logit|)`` over all nodes.
     """
     reference = pyg_module(source).double().eval()
-    reference.load_state_dict({k: v.double() for k, v in weights.items()}, strict=True)
+    reference.load_state_dict({k: v.double() for k, v in basic_names(weights, source).items()}, strict=True)
     ours = copy.deepcopy(module).cpu().double().eval()
     with torch.no_grad():
         expected = reference(graph.x.double(), graph.edge_index)

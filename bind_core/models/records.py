@@ -25,6 +25,11 @@ class PygModel:
     cls: str = key("string: the torch_geometric.nn.models class (GCN, GraphSAGE, GIN, GAT)", name="class")
     args: dict[str, Any] = key("object: the constructor's arguments, PyG's defaults filled in where they matter")
     loss: str = key("string: the loss the model was trained with (cross_entropy or binary_cross_entropy)")
+    layer_names: list[str] | None = key(
+        "strings: a module of the user's own, the attribute names of its convolutions in the order its forward applies"
+        " them (conv1, conv2), read as the class's convs.0, convs.1; absent: the class itself",
+        optional=True,
+    )
 
 
 @dataclass(kw_only=True)

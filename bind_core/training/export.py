@@ -106,4 +106,6 @@ def export_model(
     }
     if document.classes is not None:
         config["classes"] = document.classes
+    if source.layer_names is not None:
+        config["layer_names"] = list(source.layer_names)
     return ExportedModel(st_save(pyg_state_dict(state, source, names)), config)

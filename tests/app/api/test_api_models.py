@@ -229,6 +229,40 @@ def test_a_pyg_graphsage_is_registered_and_audited(
     assert audit["config"] == described
 
 
+def test_a_module_of_ones_own_is_refused_with_its_layer_names_and_registered_with_them(
+    client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes, sessions: sessionmaker[Session]
+) -> None:
+    pyg, config = _pyg_graphsage(graph_npz)
+    # the tutorial's own class: self.conv1 = SAGEConv(...), self.conv2 = SAGEConv(...), the same computation
+    own = {k.replace("convs.0.", "conv1.").replace("convs.1.", "conv2."): v for k, v in pyg.state_dict().items()}
+    weights = save(own)
+    files = {"weights": ("own.safetensors", weights)}
+    refused = client.post(
+        "/v1/models", headers=auth, files=files, data={"config": json.dumps(config), "graph_id": graph_id}
+    )
+    assert_problem(refused, 422, "invalid-model")
+    [error] = refused.json()["errors"]
+    assert error["field"] == "weights" and '"layer_names": ["conv1", "conv2"]' in error["message"], error
+
+    named = {**config, "layer_names": ["conv1", "conv2"]}
+    response = client.post(
+        "/v1/models", headers=auth, files=files, data={"config": json.dumps(named), "graph_id": graph_id}
+    )
+    assert response.status_code == 201, response.text
+    registered = response.json()
+    assert registered["config"]["source"]["layer_names"] == ["conv1", "conv2"]
+    assert registered["fit"]["training_fit"]["no_better"] is False and registered["warnings"] == []
+    with sessions() as session:
+        row = session.get(SuppliedModel, uuid.UUID(registered["id"]))
+        assert row is not None and row.weights == weights  # stored as uploaded, under the user's names
+        stored = TrainedModel.from_bytes(row.weights, row.config)
+    graph = load_npz(io.BytesIO(graph_npz))
+    with torch.no_grad():
+        expected = pyg.double()(graph.x.double(), graph.edge_index)
+    ours = TrainedModel(stored.module.double(), stored.model_config, stored.train_config).logits(graph)
+    assert torch.allclose(ours, expected, rtol=0.0, atol=1e-6)
+
+
 def _registered(
     client: TestClient, auth: dict[str, str], graph_id: str, weights: bytes, config: dict[str, object]
 ) -> str:

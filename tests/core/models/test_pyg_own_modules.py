@@ -1,0 +1,156 @@
+"""A model of the user's own class, built of PyG's convolutions as the PyG tutorials build it (``self.conv1 =
+GCNConv(...)``, ``self.conv2 = ...``, a ReLU and dropout between them, ``log_softmax`` at the end): registered with
+``layer_names``, read weight for weight; without them, or with parameters no convolution has, refused with what to
+do; a retrained model handed back under the user's own names."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load, save
+from torch import Tensor, nn
+from torch_geometric.nn import GCNConv, SAGEConv
+
+from bind_core.codec import encode
+from bind_core.data.datasets import synthetic
+from bind_core.data.graph import Graph
+from bind_core.errors import ConfigError
+from bind_core.models.pyg import UnsupportedModelError
+from bind_core.pipeline import export_model, prepare_for_audit, weight_names
+from bind_core.pipeline.config import AuditConfig
+from bind_core.training.document import read_document
+from bind_core.training.fit import TrainedModel
+from bind_core.training.supplied import prepare_supplied
+from tests.core.training.test_export import _kept
+
+CONVS = {"GCN": GCNConv, "GraphSAGE": SAGEConv}
+
+
+class Own(nn.Module):
+    """The tutorial's model: named convolutions, ReLU and dropout between them, log-probabilities out."""
+
+    def __init__(self, conv: type[nn.Module], sizes: list[int], names: list[str], head: bool = False) -> None:
+        super().__init__()
+        self.names = names
+        for name, (a, b) in zip(names, itertools.pairwise(sizes), strict=True):
+            setattr(self, name, conv(a, b))
+        self.lin = nn.Linear(sizes[-1], sizes[-1]) if head else None
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        for i, name in enumerate(self.names):
+            x = getattr(self, name)(x, edge_index)
+            if i < len(self.names) - 1:
+                x = F.dropout(x.relu(), p=0.5, training=self.training)
+        if self.lin is not None:
+            x = self.lin(x)
+        return F.log_softmax(x, dim=1)
+
+
+@pytest.fixture(scope="module")
+def graph() -> Graph:
+    return synthetic(120, seed=2, train_per_class=20)
+
+
+def _trained(cls: str, graph: Graph, names: list[str], hidden: int = 8, head: bool = False) -> Own:
+    torch.manual_seed(0)
+    sizes = [graph.num_features, *[hidden] * (len(names) - 1), graph.num_classes]
+    own = Own(CONVS[cls], sizes, names, head)
+    optimizer = torch.optim.Adam(own.parameters(), lr=0.01, weight_decay=5e-4)
+    for _ in range(30):
+        own.train()
+        optimizer.zero_grad()
+        F.nll_loss(own(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
+        optimizer.step()
+    return own.eval()
+
+
+def _config(cls: str, graph: Graph, layers: int, names: list[str] | None, hidden: int = 8) -> dict[str, Any]:
+    args = {"in_channels": graph.num_features, "hidden_channels": hidden, "num_layers": layers, "out_channels": 2}
+    config: dict[str, Any] = {
+        "format": "torch_geometric",
+        "class": cls,
+        "args": {**args, "dropout": 0.5},
+        "training": {"loss": "cross_entropy", "weight_decay": 5e-4, "lr": 0.01, "epochs": 30},
+    }
+    if names is not None:
+        config["layer_names"] = names
+    return config
+
+
+def _weights(module: nn.Module) -> bytes:
+    return save({k: v.contiguous() for k, v in module.state_dict().items()})
+
+
+@pytest.mark.parametrize(
+    ("cls", "names"), [("GCN", ["conv1", "conv2"]), ("GraphSAGE", ["first", "second", "out"]), ("GCN", ["only"])]
+)
+def test_a_module_of_ones_own_is_read_weight_for_weight(graph: Graph, cls: str, names: list[str]) -> None:
+    own = _trained(cls, graph, names)
+    config = _config(cls, graph, len(names), names)
+    canonical = encode(read_document(config))  # what registering stores
+    assert canonical["source"]["layer_names"] == names
+    supplied = prepare_supplied(_weights(own), json.loads(json.dumps(canonical)), graph)
+    assert supplied.record["pyg"]["max_logit_difference"] < 1e-12
+    with torch.no_grad():
+        theirs = own.double()(graph.x.double(), graph.edge_index).exp()
+    assert torch.allclose(supplied.model.predict_proba(graph), theirs, rtol=0.0, atol=1e-12)
+
+
+def test_without_layer_names_the_refusal_says_which_to_give(graph: Graph) -> None:
+    own = _trained("GCN", graph, ["conv2", "conv10"])  # named so that only a natural order reads them right
+    with pytest.raises(ConfigError) as info:
+        TrainedModel.from_bytes(_weights(own), _config("GCN", graph, 2, None))
+    message = str(info.value)
+    assert '"layer_names": ["conv2", "conv10"]' in message
+    assert "conv2.*, conv10.* where GCN(num_layers=2) names them convs.0.*, convs.1.*" in message
+
+
+def test_parameters_no_convolution_has_are_named(graph: Graph) -> None:
+    own = _trained("GCN", graph, ["conv1", "conv2"], head=True)
+    with pytest.raises(ConfigError, match=r"lin\.bias, lin\.weight are no convolution's parameters in GCN"):
+        TrainedModel.from_bytes(_weights(own), _config("GCN", graph, 2, ["conv1", "conv2"]))
+
+
+def test_the_weights_of_another_class_are_named_with_the_convolutions_parameters(graph: Graph) -> None:
+    own = _trained("GCN", graph, ["conv1", "conv2"])
+    with pytest.raises(ConfigError) as info:
+        TrainedModel.from_bytes(_weights(own), _config("GraphSAGE", graph, 2, ["conv1", "conv2"]))
+    assert str(info.value).startswith("weights do not fit GraphSAGE(num_layers=2): conv1.bias, conv1.lin.weight")
+    assert "lin_l.bias, lin_l.weight, lin_r.weight" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("names", "says"),
+    [
+        (["conv1"], "1 names for 2 layers"),
+        (["conv1", "conv1"], "names a layer twice"),
+        (["gnn", "gnn.conv2"], '"gnn.conv2" is inside "gnn"'),
+        ("conv1", "must be a list"),
+        (["conv1", ""], "must be a list"),
+    ],
+)
+def test_layer_names_are_checked(graph: Graph, names: Any, says: str) -> None:
+    with pytest.raises(UnsupportedModelError) as info:
+        read_document(_config("GCN", graph, 2, names))
+    assert [f for f, m in info.value.problems if says in m] == ["config.layer_names"]
+
+
+def test_a_retrained_model_comes_back_under_the_users_names_and_loads_into_their_class(graph: Graph) -> None:
+    names = ["conv1", "conv2"]
+    own = _trained("GCN", graph, names)
+    weights, canonical = _weights(own), encode(read_document(_config("GCN", graph, 2, names)))
+    audited, _ = prepare_for_audit(weights, canonical, graph, AuditConfig())
+    retrained = _kept(audited, graph, (3,))[0]
+    exported = export_model(retrained, canonical, weight_names(weights))
+    assert exported.config["layer_names"] == names
+    assert sorted(load(exported.weights)) == sorted(load(weights))
+    again = Own(GCNConv, [graph.num_features, 8, 2], names).double().eval()
+    again.load_state_dict({k: v.double() for k, v in load(exported.weights).items()}, strict=True)
+    with torch.no_grad():
+        theirs = again(graph.x.double(), graph.edge_index).exp()
+    assert torch.allclose(theirs, retrained.predict_proba(graph).double(), rtol=0.0, atol=1e-6)
