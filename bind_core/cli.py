@@ -31,6 +31,7 @@ from bind_core.pipeline.results import SuppliedModel
 from bind_core.reporting.mlflow_log import log_audit
 from bind_core.reporting.text import render, render_supplied
 from bind_core.training.fit import TrainConfig, TrainedModel
+from bind_core.training.outputs import read_outputs
 from bind_core.training.settings import MAX_EPOCHS
 from bind_core.training.supplied import REFERENCES
 
@@ -125,6 +126,14 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the model's JSON config: TrainedModel.config_dict()'s form or a torch_geometric.nn.models one "
         "(docs/API.md, Supplied models)",
+    )
+    p.add_argument(
+        "--model-outputs",
+        type=Path,
+        metavar="FILE",
+        help="with --model-weights: the model's own outputs on the graph's nodes, as your code computes them (an .npy "
+        "of every node in the graph's order, or a .csv of node ids and outputs); compared with the model as read, "
+        "which must give them (exit 2 where it does not, with what most likely differs)",
     )
     p.add_argument(
         "--reference",
@@ -446,6 +455,8 @@ def _supplied(
     ``--reference polished``: :func:`prepare_for_audit`), and its record (with what ``--trained-on`` carried); or
     none."""
     if args.model_weights is None and args.model_config is None:
+        if args.model_outputs is not None:
+            raise ConfigError("--model-outputs: goes with --model-weights and --model-config (a supplied model's)")
         return None, None
     if args.model_weights is None or args.model_config is None:
         raise ConfigError("--model-weights and --model-config go together")
@@ -459,7 +470,18 @@ def _supplied(
         weights = args.model_weights.read_bytes()
     except OSError as exc:
         raise ConfigError(f"--model-weights: {exc}") from exc
-    return prepare_for_audit(weights, model_config, graph, config, carried=carried)
+    outputs = None
+    if args.model_outputs is not None:
+        if carried is not None:
+            raise ConfigError(
+                "--model-outputs: give them for the graph the model was trained on, not with --trained-on"
+            )
+        try:
+            data = args.model_outputs.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"--model-outputs: {exc}") from exc
+        outputs = read_outputs(data, args.model_outputs.name, graph)
+    return prepare_for_audit(weights, model_config, graph, config, carried=carried, outputs=outputs)
 
 
 _TABLE_ONLY = ("edges", "label", "sensitive", "node_id", "features", "split", "unlabeled", "sensitive_bins")

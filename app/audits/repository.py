@@ -25,6 +25,7 @@ from app.core.db.session import now, rowcount
 from app.core.db.tables import Audit, EdgeInfluenceRow, InfluencePlanRecord, SuppliedModel
 from app.core.db.tables import InfluenceRow as InfluenceRecord
 from app.core.lease import Lease
+from app.supplied.loading import confirmed_outputs
 from bind_core.pipeline import codes_of
 from bind_core.pipeline.results import EdgeRow, InfluenceRow
 
@@ -109,6 +110,17 @@ def model_parts(session: Session, model_id: uuid.UUID) -> tuple[bytes, dict[str,
         select(SuppliedModel.weights, SuppliedModel.config).where(SuppliedModel.id == model_id)
     ).one_or_none()
     return None if row is None else (row.weights, row.config)
+
+
+def registered_outputs(session: Session, model_id: uuid.UUID, graph_id: uuid.UUID | None) -> dict[str, Any] | None:
+    """The match of the model's own outputs its registration kept, where it was registered for ``graph_id`` (the
+    audit's graph; another version's inputs are not the ones its outputs were given on)."""
+    row = session.execute(
+        select(SuppliedModel.graph_id, SuppliedModel.registration).where(SuppliedModel.id == model_id)
+    ).one_or_none()
+    if row is None or row.graph_id != graph_id:
+        return None
+    return confirmed_outputs(row.registration)
 
 
 def _fence(claim: Claim) -> Any:

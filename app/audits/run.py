@@ -232,6 +232,7 @@ class Attempt:
         if claim.model_id is not None:
             with sessions() as session:
                 parts = jobs.model_parts(session, claim.model_id)
+                confirmed = jobs.registered_outputs(session, claim.model_id, claim.graph_id)
             progress("training", 0.0)
             graph, carried = carry_model_inputs(
                 sessions,
@@ -248,6 +249,7 @@ class Attempt:
                 self.device,
                 progress=lambda f: progress("training", f),
                 carried=carried,
+                confirmed=confirmed if carried is None else None,
             )
         kept = _sink(parts, self.settings, graph)
         distributed: dict[str, Any] | None = None

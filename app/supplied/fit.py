@@ -16,8 +16,16 @@ from typing import Any
 
 from app.core.errors import ValidationProblem
 from bind_core import AuditConfig, ConfigError, Graph, NonFiniteError
-from bind_core.codec import encode
-from bind_core.pipeline import Caveat, codes_of, prepare_for_audit, supplied_model_warnings
+from bind_core.codec import decode, encode
+from bind_core.pipeline import (
+    Caveat,
+    OutputsDifferError,
+    OutputsMatch,
+    codes_of,
+    prepare_for_audit,
+    read_outputs,
+    supplied_model_warnings,
+)
 
 CHECK_MAX_NODES = 200_000
 """The largest graph a registration reads to check the model's fit (its forward pass, in the API process)."""
@@ -55,15 +63,49 @@ def too_large(summary: dict[str, Any]) -> str | None:
     )
 
 
-def check_on_graph(weights: bytes, config: dict[str, Any], graph: Graph) -> RegistrationCheck:
+def check_on_graph(
+    weights: bytes,
+    config: dict[str, Any],
+    graph: Graph,
+    outputs: tuple[bytes, str] | None = None,
+    confirmed: dict[str, Any] | None = None,
+) -> RegistrationCheck:
     """The model read on ``graph`` as an audit reads it (CPU; call from a worker thread).
+
+    Args:
+        weights: the safetensors weights.
+        config: the canonical config.
+        graph: the model's graph.
+        outputs: the model's own outputs on the graph as its owner uploaded them (the file's bytes and name).
+        confirmed: a match of the owner's outputs an earlier reading of this graph kept (``fit.outputs``).
 
     Raises:
         ValidationProblem: a PyG model that does not reproduce the PyG module's logits (``unsupported-model``), or
-            probabilities that are not finite (``invalid-model``): every audit of it would fail.
+            probabilities that are not finite (``invalid-model``): every audit of it would fail; outputs that do
+            not read (``invalid-outputs``) or that the model as read does not give (``outputs-differ``).
     """
+    given = None
+    if outputs is not None:
+        try:
+            given = read_outputs(outputs[0], outputs[1], graph)
+        except ConfigError as exc:
+            raise ValidationProblem(
+                f"The model's outputs cannot be read: {exc}.",
+                slug="invalid-outputs",
+                title="Invalid outputs",
+                errors=[{"field": "outputs", "message": str(exc)}],
+            ) from exc
+    earlier = None if confirmed is None else decode(OutputsMatch, confirmed, "fit.outputs")
     try:
-        _, record = prepare_for_audit(weights, config, graph, AuditConfig())
+        _, record = prepare_for_audit(weights, config, graph, AuditConfig(), outputs=given, confirmed=earlier)
+    except OutputsDifferError as exc:
+        raise ValidationProblem(
+            f"The model does not give the outputs given: {exc}.",
+            slug="outputs-differ",
+            title="The model does not give its outputs",
+            errors=[{"field": "outputs", "message": str(exc)}],
+            extensions={"outputs": encode(exc.match)},
+        ) from exc
     except NonFiniteError as exc:
         raise ValidationProblem(
             f"The model predicts values that are not finite on its graph: {exc}.",
@@ -79,4 +121,6 @@ def check_on_graph(weights: bytes, config: dict[str, Any], graph: Graph) -> Regi
             errors=[{"field": "config", "message": str(exc)}],
         ) from exc
     fit = {"training_fit": encode(record.training_fit), "output_order": encode(record.output_order)}
+    if record.outputs is not None:
+        fit["outputs"] = encode(record.outputs)
     return RegistrationCheck(fit, supplied_model_warnings(record))

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bind_core import AuditConfig, Graph, TrainedModel
-from bind_core.codec import encode
-from bind_core.pipeline import prepare_for_audit
+from bind_core.codec import decode, encode
+from bind_core.pipeline import OutputsMatch, prepare_for_audit
 from bind_core.pipeline.results import CarriedInputs
 
 
@@ -28,11 +28,13 @@ def prepare_model(
     device: str,
     progress: Callable[[float], None] | None = None,
     carried: CarriedInputs | None = None,
+    confirmed: dict[str, Any] | None = None,
 ) -> tuple[TrainedModel, dict[str, Any]]:
     """The model ready to audit with ``config`` on ``device`` and a record of what was done to it.
     ``progress(fraction)`` is called through the polish, when ``config.reference`` asks for one (it may raise to
     stop it). ``carried``: what :func:`~app.graphs.model_inputs.carry_model_inputs` did to ``graph`` (the record's
-    ``carried``).
+    ``carried``). ``confirmed``: the match of the model's own outputs its registration kept
+    (:func:`confirmed_outputs`), where ``graph`` is the graph it was registered for.
 
     Raises:
         ModelGone: the model was deleted.
@@ -42,6 +44,15 @@ def prepare_model(
     """
     if parts is None:
         raise ModelGone(f"model {model_id} was deleted")
-    model, record = prepare_for_audit(*parts, graph, config, device, progress=progress, carried=carried)
+    match = None if confirmed is None else decode(OutputsMatch, confirmed, "registration.fit.outputs")
+    model, record = prepare_for_audit(
+        *parts, graph, config, device, progress=progress, carried=carried, confirmed=match
+    )
     record.id = str(model_id)
     return model, encode(record)
+
+
+def confirmed_outputs(registration: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The match of the model's own outputs a registration's reading kept (``fit.outputs``), where they matched."""
+    found = ((registration or {}).get("fit") or {}).get("outputs")
+    return found if isinstance(found, dict) and found.get("matches") else None

@@ -38,6 +38,14 @@ _UPLOAD_BODY: dict[str, Any] = {
                     },
                     "graph_id": {"type": "string", "format": "uuid", "description": "The graph it was trained on."},
                     "name": {"type": "string", "description": "A name for the model."},
+                    "outputs": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "Optional: the model's own outputs on the graph, as your code computes them "
+                        "(logits, log-probabilities or probabilities): an .npy of every node in the graph's order, or "
+                        "a .csv of node ids and outputs. The model as read must give them (422 outputs-differ, with "
+                        "what most likely differs); where it does, its inputs are confirmed (fit.outputs).",
+                    },
                     "unknown_categories": {
                         "type": "string",
                         "enum": ["refuse", "ignore"],
@@ -73,7 +81,7 @@ async def register_model(
             request,
             folder,
             settings.max_upload_bytes,
-            file_parts=("weights", "config"),
+            file_parts=("weights", "config", "outputs"),
             field_parts=("config", "graph_id", "name", "unknown_categories"),
             what="model",
         )
@@ -94,6 +102,9 @@ async def register_model(
         raw: bytes | str = (
             await run_in_threadpool(files["config"].read_bytes) if "config" in files else fields["config"]
         )
+        outputs = None
+        if "outputs" in files:
+            outputs = (await run_in_threadpool(files["outputs"].read_bytes), upload.client_names.get("outputs", ""))
         name = fields.get("name")
         unknown_categories = service.parse_unknown_categories(fields.get("unknown_categories"))
     finally:
@@ -101,7 +112,9 @@ async def register_model(
     config = service.parse_config(raw)
     summary = await run_in_threadpool(service.graph_summary, session, tenant, graph_id)
     canonical = await run_in_threadpool(service.check_model, weights, config, summary)
-    reading = await run_in_threadpool(service.read_at_registration, session, graph_id, summary, weights, canonical)
+    reading = await run_in_threadpool(
+        service.read_at_registration, session, graph_id, summary, weights, canonical, outputs
+    )
     label = (str(name).strip() if isinstance(name, str) else "") or str(canonical["model"].get("arch", "model"))
     row = await run_in_threadpool(
         lambda: service.create_model(

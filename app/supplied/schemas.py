@@ -11,17 +11,19 @@ from pydantic import BaseModel, ConfigDict
 from app.core.db.tables import SuppliedModel
 from app.core.records import StoredModel, model_for
 from bind_core import ModelDocument
-from bind_core.pipeline import OutputOrder, TrainingFit, UnknownCategories
+from bind_core.pipeline import OutputOrder, OutputsMatch, TrainingFit, UnknownCategories
 
 if TYPE_CHECKING:
     ModelDocumentRead: TypeAlias = StoredModel
     TrainingFitRead: TypeAlias = StoredModel
     OutputOrderRead: TypeAlias = StoredModel
+    OutputsMatchRead: TypeAlias = StoredModel
 else:
     ModelDocumentRead = model_for(ModelDocument)
     """A model's description in this project's form (``bind_core.ModelDocument``)."""
     TrainingFitRead = model_for(TrainingFit)
     OutputOrderRead = model_for(OutputOrder)
+    OutputsMatchRead = model_for(OutputsMatch)
 
 
 class RegistrationFit(BaseModel):
@@ -31,6 +33,9 @@ class RegistrationFit(BaseModel):
 
     training_fit: TrainingFitRead | None = None
     output_order: OutputOrderRead | None = None
+    outputs: OutputsMatchRead | None = None
+    """Where the registration was given the model's own outputs (``outputs``): the model as read gives them
+    (``matches``), on how many nodes and how closely; null where none were given."""
 
 
 class ModelRead(BaseModel):

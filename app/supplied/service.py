@@ -22,6 +22,7 @@ from app.core.errors import NotFound, ValidationProblem
 from app.core.pagination import newest_first
 from app.graphs.loading import graph_bytes
 from app.supplied.fit import RegistrationCheck, check_on_graph, too_large
+from app.supplied.loading import confirmed_outputs
 from bind_core import BindError, ModelDoesNotFitError, TrainedModel, UnsupportedModelError, read_document
 from bind_core.codec import encode
 from bind_core.data.datasets import load_npz
@@ -90,20 +91,35 @@ def check_model(weights: bytes, config: dict[str, Any], summary: dict[str, Any])
 
 
 def check_fit(
-    session: Session, graph_id: uuid.UUID, summary: dict[str, Any], weights: bytes, config: dict[str, Any]
+    session: Session,
+    graph_id: uuid.UUID,
+    summary: dict[str, Any],
+    weights: bytes,
+    config: dict[str, Any],
+    outputs: tuple[bytes, str] | None = None,
+    confirmed: dict[str, Any] | None = None,
 ) -> RegistrationCheck:
     """The model read on its graph as an audit's first seconds read it (:mod:`app.supplied.fit`; CPU-heavy: call
-    from a worker thread), or why not (a graph too large to read here).
+    from a worker thread), or why not (a graph too large to read here); ``outputs``, the model's own outputs as its
+    owner uploaded them (bytes and file name), compared; ``confirmed``, an earlier reading's match kept.
 
     Raises:
-        ValidationProblem: a model every audit of which would fail (not finite, or a PyG model not reproduced).
+        ValidationProblem: a model every audit of which would fail (not finite, or a PyG model not reproduced), or
+            outputs that do not read or that the model does not give (or that a graph too large cannot compare).
     """
     if (why := too_large(summary)) is not None:
+        if outputs is not None:
+            raise ValidationProblem(
+                f"The model's outputs cannot be compared: {why}.",
+                slug="invalid-outputs",
+                title="Invalid outputs",
+                errors=[{"field": "outputs", "message": f"not compared: {why}; register it without them"}],
+            )
         return RegistrationCheck(None, [], why)
     data = graph_bytes(session, graph_id)
     if data is None:  # deleted meanwhile: the registration's own check refuses it
         return RegistrationCheck(None, [], "the graph was deleted")
-    return check_on_graph(weights, config, load_npz(data))
+    return check_on_graph(weights, config, load_npz(data), outputs, confirmed)
 
 
 def _invalid(field: str, message: str) -> ValidationProblem:
@@ -142,15 +158,27 @@ def registration_warnings(summary: dict[str, Any]) -> list[Caveat]:
 
 
 def read_at_registration(
-    session: Session, graph_id: uuid.UUID, summary: dict[str, Any], weights: bytes, config: dict[str, Any]
+    session: Session,
+    graph_id: uuid.UUID,
+    summary: dict[str, Any],
+    weights: bytes,
+    config: dict[str, Any],
+    outputs: tuple[bytes, str] | None = None,
+    confirmed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a registration says and the model's row keeps (``supplied_models.registration``): the graph's warnings,
-    then the model read on it (:func:`check_fit`). CPU-heavy: call from a worker thread.
+    then the model read on it (:func:`check_fit`, with the model's own ``outputs`` where given, or an earlier
+    reading's match ``confirmed``). CPU-heavy: call from a worker thread.
 
     Raises:
-        ValidationProblem: a model every audit of which would fail (see :func:`check_fit`).
+        ValidationProblem: a model every audit of which would fail, or outputs it does not give (see
+            :func:`check_fit`).
     """
-    return check_fit(session, graph_id, summary, weights, config).kept(registration_warnings(summary))
+    check = check_fit(session, graph_id, summary, weights, config, outputs, confirmed)
+    before = registration_warnings(summary)
+    if check.fit is not None and (check.fit.get("outputs") or {}).get("matches"):
+        before = [w for w in before if w.code != "scaled_inputs"]  # the model's own outputs say its inputs are right
+    return check.kept(before)
 
 
 def create_model(
@@ -280,7 +308,8 @@ def read_again(session: Session, tenant: Tenant, model_id: uuid.UUID) -> Supplie
     """
     row = get_model(session, tenant, model_id)
     summary = graph_summary(session, tenant, row.graph_id)
-    row.registration = read_at_registration(session, row.graph_id, summary, row.weights, row.config)
+    confirmed = confirmed_outputs(row.registration)  # the outputs given at registration are not kept: their match is
+    row.registration = read_at_registration(session, row.graph_id, summary, row.weights, row.config, None, confirmed)
     session.flush()
     return row
 

@@ -29,6 +29,7 @@ from bind_core.pipeline.what_if_verify import verify_seeds, verify_what_if
 from bind_core.training.export import ExportedModel, export_model, retrained_form, weight_names
 from bind_core.training.fit_check import TrainingFit
 from bind_core.training.output_order import OutputOrder
+from bind_core.training.outputs import GivenOutputs, OutputsDifferError, OutputsMatch, read_outputs
 from bind_core.training.settings import MAX_EPOCHS, UNTRAINED
 
 __all__ = [
@@ -39,9 +40,12 @@ __all__ = [
     "AuditCost",
     "Caveat",
     "ExportedModel",
+    "GivenOutputs",
     "GraphSize",
     "InputSchema",
     "OutputOrder",
+    "OutputsDifferError",
+    "OutputsMatch",
     "SetEstimate",
     "TrainingFit",
     "UnknownCategories",
@@ -59,6 +63,7 @@ __all__ = [
     "fit_problems",
     "planned_stages",
     "prepare_for_audit",
+    "read_outputs",
     "retrained_form",
     "supplied_model_warnings",
     "verify_seeds",

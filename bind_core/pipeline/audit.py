@@ -17,6 +17,7 @@ from bind_core.data.labels import class_value, group_value, user_ids
 from bind_core.data.records import CarriedInputs
 from bind_core.debiasing.nodesets import check_budgets
 from bind_core.debiasing.records import DebiasingRow, Validation
+from bind_core.errors import ConfigError
 from bind_core.explain.records import NodeProfile
 from bind_core.fairness.records import Metrics
 from bind_core.influence.curvature import Coordinates
@@ -68,6 +69,7 @@ from bind_core.pipeline.stages import (
 from bind_core.pipeline.summary import summarize
 from bind_core.threads import check_threads
 from bind_core.training.fit import TrainedModel
+from bind_core.training.outputs import GivenOutputs
 from bind_core.training.records import ModelSummary, Spectrum, Stationarity, StationarityCheck
 
 __all__ = [
@@ -152,12 +154,17 @@ class AuditResult:
         """
         return (
             warnings_for(self.graph, self.config.min_group_size)
-            + (scaled_inputs(self.graph) if self.supplied else [])
+            + (scaled_inputs(self.graph) if self.supplied and not self._outputs_confirmed() else [])
             + metric_warnings(self.metrics)
             + supplied_model_warnings(self.supplied_model)
             + self._label_warnings()
             + self._estimate_warnings()
         )
+
+    def _outputs_confirmed(self) -> bool:
+        """The supplied model's own outputs on this graph were given and it gives them: the scaling is the owner's."""
+        record = self.supplied_model
+        return record is not None and record.outputs is not None and record.outputs.matches
 
     def _label_warnings(self) -> list[Caveat]:
         """A label of many classes with few nodes each (a continuous column): what its figures then describe."""
@@ -349,6 +356,7 @@ def run_audit(
     deletion_threads: int = 1,
     on_warnings: Callable[[list[Caveat]], None] | None = None,
     carried: CarriedInputs | None = None,
+    outputs: GivenOutputs | None = None,
 ) -> AuditResult:
     """Run the audit's stages on ``graph`` (see :data:`STAGES` and :func:`~bind_core.pipeline.stages.planned_stages`)
     and return everything they produced.
@@ -381,6 +389,11 @@ def run_audit(
             registration's): recorded as ``supplied_model.carried``, and the attribution finding says what ΔΓ then
             means.
 
+        outputs: with a supplied ``model`` (:meth:`TrainedModel.from_bytes`), its own outputs on ``graph`` as its
+            owner's code computes them (:meth:`GivenOutputs.of <bind_core.training.outputs.GivenOutputs.of>`,
+            :func:`~bind_core.training.outputs.read_outputs`): the model as read must give them
+            (:class:`~bind_core.training.outputs.OutputsDifferError`, saying what most likely differs), and where it
+            does its inputs are confirmed (``supplied_model.outputs``; the fit check no longer doubts them).
     Returns:
         An :class:`AuditResult`: the model, its metrics, the influence estimate and every other stage's section;
         ``typed()`` gives them as :class:`~bind_core.pipeline.results.AuditResults`.
@@ -410,7 +423,14 @@ def run_audit(
     trained, record = stages.run(
         "training",
         lambda: _audited_model(
-            graph, config, model, stages.tick, device=device, threads=deletion_threads, carried=carried
+            graph,
+            config,
+            model,
+            stages.tick,
+            device=device,
+            threads=deletion_threads,
+            carried=carried,
+            outputs=outputs,
         ),
     )
     groups = metric_groups(graph, config.min_group_size)
@@ -459,16 +479,22 @@ def _audited_model(
     device: str | torch.device,
     threads: int,
     carried: CarriedInputs | None = None,
+    outputs: GivenOutputs | None = None,
 ) -> tuple[TrainedModel, SuppliedModel | None]:
     """The model to audit and, for one read from a supplied config, the record of what was done to it: trained
     here; a supplied one prepared as the command line and the service prepare it
     (:func:`~bind_core.pipeline.reference.prepare_model_for_audit`: fit, reproduction, class order, float64), or
     already prepared by them (its record kept with it); or a model trained here earlier, as it is."""
+    if outputs is not None and (model is None or model.supplied is None or model.supplied.record is not None):
+        raise ConfigError(
+            "outputs: a supplied model's own outputs are compared with it as it is read (TrainedModel.from_bytes), "
+            "before it is prepared; this audit has no such model"
+        )
     if model is None or model.supplied is None:
         return training_stage(graph, config, model, progress=tick, device=device, threads=threads), None
     if model.supplied.record is None:
         return prepare_model_for_audit(
-            model, graph, config, device, progress=lambda f: tick("training", f), carried=carried
+            model, graph, config, device, progress=lambda f: tick("training", f), carried=carried, outputs=outputs
         )
     record = decode(SuppliedModel, dict(model.supplied.record), "supplied_model")
     record.carried = carried or record.carried

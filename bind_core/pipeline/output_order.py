@@ -33,7 +33,7 @@ def _fit_warnings(record: SuppliedModel) -> list[Caveat]:
         return [Caveat(found.text, "output_order")]
     if fit is not None and fit.overconfident and fit.text:  # its outputs carry the labels: not a doubt of its inputs
         return [Caveat(fit.text, "overconfident")]
-    if fit is None or not fit.suspect or not fit.text:
+    if fit is None or not fit.poor or not fit.text:  # poor with its inputs confirmed too: said, the verdict stands
         return []
     return [Caveat(fit.text + _carried(record), "training_fit")]
 

@@ -23,6 +23,7 @@ from bind_core.pipeline.config import AuditConfig
 from bind_core.pipeline.results import ReferenceComparison, SuppliedModel
 from bind_core.pipeline.stages import metric_groups
 from bind_core.training.fit import TrainedModel
+from bind_core.training.outputs import GivenOutputs, OutputsMatch
 from bind_core.training.supplied import Supplied, prepare_model, prepare_supplied
 
 
@@ -64,6 +65,8 @@ def prepare_for_audit(
     *,
     progress: Callable[[float], None] | None = None,
     carried: CarriedInputs | None = None,
+    outputs: GivenOutputs | None = None,
+    confirmed: OutputsMatch | None = None,
 ) -> tuple[TrainedModel, SuppliedModel]:
     """A supplied model ready for an audit with ``config`` (:func:`~bind_core.training.supplied.prepare_supplied`
     with ``config.reference``) and its record (the result's ``supplied_model``).
@@ -77,13 +80,25 @@ def prepare_for_audit(
         progress: ``progress(fraction)`` through the polish, when ``config.reference`` asks for one.
         carried: where ``graph`` is another version of the graph the model was registered for, what
             :func:`~bind_core.data.carry.carry_inputs` did to it (kept as the record's ``carried``).
+        outputs: the owner's outputs on ``graph``, compared with the model's (the record's ``outputs``;
+            :class:`~bind_core.training.outputs.OutputsDifferError` where they differ).
+        confirmed: a match of the owner's outputs found earlier on this same graph (a registration's).
 
     Returns:
         The model to audit and the :class:`~bind_core.pipeline.results.SuppliedModel` record; with
         ``reference="polished"`` its ``comparison`` holds both models' metrics, over the groups the audit's metrics
         take. The service sets its ``id``.
     """
-    supplied = prepare_supplied(weights, model_config, graph, device, reference=config.reference, progress=progress)
+    supplied = prepare_supplied(
+        weights,
+        model_config,
+        graph,
+        device,
+        reference=config.reference,
+        progress=progress,
+        outputs=outputs,
+        confirmed=confirmed,
+    )
     return _recorded(supplied, graph, config, carried)
 
 
@@ -95,6 +110,7 @@ def prepare_model_for_audit(
     *,
     progress: Callable[[float], None] | None = None,
     carried: CarriedInputs | None = None,
+    outputs: GivenOutputs | None = None,
 ) -> tuple[TrainedModel, SuppliedModel]:
     """:func:`prepare_for_audit` of a model already read (:meth:`TrainedModel.from_bytes`, whose
     :attr:`~TrainedModel.supplied` form says how it was described), as ``run_audit(model=...)`` takes it: a copy is
@@ -103,7 +119,9 @@ def prepare_model_for_audit(
     Returns:
         As :func:`prepare_for_audit`.
     """
-    supplied = prepare_model(copy.deepcopy(model), graph, device, reference=config.reference, progress=progress)
+    supplied = prepare_model(
+        copy.deepcopy(model), graph, device, reference=config.reference, progress=progress, outputs=outputs
+    )
     return _recorded(supplied, graph, config, carried)
 
 

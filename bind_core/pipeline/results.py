@@ -70,6 +70,7 @@ from bind_core.pipeline.results_edges import EdgeAttribution
 from bind_core.pipeline.results_summary import AttributionFinding, DebiasingFinding, GapFinding, Summary, TrustFinding
 from bind_core.training.fit_check import TrainingFit
 from bind_core.training.output_order import OutputOrder
+from bind_core.training.outputs import OutputsMatch
 from bind_core.training.records import ModelSummary, Spectrum, Stationarity, TrainingHistory
 
 __all__ = [
@@ -229,6 +230,12 @@ class SuppliedModel:
         "guess's: no_better, or worse_than_guess without overconfident (a model that classifies them clearly better "
         "than the commonest label), says it is most likely fed other inputs than it was trained on; absent in audits "
         "from before 2026-12-06",
+        optional=True,
+    )
+    outputs: OutputsMatch | None = key(
+        "the owner's outputs on this graph against the model as read (given at registration, or to bind-audit run "
+        "--model-outputs): matches says the audit reads the owner's model fed what its owner feeds it; absent where "
+        "none were given",
         optional=True,
     )
     carried: CarriedInputs | None = key(

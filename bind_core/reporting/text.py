@@ -309,6 +309,12 @@ def render_supplied(record: SuppliedModel | Mapping[str, Any]) -> str:
         )
     if typed.classes is not None:
         lines.append(f"  outputs read as the config's classes {', '.join(typed.classes)} (output 0 first)")
+    if typed.outputs is not None:
+        match = typed.outputs
+        lines.append(
+            f"  the outputs given for {match.nodes} nodes reproduced (read as {match.reading}, largest difference "
+            f"{_exp(match.max_difference, 1)}): the audit reads the model as its owner runs it"
+        )
     fit, order = typed.training_fit, typed.output_order
     inverted = order is not None and order.below_chance  # the output order explains a poor fit: its warning says so
     if fit is not None and fit.suspect and not inverted:  # first, where a reader looks: the figures may mislead

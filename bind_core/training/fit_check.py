@@ -81,6 +81,12 @@ class TrainingFit:
         "not suspect; absent in audits stored before it was measured",
         optional=True,
     )
+    inputs_confirmed: bool | None = key(
+        "boolean: the owner's outputs on this graph were given and the model as read gives them (supplied_model."
+        "outputs): it is fed here what its owner feeds it, so a poor fit is not doubted as other inputs and the "
+        "verdict stands; absent where no outputs were given",
+        optional=True,
+    )
     text: str | None = key("string: with no_better, worse_than_guess or overconfident, the warning", optional=True)
 
     @property
@@ -88,6 +94,13 @@ class TrainingFit:
         """Whether the audit warns that the model's inputs may not be those it was trained on (and withholds its
         verdict): no better than a constant by both measures, or worse than the guess without classifying its
         training nodes clearly better than the commonest label."""
+        poor = self.no_better or (bool(self.worse_than_guess) and not self.overconfident)
+        return poor and not self.inputs_confirmed
+
+    @property
+    def poor(self) -> bool:
+        """Whether it fits its training nodes no better than a constant, or worse than the guess without being
+        overconfident, whatever its inputs (:attr:`suspect` where they are not confirmed)."""
         return self.no_better or (bool(self.worse_than_guess) and not self.overconfident)
 
     def baseline(self) -> tuple[str, float | None]:
@@ -100,12 +113,15 @@ class TrainingFit:
         return ("a constant", self.constant) if self.no_better else ("guessing every class alike", self.guess)
 
 
-def check_training_fit(proba: Tensor, graph: Graph) -> TrainingFit:
+def check_training_fit(proba: Tensor, graph: Graph, *, inputs_confirmed: bool = False) -> TrainingFit:
     """The model's mean cross-entropy on the labelled training nodes against the constant predictor's.
 
     Args:
         proba: the model's probabilities on every node (``[n, C]``, in the graph's class order).
         graph: the graph, with its labels and split.
+        inputs_confirmed: the owner's outputs on this graph matched the model as read
+            (:func:`~bind_core.training.outputs.compare_outputs`): its inputs are not in doubt, on features scaled
+            when the graph was read too, and a poor fit is said without doubting them.
 
     Returns:
         The :class:`TrainingFit`; ``no_better`` where the model's loss is at least the constant's and its accuracy at
@@ -126,16 +142,19 @@ def check_training_fit(proba: Tensor, graph: Graph) -> TrainingFit:
     no_better = (not loss < constant or not math.isfinite(loss)) and accuracy <= majority
     guess = math.log(proba.shape[1])
     worse = not loss <= guess or not math.isfinite(loss)
-    overconfident = worse and not no_better and clearly_above(accuracy, majority, count) and not graph.feature_ranges
+    as_given = inputs_confirmed or not graph.feature_ranges
+    overconfident = worse and not no_better and clearly_above(accuracy, majority, count) and as_given
     text = None
     if overconfident:
-        text = _overconfident(count, loss, guess, accuracy, majority)
+        text = _overconfident(count, loss, guess, accuracy, majority) + (
+            _CONFIRMED_OVERCONFIDENT if inputs_confirmed else _OVERCONFIDENT_INPUTS
+        )
     elif no_better or worse:
         text = (
             _no_better(count, loss, constant, accuracy, majority)
             if no_better
             else _worse_than_guess(count, loss, guess, accuracy, majority)
-        ) + _ADVICE
+        ) + (_CONFIRMED if inputs_confirmed else _ADVICE)
     return TrainingFit(
         loss=loss,
         constant=constant,
@@ -146,6 +165,7 @@ def check_training_fit(proba: Tensor, graph: Graph) -> TrainingFit:
         guess=guess,
         worse_than_guess=worse,
         overconfident=overconfident,
+        inputs_confirmed=True if inputs_confirmed else None,
         text=text,
     )
 
@@ -195,6 +215,19 @@ def _overconfident(count: int, loss: float, guess: float, accuracy: float, major
         f"commonest label ({accuracy:.1%} against {majority:.1%}): its outputs carry their labels, and some of its "
         "probabilities are extreme and wrong (overconfident: stopped before its probabilities fit, as early stopping "
         "on a validation loss that started far above the guess leaves a model fed raw values of large scale). Its "
-        "predicted labels, ΔSP and ΔEO are as it gives them; PDD reads those probabilities as they are. If it fit "
-        "its training nodes when it was trained, it is fed other inputs here than it was trained on"
+        "predicted labels, ΔSP and ΔEO are as it gives them; PDD reads those probabilities as they are"
     )
+
+
+_OVERCONFIDENT_INPUTS = (
+    ". If it fit its training nodes when it was trained, it is fed other inputs here than it was trained on"
+)
+
+_CONFIRMED_OVERCONFIDENT = (
+    ". Its outputs on this graph were given and the model as read gives them: it is fed what its owner feeds it"
+)
+
+_CONFIRMED = (
+    ". Its outputs on this graph were given and the model as read gives them, so it is fed what its owner feeds it: "
+    "it was trained on another split than this graph's, or never fit these nodes; the figures describe it as it is"
+)

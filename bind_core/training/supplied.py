@@ -31,6 +31,13 @@ from bind_core.training.document import read_document
 from bind_core.training.fit import SuppliedForm, TrainedModel
 from bind_core.training.fit_check import check_training_fit
 from bind_core.training.output_order import check_output_order, reorder_outputs
+from bind_core.training.outputs import (
+    GivenOutputs,
+    OutputsDifferError,
+    OutputsMatch,
+    compare_outputs,
+    outputs_problem,
+)
 from bind_core.training.polish import gradient_norm, polish
 
 REFERENCES = ("as_given", "polished")
@@ -61,6 +68,8 @@ def prepare_supplied(
     *,
     reference: str = "as_given",
     progress: Callable[[float], None] | None = None,
+    outputs: GivenOutputs | None = None,
+    confirmed: OutputsMatch | None = None,
 ) -> Supplied:
     """The supplied model ready to audit on ``device``, in float64 (its own forward pass; nothing is changed but the
     order of its outputs where its config's ``classes`` says it differs from the graph's): :func:`prepare_model` of
@@ -74,7 +83,16 @@ def prepare_supplied(
     if reference not in REFERENCES:
         raise ConfigError(f"reference: {reference!r} is not one of {', '.join(REFERENCES)}")
     model = TrainedModel.from_document(weights, read_document(config))
-    return prepare_model(model, graph, device, reference=reference, progress=progress, weights=st_load(weights))
+    return prepare_model(
+        model,
+        graph,
+        device,
+        reference=reference,
+        progress=progress,
+        weights=st_load(weights),
+        outputs=outputs,
+        confirmed=confirmed,
+    )
 
 
 def prepare_model(
@@ -85,6 +103,8 @@ def prepare_model(
     reference: str = "as_given",
     progress: Callable[[float], None] | None = None,
     weights: dict[str, Tensor] | None = None,
+    outputs: GivenOutputs | None = None,
+    confirmed: OutputsMatch | None = None,
 ) -> Supplied:
     """A model read from a supplied config (:meth:`TrainedModel.from_bytes`) ready to audit on ``device``, in float64.
     ``model`` itself is changed (its dtype and device, the order of its outputs): pass a copy to keep it.
@@ -102,6 +122,10 @@ def prepare_model(
             polished to a stationary point and audited; the supplied model comes back as ``given`` so that the
             audit can report both (``progress``: the polish's, which may raise to stop it).
         weights: a PyG model's weights as supplied (under PyG's names); default: the model's own, renamed.
+        outputs: the owner's outputs on ``graph`` (:func:`~bind_core.training.outputs.read_outputs`), compared with
+            the model's before anything is reordered (:func:`~bind_core.training.outputs.compare_outputs`): the
+            record's ``outputs``; where they match, the fit check takes the inputs as confirmed.
+        confirmed: a match found earlier on this same graph (a registration's), taken as it is.
 
     Raises:
         ModelDoesNotFitError: the model's inputs are not the graph's features, its outputs not the label's classes,
@@ -109,6 +133,7 @@ def prepare_model(
         ConfigError: ``reference`` is unknown, or the converted PyG model does not reproduce the PyG module's logits
             within :data:`~bind_core.models.pyg.REPRODUCTION_TOLERANCE`.
         NonFiniteError: the model predicts NaN or inf on the graph.
+        OutputsDifferError: ``outputs`` are not the model's as read (what most likely differs said).
     """
     if reference not in REFERENCES:
         raise ConfigError(f"reference: {reference!r} is not one of {', '.join(REFERENCES)}")
@@ -127,14 +152,23 @@ def prepare_model(
             )
         record["pyg"] = encode(check)
     model.module.to(device).double()
+    match = confirmed
+    if outputs is not None:
+        match = compare_outputs(model.predict_proba(graph), outputs, graph)  # the model's own output order
+        if not match.matches:
+            named = form.source is not None and bool(form.source.layer_names)
+            raise OutputsDifferError(outputs_problem(match, graph, layer_names=named, form=outputs.form), match)
+    if match is not None:
+        record["outputs"] = encode(match)
     if form.classes is not None:
         names = graph.class_names or tuple(str(c) for c in range(graph.num_classes))
         reorder_outputs(model.module, class_order(form.classes, names, graph.label_name), graph)
         record["classes"] = list(form.classes)
     proba = model.predict_proba(graph)  # refuses probabilities that are not finite (NonFiniteError)
-    outputs = model.model_config.num_outputs(model.module.num_classes)
-    record["output_order"] = encode(check_output_order(proba, graph, outputs=outputs, classes=form.classes))
-    record["training_fit"] = encode(check_training_fit(proba, graph))
+    width = model.model_config.num_outputs(model.module.num_classes)
+    record["output_order"] = encode(check_output_order(proba, graph, outputs=width, classes=form.classes))
+    confirms = match is not None and match.matches
+    record["training_fit"] = encode(check_training_fit(proba, graph, inputs_confirmed=confirms))
     record["grad_norm_supplied"] = gradient_norm(model, graph)
     model.supplied = dataclasses.replace(form, record=record)
     if reference == "as_given":

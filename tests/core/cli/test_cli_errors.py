@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -33,6 +34,7 @@ from bind_core.errors import (
 from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.models.pyg import UnsupportedModelError
 from bind_core.training.fit import TrainConfig
+from bind_core.training.outputs import OutputsDifferError
 
 PREFIX = "bind-audit run: error: "
 GRAPH = ["--synthetic", "--synthetic-nodes", "60"]
@@ -142,6 +144,12 @@ def _pyg_config(tmp_path: Path) -> list[str]:
     return ["--model-weights", str(tmp_path / "pyg.safetensors"), "--model-config", str(tmp_path / "pyg.json")]
 
 
+def _outputs(tmp_path: Path) -> str:
+    """An ``.npy`` of outputs sure of class 0 on every node of ``GRAPH``, which an untrained model does not give."""
+    np.save(tmp_path / "outputs.npy", np.tile([10.0, -10.0], (60, 1)))
+    return str(tmp_path / "outputs.npy")
+
+
 BAD_INPUT: dict[str, tuple[type[BindError], Callable[[Path], list[str]], str]] = {
     "unknown dataset": (DatasetNotFoundError, lambda p: ["--dataset", "nope"], "unknown dataset 'nope'"),
     "data root nowhere": (
@@ -200,6 +208,11 @@ BAD_INPUT: dict[str, tuple[type[BindError], Callable[[Path], list[str]], str]] =
         ModelDoesNotFitError,
         lambda p: [*GRAPH, *_bind_model_files(p, weights=lambda v: v, in_dim=3)],
         "the model takes 3 input features but the graph has",
+    ),
+    "outputs the model does not give": (
+        OutputsDifferError,
+        lambda p: [*GRAPH, *_bind_model_files(p, weights=lambda v: v), "--model-outputs", _outputs(p)],
+        "does not give your outputs",
     ),
     "json not writable": (
         ConfigError,

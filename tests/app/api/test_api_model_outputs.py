@@ -1,0 +1,151 @@
+"""``POST /v1/models`` with the model's own ``outputs``: compared with the model as read on its graph; a model that
+does not give them is refused with what most likely differs; one that does is registered with its inputs confirmed
+(no doubt of a scaled upload), keeps the match through ``POST …/check``, and its audits say so."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from apihelp import assert_problem
+from fastapi.testclient import TestClient
+from safetensors.torch import save
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
+from torch_geometric.nn import GCN
+
+from app.audits import run as runner
+from app.core.db.tables import Audit
+from app.core.settings import Settings
+from bind_core.data.datasets import ingest_files
+from bind_core.data.graph import Graph
+
+N = 60
+TABLE = "id,age,score,gender,label\n" + "".join(
+    f"{i},{20 + i},{(i * 7) % 11},{'fm'[i % 2]},{int(i % 4 < 2)}\n" for i in range(N)
+)
+EDGES = "".join(f"{i},{(i + 1) % N}\n{i},{(i + 7) % N}\n" for i in range(N))
+
+
+def _read(tmp_path: Path, scale: bool) -> Graph:
+    (tmp_path / "t.csv").write_text(TABLE)
+    (tmp_path / "e.csv").write_text(EDGES)
+    return ingest_files(tmp_path / "t.csv", tmp_path / "e.csv", label="label", sensitive="gender", scale=scale).graph
+
+
+def _trained(graph: Graph) -> tuple[GCN, bytes, dict[str, Any]]:
+    torch.manual_seed(0)
+    args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2}
+    module = GCN(**args)
+    optimizer = torch.optim.Adam(module.parameters(), lr=0.01, weight_decay=5e-4)
+    for _ in range(60):
+        optimizer.zero_grad()
+        F.cross_entropy(module(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
+        optimizer.step()
+    config = {"format": "torch_geometric", "class": "GCN", "args": args,
+              "training": {"loss": "cross_entropy", "weight_decay": 5e-4, "epochs": 60}}  # fmt: skip
+    return module.eval(), save({k: v.contiguous() for k, v in module.state_dict().items()}), config
+
+
+def _npy(module: GCN, graph: Graph) -> bytes:
+    buffer = io.BytesIO()
+    with torch.no_grad():
+        np.save(buffer, module(graph.x, graph.edge_index).log_softmax(1).numpy())
+    return buffer.getvalue()
+
+
+def _register(client: TestClient, auth: dict[str, str], graph_id: str, weights: bytes, config: dict[str, Any],
+              outputs: tuple[str, bytes]):  # type: ignore[no-untyped-def]  # fmt: skip
+    return client.post(
+        "/v1/models",
+        headers=auth,
+        files={"weights": ("m.safetensors", weights), "outputs": outputs},
+        data={"config": json.dumps(config), "graph_id": graph_id},
+    )
+
+
+def test_outputs_confirm_a_scaled_upload_or_refuse_a_model_fed_otherwise(
+    client: TestClient,
+    auth: dict[str, str],
+    tmp_path: Path,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+) -> None:
+    uploaded = client.post(
+        "/v1/graphs",
+        headers=auth,
+        files={"nodes": ("t.csv", TABLE.encode()), "edges": ("e.csv", EDGES.encode())},
+        data={"label": "label", "sensitive": "gender"},  # scaled to [-1, 1], the default
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    graph_id = uploaded.json()["id"]
+
+    # a model trained on the table's own values, its outputs computed on them: not the model the upload feeds
+    own = _read(tmp_path, scale=False)
+    module, weights, config = _trained(own)
+    refused = _register(client, auth, graph_id, weights, config, ("out.npy", _npy(module, own)))
+    body = assert_problem(refused, 422, "outputs-differ")
+    [error] = body["errors"]
+    assert error["field"] == "outputs" and "scale=false" in error["message"], error
+    assert body["outputs"]["matches"] is False and body["outputs"]["differing"] > 0
+
+    # a model trained on the values as the upload scaled them, its outputs computed there: its inputs confirmed
+    scaled = _read(tmp_path, scale=True)
+    module, weights, config = _trained(scaled)
+    registered = _register(client, auth, graph_id, weights, config, ("out.npy", _npy(module, scaled)))
+    assert registered.status_code == 201, registered.text
+    said = registered.json()
+    assert said["fit"]["outputs"]["matches"] is True and said["fit"]["outputs"]["nodes"] == N
+    assert said["fit"]["outputs"]["reading"] == "logits"
+    assert "scaled_inputs" not in said["warning_codes"]
+    assert said["fit"]["training_fit"]["inputs_confirmed"] is True
+    model_id = said["id"]
+
+    # read again, the match found at registration is kept (the outputs themselves are not)
+    again = client.post(f"/v1/models/{model_id}/check", headers=auth)
+    assert again.status_code == 200, again.text
+    assert again.json()["fit"]["outputs"] == said["fit"]["outputs"]
+    assert again.json()["warning_codes"] == said["warning_codes"]
+
+    # the audit of it says so: no doubt of the scaled inputs, the match in its record
+    queued = client.post("/v1/audits", headers=auth, json={"model_id": model_id, "stages": ["metrics"], "bootstrap": 0})
+    assert queued.status_code == 202, queued.text
+    audit_id = queued.json()["id"]
+    with sessions.begin() as session:
+        session.execute(
+            update(Audit).where(Audit.state == "queued", Audit.id != uuid.UUID(audit_id)).values(state="cancelled")
+        )
+    outcome = runner.execute(audit_id, sessions=sessions, settings=settings, device="cpu")
+    audit = client.get(f"/v1/audits/{audit_id}", headers=auth).json()
+    assert outcome.status == "succeeded", audit.get("error")
+    supplied = audit["results"]["supplied_model"]
+    assert supplied["outputs"]["matches"] is True
+    assert supplied["training_fit"]["inputs_confirmed"] is True
+    assert "scaled_inputs" not in audit["results"]["warning_codes"]
+
+
+def test_outputs_that_do_not_read_are_422_naming_the_part(
+    client: TestClient, auth: dict[str, str], tmp_path: Path
+) -> None:
+    uploaded = client.post(
+        "/v1/graphs",
+        headers=auth,
+        files={"nodes": ("t.csv", TABLE.encode()), "edges": ("e.csv", EDGES.encode())},
+        data={"label": "label", "sensitive": "gender", "scale": "false"},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    _, weights, config = _trained(_read(tmp_path, scale=False))
+    for name, data, says in (
+        ("out.pt", b"\x80\x04K\x01.", "neither .npy"),
+        ("out.csv", b"id,a,b\n999,0.5,0.5\n", "not in this graph"),
+        ("out.npy", b"not numpy", "not a numpy .npy file"),
+    ):
+        refused = _register(client, auth, uploaded.json()["id"], weights, config, (name, data))
+        body = assert_problem(refused, 422, "invalid-outputs")
+        assert body["errors"][0]["field"] == "outputs" and says in body["errors"][0]["message"], body
