@@ -123,8 +123,9 @@ def check_fit(
 
 
 def _invalid(field: str, message: str) -> ValidationProblem:
+    """A ``422 invalid-model`` blaming ``field``; the detail names it once (bind_core's messages often begin with it)."""
     return ValidationProblem(
-        f"{field}: {message}",
+        message if message.startswith(field) else f"{field}: {message}",
         slug="invalid-model",
         title="Invalid model",
         errors=[{"field": field, "message": message}],

@@ -152,4 +152,17 @@ def supplied_view(record: SuppliedModel | None) -> SuppliedView | None:
         grad_norm=fmt(record.grad_norm),
         rows=rows,
         differ=None if share is None else f"{fmt(100 * share, 1)}% of {comparison.test_nodes if comparison else None}",
+        outputs=_outputs_line(record),
+    )
+
+
+def _outputs_line(record: SuppliedModel) -> str | None:
+    """The owner's outputs against the model as read, in a sentence, where they were given."""
+    match = record.outputs
+    if match is None:
+        return None
+    return (
+        f"Its owner's outputs on {match.nodes} nodes were given with it, and the model as read here gives them "
+        f"(read as {match.reading}; largest difference of a probability {match.max_difference:.1e}, within "
+        f"{match.tolerance:g}): the figures describe the model its owner runs, fed what its owner feeds it."
     )

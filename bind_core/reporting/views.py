@@ -213,6 +213,8 @@ class SuppliedView:
     grad_norm: str
     rows: Table
     differ: str | None
+    outputs: str | None = None
+    """Where the owner's outputs were given: how closely the model as read gives them."""
 
 
 def without_truth(gone: UndefinedTruth | None, checked: int, what: str) -> str | None:

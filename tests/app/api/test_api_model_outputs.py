@@ -128,6 +128,8 @@ def test_outputs_confirm_a_scaled_upload_or_refuse_a_model_fed_otherwise(
     assert supplied["outputs"]["matches"] is True
     assert supplied["training_fit"]["inputs_confirmed"] is True
     assert "scaled_inputs" not in audit["results"]["warning_codes"]
+    report = client.get(f"/v1/audits/{audit_id}/report", headers=auth)
+    assert report.status_code == 200 and f"outputs on {N} nodes were given with it" in report.text
 
 
 def test_outputs_that_do_not_read_are_422_naming_the_part(
