@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -160,8 +161,17 @@ def _shown(client_name: str | None, part: str) -> str:
 
 
 def _columns(value: str | None) -> list[str] | None:
+    """The ``features`` field: comma-separated column names, or a JSON array of them (which a name holding a comma
+    needs, and which clients that send lists write)."""
     if value is None or not value.strip():
         return None
+    if value.lstrip().startswith("["):
+        try:
+            listed = json.loads(value)
+        except ValueError:
+            listed = None
+        if isinstance(listed, list) and all(isinstance(c, str) for c in listed):
+            return [c.strip() for c in listed if c.strip()]
     return [c.strip() for c in value.split(",") if c.strip()]
 
 

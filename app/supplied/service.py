@@ -123,7 +123,7 @@ def check_fit(
 
 
 def _invalid(field: str, message: str) -> ValidationProblem:
-    """A ``422 invalid-model`` blaming ``field``; the detail names it once (bind_core's messages often begin with it)."""
+    """A ``422 invalid-model`` blaming ``field``, named once in the detail (bind_core's messages often begin so)."""
     return ValidationProblem(
         message if message.startswith(field) else f"{field}: {message}",
         slug="invalid-model",

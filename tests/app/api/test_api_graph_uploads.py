@@ -87,6 +87,10 @@ def test_parquet_upload_with_chosen_features(client: TestClient, auth: dict[str,
     response = client.post("/v1/graphs", headers=auth, files=files, data=data)
     assert response.status_code == 201, response.text
     assert response.json()["summary"]["features"] == 2
+    # a JSON array, as clients that send lists write it (and as a column name holding a comma needs)
+    listed = client.post("/v1/graphs", headers=auth, files=files, data={**data, "features": '["score", "age"]'})
+    assert listed.status_code == 201, listed.text
+    assert list(listed.json()["summary"]["ingest"]["scaled"]) == ["score", "age"]  # in the order listed
 
 
 def test_scale_off_keeps_the_tables_values(client: TestClient, auth: dict[str, str]) -> None:
