@@ -75,6 +75,9 @@ class ModelConfig(DictConfig):
         attention: GAT only: the attention scores' activation. ``"smooth"``: ``s·x + (1 − s)·act(x)`` (see
             :class:`SmoothGATConv`); ``"leaky_relu"``: GAT's own leaky ReLU, whatever ``activation`` is.
         negative_slope: GAT only: ``s`` above (0.2 as in GAT).
+        last_heads: GAT only, with ``head=False``: the heads of the last layer, which averages them (the GAT of
+            Veličković et al. and PyG's ``examples/gat.py`` end with one); ``0`` (default): ``heads``, as PyG's
+            ``GAT`` class does.
     """
 
     section: ClassVar[str] = "model"
@@ -90,6 +93,7 @@ class ModelConfig(DictConfig):
     concat: bool = False
     attention: str = "smooth"
     negative_slope: float = 0.2
+    last_heads: int = 0
 
     def kinks(self) -> list[str]:
         """Where the model's function has kinks: a non-smooth activation between layers or in GIN's MLPs, and GAT's
@@ -130,6 +134,10 @@ class ModelConfig(DictConfig):
             raise ConfigError(f"attention: {self.attention!r} is not one of {', '.join(ATTENTION_SCORES)}")
         if not 0.0 <= self.negative_slope < 1.0:
             raise ConfigError(f"negative_slope: {self.negative_slope!r} must be in [0, 1)")
+        if not 0 <= self.last_heads <= 16:
+            raise ConfigError(f"last_heads: {self.last_heads!r} must be between 0 (heads) and 16")
+        if self.last_heads and (self.arch != "gat" or self.head):
+            raise ConfigError("last_heads: only for a GAT whose last layer outputs the logits (head false)")
         if self.concat and self.hidden % self.heads:
             raise ConfigError(f"concat: hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
 
@@ -427,10 +435,11 @@ def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
         return cast(nn.Module, SAGEConv(a, b, aggr="mean"))
     concat = config.concat and not (last and not config.head)
     score = "leaky_relu" if config.attention == "leaky_relu" else config.activation
+    heads = config.last_heads if last and config.last_heads else config.heads
     return SmoothGATConv(
         a,
-        b // config.heads if concat else b,
-        heads=config.heads,
+        b // heads if concat else b,
+        heads=heads,
         concat=concat,
         add_self_loops=True,
         negative_slope=config.negative_slope,

@@ -221,7 +221,7 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
     """
     problems = [
         (f"config.{k}", "unknown key")
-        for k in sorted(set(config) - {"format", "class", "args", "training", "dtype", "classes", "layer_names"})
+        for k in sorted(set(config) - {"format", "class", "args", "training", "dtype", "classes", *_LAYOUT})
     ]
     training = config.get("training")
     if not isinstance(training, dict):
@@ -231,6 +231,7 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
         problems.append(("config.training.weight_decay", "required: the L2 coefficient the model was trained with"))
     problems += _description_problems(config.get("class"), config.get("args"), training.get("loss"), "config.training")
     problems += _layer_name_problems(config.get("layer_names"), config.get("args"), "config.layer_names")
+    problems += _last_heads_problems(config.get("last_heads"), config.get("class"), "config.last_heads")
     classes = _classes(config, training, problems)
     if problems:
         raise UnsupportedModelError(problems)
@@ -239,6 +240,7 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
         cast("dict[str, Any]", config["args"]),
         str(training["loss"]),
         cast("list[str] | None", config.get("layer_names")),
+        cast("int | None", config.get("last_heads")),
     )
     recipe = {k: v for k, v in training.items() if k not in ("loss", "classes")}
     return PygConfig(pyg, recipe, config.get("dtype"), classes)
@@ -272,9 +274,25 @@ def read_source(source: object) -> PygModel:
         raise UnsupportedModelError([("source", "must be an object describing a torch_geometric model")])
     problems = _description_problems(source.get("class"), source.get("args"), source.get("loss"), "source")
     problems += _layer_name_problems(source.get("layer_names"), source.get("args"), "source.layer_names")
+    problems += _last_heads_problems(source.get("last_heads"), source.get("class"), "source.last_heads")
     if problems:
         raise UnsupportedModelError(problems)
-    return _described(str(source["class"]), source["args"], str(source["loss"]), source.get("layer_names"))
+    return _described(
+        str(source["class"]), source["args"], str(source["loss"]), source.get("layer_names"), source.get("last_heads")
+    )
+
+
+_LAYOUT = ("layer_names", "last_heads")
+"""A config's keys beside the class's arguments that describe a module of the user's own built of its layers."""
+
+
+def _last_heads_problems(heads: Any, cls: Any, at: str) -> list[tuple[str, str]]:
+    """What is wrong with a config's ``last_heads`` (none given: nothing)."""
+    if heads is None:
+        return []
+    if cls != "GAT":
+        return [(at, "only a GAT's last layer has heads")]
+    return [(at, message)] if (message := _integer(1, 16)(heads)) is not None else []
 
 
 def _layer_name_problems(names: Any, args: Any, at: str) -> list[tuple[str, str]]:
@@ -319,13 +337,17 @@ def _description_problems(cls: Any, args: Any, loss: Any, loss_at: str) -> list[
     return problems
 
 
-def _described(cls: str, args: dict[str, Any], loss: str, layer_names: list[str] | None = None) -> PygModel:
+def _described(
+    cls: str, args: dict[str, Any], loss: str, layer_names: list[str] | None = None, last_heads: int | None = None
+) -> PygModel:
     """The description with PyG's defaults filled in for the options that matter (checked already)."""
     defaults: dict[str, Any] = {"dropout": 0.0}
     if cls == "GAT":
         defaults |= {"heads": 1, "concat": True, "negative_slope": 0.2}
     args = {**defaults, **args, "act": str(args.get("act", "relu")).lower()}
-    return PygModel(cls=cls, args=args, loss=loss, layer_names=None if layer_names is None else list(layer_names))
+    names = None if layer_names is None else list(layer_names)
+    heads = None if last_heads is None or last_heads == args.get("heads") else int(last_heads)
+    return PygModel(cls=cls, args=args, loss=loss, layer_names=names, last_heads=heads)
 
 
 def model_config(pyg: PygModel) -> ModelConfig:
@@ -345,6 +367,7 @@ def model_config(pyg: PygModel) -> ModelConfig:
         concat=concat,
         attention="leaky_relu" if pyg.cls == "GAT" else "smooth",
         negative_slope=float(a.get("negative_slope", 0.2)),
+        last_heads=pyg.last_heads or 0,
     )
 
 
@@ -473,6 +496,25 @@ def weights_problem(names: Collection[str], source: PygModel, expected: Collecti
     return None
 
 
+def heads_problem(state: dict[str, Tensor], source: PygModel) -> str | None:
+    """Where a GAT's last layer (its weights under the project's names, :func:`bind_state_dict`) has another number
+    of heads than the description gives it, what ``last_heads`` to give; ``None`` otherwise."""
+    if source.cls != "GAT":
+        return None
+    layers, out = int(source.args["num_layers"]), int(source.args["out_channels"])
+    weight = state.get(f"convs.{layers - 1}.lin.weight")
+    expected = source.last_heads or int(source.args.get("heads", 1))
+    if weight is None or weight.ndim != 2 or weight.shape[0] % out or weight.shape[0] // out == expected:
+        return None
+    found = weight.shape[0] // out
+    layer = _own(f"convs.{layers - 1}.x", source)[:-2]
+    return (
+        f"weights: the last layer ({layer}) has {found} head{'s' * (found > 1)} where the config gives it {expected} "
+        f"({'last_heads' if source.last_heads else 'heads'}): a GAT whose last layer has its own number of heads, "
+        f'averaged (GATConv(..., heads={found}, concat=False)), is described with "last_heads": {found}'
+    )
+
+
 def _natural(name: str) -> list[tuple[int, str]]:
     """``conv2`` before ``conv10``."""
     return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", name)]
@@ -485,6 +527,20 @@ def pyg_module(source: PygModel) -> nn.Module:
     from torch_geometric.nn import models as pyg_models
 
     module: nn.Module = getattr(pyg_models, source.cls)(**source.args)
+    if source.last_heads:  # the user's own GAT: its last layer as the class builds it, but for its heads
+        from torch_geometric.nn import GATConv
+
+        a = source.args
+        convs = cast("nn.ModuleList", module.convs)
+        convs[-1] = GATConv(
+            cast("Any", convs[-1]).in_channels,
+            int(a["out_channels"]),
+            heads=source.last_heads,
+            concat=False,
+            negative_slope=float(a.get("negative_slope", 0.2)),
+            dropout=float(a.get("dropout", 0.0)),
+            add_self_loops=True,
+        )
     return module
 
 

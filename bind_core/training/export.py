@@ -97,7 +97,7 @@ def export_model(
     if document is None or source is None:
         return ExportedModel(model.to_bytes(), model.config_dict())
     state = {k: v.detach().cpu().contiguous() for k, v in model.module.state_dict().items()}
-    config = {
+    config: dict[str, Any] = {
         "format": PYG_FORMAT,
         "class": source.cls,
         "args": dict(source.args),
@@ -108,4 +108,6 @@ def export_model(
         config["classes"] = document.classes
     if source.layer_names is not None:
         config["layer_names"] = list(source.layer_names)
+    if source.last_heads is not None:
+        config["last_heads"] = source.last_heads
     return ExportedModel(st_save(pyg_state_dict(state, source, names)), config)

@@ -31,7 +31,7 @@ from bind_core.data.graph import ArrayLike, Graph, row_numbers
 from bind_core.errors import ConfigError
 from bind_core.models.gnn import GNN, ModelConfig, node_losses, probabilities, require_finite
 from bind_core.models.propagation import GraphInputs
-from bind_core.models.pyg import bind_state_dict, pyg_state_dict, weights_problem
+from bind_core.models.pyg import bind_state_dict, heads_problem, pyg_state_dict, weights_problem
 from bind_core.models.records import PygModel
 from bind_core.training.compgraph import objective_inputs
 from bind_core.training.document import ModelDocument, read_document
@@ -261,7 +261,7 @@ class TrainedModel:
             said = None
             if document.source is not None:
                 expected = pyg_state_dict(module.state_dict(), replace(document.source, layer_names=None), names)
-                said = weights_problem(names, document.source, expected)
+                said = weights_problem(names, document.source, expected) or heads_problem(state, document.source)
             raise ConfigError(said or f"weights do not fit the model config: {exc}") from exc
         module.eval()
         form = SuppliedForm(document.source, None if document.classes is None else tuple(document.classes), names)

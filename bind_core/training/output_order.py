@@ -81,7 +81,7 @@ def _last_layer(module: GNN) -> tuple[nn.Module, list[tuple[str, int, int]]]:
         return conv, [("lin_l.weight", 0, 1), ("lin_l.bias", 0, 1), ("lin_r.weight", 0, 1)]
     if arch == "gin":
         return conv, [("nn.2.weight", 0, 1), ("nn.2.bias", 0, 1)]
-    heads = module.config.heads
+    heads = int(getattr(conv, "heads", module.config.heads))  # the last layer's own (last_heads)
     return conv, [("lin.weight", 0, heads), ("att_src", -1, 1), ("att_dst", -1, 1), ("bias", 0, 1)]
 
 
