@@ -276,11 +276,14 @@ def what_if(
 def _model_choice(model: supplied.ModelChoice, *, version: int) -> str:
     """A supplied model as the start form offers it: its name, the version it was registered on where that is
     another (the audit carries this version's inputs over to the registration's), whether it reads a category it
-    never saw as none of its own, and what reading it at registration found wrong with its fit."""
+    never saw as none of its own, what reading it at registration found wrong with its fit, and whether its own
+    outputs, given then, were reproduced."""
     said = [] if model.registered_on == version else [f"registered on version {model.registered_on}"]
     if model.unknown_categories == "ignore":
         said.append("reads unseen categories as none")
     said += [FIT_SAID[code] for code in model.warning_codes if code in FIT_SAID]
+    if model.outputs_confirmed:
+        said.append("its own outputs reproduced when registered")
     return f"{model.name} ({'; '.join(said)})" if said else model.name
 
 

@@ -272,6 +272,8 @@ class ModelChoice(NamedTuple):
     unknown_categories: str
     warning_codes: list[str]
     """The codes of its registration's warnings (``training_fit``, ``output_order``…); empty where none was kept."""
+    outputs_confirmed: bool = False
+    """Its own outputs were given at registration and the model as read gave them."""
 
 
 def models_for_name(session: Session, tenant: Tenant, name: str, *, limit: int) -> list[ModelChoice]:
@@ -292,7 +294,12 @@ def models_for_name(session: Session, tenant: Tenant, name: str, *, limit: int) 
     ).all()
     return [
         ModelChoice(
-            r.id, r.name, r.version, r.unknown_categories, list((r.registration or {}).get("warning_codes") or [])
+            r.id,
+            r.name,
+            r.version,
+            r.unknown_categories,
+            list((r.registration or {}).get("warning_codes") or []),
+            confirmed_outputs(r.registration) is not None,
         )
         for r in rows
     ]

@@ -23,6 +23,7 @@ from torch_geometric.nn import GCN
 from app.audits import run as runner
 from app.core.db.tables import Audit
 from app.core.settings import Settings
+from app.supplied.loading import confirmed_outputs
 from bind_core.data.datasets import ingest_files
 from bind_core.data.graph import Graph
 
@@ -151,3 +152,17 @@ def test_outputs_that_do_not_read_are_422_naming_the_part(
         refused = _register(client, auth, uploaded.json()["id"], weights, config, (name, data))
         body = assert_problem(refused, 422, "invalid-outputs")
         assert body["errors"][0]["field"] == "outputs" and says in body["errors"][0]["message"], body
+
+
+def test_the_consoles_model_choice_says_its_outputs_were_reproduced() -> None:
+    from app.console.workbench import _model_choice
+    from app.supplied.service import ModelChoice
+
+    mid = uuid.uuid4()
+    assert _model_choice(ModelChoice(mid, "gcn", 1, "refuse", [], True), version=1) == (
+        "gcn (its own outputs reproduced when registered)"
+    )
+    assert _model_choice(ModelChoice(mid, "gcn", 1, "refuse", []), version=1) == "gcn"
+    assert confirmed_outputs({"fit": {"outputs": {"matches": True}}}) == {"matches": True}
+    assert confirmed_outputs({"fit": {"outputs": {"matches": False}}}) is None
+    assert confirmed_outputs({"fit": None}) is None and confirmed_outputs(None) is None
