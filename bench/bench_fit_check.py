@@ -6,7 +6,9 @@ epochs at lr 0.01, weight decay 5e-4) on one scaling of the features and read th
 the user's own values and audited on an upload scaled otherwise is; then one GraphSAGE trained on the raw table with
 early stopping on the validation loss, read on exactly those values. For each: the training nodes' cross-entropy and
 accuracy on the inputs it was trained on and on those it is fed, and what the check says (``worse_than_guess``,
-``overconfident``, ``suspect``).
+``overconfident``, ``suspect``); then what comparing the owner's outputs (computed on the inputs it was trained on,
+as the owner's code computes them) with the model as read says (``bind_core.training.outputs.compare_outputs``:
+``outputs`` matches, nodes that differ, the largest difference of a probability).
 
     python bench/bench_fit_check.py --data-root ../shared/datasets
 """
@@ -24,6 +26,7 @@ from torch_geometric.nn.models import GCN, GraphSAGE
 from bind_core.data.datasets import ingest_files
 from bind_core.data.graph import Graph
 from bind_core.training.fit_check import check_training_fit
+from bind_core.training.outputs import GivenOutputs, compare_outputs
 
 
 def _train(cls: type, graph: Graph, x: torch.Tensor, *, epochs: int, patience: int | None) -> torch.nn.Module:
@@ -54,12 +57,16 @@ def _train(cls: type, graph: Graph, x: torch.Tensor, *, epochs: int, patience: i
 
 def _line(name: str, model: torch.nn.Module, graph: Graph, trained: torch.Tensor, fed: torch.Tensor) -> None:
     with torch.no_grad():
-        own = check_training_fit(F.softmax(model(trained, graph.edge_index).double(), 1), graph)
-        read = check_training_fit(F.softmax(model(fed, graph.edge_index).double(), 1), graph)
+        owners = model(trained, graph.edge_index)
+        own = check_training_fit(F.softmax(owners.double(), 1), graph)
+        as_read = F.softmax(model(fed, graph.edge_index).double(), 1)
+    read = check_training_fit(as_read, graph)
+    match = compare_outputs(as_read, GivenOutputs.of(owners, graph), graph)
     print(
         f"{name:<34} own {own.loss:8.3f} {own.accuracy:6.1%} | fed {read.loss:8.3f} {read.accuracy:6.1%} "
         f"(commonest {read.majority:.1%}) worse={read.worse_than_guess} overconfident={read.overconfident} "
-        f"suspect={read.suspect}"
+        f"suspect={read.suspect} | outputs matches={match.matches} differing={match.differing}/{match.nodes} "
+        f"max={match.max_difference:.2g}"
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,11 +193,11 @@ def _from_table(data: bytes, graph: Graph) -> GivenOutputs:
     for number, line in enumerate(lines[1:], start=2):
         if len(line) != width:
             raise ConfigError(f"outputs: line {number} has {len(line)} fields where the header has {width}")
-        try:
-            rows.append([float(v) for v in line[1:]])
-            ids.append(line[0] if graph.node_keys else int(line[0]))
-        except ValueError as exc:
-            raise ConfigError(f"outputs: line {number}: {exc}") from exc
+        bad = next((v for v in line[1:] if not _number(v)), None)
+        if bad is not None:
+            raise ConfigError(f"outputs: line {number}: {bad!r} is not a number")
+        rows.append([float(v) for v in line[1:]])
+        ids.append(line[0] if graph.node_keys else _integer_id(line[0], number))
     try:
         index = graph.rows_of(ids)
     except GraphValidationError as exc:
@@ -207,6 +208,29 @@ def _from_table(data: bytes, graph: Graph) -> GivenOutputs:
             raise ConfigError(f"outputs: node {node!r} is given twice")
         seen.add(row)
     return GivenOutputs(_finite(torch.tensor(rows, dtype=torch.float64)), index, "table")
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _integer_id(text: str, number: int) -> int:
+    """A node id of a graph whose ids are integers, as a CSV may write one (``12``, or ``12.0`` from a float column)."""
+    try:
+        return int(text)  # exactly, whatever its size
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value.is_integer():
+        raise ConfigError(f"outputs: line {number}: the node id {text!r} is not one of this graph's integer ids")
+    return int(value)
 
 
 def _finite(values: Tensor) -> Tensor:

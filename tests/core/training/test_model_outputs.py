@@ -91,6 +91,15 @@ def test_a_csv_of_some_nodes_by_id_and_a_tensor_by_ids(graph: Graph) -> None:
     assert compare_outputs(proba.double(), by_ids, graph).matches
 
 
+def test_outputs_are_compared_in_the_models_own_order_before_its_classes_reorder_them(graph: Graph) -> None:
+    module, weights, config = _pyg(graph)
+    given = GivenOutputs.of(_logits(module, graph), graph)
+    reordered = {**config, "classes": ["1", "0"]}  # output 0 stands for label 1: the audit swaps the columns after
+    model, record = prepare_for_audit(weights, reordered, graph, bc.AuditConfig(), outputs=given)
+    assert record.outputs is not None and record.outputs.matches and record.classes == ["1", "0"]
+    assert torch.allclose(model.predict_proba(graph), _logits(module, graph).double().softmax(1).flip(1), atol=1e-6)
+
+
 def test_one_logit_for_two_classes(graph: Graph) -> None:
     module, _, _ = _pyg(graph)
     logits = _logits(module, graph)
@@ -136,7 +145,8 @@ def test_outputs_the_model_does_not_give_are_refused_saying_what_most_likely_dif
         ("o.csv", b"node,a,b\n1,0.5,0.5\n1,0.4,0.6\n", "node 1 is given twice"),
         ("o.csv", b"node,a,b\n100000,0.5,0.5\n", "not in this graph"),
         ("o.csv", b"node,a,b\n1,0.5\n", "line 2 has 2 fields where the header has 3"),
-        ("o.csv", b"node,a,b\n1,x,0.5\n", "line 2"),
+        ("o.csv", b"node,a,b\n1,x,0.5\n", "line 2: 'x' is not a number"),
+        ("o.csv", b"node,a,b\nn1,0.5,0.5\n", "line 2: the node id 'n1' is not one of this graph's integer ids"),
         ("o.pt", b"\x80\x04", "neither .npy"),
     ],
 )
