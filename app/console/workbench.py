@@ -109,6 +109,71 @@ def graph_page(
     return graph_view(session, user, graph_id, form={"model_id": str(registered)} if registered else None)
 
 
+MODEL_FILES = ("weights", "config", "outputs")
+"""The parts of the console's form that registers a model: what ``POST /v1/models`` takes as files."""
+
+
+@router.post("/graphs/{graph_id}/models", status_code=303, dependencies=[trailed("model.register")])
+async def register_model(
+    graph_id: uuid.UUID,
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    user: ConsoleAuditorDep,
+    settings: SettingsDep,
+) -> Response:
+    """Register a model trained on this graph (its weights, config and, optionally, its own outputs) as the API
+    does; on success the graph's page with the model chosen to audit, else the page with the form's refusal."""
+    await run_in_threadpool(session.rollback)  # hold no connection while the body streams
+    folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-console-model-"))
+    sent: dict[str, str] = {}
+    try:
+        received = _filled(
+            await receive_upload(
+                request,
+                folder,
+                settings.max_upload_bytes,
+                file_parts=MODEL_FILES,
+                field_parts=("name", "unknown_categories", "csrf"),
+                what="model",
+            )
+        )
+        check_csrf(user, received.fields.pop("csrf", None))
+        sent = dict(received.fields)
+        missing = [part for part in ("weights", "config") if part not in received.files]
+        if missing:
+            raise ValidationProblem(
+                "A model is its weights (.safetensors) and its config (.json).",
+                errors=[{"field": part, "message": "required"} for part in missing],
+            )
+        parts = {part: await run_in_threadpool(path.read_bytes) for part, path in received.files.items()}
+        given = None if "outputs" not in parts else (parts["outputs"], received.client_names.get("outputs", ""))
+        unknown = supplied.parse_unknown_categories(received.fields.get("unknown_categories"))
+        row = await run_in_threadpool(
+            lambda: supplied.register(
+                session,
+                user.tenant,
+                graph_id,
+                parts["weights"],
+                parts["config"],
+                name=received.fields.get("name"),
+                unknown_categories=unknown,
+                outputs=given,
+            )
+        )
+    except ProblemError as exc:
+        if exc.status in (403, 404):
+            raise
+        refused(response, exc.status)
+        problem = exc
+        return await run_in_threadpool(
+            lambda: graph_view(session, user, graph_id, model_form=sent, model_problem=problem)
+        )
+    finally:
+        await run_in_threadpool(remove_folder, folder)
+    return RedirectResponse(f"/console/graphs/{graph_id}?registered={row.id}", status_code=303)
+
+
 @router.post("/graphs/{graph_id}/audit", dependencies=[trailed("audit.create")])
 def start_audit(
     graph_id: uuid.UUID,
@@ -213,10 +278,13 @@ def graph_view(
     problem: ProblemError | None = None,
     schedule: dict[str, str] | None = None,
     schedule_problem: ProblemError | None = None,
+    model_form: dict[str, str] | None = None,
+    model_problem: ProblemError | None = None,
 ) -> Response:
     """The graph's page; with ``problem``, the start form shows it (with its status and its fields at fault); with
-    ``schedule_problem``, the schedule form (``schedule`` its fields as sent)."""
-    failed = problem or schedule_problem
+    ``schedule_problem``, the schedule form (``schedule`` its fields as sent); with ``model_problem``, the form that
+    registers a model (``model_form`` its fields as sent)."""
+    failed = problem or schedule_problem or model_problem
     graph = graphs.get_graph(session, user.tenant, graph_id)
     rows, _ = audits.list_audits(
         session, user.tenant, graph_id=graph_id, state=None, limit=AUDITS_SHOWN, page_token=None
@@ -241,7 +309,22 @@ def graph_view(
         schedule_errors=schedule_problem.errors if schedule_problem else [],
         schedule_detail=(schedule_problem.detail or schedule_problem.title) if schedule_problem else None,
         every=EVERY,
+        model_form=model_form or {},
+        model_errors=model_problem.errors if model_problem else [],
+        model_detail=(model_problem.detail or model_problem.title) if model_problem else None,
+        registered_fit=_registered_fit(models, form),
     )
+
+
+def _registered_fit(models: list[supplied.ModelChoice], form: dict[str, str] | None) -> str | None:
+    """What the registration of the model just registered (chosen in the form) found, in a sentence, or ``None``."""
+    chosen = next((m for m in models if form and str(m.id) == form.get("model_id")), None)
+    if chosen is None:
+        return None
+    said = [FIT_SAID[code] for code in chosen.warning_codes if code in FIT_SAID]
+    if chosen.outputs_confirmed:
+        said.append("its own outputs were reproduced")
+    return "; ".join(said) or None
 
 
 @router.post("/audits/{audit_id}/what-if", dependencies=[trailed("what_if.estimate", "/audits/{audit_id}")])

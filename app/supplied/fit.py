@@ -100,7 +100,8 @@ def check_on_graph(
         _, record = prepare_for_audit(weights, config, graph, AuditConfig(), outputs=given, confirmed=earlier)
     except OutputsDifferError as exc:
         raise ValidationProblem(
-            f"The model does not give the outputs given: {exc}.",
+            f"The model as read here does not give the outputs given: {exc.match.differing} of {exc.match.nodes} "
+            "nodes differ (errors says what most likely differs).",
             slug="outputs-differ",
             title="The model does not give its outputs",
             errors=[{"field": "outputs", "message": str(exc)}],

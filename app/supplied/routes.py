@@ -109,23 +109,16 @@ async def register_model(
         unknown_categories = service.parse_unknown_categories(fields.get("unknown_categories"))
     finally:
         await run_in_threadpool(remove_folder, folder)
-    config = service.parse_config(raw)
-    summary = await run_in_threadpool(service.graph_summary, session, tenant, graph_id)
-    canonical = await run_in_threadpool(service.check_model, weights, config, summary)
-    reading = await run_in_threadpool(
-        service.read_at_registration, session, graph_id, summary, weights, canonical, outputs
-    )
-    label = (str(name).strip() if isinstance(name, str) else "") or str(canonical["model"].get("arch", "model"))
     row = await run_in_threadpool(
-        lambda: service.create_model(
+        lambda: service.register(
             session,
             tenant,
-            graph_id=graph_id,
-            name=label[:200],
-            weights=weights,
-            config=canonical,
+            graph_id,
+            weights,
+            raw,
+            name=name if isinstance(name, str) else None,
             unknown_categories=unknown_categories,
-            registration=reading,
+            outputs=outputs,
         )
     )
     response.headers["Location"] = f"/v1/models/{row.id}"

@@ -182,6 +182,42 @@ def read_at_registration(
     return check.kept(before)
 
 
+def register(
+    session: Session,
+    tenant: Tenant,
+    graph_id: uuid.UUID,
+    weights: bytes,
+    raw_config: bytes | str,
+    *,
+    name: str | None = None,
+    unknown_categories: UnknownCategories = "refuse",
+    outputs: tuple[bytes, str] | None = None,
+) -> SuppliedModel:
+    """Register a model for one of the tenant's graphs, as ``POST /v1/models`` and the console's form do: its config
+    read, its weights checked against it and the graph (:func:`check_model`), the model read on its graph (with its
+    own ``outputs`` where given, :func:`read_at_registration`) and stored. CPU-heavy: call from a worker thread.
+
+    Raises:
+        NotFound: no such graph of the tenant's.
+        ValidationProblem: as :func:`parse_config`, :func:`check_model` and :func:`read_at_registration`.
+    """
+    config = parse_config(raw_config)
+    summary = graph_summary(session, tenant, graph_id)
+    canonical = check_model(weights, config, summary)
+    reading = read_at_registration(session, graph_id, summary, weights, canonical, outputs)
+    label = (name or "").strip() or str(canonical["model"].get("arch", "model"))
+    return create_model(
+        session,
+        tenant,
+        graph_id=graph_id,
+        name=label[:200],
+        weights=weights,
+        config=canonical,
+        unknown_categories=unknown_categories,
+        registration=reading,
+    )
+
+
 def create_model(
     session: Session,
     tenant: Tenant,

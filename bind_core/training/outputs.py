@@ -119,6 +119,11 @@ class OutputsMatch:
     max_difference: float = key("number: the largest difference of a predicted probability")
     at_node: int | str = key("the user's id of the node where it is largest")
     differing: int = key("integer: the nodes whose probabilities differ by more than the tolerance")
+    reordered: bool | None = key(
+        "boolean: where they differ, each output column holds the model's values, in another order of nodes (rows "
+        "given for other nodes than the graph's order says); absent where they match",
+        optional=True,
+    )
     tolerance: float = key("number: the largest difference that counts as the same model")
     matches: bool = key("boolean: every compared probability within the tolerance: the audit reads the owner's model")
 
@@ -260,21 +265,23 @@ def compare_outputs(proba: Tensor, given: GivenOutputs, graph: Graph) -> Outputs
             f"outputs: {values.shape[1]} columns where the model has {classes} outputs (one per class, output 0 first;"
             " or one logit for two classes)"
         )
-    best: tuple[float, str, Tensor] | None = None
+    found = []
     for reading, theirs in candidates.items():
         gap = (theirs - ours).abs().amax(dim=1)
         worst = float(gap.max())
-        if best is None or worst < best[0]:
-            best = (worst, reading, gap)
-    assert best is not None
-    worst, reading, gap = best
+        permuted = float((theirs.sort(dim=0).values - ours.sort(dim=0).values).abs().max()) <= OUTPUTS_TOLERANCE
+        # the reading that gives them, else one whose values are the model's for other nodes, else the closest
+        found.append((worst > OUTPUTS_TOLERANCE, not permuted, worst, reading, gap))
+    _, not_permuted, worst, reading, gap = min(found, key=lambda f: f[:3])
     at = int(given.rows[int(gap.argmax())])
+    reordered = None if worst <= OUTPUTS_TOLERANCE else not not_permuted
     return OutputsMatch(
         nodes=int(given.rows.numel()),
         reading=reading,
         max_difference=worst,
         at_node=user_ids(graph, [at])[0],
         differing=int((gap > OUTPUTS_TOLERANCE).sum()),
+        reordered=reordered,
         tolerance=OUTPUTS_TOLERANCE,
         matches=worst <= OUTPUTS_TOLERANCE,
     )
@@ -282,6 +289,18 @@ def compare_outputs(proba: Tensor, given: GivenOutputs, graph: Graph) -> Outputs
 
 def outputs_problem(match: OutputsMatch, graph: Graph, *, layer_names: bool = False, form: str = "table") -> str:
     """Why the owner's outputs differ from the model as read, in what most likely differs."""
+    if match.reordered:
+        where = (
+            "the .npy's rows are not in the graph's order of nodes (the node table's row order): give them so, or a "
+            ".csv that names each row's node id"
+            if form == "array"
+            else "the .csv names other nodes than the rows are of: check its node id column"
+        )
+        return (
+            f"the outputs given are the model's own, but for other nodes: {match.differing} of {match.nodes} nodes "
+            f"differ by more than {match.tolerance:g} in a predicted probability (read as {match.reading}), yet each "
+            f"output's values are the model's in another order; {where}"
+        )
     causes = []
     if graph.feature_ranges:
         causes.append(

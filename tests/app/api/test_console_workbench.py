@@ -301,3 +301,46 @@ def _graph_bytes(sessions: sessionmaker[Session], graph_id: uuid.UUID) -> bytes:
         data = session.scalar(select(Graph.data).where(Graph.id == graph_id))
     assert data is not None
     return bytes(data)
+
+
+def test_the_graph_page_registers_a_model_with_its_outputs(
+    tenant: Callable[..., Tenant], sessions: sessionmaker[Session]
+) -> None:
+    """An auditor handed a model's files registers it from the graph's page: a model that does not give the outputs
+    given is refused on the form, saying why; one that does is registered, chosen to audit, and the page says its
+    outputs were reproduced; another tenant's graph is not found, and a form without its token is refused."""
+    user = tenant()
+    user.sign_in()
+    uploaded = _upload(user, label="approved", sensitive="gender", name="people")
+    path = uploaded.headers["location"]  # type: ignore[attr-defined]
+    graph = load_npz(io.BytesIO(_graph_bytes(sessions, uuid.UUID(path.rsplit("/", 1)[-1]))))
+    model = train(graph, TrainConfig(epochs=50, polish=False))
+    proba = model.predict_proba(graph).numpy()
+
+    def register(outputs: np.ndarray, token: str | None = None) -> object:
+        buffer = io.BytesIO()
+        np.save(buffer, outputs)
+        files = {
+            "weights": ("m.safetensors", model.to_bytes()),
+            "config": ("m.json", json.dumps(model.config_dict()).encode()),
+            "outputs": ("out.npy", buffer.getvalue()),
+        }
+        data = {"csrf": token or user.form_token(path), "name": "credit", "unknown_categories": "refuse"}
+        return user.browser.post(f"{path}/models", data=data, files=files)
+
+    refused = register(proba[::-1].copy())  # rows in another order than the graph's
+    assert refused.status_code == 422  # type: ignore[attr-defined]
+    text = refused.text  # type: ignore[attr-defined]
+    assert 'id="register-error"' in text and "but for other nodes" in text
+    assert 'value="credit"' in text  # the form keeps what was typed
+    registered = register(proba)
+    assert registered.status_code == 303, registered.text  # type: ignore[attr-defined]
+    page = user.browser.get(registered.headers["location"]).text  # type: ignore[attr-defined]
+    assert 'id="registered"' in page and "its own outputs were reproduced" in page
+    assert page.count("credit (its own outputs reproduced when registered)") == 2  # the audit's and schedule's
+    assert register(proba, token="forged").status_code == 403  # type: ignore[attr-defined]
+    other = tenant()  # another tenant's browser: the graph is not found
+    other.sign_in()
+    files = {"weights": ("m.safetensors", model.to_bytes()), "config": ("m.json", b"{}")}
+    token = other.form_token("/console/audits")
+    assert other.browser.post(f"{path}/models", data={"csrf": token}, files=files).status_code == 404

@@ -128,7 +128,7 @@ def test_outputs_the_model_does_not_give_are_refused_saying_what_most_likely_dif
     message = str(info.value)
     assert message.startswith("the model as read here does not give your outputs: ")
     assert "scaled to [-1, 1] when it was read" in message and "scale=false" in message
-    assert "the .npy's rows in another order" in message
+    assert "the .npy's rows in another order" in message and not info.value.match.reordered
     assert not info.value.match.matches and info.value.match.differing > 0
     # on the values it is fed, the same outputs are the model's
     _, record = prepare_for_audit(weights, config, own, bc.AuditConfig(), outputs=given)
@@ -212,6 +212,17 @@ def test_the_command_line_compares_model_outputs(
     assert main([*run, "--model-outputs", str(tmp_path / "right.npy")]) == 0
     assert f"the outputs given for {graph.num_nodes} nodes reproduced (read as logits" in capsys.readouterr().out
     assert main([*run, "--model-outputs", str(tmp_path / "wrong.npy")]) == 2
-    assert "does not give your outputs" in capsys.readouterr().err
+    assert "the outputs given are the model's own, but for other nodes" in capsys.readouterr().err
     assert main(["--synthetic", "--model-outputs", str(tmp_path / "right.npy")]) == 2
     assert "--model-outputs: goes with --model-weights" in capsys.readouterr().err
+
+
+def test_outputs_of_other_nodes_are_told_apart(graph: Graph) -> None:
+    module, weights, config = _pyg(graph)
+    logits = _logits(module, graph).numpy()
+    shuffled = read_outputs(_npy(logits[::-1].copy()), "o.npy", graph)
+    with pytest.raises(OutputsDifferError) as info:
+        prepare_for_audit(weights, config, graph, bc.AuditConfig(), outputs=shuffled)
+    assert info.value.match.reordered is True
+    assert str(info.value).startswith("the outputs given are the model's own, but for other nodes: ")
+    assert "the .npy's rows are not in the graph's order of nodes" in str(info.value)
