@@ -123,6 +123,30 @@ def registered_outputs(session: Session, model_id: uuid.UUID, graph_id: uuid.UUI
     return confirmed_outputs(row.registration)
 
 
+def pending_outputs(session: Session, model_id: uuid.UUID, graph_id: uuid.UUID | None) -> tuple[bytes, str] | None:
+    """The model's own outputs its registration kept but could not compare (a graph too large), where ``graph_id``
+    (the audit's) is the graph it was registered for and no audit has compared them yet: bytes and file name."""
+    row = session.execute(
+        select(
+            SuppliedModel.graph_id, SuppliedModel.registration, SuppliedModel.outputs, SuppliedModel.outputs_name
+        ).where(SuppliedModel.id == model_id)
+    ).one_or_none()
+    if row is None or row.graph_id != graph_id or row.outputs is None or confirmed_outputs(row.registration):
+        return None
+    return bytes(row.outputs), str(row.outputs_name or "outputs")
+
+
+def confirm_outputs(session: Session, model_id: uuid.UUID, match: dict[str, Any]) -> None:
+    """Keep in the model's registration the match an audit found of its kept outputs (``fit.outputs``), so that its
+    registry entry says so and later audits take it as found."""
+    kept = session.scalar(select(SuppliedModel.registration).where(SuppliedModel.id == model_id))
+    if kept is None:
+        return
+    fit = dict(kept.get("fit") or {}) | {"outputs": match}
+    registration = {**kept, "fit": fit, "outputs_pending": False}
+    session.execute(update(SuppliedModel).where(SuppliedModel.id == model_id).values(registration=registration))
+
+
 def _fence(claim: Claim) -> Any:
     return and_(Audit.id == claim.audit_id, Audit.state == "running", Audit.attempts == claim.attempt)
 

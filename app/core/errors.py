@@ -19,6 +19,8 @@ from bind_core import (
     NonFiniteError,
     Option,
 )
+from bind_core.codec import encode
+from bind_core.pipeline import OutputsDifferError
 
 PROBLEM_BASE = "https://bind-audit.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -143,6 +145,7 @@ def bind_error_problem(exc: BindError, name: Callable[[Option], str] = request_f
     bad value given to it, ``column``, ``file``, ``rows``, ``values``, ``count``, ``suggestions`` where known;
     options in the messages said by ``name``), ``dataset-not-found``, ``model-output-not-finite``,
     ``model-does-not-fit`` (a supplied model's inputs or outputs are not the graph's, each in ``errors[]``),
+    ``outputs-differ`` (a supplied model does not give its own outputs as given; their figures in ``outputs``),
     ``invalid-config``, and ``invalid-input`` for the rest.
     """
     if isinstance(exc, GraphValidationError):
@@ -157,6 +160,19 @@ def bind_error_problem(exc: BindError, name: Callable[[Option], str] = request_f
         errors = [{"field": field, "message": message} for field, message in exc.problems]
         title = "Model does not fit the graph"
         return ValidationProblem(str(exc), slug="model-does-not-fit", title=title, errors=errors)
+    if isinstance(exc, OutputsDifferError):  # at registration, or by the first audit of kept outputs
+        match = exc.match
+        detail = (
+            f"The model as read does not give its own outputs: {match.differing} of {match.nodes} nodes differ "
+            "(errors says what most likely differs)."
+        )
+        return ValidationProblem(
+            detail,
+            slug="outputs-differ",
+            title="The model does not give its outputs",
+            errors=[{"field": "outputs", "message": str(exc)}],
+            extensions={"outputs": encode(match)},
+        )
     if isinstance(exc, ConfigError):
         return ValidationProblem(str(exc), slug="invalid-config", title="Invalid audit configuration")
     return ValidationProblem(str(exc), slug="invalid-input", title="Invalid input")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.errors import ValidationProblem
+from app.core.errors import ValidationProblem, bind_error_problem
 from bind_core import AuditConfig, ConfigError, Graph, NonFiniteError
 from bind_core.codec import decode, encode
 from bind_core.pipeline import (
@@ -39,6 +39,8 @@ class RegistrationCheck:
     fit: dict[str, Any] | None
     warnings: list[Caveat]
     not_checked: str | None = None
+    outputs_pending: bool = False
+    """The model's own outputs were given but not compared here (a graph too large): the first audit compares them."""
 
     def kept(self, before: list[Caveat]) -> dict[str, Any]:
         """What the model's row keeps (``supplied_models.registration``), the warnings ``before`` this reading's
@@ -49,6 +51,7 @@ class RegistrationCheck:
             "warning_codes": codes_of(warnings),
             "fit": self.fit,
             "fit_not_checked": self.not_checked,
+            "outputs_pending": self.outputs_pending,
         }
 
 
@@ -99,14 +102,7 @@ def check_on_graph(
     try:
         _, record = prepare_for_audit(weights, config, graph, AuditConfig(), outputs=given, confirmed=earlier)
     except OutputsDifferError as exc:
-        raise ValidationProblem(
-            f"The model as read here does not give the outputs given: {exc.match.differing} of {exc.match.nodes} "
-            "nodes differ (errors says what most likely differs).",
-            slug="outputs-differ",
-            title="The model does not give its outputs",
-            errors=[{"field": "outputs", "message": str(exc)}],
-            extensions={"outputs": encode(exc.match)},
-        ) from exc
+        raise bind_error_problem(exc) from exc
     except NonFiniteError as exc:
         raise ValidationProblem(
             f"The model predicts values that are not finite on its graph: {exc}.",

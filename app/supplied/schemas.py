@@ -72,6 +72,10 @@ class ModelRead(BaseModel):
     fit_not_checked: str | None = None
     """Why the registration did not read the model on its graph (a graph above 200,000 nodes, or a model registered
     before the reading was kept); null otherwise."""
+    outputs_pending: bool = False
+    """The model's own outputs were given but its graph is too large for a registration to compare them: they are
+    kept, and its first audit on that graph compares them (its results' ``supplied_model.outputs``; a model that does
+    not give them fails it, ``outputs-differ``), after which ``fit.outputs`` holds the match."""
 
     @classmethod
     def of(cls, row: SuppliedModel) -> ModelRead:
@@ -87,6 +91,7 @@ class ModelRead(BaseModel):
                 "warning_codes": list(kept.get("warning_codes") or []),
                 "fit": RegistrationFit.model_validate(fit) if fit is not None else None,
                 "fit_not_checked": kept.get("fit_not_checked"),
+                "outputs_pending": bool(kept.get("outputs_pending")),
             }
         )
 

@@ -101,20 +101,19 @@ def check_fit(
 ) -> RegistrationCheck:
     """The model read on its graph as an audit's first seconds read it (:mod:`app.supplied.fit`; CPU-heavy: call
     from a worker thread), or why not (a graph too large to read here); ``outputs``, the model's own outputs as its
-    owner uploaded them (bytes and file name), compared; ``confirmed``, an earlier reading's match kept.
+    owner uploaded them (bytes and file name), compared (on a graph too large, left to its first audit:
+    ``outputs_pending``); ``confirmed``, an earlier match kept.
 
     Raises:
         ValidationProblem: a model every audit of which would fail (not finite, or a PyG model not reproduced), or
             outputs that do not read or that the model does not give (or that a graph too large cannot compare).
     """
     if (why := too_large(summary)) is not None:
+        if confirmed is not None:  # compared by an audit (below): the match stands
+            return RegistrationCheck({"outputs": confirmed}, [], why)
         if outputs is not None:
-            raise ValidationProblem(
-                f"The model's outputs cannot be compared: {why}.",
-                slug="invalid-outputs",
-                title="Invalid outputs",
-                errors=[{"field": "outputs", "message": f"not compared: {why}; register it without them"}],
-            )
+            kept = "; the outputs given are kept, and its first audit on this graph compares them (outputs_pending)"
+            return RegistrationCheck(None, [], why + kept, outputs_pending=True)
         return RegistrationCheck(None, [], why)
     data = graph_bytes(session, graph_id)
     if data is None:  # deleted meanwhile: the registration's own check refuses it
@@ -206,7 +205,7 @@ def register(
     canonical = check_model(weights, config, summary)
     reading = read_at_registration(session, graph_id, summary, weights, canonical, outputs)
     label = (name or "").strip() or str(canonical["model"].get("arch", "model"))
-    return create_model(
+    row = create_model(
         session,
         tenant,
         graph_id=graph_id,
@@ -216,6 +215,9 @@ def register(
         unknown_categories=unknown_categories,
         registration=reading,
     )
+    if outputs is not None and reading.get("outputs_pending"):
+        row.outputs, row.outputs_name = outputs[0], outputs[1][:200] or "outputs"
+    return row
 
 
 def create_model(
@@ -352,8 +354,9 @@ def read_again(session: Session, tenant: Tenant, model_id: uuid.UUID) -> Supplie
     """
     row = get_model(session, tenant, model_id)
     summary = graph_summary(session, tenant, row.graph_id)
-    confirmed = confirmed_outputs(row.registration)  # the outputs given at registration are not kept: their match is
-    row.registration = read_at_registration(session, row.graph_id, summary, row.weights, row.config, None, confirmed)
+    confirmed = confirmed_outputs(row.registration)  # a match found before stands (the outputs are not kept)
+    pending = (row.outputs, row.outputs_name or "outputs") if row.outputs is not None and confirmed is None else None
+    row.registration = read_at_registration(session, row.graph_id, summary, row.weights, row.config, pending, confirmed)
     session.flush()
     return row
 

@@ -230,6 +230,11 @@ class SuppliedModel(Base):
     registration: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     """What the registration found reading the model on its graph (``app.supplied.fit``): ``warnings``,
     ``warning_codes``, ``fit`` and ``fit_not_checked``; null for a model registered before it was kept."""
+    outputs: Mapped[bytes | None] = deferred(mapped_column(LargeBinary, nullable=True))
+    """The model's own outputs on its graph as uploaded, kept where the registration could not compare them (a graph
+    above the nodes it reads): the first audit on that graph compares them; null otherwise."""
+    outputs_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """The kept outputs' file name (its suffix says how to read them)."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 from apihelp import assert_problem
@@ -23,6 +24,7 @@ from torch_geometric.nn import GCN
 from app.audits import run as runner
 from app.core.db.tables import Audit
 from app.core.settings import Settings
+from app.supplied import fit as registration
 from app.supplied.loading import confirmed_outputs
 from bind_core.data.datasets import ingest_files
 from bind_core.data.graph import Graph
@@ -166,3 +168,60 @@ def test_the_consoles_model_choice_says_its_outputs_were_reproduced() -> None:
     assert confirmed_outputs({"fit": {"outputs": {"matches": True}}}) == {"matches": True}
     assert confirmed_outputs({"fit": {"outputs": {"matches": False}}}) is None
     assert confirmed_outputs({"fit": None}) is None and confirmed_outputs(None) is None
+
+
+def test_on_a_graph_too_large_to_read_the_outputs_are_kept_and_compared_by_its_first_audit(
+    client: TestClient,
+    auth: dict[str, str],
+    tmp_path: Path,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(registration, "CHECK_MAX_NODES", 10)  # the graph is "too large" for a registration
+    uploaded = client.post(
+        "/v1/graphs",
+        headers=auth,
+        files={"nodes": ("t.csv", TABLE.encode()), "edges": ("e.csv", EDGES.encode())},
+        data={"label": "label", "sensitive": "gender", "scale": "false"},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    graph_id = uploaded.json()["id"]
+    own = _read(tmp_path, scale=False)
+    module, weights, config = _trained(own)
+
+    def audit(model_id: str) -> dict[str, Any]:
+        queued = client.post(
+            "/v1/audits", headers=auth, json={"model_id": model_id, "stages": ["metrics"], "bootstrap": 0}
+        )
+        assert queued.status_code == 202, queued.text
+        audit_id = queued.json()["id"]
+        with sessions.begin() as session:
+            session.execute(
+                update(Audit).where(Audit.state == "queued", Audit.id != uuid.UUID(audit_id)).values(state="cancelled")
+            )
+        runner.execute(audit_id, sessions=sessions, settings=settings, device="cpu")
+        return dict(client.get(f"/v1/audits/{audit_id}", headers=auth).json())
+
+    # outputs of other nodes (rows reversed): kept at registration, the first audit fails saying so
+    wrong = np.load(io.BytesIO(_npy(module, own)))[::-1].copy()
+    buffer = io.BytesIO()
+    np.save(buffer, wrong)
+    said = _register(client, auth, graph_id, weights, config, ("out.npy", buffer.getvalue())).json()
+    assert said["outputs_pending"] is True and said["fit"] is None and "outputs_pending" in said["fit_not_checked"]
+    failed = audit(said["id"])
+    assert failed["state"] == "failed" and failed["error"]["type"].endswith("/outputs-differ"), failed["error"]
+    assert failed["error"]["outputs"]["reordered"] is True
+    assert client.get(f"/v1/models/{said['id']}", headers=auth).json()["outputs_pending"] is True  # still pending
+
+    # the right outputs: the first audit compares them, the registry keeps the match, later audits take it as found
+    said = _register(client, auth, graph_id, weights, config, ("out.npy", _npy(module, own))).json()
+    first = audit(said["id"])
+    assert first["state"] == "succeeded", first.get("error")
+    assert first["results"]["supplied_model"]["outputs"]["matches"] is True
+    read = client.get(f"/v1/models/{said['id']}", headers=auth).json()
+    assert read["outputs_pending"] is False and read["fit"]["outputs"]["matches"] is True
+    again = client.post(f"/v1/models/{said['id']}/check", headers=auth).json()
+    assert again["fit"]["outputs"] == read["fit"]["outputs"] and again["outputs_pending"] is False
+    second = audit(said["id"])
+    assert second["results"]["supplied_model"]["outputs"] == first["results"]["supplied_model"]["outputs"]
