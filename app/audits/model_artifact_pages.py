@@ -138,19 +138,15 @@ def register_artifact(
             slug="audit-has-no-graph",
             title="Audit has no graph",
         )
-    summary = supplied.graph_summary(session, tenant, graph_id)
-    canonical = supplied.check_model(weights, row.config, summary)
-    reading = supplied.read_at_registration(session, graph_id, summary, weights, canonical)
-    label = (name or "").strip() or _default_name(audit, row)
-    return supplied.create_model(
+    return supplied.register(
         session,
         tenant,
-        graph_id=graph_id,
-        name=label[:200],
-        weights=weights,
-        config=canonical,
+        graph_id,
+        weights,
+        dict(row.config),
+        name=name,
         unknown_categories=_reads_unknown_categories(session, audit),
-        registration=reading,
+        default_name=_default_name(audit, row),
     )
 
 

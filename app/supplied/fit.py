@@ -92,32 +92,33 @@ def check_on_graph(
         try:
             given = read_outputs(outputs[0], outputs[1], graph)
         except ConfigError as exc:
-            raise ValidationProblem(
-                f"The model's outputs cannot be read: {exc}.",
-                slug="invalid-outputs",
-                title="Invalid outputs",
-                errors=[{"field": "outputs", "message": str(exc)}],
-            ) from exc
+            raise _refused("The model's outputs cannot be read", exc, "invalid-outputs", "outputs") from exc
     earlier = None if confirmed is None else decode(OutputsMatch, confirmed, "fit.outputs")
     try:
         _, record = prepare_for_audit(weights, config, graph, AuditConfig(), outputs=given, confirmed=earlier)
     except OutputsDifferError as exc:
         raise bind_error_problem(exc) from exc
     except NonFiniteError as exc:
-        raise ValidationProblem(
-            f"The model predicts values that are not finite on its graph: {exc}.",
-            slug="invalid-model",
-            title="Invalid model",
-            errors=[{"field": "weights", "message": str(exc)}],
+        raise _refused(
+            "The model predicts values that are not finite on its graph", exc, "invalid-model", "weights"
         ) from exc
     except ConfigError as exc:
-        raise ValidationProblem(
-            f"The model cannot be audited as it is: {exc}.",
-            slug="unsupported-model",
-            title="Unsupported model",
-            errors=[{"field": "config", "message": str(exc)}],
-        ) from exc
+        raise _refused("The model cannot be audited as it is", exc, "unsupported-model", "config") from exc
     fit = {"training_fit": encode(record.training_fit), "output_order": encode(record.output_order)}
     if record.outputs is not None:
         fit["outputs"] = encode(record.outputs)
     return RegistrationCheck(fit, supplied_model_warnings(record))
+
+
+_TITLES = {
+    "invalid-outputs": "Invalid outputs",
+    "invalid-model": "Invalid model",
+    "unsupported-model": "Unsupported model",
+}
+
+
+def _refused(what: str, exc: Exception, slug: str, field: str) -> ValidationProblem:
+    """A registration refused by what reading the model found: ``what`` and why, blaming the part ``field``."""
+    return ValidationProblem(
+        f"{what}: {exc}.", slug=slug, title=_TITLES[slug], errors=[{"field": field, "message": str(exc)}]
+    )

@@ -186,25 +186,28 @@ def register(
     tenant: Tenant,
     graph_id: uuid.UUID,
     weights: bytes,
-    raw_config: bytes | str,
+    config: bytes | str | dict[str, Any],
     *,
     name: str | None = None,
     unknown_categories: UnknownCategories = "refuse",
     outputs: tuple[bytes, str] | None = None,
+    default_name: str | None = None,
 ) -> SuppliedModel:
-    """Register a model for one of the tenant's graphs, as ``POST /v1/models`` and the console's form do: its config
-    read, its weights checked against it and the graph (:func:`check_model`), the model read on its graph (with its
-    own ``outputs`` where given, :func:`read_at_registration`) and stored. CPU-heavy: call from a worker thread.
+    """Register a model for one of the tenant's graphs, as ``POST /v1/models``, the console's form and an audit's
+    retrained model do: its config read (JSON, or an object already), its weights checked against it and the graph
+    (:func:`check_model`), the model read on its graph (with its own ``outputs`` where given,
+    :func:`read_at_registration`) and stored, named ``name`` or else ``default_name`` or its architecture.
+    CPU-heavy: call from a worker thread.
 
     Raises:
         NotFound: no such graph of the tenant's.
         ValidationProblem: as :func:`parse_config`, :func:`check_model` and :func:`read_at_registration`.
     """
-    config = parse_config(raw_config)
+    parsed = config if isinstance(config, dict) else parse_config(config)
     summary = graph_summary(session, tenant, graph_id)
-    canonical = check_model(weights, config, summary)
+    canonical = check_model(weights, parsed, summary)
     reading = read_at_registration(session, graph_id, summary, weights, canonical, outputs)
-    label = (name or "").strip() or str(canonical["model"].get("arch", "model"))
+    label = (name or "").strip() or default_name or str(canonical["model"].get("arch", "model"))
     row = create_model(
         session,
         tenant,

@@ -70,7 +70,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("POST", "/console/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): ADM,
     ("GET", "/console/graphs/new"): A, ("POST", "/console/graphs/new"): A, ("GET", "/console/graphs/{graph_id}"): V,
     ("POST", "/console/graphs/{graph_id}/audit"): A, ("GET", "/console/compare"): V,
-    ("POST", "/console/graphs/{graph_id}/schedule"): A,
+    ("POST", "/console/graphs/{graph_id}/schedule"): A, ("POST", "/console/graphs/{graph_id}/models"): A,
     ("POST", "/v1/audits/{audit_id}/what-if"): V, ("POST", "/console/audits/{audit_id}/what-if"): V,
     ("GET", "/console/audits/{audit_id}/models/{model_id}/weights"): V,
     ("GET", "/console/audits/{audit_id}/models/{model_id}/config"): V,
