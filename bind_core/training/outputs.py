@@ -269,7 +269,7 @@ def compare_outputs(proba: Tensor, given: GivenOutputs, graph: Graph) -> Outputs
     for reading, theirs in candidates.items():
         gap = (theirs - ours).abs().amax(dim=1)
         worst = float(gap.max())
-        permuted = float((theirs.sort(dim=0).values - ours.sort(dim=0).values).abs().max()) <= OUTPUTS_TOLERANCE
+        permuted = worst > OUTPUTS_TOLERANCE and _same_values(theirs, ours)
         # the reading that gives them, else one whose values are the model's for other nodes, else the closest
         found.append((worst > OUTPUTS_TOLERANCE, not permuted, worst, reading, gap))
     _, not_permuted, worst, reading, gap = min(found, key=lambda f: f[:3])
@@ -285,6 +285,11 @@ def compare_outputs(proba: Tensor, given: GivenOutputs, graph: Graph) -> Outputs
         tolerance=OUTPUTS_TOLERANCE,
         matches=worst <= OUTPUTS_TOLERANCE,
     )
+
+
+def _same_values(theirs: Tensor, ours: Tensor) -> bool:
+    """Whether each column holds the same values in some order of its rows (outputs given for other nodes)."""
+    return float((theirs.sort(dim=0).values - ours.sort(dim=0).values).abs().max()) <= OUTPUTS_TOLERANCE
 
 
 def outputs_problem(match: OutputsMatch, graph: Graph, *, layer_names: bool = False, form: str = "table") -> str:
