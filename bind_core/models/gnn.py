@@ -78,6 +78,10 @@ class ModelConfig(DictConfig):
         last_heads: GAT only, with ``head=False``: the heads of the last layer, which averages them (the GAT of
             Veličković et al. and PyG's ``examples/gat.py`` end with one); ``0`` (default): ``heads``, as PyG's
             ``GAT`` class does.
+        head_activation: with ``head``: the last layer's output goes through the activation and dropout before the
+            head, as in PyG's ``BasicGNN`` with ``jk="last"`` and in a class of one's own that ends in a linear
+            classifier after its convolutions; ``False`` (default): the head reads the last layer's output as it
+            is (this project's layout, the paper's one-layer GCN).
     """
 
     section: ClassVar[str] = "model"
@@ -94,6 +98,7 @@ class ModelConfig(DictConfig):
     attention: str = "smooth"
     negative_slope: float = 0.2
     last_heads: int = 0
+    head_activation: bool = False
 
     def kinks(self) -> list[str]:
         """Where the model's function has kinks: a non-smooth activation between layers or in GIN's MLPs, and GAT's
@@ -103,8 +108,9 @@ class ModelConfig(DictConfig):
             One phrase per place (empty for a smooth model).
         """
         out = []
-        if self.activation in NON_SMOOTH_ACTIVATIONS and (self.layers > 1 or self.arch == "gin"):
-            where = "in GIN's MLPs" if self.arch == "gin" and self.layers == 1 else "between layers"
+        between = self.layers > 1 or self.head_activation
+        if self.activation in NON_SMOOTH_ACTIVATIONS and (between or self.arch == "gin"):
+            where = "between layers" if self.layers > 1 else "before the head" if between else "in GIN's MLPs"
             out.append(f"{self.activation.upper() if self.activation == 'elu' else 'ReLU'} {where}")
         if self.arch == "gat" and (self.attention == "leaky_relu" or self.activation == "relu"):
             out.append("GAT's leaky-ReLU attention scores")
@@ -136,6 +142,8 @@ class ModelConfig(DictConfig):
             raise ConfigError(f"negative_slope: {self.negative_slope!r} must be in [0, 1)")
         if not 0 <= self.last_heads <= 16:
             raise ConfigError(f"last_heads: {self.last_heads!r} must be between 0 (heads) and 16")
+        if self.head_activation and not self.head:
+            raise ConfigError("head_activation: only with a head (head true)")
         if self.last_heads and (self.arch != "gat" or self.head):
             raise ConfigError("last_heads: only for a GAT whose last layer outputs the logits (head false)")
         if self.concat and self.hidden % self.heads:
@@ -187,7 +195,7 @@ class GNN(nn.Module):
             head = nn.Linear(config.hidden, outputs)
             nn.init.xavier_uniform_(head.weight)
             nn.init.zeros_(head.bias)
-            self.head = head
+            self.head = ActivatedHead(head, config.activation, config.dropout) if config.head_activation else head
         self._expand = False
 
     @property
@@ -203,6 +211,8 @@ class GNN(nn.Module):
         for conv in self.convs:
             if isinstance(conv, SmoothGATConv):
                 conv.expand_activation = on
+        if isinstance(self.head, ActivatedHead):
+            self.head.expand_activation = on
 
     def activation(self, h: Tensor) -> Tensor:
         """The activation between layers (its second-order expansion while :attr:`expand_activations`)."""
@@ -445,6 +455,22 @@ def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
         negative_slope=config.negative_slope,
         activation=score,
     )
+
+
+class ActivatedHead(nn.Module):
+    """A linear head after the activation and dropout (:attr:`ModelConfig.head_activation`): ``lin(drop(act(h)))``,
+    its parameters ``head.lin.weight`` and ``head.lin.bias``."""
+
+    def __init__(self, lin: nn.Linear, activation: str, p: float) -> None:
+        super().__init__()
+        self.lin = lin
+        self.activation = activation
+        self.p = p
+        self.expand_activation = False  # set by GNN.expand_activations
+
+    def forward(self, h: Tensor) -> Tensor:
+        act = activation_fn(self.activation, expanded=self.expand_activation)
+        return cast(Tensor, self.lin(dropout(act(h), self.p, self.training)))
 
 
 def flat_parameters(module: nn.Module) -> tuple[list[str], list[torch.Size], Tensor]:

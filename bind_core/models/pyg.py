@@ -150,7 +150,11 @@ _COMMON: dict[str, Check] = {
     "act_kwargs": _empty,
     "norm": _only(None, why="a normalisation layer (batch statistics, running means) is not part of the audited model"),
     "norm_kwargs": _empty,
-    "jk": _only(None, why="jumping knowledge is not supported; the logits must be the last layer's output"),
+    "jk": _only(
+        None,
+        "last",
+        why="of jumping knowledge only 'last' is supported (a linear head after the last layer's activation)",
+    ),
 }
 _BIAS = _only(True, why="the audited layers have biases")
 _EXTRA: dict[str, dict[str, Check]] = {
@@ -173,6 +177,7 @@ _EXTRA: dict[str, dict[str, Check]] = {
         "eps": _number,
     },
     "GAT": {
+        "jk": _only(None, why="a GAT's logits must be its last layer's output"),
         "heads": _integer(1, 16),
         "concat": _boolean,
         "v2": _only(False, why="GATv2 is not supported"),
@@ -232,6 +237,7 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
     problems += _description_problems(config.get("class"), config.get("args"), training.get("loss"), "config.training")
     problems += _layer_name_problems(config.get("layer_names"), config.get("args"), "config.layer_names")
     problems += _last_heads_problems(config.get("last_heads"), config.get("class"), "config.last_heads")
+    problems += _head_name_problems(config.get("head_name"), config.get("args"), "config.head_name")
     classes = _classes(config, training, problems)
     if problems:
         raise UnsupportedModelError(problems)
@@ -241,6 +247,7 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
         str(training["loss"]),
         cast("list[str] | None", config.get("layer_names")),
         cast("int | None", config.get("last_heads")),
+        cast("str | None", config.get("head_name")),
     )
     recipe = {k: v for k, v in training.items() if k not in ("loss", "classes")}
     return PygConfig(pyg, recipe, config.get("dtype"), classes)
@@ -275,15 +282,32 @@ def read_source(source: object) -> PygModel:
     problems = _description_problems(source.get("class"), source.get("args"), source.get("loss"), "source")
     problems += _layer_name_problems(source.get("layer_names"), source.get("args"), "source.layer_names")
     problems += _last_heads_problems(source.get("last_heads"), source.get("class"), "source.last_heads")
+    problems += _head_name_problems(source.get("head_name"), source.get("args"), "source.head_name")
     if problems:
         raise UnsupportedModelError(problems)
     return _described(
-        str(source["class"]), source["args"], str(source["loss"]), source.get("layer_names"), source.get("last_heads")
+        str(source["class"]),
+        source["args"],
+        str(source["loss"]),
+        source.get("layer_names"),
+        source.get("last_heads"),
+        source.get("head_name"),
     )
 
 
-_LAYOUT = ("layer_names", "last_heads")
+_LAYOUT = ("layer_names", "last_heads", "head_name")
 """A config's keys beside the class's arguments that describe a module of the user's own built of its layers."""
+
+
+def _head_name_problems(name: Any, args: Any, at: str) -> list[tuple[str, str]]:
+    """What is wrong with a config's ``head_name`` (none given: nothing)."""
+    if name is None:
+        return []
+    if not isinstance(name, str) or not name or name.strip(".") != name:
+        return [(at, 'must be the attribute name of the linear classifier ("classifier")')]
+    if not isinstance(args, dict) or args.get("jk") != "last":
+        return [(at, 'a linear classifier after the convolutions is read with "jk": "last" in args')]
+    return []
 
 
 def _last_heads_problems(heads: Any, cls: Any, at: str) -> list[tuple[str, str]]:
@@ -338,7 +362,12 @@ def _description_problems(cls: Any, args: Any, loss: Any, loss_at: str) -> list[
 
 
 def _described(
-    cls: str, args: dict[str, Any], loss: str, layer_names: list[str] | None = None, last_heads: int | None = None
+    cls: str,
+    args: dict[str, Any],
+    loss: str,
+    layer_names: list[str] | None = None,
+    last_heads: int | None = None,
+    head_name: str | None = None,
 ) -> PygModel:
     """The description with PyG's defaults filled in for the options that matter (checked already)."""
     defaults: dict[str, Any] = {"dropout": 0.0}
@@ -347,7 +376,8 @@ def _described(
     args = {**defaults, **args, "act": str(args.get("act", "relu")).lower()}
     names = None if layer_names is None else list(layer_names)
     heads = None if last_heads is None or last_heads == args.get("heads") else int(last_heads)
-    return PygModel(cls=cls, args=args, loss=loss, layer_names=names, last_heads=heads)
+    head = None if head_name in (None, "lin") else head_name
+    return PygModel(cls=cls, args=args, loss=loss, layer_names=names, last_heads=heads, head_name=head)
 
 
 def model_config(pyg: PygModel) -> ModelConfig:
@@ -355,6 +385,7 @@ def model_config(pyg: PygModel) -> ModelConfig:
     a = pyg.args
     heads = int(a.get("heads", 1))
     concat = bool(a.get("concat", False)) and heads > 1 and int(a["num_layers"]) > 1
+    head = a.get("jk") == "last"  # BasicGNN's lin after the last layer's activation and dropout
     return ModelConfig(
         arch=PYG_CLASSES[pyg.cls],
         layers=int(a["num_layers"]),
@@ -362,7 +393,8 @@ def model_config(pyg: PygModel) -> ModelConfig:
         dropout=float(a["dropout"]),
         heads=heads,
         activation=str(a["act"]),
-        head=False,
+        head=head,
+        head_activation=head,
         outputs=int(a["out_channels"]),
         concat=concat,
         attention="leaky_relu" if pyg.cls == "GAT" else "smooth",
@@ -376,7 +408,11 @@ def bind_state_dict(state: dict[str, Tensor], source: PygModel) -> dict[str, Ten
     shared ``lin_src``/``lin_dst`` as ``lin``). Other names are the same; unknown ones are left for the strict
     load to name."""
     out: dict[str, Tensor] = {}
+    headed = source.args.get("jk") == "last"
     for name, value in basic_names(state, source).items():
+        if headed and name.startswith("lin."):  # BasicGNN's classifier: this project's head
+            out[f"head.{name}"] = value
+            continue
         parts = name.split(".")
         if source.cls == "GIN" and parts[2:4] == ["nn", "lins"] and len(parts) == 6:
             parts = [*parts[:3], str(2 * int(parts[4])), parts[5]]
@@ -407,6 +443,9 @@ def pyg_state_dict(
     split = names is not None and any(".lin_src." in n for n in names)
     out: dict[str, Tensor] = {}
     for name, value in state.items():
+        if name.startswith("head.lin."):
+            out[name.removeprefix("head.")] = value
+            continue
         parts = name.split(".")
         if source.cls == "GIN" and parts[2:3] == ["nn"] and len(parts) == 5:
             out[".".join([*parts[:3], "lins", str(int(parts[3]) // 2), parts[4]])] = value
@@ -419,11 +458,14 @@ def pyg_state_dict(
 
 
 def basic_names(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]:
-    """A module of the user's own (``source.layer_names``) under the class's names: ``conv1.lin.weight`` →
-    ``convs.0.lin.weight``; the class's own weights, and names no layer's, are returned as they are."""
-    if not source.layer_names:
+    """A module of the user's own (``source.layer_names``, ``source.head_name``) under the class's names:
+    ``conv1.lin.weight`` → ``convs.0.lin.weight``, ``classifier.weight`` → ``lin.weight``; the class's own weights,
+    and names no layer's, are returned as they are."""
+    prefixes = [(f"{layer}.", f"convs.{i}.") for i, layer in enumerate(source.layer_names or [])]
+    if source.head_name:
+        prefixes.append((f"{source.head_name}.", "lin."))
+    if not prefixes:
         return state
-    prefixes = [(f"{layer}.", f"convs.{i}.") for i, layer in enumerate(source.layer_names)]
     out: dict[str, Tensor] = {}
     for name, value in state.items():
         renamed = next((new + name[len(old) :] for old, new in prefixes if name.startswith(old)), name)
@@ -432,7 +474,10 @@ def basic_names(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]
 
 
 def _own(name: str, source: PygModel) -> str:
-    """A ``convs.i.…`` name as the user's module names it (``conv1.…`` with ``layer_names``)."""
+    """A ``convs.i.…`` name as the user's module names it (``conv1.…`` with ``layer_names``; ``lin.…`` as
+    ``head_name`` says)."""
+    if source.head_name and name.startswith("lin."):
+        return f"{source.head_name}.{name[4:]}"
     parts = name.split(".", 2)
     if source.layer_names and len(parts) == 3 and parts[0] == "convs" and parts[1].isdigit():
         i = int(parts[1])
@@ -485,8 +530,9 @@ def weights_problem(names: Collection[str], source: PygModel, expected: Collecti
         shown = ", ".join(stray[:4]) + (f" and {len(stray) - 4} more" if len(stray) > 4 else "")
         return (
             f"weights: {shown} {'is' if len(stray) == 1 else 'are'} no convolution's parameter{'s' * (len(stray) > 1)}"
-            f" in {layout}, whose logits are its last convolution's output: a layer after or between the"
-            " convolutions (a linear head, a normalisation) is not part of the audited model"
+            f" in {layout}, whose logits are its last convolution's output: a layer between the convolutions (a"
+            " normalisation) is not part of the audited model; a linear classifier after the last convolution's"
+            ' activation and dropout is, with "jk": "last" in args (and "head_name" where it is not named lin)'
             + ("" if source.layer_names else "; a module of your own names its convolutions in layer_names")
         )
     missing = sorted(own - given)

@@ -30,6 +30,11 @@ class PygModel:
         " them (conv1, conv2), read as the class's convs.0, convs.1; absent: the class itself",
         optional=True,
     )
+    head_name: str | None = key(
+        "string: with jk last, a module of the user's own, the attribute name of its linear classifier after the "
+        "convolutions (classifier), read as the class's lin; absent: lin",
+        optional=True,
+    )
     last_heads: int | None = key(
         "integer: a GAT whose last layer has its own number of heads (averaged), as the GAT paper's and PyG's "
         "examples/gat.py end with one; absent: heads, as the class does",

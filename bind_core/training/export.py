@@ -110,4 +110,6 @@ def export_model(
         config["layer_names"] = list(source.layer_names)
     if source.last_heads is not None:
         config["last_heads"] = source.last_heads
+    if source.head_name is not None:
+        config["head_name"] = source.head_name
     return ExportedModel(st_save(pyg_state_dict(state, source, names)), config)

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from bind_core.codec import key, open_keys
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
-from bind_core.models.gnn import GNN
+from bind_core.models.gnn import GNN, ActivatedHead
 
 ORDER_P = 1e-3
 """The one-sided p-value below which a model's training-node scores are taken to rank the classes below chance."""
@@ -73,6 +73,8 @@ def _last_layer(module: GNN) -> tuple[nn.Module, list[tuple[str, int, int]]]:
     axis the outputs run along, and how many output blocks (GAT's heads) that axis holds."""
     if isinstance(module.head, nn.Linear):
         return module.head, [("weight", 0, 1), ("bias", 0, 1)]
+    if isinstance(module.head, ActivatedHead):
+        return module.head.lin, [("weight", 0, 1), ("bias", 0, 1)]
     conv = module.convs[-1]
     arch = module.config.arch
     if arch == "gcn":

@@ -226,3 +226,76 @@ def test_last_heads_is_a_gats_only() -> None:
         read_document({**_config("GCN", graph, 2, None), "last_heads": 1})
     with pytest.raises(ConfigError, match="last_heads: only for a GAT"):
         ModelConfig(arch="gcn", layers=2, head=False, last_heads=1)
+
+
+class Classified(nn.Module):
+    """An encoder of convolutions, each followed by GELU and dropout, then a linear classifier."""
+
+    def __init__(self, graph: Graph, hidden: int = 8) -> None:
+        super().__init__()
+        self.conv1 = GCNConv(graph.num_features, hidden)
+        self.conv2 = GCNConv(hidden, hidden)
+        self.classifier = nn.Linear(hidden, 2)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        for conv in (self.conv1, self.conv2):
+            x = F.dropout(F.gelu(conv(x, edge_index)), p=0.5, training=self.training)
+        return cast(Tensor, self.classifier(x))
+
+
+def test_a_linear_classifier_after_the_convolutions_is_read_with_jk_last(graph: Graph) -> None:
+    torch.manual_seed(0)
+    own = Classified(graph)
+    optimizer = torch.optim.Adam(own.parameters(), lr=0.01, weight_decay=5e-4)
+    for _ in range(100):
+        own.train()
+        optimizer.zero_grad()
+        F.cross_entropy(own(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
+        optimizer.step()
+    own.eval()
+    config = _config("GCN", graph, 2, ["conv1", "conv2"])
+    with pytest.raises(ConfigError) as info:
+        TrainedModel.from_bytes(_weights(own), config)
+    assert 'a linear classifier after the last convolution\'s activation and dropout is, with "jk": "last"' in str(
+        info.value
+    )
+    config["args"] |= {"jk": "last", "act": "gelu"}
+    config["head_name"] = "classifier"
+    canonical = encode(read_document(config))
+    assert canonical["model"]["head"] is True and canonical["model"]["head_activation"] is True
+    supplied = prepare_supplied(_weights(own), json.loads(json.dumps(canonical)), graph)
+    assert supplied.record["pyg"]["max_logit_difference"] < 1e-12  # against PyG's GCN(jk="last") itself
+    with torch.no_grad():
+        theirs = own.double()(graph.x.double(), graph.edge_index).softmax(1)
+    assert torch.allclose(supplied.model.predict_proba(graph), theirs, rtol=0.0, atol=1e-12)
+    settings = AuditConfig(stages=("influence", "validation"), validation_sample=10, bootstrap=0)
+    result = run_audit(graph, settings, model=TrainedModel.from_bytes(_weights(own), canonical)).typed()
+    assert result.validation is not None and result.validation.pearson is not None
+    assert result.validation.pearson > 0.9999, result.validation.pearson  # smooth: the estimate is exact (1.0000)
+    retrained = _kept(supplied.model, graph, (3,))[0]
+    exported = export_model(retrained, canonical, weight_names(_weights(own)))
+    assert exported.config["head_name"] == "classifier" and exported.config["args"]["jk"] == "last"
+    assert sorted(load(exported.weights)) == sorted(own.state_dict())
+    again = Classified(graph).double().eval()
+    again.load_state_dict({k: v.double() for k, v in load(exported.weights).items()}, strict=True)
+
+
+def test_a_pyg_basic_gnn_with_jk_last_and_the_head_names_checks() -> None:
+    graph = synthetic(60, seed=1)
+    from torch_geometric.nn import GraphSAGE
+
+    args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2, "jk": "last"}
+    torch.manual_seed(1)
+    pyg = GraphSAGE(**args).eval()
+    config = {"format": "torch_geometric", "class": "GraphSAGE", "args": args,
+              "training": {"loss": "cross_entropy", "weight_decay": 0.0}}  # fmt: skip
+    supplied = prepare_supplied(_weights(pyg), config, graph)
+    with torch.no_grad():
+        theirs = pyg.double()(graph.x.double(), graph.edge_index).softmax(1)
+    assert torch.allclose(supplied.model.predict_proba(graph), theirs, rtol=0.0, atol=1e-12)
+    with pytest.raises(UnsupportedModelError, match="jk"):
+        read_document({**config, "args": {**args, "jk": "cat"}})
+    with pytest.raises(UnsupportedModelError, match='read with "jk": "last"'):
+        read_document({**config, "args": {**args, "jk": None}, "head_name": "classifier"})
+    with pytest.raises(ConfigError, match="head_activation: only with a head"):
+        ModelConfig(arch="gcn", head=False, head_activation=True)
