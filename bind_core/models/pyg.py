@@ -526,6 +526,16 @@ def weights_problem(names: Collection[str], source: PygModel, expected: Collecti
             f"them ({source.args['act']} and dropout between them, nothing after the last but a log_softmax)"
         )
     stray = sorted(stray + [n for names_ in prefixes.values() for n in names_])
+    linear = {n.rsplit(".", 1)[0] for n in stray}
+    if len(linear) == 1 and {n.rsplit(".", 1)[1] for n in stray} == {"weight", "bias"} and "jk" not in source.args:
+        head = linear.pop()
+        named = "" if head == "lin" else f' and "head_name": "{head}"'
+        return (
+            f"weights: {', '.join(stray)} are no convolution's parameters in {layout}, whose logits are its last "
+            f"convolution's output: if {head} is a linear classifier applied after the last convolution's "
+            f'{source.args["act"]} and dropout, add "jk": "last" to args{named}'
+            + ("" if source.layer_names else "; a module of your own names its convolutions in layer_names")
+        )
     if stray:
         shown = ", ".join(stray[:4]) + (f" and {len(stray) - 4} more" if len(stray) > 4 else "")
         return (
