@@ -26,7 +26,8 @@ debiases; it has no polish unless it says ``"polish": true`` (a PyG user's train
 ``layer_names`` (optional) reads a module of the user's own class, as PyG's tutorials write it (``self.conv1 =
 GCNConv(...)``, ``self.conv2 = ...``, the activation and dropout between them): the attribute names of its
 convolutions in the order its forward applies them, read as the class's ``convs.0``, ``convs.1``
-(:func:`basic_names`); weights handed back (:func:`pyg_state_dict`) carry those names again.
+(:func:`~bind_core.models.pyg_names.basic_names`); weights handed back
+(:func:`~bind_core.models.pyg_names.pyg_state_dict`) carry those names again.
 
 ``classes`` (optional, at the top level or in ``training``) says which label value each output column stands for,
 output 0 first: ``"classes": ["denied", "approved"]`` for a model trained with ``approved`` coded as 1. The audit
@@ -37,16 +38,15 @@ before the audit, exactly (the last layer's output rows permuted, or for one log
 ``classes`` whose scores on its own training nodes rank the classes clearly below chance is audited with a warning
 that its outputs may be in another order (``supplied_model.output_order``).
 :func:`~bind_core.training.document.read_document` turns it into the project's config form (with the PyG description
-kept under ``source``), :func:`bind_state_dict` renames the weights, and :func:`reproduction` checks the result
-against the PyG module itself, built from the same arguments and weights.
+kept under ``source``), :func:`~bind_core.models.pyg_names.bind_state_dict` renames the weights, and
+:func:`reproduction` checks the result against the PyG module itself, built from the same arguments and weights.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -57,6 +57,7 @@ from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
 from bind_core.models.fits import read_classes
 from bind_core.models.gnn import ACTIVATIONS, GNN, ModelConfig
+from bind_core.models.pyg_names import basic_names
 from bind_core.models.records import PYG_FORMAT, PygCheck, PygModel
 
 PYG_CLASSES = {"GCN": "gcn", "GraphSAGE": "sage", "GIN": "gin", "GAT": "gat"}
@@ -401,179 +402,6 @@ def model_config(pyg: PygModel) -> ModelConfig:
         negative_slope=float(a.get("negative_slope", 0.2)),
         last_heads=pyg.last_heads or 0,
     )
-
-
-def bind_state_dict(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]:
-    """A PyG model's state dict under the project's parameter names (GIN's MLP layers; an older ``GATConv``'s
-    shared ``lin_src``/``lin_dst`` as ``lin``). Other names are the same; unknown ones are left for the strict
-    load to name."""
-    out: dict[str, Tensor] = {}
-    headed = source.args.get("jk") == "last"
-    for name, value in basic_names(state, source).items():
-        if headed and name.startswith("lin."):  # BasicGNN's classifier: this project's head
-            out[f"head.{name}"] = value
-            continue
-        parts = name.split(".")
-        if source.cls == "GIN" and parts[2:4] == ["nn", "lins"] and len(parts) == 6:
-            parts = [*parts[:3], str(2 * int(parts[4])), parts[5]]
-        elif source.cls == "GAT" and parts[2:3] in (["lin_src"], ["lin_dst"]):
-            partner = ".".join([*parts[:2], "lin_dst" if parts[2] == "lin_src" else "lin_src", *parts[3:]])
-            if partner not in state or not torch.equal(state[partner], value):
-                pair = f"{_own(name, source)} and {_own(partner, source)}"
-                raise ConfigError(f"weights: {pair} differ (a bipartite GATConv is not supported)")
-            parts = [*parts[:2], "lin", *parts[3:]]
-        out[".".join(parts)] = value
-    return out
-
-
-def pyg_state_dict(
-    state: dict[str, Tensor], source: PygModel, names: Collection[str] | None = None
-) -> dict[str, Tensor]:
-    """The inverse of :func:`bind_state_dict`: the project's state dict under the PyG module's parameter names.
-
-    Args:
-        state: the converted model's ``state_dict``.
-        source: the PyG description.
-        names: the parameter names of the weights the user supplied, when known: a GAT whose weights had an older
-            ``GATConv``'s ``lin_src``/``lin_dst`` gets both again (else ``lin``, as the installed PyG names it).
-
-    Returns:
-        A state dict that ``torch_geometric.nn.models.<class>(**args).load_state_dict(..., strict=True)`` takes.
-    """
-    split = names is not None and any(".lin_src." in n for n in names)
-    out: dict[str, Tensor] = {}
-    for name, value in state.items():
-        if name.startswith("head.lin."):
-            out[name.removeprefix("head.")] = value
-            continue
-        parts = name.split(".")
-        if source.cls == "GIN" and parts[2:3] == ["nn"] and len(parts) == 5:
-            out[".".join([*parts[:3], "lins", str(int(parts[3]) // 2), parts[4]])] = value
-        elif source.cls == "GAT" and split and parts[2:3] == ["lin"]:
-            out[".".join([*parts[:2], "lin_src", *parts[3:]])] = value
-            out[".".join([*parts[:2], "lin_dst", *parts[3:]])] = value
-        else:
-            out[name] = value
-    return {_own(name, source): value for name, value in out.items()}
-
-
-def basic_names(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]:
-    """A module of the user's own (``source.layer_names``, ``source.head_name``) under the class's names:
-    ``conv1.lin.weight`` → ``convs.0.lin.weight``, ``classifier.weight`` → ``lin.weight``; the class's own weights,
-    and names no layer's, are returned as they are."""
-    prefixes = [(f"{layer}.", f"convs.{i}.") for i, layer in enumerate(source.layer_names or [])]
-    if source.head_name:
-        prefixes.append((f"{source.head_name}.", "lin."))
-    if not prefixes:
-        return state
-    out: dict[str, Tensor] = {}
-    for name, value in state.items():
-        renamed = next((new + name[len(old) :] for old, new in prefixes if name.startswith(old)), name)
-        out[renamed] = value
-    return out
-
-
-def _own(name: str, source: PygModel) -> str:
-    """A ``convs.i.…`` name as the user's module names it (``conv1.…`` with ``layer_names``; ``lin.…`` as
-    ``head_name`` says)."""
-    if source.head_name and name.startswith("lin."):
-        return f"{source.head_name}.{name[4:]}"
-    parts = name.split(".", 2)
-    if source.layer_names and len(parts) == 3 and parts[0] == "convs" and parts[1].isdigit():
-        i = int(parts[1])
-        if i < len(source.layer_names):
-            return f"{source.layer_names[i]}.{parts[2]}"
-    return name
-
-
-def weights_problem(names: Collection[str], source: PygModel, expected: Collection[str]) -> str | None:
-    """Why a PyG model's weights (their parameter ``names``) do not load as the described class's ``expected``
-    names (``convs.0.lin.weight``, …), where that can be said in the user's terms: a module of their own whose
-    convolutions have other names (what ``layer_names`` to give), or parameters that are no convolution's (a linear
-    head, a normalisation). ``None``: something else (a shape; torch's own message says it)."""
-    own = {_own(n, source) for n in expected}
-    given = set(names)
-    if given == own:
-        return None
-    rests = {n.split(".", 2)[2] for n in expected if n.count(".") >= 2}
-    layers = int(source.args["num_layers"])
-    layer_prefixes = [f"{n}." for n in source.layer_names or [f"convs.{i}" for i in range(layers)]]
-    prefixes: dict[str, list[str]] = {}
-    stray: list[str] = []
-    foreign: list[str] = []
-    for name in sorted(given - own):
-        prefix = next((name[: -len(rest) - 1] for rest in rests if name.endswith(f".{rest}")), None)
-        if any(name.startswith(p) for p in layer_prefixes):
-            foreign.append(name)
-        elif prefix is None or not prefix:
-            stray.append(name)
-        else:
-            prefixes.setdefault(prefix, []).append(name)
-    layout = f"{source.cls}(num_layers={layers})"
-    if foreign:
-        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
-        return (
-            f"weights do not fit {layout}: {shown} {'is' if len(foreign) == 1 else 'are'} not a parameter of its "
-            f"convolutions, which have {', '.join(sorted(rests))}: the weights of another class, or other arguments?"
-        )
-    if not stray and source.layer_names is None and len(prefixes) == layers and not given & own:
-        order = sorted(prefixes, key=_natural)
-        listed = ", ".join(json.dumps(p) for p in order)
-        return (
-            f"weights: the convolutions are named {', '.join(f'{p}.*' for p in order)} where {layout} names them "
-            f'{", ".join(f"convs.{i}.*" for i in range(layers))}: for a module of your own, add "layer_names": '
-            f"[{listed}] to the config, the attribute names of its convolutions in the order its forward applies "
-            f"them ({source.args['act']} and dropout between them, nothing after the last but a log_softmax)"
-        )
-    stray = sorted(stray + [n for names_ in prefixes.values() for n in names_])
-    linear = {n.rsplit(".", 1)[0] for n in stray}
-    if len(linear) == 1 and {n.rsplit(".", 1)[1] for n in stray} == {"weight", "bias"} and "jk" not in source.args:
-        head = linear.pop()
-        named = "" if head == "lin" else f' and "head_name": "{head}"'
-        return (
-            f"weights: {', '.join(stray)} are no convolution's parameters in {layout}, whose logits are its last "
-            f"convolution's output: if {head} is a linear classifier applied after the last convolution's "
-            f'{source.args["act"]} and dropout, add "jk": "last" to args{named}'
-            + ("" if source.layer_names else "; a module of your own names its convolutions in layer_names")
-        )
-    if stray:
-        shown = ", ".join(stray[:4]) + (f" and {len(stray) - 4} more" if len(stray) > 4 else "")
-        return (
-            f"weights: {shown} {'is' if len(stray) == 1 else 'are'} no convolution's parameter{'s' * (len(stray) > 1)}"
-            f" in {layout}, whose logits are its last convolution's output: a layer between the convolutions (a"
-            " normalisation) is not part of the audited model; a linear classifier after the last convolution's"
-            ' activation and dropout is, with "jk": "last" in args (and "head_name" where it is not named lin)'
-            + ("" if source.layer_names else "; a module of your own names its convolutions in layer_names")
-        )
-    missing = sorted(own - given)
-    if missing:
-        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-        return f"weights: {shown} missing for {layout} (given: {', '.join(sorted(given)[:6])})"
-    return None
-
-
-def heads_problem(state: dict[str, Tensor], source: PygModel) -> str | None:
-    """Where a GAT's last layer (its weights under the project's names, :func:`bind_state_dict`) has another number
-    of heads than the description gives it, what ``last_heads`` to give; ``None`` otherwise."""
-    if source.cls != "GAT":
-        return None
-    layers, out = int(source.args["num_layers"]), int(source.args["out_channels"])
-    weight = state.get(f"convs.{layers - 1}.lin.weight")
-    expected = source.last_heads or int(source.args.get("heads", 1))
-    if weight is None or weight.ndim != 2 or weight.shape[0] % out or weight.shape[0] // out == expected:
-        return None
-    found = weight.shape[0] // out
-    layer = _own(f"convs.{layers - 1}.x", source)[:-2]
-    return (
-        f"weights: the last layer ({layer}) has {found} head{'s' * (found > 1)} where the config gives it {expected} "
-        f"({'last_heads' if source.last_heads else 'heads'}): a GAT whose last layer has its own number of heads, "
-        f'averaged (GATConv(..., heads={found}, concat=False)), is described with "last_heads": {found}'
-    )
-
-
-def _natural(name: str) -> list[tuple[int, str]]:
-    """``conv2`` before ``conv10``."""
-    return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", name)]
 
 
 def pyg_module(source: PygModel) -> nn.Module:

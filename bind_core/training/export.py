@@ -17,7 +17,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from bind_core.errors import ConfigError
-from bind_core.models.pyg import pyg_state_dict
+from bind_core.models.pyg_names import pyg_state_dict
 from bind_core.models.records import PYG_FORMAT
 from bind_core.training.document import read_document
 from bind_core.training.fit import TrainedModel

@@ -31,7 +31,7 @@ from bind_core.data.graph import ArrayLike, Graph, row_numbers
 from bind_core.errors import ConfigError
 from bind_core.models.gnn import GNN, ModelConfig, node_losses, probabilities, require_finite
 from bind_core.models.propagation import GraphInputs
-from bind_core.models.pyg import bind_state_dict, heads_problem, pyg_state_dict, weights_problem
+from bind_core.models.pyg_names import bind_state_dict, heads_problem, pyg_state_dict, weights_problem
 from bind_core.models.records import PygModel
 from bind_core.training.compgraph import objective_inputs
 from bind_core.training.document import ModelDocument, read_document

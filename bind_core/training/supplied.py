@@ -26,7 +26,8 @@ from bind_core.codec import encode
 from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
 from bind_core.models.fits import class_order
-from bind_core.models.pyg import REPRODUCTION_TOLERANCE, pyg_state_dict, reproduction
+from bind_core.models.pyg import REPRODUCTION_TOLERANCE, reproduction
+from bind_core.models.pyg_names import pyg_state_dict
 from bind_core.training.document import read_document
 from bind_core.training.fit import SuppliedForm, TrainedModel
 from bind_core.training.fit_check import check_training_fit

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import pytest
 import torch
@@ -31,6 +32,7 @@ from bind_core.training.supplied import prepare_supplied
 from tests.core.training.test_export import _kept
 
 CONVS = {"GCN": GCNConv, "GraphSAGE": SAGEConv}
+M = TypeVar("M", bound=nn.Module)
 
 
 class Own(nn.Module):
@@ -61,14 +63,18 @@ def graph() -> Graph:
 def _trained(cls: str, graph: Graph, names: list[str], hidden: int = 8, head: bool = False) -> Own:
     torch.manual_seed(0)
     sizes = [graph.num_features, *[hidden] * (len(names) - 1), graph.num_classes]
-    own = Own(CONVS[cls], sizes, names, head)
-    optimizer = torch.optim.Adam(own.parameters(), lr=0.01, weight_decay=5e-4)
-    for _ in range(30):
-        own.train()
+    return _fitted(Own(CONVS[cls], sizes, names, head), graph, 30, F.nll_loss)  # its log_softmax: nll_loss
+
+
+def _fitted(module: M, graph: Graph, epochs: int, loss: Callable[[Tensor, Tensor], Tensor] = F.cross_entropy) -> M:
+    """``module`` trained as its owner trains it (Adam, lr 0.01, weight decay 5e-4), in evaluation mode."""
+    optimizer = torch.optim.Adam(module.parameters(), lr=0.01, weight_decay=5e-4)
+    for _ in range(epochs):
+        module.train()
         optimizer.zero_grad()
-        F.nll_loss(own(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
+        loss(module(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
         optimizer.step()
-    return own.eval()
+    return module.eval()
 
 
 def _config(cls: str, graph: Graph, layers: int, names: list[str] | None, hidden: int = 8) -> dict[str, Any]:
@@ -182,14 +188,7 @@ def _gat_config(graph: Graph, **extra: Any) -> dict[str, Any]:
 
 def _tutorial_gat(graph: Graph) -> TutorialGAT:
     torch.manual_seed(0)
-    own = TutorialGAT(graph)
-    optimizer = torch.optim.Adam(own.parameters(), lr=0.01, weight_decay=5e-4)
-    for _ in range(200):
-        own.train()
-        optimizer.zero_grad()
-        F.cross_entropy(own(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
-        optimizer.step()
-    return own.eval()
+    return _fitted(TutorialGAT(graph), graph, 200)
 
 
 @pytest.mark.heavy  # about 30 s: the step estimate of 40 deletions and 10 re-optimisations of a two-layer GAT
@@ -245,14 +244,7 @@ class Classified(nn.Module):
 
 def test_a_linear_classifier_after_the_convolutions_is_read_with_jk_last(graph: Graph) -> None:
     torch.manual_seed(0)
-    own = Classified(graph)
-    optimizer = torch.optim.Adam(own.parameters(), lr=0.01, weight_decay=5e-4)
-    for _ in range(100):
-        own.train()
-        optimizer.zero_grad()
-        F.cross_entropy(own(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()
-        optimizer.step()
-    own.eval()
+    own = _fitted(Classified(graph), graph, 100)
     config = _config("GCN", graph, 2, ["conv1", "conv2"])
     with pytest.raises(ConfigError) as info:
         TrainedModel.from_bytes(_weights(own), config)

@@ -17,7 +17,8 @@ from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.debias import debias
-from bind_core.models.pyg import bind_state_dict, pyg_module, pyg_state_dict, read_source
+from bind_core.models.pyg import pyg_module, read_source
+from bind_core.models.pyg_names import bind_state_dict, pyg_state_dict
 from bind_core.models.records import PygModel
 from bind_core.pipeline import export_model, prepare_for_audit, weight_names
 from bind_core.pipeline.config import AuditConfig
