@@ -20,12 +20,14 @@ __all__ = ["basic_names", "bind_state_dict", "heads_problem", "pyg_state_dict", 
 
 
 def bind_state_dict(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]:
-    """A PyG model's state dict under the project's parameter names (GIN's MLP layers; an older ``GATConv``'s
-    shared ``lin_src``/``lin_dst`` as ``lin``). Other names are the same; unknown ones are left for the strict
-    load to name."""
+    """A PyG model's state dict under the project's parameter names (a module of the user's own under the class's,
+    :func:`basic_names`; GIN's MLP layers; an older ``GATConv``'s shared ``lin_src``/``lin_dst`` as ``lin``;
+    ``jk="last"``'s ``lin`` as the head). Other names are the same; unknown ones are left for the strict load to
+    name."""
     out: dict[str, Tensor] = {}
     headed = source.args.get("jk") == "last"
-    for name, value in basic_names(state, source).items():
+    state = basic_names(state, source)
+    for name, value in state.items():
         if headed and name.startswith("lin."):  # BasicGNN's classifier: this project's head
             out[f"head.{name}"] = value
             continue

@@ -292,3 +292,21 @@ def test_a_pyg_basic_gnn_with_jk_last_and_the_head_names_checks() -> None:
         read_document({**config, "args": {**args, "jk": None}, "head_name": "classifier"})
     with pytest.raises(ConfigError, match="head_activation: only with a head"):
         ModelConfig(arch="gcn", head=False, head_activation=True)
+
+
+def test_an_older_gatconvs_shared_weights_under_the_users_names() -> None:
+    """An older ``GATConv`` keeps ``lin_src`` and ``lin_dst`` (equal): under a module's own layer names they are read
+    as one (their pair was looked up under the class's names and said to differ)."""
+    graph = synthetic(60, seed=1)
+    own = TutorialGAT(graph).eval()
+    split: dict[str, Tensor] = {}
+    for name, value in own.state_dict().items():
+        if ".lin." in name:
+            split[name.replace(".lin.", ".lin_src.")] = value.contiguous()
+            split[name.replace(".lin.", ".lin_dst.")] = value.clone().contiguous()
+        else:
+            split[name] = value.contiguous()
+    model = TrainedModel.from_bytes(save(split), _gat_config(graph, last_heads=1))
+    with torch.no_grad():
+        theirs = own(graph.x, graph.edge_index).softmax(1).double()
+    assert torch.allclose(model.predict_proba(graph).double(), theirs, atol=1e-6)
