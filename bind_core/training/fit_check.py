@@ -94,8 +94,7 @@ class TrainingFit:
         """Whether the audit warns that the model's inputs may not be those it was trained on (and withholds its
         verdict): no better than a constant by both measures, or worse than the guess without classifying its
         training nodes clearly better than the commonest label."""
-        poor = self.no_better or (bool(self.worse_than_guess) and not self.overconfident)
-        return poor and not self.inputs_confirmed
+        return self.poor and not self.inputs_confirmed
 
     @property
     def poor(self) -> bool:

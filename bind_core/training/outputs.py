@@ -44,10 +44,6 @@ OUTPUTS_TOLERANCE = 1e-4
 """The largest difference of a predicted probability between the owner's outputs and the model as read that counts
 as the same model (a float32 forward pass against the audit's float64 differs by ~1e-7)."""
 
-READINGS = ("logits", "probabilities")
-"""How given outputs are read: ``logits`` (or log-probabilities) through a softmax (a sigmoid for one column), or
-``probabilities`` as they are."""
-
 
 @dataclass(frozen=True)
 class GivenOutputs:
@@ -88,15 +84,21 @@ class GivenOutputs:
             if table.shape[0] != graph.num_nodes:
                 raise ConfigError(
                     f"outputs: {table.shape[0]} rows where the graph has {graph.num_nodes} nodes: give every node, "
-                    "in the graph's order, or the node ids they are of"
+                    "in the graph's order, or name the nodes (a .csv of node ids and outputs)"
                 )
             return cls(_finite(table), torch.arange(graph.num_nodes), "array")
+        ids = node_ids.tolist() if isinstance(node_ids, Tensor | np.ndarray) else list(node_ids)
         try:
-            rows = graph.rows_of(node_ids)
+            rows = graph.rows_of(ids)
         except GraphValidationError as exc:
             raise ConfigError(f"outputs: {exc}") from exc
         if rows.numel() != table.shape[0]:
             raise ConfigError(f"outputs: {table.shape[0]} rows for {rows.numel()} node ids")
+        seen: set[int] = set()
+        for node, row in zip(ids, rows.tolist(), strict=True):
+            if row in seen:
+                raise ConfigError(f"outputs: node {node!r} is given twice")
+            seen.add(row)
         return cls(_finite(table), rows, "table")
 
 
@@ -172,16 +174,7 @@ def _from_array(data: bytes, graph: Graph) -> GivenOutputs:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise ConfigError(f"outputs: not a numpy .npy file of numbers ({exc})") from exc
-    if array.dtype.kind not in "fiu" or array.ndim not in (1, 2):
-        raise ConfigError(f"outputs: an array of numbers [nodes] or [nodes, outputs] expected, got {array.dtype} "
-                          f"of shape {list(array.shape)}")  # fmt: skip
-    if array.shape[0] != graph.num_nodes:
-        raise ConfigError(
-            f"outputs: {array.shape[0]} rows where the graph has {graph.num_nodes} nodes: an .npy holds every node, "
-            "in the graph's order; give a .csv of node ids and outputs for some of them"
-        )
-    values = torch.from_numpy(np.asarray(array, dtype=np.float64)).reshape(graph.num_nodes, -1)
-    return GivenOutputs(_finite(values), torch.arange(graph.num_nodes), "array")
+    return GivenOutputs.of(array, graph)
 
 
 def _from_table(data: bytes, graph: Graph) -> GivenOutputs:
@@ -203,16 +196,7 @@ def _from_table(data: bytes, graph: Graph) -> GivenOutputs:
             raise ConfigError(f"outputs: line {number}: {bad!r} is not a number")
         rows.append([float(v) for v in line[1:]])
         ids.append(line[0] if graph.node_keys else _integer_id(line[0], number))
-    try:
-        index = graph.rows_of(ids)
-    except GraphValidationError as exc:
-        raise ConfigError(f"outputs: {exc}") from exc
-    seen: set[int] = set()
-    for node, row in zip(ids, index.tolist(), strict=True):
-        if row in seen:
-            raise ConfigError(f"outputs: node {node!r} is given twice")
-        seen.add(row)
-    return GivenOutputs(_finite(torch.tensor(rows, dtype=torch.float64)), index, "table")
+    return GivenOutputs.of(np.array(rows, dtype=np.float64), graph, node_ids=ids)
 
 
 def _number(text: str) -> bool:
@@ -265,16 +249,15 @@ def compare_outputs(proba: Tensor, given: GivenOutputs, graph: Graph) -> Outputs
             f"outputs: {values.shape[1]} columns where the model has {classes} outputs (one per class, output 0 first;"
             " or one logit for two classes)"
         )
-    found = []
-    for reading, theirs in candidates.items():
-        gap = (theirs - ours).abs().amax(dim=1)
-        worst = float(gap.max())
-        permuted = worst > OUTPUTS_TOLERANCE and _same_values(theirs, ours)
-        # the reading that gives them, else one whose values are the model's for other nodes, else the closest
-        found.append((worst > OUTPUTS_TOLERANCE, not permuted, worst, reading, gap))
-    _, not_permuted, worst, reading, gap = min(found, key=lambda f: f[:3])
+    gaps = {reading: (theirs - ours).abs().amax(dim=1) for reading, theirs in candidates.items()}
+    reading = min(gaps, key=lambda r: float(gaps[r].max()))  # the closer reading
+    reordered = None
+    if float(gaps[reading].max()) > OUTPUTS_TOLERANCE:  # a reading whose values are the model's, for other nodes?
+        permuted = [r for r in candidates if _same_values(candidates[r], ours)]
+        reading, reordered = (permuted[0], True) if permuted else (reading, False)
+    gap = gaps[reading]
+    worst = float(gap.max())
     at = int(given.rows[int(gap.argmax())])
-    reordered = None if worst <= OUTPUTS_TOLERANCE else not not_permuted
     return OutputsMatch(
         nodes=int(given.rows.numel()),
         reading=reading,
