@@ -227,7 +227,7 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
     """
     problems = [
         (f"config.{k}", "unknown key")
-        for k in sorted(set(config) - {"format", "class", "args", "training", "dtype", "classes", *_LAYOUT})
+        for k in sorted(set(config) - {"format", "class", "args", "training", "dtype", "classes", *LAYOUT_KEYS})
     ]
     training = config.get("training")
     if not isinstance(training, dict):
@@ -296,8 +296,9 @@ def read_source(source: object) -> PygModel:
     )
 
 
-_LAYOUT = ("layer_names", "last_heads", "head_name")
-"""A config's keys beside the class's arguments that describe a module of the user's own built of its layers."""
+LAYOUT_KEYS = ("layer_names", "last_heads", "head_name")
+"""A config's keys beside the class's arguments that describe a module of the user's own built of its layers (the
+:class:`~bind_core.models.records.PygModel` fields of the same names)."""
 
 
 def _head_name_problems(name: Any, args: Any, at: str) -> list[tuple[str, str]]:

@@ -129,7 +129,7 @@ def weights_problem(names: Collection[str], source: PygModel, expected: Collecti
             prefixes.setdefault(prefix, []).append(name)
     layout = f"{source.cls}(num_layers={layers})"
     if foreign:
-        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+        shown = _few(foreign)
         return (
             f"weights do not fit {layout}: {shown} {'is' if len(foreign) == 1 else 'are'} not a parameter of its "
             f"convolutions, which have {', '.join(sorted(rests))}: the weights of another class, or other arguments?"
@@ -155,7 +155,7 @@ def weights_problem(names: Collection[str], source: PygModel, expected: Collecti
             + ("" if source.layer_names else "; a module of your own names its convolutions in layer_names")
         )
     if stray:
-        shown = ", ".join(stray[:4]) + (f" and {len(stray) - 4} more" if len(stray) > 4 else "")
+        shown = _few(stray)
         return (
             f"weights: {shown} {'is' if len(stray) == 1 else 'are'} no convolution's parameter{'s' * (len(stray) > 1)}"
             f" in {layout}, whose logits are its last convolution's output: a layer between the convolutions (a"
@@ -165,7 +165,7 @@ def weights_problem(names: Collection[str], source: PygModel, expected: Collecti
         )
     missing = sorted(own - given)
     if missing:
-        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        shown = _few(missing)
         return f"weights: {shown} missing for {layout} (given: {', '.join(sorted(given)[:6])})"
     return None
 
@@ -181,12 +181,17 @@ def heads_problem(state: dict[str, Tensor], source: PygModel) -> str | None:
     if weight is None or weight.ndim != 2 or weight.shape[0] % out or weight.shape[0] // out == expected:
         return None
     found = weight.shape[0] // out
-    layer = _own(f"convs.{layers - 1}.x", source)[:-2]
+    layer = source.layer_names[-1] if source.layer_names else f"convs.{layers - 1}"
     return (
         f"weights: the last layer ({layer}) has {found} head{'s' * (found > 1)} where the config gives it {expected} "
         f"({'last_heads' if source.last_heads else 'heads'}): a GAT whose last layer has its own number of heads, "
         f'averaged (GATConv(..., heads={found}, concat=False)), is described with "last_heads": {found}'
     )
+
+
+def _few(names: list[str]) -> str:
+    """Up to four names, and how many more."""
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _natural(name: str) -> list[tuple[int, str]]:

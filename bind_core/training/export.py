@@ -17,6 +17,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from bind_core.errors import ConfigError
+from bind_core.models.pyg import LAYOUT_KEYS
 from bind_core.models.pyg_names import pyg_state_dict
 from bind_core.models.records import PYG_FORMAT
 from bind_core.training.document import read_document
@@ -106,10 +107,5 @@ def export_model(
     }
     if document.classes is not None:
         config["classes"] = document.classes
-    if source.layer_names is not None:
-        config["layer_names"] = list(source.layer_names)
-    if source.last_heads is not None:
-        config["last_heads"] = source.last_heads
-    if source.head_name is not None:
-        config["head_name"] = source.head_name
+    config |= {name: value for name in LAYOUT_KEYS if (value := getattr(source, name)) is not None}
     return ExportedModel(st_save(pyg_state_dict(state, source, names)), config)
