@@ -112,28 +112,27 @@ def model_parts(session: Session, model_id: uuid.UUID) -> tuple[bytes, dict[str,
     return None if row is None else (row.weights, row.config)
 
 
-def registered_outputs(session: Session, model_id: uuid.UUID, graph_id: uuid.UUID | None) -> dict[str, Any] | None:
-    """The match of the model's own outputs its registration kept, where it was registered for ``graph_id`` (the
-    audit's graph; another version's inputs are not the ones its outputs were given on)."""
-    row = session.execute(
-        select(SuppliedModel.graph_id, SuppliedModel.registration).where(SuppliedModel.id == model_id)
-    ).one_or_none()
-    if row is None or row.graph_id != graph_id:
-        return None
-    return confirmed_outputs(row.registration)
-
-
-def pending_outputs(session: Session, model_id: uuid.UUID, graph_id: uuid.UUID | None) -> tuple[bytes, str] | None:
-    """The model's own outputs its registration kept but could not compare (a graph too large), where ``graph_id``
-    (the audit's) is the graph it was registered for and no audit has compared them yet: bytes and file name."""
+def registered_outputs(
+    session: Session, model_id: uuid.UUID, graph_id: uuid.UUID | None
+) -> tuple[dict[str, Any] | None, tuple[bytes, str] | None]:
+    """What the model's registration holds of its own outputs, where ``graph_id`` (the audit's) is the graph it was
+    registered for (another version's inputs are not the ones they were given on): the match found (``fit.outputs``)
+    or else the outputs kept but not yet compared (a graph too large for the registration: bytes and file name),
+    each ``None`` where there is none. The outputs' bytes are read only where they are still to be compared."""
     row = session.execute(
         select(
-            SuppliedModel.graph_id, SuppliedModel.registration, SuppliedModel.outputs, SuppliedModel.outputs_name
+            SuppliedModel.graph_id,
+            SuppliedModel.registration,
+            SuppliedModel.outputs_name,
+            SuppliedModel.outputs.is_not(None).label("kept"),
         ).where(SuppliedModel.id == model_id)
     ).one_or_none()
-    if row is None or row.graph_id != graph_id or row.outputs is None or confirmed_outputs(row.registration):
-        return None
-    return bytes(row.outputs), str(row.outputs_name or "outputs")
+    if row is None or row.graph_id != graph_id:
+        return None, None
+    if (found := confirmed_outputs(row.registration)) is not None or not row.kept:
+        return found, None
+    data = session.scalar(select(SuppliedModel.outputs).where(SuppliedModel.id == model_id))
+    return None, (bytes(data), str(row.outputs_name or "outputs")) if data is not None else None
 
 
 def confirm_outputs(session: Session, model_id: uuid.UUID, match: dict[str, Any]) -> None:

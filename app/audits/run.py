@@ -232,8 +232,7 @@ class Attempt:
         if claim.model_id is not None:
             with sessions() as session:
                 parts = jobs.model_parts(session, claim.model_id)
-                confirmed = jobs.registered_outputs(session, claim.model_id, claim.graph_id)
-                pending = None if confirmed else jobs.pending_outputs(session, claim.model_id, claim.graph_id)
+                confirmed, pending = jobs.registered_outputs(session, claim.model_id, claim.graph_id)
             progress("training", 0.0)
             graph, carried = carry_model_inputs(
                 sessions,
