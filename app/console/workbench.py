@@ -162,10 +162,8 @@ async def register_model(
             )
         )
     except ProblemError as exc:
-        if exc.status in (403, 404):
-            raise
-        refused(response, exc.status)
-        problem = exc
+        problem = form_refusal(exc, "The model cannot be registered.")  # 403 and 404 answered as problem pages
+        refused(response, problem.status)
         return await run_in_threadpool(
             lambda: graph_view(session, user, graph_id, model_form=sent, model_problem=problem)
         )
