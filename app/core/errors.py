@@ -162,10 +162,7 @@ def bind_error_problem(exc: BindError, name: Callable[[Option], str] = request_f
         return ValidationProblem(str(exc), slug="model-does-not-fit", title=title, errors=errors)
     if isinstance(exc, OutputsDifferError):  # at registration, or by the first audit of kept outputs
         match = exc.match
-        detail = (
-            f"The model as read does not give its own outputs: {match.differing} of {match.nodes} nodes differ "
-            "(errors says what most likely differs)."
-        )
+        detail = f"The model as read does not give its own outputs: {match.differing} of {match.nodes} nodes differ."
         return ValidationProblem(
             detail,
             slug="outputs-differ",
