@@ -39,7 +39,7 @@ WARNING_CODES = (
     "group_excluded", "no_edges", "few_positives", "scaled_inputs", "metric_undefined", "few_resamples",
     "resamples_dropped", "output_order", "training_fit", "overconfident", "unseen_categories", "many_classes",
     "not_stationary",
-    "non_smooth", "minimum_on_kinks", "proximal_question", "no_minimum", "moved_far", "unsettled",
+    "non_smooth", "minimum_on_kinks", "held_normalisation", "proximal_question", "no_minimum", "moved_far", "unsettled",
     "self_check_in_noise", "self_check_low", "other",
 )  # fmt: skip
 """The codes a ``warning:CODE`` rule may name: ``bind_core.pipeline.WARNING_CODES``'s, written out here because this

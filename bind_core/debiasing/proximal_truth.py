@@ -40,6 +40,7 @@ from bind_core.influence.curvature import Coordinates
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.lbfgs import minimise
 from bind_core.models.gnn import flat_parameters, node_losses, unflatten_parameters
+from bind_core.models.norms import held
 from bind_core.training.compgraph import objective_inputs
 from bind_core.training.fit import TrainedModel
 from bind_core.training.records import Stationarity
@@ -84,7 +85,7 @@ def proximal_reoptimize(
         NonFiniteError: the weights went :func:`~bind_core.influence.proximal.beyond_reach` of ``θ̂`` (no minimum
             near them).
     """
-    clone = TrainedModel(copy.deepcopy(model.module).double().eval(), model.model_config, model.train_config)
+    clone = TrainedModel(held(copy.deepcopy(model.module).double().eval()), model.model_config, model.train_config)
     names, shapes, theta_hat = flat_parameters(clone.module)
     # the training nodes' computation graph where it is smaller: the same objective exactly, at its cost
     inputs, rows = objective_inputs(clone.module, clone.prepare(reduced), reduced)

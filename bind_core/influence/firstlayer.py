@@ -21,6 +21,7 @@ functional call with the flat weights, so autograd sees the same arithmetic as t
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any, cast
 
 import torch
@@ -30,7 +31,6 @@ from torch.func import functional_call
 from bind_core.autograd import apply
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.twolayer import linear_first
-from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import GNN
 from bind_core.models.propagation import GraphInputs
 
@@ -60,7 +60,8 @@ class SplitModel:
     def __init__(self, fm: FunctionalModel) -> None:
         self.fm = fm
         self.first, self.after = _FirstLayer(fm.module), _AfterFirst(fm.module)
-        self.act = ACTIVATION_FNS[fm.module.config.activation]
+        self.act = functools.partial(fm.module.activate, 0)
+        """The first layer's output as the second reads it (its normalisation and the activation)."""
 
     def _params(self, flat: Tensor) -> dict[str, Tensor]:
         return {f"gnn.{name}": t for name, t in self.fm.unflatten(flat).items()}

@@ -15,6 +15,7 @@ from bind_core.data.graph import Graph
 from bind_core.fairness.metrics import GroupPDD, gamma_eo, gamma_sp
 from bind_core.influence.twolayer import layout
 from bind_core.models.gnn import GNN, flat_parameters, node_losses, probabilities, unflatten_parameters
+from bind_core.models.norms import held
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.compgraph import MAX_FRACTION, ComputationGraph, objective_inputs
 from bind_core.training.fit import TrainedModel
@@ -80,7 +81,7 @@ class FunctionalModel:
 
     @classmethod
     def from_trained(cls, trained: TrainedModel, graph: Graph, groups: list[int] | None = None) -> FunctionalModel:
-        module = copy.deepcopy(trained.module).double().eval()
+        module = held(copy.deepcopy(trained.module).double().eval())
         names, shapes, theta = flat_parameters(module)
         inputs = module.prepare(graph, torch.float64, theta.device)
         wd = trained.train_config.weight_decay

@@ -36,7 +36,6 @@ from bind_core.influence.rowblocks import (
     blocked,
     tangents_by_batch,
 )
-from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import sage_first_layer
 
 
@@ -99,12 +98,12 @@ class FullGraphRows:
 def _deeper(fm: FunctionalModel, rows: list[Tensor]) -> list[Tensor]:
     """``rows`` (``[act(H¹)]``) extended by ``act(H^l)`` for ``l = 2..L−1``, no gradient: the CSR layers after the
     first on every row."""
-    params, act = fm.unflatten(fm.theta), ACTIVATION_FNS[fm.module.config.activation]
+    params, activate = fm.unflatten(fm.theta), fm.module.activate
     assert fm.inputs.adjacency is not None
     with torch.no_grad():
         for layer in range(1, len(fm.module.convs) - 1):
             h = rows[-1]
-            rows.append(act(csr_conv_step(fm, params, layer, fm.inputs.adjacency, h, h)))
+            rows.append(activate(layer, csr_conv_step(fm, params, layer, fm.inputs.adjacency, h, h)))
     return rows
 
 
@@ -112,13 +111,13 @@ def _deeper_jvp(
     fm: FunctionalModel, direction: Tensor, value: Tensor, tangent: Tensor
 ) -> tuple[list[Tensor], list[Tensor]]:
     """:func:`_deeper` with tangents along ``direction``, from ``act(H¹)``'s ``value`` and ``tangent``."""
-    act, adjacency = ACTIVATION_FNS[fm.module.config.activation], fm.inputs.adjacency
+    activate, adjacency = fm.module.activate, fm.inputs.adjacency
     assert adjacency is not None
     values, tangents = [value], [tangent]
     for layer in range(1, len(fm.module.convs) - 1):
 
         def step(f: Tensor, h: Tensor, layer: int = layer) -> Tensor:
-            return act(csr_conv_step(fm, fm.unflatten(f), layer, adjacency, h, h))
+            return activate(layer, csr_conv_step(fm, fm.unflatten(f), layer, adjacency, h, h))
 
         v, t = forward_derivative(step, (fm.theta, values[-1]), (direction, tangents[-1]))
         values.append(v.detach())
@@ -163,9 +162,10 @@ def csr_conv_step(
 
 
 def _activated(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
-    """``act(H^l)`` for ``l = 1..L−1`` on the full graph: the inputs of layers 2..L (the last layer is not run)."""
-    act = ACTIVATION_FNS[fm.module.config.activation]
-    return [act(h) for h in layer_outputs(fm, flat, layers=len(fm.module.convs) - 1)]
+    """``act(H^l)`` for ``l = 1..L−1`` on the full graph (normalised first where the model is,
+    :meth:`~bind_core.models.gnn.GNN.activate`): the inputs of layers 2..L (the last layer is not run)."""
+    outputs = layer_outputs(fm, flat, layers=len(fm.module.convs) - 1)
+    return [fm.module.activate(i, h) for i, h in enumerate(outputs)]
 
 
 def _first_layer(fm: FunctionalModel, params: dict[str, Tensor], z: Tensor) -> Tensor:
@@ -185,14 +185,13 @@ def layer_outputs(fm: FunctionalModel, flat: Tensor, layers: int | None = None) 
     the aggregated features and CSR products (as :meth:`bind_core.models.gnn.GNN.forward` runs them), GAT by its
     PyG layers. With ``layers = k`` below the model's depth, only the first ``k`` convs' outputs (no logits)."""
     params = fm.unflatten(flat)
-    act = ACTIVATION_FNS[fm.module.config.activation]
     inputs, outs = fm.inputs, []
     csr = inputs.adjacency is not None and inputs.x_prop is not None and fm.module.config.arch in ("gcn", "gin", "sage")
     h = inputs.x
     depth = len(fm.module.convs)
     for layer in range(depth if layers is None else min(layers, depth)):
         if layer > 0:
-            h = act(h)
+            h = fm.module.activate(layer - 1, h)
         if csr and layer == 0:
             assert inputs.x_prop is not None
             h = _first_layer(fm, params, inputs.x_prop)
@@ -222,7 +221,6 @@ class IncrementalBatch:
         model's second layer's input rows, already gathered, instead of every row)."""
         fm = self.fm
         params = fm.unflatten(flat)
-        act = ACTIVATION_FNS[fm.module.config.activation]
         prev: Tensor | None = None
         for layer, spec in enumerate(self.layers):
             if layer == 0:
@@ -233,7 +231,7 @@ class IncrementalBatch:
                 # apart: concatenating the two would copy all n full-graph rows for every batch)
                 h = base[0] if gathered else base[layer - 1][spec.sources.to(fm.device)]
                 if prev.shape[0]:
-                    recomputed = act(prev)[spec.prev_index.to(fm.device)]
+                    recomputed = fm.module.activate(layer - 1, prev)[spec.prev_index.to(fm.device)]
                     h = torch.where(spec.from_prev.to(fm.device).unsqueeze(1), recomputed, h)
             if spec.adjacency is not None:
                 prev = csr_conv_step(fm, params, layer, spec.adjacency, h, h[spec.targets.to(fm.device)])

@@ -54,7 +54,6 @@ from bind_core.influence.lowrank import DampedInverse
 from bind_core.influence.proximal import Evaluation, proximal_objective
 from bind_core.influence.reduce import GraphReducer, Reduction
 from bind_core.influence.solvers import SolveInfo
-from bind_core.models.activations import ACTIVATION_FNS
 from bind_core.models.gnn import flat_parameters, probabilities
 from bind_core.models.propagation import GraphInputs
 
@@ -450,12 +449,8 @@ class Stepper:
         module = self.fm.module
         with torch.no_grad():
             h = self.base_first.clone()
-            h[changed] = self._act(module.first_layer(reduced.x_prop[changed]))
+            h[changed] = module.activate(0, module.first_layer(reduced.x_prop[changed]))
             return probabilities(module.forward_after_first(h, reduced, self.test))
-
-    def _act(self, h: Tensor) -> Tensor:
-        """The model's activation (what the layers after the first read of the first layer's output)."""
-        return ACTIVATION_FNS[self.fm.module.config.activation](h)
 
     def _test_proba(self, at: Tensor, reduced: GraphInputs) -> Tensor:
         """The test nodes' probabilities at ``at`` on the reduced graph (no gradient: Γ only reads them), with the
@@ -487,7 +482,7 @@ def _first_layer_at_hat(
     if nodes is None or z is None or len(module.convs) < 2 or not torch.equal(flat_parameters(module)[2], fm.theta):
         return None, None
     with torch.no_grad():
-        base_first = ACTIVATION_FNS[module.config.activation](module.first_layer(z))
+        base_first = module.activate(0, module.first_layer(z))
     return base_first, FirstLayerCache(SplitModel(fm), z, nodes)
 
 

@@ -179,11 +179,11 @@ _SECOND = {
 
 def layout(fm: Parameterised) -> Layout | None:
     """The layout of ``fm``'s weights, or ``None`` where the by-hand products do not apply: anything but a two-layer
-    GCN or SAGE with one of :data:`_WITH_DERIVATIVE`'s activations and exactly the parameters named here, or a
-    model whose activations are expanded (:attr:`~bind_core.models.gnn.GNN.expand_activations`)."""
+    GCN or SAGE with one of :data:`_WITH_DERIVATIVE`'s activations, no normalisation and exactly the parameters named
+    here, or a model whose activations are expanded (:attr:`~bind_core.models.gnn.GNN.expand_activations`)."""
     config, module = fm.module.config, fm.module
     second, first = _SECOND.get(config.arch), linear_first(fm)
-    if second is None or first is None or config.layers != 2 or module.expand_activations:
+    if second is None or first is None or config.layers != 2 or module.expand_activations or config.norm:
         return None
     if config.activation not in _WITH_DERIVATIVE:
         return None

@@ -32,6 +32,7 @@ from bind_core.errors import ConfigError, ModelDoesNotFitError, NonFiniteError
 from bind_core.models.activations import activation_fn
 from bind_core.models.fits import classes_problem, features_problem, require_fit
 from bind_core.models.gat import SmoothGATConv
+from bind_core.models.norms import NORMS, is_normalisation, make_norm, norm_act
 from bind_core.models.propagation import (
     GraphInputs,
     aggregate_features,
@@ -82,6 +83,15 @@ class ModelConfig(DictConfig):
             head, as in PyG's ``BasicGNN`` with ``jk="last"`` and in a class of one's own that ends in a linear
             classifier after its convolutions; ``False`` (default): the head reads the last layer's output as it
             is (this project's layout, the paper's one-layer GCN).
+        norm: ``"batch"``: a batch normalisation after each convolution whose output goes through the activation
+            (every one but the logits', and the last before an activated head), as PyG's ``BasicGNN`` with
+            ``norm="batch_norm"`` places it (:mod:`bind_core.models.norms`: trained with the rows' statistics,
+            audited in evaluation mode, held as given by the attribution); ``""`` (default): none.
+        norm_eps: the normalisation's ``ε``.
+        norm_momentum: the normalisation's running statistics' momentum while training (``None``: a cumulative
+            average, as ``torch.nn.BatchNorm1d`` takes it).
+        norm_affine: the normalisation has a scale and shift (``γ``, ``β``).
+        act_first: with ``norm``: the activation before the normalisation (PyG's ``act_first``).
     """
 
     section: ClassVar[str] = "model"
@@ -99,6 +109,11 @@ class ModelConfig(DictConfig):
     negative_slope: float = 0.2
     last_heads: int = 0
     head_activation: bool = False
+    norm: str = ""
+    norm_eps: float = 1e-5
+    norm_momentum: float | None = 0.1
+    norm_affine: bool = True
+    act_first: bool = False
 
     def kinks(self) -> list[str]:
         """Where the model's function has kinks: a non-smooth activation between layers or in GIN's MLPs, and GAT's
@@ -118,8 +133,15 @@ class ModelConfig(DictConfig):
 
     @property
     def row_separable(self) -> bool:
-        """True for one-layer GCN, GIN and SAGE: output rows depend only on rows of the aggregated features."""
-        return self.arch in ("gcn", "gin", "sage") and self.layers == 1
+        """True for one-layer GCN, GIN and SAGE without a normalisation: output rows depend only on rows of the
+        aggregated features (a normalisation trains on every node's rows together)."""
+        return self.arch in ("gcn", "gin", "sage") and self.layers == 1 and not self.norm
+
+    @property
+    def normalised_layers(self) -> int:
+        """How many convolutions' outputs are normalised: those followed by the activation (every one but the
+        logits'; the last too before an activated head); 0 without ``norm``."""
+        return 0 if not self.norm else self.layers - 1 + int(self.head_activation)
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -146,6 +168,12 @@ class ModelConfig(DictConfig):
             raise ConfigError("head_activation: only with a head (head true)")
         if self.last_heads and (self.arch != "gat" or self.head):
             raise ConfigError("last_heads: only for a GAT whose last layer outputs the logits (head false)")
+        if self.norm not in NORMS:
+            raise ConfigError(f"norm: {self.norm!r} is not one of {', '.join(map(repr, NORMS))}")
+        if not 0.0 < self.norm_eps < 1.0:
+            raise ConfigError(f"norm_eps: {self.norm_eps!r} must be in (0, 1)")
+        if self.norm_momentum is not None and not 0.0 <= self.norm_momentum <= 1.0:
+            raise ConfigError(f"norm_momentum: {self.norm_momentum!r} must be in [0, 1] (or null)")
         if self.concat and self.hidden % self.heads:
             raise ConfigError(f"concat: hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
 
@@ -190,13 +218,21 @@ class GNN(nn.Module):
         self.convs = nn.ModuleList(
             _conv(config, a, b, last=i == last) for i, (a, b) in enumerate(itertools.pairwise(dims))
         )
+        norms = [self._norm(dims[i + 1]) for i in range(config.normalised_layers)]
+        self.norms = nn.ModuleList(norms[: config.layers - 1])
+        """The normalisation of each convolution's output but the last's (empty without ``config.norm``)."""
         self.head: nn.Module = nn.Identity()
         if config.head:
             head = nn.Linear(config.hidden, outputs)
             nn.init.xavier_uniform_(head.weight)
             nn.init.zeros_(head.bias)
-            self.head = ActivatedHead(head, config.activation, config.dropout) if config.head_activation else head
+            last_norm = norms[-1] if len(norms) == config.layers else None
+            self.head = ActivatedHead(head, config, last_norm) if config.head_activation else head
         self._expand = False
+
+    def _norm(self, width: int) -> nn.Module:
+        c = self.config
+        return make_norm(c.norm, width, eps=c.norm_eps, momentum=c.norm_momentum, affine=c.norm_affine)
 
     @property
     def expand_activations(self) -> bool:
@@ -217,6 +253,20 @@ class GNN(nn.Module):
     def activation(self, h: Tensor) -> Tensor:
         """The activation between layers (its second-order expansion while :attr:`expand_activations`)."""
         return activation_fn(self.config.activation, expanded=self._expand)(h)
+
+    def activate(self, i: int, h: Tensor) -> Tensor:
+        """Conv ``i``'s output ``h`` (``i`` below the last) as the next conv reads it but for dropout: through its
+        normalisation, if any, and the activation (:func:`~bind_core.models.norms.norm_act`). A normalisation is an
+        elementwise map in evaluation mode, so this is one too there, row by row."""
+        norm = self.norms[i] if self.norms else None
+        return norm_act(norm, self.activation, h, act_first=self.config.act_first)
+
+    def pre_activation(self, i: int, h: Tensor) -> Tensor:
+        """Conv ``i``'s output ``h`` as it enters the activation: normalised first, where the model normalises
+        before its activation (where a ReLU's kinks lie)."""
+        if not self.norms or self.config.act_first:
+            return h
+        return norm_act(self.norms[i], lambda x: x, h, act_first=False)
 
     @property
     def row_separable(self) -> bool:
@@ -322,7 +372,7 @@ class GNN(nn.Module):
         last = len(self.convs) - 1
         for i in range(start, len(self.convs)):
             if i > 0 and not (activated and i == start):
-                h = dropout(self.activation(h), self.config.dropout, self.training)
+                h = dropout(self.activate(i - 1, h), self.config.dropout, self.training)
             if inputs.adjacency is not None and rows is not None and i == last:
                 # The last layer computes only the wanted rows: a block of the adjacency's rows.
                 h = self._csr_layer(self.convs[i], inputs.adjacency.rows(rows), h, h[rows])
@@ -361,7 +411,7 @@ class GNN(nn.Module):
             h = self.first_layer(h)
         for i, block in enumerate(blocks, start):
             if i > 0:
-                h = dropout(self.activation(h), self.config.dropout, self.training)
+                h = dropout(self.activate(i - 1, h), self.config.dropout, self.training)
             h = self._csr_layer(self.convs[i], block, h, h[: block.shape[0]])
         return cast(Tensor, self.head(h))
 
@@ -459,23 +509,27 @@ def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
 
 class ActivatedHead(nn.Module):
     """A linear head after the activation and dropout (:attr:`ModelConfig.head_activation`): ``lin(drop(act(h)))``,
-    its parameters ``head.lin.weight`` and ``head.lin.bias``."""
+    its parameters ``head.lin.weight`` and ``head.lin.bias``; with the last convolution's normalisation ``norm``
+    (``head.norm.*``), applied in the model's order (:func:`~bind_core.models.norms.norm_act`)."""
 
-    def __init__(self, lin: nn.Linear, activation: str, p: float) -> None:
+    def __init__(self, lin: nn.Linear, config: ModelConfig, norm: nn.Module | None = None) -> None:
         super().__init__()
         self.lin = lin
-        self.activation = activation
-        self.p = p
+        self.norm = norm
+        self.activation, self.p, self.act_first = config.activation, config.dropout, config.act_first
         self.expand_activation = False  # set by GNN.expand_activations
 
     def forward(self, h: Tensor) -> Tensor:
         act = activation_fn(self.activation, expanded=self.expand_activation)
-        return cast(Tensor, self.lin(dropout(act(h), self.p, self.training)))
+        h = norm_act(self.norm, act, h, act_first=self.act_first)
+        return cast(Tensor, self.lin(dropout(h, self.p, self.training)))
 
 
 def flat_parameters(module: nn.Module) -> tuple[list[str], list[torch.Size], Tensor]:
-    """The module's parameter names, shapes, and values as one flat detached vector (for ``torch.func``)."""
-    named = list(module.named_parameters())
+    """The module's parameter names, shapes, and values as one flat detached vector (for ``torch.func``): the
+    attribution's ``θ``, which holds a normalisation's scale and shift as given (:mod:`bind_core.models.norms`)."""
+    held = {id(p) for m in module.modules() if is_normalisation(m) for p in m.parameters()}
+    named = [(n, p) for n, p in module.named_parameters() if id(p) not in held]
     flat = torch.cat([p.detach().reshape(-1) for _, p in named])
     return [n for n, _ in named], [p.shape for _, p in named], flat
 

@@ -140,6 +140,64 @@ def _number(value: Any) -> str | None:
     )
 
 
+BATCH_NORMS = ("batchnorm", "batch")
+"""PyG's names for its ``BatchNorm`` (``normalization_resolver`` lowercases a name and drops ``_``, ``-`` and spaces;
+``batch`` is the class name without ``Norm``)."""
+
+
+def _resolved(name: str) -> str:
+    return "".join(c for c in name.lower() if c not in "_- ")
+
+
+def _norm(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and _resolved(value) in BATCH_NORMS):
+        return None
+    return (
+        f'{_shown(value)} is not supported (only null or "batch_norm"): the other normalisations (a LayerNorm in '
+        "PyG's default graph mode, GraphNorm, InstanceNorm, PairNorm, ...) normalise a node by other nodes' values in "
+        "evaluation mode too, which the audit does not reproduce"
+    )
+
+
+def _eps(value: Any) -> str | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1:
+        return None
+    return f"{_shown(value)} must be a number in (0, 1)"
+
+
+def _momentum(value: Any) -> str | None:
+    if value is None or value == 1 or _fraction(value) is None:
+        return None
+    return f"{_shown(value)} must be a number in [0, 1] or null"
+
+
+_NORM_KWARGS: dict[str, Check] = {
+    "eps": _eps,
+    "momentum": _momentum,
+    "affine": _boolean,
+    "track_running_stats": _only(
+        True,
+        why="without running statistics a batch normalisation normalises the nodes of each forward pass together in"
+        " evaluation mode too, so a node's output depends on every other node's",
+    ),
+    "allow_single_element": _boolean,
+}
+
+
+def _norm_kwargs(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"{_shown(value)} must be an object of BatchNorm's arguments ({', '.join(_NORM_KWARGS)})"
+    for name, given in value.items():
+        check = _NORM_KWARGS.get(name)
+        if check is None:
+            return f"{_shown(name)} is not an argument of BatchNorm the audit knows ({', '.join(_NORM_KWARGS)})"
+        if (message := check(given)) is not None:
+            return f"{name}: {message}"
+    return None
+
+
 _COMMON: dict[str, Check] = {
     "in_channels": _integer(1, 1_000_000),
     "hidden_channels": _integer(1, 4096),
@@ -149,8 +207,8 @@ _COMMON: dict[str, Check] = {
     "act": _activation,
     "act_first": _boolean,  # without a norm, act_first changes nothing
     "act_kwargs": _empty,
-    "norm": _only(None, why="a normalisation layer (batch statistics, running means) is not part of the audited model"),
-    "norm_kwargs": _empty,
+    "norm": _norm,
+    "norm_kwargs": _norm_kwargs,
     "jk": _only(
         None,
         "last",
@@ -175,6 +233,9 @@ _EXTRA: dict[str, dict[str, Check]] = {
     },
     "GIN": {
         "train_eps": _only(False, why="a trained eps is not supported (the audit's parameters are the MLPs')"),
+        "norm": _only(
+            None, why="a GIN's norm normalises inside each layer's MLP too, which the audited GIN does not reproduce"
+        ),
         "eps": _number,
     },
     "GAT": {
@@ -237,6 +298,7 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
         problems.append(("config.training.weight_decay", "required: the L2 coefficient the model was trained with"))
     problems += _description_problems(config.get("class"), config.get("args"), training.get("loss"), "config.training")
     problems += _layer_name_problems(config.get("layer_names"), config.get("args"), "config.layer_names")
+    problems += _norm_name_problems(config.get("norm_names"), config.get("args"), "config.norm_names")
     problems += _last_heads_problems(config.get("last_heads"), config.get("class"), "config.last_heads")
     problems += _head_name_problems(config.get("head_name"), config.get("args"), "config.head_name")
     classes = _classes(config, training, problems)
@@ -249,6 +311,7 @@ def read_pyg_config(config: Mapping[str, object]) -> PygConfig:
         cast("list[str] | None", config.get("layer_names")),
         cast("int | None", config.get("last_heads")),
         cast("str | None", config.get("head_name")),
+        cast("list[str] | None", config.get("norm_names")),
     )
     recipe = {k: v for k, v in training.items() if k not in ("loss", "classes")}
     return PygConfig(pyg, recipe, config.get("dtype"), classes)
@@ -282,6 +345,7 @@ def read_source(source: object) -> PygModel:
         raise UnsupportedModelError([("source", "must be an object describing a torch_geometric model")])
     problems = _description_problems(source.get("class"), source.get("args"), source.get("loss"), "source")
     problems += _layer_name_problems(source.get("layer_names"), source.get("args"), "source.layer_names")
+    problems += _norm_name_problems(source.get("norm_names"), source.get("args"), "source.norm_names")
     problems += _last_heads_problems(source.get("last_heads"), source.get("class"), "source.last_heads")
     problems += _head_name_problems(source.get("head_name"), source.get("args"), "source.head_name")
     if problems:
@@ -293,10 +357,11 @@ def read_source(source: object) -> PygModel:
         source.get("layer_names"),
         source.get("last_heads"),
         source.get("head_name"),
+        source.get("norm_names"),
     )
 
 
-LAYOUT_KEYS = ("layer_names", "last_heads", "head_name")
+LAYOUT_KEYS = ("layer_names", "norm_names", "last_heads", "head_name")
 """A config's keys beside the class's arguments that describe a module of the user's own built of its layers (the
 :class:`~bind_core.models.records.PygModel` fields of the same names)."""
 
@@ -331,6 +396,36 @@ def _layer_name_problems(names: Any, args: Any, at: str) -> list[tuple[str, str]
         return [(at, 'must be a list of the convolutions\' attribute names ("conv1", "conv2"), in the order applied')]
     if isinstance(layers, int) and len(names) != layers:
         return [(at, f"{len(names)} names for {layers} layers (num_layers): name each convolution once")]
+    return _distinct_names(names, at)
+
+
+def _norm_name_problems(names: Any, args: Any, at: str) -> list[tuple[str, str]]:
+    """What is wrong with a config's ``norm_names`` (none given: nothing): with a ``norm``, one name per normalised
+    layer (every one but the last; the last too with ``jk``), distinct, none inside another."""
+    if names is None:
+        return []
+    args = args if isinstance(args, dict) else {}
+    if args.get("norm") is None:
+        return [(at, 'names the normalisations of a module with "norm": "batch_norm" in args')]
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip(".") == n and n for n in names):
+        return [(at, 'must be a list of the normalisations\' attribute names ("bn1" or "bns.0"), in the order applied')]
+    layers = args.get("num_layers")
+    if isinstance(layers, int) and len(names) != (wanted := normalised_layers(args)):
+        where = "every convolution" if args.get("jk") == "last" else "every convolution but the last"
+        return [(at, f"{len(names)} names for {wanted} normalisations (one after {where})")]
+    return _distinct_names(names, at)
+
+
+def normalised_layers(args: Mapping[str, Any]) -> int:
+    """How many normalisations a checked PyG description's layers have (``BasicGNN``: one after every convolution
+    but the last, and after the last too with ``jk``; none without ``norm``)."""
+    if args.get("norm") is None:
+        return 0
+    return int(args["num_layers"]) - 1 + int(args.get("jk") == "last")
+
+
+def _distinct_names(names: list[str], at: str) -> list[tuple[str, str]]:
+    """Names that are distinct and none inside another (``gnn`` and ``gnn.conv1``)."""
     if len(set(names)) != len(names):
         return [(at, f"{_shown(names)} names a layer twice")]
     inside = [(a, b) for a in names for b in names if b.startswith(f"{a}.")]
@@ -370,6 +465,7 @@ def _described(
     layer_names: list[str] | None = None,
     last_heads: int | None = None,
     head_name: str | None = None,
+    norm_names: list[str] | None = None,
 ) -> PygModel:
     """The description with PyG's defaults filled in for the options that matter (checked already)."""
     defaults: dict[str, Any] = {"dropout": 0.0}
@@ -379,7 +475,10 @@ def _described(
     names = None if layer_names is None else list(layer_names)
     heads = None if last_heads is None or last_heads == args.get("heads") else int(last_heads)
     head = None if head_name in (None, "lin") else head_name
-    return PygModel(cls=cls, args=args, loss=loss, layer_names=names, last_heads=heads, head_name=head)
+    norms = None if norm_names is None else list(norm_names)
+    return PygModel(
+        cls=cls, args=args, loss=loss, layer_names=names, norm_names=norms, last_heads=heads, head_name=head
+    )
 
 
 def model_config(pyg: PygModel) -> ModelConfig:
@@ -388,6 +487,7 @@ def model_config(pyg: PygModel) -> ModelConfig:
     heads = int(a.get("heads", 1))
     concat = bool(a.get("concat", False)) and heads > 1 and int(a["num_layers"]) > 1
     head = a.get("jk") == "last"  # BasicGNN's lin after the last layer's activation and dropout
+    norm = a.get("norm_kwargs") or {}
     return ModelConfig(
         arch=PYG_CLASSES[pyg.cls],
         layers=int(a["num_layers"]),
@@ -402,6 +502,11 @@ def model_config(pyg: PygModel) -> ModelConfig:
         attention="leaky_relu" if pyg.cls == "GAT" else "smooth",
         negative_slope=float(a.get("negative_slope", 0.2)),
         last_heads=pyg.last_heads or 0,
+        norm="batch" if a.get("norm") is not None else "",
+        norm_eps=float(norm.get("eps", 1e-5)),
+        norm_momentum=None if (momentum := norm.get("momentum", 0.1)) is None else float(momentum),
+        norm_affine=bool(norm.get("affine", True)),
+        act_first=bool(a.get("act_first", False)),
     )
 
 

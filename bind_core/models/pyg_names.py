@@ -27,11 +27,15 @@ def bind_state_dict(state: dict[str, Tensor], source: PygModel) -> dict[str, Ten
     out: dict[str, Tensor] = {}
     headed = source.args.get("jk") == "last"
     state = basic_names(state, source)
+    last = str(int(source.args.get("num_layers", 0)) - 1)
     for name, value in state.items():
         if headed and name.startswith("lin."):  # BasicGNN's classifier: this project's head
             out[f"head.{name}"] = value
             continue
         parts = name.split(".")
+        if parts[0] == "norms" and parts[2:3] == ["module"] and len(parts) == 4:  # PyG's BatchNorm wraps torch's
+            out[f"head.norm.{parts[3]}" if parts[1] == last else f"norms.{parts[1]}.{parts[3]}"] = value
+            continue
         if source.cls == "GIN" and parts[2:4] == ["nn", "lins"] and len(parts) == 6:
             parts = [*parts[:3], str(2 * int(parts[4])), parts[5]]
         elif source.cls == "GAT" and parts[2:3] in (["lin_src"], ["lin_dst"]):
@@ -41,6 +45,9 @@ def bind_state_dict(state: dict[str, Tensor], source: PygModel) -> dict[str, Ten
                 raise ConfigError(f"weights: {pair} differ (a bipartite GATConv is not supported)")
             parts = [*parts[:2], "lin", *parts[3:]]
         out[".".join(parts)] = value
+    for prefix in {n.rsplit(".", 1)[0] for n in out if n.endswith(".running_mean")}:
+        # weights saved without the step count (it only weighs a cumulative average, momentum null): none yet
+        out.setdefault(f"{prefix}.num_batches_tracked", torch.zeros((), dtype=torch.long))
     return out
 
 
@@ -65,6 +72,12 @@ def pyg_state_dict(
             out[name.removeprefix("head.")] = value
             continue
         parts = name.split(".")
+        if name.startswith("head.norm."):  # the last convolution's, before the activated head
+            out[f"norms.{int(source.args['num_layers']) - 1}.module.{parts[2]}"] = value
+            continue
+        if parts[0] == "norms" and len(parts) == 3:
+            out[f"norms.{parts[1]}.module.{parts[2]}"] = value
+            continue
         if source.cls == "GIN" and parts[2:3] == ["nn"] and len(parts) == 5:
             out[".".join([*parts[:3], "lins", str(int(parts[3]) // 2), parts[4]])] = value
         elif source.cls == "GAT" and split and parts[2:3] == ["lin"]:
@@ -72,14 +85,18 @@ def pyg_state_dict(
             out[".".join([*parts[:2], "lin_dst", *parts[3:]])] = value
         else:
             out[name] = value
-    return {_own(name, source): value for name, value in out.items()}
+    wrapped = _wrapped_norms(names, source)
+    return {_own(name, source, wrapped=wrapped): value for name, value in out.items()}
 
 
 def basic_names(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]:
-    """A module of the user's own (``source.layer_names``, ``source.head_name``) under the class's names:
-    ``conv1.lin.weight`` → ``convs.0.lin.weight``, ``classifier.weight`` → ``lin.weight``; the class's own weights,
-    and names no layer's, are returned as they are."""
+    """A module of the user's own (``source.layer_names``, ``source.norm_names``, ``source.head_name``) under the
+    class's names: ``conv1.lin.weight`` → ``convs.0.lin.weight``, ``bn1.running_mean`` (a ``torch.nn.BatchNorm1d``)
+    or ``bn1.module.running_mean`` (PyG's ``BatchNorm``) → ``norms.0.module.running_mean``, ``classifier.weight`` →
+    ``lin.weight``; the class's own weights, and names no layer's, are returned as they are."""
     prefixes = [(f"{layer}.", f"convs.{i}.") for i, layer in enumerate(source.layer_names or [])]
+    for i, norm in enumerate(source.norm_names or []):
+        prefixes += [(f"{norm}.module.", f"norms.{i}.module."), (f"{norm}.", f"norms.{i}.module.")]
     if source.head_name:
         prefixes.append((f"{source.head_name}.", "lin."))
     if not prefixes:
@@ -91,11 +108,24 @@ def basic_names(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]
     return out
 
 
-def _own(name: str, source: PygModel) -> str:
-    """A ``convs.i.…`` name as the user's module names it (``conv1.…`` with ``layer_names``; ``lin.…`` as
-    ``head_name`` says)."""
+def _wrapped_norms(names: Collection[str] | None, source: PygModel) -> bool:
+    """Whether the user's normalisations (``source.norm_names``) are PyG's ``BatchNorm``, which holds torch's as
+    ``module`` (``bn1.module.weight``), as their weights' ``names`` show; ``False``: ``torch.nn.BatchNorm1d``."""
+    if not source.norm_names or names is None:
+        return False
+    return any(n.startswith(f"{source.norm_names[0]}.module.") for n in names)
+
+
+def _own(name: str, source: PygModel, *, wrapped: bool = False) -> str:
+    """A ``convs.i.…`` name as the user's module names it (``conv1.…`` with ``layer_names``; ``bn1.…`` with
+    ``norm_names``, or ``bn1.module.…`` where ``wrapped``; ``lin.…`` as ``head_name`` says)."""
     if source.head_name and name.startswith("lin."):
         return f"{source.head_name}.{name[4:]}"
+    norm = name.split(".", 3)
+    if source.norm_names and len(norm) == 4 and norm[0] == "norms" and norm[2] == "module" and norm[1].isdigit():
+        i = int(norm[1])
+        if i < len(source.norm_names):
+            return f"{source.norm_names[i]}.{'module.' if wrapped else ''}{norm[3]}"
     parts = name.split(".", 2)
     if source.layer_names and len(parts) == 3 and parts[0] == "convs" and parts[1].isdigit():
         i = int(parts[1])
@@ -109,10 +139,13 @@ def weights_problem(names: Collection[str], source: PygModel, expected: Collecti
     names (``convs.0.lin.weight``, …), where that can be said in the user's terms: a module of their own whose
     convolutions have other names (what ``layer_names`` to give), or parameters that are no convolution's (a linear
     head, a normalisation). ``None``: something else (a shape; torch's own message says it)."""
-    own = {_own(n, source) for n in expected}
+    own = {_own(n, source, wrapped=_wrapped_norms(names, source)) for n in expected}
     given = set(names)
     if given == own:
         return None
+    norms = _norms_problem(given - own, source)
+    if norms is not None:
+        return norms
     rests = {n.split(".", 2)[2] for n in expected if n.count(".") >= 2}
     layers = int(source.args["num_layers"])
     layer_prefixes = [f"{n}." for n in source.layer_names or [f"convs.{i}" for i in range(layers)]]
@@ -167,6 +200,37 @@ def weights_problem(names: Collection[str], source: PygModel, expected: Collecti
     if missing:
         shown = _few(missing)
         return f"weights: {shown} missing for {layout} (given: {', '.join(sorted(given)[:6])})"
+    return None
+
+
+def _norms_problem(unknown: set[str], source: PygModel) -> str | None:
+    """Where weights the description does not name hold batch normalisations (their running statistics), what to
+    give; ``None`` otherwise."""
+    found = sorted(
+        {n.removesuffix(".running_mean").removesuffix(".module") for n in unknown if n.endswith(".running_mean")},
+        key=_natural,
+    )
+    if not found:
+        return None
+    shown, listed = ", ".join(f"{p}.*" for p in found), ", ".join(map(json.dumps, found))
+    own = found != [f"norms.{i}" for i in range(len(found))]
+    if source.args.get("norm") is None:
+        named = (
+            f' and "norm_names": [{listed}] to the config, the attribute names of its normalisations in the order its '
+            "forward applies them (one after each convolution but the last)"
+            if own
+            else ""
+        )
+        what = "is a batch normalisation" if len(found) == 1 else "are batch normalisations"
+        return (
+            f"weights: {shown} {what} (running_mean, running_var) the config does not describe: add "
+            f'"norm": "batch_norm" to args{named}'
+        )
+    if own and source.norm_names is None:
+        return (
+            f"weights: the normalisations are named {shown} where {source.cls}(norm=...) names them norms.0.*, …: for "
+            f'a module of your own, add "norm_names": [{listed}] to the config'
+        )
     return None
 
 

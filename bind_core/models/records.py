@@ -35,6 +35,12 @@ class PygModel:
         "convolutions (classifier), read as the class's lin; absent: lin",
         optional=True,
     )
+    norm_names: list[str] | None = key(
+        "strings: with a norm, a module of the user's own, the attribute names of its normalisations in the order its "
+        "forward applies them (bns.0, bns.1; one after each convolution but the last), read as the class's norms.0, "
+        "norms.1; absent: the class itself",
+        optional=True,
+    )
     last_heads: int | None = key(
         "integer: a GAT whose last layer has its own number of heads (averaged), as the GAT paper's and PyG's "
         "examples/gat.py end with one; absent: heads, as the class does",

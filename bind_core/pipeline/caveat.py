@@ -29,6 +29,7 @@ CODES: dict[str, str] = {
     "not_stationary": "the weights are not a stationary point: each estimate answers the proximal question",
     "non_smooth": "the model is not smooth (ReLU or similar between layers)",
     "minimum_on_kinks": "the weights are a minimum on the kinks, not a stationary point",
+    "held_normalisation": "the model's batch normalisations are read as deployed and held as given by the attribution",
     "proximal_question": "the objective is flat: each ΔΓ is the proximal Bregman response, not leave-one-out",
     "no_minimum": "some deletions have no minimum near the given weights (their ΔΓ is null)",
     "moved_far": "some deletions carry the weights far from the given ones",

@@ -96,6 +96,17 @@ def model_warnings(model: ModelConfig, stationarity: StationarityCheck | None = 
         One sentence per caveat.
     """
     out = [] if stationarity is None else _not_stationary(stationarity)
+    if model.norm:
+        _add(
+            out,
+            "held_normalisation",
+            "the model normalises its hidden layers (batch normalisation): the audit reads each normalisation as the "
+            "deployed model runs it, in evaluation mode with its running statistics, and the attribution holds its "
+            "statistics, scale and shift as given, so each ΔΓ refits the convolutions and the head around them (the "
+            "convolution before a normalisation can make any change its scale and shift could, so no model is out "
+            "of reach; only the distance the damping measures differs); retraining for debiasing trains them as the "
+            'model\'s own training does (docs/METHOD.md, "Normalisation between layers")',
+        )
     where = model.kinks()
     if not where:
         return out

@@ -260,9 +260,8 @@ class TrainedModel:
         except RuntimeError as exc:
             said = None
             if document.source is not None:
-                expected = pyg_state_dict(
-                    module.state_dict(), replace(document.source, layer_names=None, head_name=None), names
-                )
+                classes_own = replace(document.source, layer_names=None, norm_names=None, head_name=None)
+                expected = pyg_state_dict(module.state_dict(), classes_own, names)
                 said = weights_problem(names, document.source, expected) or heads_problem(state, document.source)
             raise ConfigError(said or f"weights do not fit the model config: {exc}") from exc
         module.eval()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from bind_core.data.graph import Graph
@@ -52,9 +51,10 @@ def pinned_count(module: GNN, inputs: GraphInputs) -> int:
     count, h = 0, inputs.x
     with torch.no_grad():
         for i in range(len(module.convs) - 1):
-            z: Tensor = module.layer(i, h, inputs)
+            out: Tensor = module.layer(i, h, inputs)
+            z = module.pre_activation(i, out)
             count += int((z.abs() <= PINNED * max(1.0, float(z.abs().max()))).sum())
-            h = F.relu(z)
+            h = module.activate(i, out)
     return count
 
 

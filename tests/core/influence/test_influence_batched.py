@@ -16,11 +16,13 @@ from bind_core.models.gnn import ModelConfig
 from bind_core.training.fit import TrainConfig, train
 
 
-def _model(arch: str = "gcn", device: str = "cpu") -> FunctionalModel:
+def _model(arch: str = "gcn", device: str = "cpu", norm: str = "") -> FunctionalModel:
     """A two-layer model on a sparse graph, whose training nodes' computation graph is a small part of it (the
-    batched path's case)."""
+    batched path's case); ``norm``: batch-normalised (the batch's first layer rows, ``[members, rows, hidden]``,
+    normalised along their channels)."""
     graph = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
-    model = train(graph, TrainConfig(epochs=100, polish=True), ModelConfig(arch=arch, layers=2, hidden=8))
+    config = ModelConfig(arch=arch, layers=2, hidden=8, norm=norm)
+    model = train(graph, TrainConfig(epochs=100, polish=True), config)
     if device != "cpu":
         model.module.to(device)
     return FunctionalModel.from_trained(model, graph)
@@ -45,9 +47,9 @@ def _same_estimate(got: StepEstimate, expected: StepEstimate) -> None:
     _close(got.residual, expected.residual, rtol=1e-6)  # gradients at the end: small, so rounding is larger there
 
 
-@pytest.mark.parametrize("arch", ["gcn", "sage"])
-def test_batched_deletions_equal_one_at_a_time(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fm = _model(arch)
+@pytest.mark.parametrize(("arch", "norm"), [("gcn", ""), ("sage", ""), ("gcn", "batch")])
+def test_batched_deletions_equal_one_at_a_time(arch: str, norm: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fm = _model(arch, norm=norm)
     sequential = step_estimate(fm, keep_weights=True, batch_bytes=0)
     stepper = Stepper.build(fm)
     per_deletion = Structures.of(stepper).bytes_per_deletion()

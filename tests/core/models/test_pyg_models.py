@@ -110,7 +110,12 @@ def test_the_converted_model_trains_and_reproduction_is_measured(graph: Graph) -
 @pytest.mark.parametrize(
     ("cls", "extra", "field"),
     [
-        ("GCN", {"norm": "batch_norm"}, "config.args.norm"),
+        ("GCN", {"norm": "layer_norm"}, "config.args.norm"),
+        ("GCN", {"norm": "graph_norm"}, "config.args.norm"),
+        ("GIN", {"norm": "batch_norm"}, "config.args.norm"),
+        ("GCN", {"norm": "batch_norm", "norm_kwargs": {"track_running_stats": False}}, "config.args.norm_kwargs"),
+        ("GCN", {"norm": "batch_norm", "norm_kwargs": {"eps": 0}}, "config.args.norm_kwargs"),
+        ("GCN", {"norm": "batch_norm", "norm_kwargs": {"mode": "node"}}, "config.args.norm_kwargs"),
         ("GraphSAGE", {"jk": "cat"}, "config.args.jk"),
         ("GCN", {"improved": True}, "config.args.improved"),
         ("GraphSAGE", {"aggr": "max"}, "config.args.aggr"),
@@ -151,7 +156,7 @@ def test_weights_of_another_model_or_a_forged_source_are_refused(graph: Graph) -
     with pytest.raises(ConfigError, match="do not fit"):
         TrainedModel.from_bytes(weights, _config("GraphSAGE", args))
     forged = encode(read_document(_config("GCN", args)))
-    forged["source"]["args"]["norm"] = "batch_norm"
+    forged["source"]["args"]["norm"] = "layer_norm"
     with pytest.raises(UnsupportedModelError, match="norm"):
         TrainedModel.from_bytes(weights, forged)
 
