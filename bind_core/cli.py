@@ -132,8 +132,9 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="with --model-weights: the model's own outputs on the graph's nodes, as your code computes them (an .npy "
-        "of every node in the graph's order, or a .csv of node ids and outputs); compared with the model as read, "
-        "which must give them (exit 2 where it does not, with what most likely differs)",
+        "of every node in the graph's order, or a .csv of node ids and outputs; with --trained-on, on this table as "
+        "the deployed model is fed it); compared with the model as read, which must give them (exit 2 where it does "
+        "not, with what most likely differs)",
     )
     p.add_argument(
         "--reference",
@@ -471,11 +472,7 @@ def _supplied(
     except OSError as exc:
         raise ConfigError(f"--model-weights: {exc}") from exc
     outputs = None
-    if args.model_outputs is not None:
-        if carried is not None:
-            raise ConfigError(
-                "--model-outputs: give them for the graph the model was trained on, not with --trained-on"
-            )
+    if args.model_outputs is not None:  # with --trained-on: on --table, compared with the model on its carried inputs
         try:
             data = args.model_outputs.read_bytes()
         except OSError as exc:

@@ -80,7 +80,8 @@ def prepare_for_audit(
         progress: ``progress(fraction)`` through the polish, when ``config.reference`` asks for one.
         carried: where ``graph`` is another version of the graph the model was registered for, what
             :func:`~bind_core.data.carry.carry_inputs` did to it (kept as the record's ``carried``).
-        outputs: the owner's outputs on ``graph``, compared with the model's (the record's ``outputs``;
+        outputs: the owner's outputs on ``graph`` (with ``carried``, on that version, as the deployed model gives
+            them), compared with the model's (the record's ``outputs``;
             :class:`~bind_core.training.outputs.OutputsDifferError` where they differ).
         confirmed: a match of the owner's outputs found earlier on this same graph (a registration's).
 
@@ -98,6 +99,7 @@ def prepare_for_audit(
         progress=progress,
         outputs=outputs,
         confirmed=confirmed,
+        carried=carried is not None,
     )
     return _recorded(supplied, graph, config, carried)
 
@@ -120,7 +122,13 @@ def prepare_model_for_audit(
         As :func:`prepare_for_audit`.
     """
     supplied = prepare_model(
-        copy.deepcopy(model), graph, device, reference=config.reference, progress=progress, outputs=outputs
+        copy.deepcopy(model),
+        graph,
+        device,
+        reference=config.reference,
+        progress=progress,
+        outputs=outputs,
+        carried=carried is not None,
     )
     return _recorded(supplied, graph, config, carried)
 

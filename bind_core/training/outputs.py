@@ -275,8 +275,11 @@ def _same_values(theirs: Tensor, ours: Tensor) -> bool:
     return float((theirs.sort(dim=0).values - ours.sort(dim=0).values).abs().max()) <= OUTPUTS_TOLERANCE
 
 
-def outputs_problem(match: OutputsMatch, graph: Graph, *, layer_names: bool = False, form: str = "table") -> str:
-    """Why the owner's outputs differ from the model as read, in what most likely differs."""
+def outputs_problem(
+    match: OutputsMatch, graph: Graph, *, layer_names: bool = False, form: str = "table", carried: bool = False
+) -> str:
+    """Why the owner's outputs differ from the model as read, in what most likely differs (``carried``: on another
+    version of the graph the model was registered for, its inputs carried over to the registration's)."""
     if match.reordered:
         where = (
             "the .npy's rows are not in the graph's order of nodes (the node table's row order): give them so, or a "
@@ -290,7 +293,13 @@ def outputs_problem(match: OutputsMatch, graph: Graph, *, layer_names: bool = Fa
             f"output's values are the model's in another order; {where}"
         )
     causes = []
-    if graph.feature_ranges:
+    if carried:
+        causes.append(
+            "this version is fed to the deployed model otherwise than the audit carries it over (each column by name, "
+            "scaled as at registration): a scaler or encoder fitted again on this version, or another column order "
+            "or encoding than the registration's"
+        )
+    elif graph.feature_ranges:
         causes.append(
             "the graph's features were min-max scaled to [-1, 1] when it was read: if the model is fed the table's "
             "own values, read it again without scaling (the API's scale=false, bind-audit run --scale off)"

@@ -71,6 +71,7 @@ def prepare_supplied(
     progress: Callable[[float], None] | None = None,
     outputs: GivenOutputs | None = None,
     confirmed: OutputsMatch | None = None,
+    carried: bool = False,
 ) -> Supplied:
     """The supplied model ready to audit on ``device``, in float64 (its own forward pass; nothing is changed but the
     order of its outputs where its config's ``classes`` says it differs from the graph's): :func:`prepare_model` of
@@ -93,6 +94,7 @@ def prepare_supplied(
         weights=st_load(weights),
         outputs=outputs,
         confirmed=confirmed,
+        carried=carried,
     )
 
 
@@ -106,6 +108,7 @@ def prepare_model(
     weights: dict[str, Tensor] | None = None,
     outputs: GivenOutputs | None = None,
     confirmed: OutputsMatch | None = None,
+    carried: bool = False,
 ) -> Supplied:
     """A model read from a supplied config (:meth:`TrainedModel.from_bytes`) ready to audit on ``device``, in float64.
     ``model`` itself is changed (its dtype and device, the order of its outputs): pass a copy to keep it.
@@ -127,6 +130,8 @@ def prepare_model(
             the model's before anything is reordered (:func:`~bind_core.training.outputs.compare_outputs`): the
             record's ``outputs``; where they match, the fit check takes the inputs as confirmed.
         confirmed: a match found earlier on this same graph (a registration's), taken as it is.
+        carried: ``graph`` is another version of the graph the model was registered for, its inputs carried over
+            (:func:`~bind_core.data.carry.carry_inputs`): where ``outputs`` differ, that carry is the likely cause.
 
     Raises:
         ModelDoesNotFitError: the model's inputs are not the graph's features, its outputs not the label's classes,
@@ -158,7 +163,8 @@ def prepare_model(
         match = compare_outputs(model.predict_proba(graph), outputs, graph)  # the model's own output order
         if not match.matches:
             named = form.source is not None and bool(form.source.layer_names)
-            raise OutputsDifferError(outputs_problem(match, graph, layer_names=named, form=outputs.form), match)
+            problem = outputs_problem(match, graph, layer_names=named, form=outputs.form, carried=carried)
+            raise OutputsDifferError(problem, match)
     if match is not None:
         record["outputs"] = encode(match)
     if form.classes is not None:

@@ -168,3 +168,44 @@ def test_archives_are_carried_as_tables_are(
     # an archive is carried to an archive only
     assert main([*archive, "--trained-on", str(folder / "snap1.csv")]) == 2
     assert "--trained-on: with --npz, the model's earlier graph as an .npz, not snap1.csv" in capsys.readouterr().err
+
+
+def test_the_deployed_models_outputs_on_a_later_table_confirm_the_carry_or_catch_a_refit_scaler(
+    trained: tuple[Path, models.GCN, list[str], list[tuple[float, float]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--model-outputs`` with ``--trained-on``: the deployed model's outputs on the later table, as its pipeline
+    feeds it (a scaler fitted once, on the first table), confirm what the audit carried; the same model behind a
+    pipeline that fits its scaler again on each table gives other outputs, and the audit ends saying so."""
+    folder, pyg, names, ranges = trained
+    table, edges = _table(2, shift=0.3)
+    _write(folder, "snap2", table, edges)
+    raw = np.stack(
+        [
+            table[n].to_numpy(float) if "=" not in n else (table["region"] == n.split("=")[1]).to_numpy(float)
+            for n in names
+        ],
+        axis=1,
+    )
+
+    def deployed(low: np.ndarray, high: np.ndarray) -> Path:
+        x = torch.tensor(2 * (raw - low) / (high - low) - 1, dtype=torch.float32)
+        with torch.no_grad():
+            out = pyg(x, torch.tensor(edges).T).numpy()
+        path = folder / f"outputs-{len(list(folder.glob('outputs-*')))}.npy"
+        np.save(path, out)
+        return path
+
+    low, high = np.array(ranges).T
+    once = deployed(low, high)  # the scaler fitted on the first table, as the audit carries it
+    out = folder / "audit.json"
+    more = ("--trained-on", str(folder / "snap1.csv"), "--model-outputs", str(once), "--json", str(out))
+    assert main(_command(folder, "snap2", *more)) == 0
+    assert "the outputs given for 240 nodes reproduced" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["supplied_model"]["outputs"]["matches"] is True and doc["supplied_model"]["carried"]["rescaled"]
+    refit = deployed(raw.min(axis=0), np.where(raw.max(axis=0) > raw.min(axis=0), raw.max(axis=0), raw.min(axis=0) + 1))
+    more = ("--trained-on", str(folder / "snap1.csv"), "--model-outputs", str(refit))
+    assert main(_command(folder, "snap2", *more)) == 2
+    said = capsys.readouterr().err
+    assert "the model as read here does not give your outputs" in said
+    assert "a scaler or encoder fitted again on this version" in said
