@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.audits import turns
 from app.core.db.session import now, rowcount
-from app.core.db.tables import Audit, EdgeInfluenceRow, InfluencePlanRecord, SuppliedModel
+from app.core.db.tables import Audit, EdgeInfluenceRow, InfluencePlanRecord, SuppliedModel, VersionOutputs
 from app.core.db.tables import InfluenceRow as InfluenceRecord
 from app.core.lease import Lease
 from app.supplied.loading import confirmed_outputs
@@ -115,10 +115,22 @@ def model_parts(session: Session, model_id: uuid.UUID) -> tuple[bytes, dict[str,
 def registered_outputs(
     session: Session, model_id: uuid.UUID, graph_id: uuid.UUID | None
 ) -> tuple[dict[str, Any] | None, tuple[bytes, str] | None]:
-    """What the model's registration holds of its own outputs, where ``graph_id`` (the audit's) is the graph it was
-    registered for (another version's inputs are not the ones they were given on): the match found (``fit.outputs``)
-    or else the outputs kept but not yet compared (a graph too large for the registration: bytes and file name),
-    each ``None`` where there is none. The outputs' bytes are read only where they are still to be compared."""
+    """The model's own outputs on ``graph_id`` (the audit's graph): those given for that version
+    (``version_outputs``, :mod:`app.supplied.version_outputs`), else, where it is the graph the model was registered
+    for, its registration's: the match found (``fit.outputs``) or else the outputs kept but not yet compared (a graph
+    too large to compare them when given: bytes and file name), each ``None`` where there is none. The outputs'
+    bytes are read only where they are still to be compared."""
+    if graph_id is not None:
+        given = session.execute(
+            select(VersionOutputs.id, VersionOutputs.match, VersionOutputs.outputs_name).where(
+                VersionOutputs.model_id == model_id, VersionOutputs.graph_id == graph_id
+            )
+        ).one_or_none()
+        if given is not None:
+            if (found := confirmed_outputs({"fit": {"outputs": given.match}})) is not None:
+                return found, None
+            data = session.scalar(select(VersionOutputs.outputs).where(VersionOutputs.id == given.id))
+            return None, (bytes(data), str(given.outputs_name)) if data is not None else None
     row = session.execute(
         select(
             SuppliedModel.graph_id,
@@ -135,9 +147,13 @@ def registered_outputs(
     return None, (bytes(data), str(row.outputs_name or "outputs")) if data is not None else None
 
 
-def confirm_outputs(session: Session, model_id: uuid.UUID, match: dict[str, Any]) -> None:
-    """Keep in the model's registration the match an audit found of its kept outputs (``fit.outputs``), so that its
-    registry entry says so and later audits take it as found."""
+def confirm_outputs(session: Session, model_id: uuid.UUID, graph_id: uuid.UUID | None, match: dict[str, Any]) -> None:
+    """Keep the match an audit found of the model's kept outputs on ``graph_id``: with the outputs given for that
+    version, else in the model's registration (``fit.outputs``), so that the registry says so and later audits take
+    it as found."""
+    same = (VersionOutputs.model_id == model_id, VersionOutputs.graph_id == graph_id)
+    if session.execute(update(VersionOutputs).where(*same).values(match=match)).rowcount:  # type: ignore[attr-defined]
+        return
     kept = session.scalar(select(SuppliedModel.registration).where(SuppliedModel.id == model_id))
     if kept is None:
         return

@@ -249,12 +249,12 @@ class Attempt:
                 self.device,
                 progress=lambda f: progress("training", f),
                 carried=carried,
-                confirmed=confirmed if carried is None else None,
-                outputs=pending if carried is None else None,
+                confirmed=confirmed,
+                outputs=pending,
             )
-            if pending is not None and carried is None and (supplied.get("outputs") or {}).get("matches"):
+            if pending is not None and (supplied.get("outputs") or {}).get("matches"):
                 with sessions.begin() as session:  # the registry says so, and later audits take it as found
-                    jobs.confirm_outputs(session, claim.model_id, supplied["outputs"])
+                    jobs.confirm_outputs(session, claim.model_id, claim.graph_id, supplied["outputs"])
         kept = _sink(parts, self.settings, graph)
         distributed: dict[str, Any] | None = None
         n_chunks = chunks.wanted(self.settings, graph)

@@ -13,7 +13,17 @@ from typing import Any, TypeVar
 from sqlalchemy import Select, tuple_
 from sqlalchemy.orm import Session
 
-from app.core.db.tables import Audit, Graph, Schedule, SuppliedModel, TrailEvent, Webhook, WebhookDelivery, WhatIf
+from app.core.db.tables import (
+    Audit,
+    Graph,
+    Schedule,
+    SuppliedModel,
+    TrailEvent,
+    VersionOutputs,
+    Webhook,
+    WebhookDelivery,
+    WhatIf,
+)
 from app.core.errors import BadRequest
 
 DEFAULT_LIMIT = 50
@@ -112,7 +122,7 @@ def uuid_part(value: Any) -> uuid.UUID:
         raise invalid_token() from None
 
 
-M = TypeVar("M", Graph, Audit, SuppliedModel, Schedule, Webhook, WebhookDelivery, TrailEvent, WhatIf)
+M = TypeVar("M", Graph, Audit, SuppliedModel, VersionOutputs, Schedule, Webhook, WebhookDelivery, TrailEvent, WhatIf)
 
 
 def newest_first(

@@ -26,6 +26,7 @@ from bind_core.pipeline import (
     read_outputs,
     supplied_model_warnings,
 )
+from bind_core.pipeline.results import CarriedInputs
 
 CHECK_MAX_NODES = 200_000
 """The largest graph a registration reads to check the model's fit (its forward pass, in the API process)."""
@@ -72,6 +73,7 @@ def check_on_graph(
     graph: Graph,
     outputs: tuple[bytes, str] | None = None,
     confirmed: dict[str, Any] | None = None,
+    carried: CarriedInputs | None = None,
 ) -> RegistrationCheck:
     """The model read on ``graph`` as an audit reads it (CPU; call from a worker thread).
 
@@ -81,6 +83,8 @@ def check_on_graph(
         graph: the model's graph.
         outputs: the model's own outputs on the graph as its owner uploaded them (the file's bytes and name).
         confirmed: a match of the owner's outputs an earlier reading of this graph kept (``fit.outputs``).
+        carried: where ``graph`` is another version of the model's graph, its inputs carried over to the
+            registration's (:func:`bind_core.pipeline.carry_inputs`), what that did.
 
     Raises:
         ValidationProblem: a PyG model that does not reproduce the PyG module's logits (``unsupported-model``), or
@@ -95,7 +99,9 @@ def check_on_graph(
             raise _refused("The model's outputs cannot be read", exc, "invalid-outputs", "outputs") from exc
     earlier = None if confirmed is None else decode(OutputsMatch, confirmed, "fit.outputs")
     try:
-        _, record = prepare_for_audit(weights, config, graph, AuditConfig(), outputs=given, confirmed=earlier)
+        _, record = prepare_for_audit(
+            weights, config, graph, AuditConfig(), outputs=given, confirmed=earlier, carried=carried
+        )
     except OutputsDifferError as exc:
         raise bind_error_problem(exc) from exc
     except NonFiniteError as exc:

@@ -10,13 +10,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
+from app.core.db.tables import Graph
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import ValidationProblem
 from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from app.core.problem_schema import problem_responses
 from app.graphs.uploads import receive_upload, remove_folder
-from app.supplied import service
-from app.supplied.schemas import ModelPage, ModelRead
+from app.supplied import service, version_outputs
+from app.supplied.schemas import ModelPage, ModelRead, VersionOutputsPage, VersionOutputsRead
 from app.tenants.deps import AdminTenant, AuditorTenant, ViewerTenant
 from app.trail.record import trailed
 
@@ -169,3 +170,76 @@ def delete_model(model_id: uuid.UUID, session: SessionDep, tenant: AdminTenant) 
     """Delete a model; audits of it keep their results."""
     service.delete_model(session, tenant, model_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+_OUTPUTS_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["outputs"],
+                "properties": {
+                    "outputs": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "The model's own outputs on this version of its graph, as the deployed "
+                        "pipeline feeds it this version (logits, log-probabilities or probabilities): an .npy of every "
+                        "node in the version's order, or a .csv of node ids and outputs.",
+                    }
+                },
+            }
+        }
+    },
+}
+
+
+@router.put(
+    "/{model_id}/outputs/{graph_id}",
+    response_model=VersionOutputsRead,
+    openapi_extra={"requestBody": _OUTPUTS_BODY},
+    responses=problem_responses(400, 404, 413, 415),
+    dependencies=[trailed("model.outputs", "/models/{model_id}")],
+)
+async def put_version_outputs(
+    model_id: uuid.UUID,
+    graph_id: uuid.UUID,
+    request: Request,
+    session: SessionDep,
+    tenant: AuditorTenant,
+    settings: SettingsDep,
+) -> VersionOutputsRead:
+    """Keep the model's own outputs on a version of its graph (replacing any given before), so that its audits on
+    that version confirm the inputs they carry over: compared now where the graph has at most 200,000 nodes (422
+    ``outputs-differ`` where the model as an audit reads that version does not give them, with what most likely
+    differs; ``invalid-outputs`` where they do not read), else by its first audit there."""
+    await run_in_threadpool(session.rollback)  # hold no connection while the body streams
+    folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-outputs-"))
+    try:
+        upload = await receive_upload(
+            request, folder, settings.max_upload_bytes, file_parts=("outputs",), field_parts=(), what="outputs"
+        )
+        if "outputs" not in upload.files:
+            raise ValidationProblem(
+                "The outputs are a file part named outputs.", errors=[{"field": "outputs", "message": "required"}]
+            )
+        data = await run_in_threadpool(upload.files["outputs"].read_bytes)
+        name = upload.client_names.get("outputs", "") or "outputs"
+    finally:
+        await run_in_threadpool(remove_folder, folder)
+    row = await run_in_threadpool(lambda: version_outputs.put_outputs(session, tenant, model_id, graph_id, data, name))
+    version = session.get(Graph, graph_id)
+    return VersionOutputsRead.of(row, version.version if version is not None else 0)
+
+
+@router.get("/{model_id}/outputs", response_model=VersionOutputsPage, responses=problem_responses(404))
+def list_version_outputs(
+    model_id: uuid.UUID,
+    session: SessionDep,
+    tenant: ViewerTenant,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    page_token: Annotated[str | None, Query(max_length=500)] = None,
+) -> VersionOutputsPage:
+    """The model's own outputs kept for versions of its graph, newest first, each with what comparing them found."""
+    rows, token = version_outputs.list_outputs(session, tenant, model_id, limit=limit, page_token=page_token)
+    return VersionOutputsPage(items=[VersionOutputsRead.of(r, v) for r, v in rows], next_page_token=token)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from app.core.db.tables import SuppliedModel
+from app.core.db.tables import SuppliedModel, VersionOutputs
 from app.core.records import StoredModel, model_for
 from bind_core import ModelDocument
 from bind_core.pipeline import OutputOrder, OutputsMatch, TrainingFit, UnknownCategories
@@ -104,4 +104,39 @@ NOT_KEPT = (
 
 class ModelPage(BaseModel):
     items: list[ModelRead]
+    next_page_token: str | None = None
+
+
+class VersionOutputsRead(BaseModel):
+    """A supplied model's own outputs on one version of its graph (``PUT /v1/models/{id}/outputs/{graph_id}``)."""
+
+    model_id: uuid.UUID
+    graph_id: uuid.UUID
+    graph_version: int
+    outputs_name: str
+    """The file's name as uploaded (``.npy`` or ``.csv``)."""
+    size_bytes: int
+    match: OutputsMatchRead | None = None
+    """The model as an audit reads that version (its inputs carried over to the registration's) gives them
+    (``matches``), on how many nodes and how closely; null until compared: on a graph above 200,000 nodes the
+    model's first audit on that version compares them (and fails ``outputs-differ`` where they differ)."""
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: VersionOutputs, graph_version: int) -> VersionOutputsRead:
+        return cls.model_validate(
+            {
+                "model_id": row.model_id,
+                "graph_id": row.graph_id,
+                "graph_version": graph_version,
+                "outputs_name": row.outputs_name,
+                "size_bytes": row.size_bytes,
+                "match": row.match,
+                "created_at": row.created_at,
+            }
+        )
+
+
+class VersionOutputsPage(BaseModel):
+    items: list[VersionOutputsRead]
     next_page_token: str | None = None

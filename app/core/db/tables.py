@@ -238,6 +238,29 @@ class SuppliedModel(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class VersionOutputs(Base):
+    """A supplied model's own outputs on one version of its graph, as the deployed model gives them there (``PUT
+    /v1/models/{id}/outputs/{graph_id}``): compared with the model as an audit reads that version (its inputs carried
+    over to the registration's), when uploaded where the graph is small enough, else by the first audit of the model
+    on that version; ``match`` keeps what the comparison found."""
+
+    __tablename__ = "version_outputs"
+    __table_args__ = (UniqueConstraint("model_id", "graph_id"), Index(None, "model_id", "created_at"))
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    model_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("supplied_models.id", ondelete="CASCADE"))
+    graph_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("graphs.id", ondelete="CASCADE"), index=True)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    outputs: Mapped[bytes] = deferred(mapped_column(LargeBinary, nullable=False))
+    outputs_name: Mapped[str] = mapped_column(String(200))
+    """The file's name as uploaded (its suffix says how to read it)."""
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    match: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    """What comparing them found (``bind_core.pipeline.OutputsMatch``, encoded; only a match is kept: outputs the
+    model does not give are refused, or fail the audit that compares them); null until compared."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 ARTIFACT_SOURCES = ("debias", "what_if")
 """What retrained a model an audit keeps: a debiasing budget (``budget_index``) or a verified what-if
 (``what_if_id``)."""

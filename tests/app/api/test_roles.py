@@ -33,6 +33,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/v1/datasets"): V,
     ("POST", "/v1/models"): A, ("GET", "/v1/models"): V, ("GET", "/v1/models/{model_id}"): V,
     ("DELETE", "/v1/models/{model_id}"): ADM, ("POST", "/v1/models/{model_id}/check"): A,
+    ("PUT", "/v1/models/{model_id}/outputs/{graph_id}"): A, ("GET", "/v1/models/{model_id}/outputs"): V,
     ("POST", "/v1/audits"): A, ("GET", "/v1/audits"): V, ("GET", "/v1/audits/{audit_id}"): V,
     ("POST", "/v1/audits/{audit_id}/cancel"): A, ("DELETE", "/v1/audits/{audit_id}"): ADM,
     ("GET", "/v1/audits/{audit_id}/influence"): V, ("GET", "/v1/audits/{audit_id}/edges"): V,
