@@ -18,7 +18,7 @@ from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from app.audits import service as audits
-from app.console import audit_models, schedule_form, verify, webhook_forms, workbench
+from app.console import audit_models, outputs_form, schedule_form, verify, webhook_forms, workbench
 from app.console.compare import metric_rows, node_comparison
 from app.console.cookies import (
     SESSION_COOKIE,
@@ -69,6 +69,7 @@ def install(app: FastAPI) -> None:
     app.include_router(workbench.router)
     app.include_router(schedule_form.router)
     app.include_router(audit_models.router)
+    app.include_router(outputs_form.router)
     app.include_router(verify.router)
     app.include_router(webhook_forms.router)
     app.include_router(router)

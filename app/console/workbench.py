@@ -33,6 +33,7 @@ from app.core.errors import ProblemError, ValidationProblem
 from app.graphs import service as graphs
 from app.graphs.uploads import FIELD_PARTS, FILE_PARTS, ReceivedUpload, receive_upload, remove_folder
 from app.supplied import service as supplied
+from app.supplied import version_outputs
 from app.trail.record import trailed
 from app.what_ifs.choice import choose
 from bind_core import AuditConfig, BindError
@@ -71,7 +72,7 @@ async def upload(
             field_parts=(*FIELD_PARTS, *FILE_PARTS, "csrf"),
         )
         check_csrf(user, received.fields.pop("csrf", None))
-        parsed = await run_in_threadpool(graphs.parse_upload, _filled(received), settings)
+        parsed = await run_in_threadpool(graphs.parse_upload, filled(received), settings)
     except ProblemError as exc:
         if exc.status == 403:
             raise
@@ -90,7 +91,7 @@ async def upload(
     return RedirectResponse(f"/console/graphs/{graph.id}", status_code=303)
 
 
-def _filled(received: ReceivedUpload) -> ReceivedUpload:
+def filled(received: ReceivedUpload) -> ReceivedUpload:
     """The upload without what a browser sends for a form's empty inputs: files without a name, blank fields."""
     empty = [part for part, name in received.client_names.items() if not name]
     for part in empty:
@@ -102,11 +103,17 @@ def _filled(received: ReceivedUpload) -> ReceivedUpload:
 
 @router.get("/graphs/{graph_id}")
 def graph_page(
-    graph_id: uuid.UUID, session: SessionDep, user: ConsoleUserDep, registered: uuid.UUID | None = None
+    graph_id: uuid.UUID,
+    session: SessionDep,
+    user: ConsoleUserDep,
+    registered: uuid.UUID | None = None,
+    outputs: uuid.UUID | None = None,
 ) -> Response:
     """A graph in the user's terms, what reading it did, its audits, and (auditor) the form that starts one;
-    ``registered``: a model just registered from an audit's retrained model, chosen in the form and announced."""
-    return graph_view(session, user, graph_id, form={"model_id": str(registered)} if registered else None)
+    ``registered``: a model just registered from an audit's retrained model, chosen in the form and announced;
+    ``outputs``: a model whose outputs on this version were just given, what comparing them found."""
+    form = {"model_id": str(registered)} if registered else None
+    return graph_view(session, user, graph_id, form=form, outputs_given=outputs)
 
 
 MODEL_FILES = ("weights", "config", "outputs")
@@ -128,7 +135,7 @@ async def register_model(
     folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-console-model-"))
     sent: dict[str, str] = {}
     try:
-        received = _filled(
+        received = filled(
             await receive_upload(
                 request,
                 folder,
@@ -278,11 +285,15 @@ def graph_view(
     schedule_problem: ProblemError | None = None,
     model_form: dict[str, str] | None = None,
     model_problem: ProblemError | None = None,
+    outputs_form: dict[str, str] | None = None,
+    outputs_problem: ProblemError | None = None,
+    outputs_given: uuid.UUID | None = None,
 ) -> Response:
     """The graph's page; with ``problem``, the start form shows it (with its status and its fields at fault); with
     ``schedule_problem``, the schedule form (``schedule`` its fields as sent); with ``model_problem``, the form that
-    registers a model (``model_form`` its fields as sent)."""
-    failed = problem or schedule_problem or model_problem
+    registers a model (``model_form`` its fields as sent); with ``outputs_problem``, the form that gives a model's
+    outputs on this version (``outputs_form``); ``outputs_given``: the model whose outputs were just given."""
+    failed = problem or schedule_problem or model_problem or outputs_problem
     graph = graphs.get_graph(session, user.tenant, graph_id)
     rows, _ = audits.list_audits(
         session, user.tenant, graph_id=graph_id, state=None, limit=AUDITS_SHOWN, page_token=None
@@ -311,7 +322,25 @@ def graph_view(
         model_errors=model_problem.errors if model_problem else [],
         model_detail=(model_problem.detail or model_problem.title) if model_problem else None,
         registered_fit=_registered_fit(models, form),
+        outputs_form=outputs_form or {},
+        outputs_errors=outputs_problem.errors if outputs_problem else [],
+        outputs_detail=(outputs_problem.detail or outputs_problem.title) if outputs_problem else None,
+        outputs_note=None if outputs_given is None else _outputs_note(session, graph_id, outputs_given),
     )
+
+
+def _outputs_note(session: SessionDep, graph_id: uuid.UUID, model_id: uuid.UUID) -> str | None:
+    """What the page says of the outputs just given for ``model_id`` on this version, or ``None``."""
+    given = version_outputs.given_on(session, model_id, graph_id)
+    if given is None:
+        return None
+    name, match = given
+    if match and match.get("matches"):
+        return (
+            f"The outputs of {name} on this version were reproduced on {match.get('nodes')} nodes: its audits here "
+            "read it as your pipeline feeds it, and say so."
+        )
+    return f"The outputs of {name} on this version are kept: its first audit here compares them."
 
 
 def _registered_fit(models: list[supplied.ModelChoice], form: dict[str, str] | None) -> str | None:

@@ -12,6 +12,7 @@ above it they are kept and the model's first audit on that version compares them
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, defer
@@ -109,3 +110,14 @@ def list_outputs(
     of_rows = select(Graph.id, Graph.version).where(Graph.id.in_([r.graph_id for r in rows]))
     versions = {graph_id: version for graph_id, version in session.execute(of_rows)}
     return [(row, versions.get(row.graph_id, 0)) for row in rows], token
+
+
+def given_on(session: Session, model_id: uuid.UUID, graph_id: uuid.UUID) -> tuple[str, dict[str, Any] | None] | None:
+    """The model's name and what comparing its outputs kept for the version ``graph_id`` found (``None``: not yet
+    compared), or ``None`` where none are kept."""
+    row = session.execute(
+        select(SuppliedModel.name, VersionOutputs.match)
+        .join(SuppliedModel, SuppliedModel.id == VersionOutputs.model_id)
+        .where(VersionOutputs.model_id == model_id, VersionOutputs.graph_id == graph_id)
+    ).one_or_none()
+    return None if row is None else (row.name, row.match)

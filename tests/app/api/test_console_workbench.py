@@ -272,8 +272,10 @@ def test_the_graph_page_schedules_audits_of_a_model_registered_on_an_earlier_ver
     # the audit form's choice, and the schedule form's; the model (5 epochs) is no better than a constant on its
     # training nodes, and its registration said so
     poor = "fit its training nodes poorly when registered"
-    assert page.count(f"credit (registered on version 1; {poor})") == 2
-    assert page.count(f"prod (registered on version 1; reads unseen categories as none; {poor})") == 2
+    assert (
+        page.count(f"credit (registered on version 1; {poor})") == 3
+    )  # the audit's, the schedule's, the outputs' forms
+    assert page.count(f"prod (registered on version 1; reads unseen categories as none; {poor})") == 3
     token = re.search(r'name="csrf" value="([^"]+)"', page)
     assert token is not None
     form = {"csrf": token.group(1), "model_id": model_id, "every": "week", "delta_sp": "high"}
@@ -337,10 +339,50 @@ def test_the_graph_page_registers_a_model_with_its_outputs(
     assert registered.status_code == 303, registered.text  # type: ignore[attr-defined]
     page = user.browser.get(registered.headers["location"]).text  # type: ignore[attr-defined]
     assert 'id="registered"' in page and "its own outputs were reproduced" in page
-    assert page.count("credit (its own outputs reproduced when registered)") == 2  # the audit's and schedule's
+    assert page.count("credit (its own outputs reproduced when registered)") == 3  # the audit's, schedule's, outputs'
+
     assert register(proba, token="forged").status_code == 403  # type: ignore[attr-defined]
     other = tenant()  # another tenant's browser: the graph is not found
     other.sign_in()
     files = {"weights": ("m.safetensors", model.to_bytes()), "config": ("m.json", b"{}")}
     token = other.form_token("/console/audits")
     assert other.browser.post(f"{path}/models", data={"csrf": token}, files=files).status_code == 404
+
+
+def test_the_graph_page_takes_a_models_outputs_on_a_later_version(
+    tenant: Callable[..., Tenant], sessions: sessionmaker[Session]
+) -> None:
+    """On a later version's page, an auditor gives a model's own outputs there (the API's ``PUT
+    /v1/models/{id}/outputs/{graph_id}``): outputs the model does not give are refused on the form, saying why; ones
+    it gives are kept and the page says they were reproduced."""
+    user = tenant()
+    user.sign_in()
+    first = _upload(user, label="approved", sensitive="gender", name="people")
+    first_path = first.headers["location"]  # type: ignore[attr-defined]
+    graph = load_npz(io.BytesIO(_graph_bytes(sessions, uuid.UUID(first_path.rsplit("/", 1)[-1]))))
+    model = train(graph, TrainConfig(epochs=50, polish=False))
+    files = {
+        "weights": ("m.safetensors", model.to_bytes()),
+        "config": ("m.json", json.dumps(model.config_dict()).encode()),
+    }
+    data = {"csrf": user.form_token(first_path), "name": "credit"}
+    registered = user.browser.post(f"{first_path}/models", data=data, files=files)
+    assert registered.status_code == 303, registered.text  # type: ignore[attr-defined]
+    model_id = registered.headers["location"].split("registered=")[1]  # type: ignore[attr-defined]
+    later = _upload(user, label="approved", sensitive="gender", name="people")  # the next snapshot (version 2)
+    path = later.headers["location"]  # type: ignore[attr-defined]
+    proba = model.predict_proba(graph).numpy()
+
+    def give(outputs: np.ndarray) -> object:
+        buffer = io.BytesIO()
+        np.save(buffer, outputs)
+        form = {"csrf": user.form_token(path), "model_id": model_id}
+        return user.browser.post(f"{path}/outputs", data=form, files={"outputs": ("out.npy", buffer.getvalue())})
+
+    refused = give(1.0 - proba)  # another model's
+    assert refused.status_code == 422  # type: ignore[attr-defined]
+    assert 'id="outputs-error"' in refused.text and "does not give your outputs" in refused.text  # type: ignore[attr-defined]
+    given = give(proba)
+    assert given.status_code == 303, given.text  # type: ignore[attr-defined]
+    page = user.browser.get(given.headers["location"]).text  # type: ignore[attr-defined]
+    assert 'id="outputs-given"' in page and "The outputs of credit on this version were reproduced on 160 nodes" in page

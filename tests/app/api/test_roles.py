@@ -72,6 +72,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("GET", "/console/graphs/new"): A, ("POST", "/console/graphs/new"): A, ("GET", "/console/graphs/{graph_id}"): V,
     ("POST", "/console/graphs/{graph_id}/audit"): A, ("GET", "/console/compare"): V,
     ("POST", "/console/graphs/{graph_id}/schedule"): A, ("POST", "/console/graphs/{graph_id}/models"): A,
+    ("POST", "/console/graphs/{graph_id}/outputs"): A,
     ("POST", "/v1/audits/{audit_id}/what-if"): V, ("POST", "/console/audits/{audit_id}/what-if"): V,
     ("GET", "/console/audits/{audit_id}/models/{model_id}/weights"): V,
     ("GET", "/console/audits/{audit_id}/models/{model_id}/config"): V,
