@@ -39,7 +39,7 @@ from torch import Tensor
 from bind_core.influence.firstlayer import FirstLayerCache
 from bind_core.influence.functional import FunctionalModel, dloss_dlogits
 from bind_core.influence.proximal import Evaluation
-from bind_core.influence.twolayer import HEAD, Layout, activated, activation_value, layout
+from bind_core.influence.twolayer import HEAD, Layout, activated, layout
 from bind_core.models.gnn import node_losses
 from bind_core.models.propagation import GraphInputs
 
@@ -124,7 +124,7 @@ class FusedObjective:
     def first_rows(self, at: Tensor, z: Tensor) -> Tensor:
         """The activated first layer at ``at`` of the aggregated features ``z`` (no gradient)."""
         w = self.layout.weights(self.fm.unflatten(at))
-        return activation_value(self.layout.activation, torch.addmm(w.b1, z, w.w1.T))
+        return self.layout.value(torch.addmm(w.b1, z, w.w1.T))
 
     def test_logits(self, at: Tensor, first: FirstLayerCache, reduced: GraphInputs, test: Tensor) -> Tensor | None:
         """The logits of the ``test`` rows on the reduced graph at ``at``, with the computation graph's first-layer
@@ -194,7 +194,7 @@ class FusedObjective:
         Returns:
             The objective.
         """
-        fm, names, act = self.fm, self.layout, self.layout.activation
+        fm, names = self.fm, self.layout
         theta_hat, lam = fm.theta, fm.weight_decay
         m = int(rest.numel())
         assert part.x_prop is not None and part.adjacency is not None
@@ -207,11 +207,11 @@ class FusedObjective:
             w1, b1, wa, b2, wr, wh, bh = names.weights(p)
             if at is theta_hat:  # the kept rows' first layer is the full graph's: only the changed rows are formed
                 h, slope = first.act0.clone(), first.slope0.clone()
-                h[changed], slope[changed] = activated(act, torch.addmm(b1, z[changed], w1.T))
+                h[changed], slope[changed] = names.activated(torch.addmm(b1, z[changed], w1.T))
             else:
-                h, slope = activated(act, torch.addmm(b1, z, w1.T))
+                h, slope = names.activated(torch.addmm(b1, z, w1.T))
             first.last = (at, h)
-            h_graph, slope_graph = activated(act, torch.addmm(b1, z_changed, w1.T))  # G's changed rows
+            h_graph, slope_graph = names.activated(torch.addmm(b1, z_changed, w1.T))  # G's changed rows
             aggregated = block.times(h)
             s = torch.addmm(b2, aggregated, wa.T)
             if wr is not None:

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from bind_core.data.sparse import Adjacency
 from bind_core.influence.functional import FunctionalModel
-from bind_core.influence.twolayer import HEAD, activated, layout
+from bind_core.influence.twolayer import HEAD, layout
 
 CHUNK_ELEMENTS = 2**24
 """The first layer's products ``D_jk·z_jl`` are formed for this many elements at most at once (128 MiB in float64):
@@ -52,7 +52,7 @@ def training_jacobian(fm: FunctionalModel, *, chunk_elements: int = CHUNK_ELEMEN
     p = fm.unflatten(fm.theta)
     w = found.weights(p)
     with torch.no_grad():
-        h, slope = activated(found.activation, torch.addmm(w.b1, z, w.w1.T))
+        h, slope = found.activated(torch.addmm(w.b1, z, w.w1.T))
         block = adjacency.rows(train)
         aggregated = block.times(h)  # [m, hidden]
         s = torch.addmm(w.b2, aggregated, w.wa.T)

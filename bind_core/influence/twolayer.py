@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, cast
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from bind_core.models.gnn import GNN
 
@@ -150,6 +150,32 @@ class Layout:
     """SAGE's second-layer weight on a row's own ``H`` (``None``: GCN)."""
     head: bool
     activation: str
+    norm: tuple[Tensor, Tensor] | None = None
+    """The first layer's batch normalisation as the audit holds it (evaluation mode): per channel, its scale ``a``
+    and shift ``c`` (``a·h + c``); ``None``: none."""
+    act_first: bool = False
+    """With ``norm``: the activation before it."""
+
+    def activated(self, pre: Tensor) -> tuple[Tensor, Tensor]:
+        """The first layer's pre-activation ``pre`` as the second layer reads it (normalised and activated, in the
+        model's order), and its elementwise derivative in ``pre``."""
+        if self.norm is None:
+            return activated(self.activation, pre)
+        scale, shift = self.norm
+        if self.act_first:
+            h, slope = activated(self.activation, pre)
+            return h * scale + shift, slope * scale
+        h, slope = activated(self.activation, pre * scale + shift)
+        return h, slope * scale
+
+    def value(self, pre: Tensor) -> Tensor:
+        """:meth:`activated`'s value alone (for reads that need no gradient)."""
+        if self.norm is None:
+            return activation_value(self.activation, pre)
+        scale, shift = self.norm
+        if self.act_first:
+            return activation_value(self.activation, pre) * scale + shift
+        return activation_value(self.activation, pre * scale + shift)
 
     def weights(self, p: dict[str, Tensor]) -> Weights:
         """The weights among the parameters ``p`` (``FunctionalModel.unflatten``'s)."""
@@ -179,19 +205,35 @@ _SECOND = {
 
 def layout(fm: Parameterised) -> Layout | None:
     """The layout of ``fm``'s weights, or ``None`` where the by-hand products do not apply: anything but a two-layer
-    GCN or SAGE with one of :data:`_WITH_DERIVATIVE`'s activations, no normalisation and exactly the parameters named
-    here, or a model whose activations are expanded (:attr:`~bind_core.models.gnn.GNN.expand_activations`)."""
+    GCN or SAGE with one of :data:`_WITH_DERIVATIVE`'s activations (a batch normalisation of its first layer held as
+    given, :attr:`Layout.norm`) and exactly the parameters named here, or a model whose activations are expanded
+    (:attr:`~bind_core.models.gnn.GNN.expand_activations`)."""
     config, module = fm.module.config, fm.module
     second, first = _SECOND.get(config.arch), linear_first(fm)
-    if second is None or first is None or config.layers != 2 or module.expand_activations or config.norm:
+    if second is None or first is None or config.layers != 2 or module.expand_activations:
         return None
-    if config.activation not in _WITH_DERIVATIVE:
+    if config.activation not in _WITH_DERIVATIVE or config.head_activation:
         return None
-    found = Layout(first, second[0], second[1], second[2], config.head, config.activation)
+    norm = held_affine(module.norms[0]) if module.norms else None
+    found = Layout(first, second[0], second[1], second[2], config.head, config.activation, norm, config.act_first)
     known = {*first[0], first[1], found.second, found.second_bias}
     known |= {found.root} if found.root is not None else set()
     known |= set(HEAD) if config.head else set()
     return found if known == set(fm.names) else None
+
+
+def held_affine(norm: nn.Module) -> tuple[Tensor, Tensor]:
+    """A batch normalisation in evaluation mode as the per-channel map ``a·h + c`` it is: ``a = γ/√(σ² + ε)``,
+    ``c = β − μ·a`` (``γ = 1``, ``β = 0`` without an affine part), detached."""
+    bn = cast(nn.BatchNorm1d, norm)
+    mean, var = cast(Tensor, bn.running_mean), cast(Tensor, bn.running_var)
+    scale = (var + bn.eps).rsqrt()
+    if bn.weight is not None:
+        scale = scale * bn.weight
+    shift = -mean * scale
+    if bn.bias is not None:
+        shift = shift + bn.bias
+    return scale.detach(), shift.detach()
 
 
 def linear_first(fm: Parameterised) -> tuple[tuple[str, ...], str] | None:

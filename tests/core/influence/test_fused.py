@@ -19,13 +19,24 @@ from bind_core.training.fit import TrainConfig, train
 
 
 def _stepper(
-    arch: str, *, activation: str = "gelu", classes: int = 2, head: bool = True, layers: int = 2, settles: bool = False
+    arch: str,
+    *,
+    activation: str = "gelu",
+    classes: int = 2,
+    head: bool = True,
+    layers: int = 2,
+    settles: bool = False,
+    norm: str = "",
 ) -> Stepper:
     """A briefly trained model whose training nodes' computation graph is a small part of its graph; ``settles``: one
-    trained longer on more nodes, whose deletions have minima near its weights."""
+    trained longer on more nodes, whose deletions have minima near its weights; ``norm``: batch normalised between
+    its layers (``"batch, act first"``: after the activation)."""
     n, per_class, epochs = (2000, 100, 300) if settles else (1500, 15, 60)
     graph = synthetic(n, avg_degree=3, seed=2, train_per_class=per_class, num_classes=classes)
-    config = ModelConfig(arch=arch, layers=layers, hidden=8, activation=activation, head=head)
+    kind, first = norm.split(",")[0], norm.endswith("act first")
+    config = ModelConfig(
+        arch=arch, layers=layers, hidden=8, activation=activation, head=head, norm=kind, act_first=first
+    )
     model = train(graph, TrainConfig(epochs=epochs), config)
     return Stepper.build(FunctionalModel.from_trained(model, graph))
 
@@ -48,19 +59,21 @@ def _objectives(stepper: Stepper, positions: list[int]):  # type: ignore[no-unty
 
 
 CASES = [
-    ("gcn", "gelu", 2, True),
-    ("gcn", "relu", 2, True),
-    ("gcn", "tanh", 3, True),
-    ("gcn", "elu", 2, False),
-    ("sage", "gelu", 2, True),
-    ("sage", "relu", 3, True),
-    ("sage", "gelu", 2, False),
+    ("gcn", "gelu", 2, True, ""),
+    ("gcn", "relu", 2, True, ""),
+    ("gcn", "tanh", 3, True, ""),
+    ("gcn", "elu", 2, False, ""),
+    ("sage", "gelu", 2, True, ""),
+    ("sage", "relu", 3, True, ""),
+    ("sage", "gelu", 2, False, ""),
+    ("gcn", "gelu", 2, True, "batch"),
+    ("sage", "relu", 2, False, "batch, act first"),
 ]
 
 
-@pytest.mark.parametrize(("arch", "activation", "classes", "head"), CASES)
-def test_the_fused_objective_is_autograds(arch: str, activation: str, classes: int, head: bool) -> None:
-    stepper = _stepper(arch, activation=activation, classes=classes, head=head)
+@pytest.mark.parametrize(("arch", "activation", "classes", "head", "norm"), CASES)
+def test_the_fused_objective_is_autograds(arch: str, activation: str, classes: int, head: bool, norm: str) -> None:
+    stepper = _stepper(arch, activation=activation, classes=classes, head=head, norm=norm)
     assert stepper.fused is not None
     theta = stepper.fm.theta
     noise = torch.randn(theta.shape, generator=torch.Generator().manual_seed(1), dtype=theta.dtype)

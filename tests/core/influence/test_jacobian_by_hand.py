@@ -17,11 +17,21 @@ from bind_core.training.fit import TrainConfig, train
 
 
 def _model(
-    arch: str, *, activation: str = "gelu", classes: int = 2, head: bool = True, layers: int = 2
+    arch: str,
+    *,
+    activation: str = "gelu",
+    classes: int = 2,
+    head: bool = True,
+    layers: int = 2,
+    norm: str = "",
+    act_first: bool = False,
 ) -> FunctionalModel:
-    """A briefly trained model whose training nodes' computation graph is a part of its graph."""
+    """A briefly trained model whose training nodes' computation graph is a part of its graph (``norm``: batch
+    normalised between its layers, held as given)."""
     graph = synthetic(600, num_features=5, avg_degree=4, seed=3, train_per_class=15, num_classes=classes)
-    config = ModelConfig(arch=arch, layers=layers, hidden=6, activation=activation, head=head)
+    config = ModelConfig(
+        arch=arch, layers=layers, hidden=6, activation=activation, head=head, norm=norm, act_first=act_first
+    )
     return FunctionalModel.from_trained(train(graph, TrainConfig(epochs=40), config), graph)
 
 
@@ -38,18 +48,21 @@ def _by_jvp(fm: FunctionalModel) -> Tensor:
 
 
 CASES = [
-    ("gcn", "gelu", 2, True),
-    ("gcn", "relu", 3, True),
-    ("gcn", "tanh", 2, False),
-    ("sage", "gelu", 2, True),
-    ("sage", "elu", 3, False),
-    ("sage", "tanh", 3, True),
+    ("gcn", "gelu", 2, True, ""),
+    ("gcn", "relu", 3, True, ""),
+    ("gcn", "tanh", 2, False, ""),
+    ("sage", "gelu", 2, True, ""),
+    ("sage", "elu", 3, False, ""),
+    ("sage", "tanh", 3, True, ""),
+    ("gcn", "relu", 2, False, "batch"),
+    ("sage", "gelu", 3, True, "batch, act first"),
 ]
 
 
-@pytest.mark.parametrize(("arch", "activation", "classes", "head"), CASES)
-def test_the_jacobian_by_hand_is_forward_modes(arch: str, activation: str, classes: int, head: bool) -> None:
-    fm = _model(arch, activation=activation, classes=classes, head=head)
+@pytest.mark.parametrize(("arch", "activation", "classes", "head", "norm"), CASES)
+def test_the_jacobian_by_hand_is_forward_modes(arch: str, activation: str, classes: int, head: bool, norm: str) -> None:
+    first = norm.endswith("act first")
+    fm = _model(arch, activation=activation, classes=classes, head=head, norm=norm.split(",")[0], act_first=first)
     expected = _by_jvp(fm)
     for chunk in (1, 50, 2**24):  # one hidden unit at a time, a few, all at once
         got = training_jacobian(fm, chunk_elements=chunk)
