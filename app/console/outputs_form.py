@@ -13,13 +13,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from app.console.deps import ConsoleAuditorDep, check_csrf
+from app.console.deps import ConsoleAuditorDep
 from app.console.form_errors import form_refusal
 from app.console.pages import refused
-from app.console.workbench import filled, graph_view
+from app.console.workbench import graph_view, received_form
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import ProblemError, ValidationProblem
-from app.graphs.uploads import receive_upload, remove_folder
+from app.graphs.uploads import remove_folder
 from app.supplied import version_outputs
 from app.trail.record import trailed
 
@@ -41,17 +41,9 @@ async def give_outputs(
     folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-console-outputs-"))
     sent: dict[str, str] = {}
     try:
-        received = filled(
-            await receive_upload(
-                request,
-                folder,
-                settings.max_upload_bytes,
-                file_parts=("outputs",),
-                field_parts=("model_id", "csrf"),
-                what="outputs",
-            )
+        received = await received_form(
+            request, folder, settings, user, file_parts=("outputs",), field_parts=("model_id",), what="outputs"
         )
-        check_csrf(user, received.fields.pop("csrf", None))
         sent = dict(received.fields)
         model_id = _model_id(sent.get("model_id"))
         if "outputs" not in received.files:

@@ -30,6 +30,7 @@ from app.console.what_if_form import form_choice, what_if_page
 from app.core.db.tables import Graph, SuppliedModel
 from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.errors import ProblemError, ValidationProblem
+from app.core.settings import Settings
 from app.graphs import service as graphs
 from app.graphs.uploads import FIELD_PARTS, FILE_PARTS, ReceivedUpload, receive_upload, remove_folder
 from app.supplied import service as supplied
@@ -72,7 +73,7 @@ async def upload(
             field_parts=(*FIELD_PARTS, *FILE_PARTS, "csrf"),
         )
         check_csrf(user, received.fields.pop("csrf", None))
-        parsed = await run_in_threadpool(graphs.parse_upload, filled(received), settings)
+        parsed = await run_in_threadpool(graphs.parse_upload, _filled(received), settings)
     except ProblemError as exc:
         if exc.status == 403:
             raise
@@ -91,7 +92,7 @@ async def upload(
     return RedirectResponse(f"/console/graphs/{graph.id}", status_code=303)
 
 
-def filled(received: ReceivedUpload) -> ReceivedUpload:
+def _filled(received: ReceivedUpload) -> ReceivedUpload:
     """The upload without what a browser sends for a form's empty inputs: files without a name, blank fields."""
     empty = [part for part, name in received.client_names.items() if not name]
     for part in empty:
@@ -99,6 +100,29 @@ def filled(received: ReceivedUpload) -> ReceivedUpload:
         received.client_names.pop(part, None)
     received.fields = {k: v for k, v in received.fields.items() if v.strip()}
     return received
+
+
+async def received_form(
+    request: Request,
+    folder: Path,
+    settings: Settings,
+    user: Any,
+    *,
+    file_parts: tuple[str, ...],
+    field_parts: tuple[str, ...],
+    what: str,
+) -> ReceivedUpload:
+    """A console form's multipart body, streamed to ``folder``: its CSRF token checked and taken out, and what a
+    browser sends for its empty inputs left out (:func:`_filled`).
+
+    Raises:
+        ProblemError: the API's upload refusals (size, type), or a token that is not the session's (403).
+    """
+    received = await receive_upload(
+        request, folder, settings.max_upload_bytes, file_parts=file_parts, field_parts=(*field_parts, "csrf"), what=what
+    )
+    check_csrf(user, received.fields.pop("csrf", None))
+    return _filled(received)
 
 
 @router.get("/graphs/{graph_id}")
@@ -135,17 +159,15 @@ async def register_model(
     folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-console-model-"))
     sent: dict[str, str] = {}
     try:
-        received = filled(
-            await receive_upload(
-                request,
-                folder,
-                settings.max_upload_bytes,
-                file_parts=MODEL_FILES,
-                field_parts=("name", "unknown_categories", "csrf"),
-                what="model",
-            )
+        received = await received_form(
+            request,
+            folder,
+            settings,
+            user,
+            file_parts=MODEL_FILES,
+            field_parts=("name", "unknown_categories"),
+            what="model",
         )
-        check_csrf(user, received.fields.pop("csrf", None))
         sent = dict(received.fields)
         missing = [part for part in ("weights", "config") if part not in received.files]
         if missing:

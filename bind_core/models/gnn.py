@@ -32,7 +32,7 @@ from bind_core.errors import ConfigError, ModelDoesNotFitError, NonFiniteError
 from bind_core.models.activations import activation_fn
 from bind_core.models.fits import classes_problem, features_problem, require_fit
 from bind_core.models.gat import SmoothGATConv
-from bind_core.models.norms import NORMS, is_normalisation, make_norm, norm_act
+from bind_core.models.norms import NORMS, is_normalisation, make_norm, norm_act, normalised
 from bind_core.models.propagation import (
     GraphInputs,
     aggregate_features,
@@ -231,6 +231,7 @@ class GNN(nn.Module):
         self._expand = False
 
     def _norm(self, width: int) -> nn.Module:
+        """A normalisation of ``width`` channels as the config describes it."""
         c = self.config
         return make_norm(c.norm, width, eps=c.norm_eps, momentum=c.norm_momentum, affine=c.norm_affine)
 
@@ -264,9 +265,7 @@ class GNN(nn.Module):
     def pre_activation(self, i: int, h: Tensor) -> Tensor:
         """Conv ``i``'s output ``h`` as it enters the activation: normalised first, where the model normalises
         before its activation (where a ReLU's kinks lie)."""
-        if not self.norms or self.config.act_first:
-            return h
-        return norm_act(self.norms[i], lambda x: x, h, act_first=False)
+        return h if not self.norms or self.config.act_first else normalised(self.norms[i], h)
 
     @property
     def row_separable(self) -> bool:

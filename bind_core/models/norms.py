@@ -42,10 +42,10 @@ def norm_act(norm: nn.Module | None, act: Callable[[Tensor], Tensor], h: Tensor,
     ``act_first``: the activation before the normalisation)."""
     if norm is None:
         return act(h)
-    return _normalised(norm, act(h)) if act_first else act(_normalised(norm, h))
+    return normalised(norm, act(h)) if act_first else act(normalised(norm, h))
 
 
-def _normalised(norm: nn.Module, h: Tensor) -> Tensor:
+def normalised(norm: nn.Module, h: Tensor) -> Tensor:
     """``norm`` over ``h``'s last axis, the channels, whatever axes come before it (a batch of members' rows, ``[k,
     rows, channels]``, evaluation mode only), where ``BatchNorm1d`` would read a 3-D input's second axis as them."""
     if h.dim() == 2:

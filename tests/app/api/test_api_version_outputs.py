@@ -17,11 +17,9 @@ import pytest
 import torch
 from apihelp import assert_problem
 from fastapi.testclient import TestClient
-from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
+from test_api_model_versions import _run
 
-from app.audits import run as runner
-from app.core.db.tables import Audit
 from app.core.settings import Settings
 from app.supplied import fit as registration
 from bind_core import Graph, TrainedModel
@@ -99,13 +97,7 @@ def _audit(
 ) -> dict[str, Any]:
     queued = client.post("/v1/audits", headers=auth, json={**body, "stages": ["metrics"], "bootstrap": 0})
     assert queued.status_code == 202, queued.text
-    audit_id = queued.json()["id"]
-    with sessions.begin() as session:
-        session.execute(
-            update(Audit).where(Audit.state == "queued", Audit.id != uuid.UUID(audit_id)).values(state="cancelled")
-        )
-    runner.execute(audit_id, sessions=sessions, settings=settings, device="cpu")
-    return dict(client.get(f"/v1/audits/{audit_id}", headers=auth).json())
+    return _run(client, auth, sessions, settings, queued.json()["id"])
 
 
 def test_outputs_on_a_later_version_confirm_the_carry_or_name_a_scaler_fitted_again(
