@@ -213,6 +213,7 @@ async def put_version_outputs(
     that version confirm the inputs they carry over: compared now where the graph has at most 200,000 nodes (422
     ``outputs-differ`` where the model as an audit reads that version does not give them, with what most likely
     differs; ``invalid-outputs`` where they do not read), else by its first audit there."""
+    await run_in_threadpool(version_outputs.require_owned, session, tenant, model_id, graph_id)  # 404 before a stream
     await run_in_threadpool(session.rollback)  # hold no connection while the body streams
     folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-outputs-"))
     try:

@@ -39,14 +39,7 @@ def put_outputs(
             (``invalid-outputs``) or the model as read there does not give them (``outputs-differ``); the version
             does not give the model its inputs (``model-does-not-fit``).
     """
-    model = session.scalar(
-        select(SuppliedModel).where(SuppliedModel.id == model_id, SuppliedModel.tenant_id == tenant.id)
-    )
-    if model is None:
-        raise NotFound("model", model_id)
-    version = session.scalar(select(Graph).where(Graph.id == graph_id, Graph.tenant_id == tenant.id))
-    if version is None:
-        raise NotFound("graph", graph_id)
+    model, version = require_owned(session, tenant, model_id, graph_id)
     registered = session.scalar(select(Graph.name).where(Graph.id == model.graph_id))
     if version.name != registered:
         message = f"not a version of {registered!r}, the graph the model was registered for"
@@ -69,6 +62,26 @@ def put_outputs(
     session.add(row)
     session.commit()
     return row
+
+
+def require_owned(
+    session: Session, tenant: Tenant, model_id: uuid.UUID, graph_id: uuid.UUID
+) -> tuple[SuppliedModel, Graph]:
+    """The tenant's model and graph (checked before an upload is read, so that another tenant's ids are a 404 and
+    not a stream).
+
+    Raises:
+        NotFound: either is not the tenant's.
+    """
+    model = session.scalar(
+        select(SuppliedModel).where(SuppliedModel.id == model_id, SuppliedModel.tenant_id == tenant.id)
+    )
+    if model is None:
+        raise NotFound("model", model_id)
+    version = session.scalar(select(Graph).where(Graph.id == graph_id, Graph.tenant_id == tenant.id))
+    if version is None:
+        raise NotFound("graph", graph_id)
+    return model, version
 
 
 def _compared(
