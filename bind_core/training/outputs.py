@@ -275,6 +275,11 @@ def _same_values(theirs: Tensor, ours: Tensor) -> bool:
     return float((theirs.sort(dim=0).values - ours.sort(dim=0).values).abs().max()) <= OUTPUTS_TOLERANCE
 
 
+ROUNDING_SIZED = 1e-2
+"""Outputs that differ by less than this (a probability) most likely come from inputs that differ a little (a table
+written with fewer digits) rather than from another scaling or columns, which move them by far more."""
+
+
 def outputs_problem(
     match: OutputsMatch, graph: Graph, *, layer_names: bool = False, form: str = "table", carried: bool = False
 ) -> str:
@@ -293,6 +298,12 @@ def outputs_problem(
             f"output's values are the model's in another order; {where}"
         )
     causes = []
+    if match.max_difference < ROUNDING_SIZED:
+        causes.append(
+            f"inputs that differ only a little (the largest difference is {match.max_difference:.2g}): the node "
+            "table's values rounded (written with fewer digits than your code fed the model), or the model run in "
+            "another precision; compute the outputs from the table as uploaded"
+        )
     if carried:
         causes.append(
             "this version is fed to the deployed model otherwise than the audit carries it over (each column by name, "

@@ -135,6 +135,20 @@ def test_outputs_the_model_does_not_give_are_refused_saying_what_most_likely_dif
     assert record.outputs is not None and record.outputs.matches
 
 
+def test_outputs_that_differ_a_little_are_said_to_come_from_rounded_inputs(graph: Graph) -> None:
+    """The model fed the table's values rounded to two digits, as a table written with fewer digits than the owner's
+    code fed it: outputs close to the model's but beyond the tolerance, said to come from inputs that differ a little
+    (not from a scaling or other columns, which move them by far more)."""
+    module, weights, config = _pyg(graph)
+    with torch.no_grad():
+        rounded = module(torch.round(graph.x * 100) / 100, graph.edge_index)
+    given = read_outputs(_npy(rounded.numpy()), "o.npy", graph)
+    with pytest.raises(OutputsDifferError) as info:
+        prepare_for_audit(weights, config, graph, bc.AuditConfig(), outputs=given)
+    assert 1e-4 < info.value.match.max_difference < 1e-2
+    assert "Most likely: inputs that differ only a little" in str(info.value) and "rounded" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("name", "data", "says"),
     [
