@@ -15,10 +15,11 @@ import uuid
 from typing import Any
 
 from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
 from app.core.db.tables import Graph, SuppliedModel, Tenant, VersionOutputs
-from app.core.errors import NotFound, ValidationProblem, bind_error_problem
+from app.core.errors import Conflict, NotFound, ValidationProblem, bind_error_problem
 from app.core.pagination import newest_first
 from app.graphs.loading import graph_bytes
 from app.supplied.fit import check_on_graph, too_large
@@ -60,7 +61,15 @@ def put_outputs(
         match=match,
     )
     session.add(row)
-    session.commit()
+    try:
+        session.commit()
+    except IntegrityError as exc:  # another upload for the same version was kept meanwhile
+        session.rollback()
+        raise Conflict(
+            "Other outputs of this model on this version were kept at the same moment: send them again to replace "
+            "those.",
+            slug="outputs-conflict",
+        ) from exc
     return row
 
 
