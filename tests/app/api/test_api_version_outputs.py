@@ -169,3 +169,21 @@ def test_above_the_nodes_a_registration_reads_the_first_audit_compares_them(
     assert audit["results"]["supplied_model"]["outputs"]["matches"] is True
     [item] = client.get(f"/v1/models/{model_id}/outputs", headers=auth).json()["items"]
     assert item["match"]["matches"] is True  # kept: later audits take it as found
+
+
+def test_two_uploads_at_the_same_moment_are_a_conflict_not_an_error(
+    client: TestClient, auth: dict[str, str], deployed: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second of two uploads for one version, whose replacement of the first races another's insert (simulated:
+    its delete finds nothing to delete), is a 409 to send again, and the first stays kept."""
+    from sqlalchemy import false
+
+    from app.supplied import version_outputs
+
+    model_id, v2, data = deployed["model_id"], deployed["v2"], _npy(deployed["model"], deployed["once"])
+    assert _put(client, auth, model_id, v2, data).status_code == 200
+    real = version_outputs.delete
+    monkeypatch.setattr(version_outputs, "delete", lambda table: real(table).where(false()))
+    assert_problem(_put(client, auth, model_id, v2, data), 409, "outputs-conflict")
+    monkeypatch.undo()
+    assert len(client.get(f"/v1/models/{model_id}/outputs", headers=auth).json()["items"]) == 1
