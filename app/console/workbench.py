@@ -321,6 +321,7 @@ def graph_view(
         session, user.tenant, graph_id=graph_id, state=None, limit=AUDITS_SHOWN, page_token=None
     )
     models = supplied.models_for_name(session, user.tenant, graph.name, limit=MODELS_SHOWN)
+    here = version_outputs.matched_on(session, graph_id, [m.id for m in models])
     return page(
         "graph.html",
         user,
@@ -329,7 +330,9 @@ def graph_view(
         graph=graph_row(graph),
         summary=graph.summary or {},
         audits=[audit_row(a) for a in rows],
-        models=[{"id": str(m.id), "name": _model_choice(m, version=graph.version)} for m in models],
+        models=[
+            {"id": str(m.id), "name": _model_choice(m, version=graph.version, here=here.get(m.id))} for m in models
+        ],
         registered=next((m.name for m in models if form and str(m.id) == form.get("model_id")), None),
         archs=ARCHS,
         form=form or {},
@@ -405,12 +408,15 @@ def what_if(
     return what_if_page(user, audit, form, estimate=estimate, problem=problem)
 
 
-def _model_choice(model: supplied.ModelChoice, *, version: int) -> str:
+def _model_choice(model: supplied.ModelChoice, *, version: int, here: bool | None = None) -> str:
     """A supplied model as the start form offers it: its name, the version it was registered on where that is
     another (the audit carries this version's inputs over to the registration's), whether it reads a category it
     never saw as none of its own, what reading it at registration found wrong with its fit, and whether its own
-    outputs, given then, were reproduced."""
+    outputs, given then, were reproduced; ``here``: its outputs on this version were given, and reproduced (``True``)
+    or not yet compared (``False``)."""
     said = [] if model.registered_on == version else [f"registered on version {model.registered_on}"]
+    if here is not None:
+        said.append("its outputs on this version reproduced" if here else "its outputs on this version given")
     if model.unknown_categories == "ignore":
         said.append("reads unseen categories as none")
     said += [FIT_SAID[code] for code in model.warning_codes if code in FIT_SAID]

@@ -143,3 +143,14 @@ def given_on(session: Session, model_id: uuid.UUID, graph_id: uuid.UUID) -> tupl
         .where(VersionOutputs.model_id == model_id, VersionOutputs.graph_id == graph_id)
     ).one_or_none()
     return None if row is None else (row.name, row.match)
+
+
+def matched_on(session: Session, graph_id: uuid.UUID, model_ids: list[uuid.UUID]) -> dict[uuid.UUID, bool]:
+    """For each of ``model_ids`` with outputs kept for the version ``graph_id``: whether comparing them found a match
+    (``False``: not yet compared)."""
+    rows = session.execute(
+        select(VersionOutputs.model_id, VersionOutputs.match).where(
+            VersionOutputs.graph_id == graph_id, VersionOutputs.model_id.in_(model_ids)
+        )
+    )
+    return {model_id: bool(match and match.get("matches")) for model_id, match in rows}

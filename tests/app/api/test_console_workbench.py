@@ -386,3 +386,6 @@ def test_the_graph_page_takes_a_models_outputs_on_a_later_version(
     assert given.status_code == 303, given.text  # type: ignore[attr-defined]
     page = user.browser.get(given.headers["location"]).text  # type: ignore[attr-defined]
     assert 'id="outputs-given"' in page and "The outputs of credit on this version were reproduced on 160 nodes" in page
+    assert page.count("its outputs on this version reproduced") == 3  # the model's choices on this version's forms
+    first_page = user.browser.get(first_path).text
+    assert "its outputs on this version reproduced" not in first_page  # given for version 2 only
