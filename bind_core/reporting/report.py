@@ -100,6 +100,7 @@ def _facts(results: AuditResults, meta: Mapping[str, Any]) -> dict[str, str]:
         "graph": f"{graph.name}: {graph.nodes} nodes, {graph.edges} edges, "
         f"{graph.groups} groups; train/val/test {split}",
         "model": f"{_or(model.arch)}, {_or(model.layers)} layer(s), {_or(model.hidden)} hidden, "
+        f"{'batch-normalised between layers, ' if model.extra.get('norm') == 'batch' else ''}"
         f"{model.parameters} parameters",
         **{str(k): str(v) for k, v in meta.items()},
     }

@@ -88,7 +88,8 @@ def _graph_lines(r: AuditResults) -> list[str]:
         f"{g.train}/{g.val}/{g.test}",
         f"  sensitive attribute {sensitive}: {g.groups} groups ({sizes} nodes); label {g.label or 'y'}",
         f"  node ids: {g.node_id_meaning or 'as in the graph'}",
-        f"model {model.arch} ({model.layers} layer(s), {model.parameters} parameters); "
+        f"model {model.arch} ({model.layers} layer(s), "
+        f"{'batch-normalised, ' if model.extra.get('norm') == 'batch' else ''}{model.parameters} parameters); "
         + _stationarity_line(r.stationarity),
     ]
 

@@ -30,8 +30,11 @@ from bind_core.influence.incremental import incremental_batches
 from bind_core.models.gnn import GNN, ModelConfig, flat_parameters
 from bind_core.models.pyg import UnsupportedModelError, pyg_module, read_source
 from bind_core.pipeline import codes_of, export_model, prepare_for_audit, weight_names
+from bind_core.pipeline.audit import run_audit
 from bind_core.pipeline.caveats import model_warnings
 from bind_core.pipeline.config import AuditConfig
+from bind_core.reporting.report import render_report
+from bind_core.reporting.text import render as render_text
 from bind_core.training.document import read_document
 from bind_core.training.fit import TrainConfig, TrainedModel, train
 from bind_core.training.supplied import prepare_supplied
@@ -111,6 +114,10 @@ def test_the_attribution_holds_a_normalisation_as_given(graph: Graph) -> None:
     assert fm.num_parameters == theta.numel()
     assert not fm.objective(fm.theta).requires_grad  # the normalisations are constants of θ's functions
     assert "held_normalisation" in codes_of(model_warnings(model.model_config))  # and the audit says so
+    result = run_audit(graph, AuditConfig(stages=("training", "metrics"), bootstrap=0), model=model)
+    assert result.to_dict()["model"]["norm"] == "batch"  # the results describe the model as built
+    assert "gcn (2 layer(s), batch-normalised, " in render_text(result)
+    assert "batch-normalised between layers" in render_report(result.to_dict())
 
 
 @pytest.mark.parametrize(("arch", "extra"), [("gcn", {}), ("sage", {"act_first": True}), ("gat", {"layers": 3})])
