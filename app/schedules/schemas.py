@@ -102,6 +102,10 @@ class RunRead(BaseModel):
     """Why the run has no verdict, where it has none (``results.summary.withheld``): a supplied model that fits this
     version's training nodes no better than a constant (drift, or inputs other than it was trained on), outputs in
     another order; its figures are as measured, not a finding."""
+    inputs_confirmed: bool | None = None
+    """A supplied model's run: whether the model's own outputs on this version (``PUT
+    /v1/models/{id}/outputs/{graph_id}``) confirmed the inputs the audit carried over (``false``: none were given, or
+    the run is not done); null for a model each run trains."""
     warning_codes: list[str] | None = None
     """The run's warning codes (null for a run from before them, or with none known yet)."""
     failure: str | None = None

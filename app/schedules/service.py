@@ -26,7 +26,7 @@ from app.graphs.versions import resolve_name
 from app.schedules.schemas import Breach, RunRead, ScheduleCreate
 from app.schedules.slots import check_cron, check_interval_floor, first_slot
 from app.supplied.service import registered_model
-from app.webhooks.thresholds import breaches, test_metrics, withheld
+from app.webhooks.thresholds import breaches, inputs_confirmed, test_metrics, withheld
 from bind_core import AuditConfig, BindError
 
 _SOURCE_KEYS = {"graph_id", "graph_name", "dataset", "model_id"}
@@ -166,6 +166,7 @@ def runs(
                 gamma=r["gamma"],
                 breaches=breaches_found,
                 withheld=r["withheld"],
+                inputs_confirmed=r["inputs_confirmed"],
                 warning_codes=r["warning_codes"],
                 failure=r["failure"],
             )
@@ -180,8 +181,9 @@ def history(
     first: ``slot_time``, ``audit_id``, ``state``,
     ``graph_version``, the test-set ``accuracy``, ``delta_sp``, ``delta_eo``, ``gamma`` (``None`` until the
     audit succeeded), ``breaches``, ``withheld`` (why the run has no verdict: a supplied model that no longer fits
-    the version's data, outputs in another order), ``warning_codes`` and ``failure`` (a failed run's problem, in
-    words); the runs of :func:`bind_core.reporting.history.render_history`."""
+    the version's data, outputs in another order), ``inputs_confirmed`` (a supplied model's: its own outputs on the
+    version confirmed what the audit read), ``warning_codes`` and ``failure`` (a failed run's problem, in words); the
+    runs of :func:`bind_core.reporting.history.render_history`."""
     stmt = select(
         Audit.id, Audit.slot_time, Audit.state, Audit.graph_version, Audit.results, Audit.warning_codes, Audit.error
     ).where(Audit.schedule_id == schedule.id)
@@ -204,6 +206,7 @@ def history(
                 **test_metrics(results),
                 "breaches": breaches(row.results, schedule.thresholds) if done else [],
                 "withheld": withheld(results),
+                "inputs_confirmed": inputs_confirmed(results),
                 "warning_codes": list(row.warning_codes) if isinstance(row.warning_codes, list) else None,
                 "failure": _failure(row.error) if row.state == "failed" else None,
             }

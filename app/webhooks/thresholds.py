@@ -23,6 +23,16 @@ def withheld(results: dict[str, Any] | None) -> str | None:
     return said if isinstance(said, str) and said else None
 
 
+def inputs_confirmed(results: dict[str, Any] | None) -> bool | None:
+    """For a succeeded audit of a supplied model: whether its own outputs on the audited graph confirmed the inputs
+    the audit read (``results.supplied_model.outputs.matches``; on a later version, the outputs given for it with
+    ``PUT /v1/models/{id}/outputs/{graph_id}``); ``None`` for a model the audit trained, or no results."""
+    supplied = (results or {}).get("supplied_model")
+    if not isinstance(supplied, dict):
+        return None
+    return bool((supplied.get("outputs") or {}).get("matches"))
+
+
 def breaches(results: dict[str, Any] | None, thresholds: dict[str, Any] | None) -> list[dict[str, Any]]:
     """``[{metric, value, threshold}]`` for each metric strictly above its threshold: the CI gates' rules
     (:func:`app.gates.judge`), except that an alert needs a value (an undefined metric raises none)."""

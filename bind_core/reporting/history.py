@@ -82,8 +82,9 @@ def render_history(
         runs: one dict per slot, in any order: ``slot_time`` (a datetime or an ISO 8601 string), ``audit_id``,
             ``state``, ``graph_version``, and, for a succeeded run, ``accuracy``, ``delta_sp``, ``delta_eo``,
             ``gamma`` (test-set values, ``None`` where absent) and ``breaches`` (``[{metric, value, threshold}]``);
-            optionally ``withheld`` (why the run has no verdict), ``warning_codes`` and ``failure`` (a failed run's
-            problem, in words).
+            optionally ``withheld`` (why the run has no verdict), ``inputs_confirmed`` (a supplied model's own
+            outputs on the version confirmed its inputs), ``warning_codes`` and ``failure`` (a failed run's problem,
+            in words).
         title: the page's ``<title>`` and heading.
 
     Returns:
@@ -229,10 +230,13 @@ def _runs_table(runs: Sequence[Mapping[str, Any]]) -> list[RunRow]:
 
 
 def _notes(run: Mapping[str, Any]) -> str:
-    """What to know of a run beside its figures: no verdict and why, its warnings' codes, a failed run's problem."""
+    """What to know of a run beside its figures: no verdict and why, its inputs confirmed by the model's own outputs,
+    its warnings' codes, a failed run's problem."""
     said = []
     if run.get("withheld"):
         said.append(f"no verdict: {run['withheld']}")
+    if run.get("inputs_confirmed"):
+        said.append("inputs confirmed by the model's own outputs on this version")
     codes = [str(c) for c in run.get("warning_codes") or []]
     if codes:
         said.append("warnings: " + ", ".join(dict.fromkeys(codes)))

@@ -132,6 +132,7 @@ def test_a_schedule_audits_the_model_on_each_new_version(
     assert f"supplied model &#39;credit&#39; ({model_id}) on the graph &#39;clients&#39;" in report, report[:3000]
     assert runs[0]["warning_codes"] == audit["warning_codes"] and runs[0]["failure"] is None
     assert runs[0]["withheld"] == audit["results"]["summary"].get("withheld")
+    assert runs[0]["inputs_confirmed"] is False  # carried over, not confirmed: no outputs given for this version
     _verifying_retrains_on_the_carried_version(client, auth, sessions, settings, audit["id"], v1["id"], v2["id"])
     # The budget's retrained model read the version as the registration did: it is registered for that version.
     kept = client.get(f"/v1/audits/{audit['id']}/models", headers=auth).json()["items"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,14 @@ import pytest
 import torch
 from apihelp import assert_problem
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
-from test_api_model_versions import _run
+from test_api_model_versions import CHEAP, _run
 
+from app.core.db.base import utcnow
+from app.core.db.tables import Audit
 from app.core.settings import Settings
+from app.schedules.scheduler import tick
 from app.supplied import fit as registration
 from bind_core import Graph, TrainedModel
 from bind_core.data.datasets import ingest_files
@@ -125,6 +130,19 @@ def test_outputs_on_a_later_version_confirm_the_carry_or_name_a_scaler_fitted_ag
     supplied = audit["results"]["supplied_model"]
     assert supplied["carried"]["rescaled"] is True
     assert supplied["outputs"]["matches"] is True and supplied["training_fit"]["inputs_confirmed"] is True
+    # a schedule's run on that version says so, in its history and its report
+    schedule = client.post(
+        "/v1/schedules", headers=auth, json={"model_id": model_id, "interval_seconds": 3600, "audit": CHEAP}
+    ).json()
+    with sessions.begin() as session:
+        session.execute(update(Audit).where(Audit.state == "queued").values(state="cancelled"))
+    [slot] = tick(sessions, utcnow() + timedelta(seconds=1))
+    assert _run(client, auth, sessions, settings, str(slot))["state"] == "succeeded"
+    [run] = client.get(f"/v1/schedules/{schedule['id']}/runs", headers=auth).json()["items"]
+    assert (run["graph_version"], run["inputs_confirmed"]) == (2, True)
+    report = client.get(f"/v1/schedules/{schedule['id']}/report", headers=auth).text
+    assert "inputs confirmed by the model&#39;s own outputs on this version" in report
+    client.post(f"/v1/schedules/{schedule['id']}/pause", headers=auth)
     # on its own graph the registration's (none given): nothing to confirm
     first = _audit(client, auth, sessions, settings, {"model_id": model_id, "graph_id": deployed["v1"]})
     assert first["state"] == "succeeded" and first["results"]["supplied_model"].get("outputs") is None
