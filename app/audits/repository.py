@@ -25,7 +25,7 @@ from app.core.db.session import now, rowcount
 from app.core.db.tables import Audit, EdgeInfluenceRow, InfluencePlanRecord, SuppliedModel, VersionOutputs
 from app.core.db.tables import InfluenceRow as InfluenceRecord
 from app.core.lease import Lease
-from app.supplied.loading import confirmed_outputs
+from app.supplied.loading import confirmed_outputs, matched
 from bind_core.pipeline import codes_of
 from bind_core.pipeline.results import EdgeRow, InfluenceRow
 
@@ -127,7 +127,7 @@ def registered_outputs(
             )
         ).one_or_none()
         if given is not None:
-            if (found := confirmed_outputs({"fit": {"outputs": given.match}})) is not None:
+            if (found := matched(given.match)) is not None:
                 return found, None
             data = session.scalar(select(VersionOutputs.outputs).where(VersionOutputs.id == given.id))
             return None, (bytes(data), str(given.outputs_name)) if data is not None else None

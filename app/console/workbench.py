@@ -35,6 +35,7 @@ from app.graphs import service as graphs
 from app.graphs.uploads import FIELD_PARTS, FILE_PARTS, ReceivedUpload, receive_upload, remove_folder
 from app.supplied import service as supplied
 from app.supplied import version_outputs
+from app.supplied.loading import matched
 from app.trail.record import trailed
 from app.what_ifs.choice import choose
 from bind_core import AuditConfig, BindError
@@ -360,9 +361,9 @@ def _outputs_note(session: SessionDep, graph_id: uuid.UUID, model_id: uuid.UUID)
     if given is None:
         return None
     name, match = given
-    if match and match.get("matches"):
+    if (found := matched(match)) is not None:
         return (
-            f"The outputs of {name} on this version were reproduced on {match.get('nodes')} nodes: its audits here "
+            f"The outputs of {name} on this version were reproduced on {found.get('nodes')} nodes: its audits here "
             "read it as your pipeline feeds it, and say so."
         )
     return f"The outputs of {name} on this version are kept: its first audit here compares them."

@@ -59,5 +59,10 @@ def prepare_model(
 
 def confirmed_outputs(registration: dict[str, Any] | None) -> dict[str, Any] | None:
     """The match of the model's own outputs a registration's reading kept (``fit.outputs``), where they matched."""
-    found = ((registration or {}).get("fit") or {}).get("outputs")
+    return matched(((registration or {}).get("fit") or {}).get("outputs"))
+
+
+def matched(found: object) -> dict[str, Any] | None:
+    """A kept comparison of the owner's outputs with the model (a registration's, or a version's), where it found a
+    match; ``None`` otherwise."""
     return found if isinstance(found, dict) and found.get("matches") else None

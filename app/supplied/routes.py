@@ -10,7 +10,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
-from app.core.db.tables import Graph
 from app.core.deps import SessionDep, SettingsDep
 from app.core.errors import ValidationProblem
 from app.core.pagination import DEFAULT_LIMIT, MAX_LIMIT
@@ -228,9 +227,10 @@ async def put_version_outputs(
         name = upload.client_names.get("outputs", "") or "outputs"
     finally:
         await run_in_threadpool(remove_folder, folder)
-    row = await run_in_threadpool(lambda: version_outputs.put_outputs(session, tenant, model_id, graph_id, data, name))
-    version = session.get(Graph, graph_id)
-    return VersionOutputsRead.of(row, version.version if version is not None else 0)
+    row, number = await run_in_threadpool(
+        lambda: version_outputs.put_outputs(session, tenant, model_id, graph_id, data, name)
+    )
+    return VersionOutputsRead.of(row, number)
 
 
 @router.get("/{model_id}/outputs", response_model=VersionOutputsPage, responses=problem_responses(404))

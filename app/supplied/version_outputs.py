@@ -23,6 +23,7 @@ from app.core.errors import Conflict, NotFound, ValidationProblem, bind_error_pr
 from app.core.pagination import newest_first
 from app.graphs.loading import graph_bytes
 from app.supplied.fit import check_on_graph, too_large
+from app.supplied.loading import matched
 from bind_core import BindError
 from bind_core.data.datasets import load_npz
 from bind_core.pipeline import InputSchema, UnknownCategories, carry_inputs
@@ -30,9 +31,10 @@ from bind_core.pipeline import InputSchema, UnknownCategories, carry_inputs
 
 def put_outputs(
     session: Session, tenant: Tenant, model_id: uuid.UUID, graph_id: uuid.UUID, data: bytes, name: str
-) -> VersionOutputs:
+) -> tuple[VersionOutputs, int]:
     """Keep the model's own outputs on the graph version ``graph_id`` (replacing any given before), compared with
     the model as an audit reads that version where the graph is small enough (CPU-heavy: call from a worker thread).
+    Returns the row kept and the version's number.
 
     Raises:
         NotFound: no such model, or no such graph, for the tenant.
@@ -41,6 +43,7 @@ def put_outputs(
             does not give the model its inputs (``model-does-not-fit``).
     """
     model, version = require_owned(session, tenant, model_id, graph_id)
+    number = version.version
     registered = session.scalar(select(Graph.name).where(Graph.id == model.graph_id))
     if version.name != registered:
         message = f"not a version of {registered!r}, the graph the model was registered for"
@@ -70,7 +73,7 @@ def put_outputs(
             "those.",
             slug="outputs-conflict",
         ) from exc
-    return row
+    return row, number
 
 
 def require_owned(
@@ -153,4 +156,4 @@ def matched_on(session: Session, graph_id: uuid.UUID, model_ids: list[uuid.UUID]
             VersionOutputs.graph_id == graph_id, VersionOutputs.model_id.in_(model_ids)
         )
     )
-    return {model_id: bool(match and match.get("matches")) for model_id, match in rows}
+    return {model_id: matched(match) is not None for model_id, match in rows}

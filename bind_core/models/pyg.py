@@ -410,13 +410,13 @@ def _norm_name_problems(names: Any, args: Any, at: str) -> list[tuple[str, str]]
     if not isinstance(names, list) or not all(isinstance(n, str) and n.strip(".") == n and n for n in names):
         return [(at, 'must be a list of the normalisations\' attribute names ("bn1" or "bns.0"), in the order applied')]
     layers = args.get("num_layers")
-    if isinstance(layers, int) and len(names) != (wanted := normalised_layers(args)):
+    if isinstance(layers, int) and len(names) != (wanted := _normalised_layers(args)):
         where = "every convolution" if args.get("jk") == "last" else "every convolution but the last"
         return [(at, f"{len(names)} names for {wanted} normalisations (one after {where})")]
     return _distinct_names(names, at)
 
 
-def normalised_layers(args: Mapping[str, Any]) -> int:
+def _normalised_layers(args: Mapping[str, Any]) -> int:
     """How many normalisations a checked PyG description's layers have (``BasicGNN``: one after every convolution
     but the last, and after the last too with ``jk``; none without ``norm``)."""
     if args.get("norm") is None:
