@@ -67,7 +67,18 @@ def carry_model_inputs(
         registered = registration(session, model_id)
     if registered is None or registered.graph_id == graph_id:
         return graph, None
-    schema = InputSchema.of(load(registered.graph_id), unknown_categories=registered.unknown_categories)
+    return carry_to(graph, load(registered.graph_id), registered)
+
+
+def carry_to(graph: Graph, registered_graph: Graph, registered: Registration) -> tuple[Graph, CarriedInputs]:
+    """``graph`` (another version) carried over to the inputs the model was registered with on ``registered_graph``
+    (its :class:`~bind_core.pipeline.InputSchema`, read with the registration's ``unknown_categories``), and the
+    record, naming the registration's version.
+
+    Raises:
+        bind_core.ModelDoesNotFitError: as :func:`carry_model_inputs`.
+    """
+    schema = InputSchema.of(registered_graph, unknown_categories=registered.unknown_categories)
     carried, record = carry_inputs(graph, schema)
     record.registered_graph_id, record.registered_version = str(registered.graph_id), registered.version
     return carried, record

@@ -22,11 +22,11 @@ from app.core.db.tables import Graph, SuppliedModel, Tenant, VersionOutputs
 from app.core.errors import Conflict, NotFound, ValidationProblem, bind_error_problem
 from app.core.pagination import newest_first
 from app.graphs.loading import graph_bytes
+from app.graphs.model_inputs import carry_to, registration
 from app.supplied.fit import check_on_graph, too_large
 from app.supplied.loading import matched
 from bind_core import BindError
 from bind_core.data.datasets import load_npz
-from bind_core.pipeline import InputSchema, UnknownCategories, carry_inputs
 
 
 def put_outputs(
@@ -105,10 +105,10 @@ def _compared(
     if version_bytes is None or registered_bytes is None:  # deleted meanwhile: the first audit fails as it would
         return None
     graph, carried = load_npz(version_bytes), None
-    if graph_id != model.graph_id:
-        policy: UnknownCategories = "ignore" if model.unknown_categories == "ignore" else "refuse"
+    registered = registration(session, model.id)
+    if registered is not None and graph_id != registered.graph_id:
         try:
-            graph, carried = carry_inputs(graph, InputSchema.of(load_npz(registered_bytes), unknown_categories=policy))
+            graph, carried = carry_to(graph, load_npz(registered_bytes), registered)
         except BindError as exc:
             raise bind_error_problem(exc) from exc
     check = check_on_graph(model.weights, model.config, graph, (data, name), carried=carried)
