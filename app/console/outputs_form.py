@@ -5,21 +5,18 @@ the form's refusal. Needs the ``auditor`` role and the session's CSRF token."""
 
 from __future__ import annotations
 
-import tempfile
 import uuid
-from pathlib import Path
 
 from fastapi import APIRouter, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from app.console.deps import ConsoleAuditorDep
-from app.console.form_errors import form_refusal
-from app.console.pages import refused
-from app.console.workbench import graph_view, received_form
+from app.console.uploads import graph_form
+from app.console.workbench import graph_view
 from app.core.deps import SessionDep, SettingsDep
-from app.core.errors import ProblemError, ValidationProblem
-from app.graphs.uploads import remove_folder
+from app.core.errors import ValidationProblem
+from app.graphs.uploads import ReceivedUpload
 from app.supplied import version_outputs
 from app.trail.record import trailed
 
@@ -37,15 +34,9 @@ async def give_outputs(
 ) -> Response:
     """Keep the chosen model's own outputs on this version, as the API does; the graph's page says what comparing
     them found, or shows the form's refusal."""
-    await run_in_threadpool(session.rollback)  # hold no connection while the body streams
-    folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-console-outputs-"))
-    sent: dict[str, str] = {}
-    try:
-        received = await received_form(
-            request, folder, settings, user, file_parts=("outputs",), field_parts=("model_id",), what="outputs"
-        )
-        sent = dict(received.fields)
-        model_id = _model_id(sent.get("model_id"))
+
+    async def give(received: ReceivedUpload) -> str:
+        model_id = _model_id(received.fields.get("model_id"))
         if "outputs" not in received.files:
             raise ValidationProblem(
                 "Choose the file of the model's outputs on this version.",
@@ -56,15 +47,21 @@ async def give_outputs(
         await run_in_threadpool(
             lambda: version_outputs.put_outputs(session, user.tenant, model_id, graph_id, data, name)
         )
-    except ProblemError as exc:
-        problem = form_refusal(exc, "The outputs cannot be kept.")  # 403 and 404 answered as problem pages
-        refused(response, problem.status)
-        return await run_in_threadpool(
-            lambda: graph_view(session, user, graph_id, outputs_form=sent, outputs_problem=problem)
-        )
-    finally:
-        await run_in_threadpool(remove_folder, folder)
-    return RedirectResponse(f"/console/graphs/{graph_id}?outputs={model_id}#outputs", status_code=303)
+        return f"/console/graphs/{graph_id}?outputs={model_id}#outputs"
+
+    return await graph_form(
+        request,
+        response,
+        session,
+        user,
+        settings,
+        file_parts=("outputs",),
+        field_parts=("model_id",),
+        what="outputs",
+        refusal="The outputs cannot be kept.",
+        act=give,
+        shown=lambda sent, problem: graph_view(session, user, graph_id, outputs_form=sent, outputs_problem=problem),
+    )
 
 
 def _model_id(value: str | None) -> uuid.UUID:

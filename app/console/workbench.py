@@ -25,12 +25,12 @@ from app.audits.schemas import AuditCreate
 from app.console.deps import ConsoleAuditorDep, ConsoleUserDep, check_csrf
 from app.console.form_errors import form_refusal
 from app.console.pages import page, refused
+from app.console.uploads import filled, graph_form
 from app.console.views import audit_row, graph_row
 from app.console.what_if_form import form_choice, what_if_page
 from app.core.db.tables import Graph, SuppliedModel
 from app.core.deps import BrokerDep, SessionDep, SettingsDep
 from app.core.errors import ProblemError, ValidationProblem
-from app.core.settings import Settings
 from app.graphs import service as graphs
 from app.graphs.uploads import FIELD_PARTS, FILE_PARTS, ReceivedUpload, receive_upload, remove_folder
 from app.supplied import service as supplied
@@ -74,7 +74,7 @@ async def upload(
             field_parts=(*FIELD_PARTS, *FILE_PARTS, "csrf"),
         )
         check_csrf(user, received.fields.pop("csrf", None))
-        parsed = await run_in_threadpool(graphs.parse_upload, _filled(received), settings)
+        parsed = await run_in_threadpool(graphs.parse_upload, filled(received), settings)
     except ProblemError as exc:
         if exc.status == 403:
             raise
@@ -91,39 +91,6 @@ async def upload(
         await run_in_threadpool(remove_folder, folder)
     graph = await run_in_threadpool(graphs.create_graph, session, user.tenant, parsed)
     return RedirectResponse(f"/console/graphs/{graph.id}", status_code=303)
-
-
-def _filled(received: ReceivedUpload) -> ReceivedUpload:
-    """The upload without what a browser sends for a form's empty inputs: files without a name, blank fields."""
-    empty = [part for part, name in received.client_names.items() if not name]
-    for part in empty:
-        received.files.pop(part, None)
-        received.client_names.pop(part, None)
-    received.fields = {k: v for k, v in received.fields.items() if v.strip()}
-    return received
-
-
-async def received_form(
-    request: Request,
-    folder: Path,
-    settings: Settings,
-    user: Any,
-    *,
-    file_parts: tuple[str, ...],
-    field_parts: tuple[str, ...],
-    what: str,
-) -> ReceivedUpload:
-    """A console form's multipart body, streamed to ``folder``: its CSRF token checked and taken out, and what a
-    browser sends for its empty inputs left out (:func:`_filled`).
-
-    Raises:
-        ProblemError: the API's upload refusals (size, type), or a token that is not the session's (403).
-    """
-    received = await receive_upload(
-        request, folder, settings.max_upload_bytes, file_parts=file_parts, field_parts=(*field_parts, "csrf"), what=what
-    )
-    check_csrf(user, received.fields.pop("csrf", None))
-    return _filled(received)
 
 
 @router.get("/graphs/{graph_id}")
@@ -156,20 +123,8 @@ async def register_model(
 ) -> Response:
     """Register a model trained on this graph (its weights, config and, optionally, its own outputs) as the API
     does; on success the graph's page with the model chosen to audit, else the page with the form's refusal."""
-    await run_in_threadpool(session.rollback)  # hold no connection while the body streams
-    folder = Path(await run_in_threadpool(tempfile.mkdtemp, prefix="bind-console-model-"))
-    sent: dict[str, str] = {}
-    try:
-        received = await received_form(
-            request,
-            folder,
-            settings,
-            user,
-            file_parts=MODEL_FILES,
-            field_parts=("name", "unknown_categories"),
-            what="model",
-        )
-        sent = dict(received.fields)
+
+    async def register(received: ReceivedUpload) -> str:
         missing = [part for part in ("weights", "config") if part not in received.files]
         if missing:
             raise ValidationProblem(
@@ -191,15 +146,21 @@ async def register_model(
                 outputs=given,
             )
         )
-    except ProblemError as exc:
-        problem = form_refusal(exc, "The model cannot be registered.")  # 403 and 404 answered as problem pages
-        refused(response, problem.status)
-        return await run_in_threadpool(
-            lambda: graph_view(session, user, graph_id, model_form=sent, model_problem=problem)
-        )
-    finally:
-        await run_in_threadpool(remove_folder, folder)
-    return RedirectResponse(f"/console/graphs/{graph_id}?registered={row.id}", status_code=303)
+        return f"/console/graphs/{graph_id}?registered={row.id}"
+
+    return await graph_form(
+        request,
+        response,
+        session,
+        user,
+        settings,
+        file_parts=MODEL_FILES,
+        field_parts=("name", "unknown_categories"),
+        what="model",
+        refusal="The model cannot be registered.",
+        act=register,
+        shown=lambda sent, problem: graph_view(session, user, graph_id, model_form=sent, model_problem=problem),
+    )
 
 
 @router.post("/graphs/{graph_id}/audit", dependencies=[trailed("audit.create")])
