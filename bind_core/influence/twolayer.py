@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, cast
+from typing import NamedTuple, Protocol
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from bind_core.models.gnn import GNN
+from bind_core.models.norms import affine_map
 
 
 class Parameterised(Protocol):
@@ -214,26 +215,12 @@ def layout(fm: Parameterised) -> Layout | None:
         return None
     if config.activation not in _WITH_DERIVATIVE or config.head_activation:
         return None
-    norm = held_affine(module.norms[0]) if module.norms else None
+    norm = affine_map(module.norms[0]) if module.norms else None
     found = Layout(first, second[0], second[1], second[2], config.head, config.activation, norm, config.act_first)
     known = {*first[0], first[1], found.second, found.second_bias}
     known |= {found.root} if found.root is not None else set()
     known |= set(HEAD) if config.head else set()
     return found if known == set(fm.names) else None
-
-
-def held_affine(norm: nn.Module) -> tuple[Tensor, Tensor]:
-    """A batch normalisation in evaluation mode as the per-channel map ``a·h + c`` it is: ``a = γ/√(σ² + ε)``,
-    ``c = β − μ·a`` (``γ = 1``, ``β = 0`` without an affine part), detached."""
-    bn = cast(nn.BatchNorm1d, norm)
-    mean, var = cast(Tensor, bn.running_mean), cast(Tensor, bn.running_var)
-    scale = (var + bn.eps).rsqrt()
-    if bn.weight is not None:
-        scale = scale * bn.weight
-    shift = -mean * scale
-    if bn.bias is not None:
-        shift = shift + bn.bias
-    return scale.detach(), shift.detach()
 
 
 def linear_first(fm: Parameterised) -> tuple[tuple[str, ...], str] | None:

@@ -66,3 +66,17 @@ def held(module: M) -> M:
         if is_normalisation(part):
             part.requires_grad_(False)
     return module
+
+
+def affine_map(norm: nn.Module) -> tuple[Tensor, Tensor]:
+    """A batch normalisation in evaluation mode as the per-channel map ``a·h + c`` it is: ``a = γ/√(σ² + ε)``,
+    ``c = β − μ·a`` (``γ = 1``, ``β = 0`` without an affine part), detached."""
+    bn = cast(nn.BatchNorm1d, norm)
+    mean, var = cast(Tensor, bn.running_mean), cast(Tensor, bn.running_var)
+    scale = (var + bn.eps).rsqrt()
+    if bn.weight is not None:
+        scale = scale * bn.weight
+    shift = -mean * scale
+    if bn.bias is not None:
+        shift = shift + bn.bias
+    return scale.detach(), shift.detach()
