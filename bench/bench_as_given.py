@@ -52,9 +52,12 @@ MODELS = {
     "GAT1": ("GAT", {"num_layers": 1}),
     "GCN2BN": ("GCN", {"num_layers": 2, "norm": "batch_norm"}),
     "SAGE2BN": ("GraphSAGE", {"num_layers": 2, "norm": "batch_norm"}),
+    "GCN3": ("GCN", {"num_layers": 3}),
+    "GCN3BN": ("GCN", {"num_layers": 3, "norm": "batch_norm"}),
+    "SAGE3": ("GraphSAGE", {"num_layers": 3}),
 }
 DEFAULT_MODELS = ("GCN2", "SAGE2", "GAT1")
-"""The models run unless ``--models`` names others (the batch-normalised ones by name)."""
+"""The models run unless ``--models`` names others (the batch-normalised and three-layer ones by name)."""
 METRICS = ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo", "gamma")
 
 
@@ -96,11 +99,14 @@ def per_node(model: TrainedModel, graph: Graph, sample: int) -> dict[str, Any]:
     start = time.perf_counter()
     stepper = Stepper.build(FunctionalModel.from_trained(model, graph))
     setup_s = time.perf_counter() - start
-    est, unsettled = [], 0
+    est, unsettled, finished = [], 0, 0
+    settle_start = time.perf_counter()
     for pos in picks:
         out = stepper.delete([pos])
         est.append(0.5 * float(out.delta[0]) + 0.5 * float(out.delta[1]))
         unsettled += int(out.residual > stepper.tol)
+        finished += out.finished
+    per_deletion_s = (time.perf_counter() - settle_start) / max(1, len(picks))
     estimate_s = time.perf_counter() - start
     before = gammas(model, graph)
     act: list[float] = []
@@ -128,6 +134,8 @@ def per_node(model: TrainedModel, graph: Graph, sample: int) -> dict[str, Any]:
         "damping": stepper.mu,
         "setup_s": setup_s,
         "estimate_s": estimate_s,
+        "per_deletion_s": per_deletion_s,
+        "finish_evaluations": finished,
         "truth_s": truth_s,
         "estimates": est,
         "actual": [None if not np.isfinite(x) else float(x) for x in act],
@@ -219,7 +227,8 @@ def main() -> None:
                     f" ΔSP {row['metrics']['delta_sp']:.3f} ΔEO {row['metrics']['delta_eo']:.3f}, metric difference "
                     f"{row['max_metric_difference']:.1e}, max|∇L| {row['stationarity']['max_abs_grad']:.1e}, per node "
                     f"Pearson {node.get('pearson')} Spearman {node.get('spearman')} (undefined "
-                    f"{node.get('undefined_truth')}, unsettled {node.get('unsettled')})",
+                    f"{node.get('undefined_truth')}, unsettled {node.get('unsettled')}), "
+                    f"{_num(node.get('per_deletion_s'))} s per deletion",
                     flush=True,
                 )
     print(

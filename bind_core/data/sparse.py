@@ -39,20 +39,24 @@ class Adjacency:
     transposed: tuple[Tensor, Tensor, Tensor]
     shape: tuple[int, int]
     _blocks: dict[int, tuple[weakref.ref[Tensor], Adjacency]] = field(default_factory=dict, compare=False, repr=False)
+    ladders: dict[tuple[int, int], tuple[weakref.ref[Tensor], Any]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """:func:`~bind_core.data.ladder.ladder`'s rungs, kept per rows tensor (its cache; nothing else reads it)."""
 
     @classmethod
     def from_edges(cls, edge_index: Tensor, weight: Tensor, num_nodes: int, *, symmetric: bool = False) -> Adjacency:
         """From edges ``(i, j)`` with weights ``A_ij``; ``symmetric=True`` promises ``A = Aᵀ`` (no transpose built)."""
-        parts = _csr_parts(edge_index[0], edge_index[1], weight, num_nodes)
-        transposed = parts if symmetric else _csr_parts(edge_index[1], edge_index[0], weight, num_nodes)
+        parts = csr_parts(edge_index[0], edge_index[1], weight, num_nodes)
+        transposed = parts if symmetric else csr_parts(edge_index[1], edge_index[0], weight, num_nodes)
         return cls(parts, transposed, (num_nodes, num_nodes))
 
     @classmethod
     def from_entries(cls, row: Tensor, col: Tensor, weight: Tensor, shape: tuple[int, int]) -> Adjacency:
         """A ``[r, c]`` matrix (``shape``) from its entries ``A[row, col] = weight``, in any order (a sampled
         mini-batch block, or a submatrix); its transpose is built too."""
-        parts = _csr_parts(row, col, weight, shape[0])
-        return cls(parts, _csr_parts(col, row, weight, shape[1]), shape)
+        parts = csr_parts(row, col, weight, shape[0])
+        return cls(parts, csr_parts(col, row, weight, shape[1]), shape)
 
     def submatrix(self, nodes: Tensor) -> Adjacency:
         """``A[nodes][:, nodes]`` of a square matrix for sorted unique ``nodes``, relabelled to positions in
@@ -99,7 +103,7 @@ class Adjacency:
     def _cut(self, rows: Tensor) -> Adjacency:
         parts, local = self._row_block(rows)
         shape = (int(parts[0].numel()) - 1, self.shape[1])
-        return Adjacency(parts, _csr_parts(parts[1], local, parts[2], shape[1]), shape)
+        return Adjacency(parts, csr_parts(parts[1], local, parts[2], shape[1]), shape)
 
     def product_rows(self, rows: Tensor, x: Tensor) -> Tensor:
         """``A[rows] @ x``, forward only (not differentiable in ``x``): no block or transpose is cut or cached, for
@@ -151,7 +155,7 @@ def is_symmetric(edge_index: Tensor, weight: Tensor, num_nodes: int) -> bool:
     return bool(torch.equal(key[a], key_t[b]) and torch.equal(weight[a], weight[b]))
 
 
-def _csr_parts(row: Tensor, col: Tensor, weight: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor]:
+def csr_parts(row: Tensor, col: Tensor, weight: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor]:
     """CSR parts of the entries ``(row, col, weight)`` with ``n`` rows (columns sorted within each row)."""
     order = torch.argsort(row * (int(col.max()) + 1 if col.numel() else 1) + col)
     crow = torch.zeros(n + 1, dtype=torch.long, device=row.device)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from bind_core.data.ladder import reach
 from bind_core.influence.firstlayer import FirstLayerCache
 from bind_core.influence.functional import FunctionalModel
 from bind_core.models.gnn import node_losses, probabilities
@@ -60,6 +61,7 @@ def proximal_objective(
     tilt: Callable[[Tensor], Tensor] | None = None,
     graph: GraphInputs | None = None,
     tilt_hat: tuple[Tensor, Tensor] | None = None,
+    touched: Tensor | None = None,
 ) -> Callable[[Tensor], Evaluation]:
     """``θ ↦ (F(θ), ∇F(θ), test probabilities)`` for the proximal objective on ``G − v``:
     ``F(θ) = (1/m)·Σ_{rest} ℓ_j(θ; G − v) + (λ/2)·‖θ‖² + (μ/2)·‖θ − θ̂‖²``; ``inputs``: those of ``G − v`` (or of its
@@ -74,9 +76,12 @@ def proximal_objective(
     computed again (:meth:`FirstLayerCache.on_graph`), rather than from a pass of its own (``tilt`` is then
     :meth:`FunctionalModel.tilt_from_logits` on those logits, equal to ``fm.tilt`` to rounding). ``tilt_hat``:
     ``(r(θ̂), ∇r(θ̂))``, the same for every deletion (the tilt reads ``G``): at ``θ̂`` itself they are added rather
-    than computed."""
+    than computed. ``touched``: with ``graph``, the positions among the ``m`` training rows whose outputs on ``G`` and
+    ``G − v`` may differ (:func:`touched_rows`): the tilt's pass then computes only those on ``G`` and reads the rest
+    from ``G − v``'s (equal there), rather than every training row again."""
     theta_hat = fm.theta
     shared = graph is not None and first is not None and changed is not None and inputs.x_prop is not None
+    touched_rows = None if touched is None else rows[touched]  # one tensor per deletion: its layers' rows are kept
 
     def evaluate(at: Tensor) -> Evaluation:
         probe = at.detach().clone().requires_grad_(True)
@@ -88,7 +93,12 @@ def proximal_objective(
             h = first.rows(at, probe, inputs.x_prop, changed)
             logits = first.split.logits(probe, h, inputs, rows)
             if shared and not hat and graph is not None and changed is not None:
-                on_graph = first.split.logits(probe, first.on_graph(probe, h, graph, changed), graph, rows)
+                h_graph = first.on_graph(probe, h, graph, changed)
+                if touched is None or touched_rows is None:
+                    on_graph = first.split.logits(probe, h_graph, graph, rows)
+                else:
+                    own = first.split.logits(probe, h_graph, graph, touched_rows)
+                    on_graph = logits[:m].index_put((touched,), own)
         move = probe - theta_hat
         value = (
             node_losses(logits[:m][rest], y).sum() / m
@@ -106,3 +116,25 @@ def proximal_objective(
         return float(value.detach()), grad_f, proba
 
     return evaluate
+
+
+def touched_rows(graph: GraphInputs, rows: Tensor, changed: Tensor, layers: int) -> Tensor:
+    """The positions in ``rows`` (the training rows, in ``graph``'s numbering) whose outputs on ``G − S`` may differ
+    from those on ``G``: the rows within ``layers − 1`` hops of the rows ``changed`` (positions in ``graph``: those
+    whose aggregated features, and propagation matrix row, ``S`` changed). A layer's output differs from ``G``'s only
+    where its input or its matrix row does, so each layer after the first spreads the difference one hop further.
+
+    Args:
+        graph: the inputs of ``G`` (or of its training nodes' computation graph, whose rows near the training rows are
+            ``G``'s).
+        rows: the training rows there.
+        changed: the positions there of the rows ``S`` changed.
+        layers: the model's layers.
+
+    Returns:
+        The positions in ``rows`` (sorted).
+    """
+    assert graph.adjacency is not None
+    near = torch.zeros(graph.adjacency.num_nodes, dtype=torch.bool, device=rows.device)
+    near[reach(graph.adjacency, changed, layers - 1)] = True
+    return torch.nonzero(near[rows]).flatten()

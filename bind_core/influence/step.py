@@ -51,7 +51,7 @@ from bind_core.influence.functional import FunctionalModel, GammaEvaluator, gamm
 from bind_core.influence.fused import FusedObjective
 from bind_core.influence.lbfgs import Found, minimise
 from bind_core.influence.lowrank import DampedInverse
-from bind_core.influence.proximal import Evaluation, proximal_objective
+from bind_core.influence.proximal import Evaluation, proximal_objective, touched_rows
 from bind_core.influence.reduce import GraphReducer, Reduction
 from bind_core.influence.solvers import SolveInfo
 from bind_core.models.gnn import flat_parameters, probabilities
@@ -391,6 +391,9 @@ class Stepper:
         if first is not None and at_changed is not None and part is not None and self.fused is not None:
             return self.fused.objective(first, part, rows, rest, y[self.train], self.mu, at_changed)
         graph = None if first is None else fm.objective_rows().inputs  # the tilt shares the first layer there
+        touched = None
+        if graph is not None and at_changed is not None and graph.adjacency is not None:
+            touched = touched_rows(graph, rows, at_changed, len(fm.module.convs))  # the tilt's pass: only these
         kept = y[self.train[rest]]
         return proximal_objective(
             fm,
@@ -405,6 +408,7 @@ class Stepper:
             tilt=fm.tilt,
             graph=graph,
             tilt_hat=self.tilt_hat,
+            touched=touched,
         )
 
     def _chord_steps(

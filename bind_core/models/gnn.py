@@ -27,6 +27,7 @@ from torch_geometric.nn import GCNConv, GINConv, SAGEConv
 
 from bind_core.config import DictConfig
 from bind_core.data.graph import Graph
+from bind_core.data.ladder import ladder
 from bind_core.data.sparse import Adjacency, spmm
 from bind_core.errors import ConfigError, ModelDoesNotFitError, NonFiniteError
 from bind_core.models.activations import activation_fn
@@ -369,6 +370,11 @@ class GNN(nn.Module):
         """Convs ``start..L−1`` on ``h`` (the input of conv ``start``: a conv's output, before the activation unless
         ``activated``, for ``start ≥ 1``), then the head."""
         last = len(self.convs) - 1
+        # Dropout in training draws a mask per computed row: its draws, and so a seeded training's model, stay as
+        # they were by computing every row there.
+        laddered = rows is not None and last - max(start, 1) >= 1 and not (self.training and self.config.dropout > 0)
+        if inputs.adjacency is not None and rows is not None and laddered:
+            return self._middle_rows(start, h, inputs, inputs.adjacency, rows, activated)
         for i in range(start, len(self.convs)):
             if i > 0 and not (activated and i == start):
                 h = dropout(self.activate(i - 1, h), self.config.dropout, self.training)
@@ -379,6 +385,21 @@ class GNN(nn.Module):
             h = self.layer(i, h, inputs)
         out = cast(Tensor, self.head(h))
         return out if rows is None else out[rows]
+
+    def _middle_rows(
+        self, start: int, h: Tensor, inputs: GraphInputs, adjacency: Adjacency, rows: Tensor, activated: bool
+    ) -> Tensor:
+        """:meth:`_layers_from` for a model with middle layers (three or more) when only ``rows`` are wanted: each
+        layer after the first computes only the rows the next one reads (:func:`~bind_core.data.ladder.ladder`)."""
+        first_middle = max(start, 1)
+        if start == 0:
+            h = self.layer(0, h, inputs)
+        rungs = ladder(adjacency, rows, len(self.convs) - 1 - first_middle)
+        for i, rung in enumerate(rungs, first_middle):
+            if not (activated and i == start):
+                h = dropout(self.activate(i - 1, h), self.config.dropout, self.training)
+            h = self._csr_layer(self.convs[i], rung.block, h, h[rung.root])
+        return cast(Tensor, self.head(h))
 
     def layer(self, i: int, h: Tensor, inputs: GraphInputs) -> Tensor:
         """Conv ``i`` on the whole graph's rows ``h`` (already activated): its pre-activation output ``[n, ·]``."""

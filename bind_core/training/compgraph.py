@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from bind_core.data.graph import Graph
-from bind_core.data.sparse import Adjacency, row_entries
+from bind_core.data.ladder import reach
 from bind_core.models.gnn import GNN
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.objective import LabelledRows
@@ -88,18 +88,3 @@ def objective_inputs(
     if sub is None or sub.nodes.numel() > max_fraction * graph.num_nodes:
         return inputs, graph
     return sub.inputs, sub
-
-
-def reach(adjacency: Adjacency, seeds: Tensor, hops: int) -> Tensor:
-    """The sorted nodes within ``hops`` steps of ``seeds`` along ``adjacency``'s entries (seeds included)."""
-    crow, col, _ = adjacency.parts
-    nodes: Tensor = torch.unique(seeds)
-    frontier = nodes
-    for _ in range(hops):
-        if frontier.numel() == 0:
-            break
-        reached = torch.unique(col[row_entries(crow, frontier)[1]])
-        pos = torch.searchsorted(nodes, reached).clamp(max=nodes.numel() - 1)
-        frontier = reached[nodes[pos] != reached]
-        nodes = torch.unique(torch.cat([nodes, frontier]))
-    return nodes

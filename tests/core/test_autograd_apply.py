@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bind_core.autograd import apply
-from bind_core.data.sparse import _csr_parts, _SpMM
+from bind_core.data.sparse import _SpMM, csr_parts
 
 
 def _operands() -> tuple[torch.Tensor, Any, Any, tuple[int, int]]:
@@ -18,7 +18,7 @@ def _operands() -> tuple[torch.Tensor, Any, Any, tuple[int, int]]:
     row = torch.tensor([0, 0, 1, 2, 2, 3])
     col = torch.tensor([1, 3, 2, 0, 3, 1])
     weight = torch.rand(6, generator=gen, dtype=torch.float64)
-    parts, transposed = _csr_parts(row, col, weight, 4), _csr_parts(col, row, weight, 4)
+    parts, transposed = csr_parts(row, col, weight, 4), csr_parts(col, row, weight, 4)
     return torch.rand(4, 3, generator=gen, dtype=torch.float64), parts, transposed, (4, 4)
 
 

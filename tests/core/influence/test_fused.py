@@ -113,15 +113,18 @@ def test_deletions_settled_on_the_fused_objective_are_autograds(arch: str) -> No
     plain.append(stepper.delete([2, 7]))
     settled = 0
     for a, b in zip(fused, plain, strict=True):
-        assert a.taken == b.taken and a.finished == b.finished and a.far == b.far
+        # the finish stops on a gradient within 1e-7, which rounding can cross an evaluation earlier or later
+        assert a.taken == b.taken and abs(a.finished - b.finished) <= 2 and a.far == b.far
         assert torch.allclose(a.direct, b.direct, rtol=1e-12, atol=1e-15)
         if b.far is not None:  # no minimum near θ̂ either way: no value
             assert bool(a.delta.isnan().all())
             continue
         settled += 1
         scale = float(b.delta.abs().max())
-        # rounding, carried through up to 20 chord steps and an L-BFGS finish (the finished ones: ~3e-10)
-        assert float((a.delta - b.delta).abs().max()) <= 1e-9 * scale
+        # rounding, carried through up to 20 chord steps and an L-BFGS finish (the finished ones: ~3e-10); a finish
+        # that stopped an evaluation apart stopped at another point within its tolerance (1.6e-6 of it, seen)
+        bound = 1e-9 if a.finished == b.finished else 1e-5
+        assert float((a.delta - b.delta).abs().max()) <= bound * scale
     assert settled >= 4
 
 

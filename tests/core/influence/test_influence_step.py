@@ -16,6 +16,7 @@ from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.curvature import damping_for
 from bind_core.influence.estimate import choose_method
 from bind_core.influence.functional import FunctionalModel
+from bind_core.influence.proximal import touched_rows
 from bind_core.influence.reduce import GraphReducer
 from bind_core.influence.step import Stepper
 from bind_core.influence.step_nodes import MOVED_FAR, step_estimate
@@ -392,3 +393,38 @@ def test_deletions_that_carry_the_weights_far_are_counted_and_warned_about(graph
     result = estimate(model, graph, InfluenceArguments(method="step"))
     said = [w for w in estimate_warnings(result, None, None) if "nodes' deletions carry the weights" in w]
     assert len(said) == 1 and said[0].startswith(f"{details['moved_far']} of {graph.train_idx.numel()} nodes'"), said
+
+
+@pytest.mark.parametrize("arch", ["gcn", "gin"])
+def test_the_tilts_pass_on_the_rows_a_deletion_touches_leaves_out_no_row_whose_output_moves(arch: str) -> None:
+    """A deletion's proximal objective reads the tilt from the training rows' outputs on ``G``: those within
+    ``layers − 1`` hops of the rows it changed are computed again on ``G`` (:func:`touched_rows`), the rest read from
+    ``G − S``'s pass. Every row whose output on ``G − S`` differs from ``G``'s is among them, and the deletions settle
+    as with every training row computed again."""
+    sparse = synthetic(3000, avg_degree=3, seed=2, train_per_class=20)
+    model = train(sparse, TrainConfig(epochs=200, polish=True), ModelConfig(arch=arch, layers=3, hidden=8))
+    fm = FunctionalModel.from_trained(model, sparse)
+    stepper = Stepper.build(fm)
+    cache, view = stepper.first, stepper.view
+    assert cache is not None and view is not None
+    graph = fm.objective_rows().inputs
+    moved = fm.theta + 0.05 * torch.randn_like(fm.theta)
+    for positions in ([0], [3, 7]):
+        reduction = stepper.reducer.reduce(sparse.train_idx[positions])
+        assert reduction.changed is not None
+        changed = cache.changed_positions(reduction.changed)
+        touched = touched_rows(graph, stepper.train_rows, changed, 3)
+        on_g = fm.logits(moved, stepper.train_rows, graph)
+        on_gs = fm.logits(moved, stepper.train_rows, view(reduction))
+        differ = torch.nonzero((on_g - on_gs).abs().amax(dim=1) > 0).flatten()
+        assert differ.numel() > 0 and bool(torch.isin(differ, touched).all())
+        assert touched.numel() < stepper.m
+    every = Stepper.build(fm)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("bind_core.influence.step.touched_rows", lambda *_: None)
+        whole = [every.delete(p) for p in ([0], [3, 7])]
+    for positions, b in zip(([0], [3, 7]), whole, strict=True):
+        a = stepper.delete(positions)
+        assert a.taken == b.taken and a.finished == b.finished and a.far is None
+        assert torch.allclose(a.delta, b.delta, rtol=1e-9, atol=1e-14)
+        assert torch.allclose(a.weights, b.weights, rtol=1e-9, atol=1e-13)
