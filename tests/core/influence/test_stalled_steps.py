@@ -93,7 +93,7 @@ def test_the_warning_tells_stalled_deletions_from_those_out_of_steps() -> None:
     (said,) = [w for w in _question_warnings(influence) if "did not settle" in w]  # type: ignore[arg-type]
     assert said.startswith("5 of 40 nodes' steps did not settle (largest remaining gradient entry 2.0e-03): on a")
     assert "model with kinks the objective's minimum lies on its kinks, where no gradient vanishes" in said
-    assert "then L-BFGS stopped at the lowest objective they found (once 20 evaluations in a row lowered it" in said
+    assert "then L-BFGS stopped at the lowest objective they found (once 10 evaluations in a row lowered it" in said
     assert "; their values are approximate (their rows say settled: false" in said and "stalled" not in said
     details |= {"mixed": True}  # a smooth model: the rule itself, not kinks
     (said,) = [w for w in _question_warnings(influence) if "did not settle" in w]  # type: ignore[arg-type]
