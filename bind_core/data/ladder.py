@@ -15,13 +15,13 @@ and a two-layer model has no middle layer, so nothing here touches it.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import torch
 from torch import Tensor
 
+from bind_core.data.kept import KeptByIdentity
 from bind_core.data.sparse import BLOCKS_KEPT, Adjacency, csr_parts, row_entries
 
 
@@ -68,13 +68,12 @@ def ladder(adjacency: Adjacency, rows: Tensor, middle: int) -> list[Rung]:
     Returns:
         ``middle + 1`` rungs, the first middle layer's first.
     """
-    key = (id(rows), middle)
-    hit = adjacency.ladders.get(key)
-    if hit is not None and hit[0]() is rows:
-        return cast(list[Rung], hit[1])
+    hit = adjacency.ladders.get((rows,), middle)
+    if hit is not None:
+        return cast(list[Rung], hit)
     values = adjacency.parts[2]
     rungs = [shape.rung(values) for shape in _shapes(adjacency, rows, middle)]
-    _keep(adjacency.ladders, key, rows, rungs)
+    adjacency.ladders.put((rows,), rungs, middle)
     return rungs
 
 
@@ -114,33 +113,17 @@ class _Shape:
         return Rung(block, self.root)
 
 
-_SHAPES: dict[tuple[int, int, int], tuple[weakref.ref[Tensor], weakref.ref[Tensor], list[_Shape]]] = {}
+_SHAPES: KeptByIdentity[list[_Shape]] = KeptByIdentity(BLOCKS_KEPT)
 
 
 def _shapes(adjacency: Adjacency, rows: Tensor, middle: int) -> list[_Shape]:
     """The rungs' structures for an adjacency with ``adjacency``'s structure (see :func:`ladder`)."""
     col = adjacency.parts[1]
-    key = (id(col), id(rows), middle)
-    hit = _SHAPES.get(key)
-    if hit is not None and hit[0]() is col and hit[1]() is rows:
-        return hit[2]
+    hit = _SHAPES.get((col, rows), middle)
+    if hit is not None:
+        return hit
     wanted = rows.to(col.device)
     sets = [reach(adjacency, wanted, hops) for hops in range(middle, 0, -1)]
     shapes = [_Shape.of(adjacency, sets[0], None)]
     shapes += [_Shape.of(adjacency, out, into) for into, out in zip(sets, [*sets[1:], wanted], strict=True)]
-    for stale in [k for k, (c, r, _) in list(_SHAPES.items()) if c() is None or r() is None]:
-        _SHAPES.pop(stale, None)
-    for old in list(_SHAPES)[: max(0, len(_SHAPES) - BLOCKS_KEPT + 1)]:
-        _SHAPES.pop(old, None)
-    _SHAPES[key] = (weakref.ref(col), weakref.ref(rows), shapes)
-    return shapes
-
-
-def _keep(cache: dict[Any, Any], key: tuple[int, int], rows: Tensor, rungs: list[Rung]) -> None:
-    """Keep ``rungs`` in an adjacency's cache, as :meth:`Adjacency.rows` keeps its blocks: a snapshot read, trimmed with
-    pop (threads settling deletions share adjacencies)."""
-    for stale in [k for k, (ref, _) in list(cache.items()) if ref() is None]:
-        cache.pop(stale, None)
-    for old in list(cache)[: max(0, len(cache) - BLOCKS_KEPT + 1)]:
-        cache.pop(old, None)
-    cache[key] = (weakref.ref(rows), rungs)
+    return _SHAPES.put((col, rows), shapes, middle)

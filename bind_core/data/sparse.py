@@ -13,7 +13,6 @@ one product with the block-diagonal union of the members' matrices, :func:`_bloc
 from __future__ import annotations
 
 import warnings
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +20,7 @@ import torch
 from torch import Tensor
 
 from bind_core.autograd import apply
+from bind_core.data.kept import KeptByIdentity
 
 BLOCKS_KEPT = 8
 """Row blocks an :class:`Adjacency` keeps cut (the training, validation and test rows, and a few more)."""
@@ -38,10 +38,10 @@ class Adjacency:
     parts: tuple[Tensor, Tensor, Tensor]
     transposed: tuple[Tensor, Tensor, Tensor]
     shape: tuple[int, int]
-    _blocks: dict[int, tuple[weakref.ref[Tensor], Adjacency]] = field(default_factory=dict, compare=False, repr=False)
-    ladders: dict[tuple[int, int], tuple[weakref.ref[Tensor], Any]] = field(
-        default_factory=dict, compare=False, repr=False
+    _blocks: KeptByIdentity[Adjacency] = field(
+        default_factory=lambda: KeptByIdentity(BLOCKS_KEPT), compare=False, repr=False
     )
+    ladders: KeptByIdentity[Any] = field(default_factory=lambda: KeptByIdentity(BLOCKS_KEPT), compare=False, repr=False)
     """:func:`~bind_core.data.ladder.ladder`'s rungs, kept per rows tensor (its cache; nothing else reads it)."""
 
     @classmethod
@@ -82,23 +82,12 @@ class Adjacency:
         reused by another never hits) and holds a few blocks, so a caller that passes the same index tensor
         every epoch cuts the block once, and nothing outlives the adjacency.
         """
-        key = id(rows)
-        hit = self._blocks.get(key)
-        if hit is not None and hit[0]() is rows:
-            return hit[1]
-        block = self._cut(rows)
-        # Threads settling deletions (bind_core.influence.threads) share the graph's adjacencies: the cache is read
-        # from a snapshot and trimmed with pop, so that two threads cutting at once at worst cut one block twice.
-        for stale in [k for k, (ref, _) in list(self._blocks.items()) if ref() is None]:
-            self._blocks.pop(stale, None)
-        for old in list(self._blocks)[: max(0, len(self._blocks) - BLOCKS_KEPT + 1)]:
-            self._blocks.pop(old, None)
-        self._blocks[key] = (weakref.ref(rows), block)
-        return block
+        hit = self._blocks.get((rows,))
+        return hit if hit is not None else self._blocks.put((rows,), self._cut(rows))
 
     def keep_block(self, rows: Tensor, block: Adjacency) -> None:
         """Cache ``block`` as :meth:`rows` of ``rows`` (a caller that made the block more cheaply than a cut)."""
-        self._blocks[id(rows)] = (weakref.ref(rows), block)
+        self._blocks.put((rows,), block)
 
     def _cut(self, rows: Tensor) -> Adjacency:
         parts, local = self._row_block(rows)
@@ -230,25 +219,19 @@ def _members(values: Tensor, dim: int | None, size: int) -> Tensor:
     return (values.movedim(dim, 0) if dim is not None else values.expand(size, *values.shape)).reshape(-1)
 
 
-_DIAGONALS: dict[tuple[int, int, int], tuple[weakref.ref[Tensor], tuple[Tensor, Tensor]]] = {}
+_DIAGONALS: KeptByIdentity[tuple[Tensor, Tensor]] = KeptByIdentity(4 * BLOCKS_KEPT)
 
 
 def _diagonal(crow: Tensor, col: Tensor, cols: int, size: int) -> tuple[Tensor, Tensor]:
     """The row pointer and columns of ``size`` copies of a CSR structure (``cols`` columns) on the diagonal, kept per
     structure while its column tensor lives (a batch evaluates the same few structures many times)."""
-    key = (id(col), cols, size)
-    hit = _DIAGONALS.get(key)
-    if hit is not None and hit[0]() is col:
-        return hit[1]
+    hit = _DIAGONALS.get((col,), cols, size)
+    if hit is not None:
+        return hit
     nnz = int(col.numel())
     member = torch.arange(size, device=col.device)
     crow_d = torch.cat(
         [(crow[:-1].unsqueeze(0) + nnz * member.unsqueeze(1)).reshape(-1), crow.new_tensor([size * nnz])]
     )
     col_d = (col.unsqueeze(0) + cols * member.unsqueeze(1)).reshape(-1)
-    for stale in [k for k, (ref, _) in _DIAGONALS.items() if ref() is None]:
-        del _DIAGONALS[stale]
-    while len(_DIAGONALS) >= 4 * BLOCKS_KEPT:
-        del _DIAGONALS[next(iter(_DIAGONALS))]
-    _DIAGONALS[key] = (weakref.ref(col), (crow_d, col_d))
-    return crow_d, col_d
+    return _DIAGONALS.put((col,), (crow_d, col_d), cols, size)

@@ -81,7 +81,8 @@ def proximal_objective(
     from ``G − v``'s (equal there), rather than every training row again."""
     theta_hat = fm.theta
     shared = graph is not None and first is not None and changed is not None and inputs.x_prop is not None
-    touched_rows = None if touched is None else rows[touched]  # one tensor per deletion: its layers' rows are kept
+    # the positions and their rows: one tensor per deletion, which its layers' rows are kept for (data/ladder.py)
+    recomputed = None if touched is None else (touched, rows[touched])
 
     def evaluate(at: Tensor) -> Evaluation:
         probe = at.detach().clone().requires_grad_(True)
@@ -94,11 +95,11 @@ def proximal_objective(
             logits = first.split.logits(probe, h, inputs, rows)
             if shared and not hat and graph is not None and changed is not None:
                 h_graph = first.on_graph(probe, h, graph, changed)
-                if touched is None or touched_rows is None:
+                if recomputed is None:
                     on_graph = first.split.logits(probe, h_graph, graph, rows)
                 else:
-                    own = first.split.logits(probe, h_graph, graph, touched_rows)
-                    on_graph = logits[:m].index_put((touched,), own)
+                    own = first.split.logits(probe, h_graph, graph, recomputed[1])
+                    on_graph = logits[:m].index_put((recomputed[0],), own)
         move = probe - theta_hat
         value = (
             node_losses(logits[:m][rest], y).sum() / m

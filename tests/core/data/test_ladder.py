@@ -8,6 +8,7 @@ import torch
 from torch.func import functional_call, grad
 
 from bind_core.data.datasets import synthetic
+from bind_core.data.kept import KeptByIdentity
 from bind_core.data.ladder import ladder, reach
 from bind_core.models.gnn import GNN, ModelConfig
 
@@ -90,3 +91,18 @@ def test_a_two_layer_model_and_dropout_in_training_compute_every_row_as_before()
     deep.eval()
     deep(deep_inputs, graph.train_idx)
     assert deep_inputs.adjacency.ladders
+
+
+def test_kept_values_are_found_by_their_tensors_identity_and_go_with_them() -> None:
+    kept: KeptByIdentity[int] = KeptByIdentity(2)
+    a, equal = torch.arange(3), torch.arange(3)
+    kept.put((a,), 1)
+    assert kept.get((a,)) == 1 and kept.get((equal,)) is None  # the tensor itself, not its values
+    kept.put((a,), 2, "deep")
+    assert kept.get((a,), "deep") == 2 and kept.get((a,)) == 1
+    other = torch.arange(2)
+    kept.put((other,), 3)  # at most two: the oldest goes
+    assert len(kept) == 2 and kept.get((a,)) is None and kept.get((other,)) == 3
+    del other
+    kept.put((equal,), 4)  # an entry whose tensor is gone is dropped first
+    assert len(kept) == 2 and kept.get((a,), "deep") == 2 and kept.get((equal,)) == 4
