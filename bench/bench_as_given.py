@@ -22,8 +22,11 @@ given (:func:`bind_core.pipeline.reference.prepare_for_audit`):
 
 from __future__ import annotations
 
+import argparse
 import copy
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -167,7 +170,21 @@ def debiasing(model: TrainedModel, graph: Graph, cli: Any) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - start, "timings": result.timings, "rows": rows}
 
 
-def run_one(graph: Graph, name: str, seed: int, cli: Any) -> dict[str, Any]:
+@dataclass
+class Supplied:
+    """A PyG model trained as PyG users train it, and the model the audit reads from its weights and config."""
+
+    module: torch.nn.Module
+    model: TrainedModel
+    record: Any
+    """:func:`~bind_core.pipeline.reference.prepare_for_audit`'s record (the reproduction check)."""
+    epochs: int
+    train_s: float
+
+
+def supplied(graph: Graph, name: str, seed: int, cli: Any) -> Supplied:
+    """The model ``name`` (:data:`MODELS`, ``cli.hidden`` wide) trained with ``seed`` and ``cli``'s recipe
+    (:func:`add_training_options`), saved as safetensors with a ``torch_geometric`` config and read as given."""
     cls, extra = MODELS[name]
     args = {"in_channels": graph.num_features, "hidden_channels": cli.hidden, "out_channels": 2, **extra}
     start = time.perf_counter()
@@ -180,6 +197,30 @@ def run_one(graph: Graph, name: str, seed: int, cli: Any) -> dict[str, Any]:
     }  # fmt: skip
     config = {"format": "torch_geometric", "class": cls, "args": args, "training": recipe}
     model, record = prepare_for_audit(weights, config, graph, AuditConfig(bootstrap=0))
+    return Supplied(module, model, record, epochs, train_s)
+
+
+def add_training_options(p: argparse.ArgumentParser, *, models: str, hidden: int = 16) -> None:
+    """The models to run and the PyG training recipe (:func:`supplied` reads them)."""
+    p.add_argument("--models", default=models, help="comma-separated: " + ", ".join(MODELS))
+    p.add_argument("--hidden", type=int, default=hidden)
+    p.add_argument("--epochs", type=int, default=500)
+    p.add_argument("--patience", type=int, default=50)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--weight-decay", type=float, default=5e-4)
+
+
+def each_run(args: argparse.Namespace) -> Iterator[tuple[str, Graph, str, int]]:
+    """``(dataset, graph, model, seed)`` for every dataset, ``--models`` entry and seed asked for."""
+    for gname, graph in datasets(args):
+        for name in args.models.split(","):
+            for seed in seeds(args):
+                yield gname, graph, name, seed
+
+
+def run_one(graph: Graph, name: str, seed: int, cli: Any) -> dict[str, Any]:
+    given = supplied(graph, name, seed, cli)
+    module, model, record, epochs, train_s = given.module, given.model, given.record, given.epochs, given.train_s
     audited = run_audit(graph, AuditConfig(stages=("training", "metrics"), bootstrap=0), model=model)
     own = own_metrics(module, graph)
     got = encode(audited.metrics.test)
@@ -198,12 +239,7 @@ def run_one(graph: Graph, name: str, seed: int, cli: Any) -> dict[str, Any]:
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated: " + ", ".join(MODELS))
-    p.add_argument("--hidden", type=int, default=16)
-    p.add_argument("--epochs", type=int, default=500)
-    p.add_argument("--patience", type=int, default=50)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--weight-decay", type=float, default=5e-4)
+    add_training_options(p, models=",".join(DEFAULT_MODELS))
     p.add_argument("--sample", type=int, default=10, help="random training nodes checked per model (0: none)")
     p.add_argument("--debias", action="store_true", help="the full estimate and BIND against random deletion")
     p.add_argument("--budgets", default="0.1")
@@ -212,25 +248,23 @@ def main() -> None:
     args = p.parse_args()
     setup(args)
     rows = []
-    for gname, graph in datasets(args):
-        for name in args.models.split(","):
-            for seed in seeds(args):
-                row = {"graph": gname} | run_one(graph, name, seed, args)
-                rows.append(row)
-                write_json("as_given", {"machine": machine(), "args": vars(args), "rows": rows}, args.out)
-                for deb in (row.get("debiasing") or {}).get("rows", []):
-                    print(f"  budget {deb['budget']}: advantage {deb['advantage']}, yardstick {deb['yardstick']}, "
-                          f"noise floor {deb['noise_floor']}: {deb['verdict']}", flush=True)  # fmt: skip
-                node = row.get("per_node") or {}
-                print(
-                    f"{gname} {name} seed {seed}: {row['epochs_run']} epochs, accuracy {row['metrics']['accuracy']:.3f}"
-                    f" ΔSP {row['metrics']['delta_sp']:.3f} ΔEO {row['metrics']['delta_eo']:.3f}, metric difference "
-                    f"{row['max_metric_difference']:.1e}, max|∇L| {row['stationarity']['max_abs_grad']:.1e}, per node "
-                    f"Pearson {node.get('pearson')} Spearman {node.get('spearman')} (undefined "
-                    f"{node.get('undefined_truth')}, unsettled {node.get('unsettled')}), "
-                    f"{_num(node.get('per_deletion_s'))} s per deletion",
-                    flush=True,
-                )
+    for gname, graph, name, seed in each_run(args):
+        row = {"graph": gname} | run_one(graph, name, seed, args)
+        rows.append(row)
+        write_json("as_given", {"machine": machine(), "args": vars(args), "rows": rows}, args.out)
+        for deb in (row.get("debiasing") or {}).get("rows", []):
+            print(f"  budget {deb['budget']}: advantage {deb['advantage']}, yardstick {deb['yardstick']}, "
+                  f"noise floor {deb['noise_floor']}: {deb['verdict']}", flush=True)  # fmt: skip
+        node = row.get("per_node") or {}
+        print(
+            f"{gname} {name} seed {seed}: {row['epochs_run']} epochs, accuracy {row['metrics']['accuracy']:.3f}"
+            f" ΔSP {row['metrics']['delta_sp']:.3f} ΔEO {row['metrics']['delta_eo']:.3f}, metric difference "
+            f"{row['max_metric_difference']:.1e}, max|∇L| {row['stationarity']['max_abs_grad']:.1e}, per node "
+            f"Pearson {node.get('pearson')} Spearman {node.get('spearman')} (undefined "
+            f"{node.get('undefined_truth')}, unsettled {node.get('unsettled')}), "
+            f"{_num(node.get('per_deletion_s'))} s per deletion",
+            flush=True,
+        )
     print(
         table(
             ["graph", "model", "seed", "acc", "ΔSP", "ΔEO", "Δmetric", "max|∇L|", "Pearson", "Spearman", "undef"],

@@ -14,21 +14,17 @@ evaluations and how far each deletion's ΔΓ (λ = 0.5) lies from the longest se
 from __future__ import annotations
 
 import math
-import types
 from typing import Any
 
 import numpy as np
 import torch
-from _common import datasets, machine, parser, seeds, setup, write_json
-from bench_as_given import MODELS, train_pyg
-from safetensors.torch import save
+from _common import machine, parser, setup, write_json
+from bench_as_given import add_training_options, each_run, supplied
 
 import bind_core.influence.step as step
 from bind_core.data.graph import Graph
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.lbfgs import CHANGE
-from bind_core.pipeline.audit import AuditConfig
-from bind_core.pipeline.reference import prepare_for_audit
 
 PATIENCES = (5, 10, 15, 20, 300)
 LONGEST = PATIENCES[-1]
@@ -51,14 +47,7 @@ def _stop(trace: list[tuple[float, float, torch.Tensor]], patience: int, tol: fl
 
 
 def run_one(graph: Graph, name: str, seed: int, cli: Any) -> dict[str, Any]:
-    cls, extra = MODELS[name]
-    args = {"in_channels": graph.num_features, "hidden_channels": cli.hidden, "out_channels": 2, **extra}
-    recipe = types.SimpleNamespace(lr=0.01, weight_decay=5e-4, epochs=500, patience=50)
-    module, _ = train_pyg(graph, cls, args, seed, recipe)
-    weights = save({k: v.contiguous() for k, v in module.state_dict().items()})
-    training = {"loss": "cross_entropy", "weight_decay": 5e-4, "lr": 0.01, "epochs": 500, "patience": 50, "seed": seed}
-    config = {"format": "torch_geometric", "class": cls, "args": args, "training": training}
-    model, _ = prepare_for_audit(weights, config, graph, AuditConfig(bootstrap=0))
+    model = supplied(graph, name, seed, cli).model
     stepper = step.Stepper.build(FunctionalModel.from_trained(model, graph))
     trace: list[tuple[float, float, torch.Tensor]] = []
     real = step.minimise
@@ -109,26 +98,23 @@ def run_one(graph: Graph, name: str, seed: int, cli: Any) -> dict[str, Any]:
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0], seeds="10")
-    p.add_argument("--models", default="GCN2,SAGE2,GCN3,GCN3BN", help="comma-separated: " + ", ".join(MODELS))
-    p.add_argument("--hidden", type=int, default=32)
+    add_training_options(p, models="GCN2,SAGE2,GCN3,GCN3BN", hidden=32)
     p.add_argument("--deletions", type=int, default=40)
     args = p.parse_args()
     setup(args)
     out = []
-    for gname, graph in datasets(args):
-        for name in args.models.split(","):
-            for seed in seeds(args):
-                row = {"graph": gname} | run_one(graph, name, seed, args)
-                out.append(row)
-                print(f"{gname} {name} seed {seed}: {row['deletions']} deletions, spread of ΔΓ {row['spread']:.2e}")
-                for patience, figures in row["patience"].items():
-                    print(
-                        f"  patience {patience:>3}: finish {figures['finish_evaluations_mean']:6.1f} evaluations, "
-                        f"max |ΔΓ − longest's| {figures['max_difference_from_longest']:.2e}, "
-                        f"Pearson {figures['pearson_with_longest']:.6f}",
-                        flush=True,
-                    )
-                write_json("finish", {"machine": machine(), "args": vars(args), "rows": out}, args.out)
+    for gname, graph, name, seed in each_run(args):
+        row = {"graph": gname} | run_one(graph, name, seed, args)
+        out.append(row)
+        print(f"{gname} {name} seed {seed}: {row['deletions']} deletions, spread of ΔΓ {row['spread']:.2e}")
+        for patience, figures in row["patience"].items():
+            print(
+                f"  patience {patience:>3}: finish {figures['finish_evaluations_mean']:6.1f} evaluations, "
+                f"max |ΔΓ − longest's| {figures['max_difference_from_longest']:.2e}, "
+                f"Pearson {figures['pearson_with_longest']:.6f}",
+                flush=True,
+            )
+        write_json("finish", {"machine": machine(), "args": vars(args), "rows": out}, args.out)
 
 
 if __name__ == "__main__":
