@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from collections.abc import Callable, Collection
 
 import torch
 
@@ -18,8 +20,11 @@ THREADS_HELP = (
     "torch CPU threads (0: torch's default, one per physical core). Default: 1 for graphs under "
     f"{SMALL_GRAPH_NODES:,} nodes, whose operations are too small to share out (an Income audit on a busy 2-core "
     "machine: 12 s with 1 thread, 2 min 20 s with torch's default, same results); for larger graphs the idle "
-    "cores (the CPUs this process may use less the 1-minute load average), at least 1 and at most torch's default"
+    "cores (the CPUs this process may use less those busy over a quarter of a second), at least 1 and at most "
+    "torch's default"
 )
+SAMPLE_SECONDS = 0.25
+"""How long :func:`busy_cores` watches the CPUs' counters."""
 
 
 def default_threads(
@@ -31,8 +36,8 @@ def default_threads(
     of every parallel operation, so one thread descheduled by other work stalls the rest, and on a small graph
     (an operation of microseconds) that waiting is most of the time. Hence one thread below
     :data:`SMALL_GRAPH_NODES` nodes, and above it the idle cores: ``cpus`` (default: the CPUs this process may
-    run on) less ``load`` (default: the 1-minute load average), rounded, at least 1 and at most
-    ``torch_default`` (default: ``torch.get_num_threads()`` before any change).
+    run on) less ``load`` (default: :func:`busy_cores`), rounded, at least 1 and at most ``torch_default``
+    (default: ``torch.get_num_threads()`` before any change).
     """
     if num_nodes < SMALL_GRAPH_NODES:
         return 1
@@ -50,13 +55,75 @@ def default_deletion_threads(torch_threads: int, *, cpus: int | None = None, loa
 
 
 def _idle_cores(cpus: int | None, load: float | None) -> int:
-    """``cpus`` (default: the CPUs this process may run on) less ``load`` (default: the 1-minute load average),
-    rounded; may be 0 or less on a busy machine."""
+    """``cpus`` (default: the CPUs this process may run on) less ``load`` (default: :func:`busy_cores`), rounded;
+    may be 0 or less on a busy machine."""
     if cpus is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cpus = len(_own_cpus()) or os.cpu_count() or 1
     if load is None:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        load = busy_cores()
     return cpus - round(load)
+
+
+def _own_cpus() -> set[int]:
+    """The CPUs this process may run on (empty where the platform does not say)."""
+    return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+
+
+def busy_cores(
+    seconds: float = SAMPLE_SECONDS,
+    *,
+    cpus: Collection[int] | None = None,
+    read: Callable[[], str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float:
+    """How many of this process's CPUs other work keeps busy now: the share of their time not idle over ``seconds``
+    (the kernel's counters in ``/proc/stat``, read before and after; this process sleeps between), summed over the
+    CPUs. Not the 1-minute load average: it lags a minute behind, so an audit started just after other work (the
+    previous audit of a script that runs several) counted that work as still running and took one core of two.
+    Where ``/proc/stat`` cannot be read (not Linux), the 1-minute load average; 0.0 where neither exists.
+    ``cpus``: the CPUs counted (default: this process's, else every CPU listed); ``read`` returns the counters' text
+    (tests)."""
+    read = read or _proc_stat
+    try:
+        before = _cpu_times(read())
+        sleep(seconds)
+        after = _cpu_times(read())
+    except (OSError, ValueError):
+        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return _busy(before, after, cpus if cpus is not None else _own_cpus() or set(after))
+
+
+def _proc_stat() -> str:
+    with open("/proc/stat", encoding="ascii") as f:
+        return f.read()
+
+
+def _cpu_times(text: str) -> dict[int, tuple[int, int]]:
+    """Each CPU's (busy, total) time in ``/proc/stat``'s text (``cpuN user nice system idle iowait irq softirq steal
+    ...``; idle and iowait are idle, guest time is already counted in user time)."""
+    times: dict[int, tuple[int, int]] = {}
+    for line in text.splitlines():
+        name, *fields = line.split()
+        if not name.startswith("cpu") or name == "cpu":
+            continue
+        ticks = [int(f) for f in fields[:8]]
+        idle = ticks[3] + ticks[4]
+        times[int(name[3:])] = (sum(ticks) - idle, sum(ticks))
+    if not times:
+        raise ValueError("no CPU lines")
+    return times
+
+
+def _busy(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], cpus: Collection[int]) -> float:
+    """The busy share of each of ``cpus`` between the two readings, summed (a CPU without ticks in between counts
+    as idle)."""
+    total = 0.0
+    for cpu in cpus:
+        if cpu not in before or cpu not in after:
+            continue
+        busy, ticks = after[cpu][0] - before[cpu][0], after[cpu][1] - before[cpu][1]
+        total += busy / ticks if ticks > 0 else 0.0
+    return total
 
 
 def add_thread_options(p: argparse.ArgumentParser) -> None:

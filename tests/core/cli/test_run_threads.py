@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 import torch
 
 from bind_core.cli import main
-from bind_core.cli_threads import SMALL_GRAPH_NODES, default_deletion_threads, default_threads
+from bind_core.cli_threads import SMALL_GRAPH_NODES, busy_cores, default_deletion_threads, default_threads
 
 QUICK = ["--synthetic", "--synthetic-nodes", "200", "--epochs", "5", "--skip", "influence,debiasing,validation",
          "--bootstrap", "0", "--quiet"]  # fmt: skip
@@ -92,3 +93,36 @@ def test_run_settles_deletions_in_forked_processes_with_its_progress_bar(
     assert main([*quick, "--layers", "2", "--threads", "1", "--deletion-threads", "2"]) == 0
     assert seen_threads and set(seen_threads) == {base}  # the command started no thread of its own
     assert bool(forked) == (base == 1), capsys.readouterr().err
+
+
+def _stat(*cpus: tuple[int, int]) -> str:
+    """``/proc/stat``'s text with each CPU's (busy, idle) ticks (busy as user time, idle split into idle and iowait)."""
+    lines = [f"cpu  {sum(b for b, _ in cpus)} 0 0 {sum(i for _, i in cpus)} 0 0 0 0 0 0"]
+    lines += [f"cpu{n} {busy} 0 0 {idle - idle // 4} {idle // 4} 0 0 0 0 0" for n, (busy, idle) in enumerate(cpus)]
+    return "\n".join([*lines, "intr 12345 0 0", "ctxt 999", "btime 1700000000", "processes 42"]) + "\n"
+
+
+def test_busy_cores_are_read_from_the_cpus_counters_now() -> None:
+    """Over the interval CPU 0 was busy throughout, CPU 1 a quarter of it, CPU 2 (not this process's) throughout."""
+    texts = iter([_stat((100, 900), (50, 950), (10, 0)), _stat((200, 900), (75, 1025), (110, 0))])
+    slept: list[float] = []
+    assert busy_cores(0.25, cpus={0, 1}, read=lambda: next(texts), sleep=slept.append) == pytest.approx(1.25)
+    assert slept == [0.25]
+
+
+def test_a_cpu_without_ticks_in_between_counts_as_idle() -> None:
+    texts = iter([_stat((100, 900), (5, 5)), _stat((100, 1000), (5, 5))])
+    assert busy_cores(0.0, cpus={0, 1, 7}, read=lambda: next(texts), sleep=lambda _: None) == 0.0
+
+
+def test_unreadable_counters_fall_back_to_the_load_average() -> None:
+    def unreadable() -> str:
+        raise OSError("no /proc here")
+
+    expected = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    assert busy_cores(0.0, read=unreadable, sleep=lambda _: None) == pytest.approx(expected, abs=0.5)
+    assert busy_cores(0.0, read=lambda: "intr 1 2\n", sleep=lambda _: None) == pytest.approx(expected, abs=0.5)
+
+
+def test_the_machine_s_counters_give_a_share_of_its_cpus() -> None:
+    assert 0.0 <= busy_cores(0.05) <= (os.cpu_count() or 1)
