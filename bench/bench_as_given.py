@@ -58,9 +58,13 @@ MODELS = {
     "GCN3": ("GCN", {"num_layers": 3}),
     "GCN3BN": ("GCN", {"num_layers": 3, "norm": "batch_norm"}),
     "SAGE3": ("GraphSAGE", {"num_layers": 3}),
+    "GCN2LN": ("GCN", {"num_layers": 2, "norm": "layer_norm", "norm_kwargs": {"mode": "node"}}),
+    "SAGE2LN": ("GraphSAGE", {"num_layers": 2, "norm": "layer_norm", "norm_kwargs": {"mode": "node"}}),
+    "GCN4": ("GCN", {"num_layers": 4}),
+    "SAGE4": ("GraphSAGE", {"num_layers": 4}),
 }
 DEFAULT_MODELS = ("GCN2", "SAGE2", "GAT1")
-"""The models run unless ``--models`` names others (the batch-normalised and three-layer ones by name)."""
+"""The models run unless ``--models`` names others (the normalised and deeper ones by name)."""
 METRICS = ("accuracy", "delta_sp", "delta_eo", "gamma_sp", "gamma_eo", "gamma")
 
 

@@ -21,7 +21,6 @@ functional call with the flat weights, so autograd sees the same arithmetic as t
 from __future__ import annotations
 
 import copy
-import functools
 from typing import Any, cast
 
 import torch
@@ -60,11 +59,15 @@ class SplitModel:
     def __init__(self, fm: FunctionalModel) -> None:
         self.fm = fm
         self.first, self.after = _FirstLayer(fm.module), _AfterFirst(fm.module)
-        self.act = functools.partial(fm.module.activate, 0)
-        """The first layer's output as the second reads it (its normalisation and the activation)."""
 
     def _params(self, flat: Tensor) -> dict[str, Tensor]:
         return {f"gnn.{name}": t for name, t in self.fm.unflatten(flat).items()}
+
+    def act(self, pre: Tensor, flat: Tensor | None = None) -> Tensor:
+        """The first layer's output as the second reads it (its normalisation and the activation) from its
+        pre-activation ``pre``; at ``flat`` where a layer normalisation's scale and shift are part of ``θ``
+        (:meth:`~bind_core.models.gnn.GNN.activate`), else the module's own."""
+        return self.fm.module.activate(0, pre, None if flat is None else self.fm.unflatten(flat))
 
     def pre(self, flat: Tensor, z: Tensor) -> Tensor:
         """The first layer's pre-activation output at ``flat`` from aggregated features ``z``."""
@@ -83,6 +86,7 @@ class FirstLayerCache:
     def __init__(self, split: SplitModel, z: Tensor, nodes: Tensor) -> None:
         self.split, self.nodes = split, nodes
         fm = split.fm
+        assert fm.module.elementwise_between_layers, "the kept rows' linearisation needs an elementwise activation"
         with torch.no_grad():
             self.pre0 = split.pre(fm.theta, z[nodes])
         probe = self.pre0.clone().requires_grad_(True)
@@ -149,7 +153,7 @@ class FirstLayerCache:
         params = self.split.fm.unflatten(flat)
         names, bias = self.linear
         weight = torch.cat([params[name] for name in names], dim=1) if len(names) > 1 else params[names[0]]
-        rows = self.split.act(self.split.pre(flat, z[changed]))
+        rows = self.split.act(self.split.pre(flat, z[changed]), flat)
         h = _apply_kept(weight, params[bias], rows, z, self.slope0, self.act0, changed)
         self.last = (at, h.detach())
         return h
@@ -169,7 +173,7 @@ class FirstLayerCache:
             ``[rows, hidden]``: ``G``'s activated first layer on ``nodes``.
         """
         assert graph.x_prop is not None
-        return h.index_put((changed,), self.split.act(self.split.pre(flat, graph.x_prop[changed])))
+        return h.index_put((changed,), self.split.act(self.split.pre(flat, graph.x_prop[changed]), flat))
 
     def full_rows(self, at: Tensor, z: Tensor) -> Tensor | None:
         """The activated first layer on every row at ``at`` from aggregated features ``z`` (``G − S``'s), with the
@@ -179,7 +183,7 @@ class FirstLayerCache:
         with torch.no_grad():
             h = torch.empty(int(z.shape[0]), self.last[1].shape[1], dtype=z.dtype, device=z.device)
             h[self.nodes] = self.last[1]
-            h[self.others] = self.split.act(self.split.pre(at, z[self.others]))
+            h[self.others] = self.split.act(self.split.pre(at, z[self.others]), at)
         return h
 
 

@@ -164,8 +164,8 @@ def csr_conv_step(
 def _activated(fm: FunctionalModel, flat: Tensor) -> list[Tensor]:
     """``act(H^l)`` for ``l = 1..L−1`` on the full graph (normalised first where the model is,
     :meth:`~bind_core.models.gnn.GNN.activate`): the inputs of layers 2..L (the last layer is not run)."""
-    outputs = layer_outputs(fm, flat, layers=len(fm.module.convs) - 1)
-    return [fm.module.activate(i, h) for i, h in enumerate(outputs)]
+    outputs, params = layer_outputs(fm, flat, layers=len(fm.module.convs) - 1), fm.unflatten(flat)
+    return [fm.module.activate(i, h, params) for i, h in enumerate(outputs)]
 
 
 def _first_layer(fm: FunctionalModel, params: dict[str, Tensor], z: Tensor) -> Tensor:
@@ -191,7 +191,7 @@ def layer_outputs(fm: FunctionalModel, flat: Tensor, layers: int | None = None) 
     depth = len(fm.module.convs)
     for layer in range(depth if layers is None else min(layers, depth)):
         if layer > 0:
-            h = fm.module.activate(layer - 1, h)
+            h = fm.module.activate(layer - 1, h, params)
         if csr and layer == 0:
             assert inputs.x_prop is not None
             h = _first_layer(fm, params, inputs.x_prop)
@@ -231,7 +231,7 @@ class IncrementalBatch:
                 # apart: concatenating the two would copy all n full-graph rows for every batch)
                 h = base[0] if gathered else base[layer - 1][spec.sources.to(fm.device)]
                 if prev.shape[0]:
-                    recomputed = fm.module.activate(layer - 1, prev)[spec.prev_index.to(fm.device)]
+                    recomputed = fm.module.activate(layer - 1, prev, params)[spec.prev_index.to(fm.device)]
                     h = torch.where(spec.from_prev.to(fm.device).unsqueeze(1), recomputed, h)
             if spec.adjacency is not None:
                 prev = csr_conv_step(fm, params, layer, spec.adjacency, h, h[spec.targets.to(fm.device)])

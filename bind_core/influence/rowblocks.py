@@ -85,7 +85,7 @@ def activated_first(fm: FunctionalModel, flat: Tensor, *, budget: int | None = N
     """``act(H¹)`` on every node at ``flat``, no gradient: ``[n, hidden]``, formed block by block."""
     split = SplitModel(fm)
     with torch.no_grad():
-        return _by_blocks(fm, budget, lambda rows: [split.act(split.pre(flat, rows))])[0]
+        return _by_blocks(fm, budget, lambda rows: [split.act(split.pre(flat, rows), flat)])[0]
 
 
 def activated_first_jvp(fm: FunctionalModel, direction: Tensor, *, budget: int | None = None) -> tuple[Tensor, Tensor]:
@@ -114,7 +114,7 @@ def activated_first_rows_jvp(fm: FunctionalModel, direction: Tensor, rows: Tenso
 
 def _first_jvp(split: SplitModel, direction: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
     """``act(H¹)`` at ``θ̂`` on the aggregated rows ``z`` and its derivative along ``direction``, detached."""
-    value, tangent = forward_derivative(lambda f: split.act(split.pre(f, z)), (split.fm.theta,), (direction,))
+    value, tangent = forward_derivative(lambda f: split.act(split.pre(f, z), f), (split.fm.theta,), (direction,))
     return value.detach(), tangent.detach()
 
 
@@ -155,7 +155,7 @@ def gamma_gradients(fm: FunctionalModel, theta: Tensor, *, budget: int | None = 
         if grad_h is not None:
             for block in row_blocks(int(z.shape[0]), _width(fm), budget):
                 first = theta.detach().clone().requires_grad_(True)
-                out_rows = split.act(split.pre(first, z[block]))
+                out_rows = split.act(split.pre(first, z[block]), first)
                 (part,) = torch.autograd.grad(out_rows, first, grad_h[block])
                 total += part
         del grad_h  # before the second component's: one [n, hidden] gradient alive at a time

@@ -484,9 +484,13 @@ def _first_layer_at_hat(
     """On the computation graph (``nodes``), Γ's direct term needs the test rows at ``θ̂`` on ``G − S`` apart. The
     first layer's output there is the full graph's except at the rows whose aggregated features ``S`` changes: kept
     (activated), it spares a pass over every row; and the view's first layer at ``θ̂``, reused. ``(None, None)`` for
-    one-layer models, without a computation graph, or when the module's weights are not ``θ̂``."""
+    one-layer models, without a computation graph, when the module's weights are not ``θ̂``, or where the
+    activation between layers is not elementwise (a layer normalisation: the kept rows' linearisation
+    ``H₀ + D₀ ⊙ (P − P₀)`` holds only for a diagonal derivative)."""
     module, z = fm.module, full.x_prop
-    if nodes is None or z is None or len(module.convs) < 2 or not torch.equal(flat_parameters(module)[2], fm.theta):
+    if nodes is None or z is None or len(module.convs) < 2 or not module.elementwise_between_layers:
+        return None, None
+    if not torch.equal(flat_parameters(module)[2], fm.theta):
         return None, None
     with torch.no_grad():
         base_first = module.activate(0, module.first_layer(z))

@@ -215,6 +215,8 @@ def layout(fm: Parameterised) -> Layout | None:
         return None
     if config.activation not in _WITH_DERIVATIVE or config.head_activation:
         return None
+    if config.norm not in ("", "batch"):
+        return None
     norm = affine_map(module.norms[0]) if module.norms else None
     found = Layout(first, second[0], second[1], second[2], config.head, config.activation, norm, config.act_first)
     known = {*first[0], first[1], found.second, found.second_bias}

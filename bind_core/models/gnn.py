@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, cast
 
@@ -33,7 +33,7 @@ from bind_core.errors import ConfigError, ModelDoesNotFitError, NonFiniteError
 from bind_core.models.activations import activation_fn
 from bind_core.models.fits import classes_problem, features_problem, require_fit
 from bind_core.models.gat import SmoothGATConv
-from bind_core.models.norms import NORMS, is_normalisation, make_norm, norm_act, normalised
+from bind_core.models.norms import NORMS, Norm, is_normalisation, layer_norm_at, make_norm, norm_act, normalised
 from bind_core.models.propagation import (
     GraphInputs,
     aggregate_features,
@@ -87,10 +87,12 @@ class ModelConfig(DictConfig):
         norm: ``"batch"``: a batch normalisation after each convolution whose output goes through the activation
             (every one but the logits', and the last before an activated head), as PyG's ``BasicGNN`` with
             ``norm="batch_norm"`` places it (:mod:`bind_core.models.norms`: trained with the rows' statistics,
-            audited in evaluation mode, held as given by the attribution); ``""`` (default): none.
+            audited in evaluation mode, held as given by the attribution); ``"layer"``: a layer normalisation of
+            each node's row in the same places (``norm="layer_norm"`` with ``mode="node"``; its scale and shift
+            fitted with the rest); ``""`` (default): none.
         norm_eps: the normalisation's ``ε``.
-        norm_momentum: the normalisation's running statistics' momentum while training (``None``: a cumulative
-            average, as ``torch.nn.BatchNorm1d`` takes it).
+        norm_momentum: a batch normalisation's running statistics' momentum while training (``None``: a
+            cumulative average, as ``torch.nn.BatchNorm1d`` takes it).
         norm_affine: the normalisation has a scale and shift (``γ``, ``β``).
         act_first: with ``norm``: the activation before the normalisation (PyG's ``act_first``).
     """
@@ -256,12 +258,23 @@ class GNN(nn.Module):
         """The activation between layers (its second-order expansion while :attr:`expand_activations`)."""
         return activation_fn(self.config.activation, expanded=self._expand)(h)
 
-    def activate(self, i: int, h: Tensor) -> Tensor:
+    def activate(self, i: int, h: Tensor, params: Mapping[str, Tensor] | None = None) -> Tensor:
         """Conv ``i``'s output ``h`` (``i`` below the last) as the next conv reads it but for dropout: through its
-        normalisation, if any, and the activation (:func:`~bind_core.models.norms.norm_act`). A normalisation is an
-        elementwise map in evaluation mode, so this is one too there, row by row."""
-        norm = self.norms[i] if self.norms else None
+        normalisation, if any, and the activation (:func:`~bind_core.models.norms.norm_act`). A node's row depends on
+        that row alone (in evaluation mode); elementwise too but with a layer normalisation
+        (:attr:`elementwise_between_layers`). ``params``: the attribution's parameters by name, for a path that runs
+        the layers by hand outside ``functional_call``: a layer normalisation's scale and shift are read from them
+        (they are part of ``θ``; a batch normalisation's are held, the module's own)."""
+        norm: Norm | None = self.norms[i] if self.norms else None
+        if params is not None and norm is not None and self.config.norm == "layer":
+            norm = layer_norm_at(cast(nn.Module, norm), params.get(f"norms.{i}.weight"), params.get(f"norms.{i}.bias"))
         return norm_act(norm, self.activation, h, act_first=self.config.act_first)
+
+    @property
+    def elementwise_between_layers(self) -> bool:
+        """Whether :meth:`activate` is elementwise in evaluation mode (its derivative a diagonal): not with a layer
+        normalisation, which mixes a row's channels."""
+        return self.config.norm != "layer"
 
     def pre_activation(self, i: int, h: Tensor) -> Tensor:
         """Conv ``i``'s output ``h`` as it enters the activation: normalised first, where the model normalises

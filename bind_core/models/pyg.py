@@ -57,6 +57,7 @@ from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
 from bind_core.models.fits import read_classes
 from bind_core.models.gnn import ACTIVATIONS, GNN, ModelConfig
+from bind_core.models.norms import BATCH_NORMS, LAYER_NORMS, norm_kind, resolved_norm
 from bind_core.models.pyg_names import basic_names
 from bind_core.models.records import PYG_FORMAT, PygCheck, PygModel
 
@@ -140,22 +141,13 @@ def _number(value: Any) -> str | None:
     )
 
 
-BATCH_NORMS = ("batchnorm", "batch")
-"""PyG's names for its ``BatchNorm`` (``normalization_resolver`` lowercases a name and drops ``_``, ``-`` and spaces;
-``batch`` is the class name without ``Norm``)."""
-
-
-def _resolved(name: str) -> str:
-    return "".join(c for c in name.lower() if c not in "_- ")
-
-
 def _norm(value: Any) -> str | None:
-    if value is None or (isinstance(value, str) and _resolved(value) in BATCH_NORMS):
+    if value is None or (isinstance(value, str) and resolved_norm(value) in (*BATCH_NORMS, *LAYER_NORMS)):
         return None
     return (
-        f'{_shown(value)} is not supported (only null or "batch_norm"): the other normalisations (a LayerNorm in '
-        "PyG's default graph mode, GraphNorm, InstanceNorm, PairNorm, ...) normalise a node by other nodes' values in "
-        "evaluation mode too, which the audit does not reproduce"
+        f'{_shown(value)} is not supported (only null, "batch_norm" or "layer_norm" with norm_kwargs {{"mode": '
+        '"node"}): the other normalisations (GraphNorm, InstanceNorm, PairNorm, ...) normalise a node by other '
+        "nodes' values in evaluation mode too, which the audit does not reproduce"
     )
 
 
@@ -182,20 +174,60 @@ _NORM_KWARGS: dict[str, Check] = {
     ),
     "allow_single_element": _boolean,
 }
+"""``BatchNorm``'s arguments the audit reads."""
+_LAYER_NORM_KWARGS: dict[str, Check] = {
+    "eps": _eps,
+    "affine": _boolean,
+    "mode": _only(
+        "node",
+        why='PyG\'s LayerNorm in its default mode "graph" normalises by the mean and variance of every node of the '
+        "graph together, so each node's output depends on every other node's; \"node\" normalises each node's row "
+        "on its own",
+    ),
+}
+"""``LayerNorm``'s arguments the audit reads."""
 
 
 def _norm_kwargs(value: Any) -> str | None:
-    if value is None:
+    """The shape of ``norm_kwargs`` (its arguments are checked against the ``norm`` they go with,
+    :func:`_norm_problems`)."""
+    if value is None or isinstance(value, dict):
         return None
-    if not isinstance(value, dict):
-        return f"{_shown(value)} must be an object of BatchNorm's arguments ({', '.join(_NORM_KWARGS)})"
-    for name, given in value.items():
-        check = _NORM_KWARGS.get(name)
+    return f"{_shown(value)} must be an object of the normalisation's arguments"
+
+
+def _norm_problems(args: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What is wrong with ``args``' normalisation: each of ``norm_kwargs`` an argument of its ``norm`` the audit
+    reads, and a LayerNorm in ``mode="node"`` (PyG's default ``"graph"`` refused, with what to give)."""
+    norm, kwargs = args.get("norm"), args.get("norm_kwargs")
+    if _norm(norm) is not None or _norm_kwargs(kwargs) is not None:
+        return []  # said already
+    kwargs = kwargs or {}
+    layer = norm_kind(norm) == "layer"
+    known, cls = (_LAYER_NORM_KWARGS, "LayerNorm") if layer else (_NORM_KWARGS, "BatchNorm")
+    if norm is None and kwargs:
+        return [("config.args.norm_kwargs", "given without a norm")]
+    for name, given in kwargs.items():
+        check = known.get(name)
         if check is None:
-            return f"{_shown(name)} is not an argument of BatchNorm the audit knows ({', '.join(_NORM_KWARGS)})"
+            return [
+                (
+                    "config.args.norm_kwargs",
+                    f"{_shown(name)} is not an argument of {cls} the audit knows ({', '.join(known)})",
+                )
+            ]
         if (message := check(given)) is not None:
-            return f"{name}: {message}"
-    return None
+            return [("config.args.norm_kwargs", f"{name}: {message}")]
+    if layer and "mode" not in kwargs:
+        return [
+            (
+                "config.args.norm_kwargs",
+                'required with "layer_norm": {"mode": "node"} (PyG\'s LayerNorm in its default mode "graph" '
+                "normalises by every node of the graph together, so each node's output depends on every other "
+                "node's, which the audit does not reproduce; a model trained in that mode is another model)",
+            )
+        ]
+    return []
 
 
 _COMMON: dict[str, Check] = {
@@ -406,7 +438,7 @@ def _norm_name_problems(names: Any, args: Any, at: str) -> list[tuple[str, str]]
         return []
     args = args if isinstance(args, dict) else {}
     if args.get("norm") is None:
-        return [(at, 'names the normalisations of a module with "norm": "batch_norm" in args')]
+        return [(at, 'names the normalisations of a module with "norm": "batch_norm" or "layer_norm" in args')]
     if not isinstance(names, list) or not all(isinstance(n, str) and n.strip(".") == n and n for n in names):
         return [(at, 'must be a list of the normalisations\' attribute names ("bn1" or "bns.0"), in the order applied')]
     layers = args.get("num_layers")
@@ -448,6 +480,7 @@ def _description_problems(cls: Any, args: Any, loss: Any, loss_at: str) -> list[
         message = f"{_shown(name)} is not an argument the audit knows for {cls}" if check is None else check(value)
         if message is not None:
             problems.append((f"config.args.{name}", message))
+    problems += _norm_problems(args)
     out = args.get("out_channels")
     if loss not in LOSSES:
         problems.append((f"{loss_at}.loss", f"{_shown(loss)} is not one of {', '.join(LOSSES)}"))
@@ -502,7 +535,7 @@ def model_config(pyg: PygModel) -> ModelConfig:
         attention="leaky_relu" if pyg.cls == "GAT" else "smooth",
         negative_slope=float(a.get("negative_slope", 0.2)),
         last_heads=pyg.last_heads or 0,
-        norm="batch" if a.get("norm") is not None else "",
+        norm=norm_kind(a.get("norm")),
         norm_eps=float(norm.get("eps", 1e-5)),
         norm_momentum=None if (momentum := norm.get("momentum", 0.1)) is None else float(momentum),
         norm_affine=bool(norm.get("affine", True)),

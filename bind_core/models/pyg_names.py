@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from bind_core.errors import ConfigError
+from bind_core.models.norms import norm_kind
 from bind_core.models.records import PygModel
 
 __all__ = ["basic_names", "bind_state_dict", "heads_problem", "pyg_state_dict", "weights_problem"]
@@ -34,7 +35,9 @@ def bind_state_dict(state: dict[str, Tensor], source: PygModel) -> dict[str, Ten
             continue
         parts = name.split(".")
         if parts[0] == "norms" and parts[2:3] == ["module"] and len(parts) == 4:  # PyG's BatchNorm wraps torch's
-            out[f"head.norm.{parts[3]}" if parts[1] == last else f"norms.{parts[1]}.{parts[3]}"] = value
+            parts = [*parts[:2], parts[3]]
+        if parts[0] == "norms" and len(parts) == 3:
+            out[f"head.norm.{parts[2]}" if parts[1] == last else ".".join(parts)] = value
             continue
         if source.cls == "GIN" and parts[2:4] == ["nn", "lins"] and len(parts) == 6:
             parts = [*parts[:3], str(2 * int(parts[4])), parts[5]]
@@ -66,6 +69,7 @@ def pyg_state_dict(
         A state dict that ``torch_geometric.nn.models.<class>(**args).load_state_dict(..., strict=True)`` takes.
     """
     split = names is not None and any(".lin_src." in n for n in names)
+    inner = ".module" if _wraps(source) else ""  # PyG's BatchNorm holds torch's as module; its LayerNorm is one
     out: dict[str, Tensor] = {}
     for name, value in state.items():
         if name.startswith("head.lin."):
@@ -73,10 +77,10 @@ def pyg_state_dict(
             continue
         parts = name.split(".")
         if name.startswith("head.norm."):  # the last convolution's, before the activated head
-            out[f"norms.{int(source.args['num_layers']) - 1}.module.{parts[2]}"] = value
+            out[f"norms.{int(source.args['num_layers']) - 1}{inner}.{parts[2]}"] = value
             continue
         if parts[0] == "norms" and len(parts) == 3:
-            out[f"norms.{parts[1]}.module.{parts[2]}"] = value
+            out[f"norms.{parts[1]}{inner}.{parts[2]}"] = value
             continue
         if source.cls == "GIN" and parts[2:3] == ["nn"] and len(parts) == 5:
             out[".".join([*parts[:3], "lins", str(int(parts[3]) // 2), parts[4]])] = value
@@ -95,8 +99,9 @@ def basic_names(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]
     or ``bn1.module.running_mean`` (PyG's ``BatchNorm``) → ``norms.0.module.running_mean``, ``classifier.weight`` →
     ``lin.weight``; the class's own weights, and names no layer's, are returned as they are."""
     prefixes = [(f"{layer}.", f"convs.{i}.") for i, layer in enumerate(source.layer_names or [])]
+    inner = ".module" if _wraps(source) else ""
     for i, norm in enumerate(source.norm_names or []):
-        prefixes += [(f"{norm}.module.", f"norms.{i}.module."), (f"{norm}.", f"norms.{i}.module.")]
+        prefixes += [(f"{norm}.module.", f"norms.{i}.module."), (f"{norm}.", f"norms.{i}{inner}.")]
     if source.head_name:
         prefixes.append((f"{source.head_name}.", "lin."))
     if not prefixes:
@@ -106,6 +111,12 @@ def basic_names(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]
         renamed = next((new + name[len(old) :] for old, new in prefixes if name.startswith(old)), name)
         out[renamed] = value
     return out
+
+
+def _wraps(source: PygModel) -> bool:
+    """Whether the PyG class's normalisations hold torch's as ``module`` (``norms.0.module.weight``): its
+    ``BatchNorm``, not its ``LayerNorm``."""
+    return source.args.get("norm") is not None and norm_kind(source.args["norm"]) == "batch"
 
 
 def _wrapped_norms(names: Collection[str] | None, source: PygModel) -> bool:
@@ -122,6 +133,8 @@ def _own(name: str, source: PygModel, *, wrapped: bool = False) -> str:
     if source.head_name and name.startswith("lin."):
         return f"{source.head_name}.{name[4:]}"
     norm = name.split(".", 3)
+    if len(norm) == 3:  # a LayerNorm's: norms.i.weight
+        norm = [*norm[:2], "module", norm[2]]
     if source.norm_names and len(norm) == 4 and norm[0] == "norms" and norm[2] == "module" and norm[1].isdigit():
         i = int(norm[1])
         if i < len(source.norm_names):

@@ -96,7 +96,7 @@ def model_warnings(model: ModelConfig, stationarity: StationarityCheck | None = 
         One sentence per caveat.
     """
     out = [] if stationarity is None else _not_stationary(stationarity)
-    if model.norm:
+    if model.norm == "batch":  # a layer normalisation's scale and shift are fitted with the rest
         _add(
             out,
             "held_normalisation",

@@ -25,7 +25,16 @@ from bind_core.reporting.edges_view import edges_view
 from bind_core.reporting.page import CSP, finite, fmt, render, trusted_svg
 from bind_core.reporting.profile_view import profile_view
 from bind_core.reporting.report_sections import run_view, stability_view, supplied_view, trust_view, verdict_view
-from bind_core.reporting.views import Card, GroupsView, Headline, InfluenceView, Refined, TopRow, typed_results
+from bind_core.reporting.views import (
+    Card,
+    GroupsView,
+    Headline,
+    InfluenceView,
+    Refined,
+    TopRow,
+    normalised_words,
+    typed_results,
+)
 
 __all__ = ["CSP", "DEBIAS_METRICS", "HEADLINE", "TOP_ROWS", "fmt", "render_report", "typed_results"]
 
@@ -100,7 +109,7 @@ def _facts(results: AuditResults, meta: Mapping[str, Any]) -> dict[str, str]:
         "graph": f"{graph.name}: {graph.nodes} nodes, {graph.edges} edges, "
         f"{graph.groups} groups; train/val/test {split}",
         "model": f"{_or(model.arch)}, {_or(model.layers)} layer(s), {_or(model.hidden)} hidden, "
-        f"{'batch-normalised between layers, ' if model.extra.get('norm') == 'batch' else ''}"
+        f"{normalised_words(model.extra.get('norm'), ' between layers, ')}"
         f"{model.parameters} parameters",
         **{str(k): str(v) for k, v in meta.items()},
     }

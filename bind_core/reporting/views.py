@@ -33,6 +33,7 @@ __all__ = [
     "TopRow",
     "TrustView",
     "VerdictView",
+    "normalised_words",
     "typed_results",
 ]
 
@@ -41,6 +42,16 @@ RESULT_KEYS = frozenset(f.name for f in fields(AuditResults))
 
 Table = list[list[str]]
 """A table's rows of text cells."""
+
+
+NORM_WORDS = {"batch": "batch-normalised", "layer": "layer-normalised"}
+"""How a report names the normalisation between the model's layers (its ``norm``; none: nothing)."""
+
+
+def normalised_words(norm: object, suffix: str) -> str:
+    """``"batch-normalised<suffix>"`` or ``"layer-normalised<suffix>"`` for a model's ``norm``; ``""`` without."""
+    words = NORM_WORDS.get(str(norm))
+    return "" if words is None else words + suffix
 
 
 def typed_results(results: AuditResults | Mapping[str, Any]) -> AuditResults:

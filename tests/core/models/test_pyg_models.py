@@ -110,7 +110,7 @@ def test_the_converted_model_trains_and_reproduction_is_measured(graph: Graph) -
 @pytest.mark.parametrize(
     ("cls", "extra", "field"),
     [
-        ("GCN", {"norm": "layer_norm"}, "config.args.norm"),
+        ("GCN", {"norm": "layer_norm"}, "config.args.norm_kwargs"),  # graph mode: refused, node mode asked for
         ("GCN", {"norm": "graph_norm"}, "config.args.norm"),
         ("GIN", {"norm": "batch_norm"}, "config.args.norm"),
         ("GCN", {"norm": "batch_norm", "norm_kwargs": {"track_running_stats": False}}, "config.args.norm_kwargs"),

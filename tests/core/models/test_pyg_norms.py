@@ -273,4 +273,4 @@ def test_a_model_the_service_trains_may_be_batch_normalised(graph: Graph) -> Non
     assert torch.equal(reloaded.predict_proba(graph), model.predict_proba(graph))
     assert isinstance(model.module, GNN) and len(model.module.norms) == 1
     with pytest.raises(ConfigError, match="norm"):
-        ModelConfig(norm="layer")
+        ModelConfig(norm="group")
