@@ -202,11 +202,11 @@ def _norm_problems(args: Mapping[str, Any]) -> list[tuple[str, str]]:
     norm, kwargs = args.get("norm"), args.get("norm_kwargs")
     if _norm(norm) is not None or _norm_kwargs(kwargs) is not None:
         return []  # said already
+    if norm is None:
+        return []  # PyG reads norm_kwargs only with a norm
     kwargs = kwargs or {}
     layer = norm_kind(norm) == "layer"
     known, cls = (_LAYER_NORM_KWARGS, "LayerNorm") if layer else (_NORM_KWARGS, "BatchNorm")
-    if norm is None and kwargs:
-        return [("config.args.norm_kwargs", "given without a norm")]
     for name, given in kwargs.items():
         check = known.get(name)
         if check is None:

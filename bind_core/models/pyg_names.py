@@ -147,16 +147,19 @@ def _own(name: str, source: PygModel, *, wrapped: bool = False) -> str:
     return name
 
 
-def weights_problem(names: Collection[str], source: PygModel, expected: Collection[str]) -> str | None:
+def weights_problem(
+    names: Collection[str], source: PygModel, expected: Collection[str], per_channel: Collection[str] = ()
+) -> str | None:
     """Why a PyG model's weights (their parameter ``names``) do not load as the described class's ``expected``
     names (``convs.0.lin.weight``, …), where that can be said in the user's terms: a module of their own whose
     convolutions have other names (what ``layer_names`` to give), or parameters that are no convolution's (a linear
-    head, a normalisation). ``None``: something else (a shape; torch's own message says it)."""
+    head, a normalisation). ``per_channel``: the names of one-dimensional ``weight`` tensors, a normalisation's scale
+    (a linear layer's weight is a matrix). ``None``: something else (a shape; torch's own message says it)."""
     own = {_own(n, source, wrapped=_wrapped_norms(names, source)) for n in expected}
     given = set(names)
     if given == own:
         return None
-    norms = _norms_problem(given - own, source)
+    norms = _norms_problem(given - own, source, set(per_channel))
     if norms is not None:
         return norms
     rests = {n.split(".", 2)[2] for n in expected if n.count(".") >= 2}
@@ -216,13 +219,13 @@ def weights_problem(names: Collection[str], source: PygModel, expected: Collecti
     return None
 
 
-def _norms_problem(unknown: set[str], source: PygModel) -> str | None:
-    """Where weights the description does not name hold batch normalisations (their running statistics), what to
-    give; ``None`` otherwise."""
-    found = sorted(
-        {n.removesuffix(".running_mean").removesuffix(".module") for n in unknown if n.endswith(".running_mean")},
-        key=_natural,
-    )
+def _norms_problem(unknown: set[str], source: PygModel, per_channel: set[str]) -> str | None:
+    """Where weights the description does not name hold normalisations, what to give: batch normalisations (their
+    running statistics) or layer normalisations (a scale of one value per channel, ``per_channel``, without them);
+    ``None`` otherwise."""
+    batch = {n.removesuffix(".running_mean").removesuffix(".module") for n in unknown if n.endswith(".running_mean")}
+    layer = {n.removesuffix(".weight") for n in unknown & per_channel} - batch - {f"{p}.module" for p in batch}
+    found = sorted(batch | layer, key=_natural)
     if not found:
         return None
     shown, listed = ", ".join(f"{p}.*" for p in found), ", ".join(map(json.dumps, found))
@@ -234,6 +237,13 @@ def _norms_problem(unknown: set[str], source: PygModel) -> str | None:
             if own
             else ""
         )
+        if not batch:
+            what = "is a layer normalisation" if len(found) == 1 else "are layer normalisations"
+            return (
+                f"weights: {shown} {what} (a scale of one value per channel, no running statistics) the config does "
+                "not describe: where each normalises every node's row on its own (torch.nn.LayerNorm, or PyG's with "
+                'mode="node"), add "norm": "layer_norm" and "norm_kwargs": {"mode": "node"} to args' + named
+            )
         what = "is a batch normalisation" if len(found) == 1 else "are batch normalisations"
         return (
             f"weights: {shown} {what} (running_mean, running_var) the config does not describe: add "

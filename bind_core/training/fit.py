@@ -244,6 +244,7 @@ class TrainedModel:
         except Exception as exc:  # safetensors raises its own error types for corrupt input
             raise ConfigError(f"weights are not a valid safetensors file: {exc}") from exc
         names = tuple(state)
+        per_channel = {n for n, v in state.items() if n.endswith(".weight") and v.ndim == 1}  # normalisations' scales
         dtype = getattr(torch, document.dtype or _weights_dtype(state), None)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise ConfigError(f"dtype: {document.dtype!r} is not a floating-point type")
@@ -262,7 +263,9 @@ class TrainedModel:
             if document.source is not None:
                 classes_own = replace(document.source, layer_names=None, norm_names=None, head_name=None)
                 expected = pyg_state_dict(module.state_dict(), classes_own, names)
-                said = weights_problem(names, document.source, expected) or heads_problem(state, document.source)
+                said = weights_problem(names, document.source, expected, per_channel) or heads_problem(
+                    state, document.source
+                )
             raise ConfigError(said or f"weights do not fit the model config: {exc}") from exc
         module.eval()
         form = SuppliedForm(document.source, None if document.classes is None else tuple(document.classes), names)

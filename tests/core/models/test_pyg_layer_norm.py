@@ -23,6 +23,7 @@ from bind_core.codec import encode
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
 from bind_core.debiasing.validation import validate
+from bind_core.errors import ConfigError
 from bind_core.influence.deletion import _subgraph_batches
 from bind_core.influence.estimate import estimate
 from bind_core.influence.functional import FunctionalModel
@@ -36,7 +37,7 @@ from bind_core.pipeline.config import AuditConfig
 from bind_core.reporting.report import render_report
 from bind_core.reporting.text import render as render_text
 from bind_core.training.document import read_document
-from bind_core.training.fit import TrainConfig, train
+from bind_core.training.fit import TrainConfig, TrainedModel, train
 from bind_core.training.supplied import prepare_supplied
 from tests.core.training.test_export import _kept
 
@@ -204,9 +205,18 @@ def test_a_module_of_ones_own_with_layer_norms_is_read_and_handed_back(graph: Gr
         F.nll_loss(own(graph.x, graph.edge_index)[graph.train_idx], graph.y[graph.train_idx]).backward()  # type: ignore[no-untyped-call]
         optimizer.step()
     own.eval()
-    config = _config(
-        "GCN", _args(graph, num_layers=3), layer_names=["conv1", "conv2", "conv3"], norm_names=["ln1", "ln2"]
+    layers = ["conv1", "conv2", "conv3"]
+    bare = {k: v for k, v in _args(graph, num_layers=3).items() if k not in ("norm", "norm_kwargs")}
+    with pytest.raises(ConfigError) as info:  # told what the weights hold and what to give
+        TrainedModel.from_bytes(_weights(own), _config("GCN", bare, layer_names=layers))
+    assert str(info.value).startswith(
+        "weights: ln1.*, ln2.* are layer normalisations (a scale of one value per channel, no running statistics)"
     )
+    assert str(info.value).count('add "norm": "layer_norm" and "norm_kwargs": {"mode": "node"} to args and '
+                                 '"norm_names": ["ln1", "ln2"]') == 1  # fmt: skip
+    with pytest.raises(ConfigError, match=r'add "norm_names": \["ln1", "ln2"\]'):
+        TrainedModel.from_bytes(_weights(own), _config("GCN", _args(graph, num_layers=3), layer_names=layers))
+    config = _config("GCN", _args(graph, num_layers=3), layer_names=layers, norm_names=["ln1", "ln2"])
     canonical = json.loads(json.dumps(encode(read_document(config))))
     supplied = prepare_supplied(_weights(own), canonical, graph)
     assert supplied.record["pyg"]["max_logit_difference"] < 1e-12
