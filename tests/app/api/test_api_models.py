@@ -304,7 +304,7 @@ def test_unsupported_pyg_options_are_422_naming_them(
     client: TestClient, auth: dict[str, str], graph_id: str, graph_npz: bytes
 ) -> None:
     pyg, config = _pyg_graphsage(graph_npz)
-    args = {**config["args"], "norm": "layer_norm", "jk": "max"}  # type: ignore[dict-item]  # JSON value
+    args = {**config["args"], "norm": "graph_norm", "jk": "max"}  # type: ignore[dict-item]  # JSON value
     response = client.post(
         "/v1/models",
         headers=auth,
@@ -313,7 +313,7 @@ def test_unsupported_pyg_options_are_422_naming_them(
     )
     problem = assert_problem(response, 422, "unsupported-model")
     assert fields(problem) == {"config.args.norm", "config.args.jk"}
-    assert "layer_norm" in problem["detail"] and "max" in problem["detail"]
+    assert "graph_norm" in problem["detail"] and "max" in problem["detail"]
 
 
 def test_a_pyg_model_that_does_not_fit_its_graph_is_422_naming_why(
