@@ -142,13 +142,14 @@ def add_thread_options(p: argparse.ArgumentParser) -> None:
 
 
 def set_threads(args: argparse.Namespace, nodes: int) -> int:
-    """Set torch's threads; return the deletion threads (both printed)."""
-    threads = default_threads(nodes) if args.threads is None else args.threads
+    """Set torch's threads; return the deletion threads (both printed). The busy cores are read once, for both."""
+    load = busy_cores() if args.threads is None or args.deletion_threads is None else None
+    threads = default_threads(nodes, load=load) if args.threads is None else args.threads
     if threads > 0:
         torch.set_num_threads(threads)
     deletions: int | None = args.deletion_threads
     if deletions is None:
-        deletions = default_deletion_threads(torch.get_num_threads())
+        deletions = default_deletion_threads(torch.get_num_threads(), load=load)
     elif deletions < 1:
         raise ConfigError(f"--deletion-threads: {deletions!r} must be >= 1")
     chosen = [
