@@ -62,6 +62,9 @@ MODELS = {
     "SAGE2LN": ("GraphSAGE", {"num_layers": 2, "norm": "layer_norm", "norm_kwargs": {"mode": "node"}}),
     "GCN4": ("GCN", {"num_layers": 4}),
     "SAGE4": ("GraphSAGE", {"num_layers": 4}),
+    "GATv2_1": ("GAT", {"num_layers": 1, "v2": True}),
+    "GATv2_2": ("GAT", {"num_layers": 2, "v2": True, "heads": 2}),
+    "GAT1R": ("GAT", {"num_layers": 1, "residual": True}),
 }
 DEFAULT_MODELS = ("GCN2", "SAGE2", "GAT1")
 """The models run unless ``--models`` names others (the normalised and deeper ones by name)."""

@@ -23,6 +23,9 @@ class ModelConfigRead(StoredModel):
     concat: bool | None = Field(None, description="boolean: GAT heads concatenated (else averaged)")
     attention: str | None = Field(None, description="string: GAT's attention function")
     negative_slope: float | None = Field(None, description="number: GAT's leaky-ReLU slope")
+    v2: bool | None = Field(None, description="boolean: GATv2's layers (GAT only)")
+    share_weights: bool | None = Field(None, description="boolean: a GATv2's source and target maps are one")
+    residual: bool | None = Field(None, description="boolean: a GAT's layers add a linear map of their input")
 
 
 class TrainingConfigRead(StoredModel):

@@ -42,6 +42,13 @@ class ModelSettings(BaseModel):
     hidden: StrictInt = Field(default=16, ge=1, le=4096)
     dropout: StrictFloat = Field(default=0.5, ge=0.0, lt=1.0)
     heads: StrictInt = Field(default=1, ge=1, le=16, description="Attention heads (GAT only).")
+    v2: StrictBool = Field(
+        default=False,
+        description="GAT only: GATv2's layers (PyG's GATv2Conv: the scores' activation before the attention vector).",
+    )
+    residual: StrictBool = Field(
+        default=False, description="GAT only: each layer adds a linear map of its input (PyG's residual)."
+    )
 
 
 class TrainingSettings(BaseModel):

@@ -32,7 +32,7 @@ from bind_core.data.sparse import Adjacency, spmm
 from bind_core.errors import ConfigError, ModelDoesNotFitError, NonFiniteError
 from bind_core.models.activations import activation_fn
 from bind_core.models.fits import classes_problem, features_problem, require_fit
-from bind_core.models.gat import SmoothGATConv
+from bind_core.models.gat import SmoothGATConv, SmoothGATv2Conv, SmoothScores
 from bind_core.models.norms import NORMS, Norm, is_normalisation, layer_norm_at, make_norm, norm_act, normalised
 from bind_core.models.propagation import (
     GraphInputs,
@@ -95,6 +95,10 @@ class ModelConfig(DictConfig):
             cumulative average, as ``torch.nn.BatchNorm1d`` takes it).
         norm_affine: the normalisation has a scale and shift (``γ``, ``β``).
         act_first: with ``norm``: the activation before the normalisation (PyG's ``act_first``).
+        v2: GAT only: GATv2's layers (``GATv2Conv``: the scores' activation before the attention vector).
+        share_weights: GAT with ``v2`` only: the source and target nodes' linear maps are one (PyG's
+            ``share_weights``).
+        residual: GAT only: each layer adds a linear map of its input, without bias (PyG's ``residual``).
     """
 
     section: ClassVar[str] = "model"
@@ -117,6 +121,9 @@ class ModelConfig(DictConfig):
     norm_momentum: float | None = 0.1
     norm_affine: bool = True
     act_first: bool = False
+    v2: bool = False
+    share_weights: bool = False
+    residual: bool = False
 
     def kinks(self) -> list[str]:
         """Where the model's function has kinks: a non-smooth activation between layers or in GIN's MLPs, and GAT's
@@ -131,8 +138,13 @@ class ModelConfig(DictConfig):
             where = "between layers" if self.layers > 1 else "before the head" if between else "in GIN's MLPs"
             out.append(f"{self.activation.upper() if self.activation == 'elu' else 'ReLU'} {where}")
         if self.arch == "gat" and (self.attention == "leaky_relu" or self.activation == "relu"):
-            out.append("GAT's leaky-ReLU attention scores")
+            out.append(f"{self.gat_name}'s leaky-ReLU attention scores")
         return out
+
+    @property
+    def gat_name(self) -> str:
+        """``"GAT"`` or ``"GATv2"``."""
+        return "GATv2" if self.v2 else "GAT"
 
     @property
     def row_separable(self) -> bool:
@@ -177,6 +189,11 @@ class ModelConfig(DictConfig):
             raise ConfigError(f"norm_eps: {self.norm_eps!r} must be in (0, 1)")
         if self.norm_momentum is not None and not 0.0 <= self.norm_momentum <= 1.0:
             raise ConfigError(f"norm_momentum: {self.norm_momentum!r} must be in [0, 1] (or null)")
+        for name in ("v2", "residual"):
+            if getattr(self, name) and self.arch != "gat":
+                raise ConfigError(f"{name}: only for a GAT (arch gat)")
+        if self.share_weights and not (self.arch == "gat" and self.v2):
+            raise ConfigError("share_weights: only for a GATv2 (arch gat, v2 true)")
         if self.concat and self.hidden % self.heads:
             raise ConfigError(f"concat: hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
 
@@ -249,7 +266,7 @@ class GNN(nn.Module):
     def expand_activations(self, on: bool) -> None:
         self._expand = on
         for conv in self.convs:
-            if isinstance(conv, SmoothGATConv):
+            if isinstance(conv, SmoothScores):
                 conv.expand_activation = on
         if isinstance(self.head, ActivatedHead):
             self.head.expand_activation = on
@@ -423,7 +440,8 @@ class GNN(nn.Module):
             return self._csr_layer(conv, inputs.adjacency, h, h)
         if inputs.edge_weight is not None:
             return cast(Tensor, conv(h, inputs.edge_index, inputs.edge_weight))
-        return cast(Tensor, conv(h, inputs.edge_index))
+        edges = inputs.edge_index if inputs.layer_edges is None else inputs.layer_edges[i]
+        return cast(Tensor, conv(h, edges))
 
     def forward_blocks(self, h: Tensor, blocks: Sequence[Adjacency]) -> Tensor:
         """Logits of a mini-batch's nodes from its sampled computation graph (:mod:`bind_core.training.sampling`),
@@ -529,14 +547,17 @@ def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
     concat = config.concat and not (last and not config.head)
     score = "leaky_relu" if config.attention == "leaky_relu" else config.activation
     heads = config.last_heads if last and config.last_heads else config.heads
-    return SmoothGATConv(
+    extra = {"share_weights": config.share_weights} if config.v2 else {}
+    return (SmoothGATv2Conv if config.v2 else SmoothGATConv)(
         a,
         b // heads if concat else b,
         heads=heads,
         concat=concat,
         add_self_loops=True,
         negative_slope=config.negative_slope,
+        residual=config.residual,
         activation=score,
+        **extra,
     )
 
 

@@ -33,6 +33,9 @@ class GraphInputs:
     x_prop: Tensor | None
     adjacency: Adjacency | None = None
     """GCN's ``Â`` as a CSR product (:mod:`bind_core.data.sparse`), used instead of PyG's scatter when present."""
+    layer_edges: tuple[Tensor, ...] | None = None
+    """GAT on a computation graph (:func:`~bind_core.training.compgraph.computation_graph`): each layer's edges, those
+    into the rows the next layer (or the output) reads; ``None``: every layer takes ``edge_index``."""
 
 
 def gcn_norm(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:

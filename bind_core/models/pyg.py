@@ -5,8 +5,9 @@ A PyG ``BasicGNN`` built with ``out_channels`` and no ``jk`` is ``num_layers`` c
 between them and nothing after the last one, whose output is the logits: the project's GNN with ``head=False``
 (no linear head) and ``outputs=out_channels``. Its convolutions are the same PyG layers: ``GCNConv`` (normalised
 here once per graph with the same ``D̃^{-1/2}(A + I)D̃^{-1/2}``), mean-``SAGEConv``, ``GINConv`` over a two-layer
-MLP, and ``GATConv`` (hidden layers concatenate ``heads`` heads of ``hidden_channels / heads``, the last one averages
-them; the attention scores go through GAT's own leaky ReLU, ``attention="leaky_relu"``). The state dict's names
+MLP, and ``GATConv`` or, with ``v2``, ``GATv2Conv`` (``residual`` and ``share_weights`` as given; hidden layers
+concatenate ``heads`` heads of ``hidden_channels / heads``, the last one averages them; the attention scores go
+through GAT's own leaky ReLU, ``attention="leaky_relu"``). The state dict's names
 are the same but for GIN's MLP (``nn.lins.0`` / ``nn.lins.1`` here ``nn.0`` / ``nn.2``).
 
 A supplied PyG model is described by a JSON config (:data:`PYG_FORMAT`)::
@@ -16,7 +17,7 @@ A supplied PyG model is described by a JSON config (:data:`PYG_FORMAT`)::
      "training": {"loss": "cross_entropy", "weight_decay": 5e-4}}
 
 ``args`` are the constructor's arguments; every option this module cannot reproduce exactly (a ``norm``, a ``jk``
-mode, GATv2, edge features, ...) is refused with an :class:`UnsupportedModelError` that names each one. ``training``
+mode, edge features, ...) is refused with an :class:`UnsupportedModelError` that names each one. ``training``
 states the objective the model was trained with: the ``loss`` (``"cross_entropy"`` over ``out_channels`` logits, or
 ``"binary_cross_entropy"`` on one logit) and the ``weight_decay`` λ given to ``torch.optim.Adam`` (the objective
 ``mean(ℓ_train) + (λ/2)·‖θ‖²``); any other :class:`~bind_core.training.fit.TrainConfig` setting (``epochs``, ``lr``,
@@ -58,7 +59,7 @@ from bind_core.errors import ConfigError
 from bind_core.models.fits import read_classes
 from bind_core.models.gnn import ACTIVATIONS, GNN, ModelConfig
 from bind_core.models.norms import BATCH_NORMS, LAYER_NORMS, norm_kind, resolved_norm
-from bind_core.models.pyg_names import basic_names
+from bind_core.models.pyg_names import basic_names, shared_filled
 from bind_core.models.records import PYG_FORMAT, PygCheck, PygModel
 
 PYG_CLASSES = {"GCN": "gcn", "GraphSAGE": "sage", "GIN": "gin", "GAT": "gat"}
@@ -274,12 +275,13 @@ _EXTRA: dict[str, dict[str, Check]] = {
         "jk": _only(None, why="a GAT's logits must be its last layer's output"),
         "heads": _integer(1, 16),
         "concat": _boolean,
-        "v2": _only(False, why="GATv2 is not supported"),
+        "v2": _boolean,
+        "share_weights": _boolean,
         "negative_slope": _fraction,
         "add_self_loops": _only(True, why="the audited GAT adds self-loops"),
         "edge_dim": _only(None, why="edge features are not supported"),
         "fill_value": _only("mean", why="without edge features it is unused"),
-        "residual": _only(False, why="residual connections are not supported"),
+        "residual": _boolean,
         "bias": _BIAS,
     },
 }
@@ -481,6 +483,8 @@ def _description_problems(cls: Any, args: Any, loss: Any, loss_at: str) -> list[
         if message is not None:
             problems.append((f"config.args.{name}", message))
     problems += _norm_problems(args)
+    if cls == "GAT" and args.get("share_weights") is True and args.get("v2") is not True:
+        problems.append(("config.args.share_weights", 'only with "v2": true (GATConv has no share_weights)'))
     out = args.get("out_channels")
     if loss not in LOSSES:
         problems.append((f"{loss_at}.loss", f"{_shown(loss)} is not one of {', '.join(LOSSES)}"))
@@ -540,6 +544,9 @@ def model_config(pyg: PygModel) -> ModelConfig:
         norm_momentum=None if (momentum := norm.get("momentum", 0.1)) is None else float(momentum),
         norm_affine=bool(norm.get("affine", True)),
         act_first=bool(a.get("act_first", False)),
+        v2=bool(a.get("v2", False)),
+        share_weights=bool(a.get("share_weights", False)),
+        residual=bool(a.get("residual", False)),
     )
 
 
@@ -551,11 +558,12 @@ def pyg_module(source: PygModel) -> nn.Module:
 
     module: nn.Module = getattr(pyg_models, source.cls)(**source.args)
     if source.last_heads:  # the user's own GAT: its last layer as the class builds it, but for its heads
-        from torch_geometric.nn import GATConv
+        from torch_geometric.nn import GATConv, GATv2Conv
 
         a = source.args
         convs = cast("nn.ModuleList", module.convs)
-        convs[-1] = GATConv(
+        v2 = {"share_weights": bool(a.get("share_weights", False))} if a.get("v2") else {}
+        convs[-1] = (GATv2Conv if v2 else GATConv)(
             cast("Any", convs[-1]).in_channels,
             int(a["out_channels"]),
             heads=source.last_heads,
@@ -563,6 +571,8 @@ def pyg_module(source: PygModel) -> nn.Module:
             negative_slope=float(a.get("negative_slope", 0.2)),
             dropout=float(a.get("dropout", 0.0)),
             add_self_loops=True,
+            residual=bool(a.get("residual", False)),
+            **v2,
         )
     return module
 
@@ -575,7 +585,8 @@ def reproduction(module: GNN, weights: dict[str, Tensor], source: PygModel, grap
         The :class:`PygCheck`: the largest ``|Δlogit| / max(1, |logit|)`` over all nodes.
     """
     reference = pyg_module(source).double().eval()
-    reference.load_state_dict({k: v.double() for k, v in basic_names(weights, source).items()}, strict=True)
+    state = shared_filled(basic_names(weights, source), source)
+    reference.load_state_dict({k: v.double() for k, v in state.items()}, strict=True)
     ours = copy.deepcopy(module).cpu().double().eval()
     with torch.no_grad():
         expected = reference(graph.x.double(), graph.edge_index)

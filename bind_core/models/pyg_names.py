@@ -1,7 +1,8 @@
 """A PyG model's parameter names, as the user's weights hold them and as this project's GNN holds them
 (:mod:`bind_core.models.pyg`): renaming one into the other (a module of the user's own, ``layer_names`` and
-``head_name``; GIN's MLP; an older ``GATConv``'s shared ``lin_src``/``lin_dst``; ``jk="last"``'s ``lin`` as the
-head), and, where the weights do not load, why, in the user's terms (:func:`weights_problem`, :func:`heads_problem`).
+``head_name``; GIN's MLP; an older ``GATConv``'s shared ``lin_src``/``lin_dst``; a GATv2's ``lin_r`` saved once
+as ``lin_l`` with ``share_weights``; ``jk="last"``'s ``lin`` as the head), and, where the weights do not load, why,
+in the user's terms (:func:`weights_problem`, :func:`heads_problem`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from bind_core.errors import ConfigError
 from bind_core.models.norms import norm_kind
 from bind_core.models.records import PygModel
 
-__all__ = ["basic_names", "bind_state_dict", "heads_problem", "pyg_state_dict", "weights_problem"]
+__all__ = ["basic_names", "bind_state_dict", "heads_problem", "pyg_state_dict", "shared_filled", "weights_problem"]
 
 
 def bind_state_dict(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]:
@@ -48,9 +49,29 @@ def bind_state_dict(state: dict[str, Tensor], source: PygModel) -> dict[str, Ten
                 raise ConfigError(f"weights: {pair} differ (a bipartite GATConv is not supported)")
             parts = [*parts[:2], "lin", *parts[3:]]
         out[".".join(parts)] = value
+    out = shared_filled(out, source)
     for prefix in {n.rsplit(".", 1)[0] for n in out if n.endswith(".running_mean")}:
         # weights saved without the step count (it only weighs a cumulative average, momentum null): none yet
         out.setdefault(f"{prefix}.num_batches_tracked", torch.zeros((), dtype=torch.long))
+    return out
+
+
+def shared_filled(state: dict[str, Tensor], source: PygModel) -> dict[str, Tensor]:
+    """``state`` (the class's names) with a GATv2's ``lin_r`` filled in from its ``lin_l`` where ``share_weights``
+    makes them one map, as safetensors' ``save_model`` writes such a tensor: once.
+
+    Raises:
+        ConfigError: both are given and differ.
+    """
+    if not source.args.get("share_weights"):
+        return state
+    out = dict(state)
+    for name in [n for n in state if n.split(".")[2:3] == ["lin_l"]]:
+        twin = name.replace(".lin_l.", ".lin_r.", 1)
+        if twin in out and not torch.equal(out[twin], out[name]):
+            pair = f"{_own(name, source)} and {_own(twin, source)}"
+            raise ConfigError(f"weights: {pair} differ, but share_weights is true (one linear map for both)")
+        out.setdefault(twin, out[name])
     return out
 
 

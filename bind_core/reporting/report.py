@@ -32,6 +32,7 @@ from bind_core.reporting.views import (
     InfluenceView,
     Refined,
     TopRow,
+    arch_words,
     normalised_words,
     typed_results,
 )
@@ -108,7 +109,7 @@ def _facts(results: AuditResults, meta: Mapping[str, Any]) -> dict[str, str]:
     return {
         "graph": f"{graph.name}: {graph.nodes} nodes, {graph.edges} edges, "
         f"{graph.groups} groups; train/val/test {split}",
-        "model": f"{_or(model.arch)}, {_or(model.layers)} layer(s), {_or(model.hidden)} hidden, "
+        "model": f"{arch_words(model.arch, model.extra)}, {_or(model.layers)} layer(s), {_or(model.hidden)} hidden, "
         f"{normalised_words(model.extra.get('norm'), ' between layers, ')}"
         f"{model.parameters} parameters",
         **{str(k): str(v) for k, v in meta.items()},

@@ -33,6 +33,7 @@ __all__ = [
     "TopRow",
     "TrustView",
     "VerdictView",
+    "arch_words",
     "normalised_words",
     "typed_results",
 ]
@@ -52,6 +53,16 @@ def normalised_words(norm: object, suffix: str) -> str:
     """``"batch-normalised<suffix>"`` or ``"layer-normalised<suffix>"`` for a model's ``norm``; ``""`` without."""
     words = NORM_WORDS.get(str(norm))
     return "" if words is None else words + suffix
+
+
+ARCH_VARIANTS = (("v2", "GATv2"), ("share_weights", "weights shared"), ("residual", "residual"))
+"""A GAT's variants as a report names them after its ``arch`` (the model's settings of those names)."""
+
+
+def arch_words(arch: object, settings: Mapping[str, Any]) -> str:
+    """A model's ``arch`` as a report names it, with its variants (``"gat (GATv2, residual)"``); ``"?"`` unknown."""
+    variants = [words for name, words in ARCH_VARIANTS if settings.get(name)]
+    return ("?" if arch is None else str(arch)) + (f" ({', '.join(variants)})" if variants else "")
 
 
 def typed_results(results: AuditResults | Mapping[str, Any]) -> AuditResults:

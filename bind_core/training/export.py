@@ -21,7 +21,7 @@ from bind_core.models.pyg import LAYOUT_KEYS
 from bind_core.models.pyg_names import pyg_state_dict
 from bind_core.models.records import PYG_FORMAT
 from bind_core.training.document import read_document
-from bind_core.training.fit import TrainedModel
+from bind_core.training.fit import TrainedModel, saved_state
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def export_model(
     source = None if document is None else document.source
     if document is None or source is None:
         return ExportedModel(model.to_bytes(), model.config_dict())
-    state = {k: v.detach().cpu().contiguous() for k, v in model.module.state_dict().items()}
+    state = saved_state(model.module)
     config: dict[str, Any] = {
         "format": PYG_FORMAT,
         "class": source.cls,

@@ -195,8 +195,7 @@ class TrainedModel:
         Returns:
             The safetensors file's bytes; pair them with :meth:`config_dict`.
         """
-        state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
-        return st_save(state)
+        return st_save(saved_state(self.module))
 
     @classmethod
     def from_bytes(cls, weights: bytes, config: object) -> TrainedModel:
@@ -294,6 +293,20 @@ class TrainedModel:
         """
         path = Path(directory)
         return cls.from_bytes((path / "model.safetensors").read_bytes(), json.loads((path / "config.json").read_text()))
+
+
+def saved_state(module: torch.nn.Module) -> dict[str, Tensor]:
+    """``module``'s state dict as safetensors writes it: on the CPU, contiguous, and each entry its own tensor (a
+    GATv2 with ``share_weights`` holds ``lin_r`` as ``lin_l``, two names of one tensor, which safetensors refuses;
+    each name is written, so the file loads into the module strictly)."""
+    out: dict[str, Tensor] = {}
+    seen: set[int] = set()
+    for name, value in module.state_dict().items():
+        tensor = value.detach().cpu().contiguous()
+        shared = tensor.untyped_storage().data_ptr() in seen and tensor.numel() > 0
+        seen.add(tensor.untyped_storage().data_ptr())
+        out[name] = tensor.clone() if shared else tensor
+    return out
 
 
 def _weights_dtype(state: dict[str, Tensor]) -> str:

@@ -84,7 +84,12 @@ def _last_layer(module: GNN) -> tuple[nn.Module, list[tuple[str, int, int]]]:
     if arch == "gin":
         return conv, [("nn.2.weight", 0, 1), ("nn.2.bias", 0, 1)]
     heads = int(getattr(conv, "heads", module.config.heads))  # the last layer's own (last_heads)
-    return conv, [("lin.weight", 0, heads), ("att_src", -1, 1), ("att_dst", -1, 1), ("bias", 0, 1)]
+    residual = [("res.weight", 0, 1)] if module.config.residual else []  # the heads' mean's width
+    if module.config.v2:
+        lins = ["lin_l"] if module.config.share_weights else ["lin_l", "lin_r"]
+        mapped = [(f"{lin}.{p}", 0, heads) for lin in lins for p in ("weight", "bias")]
+        return conv, [*mapped, ("att", -1, 1), ("bias", 0, 1), *residual]
+    return conv, [("lin.weight", 0, heads), ("att_src", -1, 1), ("att_dst", -1, 1), ("bias", 0, 1), *residual]
 
 
 @torch.no_grad()
@@ -104,6 +109,12 @@ def reorder_outputs(module: GNN, order: Sequence[int], graph: Graph) -> None:
     layer, parameters = _last_layer(module)
     named = dict(layer.named_parameters())
     outputs = before.shape[1]
+    if outputs == 1 and module.config.v2 and layer is module.convs[-1]:
+        raise ConfigError(
+            "classes: a GATv2 whose last layer outputs one logit cannot be read with its output the other way round "
+            "(its attention scores go through a leaky ReLU of the logit's own features, so no change of its weights "
+            "negates the logit); give classes in the label's sorted order, with the model trained to match"
+        )
     index = torch.tensor(order)
     for name, axis, blocks in parameters:
         p = named[name]

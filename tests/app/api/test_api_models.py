@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from safetensors.torch import save
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
-from torch_geometric.nn import GraphSAGE
+from torch_geometric.nn import GAT, GraphSAGE
 
 from app.audits import run as runner
 from app.core.db.tables import Audit, SuppliedModel
@@ -140,12 +140,15 @@ def test_audit_of_unknown_model_is_422(client: TestClient, auth: dict[str, str])
     assert fields(assert_problem(client.post("/v1/audits", headers=auth, json=body), 422)) == {"model_id"}
 
 
-def _pyg_graphsage(graph_npz: bytes) -> tuple[torch.nn.Module, dict[str, object]]:
-    """A two-layer ReLU GraphSAGE trained with plain PyG code, and its config in the ``torch_geometric`` form."""
+def _pyg_graphsage(
+    graph_npz: bytes, cls: type[torch.nn.Module] = GraphSAGE, **extra: object
+) -> tuple[torch.nn.Module, dict[str, object]]:
+    """A two-layer ReLU GraphSAGE (or ``cls`` with ``extra`` arguments) trained with plain PyG code, and its config in
+    the ``torch_geometric`` form."""
     graph = load_npz(io.BytesIO(graph_npz))
-    args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2}
+    args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2, **extra}
     torch.manual_seed(0)
-    model = GraphSAGE(**args)  # act="relu", PyG's default
+    model = cls(**args)  # act="relu", PyG's default
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
     train = graph.train_idx
     for _ in range(100):
@@ -154,7 +157,7 @@ def _pyg_graphsage(graph_npz: bytes) -> tuple[torch.nn.Module, dict[str, object]
         optimizer.step()
     config = {
         "format": "torch_geometric",
-        "class": "GraphSAGE",
+        "class": cls.__name__,
         "args": args,
         "training": {"loss": "cross_entropy", "weight_decay": 5e-4, "epochs": 100, "lr": 0.01},
     }
@@ -227,6 +230,43 @@ def test_a_pyg_graphsage_is_registered_and_audited(
     assert any("ReLU between layers" in w for w in audit["results"]["warnings"])
     assert audit["results"]["validation"]["pearson"] is not None
     assert audit["config"] == described
+
+
+def test_a_pyg_gatv2_sharing_its_weights_saved_once_is_registered_audited_and_handed_back(
+    client: TestClient,
+    auth: dict[str, str],
+    graph_id: str,
+    graph_npz: bytes,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+) -> None:
+    pyg, config = _pyg_graphsage(graph_npz, GAT, v2=True, share_weights=True, residual=True, heads=2)
+    # safetensors' save_model writes a tied tensor once: lin_r is lin_l
+    weights = save({k: v for k, v in pyg.state_dict().items() if ".lin_r." not in k})
+    response = client.post(
+        "/v1/models",
+        headers=auth,
+        files={"weights": ("gatv2.safetensors", weights)},
+        data={"config": json.dumps(config), "graph_id": graph_id},
+    )
+    assert response.status_code == 201, response.text
+    model = response.json()["config"]["model"]
+    assert (model["arch"], model["v2"], model["share_weights"], model["residual"]) == ("gat", True, True, True)
+    body = {"model_id": response.json()["id"], "budgets": [1], "validation_sample": 5, "bootstrap": 0}
+    queued = client.post("/v1/audits", headers=auth, json=body)
+    assert queued.status_code == 202, queued.text
+    audit_id = queued.json()["id"]
+    with sessions.begin() as session:
+        session.execute(
+            update(Audit).where(Audit.state == "queued", Audit.id != uuid.UUID(audit_id)).values(state="cancelled")
+        )
+    outcome = runner.execute(audit_id, sessions=sessions, settings=settings, device="cpu")
+    audit = client.get(f"/v1/audits/{audit_id}", headers=auth).json()
+    assert outcome.status == "succeeded", audit.get("error")
+    assert audit["results"]["supplied_model"]["pyg"]["max_logit_difference"] <= 1e-6
+    assert any("GATv2's leaky-ReLU attention scores" in w for w in audit["results"]["warnings"])
+    assert audit["results"]["validation"]["pearson"] is not None
+    assert audit["results"]["debiasing"][0]["after"] is not None
 
 
 def test_a_module_of_ones_own_is_refused_with_its_layer_names_and_registered_with_them(

@@ -20,7 +20,7 @@ from bind_core.models.gnn import ModelConfig
 from bind_core.models.pyg import UnsupportedModelError, read_source, reproduction
 from bind_core.pipeline.caveats import model_warnings
 from bind_core.training.document import read_document
-from bind_core.training.fit import TrainConfig, TrainedModel, train
+from bind_core.training.fit import TrainConfig, TrainedModel, saved_state, train
 from bind_core.training.kinks import kink_stall
 from bind_core.training.records import KinkStall, StationarityCheck
 from bind_core.training.stationarity import describe_stationarity
@@ -54,6 +54,9 @@ CASES = [
     ("GIN", {"num_layers": 2, "out_channels": 2}),
     ("GAT", {"num_layers": 2, "out_channels": 2, "heads": 2}),
     ("GAT", {"num_layers": 3, "out_channels": 2, "heads": 2, "concat": False, "act": "elu", "negative_slope": 0.1}),
+    ("GAT", {"num_layers": 2, "out_channels": 2, "heads": 2, "v2": True}),
+    ("GAT", {"num_layers": 2, "out_channels": 1, "heads": 2, "v2": True, "share_weights": True, "residual": True}),
+    ("GAT", {"num_layers": 2, "out_channels": 2, "residual": True}),
     ("GCN", {"num_layers": 1, "out_channels": 2}),
     ("GraphSAGE", {"num_layers": 3, "out_channels": 1, "act": "gelu"}),
     ("GIN", {"num_layers": 1, "out_channels": 1, "act": "tanh"}),
@@ -64,7 +67,7 @@ CASES = [
 def test_logits_equal_the_pyg_modules(graph: Graph, cls: str, extra: dict[str, Any]) -> None:
     args = {"in_channels": graph.num_features, "hidden_channels": 8, **extra}
     pyg = _pyg(cls, args)
-    weights = save({k: v.contiguous() for k, v in pyg.state_dict().items()})
+    weights = save(saved_state(pyg))
     model = TrainedModel.from_bytes(weights, json.loads(json.dumps(_config(cls, args))))
     assert model.dtype == torch.float32  # the weights' own dtype
     assert not model.model_config.head and model.model_config.outputs == args["out_channels"]
@@ -76,10 +79,13 @@ def test_logits_equal_the_pyg_modules(graph: Graph, cls: str, extra: dict[str, A
     assert expected.abs().max() > 1e-2  # not a degenerate comparison of zeros
 
 
-def test_gat_scores_are_pygs_leaky_relu_whatever_the_activation(graph: Graph) -> None:
+@pytest.mark.parametrize("v2", [False, True])
+def test_gat_scores_are_pygs_leaky_relu_whatever_the_activation(graph: Graph, v2: bool) -> None:
     args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 1, "out_channels": 2, "heads": 2}
+    args |= {"v2": True} if v2 else {}
     pyg = _pyg("GAT", args)
-    pyg.convs[0].att_src.data.mul_(50.0)  # scores far on both sides of the kink: a smooth surrogate would differ
+    scores = pyg.convs[0].lin_l.weight if v2 else pyg.convs[0].att_src
+    scores.data.mul_(50.0)  # scores far on both sides of the kink: a smooth surrogate would differ
     weights = save({k: v.contiguous() for k, v in pyg.state_dict().items()})
     model = TrainedModel.from_bytes(weights, _config("GAT", {**args, "act": "gelu"}))
     assert model.model_config.attention == "leaky_relu"
@@ -87,6 +93,27 @@ def test_gat_scores_are_pygs_leaky_relu_whatever_the_activation(graph: Graph) ->
         expected = pyg.double()(graph.x.double(), graph.edge_index)
     got = TrainedModel(model.module.double(), model.model_config, model.train_config).logits(graph)
     assert torch.allclose(got, expected, rtol=0.0, atol=1e-6)
+
+
+def test_a_gatv2_sharing_its_weights_saved_once_or_twice(graph: Graph) -> None:
+    args = {"in_channels": graph.num_features, "hidden_channels": 8, "num_layers": 2, "out_channels": 2}
+    args |= {"v2": True, "share_weights": True, "heads": 2}
+    pyg = _pyg("GAT", args)
+    with torch.no_grad():
+        expected = pyg.double()(graph.x.double(), graph.edge_index)
+    state = saved_state(pyg)
+    once = {k: v for k, v in state.items() if ".lin_r." not in k}  # as safetensors' save_model writes it
+    for weights in (state, once):
+        model = TrainedModel.from_bytes(save(weights), _config("GAT", args))
+        assert model.model_config.v2 and model.model_config.share_weights
+        got = TrainedModel(model.module.double(), model.model_config, model.train_config).logits(graph)
+        assert torch.allclose(got, expected, rtol=0.0, atol=1e-6)
+        names = [n for n, _ in model.module.named_parameters()]
+        assert "convs.0.lin_l.weight" in names and "convs.0.lin_r.weight" not in names  # one map in θ
+        assert set(load(model.to_bytes())) == set(state)  # handed back with both names, loadable strictly
+    state["convs.0.lin_r.bias"] = state["convs.0.lin_r.bias"] + 1.0
+    with pytest.raises(ConfigError, match=r"convs\.0\.lin_l\.bias and convs\.0\.lin_r\.bias differ"):
+        TrainedModel.from_bytes(save(state), _config("GAT", args))
 
 
 def test_the_converted_model_trains_and_reproduction_is_measured(graph: Graph) -> None:
@@ -120,7 +147,8 @@ def test_the_converted_model_trains_and_reproduction_is_measured(graph: Graph) -
         ("GCN", {"improved": True}, "config.args.improved"),
         ("GraphSAGE", {"aggr": "max"}, "config.args.aggr"),
         ("GIN", {"train_eps": True}, "config.args.train_eps"),
-        ("GAT", {"v2": True}, "config.args.v2"),
+        ("GAT", {"v2": 1}, "config.args.v2"),
+        ("GAT", {"share_weights": True}, "config.args.share_weights"),
         ("GAT", {"edge_dim": 3}, "config.args.edge_dim"),
         ("GCN", {"act": "leaky_relu"}, "config.args.act"),
         ("GCN", {"act": None}, "config.args.act"),

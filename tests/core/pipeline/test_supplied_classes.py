@@ -17,6 +17,7 @@ from safetensors.torch import save
 from bind_core import ModelDoesNotFitError, TrainedModel, UnsupportedModelError, estimate_influence
 from bind_core.data.datasets import synthetic
 from bind_core.data.graph import Graph
+from bind_core.errors import ConfigError
 from bind_core.models.gnn import GNN, ModelConfig
 from bind_core.pipeline.audit import AuditConfig, run_audit
 from bind_core.pipeline.reference import prepare_for_audit
@@ -130,12 +131,26 @@ def test_three_classes_in_another_order_are_warned_about_with_the_order_that_fit
 
 
 @pytest.mark.parametrize(
-    ("arch", "head"), [("gcn", False), ("sage", False), ("gin", False), ("gat", False), ("gat", True), ("gcn", True)]
+    ("arch", "head", "gat"),
+    [
+        ("gcn", False, {}),
+        ("sage", False, {}),
+        ("gin", False, {}),
+        ("gat", False, {}),
+        ("gat", True, {}),
+        ("gcn", True, {}),
+        ("gat", False, {"residual": True}),
+        ("gat", False, {"v2": True, "residual": True}),
+        ("gat", False, {"v2": True, "share_weights": True}),
+        ("gat", True, {"v2": True}),
+    ],
 )
-def test_reordering_outputs_is_the_same_model_with_its_columns_reordered(arch: str, head: bool) -> None:
+def test_reordering_outputs_is_the_same_model_with_its_columns_reordered(
+    arch: str, head: bool, gat: dict[str, bool]
+) -> None:
     graph = synthetic(80, seed=2, num_classes=3)
     torch.manual_seed(1)
-    config = ModelConfig(arch=arch, layers=2, hidden=8, heads=2, head=head)
+    config = ModelConfig(arch=arch, layers=2, hidden=8, heads=2, head=head, **gat)
     module = GNN(config, graph.num_features, 3).double().eval()
     before = module(module.prepare(graph))
     reorder_outputs(module, [2, 0, 1], graph)
@@ -144,6 +159,11 @@ def test_reordering_outputs_is_the_same_model_with_its_columns_reordered(arch: s
     one_logit = GNN(config, binary.num_features, 2).double().eval()
     before = one_logit(one_logit.prepare(binary))
     assert before.shape[1] == 1
+    if config.v2 and not head:  # no weights negate a GATv2's own logit: refused, the model left as it was
+        with pytest.raises(ConfigError, match="GATv2 whose last layer outputs one logit"):
+            reorder_outputs(one_logit, [1, 0], binary)
+        assert torch.equal(one_logit(one_logit.prepare(binary)), before)
+        return
     reorder_outputs(one_logit, [1, 0], binary)
     assert torch.allclose(one_logit(one_logit.prepare(binary)), -before, rtol=0.0, atol=1e-12)
 
