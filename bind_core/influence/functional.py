@@ -62,7 +62,9 @@ class FunctionalModel:
         # Made here, outside any torch.func transform: made lazily inside one (the first objective evaluation of a
         # one-layer model's Hessian runs under vmap, jvp and grad), its tensors would be that transform's wrappers
         # and fail every evaluation after it had returned.
-        inputs, rows = objective_inputs(self.module, self.inputs, self.graph, max_fraction=self._max_fraction())
+        inputs, rows = objective_inputs(
+            self.module, self.inputs, self.graph, max_fraction=self._max_fraction(), attention=True
+        )
         train = rows.train_idx.to(self.device)
         nodes = rows.nodes if isinstance(rows, ComputationGraph) else None
         self._objective = ObjectiveRows(inputs, train, rows.y.to(self.device)[train], nodes)
@@ -76,7 +78,8 @@ class FunctionalModel:
         are formed by hand (:mod:`bind_core.influence.fused`, a two-layer GCN or SAGE), which run only there and cost
         less than autograd's pass over the whole graph even where the computation graph is all of it (the two-layer
         GCN on ``synthetic(2000)``: the estimate 24 → 13 s, the same values to 1e-12); else
-        :data:`~bind_core.training.compgraph.MAX_FRACTION`."""
+        :data:`~bind_core.training.compgraph.MAX_FRACTION` (a GAT's at any share:
+        :func:`~bind_core.training.compgraph.objective_inputs`)."""
         return 1.0 if layout(self) is not None else MAX_FRACTION
 
     @classmethod
@@ -113,8 +116,10 @@ class FunctionalModel:
         return unflatten_parameters(flat, self.names, self.shapes)
 
     # ------------------------------------------------------------------ forward passes
-    # ``tie_weights=False`` throughout: these models share no parameter between two names, and functional_call's
-    # search for shared ones walks every submodule at every call (~50 µs; a deletion makes about seven calls).
+    # ``tie_weights=False`` throughout: these models share no parameter between two modules (a GATv2 with
+    # share_weights holds one module under two names, lin_l and lin_r, which takes the weights given under lin_l), and
+    # functional_call's search for shared ones walks every submodule at every call (~50 µs; a deletion makes about
+    # seven calls).
     def logits(self, flat: Tensor, rows: Tensor | None = None, inputs: GraphInputs | None = None) -> Tensor:
         """Logits of ``rows`` (all nodes if None) on ``inputs`` (default: the training graph)."""
         return cast(

@@ -34,6 +34,7 @@ from torch import Tensor
 from bind_core.data.sparse import Adjacency, row_entries
 from bind_core.influence.functional import FunctionalModel
 from bind_core.models.propagation import GraphInputs, aggregate_features, message_adjacency
+from bind_core.training.compgraph import attention_layers
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class Reduction:
     """The positions of the adjacency's entries that ``S`` rewrote (``None`` for GAT)."""
     new: Tensor | None = None
     """Their values on ``G − S``."""
+    dropped: Tensor | None = None
+    """GAT: the nodes ``S`` whose edges were masked (``None`` for the others)."""
 
 
 class GraphReducer:
@@ -92,7 +95,8 @@ class GraphReducer:
         """The inputs of ``G − nodes``, the rows whose aggregated features changed and the entries rewritten."""
         fm = self.fm
         if self.arch == "gat":
-            return Reduction(self._masked(nodes), None)
+            dropped = torch.as_tensor(nodes, dtype=torch.long, device=self.edges.device).reshape(-1)
+            return Reduction(self._masked(dropped), None, dropped=dropped)
         n, dtype = self.n, fm.theta.dtype
         drop = torch.unique(torch.as_tensor(nodes, dtype=torch.long, device=self.col.device).reshape(-1))
         in_s = torch.zeros(n, dtype=torch.bool, device=drop.device)
@@ -175,7 +179,7 @@ class GraphReducer:
         training nodes' computation graph of ``G − S`` lies inside that of ``G``, and the training objective there is
         ``G − S``'s exactly, at a cost proportional to ``nodes``. The index maps are made once, here."""
         if self.arch == "gat":
-            raise ValueError("a GAT's deletions mask edges; it has no computation-graph view")
+            return self._attention_view(nodes)
         nodes = nodes.to(self.col.device)
         local, take = row_entries(self.crow, nodes)
         cols = self.col[take]
@@ -205,6 +209,44 @@ class GraphReducer:
             weight = kept if self.arch == "gcn" else None
             z = inputs.x_prop[nodes.to(inputs.x_prop.device)]
             return GraphInputs(x=x, edge_index=structure, edge_weight=weight, x_prop=z, adjacency=adjacency)
+
+        return view
+
+    def _attention_view(self, nodes: Tensor) -> Callable[[Reduction], GraphInputs]:
+        """:meth:`restrict` for a GAT: its computation graph's inputs
+        (:func:`~bind_core.training.compgraph.attention_graph`, on ``nodes``) without the edges of the deleted nodes,
+        each layer's edges masked."""
+        sub = self.fm.objective_rows().inputs
+        assert sub.layer_edges is not None, "a GAT's objective lives on its computation graph"
+        ids = nodes.to(self.edges.device)
+        lists = (sub.edge_index, *sub.layer_edges)
+        ends = [(ids[e[0]], ids[e[1]]) for e in lists]  # each edge's endpoints in the whole graph's numbering
+
+        def view(reduction: Reduction) -> GraphInputs:
+            assert reduction.dropped is not None
+            drop = torch.zeros(self.n, dtype=torch.bool, device=ids.device)
+            drop[reduction.dropped] = True
+            kept = [e[:, ~(drop[a] | drop[b])] for e, (a, b) in zip(lists, ends, strict=True)]
+            return GraphInputs(x=sub.x, edge_index=kept[0], edge_weight=None, x_prop=None, layer_edges=tuple(kept[1:]))
+
+        return view
+
+    def attention_rows(self, rows: Tensor) -> Callable[[Reduction], GraphInputs]:
+        """A GAT's inputs of ``G − S`` from which only ``rows``' outputs are read (the test nodes': Γ), in the full
+        graph's numbering: each layer takes only the edges into the rows the next one reads
+        (:func:`~bind_core.training.compgraph.attention_layers`), less those of the deleted nodes."""
+        if self.arch != "gat":
+            raise ValueError("only a GAT's deletions mask edges")
+        layers = len(self.fm.module.convs)
+        _, lists = attention_layers(self.edges, self.n, rows.to(self.edges.device), layers)
+
+        def view(reduction: Reduction) -> GraphInputs:
+            assert reduction.dropped is not None
+            drop = torch.zeros(self.n, dtype=torch.bool, device=self.edges.device)
+            drop[reduction.dropped] = True
+            kept = tuple(e[:, ~(drop[e[0]] | drop[e[1]])] for e in lists)
+            x, edges = self.fm.inputs.x, reduction.inputs.edge_index
+            return GraphInputs(x=x, edge_index=edges, edge_weight=None, x_prop=None, layer_edges=kept)
 
         return view
 

@@ -175,6 +175,9 @@ class Stepper:
     fused: FusedObjective | None = None
     """The objective with its gradient formed by hand (:mod:`bind_core.influence.fused`), for a two-layer GCN or SAGE
     on its computation graph; ``None``: autograd's (:func:`~bind_core.influence.proximal.proximal_objective`)."""
+    test_view: Callable[[Reduction], GraphInputs] | None = None
+    """A GAT's inputs of ``G − S`` where Γ reads the test rows: each layer only the edges into the rows the next one
+    reads (:meth:`GraphReducer.attention_rows`); ``None``: the reduced graph's own."""
 
     @classmethod
     def build(
@@ -234,6 +237,7 @@ class Stepper:
             first,
             _tilt_at(fm, theta),
             fused,
+            reducer.attention_rows(test) if view is not None and fm.module.config.arch == "gat" else None,
         )
 
     @property
@@ -290,7 +294,8 @@ class Stepper:
         gone[torch.tensor(positions, dtype=torch.long)] = True
         reduction = self.reducer.reduce(nodes)
         part = None if self.view is None else self.view(reduction)
-        return self._settle(reduction.inputs, gone, part, changed=reduction.changed)
+        reduced = reduction.inputs if self.test_view is None else self.test_view(reduction)
+        return self._settle(reduced, gone, part, changed=reduction.changed)
 
     def delete_edges(self, edges: Tensor) -> Deletion:
         """Settle the deletion of the undirected ``edges`` (``[k, 2]``, both directions go) together: no loss is

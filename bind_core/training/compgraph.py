@@ -27,6 +27,7 @@ from torch import Tensor
 
 from bind_core.data.graph import Graph
 from bind_core.data.ladder import reach
+from bind_core.data.sparse import Adjacency
 from bind_core.models.gnn import GNN
 from bind_core.models.propagation import GraphInputs
 from bind_core.training.objective import LabelledRows
@@ -56,9 +57,14 @@ class ComputationGraph:
     nodes: Tensor
 
 
-def computation_graph(module: GNN, inputs: GraphInputs, graph: Graph) -> ComputationGraph | None:
+def computation_graph(
+    module: GNN, inputs: GraphInputs, graph: Graph, *, attention: bool = False
+) -> ComputationGraph | None:
     """The training nodes' computation graph for ``module`` (a GCN, GIN or SAGE of two or more layers, with its
-    prepared ``inputs`` of ``graph``); None for a model that has none (one layer: its rows are read directly; GAT)."""
+    prepared ``inputs`` of ``graph``; with ``attention``, a GAT too: :func:`attention_graph`); None for a model that
+    has none (one layer: its rows are read directly; GAT without ``attention``)."""
+    if attention and module.config.arch == "gat":
+        return attention_graph(module, inputs, graph)
     if module.row_separable or inputs.adjacency is None or inputs.x_prop is None:
         return None
     adjacency = inputs.adjacency
@@ -79,12 +85,49 @@ def computation_graph(module: GNN, inputs: GraphInputs, graph: Graph) -> Computa
     return ComputationGraph(restricted, positions, graph.y.to(inputs.x.device)[local], nodes)
 
 
+def attention_graph(module: GNN, inputs: GraphInputs, graph: Graph) -> ComputationGraph:
+    """A GAT's training nodes' computation graph: the nodes within ``L`` hops of the training nodes (a GAT reads the
+    features themselves, not aggregated rows), and for each layer ``i`` only the edges into the nodes within
+    ``L − 1 − i`` hops, the rows the next layer reads (the last layer's: into the training nodes). A row's attention
+    is a softmax over its own incoming edges and its self-loop, all of them there, so every row read is exact; the
+    rest are computed from fewer edges and never read. On Income (1000 training nodes of 14,821) a one-layer GAT's
+    layer takes 5,900 of the 85,662 edges and 5,280 nodes' self-loops rather than 14,821."""
+    n, edges = graph.num_nodes, inputs.edge_index
+    train = graph.train_idx.to(edges.device)
+    nodes, per_layer = attention_layers(edges, n, train, module.config.layers)
+    local = torch.full((n,), -1, dtype=torch.long, device=edges.device)
+    local[nodes] = torch.arange(nodes.numel(), device=edges.device)
+    within = torch.zeros(n, dtype=torch.bool, device=edges.device)
+    within[nodes] = True
+    induced = local[edges[:, within[edges[0]] & within[edges[1]]]]
+    at = nodes.to(inputs.x.device)
+    layer_edges = tuple(local[e] for e in per_layer)
+    restricted = GraphInputs(x=inputs.x[at], edge_index=induced, edge_weight=None, x_prop=None, layer_edges=layer_edges)
+    positions = torch.searchsorted(nodes, train).to(inputs.x.device)
+    return ComputationGraph(restricted, positions, graph.y.to(inputs.x.device)[at], nodes)
+
+
+def attention_layers(edges: Tensor, n: int, rows: Tensor, layers: int) -> tuple[Tensor, list[Tensor]]:
+    """What ``layers`` attention layers need of ``edges`` (``[2, E]``, source first, over ``n`` nodes) for the outputs
+    of ``rows``: the nodes within ``layers`` hops of them (sorted), and each layer ``i``'s edges into the nodes within
+    ``layers − 1 − i`` hops (the rows the next layer reads), in the same numbering as ``edges``."""
+    into = Adjacency.from_edges(edges.flip(0), torch.ones(edges.shape[1], device=edges.device), n)  # row i: sources
+    per_layer = []
+    for i in range(layers):
+        targets = torch.zeros(n, dtype=torch.bool, device=edges.device)
+        targets[reach(into, rows, layers - 1 - i)] = True
+        per_layer.append(edges[:, targets[edges[1]]])
+    return reach(into, rows, layers), per_layer
+
+
 def objective_inputs(
-    module: GNN, inputs: GraphInputs, graph: Graph, *, max_fraction: float = MAX_FRACTION
+    module: GNN, inputs: GraphInputs, graph: Graph, *, max_fraction: float = MAX_FRACTION, attention: bool = False
 ) -> tuple[GraphInputs, LabelledRows]:
     """What the training objective is evaluated on: the computation graph's inputs and rows when it holds at most
-    ``max_fraction`` of the graph's nodes, else the whole graph's (``inputs``, ``graph``)."""
-    sub = computation_graph(module, inputs, graph)
-    if sub is None or sub.nodes.numel() > max_fraction * graph.num_nodes:
+    ``max_fraction`` of the graph's nodes, else the whole graph's (``inputs``, ``graph``); with ``attention``, a GAT's
+    at any share, its layers taking fewer edges however many nodes it holds (:func:`attention_graph`; not in
+    training, whose dropout draws a mask over every edge and row)."""
+    sub = computation_graph(module, inputs, graph, attention=attention)
+    if sub is None or (sub.inputs.layer_edges is None and sub.nodes.numel() > max_fraction * graph.num_nodes):
         return inputs, graph
     return sub.inputs, sub
