@@ -1,8 +1,10 @@
 """Issue 36: where one deletion's CPU time goes (one thread): the step estimate's parts, timed by wrapping them.
 
     python bench/profile_deletions.py --nodes 20000 --arch gcn --count 100
+    python bench/profile_deletions.py --dataset income --data-root ../shared/datasets --arch gat --layers 1 --count 20
 
-Trains the two-layer model as ``bench_deletions.py`` does, settles the first ``--count`` training nodes' deletions one
+Trains the model (two layers unless ``--layers``; on ``--dataset`` instead of the synthetic graph) as
+``bench_deletions.py`` does, settles the first ``--count`` training nodes' deletions one
 at a time (:meth:`Stepper.delete`) and prints the CPU milliseconds a deletion of each part: the proximal objective's
 evaluations (forward and backward passes), Γ's read at the weights reached (``_test_proba``) and at ``θ̂``
 (``_proba_at_hat``), the reducer and the computation-graph view, Γ itself, the damped solves. ``--cprofile`` prints

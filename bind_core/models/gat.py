@@ -21,8 +21,13 @@ class SmoothScores:
     applies ``F.leaky_relu`` itself, exactly as PyG's layers do (a supplied PyG ``GAT``)."""
 
     negative_slope: float
-    score_activation: str = "gelu"
-    expand_activation: bool = False  # set by GNN.expand_activations
+    dropout: float
+    training: bool
+
+    def __init__(self, *args: object, activation: str = "gelu", **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # the PyG layer's
+        self.score_activation = activation
+        self.expand_activation = False  # set by GNN.expand_activations
 
     def scores(self, x: Tensor) -> Tensor:
         """The activation of the raw scores ``x`` (any shape)."""
@@ -32,14 +37,14 @@ class SmoothScores:
         act = activation_fn(self.score_activation, expanded=self.expand_activation)
         return slope * x + (1 - slope) * act(x)
 
+    def normalised(self, alpha: Tensor, index: Tensor, ptr: Tensor | None, dim_size: int | None) -> Tensor:
+        """The activated scores ``alpha`` as attention: a softmax over each target's edges, then dropout."""
+        alpha = pyg_softmax(alpha, index, ptr, dim_size)
+        return F.dropout(alpha, p=self.dropout, training=self.training)
+
 
 class SmoothGATConv(SmoothScores, GATConv):  # type: ignore[misc]  # PyG is untyped, so GATConv is Any to mypy
     """PyG's ``GATConv`` with :class:`SmoothScores`: ``softmax(σ(a_srcᵀ·W·x_j + a_dstᵀ·W·x_i))``."""
-
-    def __init__(self, *args: object, activation: str = "gelu", **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self.score_activation = activation
-        self.expand_activation = False
 
     def edge_update(
         self,
@@ -53,18 +58,12 @@ class SmoothGATConv(SmoothScores, GATConv):  # type: ignore[misc]  # PyG is unty
         alpha = alpha_j if alpha_i is None else alpha_j + alpha_i
         if index.numel() == 0:
             return alpha
-        alpha = pyg_softmax(self.scores(alpha), index, ptr, dim_size)
-        return F.dropout(alpha, p=self.dropout, training=self.training)
+        return self.normalised(self.scores(alpha), index, ptr, dim_size)
 
 
 class SmoothGATv2Conv(SmoothScores, GATv2Conv):  # type: ignore[misc]  # PyG is untyped, so GATv2Conv is Any to mypy
     """PyG's ``GATv2Conv`` with :class:`SmoothScores`: ``softmax(aᵀ·σ(W_l·x_j + W_r·x_i))`` (with ``activation=
     "leaky_relu"``, ``GATv2Conv``'s own computation, operation for operation)."""
-
-    def __init__(self, *args: object, activation: str = "gelu", **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self.score_activation = activation
-        self.expand_activation = False
 
     def edge_update(
         self,
@@ -77,6 +76,4 @@ class SmoothGATv2Conv(SmoothScores, GATv2Conv):  # type: ignore[misc]  # PyG is 
     ) -> Tensor:
         if index.numel() == 0:
             return (x_i + x_j).sum(dim=-1)
-        alpha = (self.scores(x_i + x_j) * self.att).sum(dim=-1)
-        alpha = pyg_softmax(alpha, index, ptr, dim_size)
-        return F.dropout(alpha, p=self.dropout, training=self.training)
+        return self.normalised((self.scores(x_i + x_j) * self.att).sum(dim=-1), index, ptr, dim_size)

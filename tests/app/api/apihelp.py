@@ -5,11 +5,18 @@ from __future__ import annotations
 import base64
 import io
 import json
+import uuid
 from typing import Any
 
 import httpx
+from fastapi.testclient import TestClient
 from hostile_files import zeros_npz  # noqa: F401  (re-exported for the API and security tests)
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
 
+from app.audits import run as runner
+from app.core.db.tables import Audit
+from app.core.settings import Settings
 from bind_core.data.datasets import save_npz, synthetic
 
 PROBLEM_BASE = "https://bind-audit.dev/problems/"
@@ -45,3 +52,36 @@ def forge_token(kind: str, key: list[Any]) -> str:
 def fields(problem: dict[str, Any]) -> set[str]:
     """The field names in a problem's ``errors``."""
     return {str(e["field"]) for e in problem.get("errors") or []}
+
+
+def run_alone(
+    client: TestClient, auth: dict[str, str], audit_id: str, sessions: sessionmaker[Session], settings: Settings
+) -> tuple[str, dict[str, Any]]:
+    """Run the queued audit ``audit_id`` on the CPU as a worker would, after setting aside what other tests in this
+    database left queued (a worker takes the audit whose turn it is, of any tenant); its outcome's status and the
+    audit read back."""
+    with sessions.begin() as session:
+        session.execute(
+            update(Audit).where(Audit.state == "queued", Audit.id != uuid.UUID(audit_id)).values(state="cancelled")
+        )
+    outcome = runner.execute(audit_id, sessions=sessions, settings=settings, device="cpu")
+    return outcome.status, dict(client.get(f"/v1/audits/{audit_id}", headers=auth).json())
+
+
+def register_model(
+    client: TestClient,
+    auth: dict[str, str],
+    graph_id: str,
+    weights: bytes,
+    config: dict[str, Any],
+    name: str = "m.safetensors",
+    **files: tuple[str, bytes],
+) -> httpx.Response:
+    """``POST /v1/models``: ``weights`` (as file ``name``) and ``config`` for the graph ``graph_id``, and any other
+    ``files`` (``outputs``)."""
+    return client.post(
+        "/v1/models",
+        headers=auth,
+        files={"weights": (name, weights), **files},
+        data={"config": json.dumps(config), "graph_id": graph_id},
+    )

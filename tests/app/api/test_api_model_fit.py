@@ -6,12 +6,11 @@ answer says so. The model keeps what its registration found, read back as it was
 from __future__ import annotations
 
 import io
-import json
 import uuid
 
 import pytest
 import torch
-from apihelp import assert_problem
+from apihelp import assert_problem, register_model
 from fastapi.testclient import TestClient
 from safetensors.torch import load, save
 from sqlalchemy import update
@@ -25,12 +24,7 @@ from bind_core.training.fit import TrainConfig, train
 
 
 def _register(client: TestClient, auth: dict[str, str], graph_id: str, weights: bytes, config: dict[str, object]):  # type: ignore[no-untyped-def]
-    return client.post(
-        "/v1/models",
-        headers=auth,
-        files={"weights": ("m.safetensors", weights)},
-        data={"config": json.dumps(config), "graph_id": graph_id},
-    )
+    return register_model(client, auth, graph_id, weights, dict(config))
 
 
 def test_a_fitting_model_and_one_with_its_outputs_reversed(

@@ -5,7 +5,6 @@ does not give them is refused with what most likely differs; one that does is re
 from __future__ import annotations
 
 import io
-import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from apihelp import assert_problem
+from apihelp import assert_problem, register_model, run_alone
 from fastapi.testclient import TestClient
 from safetensors.torch import save
 from sqlalchemy import update
@@ -65,12 +64,7 @@ def _npy(module: GCN, graph: Graph) -> bytes:
 
 def _register(client: TestClient, auth: dict[str, str], graph_id: str, weights: bytes, config: dict[str, Any],
               outputs: tuple[str, bytes]):  # type: ignore[no-untyped-def]  # fmt: skip
-    return client.post(
-        "/v1/models",
-        headers=auth,
-        files={"weights": ("m.safetensors", weights), "outputs": outputs},
-        data={"config": json.dumps(config), "graph_id": graph_id},
-    )
+    return register_model(client, auth, graph_id, weights, config, outputs=outputs)
 
 
 def test_outputs_confirm_a_scaled_upload_or_refuse_a_model_fed_otherwise(
@@ -120,13 +114,8 @@ def test_outputs_confirm_a_scaled_upload_or_refuse_a_model_fed_otherwise(
     queued = client.post("/v1/audits", headers=auth, json={"model_id": model_id, "stages": ["metrics"], "bootstrap": 0})
     assert queued.status_code == 202, queued.text
     audit_id = queued.json()["id"]
-    with sessions.begin() as session:
-        session.execute(
-            update(Audit).where(Audit.state == "queued", Audit.id != uuid.UUID(audit_id)).values(state="cancelled")
-        )
-    outcome = runner.execute(audit_id, sessions=sessions, settings=settings, device="cpu")
-    audit = client.get(f"/v1/audits/{audit_id}", headers=auth).json()
-    assert outcome.status == "succeeded", audit.get("error")
+    status, audit = run_alone(client, auth, audit_id, sessions, settings)
+    assert status == "succeeded", audit.get("error")
     supplied = audit["results"]["supplied_model"]
     assert supplied["outputs"]["matches"] is True
     assert supplied["training_fit"]["inputs_confirmed"] is True

@@ -13,12 +13,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from apihelp import assert_problem, fields
+from apihelp import assert_problem, fields, run_alone
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.audits import run as runner
 from app.core.db.base import utcnow
 from app.core.db.tables import Audit
 from app.core.db.tables import Graph as GraphRow
@@ -81,12 +80,7 @@ def _run(
     client: TestClient, auth: dict[str, str], sessions: sessionmaker[Session], settings: Settings, audit_id: str
 ) -> dict[str, Any]:
     """Run the audit (setting aside what other tests left queued) and read it back."""
-    with sessions.begin() as session:
-        session.execute(
-            update(Audit).where(Audit.state == "queued", Audit.id != uuid.UUID(audit_id)).values(state="cancelled")
-        )
-    runner.execute(audit_id, sessions=sessions, settings=settings, device="cpu")
-    return dict(client.get(f"/v1/audits/{audit_id}", headers=auth).json())
+    return run_alone(client, auth, audit_id, sessions, settings)[1]
 
 
 def test_a_schedule_audits_the_model_on_each_new_version(

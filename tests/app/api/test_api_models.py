@@ -9,15 +9,13 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from apihelp import assert_problem, fields
+from apihelp import assert_problem, fields, register_model, run_alone
 from fastapi.testclient import TestClient
 from safetensors.torch import save
-from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 from torch_geometric.nn import GAT, GraphSAGE
 
-from app.audits import run as runner
-from app.core.db.tables import Audit, SuppliedModel
+from app.core.db.tables import SuppliedModel
 from app.core.settings import Settings
 from bind_core.data.datasets import ingest_files, load_npz
 from bind_core.training.fit import TrainConfig, TrainedModel, train
@@ -174,12 +172,7 @@ def test_a_pyg_graphsage_is_registered_and_audited(
 ) -> None:
     pyg, config = _pyg_graphsage(graph_npz)
     weights = save(pyg.state_dict())
-    response = client.post(
-        "/v1/models",
-        headers=auth,
-        files={"weights": ("sage.safetensors", weights)},
-        data={"config": json.dumps(config), "graph_id": graph_id},
-    )
+    response = register_model(client, auth, graph_id, weights, config, "sage.safetensors")
     assert response.status_code == 201, response.text
     registered = response.json()
     assert registered["config"]["source"]["class"] == "GraphSAGE"
@@ -214,15 +207,8 @@ def test_a_pyg_graphsage_is_registered_and_audited(
     assert described["model"]["activation"] == "relu"
     assert (described["training"]["epochs"], described["training"]["lr"]) == (100, 0.01)
     assert (described["training"]["weight_decay"], described["training"]["seed"]) == (5e-4, 3)
-    # A worker takes the audit whose turn it is, of any tenant: set aside what other tests in this database left
-    # queued, so that this one runs.
-    with sessions.begin() as session:
-        session.execute(
-            update(Audit).where(Audit.state == "queued", Audit.id != uuid.UUID(audit_id)).values(state="cancelled")
-        )
-    outcome = runner.execute(audit_id, sessions=sessions, settings=settings, device="cpu")
-    audit = client.get(f"/v1/audits/{audit_id}", headers=auth).json()
-    assert outcome.audit_id == audit_id and outcome.status == "succeeded", audit.get("error")
+    status, audit = run_alone(client, auth, audit_id, sessions, settings)
+    assert status == "succeeded", audit.get("error")
     supplied = audit["results"]["supplied_model"]
     assert supplied["pyg"]["class"] == "GraphSAGE" and supplied["pyg"]["max_logit_difference"] <= 1e-6
     assert supplied["pyg"]["nodes"] == graph.num_nodes
@@ -243,26 +229,15 @@ def test_a_pyg_gatv2_sharing_its_weights_saved_once_is_registered_audited_and_ha
     pyg, config = _pyg_graphsage(graph_npz, GAT, v2=True, share_weights=True, residual=True, heads=2)
     # safetensors' save_model writes a tied tensor once: lin_r is lin_l
     weights = save({k: v for k, v in pyg.state_dict().items() if ".lin_r." not in k})
-    response = client.post(
-        "/v1/models",
-        headers=auth,
-        files={"weights": ("gatv2.safetensors", weights)},
-        data={"config": json.dumps(config), "graph_id": graph_id},
-    )
+    response = register_model(client, auth, graph_id, weights, config, "gatv2.safetensors")
     assert response.status_code == 201, response.text
     model = response.json()["config"]["model"]
     assert (model["arch"], model["v2"], model["share_weights"], model["residual"]) == ("gat", True, True, True)
     body = {"model_id": response.json()["id"], "budgets": [1], "validation_sample": 5, "bootstrap": 0}
     queued = client.post("/v1/audits", headers=auth, json=body)
     assert queued.status_code == 202, queued.text
-    audit_id = queued.json()["id"]
-    with sessions.begin() as session:
-        session.execute(
-            update(Audit).where(Audit.state == "queued", Audit.id != uuid.UUID(audit_id)).values(state="cancelled")
-        )
-    outcome = runner.execute(audit_id, sessions=sessions, settings=settings, device="cpu")
-    audit = client.get(f"/v1/audits/{audit_id}", headers=auth).json()
-    assert outcome.status == "succeeded", audit.get("error")
+    status, audit = run_alone(client, auth, queued.json()["id"], sessions, settings)
+    assert status == "succeeded", audit.get("error")
     assert audit["results"]["supplied_model"]["pyg"]["max_logit_difference"] <= 1e-6
     assert any("GATv2's leaky-ReLU attention scores" in w for w in audit["results"]["warnings"])
     assert audit["results"]["validation"]["pearson"] is not None
