@@ -32,9 +32,9 @@ from bind_core.reporting.views import (
     InfluenceView,
     Refined,
     TopRow,
-    arch_words,
     normalised_words,
     typed_results,
+    variant_words,
 )
 
 __all__ = ["CSP", "DEBIAS_METRICS", "HEADLINE", "TOP_ROWS", "fmt", "render_report", "typed_results"]
@@ -109,7 +109,8 @@ def _facts(results: AuditResults, meta: Mapping[str, Any]) -> dict[str, str]:
     return {
         "graph": f"{graph.name}: {graph.nodes} nodes, {graph.edges} edges, "
         f"{graph.groups} groups; train/val/test {split}",
-        "model": f"{arch_words(model.arch, model.extra)}, {_or(model.layers)} layer(s), {_or(model.hidden)} hidden, "
+        "model": f"{_or(model.arch)}, {variant_words(model.extra, ', ')}{_or(model.layers)} layer(s), "
+        f"{_or(model.hidden)} hidden, "
         f"{normalised_words(model.extra.get('norm'), ' between layers, ')}"
         f"{model.parameters} parameters",
         **{str(k): str(v) for k, v in meta.items()},

@@ -17,7 +17,7 @@ from bind_core.pipeline.audit import AuditResult
 from bind_core.pipeline.caveats import METRIC_NAMES
 from bind_core.pipeline.results import AuditResults, InfluenceRow, SuppliedModel
 from bind_core.reporting.retraining import recipe_text
-from bind_core.reporting.views import arch_words, normalised_words
+from bind_core.reporting.views import normalised_words, variant_words
 from bind_core.training.records import Stationarity
 
 __all__ = ["render", "render_supplied"]
@@ -89,7 +89,7 @@ def _graph_lines(r: AuditResults) -> list[str]:
         f"{g.train}/{g.val}/{g.test}",
         f"  sensitive attribute {sensitive}: {g.groups} groups ({sizes} nodes); label {g.label or 'y'}",
         f"  node ids: {g.node_id_meaning or 'as in the graph'}",
-        f"model {arch_words(model.arch, model.extra)} ({model.layers} layer(s), "
+        f"model {model.arch} ({variant_words(model.extra, ', ')}{model.layers} layer(s), "
         f"{normalised_words(model.extra.get('norm'), ', ')}{model.parameters} parameters); "
         + _stationarity_line(r.stationarity),
     ]

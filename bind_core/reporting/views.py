@@ -33,9 +33,9 @@ __all__ = [
     "TopRow",
     "TrustView",
     "VerdictView",
-    "arch_words",
     "normalised_words",
     "typed_results",
+    "variant_words",
 ]
 
 RESULT_KEYS = frozenset(f.name for f in fields(AuditResults))
@@ -59,10 +59,10 @@ ARCH_VARIANTS = (("v2", "GATv2"), ("share_weights", "weights shared"), ("residua
 """A GAT's variants as a report names them after its ``arch`` (the model's settings of those names)."""
 
 
-def arch_words(arch: object, settings: Mapping[str, Any]) -> str:
-    """A model's ``arch`` as a report names it, with its variants (``"gat (GATv2, residual)"``); ``"?"`` unknown."""
+def variant_words(settings: Mapping[str, Any], suffix: str) -> str:
+    """A model's variants as a report names them after its ``arch`` (``"GATv2, residual<suffix>"``); ``""`` without."""
     variants = [words for name, words in ARCH_VARIANTS if settings.get(name)]
-    return ("?" if arch is None else str(arch)) + (f" ({', '.join(variants)})" if variants else "")
+    return f"{', '.join(variants)}{suffix}" if variants else ""
 
 
 def typed_results(results: AuditResults | Mapping[str, Any]) -> AuditResults:

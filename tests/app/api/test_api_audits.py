@@ -300,3 +300,16 @@ def test_minibatch_training_settings(client: TestClient, auth: dict[str, str], g
     assert assert_problem(client.post("/v1/audits", headers=auth, json=gat), 422)["type"].endswith("/invalid-config")
     wrong = {**body, "training": {"batch_size": 64, "fan_out": [10, 10, 10]}}  # three entries for two layers
     assert assert_problem(client.post("/v1/audits", headers=auth, json=wrong), 422)["type"].endswith("/invalid-config")
+
+
+def test_an_audits_own_gat_may_be_a_gatv2_with_residual_connections(
+    client: TestClient, auth: dict[str, str], graph_id: str
+) -> None:
+    body = {"graph_id": graph_id, "model": {"arch": "gat", "v2": True, "residual": True, "heads": 2, "hidden": 8}}
+    response = client.post("/v1/audits", headers=auth, json=body)
+    assert response.status_code == 202, response.text
+    model = response.json()["config"]["model"]
+    assert (model["arch"], model["v2"], model["residual"], model["share_weights"]) == ("gat", True, True, False)
+    gcn = {"graph_id": graph_id, "model": {"arch": "gcn", "v2": True}}
+    problem = assert_problem(client.post("/v1/audits", headers=auth, json=gcn), 422, "invalid-config")
+    assert "v2: only for a GAT" in problem["detail"]

@@ -47,9 +47,9 @@ def test_a_gatv2_is_audited_as_it_runs_named_and_handed_back(graph: Graph, extra
     assert model.model_config.v2 and model.model_config.attention == "leaky_relu"
     assert np.allclose(model.predict_proba(graph).double().numpy(), their_proba(pyg, graph).numpy(), atol=1e-6)
     result = run_audit(graph, AuditConfig(stages=("training", "metrics"), bootstrap=0), model=model)
-    named = "gat (GATv2, residual)" if "residual" in extra else "gat (GATv2, weights shared)"
-    assert f"model {named} (2 layer(s), " in render_text(result)
-    assert f"{named}, 2 layer(s)" in render_report(result.to_dict())
+    named = "GATv2, residual" if "residual" in extra else "GATv2, weights shared"
+    assert f"model gat ({named}, 2 layer(s), " in render_text(result)
+    assert f"gat, {named}, 2 layer(s)" in render_report(result.to_dict())
     assert any("GATv2's leaky-ReLU attention scores" in w for w in result.warnings())
     retrained_in_pyg_class(model, encode(read_document(config)), weights, graph)
 
