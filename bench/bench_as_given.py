@@ -62,6 +62,7 @@ MODELS = {
     "SAGE2LN": ("GraphSAGE", {"num_layers": 2, "norm": "layer_norm", "norm_kwargs": {"mode": "node"}}),
     "GCN4": ("GCN", {"num_layers": 4}),
     "SAGE4": ("GraphSAGE", {"num_layers": 4}),
+    "GAT2": ("GAT", {"num_layers": 2, "heads": 2}),
     "GATv2_1": ("GAT", {"num_layers": 1, "v2": True}),
     "GATv2_2": ("GAT", {"num_layers": 2, "v2": True, "heads": 2}),
     "GAT1R": ("GAT", {"num_layers": 1, "residual": True}),
