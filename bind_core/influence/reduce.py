@@ -223,11 +223,8 @@ class GraphReducer:
         ends = [(ids[e[0]], ids[e[1]]) for e in lists]  # each edge's endpoints in the whole graph's numbering
 
         def view(reduction: Reduction) -> GraphInputs:
-            assert reduction.dropped is not None
-            drop = torch.zeros(self.n, dtype=torch.bool, device=ids.device)
-            drop[reduction.dropped] = True
-            kept = [e[:, ~(drop[a] | drop[b])] for e, (a, b) in zip(lists, ends, strict=True)]
-            return GraphInputs(x=sub.x, edge_index=kept[0], edge_weight=None, x_prop=None, layer_edges=tuple(kept[1:]))
+            kept = self._unmasked(reduction, lists, ends)
+            return GraphInputs(x=sub.x, edge_index=kept[0], edge_weight=None, x_prop=None, layer_edges=kept[1:])
 
         return view
 
@@ -241,14 +238,21 @@ class GraphReducer:
         _, lists = attention_layers(self.edges, self.n, rows.to(self.edges.device), layers)
 
         def view(reduction: Reduction) -> GraphInputs:
-            assert reduction.dropped is not None
-            drop = torch.zeros(self.n, dtype=torch.bool, device=self.edges.device)
-            drop[reduction.dropped] = True
-            kept = tuple(e[:, ~(drop[e[0]] | drop[e[1]])] for e in lists)
+            kept = self._unmasked(reduction, lists, lists)
             x, edges = self.fm.inputs.x, reduction.inputs.edge_index
             return GraphInputs(x=x, edge_index=edges, edge_weight=None, x_prop=None, layer_edges=kept)
 
         return view
+
+    def _unmasked(
+        self, reduction: Reduction, lists: Sequence[Tensor], ends: Sequence[tuple[Tensor, Tensor] | Tensor]
+    ) -> tuple[Tensor, ...]:
+        """Each edge list of ``lists`` without the edges of the nodes ``reduction`` deleted, ``ends`` giving each
+        list's endpoints in the whole graph's numbering."""
+        assert reduction.dropped is not None
+        drop = torch.zeros(self.n, dtype=torch.bool, device=self.edges.device)
+        drop[reduction.dropped] = True
+        return tuple(e[:, ~(drop[a] | drop[b])] for e, (a, b) in zip(lists, ends, strict=True))
 
     def _masked(self, nodes: int | Tensor) -> GraphInputs:
         """GAT: the edges without those of ``nodes`` (PyG's attention layer adds its own self-loops)."""
