@@ -18,6 +18,7 @@ given (:func:`bind_core.pipeline.reference.prepare_for_audit`):
     python bench/bench_as_given.py --datasets income,recidivism --seeds 1,10,100 --sample 10
     python bench/bench_as_given.py --datasets income --models GCN2 --seeds 10 --debias
     python bench/bench_as_given.py --datasets income,recidivism --models GCN2BN,SAGE2BN --seeds 10 --sample 10
+    python bench/bench_as_given.py --datasets income,recidivism --models REF_GCN,REF_SAGE,REF_GAT --seeds 10 --sample 10
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ MODELS = {
     "GATv2_1": ("GAT", {"num_layers": 1, "v2": True}),
     "GATv2_2": ("GAT", {"num_layers": 2, "v2": True, "heads": 2}),
     "GAT1R": ("GAT", {"num_layers": 1, "residual": True}),
+    # The BIND reference code's backbones (NIFTY's) as PyG's classes build them (docs/API.md): the paper's GCN (no
+    # activation before its classifier), SAGE normalising each output before ReLU and a batch norm, GAT the same.
+    "REF_GCN": ("GCN", {"num_layers": 1, "jk": "last", "act": None, "dropout": 0.5}),
+    "REF_SAGE": (
+        "GraphSAGE",
+        {"num_layers": 1, "jk": "last", "normalize": True, "norm": "batch_norm", "act_first": True, "dropout": 0.5},
+    ),
+    "REF_GAT": ("GAT", {"num_layers": 1, "jk": "last", "norm": "batch_norm", "act_first": True, "dropout": 0.5}),
 }
 DEFAULT_MODELS = ("GCN2", "SAGE2", "GAT1")
 """The models run unless ``--models`` names others (the normalised and deeper ones by name)."""

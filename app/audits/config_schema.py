@@ -17,7 +17,9 @@ class ModelConfigRead(StoredModel):
     hidden: int | None = Field(None, description="integer: hidden width")
     dropout: float | None = Field(None, description="number in [0, 1): dropout during training")
     heads: int | None = Field(None, description="integer: attention heads (GAT only)")
-    activation: str | None = Field(None, description="string: gelu, relu or elu, between layers")
+    activation: str | None = Field(
+        None, description="string: gelu, relu, tanh, elu or identity (none, PyG's act null), between layers"
+    )
     head: bool | None = Field(None, description="boolean: a linear head after the last layer")
     outputs: int | None = Field(None, description="integer: the last layer's width (0: the number of classes)")
     concat: bool | None = Field(None, description="boolean: GAT heads concatenated (else averaged)")
@@ -26,6 +28,12 @@ class ModelConfigRead(StoredModel):
     v2: bool | None = Field(None, description="boolean: GATv2's layers (GAT only)")
     share_weights: bool | None = Field(None, description="boolean: a GATv2's source and target maps are one")
     residual: bool | None = Field(None, description="boolean: a GAT's layers add a linear map of their input")
+    normalize: bool | None = Field(
+        None, description="boolean: a SAGE's layers divide each node's output by its L2 norm"
+    )
+    head_activation: bool | None = Field(
+        None, description="boolean: the head reads the last layer's output through the activation and dropout"
+    )
 
 
 class TrainingConfigRead(StoredModel):

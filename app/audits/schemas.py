@@ -49,6 +49,10 @@ class ModelSettings(BaseModel):
     residual: StrictBool = Field(
         default=False, description="GAT only: each layer adds a linear map of its input (PyG's residual)."
     )
+    normalize: StrictBool = Field(
+        default=False,
+        description="SAGE only: each layer's output divided by its L2 norm, node by node (PyG's SAGEConv normalize).",
+    )
 
 
 class TrainingSettings(BaseModel):

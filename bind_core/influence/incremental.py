@@ -36,7 +36,7 @@ from bind_core.influence.rowblocks import (
     blocked,
     tangents_by_batch,
 )
-from bind_core.models.gnn import sage_first_layer
+from bind_core.models.gnn import sage_first_layer, sage_output
 
 
 @dataclass
@@ -150,9 +150,10 @@ def csr_conv_step(
     if arch == "gcn":  # Â·(h·Wᵀ) + b
         return F.linear(aggregated, params[pre + "lin.weight"]) + params[pre + "bias"]
     if arch == "sage":  # W_l·mean_N(h) + b + W_r·h
-        return F.linear(aggregated, params[pre + "lin_l.weight"], params[pre + "lin_l.bias"]) + F.linear(
+        out = F.linear(aggregated, params[pre + "lin_l.weight"], params[pre + "lin_l.bias"]) + F.linear(
             root, params[pre + "lin_r.weight"]
         )
+        return sage_output(out, fm.module.config.normalize)
     eps = float(getattr(fm.module.convs[layer], "eps", 0.0))  # GIN: MLP((1 + ε)·h + Σ_N h)
     mlp = cast(nn.Module, fm.module.convs[layer].nn)
     return cast(
@@ -175,7 +176,7 @@ def _first_layer(fm: FunctionalModel, params: dict[str, Tensor], z: Tensor) -> T
         return F.linear(z, params[pre + "lin.weight"]) + params[pre + "bias"]
     if arch == "sage":
         weight_l, bias_l, weight_r = (params[pre + k] for k in ("lin_l.weight", "lin_l.bias", "lin_r.weight"))
-        return sage_first_layer(z, weight_l, bias_l, weight_r)
+        return sage_first_layer(z, weight_l, bias_l, weight_r, normalize=fm.module.config.normalize)
     mlp = cast(nn.Module, fm.module.convs[0].nn)
     return cast(Tensor, functional_call(mlp, _sub_params(params, pre + "nn."), (z,), tie_weights=False))
 

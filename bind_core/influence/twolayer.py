@@ -73,11 +73,16 @@ def _elu(pre: Tensor) -> tuple[Tensor, Tensor]:
     return torch.where(negative, below, pre), torch.where(negative, below + 1.0, torch.ones_like(pre))
 
 
+def _identity(pre: Tensor) -> tuple[Tensor, Tensor]:
+    return pre, torch.ones_like(pre)
+
+
 _WITH_DERIVATIVE: dict[str, Callable[[Tensor], tuple[Tensor, Tensor]]] = {
     "gelu": _gelu,
     "relu": _relu,
     "tanh": _tanh,
     "elu": _elu,
+    "identity": _identity,
 }
 """Each activation of :data:`~bind_core.models.activations.ACTIVATION_FNS` with its derivative, in one pass."""
 
@@ -86,6 +91,7 @@ _VALUE: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": lambda pre: pre * (pre > 0),
     "tanh": torch.tanh,
     "elu": _elu_value,
+    "identity": lambda pre: pre,
 }
 """The same activations' values alone, by the same arithmetic (so equal to :func:`activated`'s, bit for bit)."""
 
@@ -106,7 +112,8 @@ def activated(name: str, pre: Tensor) -> tuple[Tensor, Tensor]:
     """The activation ``name`` at ``pre`` and its derivative there, in one pass.
 
     Args:
-        name: ``gelu``, ``relu``, ``tanh`` or ``elu`` (:data:`~bind_core.models.activations.ACTIVATION_FNS`).
+        name: ``gelu``, ``relu``, ``tanh``, ``elu`` or ``identity``
+            (:data:`~bind_core.models.activations.ACTIVATION_FNS`).
         pre: the pre-activations.
 
     Returns:
@@ -227,7 +234,10 @@ def layout(fm: Parameterised) -> Layout | None:
 
 def linear_first(fm: Parameterised) -> tuple[tuple[str, ...], str] | None:
     """The names of the parameters whose columns make the first layer's ``W`` (in the aggregated features' column
-    order) and of its bias ``b``, where the first layer is ``z·Wᵀ + b`` (GCN, SAGE); ``None`` elsewhere."""
+    order) and of its bias ``b``, where the first layer is ``z·Wᵀ + b`` (GCN, SAGE without ``normalize``); ``None``
+    elsewhere."""
+    if fm.module.config.normalize:  # each row divided by its norm: not linear
+        return None
     linear = _LINEAR_FIRST.get(fm.module.config.arch)
     return linear if linear is not None and {*linear[0], linear[1]} <= set(fm.names) else None
 

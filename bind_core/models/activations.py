@@ -28,11 +28,17 @@ _SQRT_2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
+def identity(h: Tensor) -> Tensor:
+    """No activation: ``h`` itself (a PyG model built with ``act=None``)."""
+    return h
+
+
 ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {
     "gelu": F.gelu,
     "relu": F.relu,
     "tanh": torch.tanh,
     "elu": F.elu,
+    "identity": identity,
 }
 """The activation functions by name (between layers; see :class:`bind_core.models.gnn.ModelConfig`)."""
 

@@ -45,7 +45,7 @@ from bind_core.models.propagation import (
 )
 
 ARCHS = ("gcn", "gin", "sage", "gat")
-ACTIVATIONS = ("gelu", "relu", "tanh", "elu")
+ACTIVATIONS = ("gelu", "relu", "tanh", "elu", "identity")
 NON_SMOOTH_ACTIVATIONS = ("relu", "elu")
 """Activations whose second derivative jumps at 0 (ReLU's first too); see :mod:`bind_core.pipeline.caveats`."""
 ATTENTION_SCORES = ("smooth", "leaky_relu")
@@ -66,7 +66,9 @@ class ModelConfig(DictConfig):
             polish stalls and the Hessian misleads (Koh & Liang 2017 smooth ReLU for the same reason).
             The paper's one-layer GCN has no activation, so this does not touch it. ``"relu"`` and ``"elu"``
             (PyG's defaults for its ``GCN``/``GIN``/``GraphSAGE`` and common for ``GAT``) are accepted for
-            supplied models; the audit warns about their kinks.
+            supplied models; the audit warns about their kinks. ``"identity"``: none (PyG's ``act=None``; with
+            ``head_activation``, a one-layer model whose head reads the convolution's output through dropout alone,
+            as the paper's GCN).
         head: a linear head after the last layer (this project's layout); ``False``: the last layer outputs the
             logits itself, as a ``torch_geometric.nn.models`` ``GCN``/``GIN``/``GraphSAGE``/``GAT`` with
             ``out_channels`` does (see :mod:`bind_core.models.pyg`).
@@ -99,6 +101,8 @@ class ModelConfig(DictConfig):
         share_weights: GAT with ``v2`` only: the source and target nodes' linear maps are one (PyG's
             ``share_weights``).
         residual: GAT only: each layer adds a linear map of its input, without bias (PyG's ``residual``).
+        normalize: SAGE only: each layer's output divided by its L2 norm, node by node (PyG's ``SAGEConv`` with
+            ``normalize=True``, as NIFTY's and BIND's reference SAGE are built).
     """
 
     section: ClassVar[str] = "model"
@@ -124,6 +128,7 @@ class ModelConfig(DictConfig):
     v2: bool = False
     share_weights: bool = False
     residual: bool = False
+    normalize: bool = False
 
     def kinks(self) -> list[str]:
         """Where the model's function has kinks: a non-smooth activation between layers or in GIN's MLPs, and GAT's
@@ -192,6 +197,8 @@ class ModelConfig(DictConfig):
         for name in ("v2", "residual"):
             if getattr(self, name) and self.arch != "gat":
                 raise ConfigError(f"{name}: only for a GAT (arch gat)")
+        if self.normalize and self.arch != "sage":
+            raise ConfigError("normalize: only for a SAGE (arch sage)")
         if self.share_weights and not (self.arch == "gat" and self.v2):
             raise ConfigError("share_weights: only for a GATv2 (arch gat, v2 true)")
         if self.concat and self.hidden % self.heads:
@@ -476,7 +483,7 @@ class GNN(nn.Module):
             return spmm(adjacency, cast(Tensor, gcn.lin(h))) + cast(Tensor, gcn.bias)
         if arch == "sage":  # SAGEConv (mean): W_l·mean_N(h) + b + W_r·h
             sage = cast(SAGEConv, conv)
-            return cast(Tensor, sage.lin_l(spmm(adjacency, h)) + sage.lin_r(root))
+            return sage_output(cast(Tensor, sage.lin_l(spmm(adjacency, h)) + sage.lin_r(root)), sage.normalize)
         gin = cast(GINConv, conv)  # GINConv: MLP((1 + ε)·h + Σ_N h)
         return cast(Tensor, gin.nn((1 + float(gin.eps)) * root + spmm(adjacency, h)))
 
@@ -496,15 +503,24 @@ class GNN(nn.Module):
         if self.config.arch == "gin":
             return cast(Tensor, cast(GINConv, conv).nn(z))
         sage = cast(SAGEConv, conv)
-        return sage_first_layer(z, sage.lin_l.weight, sage.lin_l.bias, sage.lin_r.weight)
+        return sage_first_layer(z, sage.lin_l.weight, sage.lin_l.bias, sage.lin_r.weight, normalize=sage.normalize)
 
 
-def sage_first_layer(z: Tensor, weight_l: Tensor, bias_l: Tensor | None, weight_r: Tensor) -> Tensor:
-    """SAGE's ``W_l·mean_N(X) + b + W_r·X`` from ``z = [mean_N(X) | X]`` as one product with ``[W_l | W_r]``.
+def sage_first_layer(
+    z: Tensor, weight_l: Tensor, bias_l: Tensor | None, weight_r: Tensor, *, normalize: bool = False
+) -> Tensor:
+    """SAGE's ``W_l·mean_N(X) + b + W_r·X`` from ``z = [mean_N(X) | X]`` as one product with ``[W_l | W_r]``
+    (each row divided by its L2 norm where the layer normalises, :func:`sage_output`).
     Two products on ``z``'s column halves read strided rows and add two ``[n, d_out]`` results: on the 10⁶-node
     two-layer SAGE's computation graph (187,860 rows, 16 + 16 → 128, float64) the layer's forward and backward took
     1.26–1.79 s that way and 0.48 s this way (docs/SCALE.md, "sixth part"); equal to rounding."""
-    return F.linear(z, torch.cat([weight_l, weight_r], dim=1), bias_l)
+    return sage_output(F.linear(z, torch.cat([weight_l, weight_r], dim=1), bias_l), normalize)
+
+
+def sage_output(out: Tensor, normalize: bool) -> Tensor:
+    """A SAGE layer's output ``out`` as the layer returns it: each row divided by its L2 norm where it normalises
+    (``normalize``; PyG's ``F.normalize(out, p=2, dim=-1)``, a norm below 10⁻¹² taken as 10⁻¹²), else as it is."""
+    return F.normalize(out, p=2.0, dim=-1) if normalize else out
 
 
 def _aggregate_first(adjacency: Adjacency, d_in: int, d_out: int) -> bool:
@@ -535,15 +551,25 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * mask
 
 
+_ACTIVATION_MODULES: dict[str, type[nn.Module]] = {
+    "gelu": nn.GELU,
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "elu": nn.ELU,
+    "identity": nn.Identity,
+}
+"""Each activation as the module inside a GIN layer's MLP."""
+
+
 def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
     """Layer ``a → b``; ``last``: the last layer (which averages GAT's heads when it outputs the logits)."""
     if config.arch == "gcn":
         return cast(nn.Module, GCNConv(a, b, normalize=False))
     if config.arch == "gin":
-        act = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}[config.activation]()
+        act = _ACTIVATION_MODULES[config.activation]()
         return cast(nn.Module, GINConv(nn.Sequential(nn.Linear(a, b), act, nn.Linear(b, b)), train_eps=False))
     if config.arch == "sage":
-        return cast(nn.Module, SAGEConv(a, b, aggr="mean"))
+        return cast(nn.Module, SAGEConv(a, b, aggr="mean", normalize=config.normalize))
     concat = config.concat and not (last and not config.head)
     score = "leaky_relu" if config.attention == "leaky_relu" else config.activation
     heads = config.last_heads if last and config.last_heads else config.heads

@@ -126,10 +126,14 @@ def _boolean(value: Any) -> str | None:
     return None if isinstance(value, bool) else f"{_shown(value)} must be true or false"
 
 
+_PYG_ACTIVATIONS = tuple(a for a in ACTIVATIONS if a != "identity")
+"""The ``act`` names PyG resolves that the audit reads; ``null`` is none (the audit's ``"identity"``)."""
+
+
 def _activation(value: Any) -> str | None:
-    if isinstance(value, str) and value.lower() in ACTIVATIONS:
+    if value is None or (isinstance(value, str) and value.lower() in _PYG_ACTIVATIONS):
         return None
-    return f"{_shown(value)} is not supported (one of {', '.join(ACTIVATIONS)})"
+    return f"{_shown(value)} is not supported (one of {', '.join(_PYG_ACTIVATIONS)}, or null for none)"
 
 
 def _empty(value: Any) -> str | None:
@@ -259,7 +263,7 @@ _EXTRA: dict[str, dict[str, Check]] = {
     },
     "GraphSAGE": {
         "aggr": _only("mean", why="only the mean aggregation is supported"),
-        "normalize": _only(False, why="output L2 normalisation is not supported"),
+        "normalize": _boolean,
         "root_weight": _only(True, why="the audited SAGE layer has a root weight"),
         "project": _only(False, why="projected neighbour features are not supported"),
         "bias": _BIAS,
@@ -272,7 +276,6 @@ _EXTRA: dict[str, dict[str, Check]] = {
         "eps": _number,
     },
     "GAT": {
-        "jk": _only(None, why="a GAT's logits must be its last layer's output"),
         "heads": _integer(1, 16),
         "concat": _boolean,
         "v2": _boolean,
@@ -508,7 +511,8 @@ def _described(
     defaults: dict[str, Any] = {"dropout": 0.0}
     if cls == "GAT":
         defaults |= {"heads": 1, "concat": True, "negative_slope": 0.2}
-    args = {**defaults, **args, "act": str(args.get("act", "relu")).lower()}
+    act = args.get("act", "relu")
+    args = {**defaults, **args, "act": None if act is None else str(act).lower()}
     names = None if layer_names is None else list(layer_names)
     heads = None if last_heads is None or last_heads == args.get("heads") else int(last_heads)
     head = None if head_name in (None, "lin") else head_name
@@ -522,8 +526,9 @@ def model_config(pyg: PygModel) -> ModelConfig:
     """The project's architecture for a checked PyG model (``head=False``: the last layer outputs the logits)."""
     a = pyg.args
     heads = int(a.get("heads", 1))
-    concat = bool(a.get("concat", False)) and heads > 1 and int(a["num_layers"]) > 1
     head = a.get("jk") == "last"  # BasicGNN's lin after the last layer's activation and dropout
+    # Every layer concatenates its heads but one that outputs the logits (PyG's GAT without jk).
+    concat = bool(a.get("concat", False)) and heads > 1 and (int(a["num_layers"]) > 1 or head)
     norm = a.get("norm_kwargs") or {}
     return ModelConfig(
         arch=PYG_CLASSES[pyg.cls],
@@ -531,7 +536,7 @@ def model_config(pyg: PygModel) -> ModelConfig:
         hidden=int(a["hidden_channels"]),
         dropout=float(a["dropout"]),
         heads=heads,
-        activation=str(a["act"]),
+        activation="identity" if a["act"] is None else str(a["act"]),
         head=head,
         head_activation=head,
         outputs=int(a["out_channels"]),
@@ -547,6 +552,7 @@ def model_config(pyg: PygModel) -> ModelConfig:
         v2=bool(a.get("v2", False)),
         share_weights=bool(a.get("share_weights", False)),
         residual=bool(a.get("residual", False)),
+        normalize=pyg.cls == "GraphSAGE" and bool(a.get("normalize", False)),
     )
 
 

@@ -211,7 +211,7 @@ def weights_problem(
             f"weights: the convolutions are named {', '.join(f'{p}.*' for p in order)} where {layout} names them "
             f'{", ".join(f"convs.{i}.*" for i in range(layers))}: for a module of your own, add "layer_names": '
             f"[{listed}] to the config, the attribute names of its convolutions in the order its forward applies "
-            f"them ({source.args['act']} and dropout between them, nothing after the last but a log_softmax)"
+            f"them ({act_words(source.args)} between them, nothing after the last but a log_softmax)"
         )
     stray = sorted(stray + [n for names_ in prefixes.values() for n in names_])
     linear = {n.rsplit(".", 1)[0] for n in stray}
@@ -221,7 +221,7 @@ def weights_problem(
         return (
             f"weights: {', '.join(stray)} are no convolution's parameters in {layout}, whose logits are its last "
             f"convolution's output: if {head} is a linear classifier applied after the last convolution's "
-            f'{source.args["act"]} and dropout, add "jk": "last" to args{named}'
+            f'{act_words(source.args)}, add "jk": "last" to args{named}'
             + ("" if source.layer_names else "; a module of your own names its convolutions in layer_names")
         )
     if stray:
@@ -250,6 +250,12 @@ def _norms_problem(unknown: set[str], source: PygModel, per_channel: set[str]) -
     if not found:
         return None
     shown, listed = ", ".join(f"{p}.*" for p in found), ", ".join(map(json.dumps, found))
+    if source.cls == "GIN":  # said here, not as what to add: a GIN's norm is refused (pyg._EXTRA)
+        return (
+            f"weights: {shown} {'is a normalisation' if len(found) == 1 else 'are normalisations'}, which a GIN "
+            "audited here does not have: its layers' MLPs are read as PyG's GIN builds them without a norm (Linear, "
+            "the activation, Linear); a normalisation inside them, or after them, is another model"
+        )
     own = found != [f"norms.{i}" for i in range(len(found))]
     if source.args.get("norm") is None:
         named = (
@@ -295,6 +301,13 @@ def heads_problem(state: dict[str, Tensor], source: PygModel) -> str | None:
         f"({'last_heads' if source.last_heads else 'heads'}): a GAT whose last layer has its own number of heads, "
         f'averaged (GATConv(..., heads={found}, concat=False)), is described with "last_heads": {found}'
     )
+
+
+def act_words(args: dict[str, object]) -> str:
+    """What comes after a convolution in a PyG model's forward: ``"relu and dropout"``; ``"dropout"`` with no
+    activation (``act`` null)."""
+    act = args.get("act")
+    return "dropout" if act is None else f"{act} and dropout"
 
 
 def _few(names: list[str]) -> str:

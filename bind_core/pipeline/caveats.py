@@ -301,8 +301,8 @@ def _few_positives(graph: Graph) -> str:
 
 def _needs_steps(model: ModelConfig) -> bool:
     """Whether one Newton step (the linear estimate) can fall short for this model: everything but a one-layer GCN
-    or SAGE, whose objective is a smooth convex function of the weights."""
-    return not (model.layers == 1 and model.arch in ("gcn", "sage"))
+    or SAGE (without ``normalize``), whose objective is a smooth convex function of the weights."""
+    return not (model.layers == 1 and model.arch in ("gcn", "sage") and not model.normalize)
 
 
 def _far_hint(far: int, influence: InfluenceResult) -> str:

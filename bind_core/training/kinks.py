@@ -37,9 +37,10 @@ RESTART_ITERATIONS = 200
 
 
 def has_kinks(config: ModelConfig) -> bool:
-    """Whether the model's function has kinks a minimum can sit on (ReLU between layers or in GIN's MLPs, GAT's
+    """Whether the model's function has kinks a minimum can sit on (ReLU between layers, before an activated head or
+    in GIN's MLPs, GAT's
     leaky-ReLU scores); ELU's first derivative is continuous, so its minima are ordinary stationary points."""
-    relu = config.activation == "relu" and (config.layers > 1 or config.arch == "gin")
+    relu = config.activation == "relu" and (config.layers > 1 or config.head_activation or config.arch == "gin")
     leaky = config.arch == "gat" and (config.attention == "leaky_relu" or config.activation == "relu")
     return relu or leaky
 

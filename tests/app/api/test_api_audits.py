@@ -313,3 +313,16 @@ def test_an_audits_own_gat_may_be_a_gatv2_with_residual_connections(
     gcn = {"graph_id": graph_id, "model": {"arch": "gcn", "v2": True}}
     problem = assert_problem(client.post("/v1/audits", headers=auth, json=gcn), 422, "invalid-config")
     assert "v2: only for a GAT" in problem["detail"]
+
+
+def test_an_audits_own_sage_may_normalise_its_layers_outputs(
+    client: TestClient, auth: dict[str, str], graph_id: str
+) -> None:
+    body = {"graph_id": graph_id, "model": {"arch": "sage", "normalize": True}}
+    response = client.post("/v1/audits", headers=auth, json=body)
+    assert response.status_code == 202, response.text
+    model = response.json()["config"]["model"]
+    assert (model["arch"], model["normalize"]) == ("sage", True)
+    gcn = {"graph_id": graph_id, "model": {"arch": "gcn", "normalize": True}}
+    problem = assert_problem(client.post("/v1/audits", headers=auth, json=gcn), 422, "invalid-config")
+    assert "normalize: only for a SAGE" in problem["detail"]

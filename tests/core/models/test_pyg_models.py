@@ -151,7 +151,6 @@ def test_the_converted_model_trains_and_reproduction_is_measured(graph: Graph) -
         ("GAT", {"share_weights": True}, "config.args.share_weights"),
         ("GAT", {"edge_dim": 3}, "config.args.edge_dim"),
         ("GCN", {"act": "leaky_relu"}, "config.args.act"),
-        ("GCN", {"act": None}, "config.args.act"),
         ("GCN", {"in_channels": -1}, "config.args.in_channels"),
         ("GCN", {"out_channels": None}, "config.args.out_channels"),
         ("GCN", {"flavour": 1}, "config.args.flavour"),
