@@ -182,7 +182,7 @@ def _add_estimate_options(p: argparse.ArgumentParser) -> None:
         choices=("auto", "linear", "step"),
         default="auto",
         help="linear: the influence function; step: damped Newton steps per node, Γ exact (proximal response); "
-        "auto: step for multi-layer and attention models",
+        "auto: step for multi-layer and attention models and for one-layer ones not at a stationary point",
     )
 
 

@@ -209,7 +209,8 @@ class AuditCreate(BaseModel):
         description="linear: the paper's influence function (one solve, Γ linearised); step: damped Newton steps "
         "per training node with Γ evaluated exactly on the graph without it, answering the proximal response "
         "(retraining without the node while staying near the trained weights; models of at most 5000 parameters); "
-        "auto: step for multi-layer and attention models, linear otherwise. The self-check's ground truth follows.",
+        "auto: step for multi-layer and attention models and for one-layer models whose weights are not stationary "
+        "(a supplied model as given), linear otherwise. The self-check's ground truth follows.",
     )
 
     debias_seeds: list[StrictInt] = Field(

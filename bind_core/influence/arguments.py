@@ -32,7 +32,9 @@ class InfluenceArguments(DictConfig):
             ``"step"``: one damped step per node on the proximal Bregman objective with Γ exact on G − v
             (:mod:`bind_core.influence.step`; ``solver``, ``damping``, ``non_iid`` and ``direct`` do not apply);
             ``"auto"``: ``"step"`` for multi-layer and attention models up to
-            :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, else ``"linear"``.
+            :data:`~bind_core.influence.solvers.EXACT_MAX_PARAMETERS` parameters, and for one-layer models whose
+            weights are not stationary (a model as given), else ``"linear"``
+            (:func:`~bind_core.models.estimator.default_estimator`).
         non_iid: include the change of the other training nodes' losses (the paper's non-i.i.d. term).
         direct: include the direct change of Γ through test nodes whose computation graph holds ``v``.
         direct_exact: recompute Γ per node for the direct term instead of linearising it (slower).

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from bind_core.codec import encode
+from bind_core.data.graph import Graph
 from bind_core.errors import ConfigError
 from bind_core.influence.arguments import METHODS, InfluenceArguments
 from bind_core.influence.curvature import DAMPING_RULE
@@ -56,6 +57,7 @@ from bind_core.influence.step_nodes import step_estimate
 from bind_core.influence.terms import train_loss_derivatives
 from bind_core.models.estimator import default_estimator
 from bind_core.training.fit import ProgressCallback, TrainedModel
+from bind_core.training.stationarity import is_stationary
 
 
 def estimate(
@@ -100,7 +102,7 @@ def estimate(
     args = arguments or InfluenceArguments()
     lam = args.lam
     fm = FunctionalModel.from_trained(model, graph, groups)
-    if choose_method(args.method, fm) == "step":
+    if choose_method(args.method, fm, model, graph) == "step":
         return _stepped(fm, graph, lam, report, on_stepper, deletion_threads)
     the_plan = plan(model, graph, args, groups=groups, progress=lambda f: report(0.5 * f), fm=fm)
     if on_plan is not None:
@@ -143,18 +145,24 @@ def _stepped(
     )
 
 
-def choose_method(method: str, fm: FunctionalModel) -> str:
-    """The estimate :func:`estimate` runs for ``method`` on this model (see its ``method`` argument)."""
-    return pick_method(method, row_separable=fm.module.row_separable, num_parameters=fm.num_parameters)
+def choose_method(method: str, fm: FunctionalModel, model: TrainedModel, graph: Graph) -> str:
+    """The estimate :func:`estimate` runs for ``method`` on ``model`` (``fm``: its functional form on ``graph``; see
+    the ``method`` argument): where the choice turns on it, whether the weights are stationary."""
+    separable, p = fm.module.row_separable, fm.num_parameters
+    chosen = pick_method(method, row_separable=separable, num_parameters=p)
+    if method == "auto" and chosen == "linear":  # the default at a stationary point only: read the weights
+        return pick_method(method, row_separable=separable, num_parameters=p, stationary=is_stationary(model, graph))
+    return chosen
 
 
-def pick_method(method: str, *, row_separable: bool, num_parameters: int) -> str:
-    """:func:`choose_method` from the model's shape alone (what :mod:`bind_core.pipeline.budget` needs first)."""
+def pick_method(method: str, *, row_separable: bool, num_parameters: int, stationary: bool = True) -> str:
+    """:func:`choose_method` from the model's shape alone (what :mod:`bind_core.pipeline.budget` needs first) and
+    whether its weights are stationary (:func:`~bind_core.models.estimator.default_estimator`)."""
     if method not in METHODS:
         raise ConfigError(f"method: {method!r} is not one of {', '.join(METHODS)}")
     if method != "auto":
         return method
-    return default_estimator(row_separable=row_separable, num_parameters=num_parameters)
+    return default_estimator(row_separable=row_separable, num_parameters=num_parameters, stationary=stationary)
 
 
 def plan(

@@ -174,16 +174,24 @@ def training_flops(model: ModelConfig, training: TrainConfig, size: GraphSize) -
     return training.epochs * (batches * 3 * forward_flops(model, batch) + forward_flops(model, validation))
 
 
+def _stepped(config: AuditConfig, parameters: int, trained: bool) -> bool:
+    """Whether the node estimate is the step estimate: a model as given is counted as not stationary (the estimate
+    finds out; one that is costs less than counted), one the audit trains as stationary where it polishes it."""
+    stationary = not trained and config.polishes(parameters)
+    separable = config.model.row_separable
+    method = pick_method(config.estimator, row_separable=separable, num_parameters=parameters, stationary=stationary)
+    return method == "step"
+
+
 def uses_dense_hessian(config: AuditConfig, parameters: int, trained: bool = False) -> bool:
     """Whether the audit forms a dense ``[p, p]`` Hessian (module docstring; ``trained``: the model is given, so
     no polish's Newton finish forms one)."""
-    row_separable = config.model.row_separable
     newton = not trained and config.polishes(parameters) and parameters <= NEWTON_MAX_PARAMETERS
     if "influence" not in config.stages:
         return newton
     if config.refine_steps:
         return True
-    if pick_method(config.estimator, row_separable=row_separable, num_parameters=parameters) == "step":
+    if _stepped(config, parameters, trained):
         return True
     return newton or choose(config.solver, parameters) == "exact"
 
@@ -199,14 +207,21 @@ def uses_lanczos(config: AuditConfig, parameters: int, trained: bool = False) ->
 
 
 def _after_training_work(
-    config: AuditConfig, size: GraphSize, p: int, dense: bool, f: float, training: float, polish: float
+    config: AuditConfig,
+    size: GraphSize,
+    p: int,
+    dense: bool,
+    f: float,
+    training: float,
+    polish: float,
+    trained: bool,
 ) -> dict[str, float]:
     """The work of the stages after training (influence, edges, debiasing, validation), in flops, from a forward
-    pass's ``f``, one training's and one polish's."""
+    pass's ``f``, one training's and one polish's (``trained``: the model is given)."""
     m, n, e = config.model, size.nodes, size.edges
     work: dict[str, float] = {}
     row_separable = m.row_separable
-    step = pick_method(config.estimator, row_separable=row_separable, num_parameters=p) == "step"
+    step = _stepped(config, p, trained)
     influence = 4 * f * p + 9.0 * p**3 if dense else 0.0
     if step:
         influence += size.train * (4 * f + 4.0 * p * p)
@@ -283,7 +298,7 @@ def audit_cost(
     work = {"training": training + polish}
     influence = 0.0
     if "influence" in config.stages:
-        work.update(_after_training_work(config, size, p, dense, f, training, polish))
+        work.update(_after_training_work(config, size, p, dense, f, training, polish, trained))
         influence = work["influence"]
     if config.stability_seeds:
         work["stability"] = len(config.stability_seeds) * (training + polish + influence)

@@ -53,7 +53,8 @@ class AuditConfig(Encoded):
             parameters). For models where one Newton step is not enough (a one-layer GIN); slower.
         estimator: ``"linear"`` (the paper's influence function), ``"step"`` (damped Newton steps per node with Γ
             exact there, answering the proximal response; :mod:`bind_core.influence.step`) or ``"auto"``
-            (default: ``"step"`` for multi-layer and attention models up to 5000 parameters). With ``"step"`` the
+            (default: ``"step"`` for multi-layer and attention models up to 5000 parameters, and for one-layer
+            models whose weights are not stationary). With ``"step"`` the
             self-check compares against the proximal re-optimisation, otherwise against unconstrained
             re-optimisation.
         debias_seeds: check each debiasing budget against chance (:mod:`bind_core.debiasing.chance`): retrain with each

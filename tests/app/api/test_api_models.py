@@ -13,7 +13,7 @@ from apihelp import assert_problem, fields, register_model, run_alone
 from fastapi.testclient import TestClient
 from safetensors.torch import save
 from sqlalchemy.orm import Session, sessionmaker
-from torch_geometric.nn import GAT, GraphSAGE
+from torch_geometric.nn import GAT, GCN, GraphSAGE
 
 from app.core.db.tables import SuppliedModel
 from app.core.settings import Settings
@@ -366,3 +366,34 @@ def test_a_pyg_model_that_does_not_fit_its_graph_is_422_naming_why(
     )
     assert ok.status_code == 201, ok.text
     assert ok.json()["config"]["classes"] == names[::-1]
+
+
+def test_the_papers_gcn_as_the_reference_code_names_it_is_registered_and_audited_with_steps(
+    client: TestClient,
+    auth: dict[str, str],
+    graph_id: str,
+    graph_npz: bytes,
+    sessions: sessionmaker[Session],
+    settings: Settings,
+) -> None:
+    """The BIND reference code's GCN (``self.body.gc1``, then ``self.fc``, no activation between): PyG's ``act=None``
+    with ``jk="last"``. As Adam left it (not stationary), its one layer takes the step estimate."""
+    extra = {"num_layers": 1, "jk": "last", "act": None, "dropout": 0.5}
+    pyg, config = _pyg_graphsage(graph_npz, GCN, **extra)
+    renamed = {"convs.0.": "body.gc1.", "lin.": "fc."}
+    own = {next((k.replace(a, b, 1) for a, b in renamed.items() if k.startswith(a)), k): v
+           for k, v in pyg.state_dict().items()}  # fmt: skip
+    config |= {"layer_names": ["body.gc1"], "head_name": "fc"}
+    response = register_model(client, auth, graph_id, save(own), config, "gcn.safetensors")
+    assert response.status_code == 201, response.text
+    model = response.json()["config"]["model"]
+    assert (model["activation"], model["head"], model["head_activation"]) == ("identity", True, True)
+    body = {"model_id": response.json()["id"], "stages": ["metrics", "influence", "validation"], "validation_sample": 5}
+    queued = client.post("/v1/audits", headers=auth, json=body | {"bootstrap": 0})
+    assert queued.status_code == 202, queued.text
+    status, audit = run_alone(client, auth, queued.json()["id"], sessions, settings)
+    assert status == "succeeded", audit.get("error")
+    assert audit["results"]["supplied_model"]["pyg"]["max_logit_difference"] <= 1e-6
+    assert audit["results"]["stationarity"]["stationary"] is False
+    assert audit["results"]["influence_summary"]["solver_details"]["method"] == "step"
+    assert audit["results"]["validation"]["pearson"] > 0.999

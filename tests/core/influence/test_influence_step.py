@@ -14,7 +14,7 @@ from bind_core.debiasing.validation import validate
 from bind_core.influence import estimate
 from bind_core.influence.arguments import InfluenceArguments
 from bind_core.influence.curvature import damping_for
-from bind_core.influence.estimate import choose_method
+from bind_core.influence.estimate import choose_method, pick_method
 from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.proximal import touched_rows
 from bind_core.influence.reduce import GraphReducer
@@ -24,6 +24,7 @@ from bind_core.models.gnn import GNN, ModelConfig, flat_parameters, node_losses,
 from bind_core.models.propagation import GraphInputs
 from bind_core.pipeline.caveats import estimate_warnings
 from bind_core.training.fit import TrainConfig, TrainedModel, train
+from bind_core.training.stationarity import is_stationary
 
 
 @pytest.fixture(scope="module")
@@ -106,11 +107,22 @@ def test_the_estimate_is_gamma_on_the_reduced_graph_at_the_proximal_optimum_it_r
     assert torch.allclose(total, got.delta)
 
 
-def test_one_layer_models_keep_the_linear_estimate(graph: Graph) -> None:
+def test_one_layer_models_keep_the_linear_estimate_at_a_stationary_point(graph: Graph) -> None:
     model = _model(graph)
     fm = FunctionalModel.from_trained(model, graph)
-    assert choose_method("auto", fm) == "linear" and choose_method("step", fm) == "step"
+    assert choose_method("auto", fm, model, graph) == "linear" and choose_method("step", fm, model, graph) == "step"
     assert "method" not in estimate(model, graph).solve.details
+
+
+def test_a_one_layer_model_that_is_not_stationary_takes_the_step_estimate(graph: Graph) -> None:
+    """Its question is the proximal response, which the steps answer and the linear estimate only to a first Newton
+    step (docs/METHOD.md, "The model as given"); asked for, the linear estimate still runs."""
+    early = train(graph, TrainConfig(epochs=20, lr=0.01, polish=False), ModelConfig(hidden=4))
+    assert not is_stationary(early, graph)
+    fm = FunctionalModel.from_trained(early, graph)
+    assert choose_method("auto", fm, early, graph) == "step" and choose_method("linear", fm, early, graph) == "linear"
+    assert pick_method("auto", row_separable=True, num_parameters=fm.num_parameters, stationary=False) == "step"
+    assert pick_method("auto", row_separable=True, num_parameters=6000, stationary=False) == "linear"  # no dense
 
 
 @pytest.mark.heavy  # 9 s here

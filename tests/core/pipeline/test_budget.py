@@ -52,7 +52,8 @@ def test_the_estimate_json_has_its_keys_and_the_sums() -> None:
     ("settings", "dense"),
     [
         ({}, True),  # auto: exact up to 5000 parameters
-        ({"solver": "cg", "training": {"polish": False}}, False),
+        ({"solver": "cg", "estimator": "linear", "training": {"polish": False}}, False),
+        ({"solver": "cg", "training": {"polish": False}}, True),  # not stationary: the step estimate (dense)
         ({"solver": "cg"}, True),  # the polish's Newton finish may form one
         ({"solver": "exact", "model": {"hidden": 4096}, "training": {"polish": False}}, True),
         ({"solver": "auto", "model": {"hidden": 4096}}, False),  # cg above 5000 parameters, no Newton
