@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from pyg_models import early_stopped
+from safetensors.torch import load
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 
@@ -28,7 +29,7 @@ from bind_core.influence.functional import FunctionalModel
 from bind_core.influence.twolayer import layout, linear_first
 from bind_core.models.gnn import ModelConfig
 from bind_core.models.pyg import UnsupportedModelError
-from bind_core.pipeline import prepare_for_audit
+from bind_core.pipeline import export_model, prepare_for_audit, weight_names
 from bind_core.pipeline.config import AuditConfig
 from bind_core.training.document import read_document
 from bind_core.training.kinks import has_kinks
@@ -40,6 +41,7 @@ from tests.core.models.norm_checks import (
     safetensors_of,
     their_proba,
 )
+from tests.core.training.test_export import _kept
 
 HIDDEN = 8
 
@@ -151,6 +153,15 @@ def test_the_reference_codes_backbones_are_read_as_they_run(graph: Graph, name: 
         assert model["activation"] == "relu" and model["norm"] == "batch" and model["act_first"]
         assert has_kinks(supplied.model.model_config)  # ReLU before the head, one layer or not
     assert model["normalize"] is (name == "sage")
+    # retrained (its debiasing), handed back under the reference code's names, it loads into that class and runs
+    retrained = _kept(supplied.model, graph, (3,))[0]
+    exported = export_model(retrained, canonical, weight_names(safetensors_of(module)))
+    assert sorted(load(exported.weights)) == sorted(module.state_dict())
+    again = _reference(name, graph)[0].double().eval()
+    again.load_state_dict({k: v.double() for k, v in load(exported.weights).items()}, strict=True)
+    with torch.no_grad():
+        theirs = torch.sigmoid(again(graph.x.double(), graph.edge_index))[:, 0]
+    assert torch.allclose(retrained.predict_proba(graph)[:, 1].double(), theirs, rtol=0.0, atol=1e-6)
 
 
 @pytest.mark.heavy  # about 45 s: two step estimates, one on 120 training nodes, and 16 re-optimisations
