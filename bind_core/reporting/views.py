@@ -55,8 +55,13 @@ def normalised_words(norm: object, suffix: str) -> str:
     return "" if words is None else words + suffix
 
 
-ARCH_VARIANTS = (("v2", "GATv2"), ("share_weights", "weights shared"), ("residual", "residual"))
-"""A GAT's variants as a report names them after its ``arch`` (the model's settings of those names)."""
+ARCH_VARIANTS = (
+    ("v2", "GATv2"),
+    ("share_weights", "weights shared"),
+    ("residual", "residual"),
+    ("normalize", "outputs L2-normalised"),
+)
+"""A GAT's and a SAGE's variants as a report names them after its ``arch`` (the model's settings of those names)."""
 
 
 def variant_words(settings: Mapping[str, Any], suffix: str) -> str:

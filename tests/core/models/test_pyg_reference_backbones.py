@@ -30,7 +30,10 @@ from bind_core.influence.twolayer import layout, linear_first
 from bind_core.models.gnn import ModelConfig
 from bind_core.models.pyg import UnsupportedModelError
 from bind_core.pipeline import export_model, prepare_for_audit, weight_names
+from bind_core.pipeline.audit import run_audit
 from bind_core.pipeline.config import AuditConfig
+from bind_core.reporting.report import render_report
+from bind_core.reporting.text import render as render_text
 from bind_core.training.document import read_document
 from bind_core.training.kinks import has_kinks
 from bind_core.training.supplied import prepare_supplied
@@ -204,6 +207,14 @@ def test_pygs_classes_with_those_options_are_read_as_they_run(graph: Graph, cls:
     assert torch.allclose(model.predict_proba(graph).double(), their_proba(module, graph), rtol=0.0, atol=1e-12)
     canonical = json.loads(json.dumps(encode(read_document(pyg_config(cls, args)))))
     retrained_in_pyg_class(model, canonical, weights, graph)  # handed back, it loads into the class and predicts
+
+
+def test_reports_name_a_normalising_sage(graph: Graph) -> None:
+    module, config = _reference("sage", graph)
+    model, _ = prepare_for_audit(safetensors_of(module), config, graph, AuditConfig(bootstrap=0))
+    result = run_audit(graph, AuditConfig(stages=("training", "metrics"), bootstrap=0), model=model)
+    assert "model sage (outputs L2-normalised, 1 layer(s), " in render_text(result)
+    assert "sage, outputs L2-normalised, 1 layer(s)" in render_report(result.to_dict())
 
 
 def test_a_normalising_sages_rows_are_not_read_as_a_linear_first_layer(graph: Graph) -> None:
