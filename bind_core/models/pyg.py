@@ -22,7 +22,8 @@ states the objective the model was trained with: the ``loss`` (``"cross_entropy"
 ``"binary_cross_entropy"`` on one logit) and the ``weight_decay`` λ given to ``torch.optim.Adam`` (the objective
 ``mean(ℓ_train) + (λ/2)·‖θ‖²``); any other :class:`~bind_core.training.fit.TrainConfig` setting (``epochs``, ``lr``,
 ``optimizer``, ``patience`` for early stopping, ``seed``) is the user's recipe, with which the audit retrains when it
-debiases; it has no polish unless it says ``"polish": true`` (a PyG user's training has none).
+debiases; it has no polish unless it says ``"polish": true`` (a PyG user's training has none) and keeps its last
+epoch's weights unless it says ``"keep": "best_val"`` or early-stops (``patience``), as a PyG training loop does.
 
 ``layer_names`` (optional) reads a module of the user's own class, as PyG's tutorials write it (``self.conv1 =
 GCNConv(...)``, ``self.conv2 = ...``, the activation and dropout between them): the attribute names of its

@@ -25,8 +25,8 @@ def recipe_text(recipe: RetrainRecipe) -> str:
     """A retraining recipe in words: the optimizer, its settings and whether the polish followed (it does only where
     the recipe has it: a model the audit trains with one layer, not a deeper one or a supplied model)."""
     stop = f", early stopping after {recipe.patience} epochs" if recipe.patience else ""
+    best = recipe.keep == "best_val" or recipe.patience > 0  # early stopping keeps the best epoch
+    kept = "the best validation epoch's weights kept" if best else "the last epoch's weights kept"
     polish = "then the polish" if recipe.polish else "no polish"
-    return (
-        f"{recipe.optimizer} lr {recipe.lr:g}, weight decay {recipe.weight_decay:g}, up to {recipe.epochs} "
-        f"epochs{stop}, {polish}"
-    )
+    epochs = f"up to {recipe.epochs} epochs{stop}" if recipe.patience else f"{recipe.epochs} epochs"
+    return f"{recipe.optimizer} lr {recipe.lr:g}, weight decay {recipe.weight_decay:g}, {epochs}, {kept}, {polish}"

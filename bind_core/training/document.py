@@ -130,7 +130,8 @@ def _from_pyg(pyg: PygConfig) -> ModelDocument:
     out = int(pyg.model.args["out_channels"])
     return ModelDocument(
         model=model,
-        training=TrainConfig.from_dict({"polish": False, **pyg.recipe}),
+        # a PyG user's loop has no polish and keeps its last epoch's weights unless it says otherwise (patience)
+        training=TrainConfig.from_dict({"polish": False, "keep": "last", **pyg.recipe}),
         in_dim=int(pyg.model.args["in_channels"]),
         num_classes=2 if out == 1 else out,
         dtype=_dtype(pyg.dtype),

@@ -118,10 +118,17 @@ def test_the_default_audit_says_it_retrained_as_it_trains(graph: Graph) -> None:
     html = render_report(doc)
     assert RETRAINING["audit"] in html and RETRAINING["adam"] not in html
     # the recipe in words, the polish named only where the recipe has it
-    assert "adam lr 0.01, weight decay 0.0001, up to 40 epochs, then the polish" in html
+    assert (
+        "adam lr 0.01, weight decay 0.0001, 40 epochs, the best validation epoch&#39;s weights kept, then the polish"
+        in html
+    )
     unpolished = json.loads(json.dumps(doc))
-    unpolished["debiasing"][0]["recipe"]["polish"] = False  # a deeper model's or a supplied model's recipe
-    assert "up to 40 epochs, no polish" in render_report(unpolished)
+    unpolished["debiasing"][0]["recipe"] |= {"polish": False, "keep": "last"}  # a supplied PyG model's recipe
+    assert "40 epochs, the last epoch&#39;s weights kept, no polish" in render_report(unpolished)
+    unpolished["debiasing"][0]["recipe"]["patience"] = 5  # early stopping keeps the best epoch
+    assert "up to 40 epochs, early stopping after 5 epochs, the best validation epoch&#39;s" in render_report(
+        unpolished
+    )
     assert "then the polish" not in render_report(unpolished)
     legacy = json.loads(json.dumps(doc))
     del legacy["debiasing"][0]["retrain"]  # an audit stored before the setting: still typed, report says nothing
