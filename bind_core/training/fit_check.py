@@ -203,7 +203,8 @@ def _worse_than_guess(count: int, loss: float, guess: float, accuracy: float, ma
         f"the model fits its own {count} training nodes worse than guessing every class alike: mean cross-entropy "
         f"{loss:.3g} against {guess:.3g} for the guess (accuracy {accuracy:.1%}, {majority:.1%} for predicting every "
         "node the commonest label), where a model trained with cross-entropy on these nodes and inputs fits them at "
-        "least as well as the guess its zero weights make"
+        "least as well as the guess its zero weights make, unless its training stopped within its first epochs (early "
+        "stopping on a validation split whose classes are balanced otherwise than the training split's can keep one)"
     )
 
 
