@@ -147,6 +147,18 @@ class ModelConfig(DictConfig):
         return out
 
     @property
+    def stationary_point(self) -> str | None:
+        """Why the training objective has no stationary point, or ``None`` where it may have one. A normalising
+        SAGE's layers divide each output row by its norm, so scaling a layer's weights changes no prediction while
+        the weight decay falls with their scale: the objective decreases as they shrink, and no polish can end."""
+        if self.normalize:
+            return (
+                "a SAGE that normalises its layers' outputs (normalize) has no stationary point: its predictions do "
+                "not change when a layer's weights are scaled, and the weight decay falls as they shrink"
+            )
+        return None
+
+    @property
     def gat_name(self) -> str:
         """``"GAT"`` or ``"GATv2"``."""
         return "GATv2" if self.v2 else "GAT"

@@ -161,6 +161,8 @@ class AuditConfig(Encoded):
             )
         if self.reference not in REFERENCES:
             raise ConfigError(f"reference: {self.reference!r} is not one of {', '.join(REFERENCES)}")
+        if self.training.polish and self.model.stationary_point is not None:
+            raise ConfigError(f"training.polish: {self.model.stationary_point}, so no polish can end")
         if self.estimator not in METHODS:
             raise ConfigError(f"estimator: {self.estimator!r} is not one of {', '.join(METHODS)}")
         unknown = set(self.stages) - set(STAGES)
@@ -194,7 +196,10 @@ class AuditConfig(Encoded):
             Whether the polish runs.
         """
         return self.training.polishes(
-            estimator=self.estimator, row_separable=self.model.row_separable, num_parameters=parameters
+            estimator=self.estimator,
+            row_separable=self.model.row_separable,
+            num_parameters=parameters,
+            stationary_point=self.model.stationary_point is None,
         )
 
     def describing(self, model: ModelConfig, training: TrainConfig) -> AuditConfig:

@@ -355,7 +355,12 @@ def train(
     torch.manual_seed(config.seed)
     module = GNN(model, graph.num_features, graph.num_classes).to(device)
     parameters = sum(p.numel() for p in module.parameters())
-    config = replace(config, polish=config.polishes(row_separable=model.row_separable, num_parameters=parameters))
+    if config.polish and model.stationary_point is not None:
+        raise ConfigError(f"training.polish: {model.stationary_point}, so no polish can end; leave polish unset")
+    polish = config.polishes(
+        row_separable=model.row_separable, num_parameters=parameters, stationary_point=model.stationary_point is None
+    )
+    config = replace(config, polish=polish)
     if config.epochs == 0 and not config.polish:
         raise ConfigError(UNTRAINED)
     trained = TrainedModel(module, model, config)

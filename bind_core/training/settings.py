@@ -108,20 +108,27 @@ class TrainConfig(DictConfig):
         if isinstance(self.batch_size, bool) or not 0 <= self.batch_size <= 100_000_000:
             raise ConfigError(f"batch_size: {self.batch_size!r} must be between 0 (full batch) and 100000000")
 
-    def polishes(self, *, estimator: str = "auto", row_separable: bool, num_parameters: int) -> bool:
+    def polishes(
+        self, *, estimator: str = "auto", row_separable: bool, num_parameters: int, stationary_point: bool = True
+    ) -> bool:
         """Whether training with this recipe ends with the polish: :attr:`polish` when set, else by the estimate the
-        audit runs (:func:`~bind_core.models.estimator.polishes_by_default`).
+        audit runs (:func:`~bind_core.models.estimator.polishes_by_default`), never where the objective has no
+        stationary point.
 
         Args:
             estimator: the audit's ``"auto"``, ``"linear"`` or ``"step"``.
             row_separable: whether the model is a one-layer GCN, GIN or SAGE.
             num_parameters: the model's number of weights.
+            stationary_point: whether the model's objective may have one
+                (:attr:`~bind_core.models.gnn.ModelConfig.stationary_point`).
 
         Returns:
             Whether the polish runs.
         """
         if self.polish is not None:
             return self.polish
+        if not stationary_point:
+            return False
         return polishes_by_default(estimator=estimator, row_separable=row_separable, num_parameters=num_parameters)
 
 

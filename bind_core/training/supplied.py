@@ -143,6 +143,10 @@ def prepare_model(
     """
     if reference not in REFERENCES:
         raise ConfigError(f"reference: {reference!r} is not one of {', '.join(REFERENCES)}")
+    if reference == "polished" and model.model_config.stationary_point is not None:
+        raise ConfigError(
+            f"reference: polished: {model.model_config.stationary_point}, so no polish can end; audit it as given"
+        )
     form = model.supplied or SuppliedForm()
     model.module.require_fit(graph)  # before any forward pass: torch's own error names neither
     record: dict[str, Any] = {"reference": reference, "polished_by_service": False}

@@ -35,6 +35,7 @@ from bind_core.pipeline.config import AuditConfig
 from bind_core.reporting.report import render_report
 from bind_core.reporting.text import render as render_text
 from bind_core.training.document import read_document
+from bind_core.training.fit import TrainConfig, train
 from bind_core.training.kinks import has_kinks
 from bind_core.training.supplied import prepare_supplied
 from tests.core.models.norm_checks import (
@@ -272,3 +273,21 @@ def test_the_reference_gin_is_refused_without_advice_that_leads_to_another_refus
     message = str(info.value)
     assert "conv1.nn.2.* is a normalisation, which a GIN audited here does not have" in message
     assert '"norm": "batch_norm"' not in message
+
+
+def test_a_normalising_sage_is_never_polished(graph: Graph) -> None:
+    """Its predictions do not change when a layer's weights are scaled, and the weight decay falls as they shrink:
+    its objective has no stationary point, so the polish, which would chase one, does not run (left to itself it
+    drove a one-layer SAGE's curvature to 10¹⁰ and its largest gradient entry from 0.1 to 117)."""
+    config = ModelConfig(arch="sage", normalize=True, hidden=HIDDEN)
+    assert config.stationary_point is not None and ModelConfig(arch="sage").stationary_point is None
+    model = train(graph, TrainConfig(epochs=20), config)  # a one-layer model: polished by default, but not this one
+    assert model.train_config.polish is False and not model.stationarity.polished
+    with pytest.raises(ConfigError, match=r"training\.polish: a SAGE that normalises"):
+        train(graph, TrainConfig(epochs=20, polish=True), config)
+    with pytest.raises(ConfigError, match=r"training\.polish: a SAGE that normalises"):
+        AuditConfig.from_dict({"model": {"arch": "sage", "normalize": True}, "training": {"polish": True}})
+    assert not AuditConfig.from_dict({"model": {"arch": "sage", "normalize": True}}).polishes(200)
+    module, reference = _reference("sage", graph)
+    with pytest.raises(ConfigError, match="reference: polished: a SAGE that normalises"):
+        prepare_for_audit(safetensors_of(module), reference, graph, AuditConfig(reference="polished"))
