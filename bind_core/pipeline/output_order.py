@@ -107,7 +107,7 @@ def supplied_model_doubt(record: SuppliedModel | None) -> str | None:
         "inputs than it was trained on"
         + (" (among them nodes of a category it never saw, read as none of its own)" if _unseen_cause(record) else "")
         if record.carried is not None
-        else "it is most likely fed other inputs than it was trained on"
+        else "it is most likely fed other inputs than it was trained on, or its training stopped before it fit them"
     )
     return (
         f"on its own training nodes the model does no better than {than} (mean cross-entropy {fit.loss:.3g} against "
