@@ -36,7 +36,7 @@ from bind_core.influence.rowblocks import (
     blocked,
     tangents_by_batch,
 )
-from bind_core.models.gnn import sage_first_layer, sage_output
+from bind_core.models.layers import sage_first_layer, sage_output
 
 
 @dataclass

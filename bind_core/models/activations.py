@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 _SQRT_2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -41,6 +41,15 @@ ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {
     "identity": identity,
 }
 """The activation functions by name (between layers; see :class:`bind_core.models.gnn.ModelConfig`)."""
+
+ACTIVATION_MODULES: dict[str, type[nn.Module]] = {
+    "gelu": nn.GELU,
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "elu": nn.ELU,
+    "identity": nn.Identity,
+}
+"""Each activation as the module inside a GIN layer's MLP."""
 
 
 def gelu_expansion(z: Tensor) -> Tensor:

@@ -30,9 +30,10 @@ from bind_core.data.graph import Graph
 from bind_core.data.ladder import ladder
 from bind_core.data.sparse import Adjacency, spmm
 from bind_core.errors import ConfigError, ModelDoesNotFitError, NonFiniteError
-from bind_core.models.activations import activation_fn
+from bind_core.models.activations import ACTIVATION_MODULES, activation_fn
 from bind_core.models.fits import classes_problem, features_problem, require_fit
 from bind_core.models.gat import SmoothGATConv, SmoothGATv2Conv, SmoothScores
+from bind_core.models.layers import aggregate_first, dropout, sage_first_layer, sage_output
 from bind_core.models.norms import NORMS, Norm, is_normalisation, layer_norm_at, make_norm, norm_act, normalised
 from bind_core.models.propagation import (
     GraphInputs,
@@ -490,7 +491,7 @@ class GNN(nn.Module):
         arch = self.config.arch
         if arch == "gcn":  # GCNConv: Â·(h·Wᵀ) + b, or (Â·h)·Wᵀ + b where that costs less (equal to rounding)
             gcn = cast(GCNConv, conv)
-            if _aggregate_first(adjacency, gcn.in_channels, gcn.out_channels):
+            if aggregate_first(adjacency, gcn.in_channels, gcn.out_channels):
                 return cast(Tensor, gcn.lin(spmm(adjacency, h))) + cast(Tensor, gcn.bias)
             return spmm(adjacency, cast(Tensor, gcn.lin(h))) + cast(Tensor, gcn.bias)
         if arch == "sage":  # SAGEConv (mean): W_l·mean_N(h) + b + W_r·h
@@ -518,67 +519,12 @@ class GNN(nn.Module):
         return sage_first_layer(z, sage.lin_l.weight, sage.lin_l.bias, sage.lin_r.weight, normalize=sage.normalize)
 
 
-def sage_first_layer(
-    z: Tensor, weight_l: Tensor, bias_l: Tensor | None, weight_r: Tensor, *, normalize: bool = False
-) -> Tensor:
-    """SAGE's ``W_l·mean_N(X) + b + W_r·X`` from ``z = [mean_N(X) | X]`` as one product with ``[W_l | W_r]``
-    (each row divided by its L2 norm where the layer normalises, :func:`sage_output`).
-    Two products on ``z``'s column halves read strided rows and add two ``[n, d_out]`` results: on the 10⁶-node
-    two-layer SAGE's computation graph (187,860 rows, 16 + 16 → 128, float64) the layer's forward and backward took
-    1.26–1.79 s that way and 0.48 s this way (docs/SCALE.md, "sixth part"); equal to rounding."""
-    return sage_output(F.linear(z, torch.cat([weight_l, weight_r], dim=1), bias_l), normalize)
-
-
-def sage_output(out: Tensor, normalize: bool) -> Tensor:
-    """A SAGE layer's output ``out`` as the layer returns it: each row divided by its L2 norm where it normalises
-    (``normalize``; PyG's ``F.normalize(out, p=2, dim=-1)``, a norm below 10⁻¹² taken as 10⁻¹²), else as it is."""
-    return F.normalize(out, p=2.0, dim=-1) if normalize else out
-
-
-def _aggregate_first(adjacency: Adjacency, d_in: int, d_out: int) -> bool:
-    """Whether ``(A·h)·Wᵀ`` costs fewer multiplications than ``A·(h·Wᵀ)`` for ``A`` of shape ``[r, c]`` (``nnz``
-    entries): ``nnz·d_in + r·d_in·d_out`` against ``c·d_in·d_out + nnz·d_out``. A last layer cut to the wanted rows
-    (``r`` the training rows, ``c`` their neighbours) aggregates first: its weights then multiply ``r`` rows, not
-    ``c``. Measured on the 20,000-node two-layer GCN's deletions (docs/SCALE.md)."""
-    rows, cols = adjacency.shape
-    nnz = int(adjacency.parts[1].numel())
-    return nnz * d_in + rows * d_in * d_out < cols * d_in * d_out + nnz * d_out
-
-
-def dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """Dropout with a mask from 15 random bits per entry: the rate is ``p`` rounded to a multiple of 2⁻¹⁵, and the
-    kept entries are scaled by the inverse of the exact keep rate (so the expectation is unchanged).
-
-    ``F.dropout`` draws a Bernoulli variable per entry, which on the CPU costs 15 ns an entry: 20 ms for the
-    ``20000 × 64`` hidden layer of a two-layer SAGE, half of a training epoch. Comparing 15-bit integers cut from
-    64-bit random words (``random_`` fills 63 bits; each 16-bit quarter has 15 uniform low bits) costs a fifth of
-    that. Deterministic under ``torch.manual_seed``, as ``F.dropout``.
-    """
-    if not training or p == 0.0:
-        return x
-    words = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_()
-    bits = words.view(torch.int16)[: x.numel()].view(x.shape) & 0x7FFF
-    dropped = round(p * 32768)
-    mask = (bits >= dropped).to(x.dtype).mul_(32768 / (32768 - dropped))
-    return x * mask
-
-
-_ACTIVATION_MODULES: dict[str, type[nn.Module]] = {
-    "gelu": nn.GELU,
-    "relu": nn.ReLU,
-    "tanh": nn.Tanh,
-    "elu": nn.ELU,
-    "identity": nn.Identity,
-}
-"""Each activation as the module inside a GIN layer's MLP."""
-
-
 def _conv(config: ModelConfig, a: int, b: int, *, last: bool) -> nn.Module:
     """Layer ``a → b``; ``last``: the last layer (which averages GAT's heads when it outputs the logits)."""
     if config.arch == "gcn":
         return cast(nn.Module, GCNConv(a, b, normalize=False))
     if config.arch == "gin":
-        act = _ACTIVATION_MODULES[config.activation]()
+        act = ACTIVATION_MODULES[config.activation]()
         return cast(nn.Module, GINConv(nn.Sequential(nn.Linear(a, b), act, nn.Linear(b, b)), train_eps=False))
     if config.arch == "sage":
         return cast(nn.Module, SAGEConv(a, b, aggr="mean", normalize=config.normalize))

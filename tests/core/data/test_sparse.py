@@ -9,7 +9,8 @@ import torch
 
 from bind_core.data.datasets import synthetic
 from bind_core.data.sparse import Adjacency, is_symmetric, spmm
-from bind_core.models.gnn import GNN, ModelConfig, dropout
+from bind_core.models.gnn import GNN, ModelConfig
+from bind_core.models.layers import dropout
 
 
 def _random(n: int = 30, e: int = 90) -> tuple[Adjacency, torch.Tensor]:
